@@ -1,0 +1,75 @@
+#pragma once
+/// Configuration: a TOML file parsed once into small per-part structs.
+///
+/// Precedence: `--set section.key=value` > the file > the defaults written here. Unknown
+/// keys are errors; every error names the file, the key (and line where the file has one)
+/// and what is wrong. `loom config CONFIG --dump` prints the resolved configuration.
+/// `--set` paths may index arrays of tables by element name: `model.modules.llm.frozen=false`.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cluster.hpp"
+#include "core/cost_model.hpp"
+#include "core/cost_table.hpp"
+#include "core/model.hpp"
+
+namespace loom {
+
+struct ParallelConfig {
+  int pp = 1;  ///< pipeline stages per replica
+  int dp = 1;  ///< data-parallel replicas of the pipeline
+  int tp = 1;  ///< tensor-parallel GPUs per stage (within one node)
+};
+
+/// Which per-layer costs the stage partitioner balances (dissertation §3.3.1):
+/// `true` the frozen-aware F + Bd + Bw of Eq 3.2; `naive` F + 2F for every layer, what
+/// frozen-unaware systems assume.
+enum class PartitionView { kTrue, kNaive };
+
+struct ScheduleConfig {
+  std::string name = "1f1b";        ///< scheduler registry name
+  int microbatches = 8;             ///< per pipeline replica
+  int microbatch_size = 1;          ///< samples per microbatch
+  PartitionView partition_view = PartitionView::kTrue;
+  std::vector<int> stage_layers;    ///< optional explicit layers per stage (overrides the DP)
+};
+
+struct CostConfig {
+  std::string model = "analytical";  ///< analytical | table | calibrated
+  double efficiency = 0.5;           ///< fraction of peak FLOP/s reached (analytical)
+  std::string profile;               ///< profile CSV (calibrated)
+  std::map<std::string, TableEntry> table;  ///< per module (table)
+  MemoryConstants memory;
+};
+
+struct WorkloadConfig {
+  std::map<std::string, int> tokens = {{"text", 1024}};  ///< per sample, synthetic
+  std::string csv;  ///< samples CSV; replaces the synthetic samples when set
+};
+
+struct SimConfig {
+  std::string backend = "simgrid";   ///< simgrid | evaluator
+  std::string network_model = "CM02";  ///< SimGrid network model (CM02 or LV08)
+};
+
+struct Config {
+  std::string path;
+  Model model;
+  Cluster cluster;
+  CostConfig cost;
+  ParallelConfig parallel;
+  ScheduleConfig schedule;
+  WorkloadConfig workload;
+  SimConfig sim;
+  std::string resolved_toml;  ///< the configuration as resolved, for --dump
+};
+
+/// Loads `path` and applies `overrides` ("a.b=value"). Throws InputError.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+
+/// The cost model the config selects (the config must outlive it).
+std::unique_ptr<CostModel> make_cost_model(const Config& config);
+
+}  // namespace loom

@@ -1,0 +1,58 @@
+#pragma once
+/// Cost models behind one interface. A cost model answers, for one layer and one
+/// microbatch on a stage of `tp` GPUs: how long forward (F), backward-for-inputs (Bd, "I")
+/// and backward-for-weights (Bw, "W") take, how many activation bytes the forward keeps,
+/// how many bytes its output is (what crosses a stage boundary), and how many parameters
+/// the layer has.
+///
+/// Implementations report raw costs as if every layer were trainable; frozen status is
+/// applied once, in effective_cost() (dissertation Eq 3.2), so no model can forget it.
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/cluster.hpp"
+#include "core/model.hpp"
+#include "core/workload.hpp"
+
+namespace loom {
+
+struct PassCost {
+  double forward_s = 0;
+  double input_grad_s = 0;   ///< Bd
+  double weight_grad_s = 0;  ///< Bw
+  double backward_s() const { return input_grad_s + weight_grad_s; }
+};
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  virtual std::string name() const = 0;
+  /// Raw per-pass time of `layer` for one microbatch, on a stage of `tp` GPUs.
+  virtual PassCost layer_cost(int layer, const MicrobatchShape& shape, int tp) const = 0;
+  /// Bytes the forward of `layer` keeps alive for its backward, per GPU.
+  virtual double activation_bytes(int layer, const MicrobatchShape& shape, int tp) const = 0;
+  /// Bytes of the layer's output for the microbatch (sent across a stage boundary).
+  virtual double output_bytes(int layer, const MicrobatchShape& shape) const = 0;
+  /// Parameter count of the layer (all TP shards together).
+  virtual double parameters(int layer) const = 0;
+  /// Self-description for metrics.json (fits and their residuals for `calibrated`).
+  virtual nlohmann::json describe() const { return {{"name", name()}}; }
+};
+
+/// Dissertation Eq 3.2: Bw = 0 for a frozen layer; Bd = 0 for a layer with no trainable
+/// parameters at or upstream of it (p(L) of Eq 3.3, across modules).
+PassCost effective_cost(const CostModel& cost, const Model& model, int layer,
+                        const MicrobatchShape& shape, int tp);
+
+/// Memory accounting constants (bytes per parameter). Mixed precision with Adam:
+/// bf16 weights (from the layer's dtype), fp32 gradients, fp32 master weights + two
+/// moments = 12 bytes of optimizer state; gradients and optimizer state only for
+/// trainable layers.
+struct MemoryConstants {
+  double gradient_bytes_per_param = 4;
+  double optimizer_bytes_per_param = 12;
+};
+
+}  // namespace loom

@@ -1,0 +1,182 @@
+#include "core/evaluator.hpp"
+
+#include <algorithm>
+#include <deque>
+
+#include "core/errors.hpp"
+#include "core/matching.hpp"
+#include "core/overloaded.hpp"
+
+namespace loom {
+namespace {
+
+/// Runs each rank as far as it can; a rank blocks on a Recv whose Send has not been
+/// reached, or on a Collective not all members have reached. Woken ranks go back on the
+/// worklist. Each op is processed once: O(ops + collective ring steps).
+class ListScheduler {
+ public:
+  ListScheduler(const Schedule& schedule, const Cluster& cluster)
+      : schedule_(schedule),
+        cluster_(cluster),
+        matching_(match_operations(schedule)),
+        pos_(static_cast<size_t>(schedule.num_ranks()), 0),
+        clock_(static_cast<size_t>(schedule.num_ranks()), 0.0),
+        arrived_(matching_.instances.size(), 0),
+        waiting_at_(static_cast<size_t>(schedule.num_ranks()), -1) {
+    timeline_.timings.resize(static_cast<size_t>(schedule.num_ranks()));
+    for (int r = 0; r < schedule.num_ranks(); ++r) {
+      timeline_.timings[static_cast<size_t>(r)].resize(program(r).size());
+    }
+  }
+
+  Timeline run() {
+    for (int r = 0; r < schedule_.num_ranks(); ++r) ready_.push_back(r);
+    while (!ready_.empty()) {
+      const int r = ready_.front();
+      ready_.pop_front();
+      advance(r);
+    }
+    report_deadlock();
+    return std::move(timeline_);
+  }
+
+ private:
+  const std::vector<Op>& program(int r) const { return schedule_.programs[static_cast<size_t>(r)]; }
+  OpTiming& timing(OpRef ref) {
+    return timeline_.timings[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)];
+  }
+  bool reached(OpRef ref) const { return pos_[static_cast<size_t>(ref.rank)] > ref.index; }
+  int gpu(int rank) const { return schedule_.ranks[static_cast<size_t>(rank)].gpu; }
+
+  /// Executes rank r's ops until it blocks or finishes.
+  void advance(int r) {
+    const auto& ops = program(r);
+    int& i = pos_[static_cast<size_t>(r)];
+    double& clock = clock_[static_cast<size_t>(r)];
+    while (i < static_cast<int>(ops.size())) {
+      const OpRef here{r, i};
+      const bool done = std::visit(
+          Overloaded{
+              [&](const Compute& c) {
+                timing(here) = {clock, clock + c.seconds};
+                clock += c.seconds;
+                return true;
+              },
+              [&](const Send& s) {
+                // Eager: the transfer starts now and costs the rank nothing.
+                timing(here) = {clock, clock + transfer_time(cluster_, gpu(r), gpu(s.peer), s.bytes)};
+                const OpRef recv = peer(here);
+                if (pos_[static_cast<size_t>(recv.rank)] == recv.index) wake(recv.rank);
+                return true;
+              },
+              [&](const Recv&) {
+                const OpRef send = peer(here);
+                if (!reached(send)) return false;
+                const double arrival = timing(send).end_s;
+                timing(here) = {clock, std::max(clock, arrival)};
+                clock = std::max(clock, arrival);
+                return true;
+              },
+              [&](const Collective& c) { return arrive_collective(here, c); },
+          },
+          ops[static_cast<size_t>(i)]);
+      if (!done) return;
+      // A completed collective has already moved every member (this rank included) past it.
+      if (!std::holds_alternative<Collective>(ops[static_cast<size_t>(i)])) ++i;
+    }
+  }
+
+  OpRef peer(OpRef ref) const {
+    return matching_.peer[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)];
+  }
+
+  void wake(int rank) { ready_.push_back(rank); }
+
+  /// Returns true when the collective completed (and rank `here.rank` moved past it).
+  bool arrive_collective(OpRef here, const Collective& c) {
+    const int instance =
+        matching_.collective_instance[static_cast<size_t>(here.rank)][static_cast<size_t>(here.index)];
+    const auto& members = matching_.instances[static_cast<size_t>(instance)];
+    int& arrived = arrived_[static_cast<size_t>(instance)];
+    // A blocked rank re-executes the same op when woken: count its arrival once.
+    int& waiting_at = waiting_at_[static_cast<size_t>(here.rank)];
+    if (waiting_at != instance) {
+      waiting_at = instance;
+      ++arrived;
+    }
+    if (arrived < static_cast<int>(members.size())) return false;
+    complete_collective(members, c);
+    for (const OpRef& member : members) {
+      waiting_at_[static_cast<size_t>(member.rank)] = -1;
+      ++pos_[static_cast<size_t>(member.rank)];
+      if (member.rank != here.rank) wake(member.rank);
+    }
+    return true;
+  }
+
+  /// Ring steps, exactly as the SimGrid backend runs them: at step t member i sends its
+  /// chunk to i+1 once its step t-1 is done and finishes step t when the chunk from i-1
+  /// has arrived: ready_i[t] = max(ready_i[t-1], ready_{i-1}[t-1] + hop(i-1 -> i)).
+  void complete_collective(const std::vector<OpRef>& members, const Collective& c) {
+    const int n = static_cast<int>(members.size());
+    const int steps = ring_steps(c.kind, n);
+    const double chunk = ring_chunk_bytes(c.kind, n, c.bytes);
+    std::vector<double> ready(static_cast<size_t>(n)), next(static_cast<size_t>(n));
+    std::vector<double> hop(static_cast<size_t>(n));  // hop[i]: time from member i-1 to i
+    for (int k = 0; k < n; ++k) {
+      const OpRef member = members[static_cast<size_t>(k)];
+      ready[static_cast<size_t>(k)] = clock_[static_cast<size_t>(member.rank)];
+      const int prev = members[static_cast<size_t>((k + n - 1) % n)].rank;
+      hop[static_cast<size_t>(k)] = transfer_time(cluster_, gpu(prev), gpu(member.rank), chunk);
+    }
+    for (int t = 0; t < steps; ++t) {
+      for (int k = 0; k < n; ++k) {
+        const size_t prev = static_cast<size_t>((k + n - 1) % n);
+        next[static_cast<size_t>(k)] =
+            std::max(ready[static_cast<size_t>(k)], ready[prev] + hop[static_cast<size_t>(k)]);
+      }
+      std::swap(ready, next);
+    }
+    for (int k = 0; k < n; ++k) {
+      const OpRef member = members[static_cast<size_t>(k)];
+      double& clock = clock_[static_cast<size_t>(member.rank)];
+      timing(member) = {clock, ready[static_cast<size_t>(k)]};
+      clock = ready[static_cast<size_t>(k)];
+    }
+  }
+
+  void report_deadlock() const {
+    std::string blocked;
+    int shown = 0;
+    for (int r = 0; r < schedule_.num_ranks(); ++r) {
+      const int i = pos_[static_cast<size_t>(r)];
+      if (i >= static_cast<int>(program(r).size())) continue;
+      if (shown++ < 8) {
+        blocked += "\n  rank " + std::to_string(r) + " blocked at op #" + std::to_string(i) +
+                   " (" + to_string(program(r)[static_cast<size_t>(i)], schedule_) + ")";
+      }
+    }
+    if (shown > 0) {
+      throw InfeasibleError("schedule deadlocks: " + std::to_string(shown) +
+                            " rank(s) can never finish" + blocked);
+    }
+  }
+
+  const Schedule& schedule_;
+  const Cluster& cluster_;
+  Matching matching_;
+  std::vector<int> pos_;
+  std::vector<double> clock_;
+  std::vector<int> arrived_;
+  std::vector<int> waiting_at_;  ///< per rank: the collective instance it waits in, or -1
+  std::deque<int> ready_;
+  Timeline timeline_;
+};
+
+}  // namespace
+
+Timeline evaluate(const Schedule& schedule, const Cluster& cluster) {
+  return ListScheduler(schedule, cluster).run();
+}
+
+}  // namespace loom

@@ -1,0 +1,137 @@
+#include "core/matching.hpp"
+
+#include <map>
+#include <utility>
+
+#include "core/errors.hpp"
+#include "core/overloaded.hpp"
+
+namespace loom {
+namespace {
+
+std::string describe(const Schedule& schedule, OpRef ref) {
+  const Op& op = schedule.programs[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)];
+  return "rank " + std::to_string(ref.rank) + " op #" + std::to_string(ref.index) + " (" +
+         to_string(op, schedule) + ")";
+}
+
+}  // namespace
+
+Matching match_operations(const Schedule& schedule) {
+  const int ranks = schedule.num_ranks();
+  Matching m;
+  m.peer.resize(static_cast<size_t>(ranks));
+  m.collective_instance.resize(static_cast<size_t>(ranks));
+
+  // FIFO queues per ordered pair (src, dst): sends in src's program order, receives in
+  // dst's program order; the k-th of each match.
+  std::map<std::pair<int, int>, std::vector<OpRef>> sends, recvs;
+  // Per group: each member's collective ops in program order.
+  std::vector<std::map<int, std::vector<OpRef>>> group_ops(schedule.groups.size());
+
+  for (int r = 0; r < ranks; ++r) {
+    const auto& program = schedule.programs[static_cast<size_t>(r)];
+    m.peer[static_cast<size_t>(r)].assign(program.size(), OpRef{-1, -1});
+    m.collective_instance[static_cast<size_t>(r)].assign(program.size(), -1);
+    for (int i = 0; i < static_cast<int>(program.size()); ++i) {
+      const OpRef ref{r, i};
+      std::visit(Overloaded{
+                     [](const Compute&) {},
+                     [&](const Send& s) {
+                       if (s.peer < 0 || s.peer >= ranks || s.peer == r) {
+                         throw InfeasibleError(describe(schedule, ref) + ": invalid peer rank");
+                       }
+                       sends[{r, s.peer}].push_back(ref);
+                     },
+                     [&](const Recv& rv) {
+                       if (rv.peer < 0 || rv.peer >= ranks || rv.peer == r) {
+                         throw InfeasibleError(describe(schedule, ref) + ": invalid peer rank");
+                       }
+                       recvs[{rv.peer, r}].push_back(ref);
+                     },
+                     [&](const Collective& c) {
+                       if (c.group < 0 || c.group >= static_cast<int>(schedule.groups.size())) {
+                         throw InfeasibleError(describe(schedule, ref) + ": unknown group");
+                       }
+                       group_ops[static_cast<size_t>(c.group)][r].push_back(ref);
+                     },
+                 },
+                 program[static_cast<size_t>(i)]);
+    }
+  }
+
+  auto op_at = [&](OpRef ref) -> const Op& {
+    return schedule.programs[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)];
+  };
+
+  for (const auto& [pair, send_list] : sends) {
+    const auto it = recvs.find(pair);
+    const size_t n_recv = it == recvs.end() ? 0 : it->second.size();
+    for (size_t k = 0; k < send_list.size(); ++k) {
+      if (k >= n_recv) {
+        throw InfeasibleError(describe(schedule, send_list[k]) + ": no matching receive on rank " +
+                              std::to_string(pair.second) + " (sends and receives between a pair "
+                              "match in program order)");
+      }
+      const OpRef s = send_list[k];
+      const OpRef r = it->second[k];
+      const auto& send = std::get<Send>(op_at(s));
+      const auto& recv = std::get<Recv>(op_at(r));
+      if (!(send.tag == recv.tag) || send.bytes != recv.bytes) {
+        throw InfeasibleError(describe(schedule, r) + " is matched (in program order) with " +
+                              describe(schedule, s) + " but their tags or sizes differ");
+      }
+      m.peer[static_cast<size_t>(s.rank)][static_cast<size_t>(s.index)] = r;
+      m.peer[static_cast<size_t>(r.rank)][static_cast<size_t>(r.index)] = s;
+    }
+  }
+  for (const auto& [pair, recv_list] : recvs) {
+    const auto it = sends.find(pair);
+    const size_t n_send = it == sends.end() ? 0 : it->second.size();
+    if (recv_list.size() > n_send) {
+      throw InfeasibleError(describe(schedule, recv_list[n_send]) +
+                            ": no matching send from rank " + std::to_string(pair.first) +
+                            " (it would wait forever)");
+    }
+  }
+
+  for (size_t g = 0; g < schedule.groups.size(); ++g) {
+    const auto& members = schedule.groups[g];
+    size_t count = 0;
+    bool first = true;
+    for (int member : members) {
+      const size_t n = group_ops[g].count(member) ? group_ops[g][member].size() : 0;
+      if (first) count = n;
+      first = false;
+      if (n != count) {
+        OpRef witness = group_ops[g].begin()->second.front();
+        throw InfeasibleError(describe(schedule, witness) + ": collective group g" +
+                              std::to_string(g) + " is reached " + std::to_string(count) +
+                              " time(s) by rank " + std::to_string(members.front()) + " but " +
+                              std::to_string(n) + " time(s) by rank " + std::to_string(member));
+      }
+    }
+    for (const auto& [rank, ops] : group_ops[g]) {
+      bool is_member = false;
+      for (int member : members) is_member = is_member || member == rank;
+      if (!is_member) {
+        throw InfeasibleError(describe(schedule, ops.front()) + ": rank is not in group g" +
+                              std::to_string(g));
+      }
+    }
+    for (size_t k = 0; k < count; ++k) {
+      const int instance = static_cast<int>(m.instances.size());
+      std::vector<OpRef> member_ops;
+      for (int member : members) {
+        const OpRef ref = group_ops[g][member][k];
+        member_ops.push_back(ref);
+        m.collective_instance[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)] =
+            instance;
+      }
+      m.instances.push_back(std::move(member_ops));
+    }
+  }
+  return m;
+}
+
+}  // namespace loom

@@ -1,0 +1,32 @@
+#pragma once
+/// The one dependency oracle: which operation of another rank must happen before this one.
+/// Sends and receives match per ordered pair of ranks in program order; collectives match
+/// per group in program order. The validator, the evaluator and the backends all rely on
+/// this rule (SimGrid and NCCL implement the same FIFO matching natively).
+#include <vector>
+
+#include "core/schedule.hpp"
+
+namespace loom {
+
+struct OpRef {
+  int rank = 0;
+  int index = 0;
+  friend bool operator==(const OpRef&, const OpRef&) = default;
+};
+
+struct Matching {
+  /// For each Recv: the Send it receives. For each Send: the Recv that receives it.
+  /// For other ops: {-1, -1} is never read (kept parallel to the programs for O(1) access).
+  std::vector<std::vector<OpRef>> peer;
+  /// For each Collective op: the instance it belongs to; instances[i] lists the member ops.
+  std::vector<std::vector<int>> collective_instance;
+  std::vector<std::vector<OpRef>> instances;
+};
+
+/// Matches every Send to its Recv and every Collective to its instance. Throws
+/// InfeasibleError naming the operation when one has no partner, when tags or sizes of a
+/// matched pair disagree, or when a collective's members do not all take part.
+Matching match_operations(const Schedule& schedule);
+
+}  // namespace loom

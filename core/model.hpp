@@ -1,0 +1,90 @@
+#pragma once
+/// Model description: a multimodal LLM as a DAG of modules (modality encoders, projectors,
+/// the LLM), each a stack of layers with shapes and a frozen flag per layer.
+///
+/// Glossary (used across Loom):
+///   module      one named component (e.g. "vision", "projector", "llm")
+///   layer       one transformer block (or projector MLP) inside a module
+///   global layer index   position of a layer in the model's topological layer order
+///                        (modules in topological order, layers in order inside each)
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom {
+
+enum class ModuleKind : std::uint8_t { kEncoder, kProjector, kLlm };
+enum class LayerKind : std::uint8_t { kTransformer, kMlp };
+
+const char* to_string(ModuleKind kind);
+const char* to_string(LayerKind kind);
+
+/// Shapes of one layer. A transformer layer has attention (heads, kv_heads) and an MLP
+/// (ffn, gated = SwiGLU-style three matrices); an MLP layer (a projector) maps
+/// `hidden` -> `ffn` -> `out_hidden` with two matrices.
+struct LayerSpec {
+  LayerKind kind = LayerKind::kTransformer;
+  int hidden = 0;          ///< model width h
+  int ffn = 0;             ///< MLP inner width
+  int heads = 0;           ///< attention heads (transformer only)
+  int kv_heads = 0;        ///< key/value heads (GQA); == heads for plain MHA
+  bool gated_mlp = false;  ///< SwiGLU: 3 MLP matrices instead of 2
+  bool causal = false;     ///< causal attention halves the score FLOPs
+  int out_hidden = 0;      ///< output width (MLP layers; == hidden for transformers)
+  int dtype_bytes = 2;     ///< bytes per element of weights and activations (bf16 = 2)
+  bool frozen = false;     ///< no weight gradient (Bw = 0)
+};
+
+struct Module {
+  std::string name;
+  ModuleKind kind = ModuleKind::kLlm;
+  /// The modality whose tokens this module consumes ("vision", "audio"); "text" for the LLM.
+  std::string modality = "text";
+  /// Modules whose outputs feed this one (the DAG's edges). Encoders have none.
+  std::vector<std::string> inputs;
+  /// Output tokens per input token (a projector that merges 2x2 patches has 0.25).
+  double token_ratio = 1.0;
+  std::vector<LayerSpec> layers;
+};
+
+/// One layer with its place in the model, the unit that partitioning and costs work on.
+struct LayerRef {
+  int module = 0;       ///< index into Model::modules
+  int local_index = 0;  ///< index inside the module
+};
+
+class Model {
+ public:
+  Model() = default;
+  /// Validates the DAG (known inputs, no cycles, modules given in topological order) and
+  /// computes the per-layer input-gradient flags. Throws InputError naming the module.
+  explicit Model(std::vector<Module> modules);
+
+  const std::vector<Module>& modules() const { return modules_; }
+  const Module& module(int index) const { return modules_.at(static_cast<size_t>(index)); }
+  int module_index(const std::string& name) const;  ///< -1 if absent
+
+  /// All layers in topological order (the "global layer index").
+  const std::vector<LayerRef>& layers() const { return layers_; }
+  const LayerSpec& layer(int global_index) const;
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+
+  /// p(L) of dissertation Eq 3.3: true when layer L or any layer upstream of it (across
+  /// modules, following the DAG's edges) has trainable parameters. A layer with p(L) false
+  /// needs no backward at all; with p(L) true it backpropagates input gradients (Bd).
+  bool has_trainable_upstream(int global_index) const {
+    return trainable_upstream_.at(static_cast<size_t>(global_index));
+  }
+  /// Whether any layer of the model is trainable (otherwise there is no backward pass).
+  bool any_trainable() const;
+
+ private:
+  std::vector<Module> modules_;
+  std::vector<LayerRef> layers_;
+  std::vector<bool> trainable_upstream_;
+};
+
+/// Parameter count of one layer (weights only; biases and norms are below 0.1%).
+double layer_parameters(const LayerSpec& layer);
+
+}  // namespace loom

@@ -1,0 +1,107 @@
+#include "core/schedule.hpp"
+
+#include "core/overloaded.hpp"
+
+namespace loom {
+
+const char* to_string(Pass pass) {
+  switch (pass) {
+    case Pass::kF: return "F";
+    case Pass::kB: return "B";
+    case Pass::kI: return "I";
+    case Pass::kW: return "W";
+  }
+  return "?";
+}
+
+const char* to_string(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "allreduce";
+    case CollectiveKind::kAllGather: return "allgather";
+  }
+  return "?";
+}
+
+size_t Schedule::num_ops() const {
+  size_t n = 0;
+  for (const auto& program : programs) n += program.size();
+  return n;
+}
+
+namespace {
+
+std::string module_suffix(int module, const Schedule& schedule) {
+  if (schedule.module_names.size() <= 1) return "";
+  return "@" + schedule.module_names.at(static_cast<size_t>(module));
+}
+
+std::string tag_string(const MessageTag& tag) {
+  return std::string(to_string(tag.pass)) + std::to_string(tag.microbatch) + ":L" +
+         std::to_string(tag.boundary_layer);
+}
+
+}  // namespace
+
+std::string to_string(const Op& op, const Schedule& schedule) {
+  return std::visit(
+      Overloaded{
+          [&](const Compute& c) {
+            return std::to_string(c.stage) + to_string(c.pass) + std::to_string(c.microbatch) +
+                   module_suffix(c.module, schedule);
+          },
+          [&](const Send& s) {
+            return std::to_string(s.stage) + "SEND_" + tag_string(s.tag) + "->" +
+                   std::to_string(s.peer);
+          },
+          [&](const Recv& r) {
+            return std::to_string(r.stage) + "RECV_" + tag_string(r.tag) + "<-" +
+                   std::to_string(r.peer);
+          },
+          [&](const Collective& c) {
+            std::string name = to_string(c.kind);
+            for (char& ch : name) ch = static_cast<char>(ch - 'a' + 'A');
+            return name + "_s" + std::to_string(c.stage) + "[g" + std::to_string(c.group) + "]";
+          },
+      },
+      op);
+}
+
+int ring_steps(CollectiveKind kind, int members) {
+  if (members <= 1) return 0;
+  return kind == CollectiveKind::kAllReduce ? 2 * (members - 1) : members - 1;
+}
+
+double ring_chunk_bytes(CollectiveKind /*kind*/, int members, double bytes) {
+  // Reduce-scatter + all-gather (all-reduce) and all-gather both move bytes/n per step.
+  return members <= 0 ? 0.0 : bytes / members;
+}
+
+int op_stage(const Op& op) {
+  return std::visit([](const auto& o) { return o.stage; }, op);
+}
+
+int op_module(const Op& op) {
+  return std::visit([](const auto& o) { return o.module; }, op);
+}
+
+std::optional<int> op_microbatch(const Op& op) {
+  return std::visit(Overloaded{
+                        [](const Compute& c) -> std::optional<int> { return c.microbatch; },
+                        [](const Send& s) -> std::optional<int> { return s.tag.microbatch; },
+                        [](const Recv& r) -> std::optional<int> { return r.tag.microbatch; },
+                        [](const Collective&) -> std::optional<int> { return std::nullopt; },
+                    },
+                    op);
+}
+
+const char* op_kind_name(const Op& op) {
+  return std::visit(Overloaded{
+                        [](const Compute& c) { return to_string(c.pass); },
+                        [](const Send&) { return "send"; },
+                        [](const Recv&) { return "recv"; },
+                        [](const Collective& c) { return to_string(c.kind); },
+                    },
+                    op);
+}
+
+}  // namespace loom

@@ -1,0 +1,138 @@
+#pragma once
+/// Schedule IR: what every scheduler produces and every backend runs.
+///
+/// A Schedule is, per rank, an ordered program of operations. Different kinds of operation
+/// are different types (a std::variant visited exhaustively): Compute, Send, Recv and
+/// Collective. Idle time is never in the IR; it is an output of running it.
+///
+/// Semantics every backend implements identically:
+///   - A rank executes its program in order, one operation at a time.
+///   - Compute occupies the rank for `seconds`.
+///   - Send is eager and asynchronous: it costs the rank no time; the transfer starts
+///     when the Send is reached and crosses the route to the peer.
+///   - Recv blocks the rank until the matching transfer has arrived.
+///     Sends and receives between one ordered pair of ranks match in program order (the
+///     k-th Send from a to b is the k-th Recv on b from a), as NCCL point-to-point does;
+///     their tags must agree.
+///   - A Collective is a ring over its group's ranks (all-reduce: 2(n-1) steps of
+///     bytes/n; all-gather: n-1 steps); members match their k-th collective on a group.
+///
+/// Text form (after PyTorch pipelining's actions): "2F0" stage 2 forward microbatch 0,
+/// "2I0"/"2W0" split backward, "2B0" fused backward; a module suffix "@llm" when a stage
+/// spans several modules; "1SEND_F3->2", "2RECV_F3<-1", "ALLREDUCE_s1[g0]".
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace loom {
+
+/// Compute passes, named as in PyTorch pipelining: F forward, B fused backward,
+/// I backward for inputs (the dissertation's Bd), W backward for weights (Bw).
+enum class Pass : std::uint8_t { kF, kB, kI, kW };
+const char* to_string(Pass pass);
+
+enum class CollectiveKind : std::uint8_t { kAllReduce, kAllGather };
+const char* to_string(CollectiveKind kind);
+
+/// What a point-to-point message carries: the output of forward (`kF`, activations) or of
+/// backward (`kB`, input gradients) of one microbatch across one layer boundary.
+struct MessageTag {
+  Pass pass = Pass::kF;   ///< kF activations, kB gradients
+  int microbatch = 0;
+  int boundary_layer = 0; ///< global index of the first layer after the boundary
+  friend bool operator==(const MessageTag&, const MessageTag&) = default;
+};
+
+struct Compute {
+  Pass pass = Pass::kF;
+  int stage = 0;
+  int microbatch = 0;
+  int module = 0;       ///< index into Schedule::module_names
+  int first_layer = 0;  ///< global layer range [first_layer, end_layer)
+  int end_layer = 0;
+  double seconds = 0;
+  /// Bytes of activations a forward keeps alive until its backward releases them
+  /// (0 when the segment needs no backward).
+  double activation_bytes = 0;
+  /// True on the backward op that frees the forward's activations (B, or W when split).
+  bool releases_activation = false;
+};
+
+struct Send {
+  int peer = 0;
+  int stage = 0;   ///< the sending stage
+  int module = 0;  ///< module of the data
+  MessageTag tag;
+  double bytes = 0;
+};
+
+struct Recv {
+  int peer = 0;
+  int stage = 0;   ///< the receiving stage
+  int module = 0;
+  MessageTag tag;
+  double bytes = 0;
+};
+
+struct Collective {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  int group = 0;   ///< index into Schedule::groups
+  int stage = 0;   ///< the stage whose data is reduced (for labels)
+  int module = 0;
+  double bytes = 0;  ///< the full buffer size per member
+};
+
+using Op = std::variant<Compute, Send, Recv, Collective>;
+
+/// Where a rank lives: the first GPU of its tensor-parallel group, the group's size, and
+/// which data-parallel replica of the pipeline it belongs to.
+struct RankInfo {
+  int gpu = 0;
+  int tp = 1;
+  int replica = 0;
+};
+
+/// Bytes a rank holds for the whole iteration (parameters, their gradients and optimizer
+/// state), per GPU of the rank's TP group.
+struct StaticMemory {
+  double parameters = 0;
+  double gradients = 0;
+  double optimizer = 0;
+  double total() const { return parameters + gradients + optimizer; }
+};
+
+struct Schedule {
+  std::string scheduler;                 ///< name of the scheduler that produced it
+  std::vector<std::string> module_names;
+  int num_stages = 0;
+  int microbatches = 0;                  ///< per pipeline replica
+  std::vector<RankInfo> ranks;
+  std::vector<std::vector<Op>> programs;  ///< per rank, in execution order
+  std::vector<std::vector<int>> groups;   ///< collective groups (rank lists, ring order)
+  /// samples[replica][microbatch] -> sample ids it covers
+  std::vector<std::vector<std::vector<int>>> samples;
+  std::vector<StaticMemory> static_memory;  ///< per rank
+
+  int num_ranks() const { return static_cast<int>(programs.size()); }
+  size_t num_ops() const;
+};
+
+/// "2F0", "1SEND_F3->2", ... (see the header comment). Stable: used in errors and diffs.
+std::string to_string(const Op& op, const Schedule& schedule);
+
+/// The ring decomposition of a collective over `members` ranks: how many steps, and how
+/// many bytes each member sends to its ring successor per step.
+int ring_steps(CollectiveKind kind, int members);
+double ring_chunk_bytes(CollectiveKind kind, int members, double bytes);
+
+/// Accessors that every consumer of an Op uses, so a new op kind is a compile error
+/// everywhere it matters.
+int op_stage(const Op& op);
+int op_module(const Op& op);
+/// Microbatch of the op; collectives belong to none.
+std::optional<int> op_microbatch(const Op& op);
+const char* op_kind_name(const Op& op);  ///< "F","B","I","W","send","recv","allreduce",...
+
+}  // namespace loom

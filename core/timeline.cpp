@@ -1,0 +1,243 @@
+#include "core/timeline.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <tuple>
+
+#include "core/errors.hpp"
+#include "core/overloaded.hpp"
+
+namespace loom {
+namespace {
+
+/// Identifies one forward's activations: (stage, microbatch, module).
+using ActivationKey = std::tuple<int, int, int>;
+
+ActivationKey key_of(const Compute& c) { return {c.stage, c.microbatch, c.module}; }
+
+/// Keys of the forwards whose activations some backward on this rank releases: only those
+/// stay alive after their forward (a segment with no backward keeps nothing).
+std::map<ActivationKey, bool> released_keys(const std::vector<Op>& program) {
+  std::map<ActivationKey, bool> keys;
+  for (const Op& op : program) {
+    if (const auto* c = std::get_if<Compute>(&op); c && c->releases_activation) keys[key_of(*c)] = true;
+  }
+  return keys;
+}
+
+std::ofstream open_for_write(const std::string& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw InputError(path + ": cannot open for writing");
+  return out;
+}
+
+/// Fixed formatting so reruns are byte-identical.
+std::string fmt(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+std::string json_escape(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20) continue;
+    out += ch;
+  }
+  return out;
+}
+
+const std::string& module_name(const Schedule& schedule, const Op& op) {
+  return schedule.module_names.at(static_cast<size_t>(op_module(op)));
+}
+
+}  // namespace
+
+double Timeline::iteration_time_s() const {
+  double end = 0;
+  for (const auto& rank : timings) {
+    for (const OpTiming& t : rank) end = std::max(end, t.end_s);
+  }
+  return end;
+}
+
+std::vector<ActivationPeak> activation_peaks(const Schedule& schedule) {
+  std::vector<ActivationPeak> peaks(static_cast<size_t>(schedule.num_ranks()));
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const auto& program = schedule.programs[static_cast<size_t>(r)];
+    const auto retained = released_keys(program);
+    std::map<std::pair<int, int>, int> live_segments;  // (stage, microbatch) -> segments
+    std::map<ActivationKey, double> live_bytes;
+    double bytes = 0;
+    ActivationPeak& peak = peaks[static_cast<size_t>(r)];
+    for (const Op& op : program) {
+      const auto* c = std::get_if<Compute>(&op);
+      if (!c) continue;
+      const ActivationKey key = key_of(*c);
+      if (c->pass == Pass::kF && retained.count(key)) {
+        bytes += c->activation_bytes;
+        live_bytes[key] += c->activation_bytes;
+        ++live_segments[{c->stage, c->microbatch}];
+        peak.bytes = std::max(peak.bytes, bytes);
+        peak.microbatches = std::max(peak.microbatches, static_cast<int>(live_segments.size()));
+      } else if (c->releases_activation) {
+        bytes -= live_bytes[key];
+        live_bytes.erase(key);
+        auto it = live_segments.find({c->stage, c->microbatch});
+        if (it != live_segments.end() && --it->second == 0) live_segments.erase(it);
+      }
+    }
+  }
+  return peaks;
+}
+
+Metrics compute_metrics(const Schedule& schedule, const Timeline& timeline) {
+  Metrics m;
+  m.iteration_time_s = timeline.iteration_time_s();
+  size_t samples = 0;
+  for (const auto& replica : schedule.samples) {
+    for (const auto& mb : replica) samples += mb.size();
+  }
+  m.throughput_samples_per_s = m.iteration_time_s > 0 ? samples / m.iteration_time_s : 0.0;
+  const auto peaks = activation_peaks(schedule);
+  double busy_total = 0;
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    RankMetrics rm;
+    rm.rank = r;
+    const auto& program = schedule.programs[static_cast<size_t>(r)];
+    for (size_t i = 0; i < program.size(); ++i) {
+      if (std::holds_alternative<Compute>(program[i])) {
+        const OpTiming& t = timeline.timings[static_cast<size_t>(r)][i];
+        rm.busy_s += t.end_s - t.start_s;
+      }
+    }
+    rm.peak_memory_bytes = schedule.static_memory[static_cast<size_t>(r)].total() +
+                           peaks[static_cast<size_t>(r)].bytes;
+    rm.peak_live_microbatches = peaks[static_cast<size_t>(r)].microbatches;
+    busy_total += rm.busy_s;
+    m.per_rank.push_back(rm);
+  }
+  const double capacity = schedule.num_ranks() * m.iteration_time_s;
+  m.bubble_fraction = capacity > 0 ? 1.0 - busy_total / capacity : 0.0;
+  return m;
+}
+
+std::vector<MemorySample> memory_over_time(const Schedule& schedule, const Timeline& timeline) {
+  std::vector<MemorySample> rows;
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const auto& program = schedule.programs[static_cast<size_t>(r)];
+    const auto retained = released_keys(program);
+    const StaticMemory& fixed = schedule.static_memory[static_cast<size_t>(r)];
+    // (time, delta) changes; stable sort keeps program order among equal times.
+    std::vector<std::pair<double, double>> changes;
+    std::map<ActivationKey, double> live;
+    for (size_t i = 0; i < program.size(); ++i) {
+      const auto* c = std::get_if<Compute>(&program[i]);
+      if (!c) continue;
+      const OpTiming& t = timeline.timings[static_cast<size_t>(r)][i];
+      if (c->pass == Pass::kF && retained.count(key_of(*c))) {
+        changes.emplace_back(t.start_s, c->activation_bytes);
+        live[key_of(*c)] += c->activation_bytes;
+      } else if (c->releases_activation) {
+        changes.emplace_back(t.end_s, -live[key_of(*c)]);
+        live.erase(key_of(*c));
+      }
+    }
+    std::stable_sort(changes.begin(), changes.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    MemorySample row{r, 0.0, fixed.parameters, fixed.gradients, fixed.optimizer, 0.0};
+    rows.push_back(row);
+    for (size_t k = 0; k < changes.size(); ++k) {
+      row.time_s = changes[k].first;
+      row.activations += changes[k].second;
+      const bool last_at_this_time = k + 1 == changes.size() || changes[k + 1].first != row.time_s;
+      if (!last_at_this_time) continue;
+      row.activations = std::max(0.0, row.activations);
+      if (rows.back().rank == r && rows.back().time_s == row.time_s) rows.back() = row;
+      else rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
+void write_timeline_csv(const std::string& path, const Schedule& schedule,
+                        const Timeline& timeline) {
+  std::ofstream out = open_for_write(path);
+  out << "rank,kind,module,stage,microbatch,start_s,end_s\n";
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const auto& program = schedule.programs[static_cast<size_t>(r)];
+    for (size_t i = 0; i < program.size(); ++i) {
+      const Op& op = program[i];
+      const OpTiming& t = timeline.timings[static_cast<size_t>(r)][i];
+      const auto mb = op_microbatch(op);
+      out << r << ',' << op_kind_name(op) << ',' << module_name(schedule, op) << ','
+          << op_stage(op) << ',' << (mb ? std::to_string(*mb) : "") << ','
+          << fmt("%.9f", t.start_s) << ',' << fmt("%.9f", t.end_s) << '\n';
+    }
+  }
+}
+
+void write_chrome_trace(const std::string& path, const Schedule& schedule,
+                        const Timeline& timeline) {
+  // Chrome Trace Event format: one process per rank with a compute thread (tid 0) and a
+  // communication thread (tid 1) so transfers do not overlap compute on one track.
+  std::ofstream out = open_for_write(path);
+  out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  bool first = true;
+  auto sep = [&]() -> std::ofstream& {
+    if (!first) out << ",\n";
+    first = false;
+    return out;
+  };
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const RankInfo& info = schedule.ranks[static_cast<size_t>(r)];
+    sep() << "{\"ph\":\"M\",\"pid\":" << r << ",\"name\":\"process_name\",\"args\":{\"name\":\"rank "
+          << r << " (gpu " << info.gpu;
+    if (info.tp > 1) out << "-" << info.gpu + info.tp - 1;
+    out << ", replica " << info.replica << ")\"}}";
+    sep() << "{\"ph\":\"M\",\"pid\":" << r << ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" << r << "}}";
+    sep() << "{\"ph\":\"M\",\"pid\":" << r << ",\"tid\":0,\"name\":\"thread_name\",\"args\":{\"name\":\"compute\"}}";
+    sep() << "{\"ph\":\"M\",\"pid\":" << r << ",\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"comm\"}}";
+  }
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const auto& program = schedule.programs[static_cast<size_t>(r)];
+    const int replica = schedule.ranks[static_cast<size_t>(r)].replica;
+    for (size_t i = 0; i < program.size(); ++i) {
+      const Op& op = program[i];
+      const OpTiming& t = timeline.timings[static_cast<size_t>(r)][i];
+      const bool compute = std::holds_alternative<Compute>(op);
+      const auto mb = op_microbatch(op);
+      sep() << "{\"ph\":\"X\",\"pid\":" << r << ",\"tid\":" << (compute ? 0 : 1) << ",\"name\":\""
+            << json_escape(to_string(op, schedule)) << "\",\"cat\":\"" << op_kind_name(op)
+            << "\",\"ts\":" << fmt("%.3f", t.start_s * 1e6)
+            << ",\"dur\":" << fmt("%.3f", (t.end_s - t.start_s) * 1e6) << ",\"args\":{\"stage\":"
+            << op_stage(op) << ",\"module\":\"" << json_escape(module_name(schedule, op)) << "\"";
+      if (mb) {
+        out << ",\"microbatch\":" << *mb << ",\"samples\":[";
+        const auto& samples =
+            schedule.samples.at(static_cast<size_t>(replica)).at(static_cast<size_t>(*mb));
+        for (size_t k = 0; k < samples.size(); ++k) out << (k ? "," : "") << samples[k];
+        out << "]";
+      }
+      out << "}}";
+    }
+  }
+  out << "\n]}\n";
+}
+
+void write_memory_csv(const std::string& path, const std::vector<MemorySample>& samples) {
+  std::ofstream out = open_for_write(path);
+  out << "rank,time_s,parameters_bytes,gradients_bytes,optimizer_bytes,activations_bytes,"
+         "total_bytes\n";
+  for (const MemorySample& s : samples) {
+    const double total = s.parameters + s.gradients + s.optimizer + s.activations;
+    out << s.rank << ',' << fmt("%.9f", s.time_s) << ',' << fmt("%.0f", s.parameters) << ','
+        << fmt("%.0f", s.gradients) << ',' << fmt("%.0f", s.optimizer) << ','
+        << fmt("%.0f", s.activations) << ',' << fmt("%.0f", total) << '\n';
+  }
+}
+
+}  // namespace loom

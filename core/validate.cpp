@@ -1,0 +1,262 @@
+#include "core/validate.hpp"
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/depth_first_search.hpp>
+#include <set>
+#include <unordered_set>
+
+#include "core/errors.hpp"
+#include "core/matching.hpp"
+#include "core/overloaded.hpp"
+
+namespace loom {
+namespace {
+
+/// "rank 2, op #7 (2B3)" plus the rank's program around it, the offending op marked.
+std::string describe(const Schedule& schedule, int rank, int index) {
+  const auto& program = schedule.programs[static_cast<size_t>(rank)];
+  std::string text = "rank " + std::to_string(rank) + " op #" + std::to_string(index) + " (" +
+                     to_string(program[static_cast<size_t>(index)], schedule) + ")\n  rank " +
+                     std::to_string(rank) + ":";
+  const int lo = std::max(0, index - 4);
+  const int hi = std::min(static_cast<int>(program.size()), index + 5);
+  if (lo > 0) text += " ...";
+  for (int i = lo; i < hi; ++i) {
+    const std::string name = to_string(program[static_cast<size_t>(i)], schedule);
+    text += i == index ? " >>" + name + "<<" : " " + name;
+  }
+  if (hi < static_cast<int>(program.size())) text += " ...";
+  return text;
+}
+
+std::uint64_t key(int microbatch, int layer) {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(microbatch)) << 32) |
+         static_cast<std::uint32_t>(layer);
+}
+
+/// Producers of a layer's input: the previous layer of its module, or the last layer of
+/// each input module (the DAG's edges).
+std::vector<int> producers(const Model& model, int layer) {
+  const LayerRef& ref = model.layers()[static_cast<size_t>(layer)];
+  if (ref.local_index > 0) return {layer - 1};
+  std::vector<int> out;
+  int first = 0;
+  std::vector<int> module_end(model.modules().size());
+  for (size_t m = 0; m < model.modules().size(); ++m) {
+    first += static_cast<int>(model.modules()[m].layers.size());
+    module_end[m] = first - 1;
+  }
+  for (const std::string& input : model.module(ref.module).inputs) {
+    out.push_back(module_end[static_cast<size_t>(model.module_index(input))]);
+  }
+  return out;
+}
+
+/// Consumers of a layer's output: the next layer of its module, or the first layer of each
+/// module that takes this module as input.
+std::vector<int> consumers(const Model& model, int layer) {
+  const LayerRef& ref = model.layers()[static_cast<size_t>(layer)];
+  const Module& mod = model.module(ref.module);
+  if (ref.local_index + 1 < static_cast<int>(mod.layers.size())) return {layer + 1};
+  std::vector<int> out;
+  int first = 0;
+  for (const Module& other : model.modules()) {
+    for (const std::string& input : other.inputs) {
+      if (input == mod.name) out.push_back(first);
+    }
+    first += static_cast<int>(other.layers.size());
+  }
+  return out;
+}
+
+struct BackEdgeFound {
+  std::size_t vertex;
+};
+
+struct CycleVisitor : boost::default_dfs_visitor {
+  template <class Edge, class Graph>
+  void back_edge(Edge e, const Graph& g) const {
+    throw BackEdgeFound{boost::target(e, g)};
+  }
+};
+
+void check_exactly_once(const Schedule& schedule, const Model& model) {
+  // counts[replica][microbatch][layer]: forwards, fused backwards, I, W
+  struct Counts {
+    int f = 0, b = 0, i = 0, w = 0;
+  };
+  const int replicas = static_cast<int>(schedule.samples.size());
+  const int layers = model.num_layers();
+  std::vector<Counts> counts(static_cast<size_t>(replicas * schedule.microbatches * layers));
+  auto at = [&](int replica, int mb, int layer) -> Counts& {
+    return counts[static_cast<size_t>((replica * schedule.microbatches + mb) * layers + layer)];
+  };
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const int replica = schedule.ranks[static_cast<size_t>(r)].replica;
+    const auto& program = schedule.programs[static_cast<size_t>(r)];
+    for (int i = 0; i < static_cast<int>(program.size()); ++i) {
+      const auto* c = std::get_if<Compute>(&program[static_cast<size_t>(i)]);
+      if (!c) continue;
+      if (c->microbatch < 0 || c->microbatch >= schedule.microbatches || c->first_layer < 0 ||
+          c->end_layer > layers || c->first_layer >= c->end_layer) {
+        throw InfeasibleError("invalid compute operation at " + describe(schedule, r, i) +
+                              ": microbatch or layer range out of bounds");
+      }
+      for (int l = c->first_layer; l < c->end_layer; ++l) {
+        Counts& n = at(replica, c->microbatch, l);
+        int& slot = c->pass == Pass::kF ? n.f : c->pass == Pass::kB ? n.b : c->pass == Pass::kI ? n.i : n.w;
+        if (++slot > 1) {
+          throw InfeasibleError("microbatch " + std::to_string(c->microbatch) + " of replica " +
+                                std::to_string(replica) + " runs " + to_string(c->pass) +
+                                " of layer " + std::to_string(l) + " twice, again at " +
+                                describe(schedule, r, i));
+        }
+      }
+    }
+  }
+  for (int rep = 0; rep < replicas; ++rep) {
+    for (int mb = 0; mb < schedule.microbatches; ++mb) {
+      for (int l = 0; l < layers; ++l) {
+        const Counts& n = at(rep, mb, l);
+        const bool backward_once = (n.b == 1 && n.i == 0 && n.w == 0) || (n.b == 0 && n.i == 1 && n.w == 1);
+        if (n.f != 1 || !backward_once) {
+          throw InfeasibleError("microbatch " + std::to_string(mb) + " of replica " +
+                                std::to_string(rep) + ", layer " + std::to_string(l) + ": " +
+                                std::to_string(n.f) + " forward(s), " + std::to_string(n.b) +
+                                " B, " + std::to_string(n.i) + " I, " + std::to_string(n.w) +
+                                " W (every sample needs exactly one forward and one backward: "
+                                "one B, or one I and one W)");
+        }
+      }
+    }
+  }
+  std::set<int> seen;
+  for (const auto& replica : schedule.samples) {
+    for (const auto& mb : replica) {
+      for (int sample : mb) {
+        if (!seen.insert(sample).second) {
+          throw InfeasibleError("sample " + std::to_string(sample) + " is in two microbatches");
+        }
+      }
+    }
+  }
+  if (!seen.empty() && (*seen.begin() != 0 || *seen.rbegin() != static_cast<int>(seen.size()) - 1)) {
+    throw InfeasibleError("the microbatches do not cover samples 0.." +
+                          std::to_string(*seen.rbegin()) + " exactly once");
+  }
+}
+
+void check_data_dependencies(const Schedule& schedule, const Model& model) {
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const auto& program = schedule.programs[static_cast<size_t>(r)];
+    std::unordered_set<std::uint64_t> forward_done, input_grad_done, recv_f, recv_b;
+    for (int i = 0; i < static_cast<int>(program.size()); ++i) {
+      auto fail = [&](const std::string& what) {
+        throw InfeasibleError("data dependency violated at " + describe(schedule, r, i) + "\n  " + what);
+      };
+      std::visit(
+          Overloaded{
+              [&](const Compute& c) {
+                const int mb = c.microbatch;
+                if (c.pass == Pass::kF) {
+                  for (int p : producers(model, c.first_layer)) {
+                    if (!forward_done.count(key(mb, p)) && !recv_f.count(key(mb, c.first_layer))) {
+                      fail("forward needs the output of layer " + std::to_string(p) +
+                           ": not computed earlier on this rank and not received");
+                    }
+                  }
+                  for (int l = c.first_layer; l < c.end_layer; ++l) forward_done.insert(key(mb, l));
+                  return;
+                }
+                if (c.pass == Pass::kW) {
+                  for (int l = c.first_layer; l < c.end_layer; ++l) {
+                    if (!input_grad_done.count(key(mb, l))) fail("W runs before the I of layer " + std::to_string(l));
+                  }
+                  return;
+                }
+                for (int l = c.first_layer; l < c.end_layer; ++l) {
+                  if (!forward_done.count(key(mb, l))) fail("backward runs before the forward of layer " + std::to_string(l));
+                }
+                const int last = c.end_layer - 1;
+                if (model.has_trainable_upstream(last)) {
+                  for (int consumer : consumers(model, last)) {
+                    if (!input_grad_done.count(key(mb, consumer)) && !recv_b.count(key(mb, consumer))) {
+                      fail("backward needs the input gradient of layer " + std::to_string(consumer) +
+                           ": not computed earlier on this rank and not received");
+                    }
+                  }
+                }
+                for (int l = c.first_layer; l < c.end_layer; ++l) input_grad_done.insert(key(mb, l));
+              },
+              [&](const Send& s) {
+                const int mb = s.tag.microbatch;
+                if (s.tag.pass == Pass::kF) {
+                  for (int p : producers(model, s.tag.boundary_layer)) {
+                    if (!forward_done.count(key(mb, p)) && !recv_f.count(key(mb, s.tag.boundary_layer))) {
+                      fail("sends activations of layer " + std::to_string(p) + " before computing them");
+                    }
+                  }
+                } else if (!input_grad_done.count(key(mb, s.tag.boundary_layer)) &&
+                           !recv_b.count(key(mb, s.tag.boundary_layer))) {
+                  fail("sends the input gradient of layer " + std::to_string(s.tag.boundary_layer) +
+                       " before computing it");
+                }
+              },
+              [&](const Recv& rv) {
+                (rv.tag.pass == Pass::kF ? recv_f : recv_b).insert(key(rv.tag.microbatch, rv.tag.boundary_layer));
+              },
+              [&](const Collective&) {},
+          },
+          program[static_cast<size_t>(i)]);
+    }
+  }
+}
+
+}  // namespace
+
+void check_acyclic(const Schedule& schedule) {
+  const Matching matching = match_operations(schedule);
+  // Vertices: every op, then one barrier per collective instance.
+  std::vector<std::size_t> base(static_cast<size_t>(schedule.num_ranks()) + 1, 0);
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    base[static_cast<size_t>(r) + 1] = base[static_cast<size_t>(r)] + schedule.programs[static_cast<size_t>(r)].size();
+  }
+  const std::size_t n_ops = base.back();
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+  Graph g(n_ops + matching.instances.size());
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const auto& program = schedule.programs[static_cast<size_t>(r)];
+    for (size_t i = 0; i < program.size(); ++i) {
+      const std::size_t v = base[static_cast<size_t>(r)] + i;
+      if (i > 0) boost::add_edge(v - 1, v, g);
+      if (std::holds_alternative<Send>(program[i])) {
+        const OpRef recv = matching.peer[static_cast<size_t>(r)][i];
+        boost::add_edge(v, base[static_cast<size_t>(recv.rank)] + static_cast<size_t>(recv.index), g);
+      }
+      if (std::holds_alternative<Collective>(program[i])) {
+        const std::size_t barrier = n_ops + static_cast<size_t>(matching.collective_instance[static_cast<size_t>(r)][i]);
+        // Everything before the collective on each member precedes everything after it.
+        if (i > 0) boost::add_edge(v - 1, barrier, g);
+        boost::add_edge(barrier, v, g);
+      }
+    }
+  }
+  try {
+    boost::depth_first_search(g, boost::visitor(CycleVisitor{}));
+  } catch (const BackEdgeFound& found) {
+    std::size_t v = found.vertex;
+    if (v >= n_ops) v = n_ops - 1;  // a barrier: report the last op instead (rare)
+    int rank = 0;
+    while (base[static_cast<size_t>(rank) + 1] <= v) ++rank;
+    throw InfeasibleError("schedule deadlocks: a cycle of waits passes through " +
+                          describe(schedule, rank, static_cast<int>(v - base[static_cast<size_t>(rank)])));
+  }
+}
+
+void validate(const Schedule& schedule, const Model& model) {
+  check_acyclic(schedule);
+  check_exactly_once(schedule, model);
+  check_data_dependencies(schedule, model);
+}
+
+}  // namespace loom

@@ -1,0 +1,25 @@
+#pragma once
+/// Schedule validation, run on every schedule before a backend sees it.
+///
+/// Rejects (InfeasibleError, naming the offending operation and showing its neighbourhood
+/// in the rank's program):
+///   - a send or receive with no partner, collectives not reached by all members
+///   - a cycle in the happens-before graph (program order + transfers + collectives): the
+///     schedule would deadlock
+///   - a (replica, microbatch, layer) whose forward runs other than exactly once, or whose
+///     backward runs other than exactly once (one B, or one I and one W)
+///   - a sample that is in no microbatch or in more than one
+///   - a compute op whose input is neither produced earlier on its rank nor received
+///     earlier (forward needs its producers' activations, backward its own forward and
+///     its consumers' input gradients, W its I)
+#include "core/model.hpp"
+#include "core/schedule.hpp"
+
+namespace loom {
+
+void validate(const Schedule& schedule, const Model& model);
+
+/// The happens-before graph alone (Boost.Graph); throws on a cycle. Exposed for tests.
+void check_acyclic(const Schedule& schedule);
+
+}  // namespace loom

@@ -1,0 +1,37 @@
+#pragma once
+/// Workload: a batch of samples, each with a token count per modality ("text", "vision",
+/// "audio", ...). Fixed-size synthetic samples or a CSV (`sample_id,text_tokens,...`).
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/model.hpp"
+
+namespace loom {
+
+struct Sample {
+  int id = 0;
+  std::map<std::string, int> tokens;  ///< modality -> tokens (e.g. "text" -> 1024)
+};
+
+/// `count` identical samples with the given per-modality token counts.
+std::vector<Sample> synthetic_samples(int count, const std::map<std::string, int>& tokens);
+
+/// Reads `sample_id,text_tokens,<modality>_tokens,...`. Column names ending in `_tokens`
+/// name modalities. Throws InputError naming the file and line on malformed input.
+std::vector<Sample> load_samples_csv(const std::string& path);
+
+/// Tokens a module processes for one sample: an encoder its modality's tokens; a module
+/// with inputs the sum of its inputs' output tokens (the LLM adds the text tokens); the
+/// output of a module is its input scaled by token_ratio.
+int module_input_tokens(const Model& model, int module, const Sample& sample);
+
+/// Per-sample sequence lengths a layer sees for one microbatch: what cost models consume.
+struct MicrobatchShape {
+  std::vector<int> sequence_lengths;
+  double total_tokens() const;
+  double sum_squared() const;  ///< sum of s^2 over samples (attention is quadratic)
+};
+MicrobatchShape layer_shape(const Model& model, int global_layer, const std::vector<const Sample*>& samples);
+
+}  // namespace loom
