@@ -58,6 +58,9 @@ struct Compute {
   double activation_bytes = 0;
   /// True on the backward op that frees the forward's activations (B, or W when split).
   bool releases_activation = false;
+  /// The part of `seconds` that is weight-gradient work (B ops; for timelines and checks:
+  /// a frozen module's B has none, its time is all input gradients).
+  double weight_grad_s = 0;
 };
 
 struct Send {

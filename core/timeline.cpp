@@ -215,6 +215,12 @@ void write_chrome_trace(const std::string& path, const Schedule& schedule,
             << "\",\"ts\":" << fmt("%.3f", t.start_s * 1e6)
             << ",\"dur\":" << fmt("%.3f", (t.end_s - t.start_s) * 1e6) << ",\"args\":{\"stage\":"
             << op_stage(op) << ",\"module\":\"" << json_escape(module_name(schedule, op)) << "\"";
+      if (const auto* c = std::get_if<Compute>(&op); c && c->pass == Pass::kB) {
+        out << ",\"input_grad_s\":" << fmt("%.9f", c->seconds - c->weight_grad_s)
+            << ",\"weight_grad_s\":" << fmt("%.9f", c->weight_grad_s);
+      }
+      if (const auto* s = std::get_if<Send>(&op)) out << ",\"bytes\":" << fmt("%.0f", s->bytes);
+      if (const auto* c = std::get_if<Collective>(&op)) out << ",\"bytes\":" << fmt("%.0f", c->bytes);
       if (mb) {
         out << ",\"microbatch\":" << *mb << ",\"samples\":[";
         const auto& samples =

@@ -253,6 +253,25 @@ void check_acyclic(const Schedule& schedule) {
   }
 }
 
+void check_fits_memory(const Schedule& schedule, double gpu_memory_bytes) {
+  const auto peaks = activation_peaks(schedule);
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const StaticMemory& m = schedule.static_memory[static_cast<size_t>(r)];
+    const double need = m.total() + peaks[static_cast<size_t>(r)].bytes;
+    if (need > gpu_memory_bytes) {
+      auto gib = [](double b) { return std::to_string(b / (1024.0 * 1024 * 1024)).substr(0, 6) + " GiB"; };
+      throw InfeasibleError("out of memory: rank " + std::to_string(r) + " (stage " +
+                            std::to_string(r % std::max(1, schedule.num_stages)) + ") needs " + gib(need) +
+                            " (parameters " + gib(m.parameters) + ", gradients " + gib(m.gradients) +
+                            ", optimizer " + gib(m.optimizer) + ", activations of " +
+                            std::to_string(peaks[static_cast<size_t>(r)].microbatches) +
+                            " live microbatches " + gib(peaks[static_cast<size_t>(r)].bytes) +
+                            ") but the GPU has " + gib(gpu_memory_bytes) +
+                            "; try more pipeline stages, tensor parallelism, or fewer/smaller microbatches");
+    }
+  }
+}
+
 void validate(const Schedule& schedule, const Model& model) {
   check_acyclic(schedule);
   check_exactly_once(schedule, model);

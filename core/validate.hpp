@@ -14,10 +14,15 @@
 ///     its consumers' input gradients, W its I)
 #include "core/model.hpp"
 #include "core/schedule.hpp"
+#include "core/timeline.hpp"
 
 namespace loom {
 
 void validate(const Schedule& schedule, const Model& model);
+
+/// Static memory plus peak live activations of every rank must fit its GPU; throws
+/// InfeasibleError naming the first rank that does not, with the numbers.
+void check_fits_memory(const Schedule& schedule, double gpu_memory_bytes);
 
 /// The happens-before graph alone (Boost.Graph); throws on a cycle. Exposed for tests.
 void check_acyclic(const Schedule& schedule);

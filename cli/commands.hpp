@@ -1,0 +1,21 @@
+#pragma once
+/// Subcommands: each file attaches its options to a CLI11 subcommand and returns the
+/// function that runs it; main() only dispatches this table.
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace loom {
+
+using CommandRun = std::function<int()>;
+
+struct Command {
+  const char* name;
+  const char* help;
+  CommandRun (*attach)(CLI::App& sub);
+};
+
+CommandRun attach_sim(CLI::App& sub);
+CommandRun attach_config(CLI::App& sub);
+CommandRun attach_schedulers(CLI::App& sub);
+
+}  // namespace loom

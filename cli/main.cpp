@@ -1,0 +1,59 @@
+// loom: pipeline-schedule what-if studies for multimodal LLM training.
+// Exit codes (DESIGN.md): 0 ok, 2 bad usage or input, 3 infeasible request, 1 internal.
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "core/errors.hpp"
+
+namespace {
+
+const loom::Command kCommands[] = {
+    {"sim", "Simulate one training iteration of a config (SimGrid or the contention-free evaluator)",
+     loom::attach_sim},
+    {"config", "Check a config and print it resolved (file, --set overrides and defaults)", loom::attach_config},
+    {"schedulers", "List the registered schedulers", loom::attach_schedulers},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Loom: pipeline-schedule what-if studies for distributed multimodal LLM training.\n"
+      "A scheduler turns a config (model, cluster, workload, parallel layout) into a Schedule;\n"
+      "a backend (SimGrid cluster model, or the contention-free evaluator) runs it and writes\n"
+      "metrics.json, timeline.json (open in ui.perfetto.dev), timeline.csv, memory.csv and plots.\n"
+      "Example: loom sim configs/examples/vlm-frozen.toml --out out/vlm"};
+  app.require_subcommand(1);
+  std::vector<loom::CommandRun> runs;
+  std::vector<CLI::App*> subs;
+  for (const loom::Command& c : kCommands) {
+    CLI::App* sub = app.add_subcommand(c.name, c.help);
+    subs.push_back(sub);
+    runs.push_back(c.attach(*sub));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  try {
+    for (size_t i = 0; i < subs.size(); ++i) {
+      if (subs[i]->parsed()) return runs[i]();
+    }
+    return 2;
+  } catch (const loom::InputError& e) {
+    std::cerr << "loom: error: " << e.what() << "\n";
+    return 2;
+  } catch (const loom::InfeasibleError& e) {
+    std::cerr << "loom: infeasible: " << e.what() << "\n";
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << "loom: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,55 @@
+#include "cli/study.hpp"
+
+#include "core/errors.hpp"
+#include "core/evaluator.hpp"
+#include "core/validate.hpp"
+#include "core/workload.hpp"
+
+namespace loom {
+namespace {
+
+std::vector<Sample> load_workload(const Config& config, size_t needed) {
+  if (config.workload.csv.empty()) return synthetic_samples(static_cast<int>(needed), config.workload.tokens);
+  std::vector<Sample> samples = load_samples_csv(config.workload.csv);
+  if (samples.size() < needed) {
+    throw InputError(config.workload.csv + ": has " + std::to_string(samples.size()) +
+                     " samples but one iteration needs dp x microbatches x microbatch_size = " + std::to_string(needed));
+  }
+  samples.resize(needed);
+  // Renumber in order: sample ids in the schedule index the iteration's batch.
+  for (size_t i = 0; i < samples.size(); ++i) samples[i].id = static_cast<int>(i);
+  return samples;
+}
+
+}  // namespace
+
+std::unique_ptr<Study> prepare_study(const std::string& config_path, const std::vector<std::string>& overrides) {
+  auto study = std::make_unique<Study>();
+  study->config = load_config(config_path, overrides);
+  const Config& c = study->config;
+  study->cost = make_cost_model(c);
+  SchedulingProblem& p = study->problem;
+  p.model = &c.model;
+  p.cluster = &c.cluster;
+  p.cost = study->cost.get();
+  p.parallel = c.parallel;
+  p.schedule = c.schedule;
+  p.memory = c.cost.memory;
+  const size_t needed = static_cast<size_t>(c.parallel.dp) * c.schedule.microbatches * c.schedule.microbatch_size;
+  p.samples = load_workload(c, needed);
+  const SchedulerInfo& scheduler = find_scheduler(c.schedule.name);
+  study->schedule = scheduler.generate(p);
+  validate(study->schedule, c.model);
+  check_fits_memory(study->schedule, c.cluster.gpu.memory_bytes);
+  return study;
+}
+
+double evaluate_with_view(const Study& study, PartitionView view) {
+  SchedulingProblem p = study.problem;
+  p.schedule.partition_view = view;
+  p.schedule.stage_layers.clear();
+  const Schedule schedule = find_scheduler(p.schedule.name).generate(p);
+  return evaluate(schedule, *p.cluster).iteration_time_s();
+}
+
+}  // namespace loom

@@ -1,0 +1,41 @@
+#pragma once
+/// The scheduler interface: a scheduler is a pure function from a SchedulingProblem to a
+/// Schedule (no I/O, no globals), registered by name. A new scheduler is one file in
+/// schedulers/ plus one line in registry.cpp.
+#include <string>
+#include <vector>
+
+#include "core/cluster.hpp"
+#include "core/config.hpp"
+#include "core/cost_model.hpp"
+#include "core/model.hpp"
+#include "core/schedule.hpp"
+#include "core/workload.hpp"
+
+namespace loom {
+
+struct SchedulingProblem {
+  const Model* model = nullptr;
+  const Cluster* cluster = nullptr;
+  const CostModel* cost = nullptr;
+  ParallelConfig parallel;
+  ScheduleConfig schedule;
+  MemoryConstants memory;
+  /// The iteration's global batch: parallel.dp x schedule.microbatches x microbatch_size
+  /// samples, assigned to replicas and microbatches in order.
+  std::vector<Sample> samples;
+};
+
+using SchedulerFn = Schedule (*)(const SchedulingProblem&);
+
+struct SchedulerInfo {
+  const char* name;
+  const char* summary;  ///< one line for `loom sim --help` and error messages
+  SchedulerFn generate;
+};
+
+const std::vector<SchedulerInfo>& scheduler_registry();
+/// Throws InputError listing the valid names when `name` is unknown.
+const SchedulerInfo& find_scheduler(const std::string& name);
+
+}  // namespace loom

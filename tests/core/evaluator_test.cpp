@@ -1,0 +1,90 @@
+#include "core/evaluator.hpp"
+
+#include <gtest/gtest.h>
+
+#include "core/errors.hpp"
+#include "core/validate.hpp"
+
+namespace loom {
+namespace {
+
+Schedule two_ranks() {
+  Schedule s;
+  s.module_names = {"m"};
+  s.num_stages = 2;
+  s.microbatches = 1;
+  s.ranks = {{0, 1, 0}, {1, 1, 0}};
+  s.programs.resize(2);
+  s.static_memory.resize(2);
+  s.samples = {{{0}}};
+  return s;
+}
+
+Cluster cluster_of(int nodes, int gpus) {
+  Cluster c;
+  c.nodes = nodes;
+  c.gpus_per_node = gpus;
+  c.gpu = {"test", 1e12, 1e12, 80e9};
+  c.intra_node = {10e9, 2e-6};
+  c.inter_node = {5e9, 10e-6};
+  return c;
+}
+
+}  // namespace
+
+TEST(Evaluator, TransferTakesLatencyPlusBytesOverBandwidth) {
+  Schedule s = two_ranks();
+  s.programs[0] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3}, Send{1, 0, 0, {Pass::kF, 0, 1}, 1e6}};
+  s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 1e6}, Compute{Pass::kF, 1, 0, 0, 1, 2, 2e-3}};
+  const Timeline t = evaluate(s, cluster_of(1, 2));
+  const double transfer = 2e-6 + 1e6 / 10e9;
+  EXPECT_DOUBLE_EQ(t.timings[1][0].end_s, 1e-3 + transfer);
+  EXPECT_DOUBLE_EQ(t.iteration_time_s(), 1e-3 + transfer + 2e-3);
+  // Across nodes the route adds the inter-node latency and is limited by the slower link.
+  s.ranks[1].gpu = 2;
+  const Timeline across = evaluate(s, cluster_of(2, 2));
+  EXPECT_DOUBLE_EQ(across.timings[1][0].end_s, 1e-3 + 12e-6 + 1e6 / 5e9);
+}
+
+TEST(Evaluator, RingAllReduceClosedForm) {
+  Schedule s;
+  s.module_names = {"m"};
+  s.microbatches = 0;
+  const int n = 4;
+  s.groups = {{0, 1, 2, 3}};
+  for (int r = 0; r < n; ++r) {
+    s.ranks.push_back({r, 1, r});
+    s.programs.push_back({Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}});
+  }
+  const Timeline t = evaluate(s, cluster_of(1, 4));
+  const double step = 2e-6 + (4e6 / n) / 10e9;
+  EXPECT_NEAR(t.iteration_time_s(), 2 * (n - 1) * step, 1e-12);
+}
+
+TEST(Evaluator, DeadlockIsReportedNotHung) {
+  Schedule s = two_ranks();
+  // Both ranks wait for the other first: a cycle.
+  s.programs[0] = {Recv{1, 0, 0, {Pass::kB, 0, 0}, 0}, Send{1, 0, 0, {Pass::kF, 0, 1}, 0}};
+  s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 0}, Send{0, 1, 0, {Pass::kB, 0, 0}, 0}};
+  EXPECT_THROW(evaluate(s, cluster_of(1, 2)), InfeasibleError);
+  try {
+    check_acyclic(s);
+    FAIL();
+  } catch (const InfeasibleError& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("RECV"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Evaluator, UnmatchedReceiveNamesTheOperation) {
+  Schedule s = two_ranks();
+  s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 0}};
+  try {
+    evaluate(s, cluster_of(1, 2));
+    FAIL();
+  } catch (const InfeasibleError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 op #0 (1RECV_F0:L1<-0)"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace loom

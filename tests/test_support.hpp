@@ -1,0 +1,41 @@
+#pragma once
+// Shared helpers for Loom's tests: example configs by name, temporary files.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "cli/study.hpp"
+
+namespace loom::test {
+
+inline std::string source_path(const std::string& relative) { return std::string(LOOM_SOURCE_DIR) + "/" + relative; }
+
+inline std::unique_ptr<Study> example(const std::string& name, const std::vector<std::string>& overrides = {}) {
+  return prepare_study(source_path("configs/examples/" + name), overrides);
+}
+
+/// A file under the test's temporary directory, removed with it.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = std::filesystem::temp_directory_path() /
+            ("loom-test-" + std::string(info->test_suite_name()) + "-" + info->name() + "-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string write(const std::string& name, const std::string& content) const {
+    const auto p = path_ / name;
+    std::ofstream(p) << content;
+    return p.string();
+  }
+  std::string path(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace loom::test
