@@ -1,0 +1,14 @@
+#pragma once
+/// Builds the SimGrid platform of a Cluster (see simgrid_backend.hpp for the topology).
+#include <simgrid/s4u/Host.hpp>
+#include <vector>
+
+#include "core/cluster.hpp"
+
+namespace loom::sim {
+
+/// Creates the zones, hosts and links of `cluster` in the current engine and returns the
+/// host of each GPU, indexed by GPU. Link names follow core's network_links().
+std::vector<simgrid::s4u::Host*> build_platform(const Cluster& cluster);
+
+}  // namespace loom::sim

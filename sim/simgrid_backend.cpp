@@ -1,0 +1,271 @@
+#include "sim/simgrid_backend.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <simgrid/s4u/Actor.hpp>
+#include <simgrid/s4u/Comm.hpp>
+#include <simgrid/s4u/Engine.hpp>
+#include <simgrid/s4u/Mailbox.hpp>
+#include <stdexcept>
+#include <unordered_map>
+#include <xbt/config.hpp>
+
+#include "core/errors.hpp"
+#include "core/matching.hpp"
+#include "core/overloaded.hpp"
+#include "sim/platform.hpp"
+
+namespace loom {
+namespace {
+namespace sg = simgrid::s4u;
+
+// SimGrid keeps one clock per process: a second Engine would start where the first ended.
+bool g_engine_created = false;
+
+uint64_t simulated_bytes(double bytes) {
+  return static_cast<uint64_t>(std::llround(std::max(0.0, bytes)));
+}
+
+/// Where each op of a rank sends to and receives from. Mailboxes are per ordered pair of
+/// ranks and channel (point-to-point, or one collective group), so messages match in
+/// program order per pair as the IR requires: a mailbox with a permanent receiver queues
+/// messages in the order they were posted.
+struct OpMailboxes {
+  sg::Mailbox* out = nullptr;
+  sg::Mailbox* in = nullptr;
+};
+
+class Simulation {
+ public:
+  Simulation(const Schedule& schedule, const Cluster& cluster)
+      : schedule_(schedule), cluster_(cluster), matching_(match_operations(schedule)) {
+    timeline_.timings.resize(static_cast<size_t>(schedule.num_ranks()));
+    for (int r = 0; r < schedule.num_ranks(); ++r) {
+      timeline_.timings[static_cast<size_t>(r)].resize(program(r).size());
+    }
+    finished_.assign(static_cast<size_t>(schedule.num_ranks()), false);
+    position_.assign(static_cast<size_t>(schedule.num_ranks()), 0);
+  }
+
+  /// Creates the platform, the actors and their mailboxes, then runs the simulation.
+  void run(sg::Engine& engine) {
+    const std::vector<sg::Host*> hosts = sim::build_platform(cluster_);
+    std::vector<sg::ActorPtr> actors;
+    for (int r = 0; r < schedule_.num_ranks(); ++r) {
+      const int gpu = schedule_.ranks[static_cast<size_t>(r)].gpu;
+      if (gpu < 0 || gpu >= cluster_.num_gpus()) {
+        throw InputError("rank " + std::to_string(r) + " is placed on GPU " + std::to_string(gpu) +
+                         " but the cluster has " + std::to_string(cluster_.num_gpus()) + " GPUs");
+      }
+      actors.push_back(sg::Actor::create(
+          "rank" + std::to_string(r), hosts[static_cast<size_t>(gpu)], [this, r] { run_rank(r); }));
+    }
+    wire_mailboxes(actors);
+    engine.run();
+  }
+
+  Timeline take_timeline() {
+    report_failure();
+    return std::move(timeline_);
+  }
+  size_t activities() const { return activities_; }
+
+ private:
+  const std::vector<Op>& program(int r) const { return schedule_.programs[static_cast<size_t>(r)]; }
+  OpTiming& timing(OpRef ref) {
+    return timeline_.timings[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)];
+  }
+
+  static sg::Mailbox* p2p_mailbox(int src, int dst) {
+    return sg::Mailbox::by_name("p" + std::to_string(src) + ">" + std::to_string(dst));
+  }
+  static sg::Mailbox* ring_mailbox(int group, int src, int dst) {
+    return sg::Mailbox::by_name("g" + std::to_string(group) + ":" + std::to_string(src) + ">" +
+                                std::to_string(dst));
+  }
+
+  /// Resolves every op's mailboxes once, and makes each receiver the permanent receiver
+  /// of its mailboxes so that sends are eager: the transfer starts when the Send is
+  /// reached, whether or not the Recv has been posted.
+  void wire_mailboxes(const std::vector<sg::ActorPtr>& actors) {
+    mailboxes_.resize(static_cast<size_t>(schedule_.num_ranks()));
+    for (int r = 0; r < schedule_.num_ranks(); ++r) {
+      auto& boxes = mailboxes_[static_cast<size_t>(r)];
+      boxes.resize(program(r).size());
+      for (size_t i = 0; i < program(r).size(); ++i) {
+        std::visit(Overloaded{
+                       [&](const Send& s) { boxes[i].out = p2p_mailbox(r, s.peer); },
+                       [&](const Recv& rv) {
+                         boxes[i].in = p2p_mailbox(rv.peer, r);
+                         boxes[i].in->set_receiver(actors[static_cast<size_t>(r)]);
+                       },
+                       [&](const Collective& c) {
+                         const auto& members = schedule_.groups[static_cast<size_t>(c.group)];
+                         const auto n = members.size();
+                         size_t k = 0;
+                         while (members[k] != r) ++k;
+                         boxes[i].out = ring_mailbox(c.group, r, members[(k + 1) % n]);
+                         boxes[i].in = ring_mailbox(c.group, members[(k + n - 1) % n], r);
+                         boxes[i].in->set_receiver(actors[static_cast<size_t>(r)]);
+                       },
+                       [](const Compute&) {},
+                   },
+                   program(r)[i]);
+      }
+    }
+  }
+
+  /// The actor of rank r: its program, in order, with the IR's semantics.
+  void run_rank(int r) {
+    const auto& ops = program(r);
+    const auto& boxes = mailboxes_[static_cast<size_t>(r)];
+    for (size_t i = 0; i < ops.size(); ++i) {
+      position_[static_cast<size_t>(r)] = static_cast<int>(i);
+      const OpRef here{r, static_cast<int>(i)};
+      const double start = sg::Engine::get_clock();
+      std::visit(Overloaded{
+                     [&](const Compute& c) {
+                       if (c.seconds > 0) sg::this_actor::sleep_for(c.seconds);
+                       ++activities_;
+                     },
+                     [&](const Send& s) {
+                       // The payload names the Send so the receiver can check the match
+                       // and record when the data arrived.
+                       boxes[i]
+                           .out->put_init(const_cast<Op*>(&ops[i]), simulated_bytes(s.bytes))
+                           ->detach();
+                       ++activities_;
+                     },
+                     [&](const Recv&) { receive(here, boxes[i].in); },
+                     [&](const Collective& c) { ring(c, boxes[i]); },
+                 },
+                 ops[i]);
+      // A send's timing ends when its data arrives; the receiver records that.
+      if (!std::holds_alternative<Send>(ops[i]))
+        timing(here) = {start, sg::Engine::get_clock()};
+      else
+        timing(here).start_s = start;
+      if (!failure_.empty()) return;
+    }
+    position_[static_cast<size_t>(r)] = static_cast<int>(ops.size());
+    finished_[static_cast<size_t>(r)] = true;
+    // Every message to this rank has been consumed: release the mailboxes' hold on it.
+    for (const OpMailboxes& b : boxes) {
+      if (b.in) b.in->set_receiver(nullptr);
+    }
+  }
+
+  void receive(OpRef here, sg::Mailbox* in) {
+    Op* payload = nullptr;
+    sg::CommPtr comm = in->get_async<Op>(&payload);
+    comm->wait();
+    const OpRef send =
+        matching_.peer[static_cast<size_t>(here.rank)][static_cast<size_t>(here.index)];
+    const Op* expected =
+        &schedule_.programs[static_cast<size_t>(send.rank)][static_cast<size_t>(send.index)];
+    if (payload != expected) {
+      failure_ = "rank " + std::to_string(here.rank) + " op #" + std::to_string(here.index) +
+                 " received a message it was not matched with";
+      return;
+    }
+    timing(send).end_s = comm->get_finish_time();
+  }
+
+  /// Ring collective: each step sends a chunk to the ring successor, then waits for the
+  /// predecessor's chunk (the same recurrence as the evaluator's, see evaluator.cpp).
+  void ring(const Collective& c, const OpMailboxes& boxes) {
+    const int n = static_cast<int>(schedule_.groups[static_cast<size_t>(c.group)].size());
+    const uint64_t chunk = simulated_bytes(ring_chunk_bytes(c.kind, n, c.bytes));
+    for (int step = 0; step < ring_steps(c.kind, n); ++step) {
+      boxes.out->put_init(const_cast<Collective*>(&c), chunk)->detach();
+      boxes.in->get<void>();
+      ++activities_;
+    }
+  }
+
+  /// Turns an actor's failure or a deadlock (actors left blocked) into an InfeasibleError.
+  void report_failure() const {
+    if (!failure_.empty()) throw InfeasibleError("SimGrid backend: " + failure_);
+    std::string blocked;
+    int count = 0;
+    for (int r = 0; r < schedule_.num_ranks(); ++r) {
+      if (finished_[static_cast<size_t>(r)]) continue;
+      const int i = position_[static_cast<size_t>(r)];
+      if (count++ < 8) {
+        blocked += "\n  rank " + std::to_string(r) + " blocked at op #" + std::to_string(i) + " (" +
+                   to_string(program(r)[static_cast<size_t>(i)], schedule_) + ")";
+      }
+    }
+    if (count > 0) {
+      throw InfeasibleError("schedule deadlocks in SimGrid: " + std::to_string(count) +
+                            " rank(s) never finish" + blocked);
+    }
+  }
+
+  const Schedule& schedule_;
+  const Cluster& cluster_;
+  Matching matching_;
+  std::vector<std::vector<OpMailboxes>> mailboxes_;
+  Timeline timeline_;
+  std::vector<bool> finished_;
+  std::vector<int> position_;
+  std::string failure_;
+  size_t activities_ = 0;
+};
+
+void configure(sg::Engine& engine, const SimGridOptions& options) {
+  const auto models = simgrid_network_models();
+  if (std::find(models.begin(), models.end(), options.network_model) == models.end()) {
+    throw InputError("unknown SimGrid network model '" + options.network_model +
+                     "' (valid: CM02, LV08)");
+  }
+  engine.set_config("network/model:" + options.network_model);
+  if (options.network_model == "CM02") {
+    // No TCP window bound and no reverse-direction traffic: latency + size / bandwidth.
+    engine.set_config("network/TCP-gamma:0");
+    engine.set_config("network/crosstraffic:0");
+  }
+  for (const std::string& setting : options.extra_cfg) {
+    try {
+      engine.set_config(setting);
+    } catch (const std::exception& e) {
+      throw InputError("invalid SimGrid setting '" + setting + "': " + e.what());
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> simgrid_network_models() {
+  return {"CM02", "LV08"};
+}
+
+Timeline run_simgrid(const Schedule& schedule, const Cluster& cluster,
+                     const SimGridOptions& options, SimGridStats* stats) {
+  if (g_engine_created) throw std::logic_error("run_simgrid: SimGrid runs once per process");
+  g_engine_created = true;
+  const auto wall_start = std::chrono::steady_clock::now();
+
+  // SimGrid's own logs are for its developers; Loom reports deadlocks itself (the
+  // engine's deadlock notice is silenced, other critical messages still show).
+  int argc = 3;
+  char name[] = "loom";
+  char quiet[] = "--log=root.thresh:critical";
+  char no_deadlock_notice[] = "--log=ker_engine.app:file:/dev/null";
+  char* argv[] = {name, quiet, no_deadlock_notice, nullptr};
+  sg::Engine engine(&argc, argv);
+  configure(engine, options);
+
+  Simulation simulation(schedule, cluster);
+  simulation.run(engine);
+  Timeline timeline = simulation.take_timeline();
+  if (stats) {
+    stats->activities = simulation.activities();
+    stats->wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  }
+  return timeline;
+}
+
+}  // namespace loom

@@ -1,0 +1,172 @@
+// End-to-end tests of the `loom` binary: exit codes, error messages that name the file and
+// key, byte-identical reruns, nothing half-written on failure, and the golden summary of
+// the textbook example.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "test_support.hpp"
+
+namespace loom {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  const std::string command = std::string(LOOM_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string example(const std::string& name) {
+  return test::source_path("configs/examples/" + name);
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void expect_error(const std::string& args, int code, const std::vector<std::string>& mentions) {
+  const Result r = run(args);
+  EXPECT_EQ(r.exit_code, code) << args << "\n" << r.output;
+  for (const std::string& m : mentions)
+    EXPECT_NE(r.output.find(m), std::string::npos) << "missing '" << m << "' in:\n" << r.output;
+}
+
+}  // namespace
+
+TEST(Cli, TextbookExampleReports33Milliseconds) {
+  test::TempDir dir;
+  const Result r =
+      run("sim " + example("uniform-1f1b.toml") + " --no-plot -q --out " + dir.path("out"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("iteration time   33.000 ms"), std::string::npos) << r.output;
+  const auto metrics = nlohmann::json::parse(slurp(dir.path("out") + "/metrics.json"));
+  EXPECT_NEAR(metrics["iteration_time_s"].get<double>(), 0.033, 1e-12);
+  EXPECT_NEAR(metrics["bubble_fraction"].get<double>(), 3.0 / 11, 1e-9);
+  EXPECT_EQ(metrics["per_rank"].size(), 4u);
+  for (const char* f : {"timeline.json", "timeline.csv", "memory.csv", "schedule.txt"}) {
+    EXPECT_TRUE(fs::exists(dir.path("out") + "/" + f)) << f;
+  }
+  // The Chrome trace parses and has one complete event per operation.
+  const auto trace = nlohmann::json::parse(slurp(dir.path("out") + "/timeline.json"));
+  int complete = 0;
+  for (const auto& e : trace["traceEvents"]) complete += e["ph"] == "X";
+  EXPECT_GT(complete, 4 * 16);
+}
+
+TEST(Cli, RerunsAreByteIdentical) {
+  test::TempDir dir;
+  for (const char* backend : {"simgrid", "evaluator"}) {
+    for (const char* out : {"a", "b"}) {
+      const Result r = run("sim " + example("vlm-frozen.toml") + " -q --backend " + backend +
+                           " --out " + dir.path(std::string(backend) + out));
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+    }
+    for (const auto& entry : fs::directory_iterator(dir.path(std::string(backend) + "a"))) {
+      const fs::path twin =
+          fs::path(dir.path(std::string(backend) + "b")) / entry.path().filename();
+      EXPECT_EQ(slurp(entry.path()), slurp(twin)) << backend << ": " << entry.path().filename();
+    }
+  }
+}
+
+TEST(Cli, FrozenVlmPrintsThatTheFrozenAwarePartitionIsFaster) {
+  test::TempDir dir;
+  const Result r = run("sim " + example("vlm-frozen.toml") +
+                       " --no-plot -q --backend evaluator --out " + dir.path("o"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("frozen-aware is faster"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("input gradients only"), std::string::npos) << r.output;
+}
+
+TEST(Cli, UnknownKeyNamesFileAndKey) {
+  test::TempDir dir;
+  expect_error("sim " + example("uniform-1f1b.toml") + " --set schedule.microbatchez=3", 2,
+               {"uniform-1f1b.toml", "schedule.microbatchez", "unknown key"});
+  const std::string typo = dir.write(
+      "typo2.toml",
+      "[[model.modules]]\nname = \"llm\"\nkind = \"llm\"\nlayers = 2\nhidden = 64\nhiden = 3\n");
+  expect_error("sim " + typo, 2, {"typo2.toml:6", "model.modules.llm.hiden", "unknown key"});
+}
+
+TEST(Cli, WrongTypeNamesTheKey) {
+  expect_error("sim " + example("uniform-1f1b.toml") + " --set schedule.microbatches=eight", 2,
+               {"schedule.microbatches", "expected an integer"});
+  expect_error("sim " + example("uniform-1f1b.toml") + " --set cluster.intra_node.latency=fast", 2,
+               {"cluster.intra_node.latency", "quantity"});
+}
+
+TEST(Cli, ZeroOrNegativeSizesAreRejected) {
+  expect_error("sim " + example("uniform-1f1b.toml") + " --set parallel.pp=0", 2,
+               {"parallel.pp", ">= 1"});
+  expect_error("sim " + example("uniform-1f1b.toml") + " --set model.modules.llm.hidden=-64", 2,
+               {"model.modules.llm.hidden", ">= 1"});
+  expect_error("sim " + example("uniform-1f1b.toml") + " --set cluster.intra_node.bandwidth=0", 2,
+               {"cluster.intra_node.bandwidth", "> 0"});
+}
+
+TEST(Cli, MoreStagesThanLayers) {
+  expect_error(
+      "sim " + example("uniform-1f1b.toml") + " --set parallel.pp=9 --set cluster.gpus_per_node=16",
+      2, {"parallel.pp", "9 pipeline stages", "8 layers"});
+}
+
+TEST(Cli, LayoutsThatDoNotFitAreInfeasible) {
+  test::TempDir dir;
+  expect_error("sim " + example("vlm-frozen.toml") + " --set cluster.gpu_memory=2GB --out " +
+                   dir.path("oom"),
+               3, {"out of memory", "rank"});
+  EXPECT_FALSE(fs::exists(dir.path("oom")));  // nothing half-written
+  expect_error("sim " + example("uniform-1f1b.toml") + " --set parallel.dp=4", 3,
+               {"GPUs", "the cluster has 8"});
+}
+
+TEST(Cli, MalformedWorkloadCsvNamesTheLine) {
+  test::TempDir dir;
+  const std::string csv =
+      dir.write("samples.csv", "sample_id,text_tokens,vision_tokens\n0,1024,4600\n1,10x,4600\n");
+  expect_error("sim " + example("vlm-frozen.toml") + " --set workload.csv=" + csv, 2,
+               {"samples.csv:3", "text_tokens"});
+  const std::string short_csv =
+      dir.write("short.csv", "sample_id,text_tokens,vision_tokens\n0,1024,4600\n");
+  expect_error("sim " + example("vlm-frozen.toml") + " --set workload.csv=" + short_csv, 2,
+               {"short.csv", "needs"});
+}
+
+TEST(Cli, SyntaxErrorsAndUnknownSchedulers) {
+  test::TempDir dir;
+  const std::string bad = dir.write("bad.toml", "[parallel\npp = 2\n");
+  expect_error("sim " + bad, 2, {"bad.toml:1", "syntax"});
+  expect_error("sim " + example("uniform-1f1b.toml") + " --set schedule.name=zigzag", 2,
+               {"schedule.name", "zigzag", "gpipe", "1f1b"});
+  expect_error("sim /nonexistent.toml", 2, {"nonexistent.toml"});
+}
+
+TEST(Cli, ConfigDumpListsResolvedDefaults) {
+  const Result r =
+      run("config " + example("uniform-1f1b.toml") + " --set schedule.microbatches=16");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("schedule.microbatches = 16"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cost.efficiency = "), std::string::npos) << r.output;
+}
+
+}  // namespace loom

@@ -1,0 +1,153 @@
+// The SimGrid backend against closed forms and the contention-free evaluator. Each test
+// runs in its own process (one SimGrid engine per process).
+#include "sim/simgrid_backend.hpp"
+
+#include <gtest/gtest.h>
+
+#include "core/errors.hpp"
+#include "core/evaluator.hpp"
+#include "test_support.hpp"
+
+namespace loom {
+namespace {
+
+Cluster cluster_of(int nodes, int gpus) {
+  Cluster c;
+  c.nodes = nodes;
+  c.gpus_per_node = gpus;
+  c.gpu = {"test", 1e12, 1e12, 80e9};
+  c.intra_node = {10e9, 2e-6};
+  c.inter_node = {5e9, 10e-6};
+  return c;
+}
+
+Schedule ranks_on(const std::vector<int>& gpus) {
+  Schedule s;
+  s.module_names = {"m"};
+  s.num_stages = static_cast<int>(gpus.size());
+  s.microbatches = 1;
+  for (size_t r = 0; r < gpus.size(); ++r) s.ranks.push_back({gpus[r], 1, 0});
+  s.programs.resize(gpus.size());
+  s.static_memory.resize(gpus.size());
+  s.samples = {{{0}}};
+  return s;
+}
+
+Send send_to(int peer, double bytes) {
+  return Send{peer, 0, 0, {Pass::kF, 0, 1}, bytes};
+}
+Recv recv_from(int peer, double bytes) {
+  return Recv{peer, 1, 0, {Pass::kF, 0, 1}, bytes};
+}
+
+}  // namespace
+
+TEST(SimGridBackend, LoneTransferTakesLatencyPlusBytesOverBandwidth) {
+  // Across nodes: gpu-0 up, nic-0 up, nic-1 down, gpu-2 down; the NIC is the bottleneck.
+  Schedule s = ranks_on({0, 2});
+  s.programs[0] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3}, send_to(1, 1e8)};
+  s.programs[1] = {recv_from(0, 1e8), Compute{Pass::kF, 1, 0, 0, 1, 2, 2e-3}};
+  const Cluster cluster = cluster_of(2, 2);
+  SimGridStats stats;
+  const Timeline t = run_simgrid(s, cluster, {}, &stats);
+  const double transfer = 2e-6 + 10e-6 + 1e8 / 5e9;
+  ASSERT_DOUBLE_EQ(transfer, transfer_time(cluster, 0, 2, 1e8));
+  EXPECT_NEAR(t.timings[0][1].start_s, 1e-3, 1e-12);
+  EXPECT_NEAR(t.timings[0][1].end_s, 1e-3 + transfer, 1e-12);  // send: posted -> arrived
+  EXPECT_NEAR(t.timings[1][0].end_s, 1e-3 + transfer, 1e-12);  // recv: waited for it
+  EXPECT_NEAR(t.iteration_time_s(), 1e-3 + transfer + 2e-3, 1e-12);
+  EXPECT_EQ(stats.activities, 3u);
+}
+
+TEST(SimGridBackend, RingAllReduceClosedForm) {
+  // 4 ranks in one node, all arriving at t=0: 2(n-1) steps of (latency + bytes/n / bw).
+  Schedule s = ranks_on({0, 1, 2, 3});
+  s.groups = {{0, 1, 2, 3}};
+  for (auto& program : s.programs) program = {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}};
+  const Timeline t = run_simgrid(s, cluster_of(1, 4));
+  const double step = 2e-6 + (4e6 / 4) / 10e9;
+  for (const auto& rank : t.timings) EXPECT_NEAR(rank[0].end_s, 6 * step, 1e-12);
+}
+
+TEST(SimGridBackend, SharedNicHalvesBandwidthWhereTheEvaluatorDoesNot) {
+  // Two GPUs of node 0 send to node 1 at once: both flows cross nic-0 (up) and share it.
+  Schedule s = ranks_on({0, 1, 2, 3});
+  s.programs[0] = {send_to(2, 1e9)};
+  s.programs[1] = {send_to(3, 1e9)};
+  s.programs[2] = {recv_from(0, 1e9)};
+  s.programs[3] = {recv_from(1, 1e9)};
+  const Cluster cluster = cluster_of(2, 2);
+  const double latency = 12e-6;
+  EXPECT_NEAR(evaluate(s, cluster).iteration_time_s(), latency + 1e9 / 5e9, 1e-12);
+  const Timeline t = run_simgrid(s, cluster);
+  EXPECT_NEAR(t.timings[2][0].end_s, latency + 1e9 / 2.5e9, 1e-9);
+  EXPECT_NEAR(t.timings[3][0].end_s, latency + 1e9 / 2.5e9, 1e-9);
+}
+
+TEST(SimGridBackend, MessagesBetweenAPairMatchInProgramOrder) {
+  // A large message then a small one: the small one arrives first on the wire, but the
+  // receiver's first Recv is matched with the first Send (as NCCL does).
+  Schedule s = ranks_on({0, 1});
+  s.microbatches = 2;
+  s.samples = {{{0}, {1}}};
+  s.programs[0] = {Send{1, 0, 0, {Pass::kF, 0, 1}, 1e9}, Send{1, 0, 0, {Pass::kF, 1, 1}, 1e3}};
+  s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 1e9}, Recv{0, 1, 0, {Pass::kF, 1, 1}, 1e3}};
+  const Timeline t = run_simgrid(s, cluster_of(1, 2));
+  EXPECT_GT(t.timings[1][0].end_s, 0.05);                            // the big one
+  EXPECT_LT(t.timings[0][1].end_s, t.timings[0][0].end_s);           // small one arrived first
+  EXPECT_NEAR(t.timings[1][1].end_s, t.timings[1][0].end_s, 1e-12);  // but is taken second
+}
+
+TEST(SimGridBackend, DeadlockIsAnInfeasibleErrorNamingTheBlockedOps) {
+  Schedule s = ranks_on({0, 1});
+  s.programs[0] = {Recv{1, 0, 0, {Pass::kB, 0, 0}, 0}, Send{1, 0, 0, {Pass::kF, 0, 1}, 0}};
+  s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 0}, Send{0, 1, 0, {Pass::kB, 0, 0}, 0}};
+  try {
+    run_simgrid(s, cluster_of(1, 2));
+    FAIL() << "expected a deadlock";
+  } catch (const InfeasibleError& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 0 blocked at op #0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SimGridBackend, OneSimulationPerProcess) {
+  Schedule s = ranks_on({0});
+  s.programs[0] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3}};
+  EXPECT_NEAR(run_simgrid(s, cluster_of(1, 1)).iteration_time_s(), 1e-3, 1e-12);
+  EXPECT_THROW(run_simgrid(s, cluster_of(1, 1)), std::logic_error);
+}
+
+TEST(SimGridBackend, AgreesWithEvaluatorOpByOpWhenLinksAreFree) {
+  // GPipe across two nodes with real messages: a stage's forward sends and backward sends
+  // never overlap in time, so no link is shared and the two backends must agree.
+  const auto study = test::example(
+      "uniform-1f1b.toml", {"schedule.name=gpipe", "cluster.nodes=2", "cluster.gpus_per_node=2",
+                            "cost.table.llm.output_bytes=16MiB"});
+  const Timeline predicted = evaluate(study->schedule, study->config.cluster);
+  const Timeline simulated = run_simgrid(study->schedule, study->config.cluster);
+  ASSERT_GT(predicted.iteration_time_s(), 33e-3);  // communication is on the critical path
+  EXPECT_NEAR(simulated.iteration_time_s(), predicted.iteration_time_s(),
+              1e-3 * predicted.iteration_time_s());
+  for (size_t r = 0; r < predicted.timings.size(); ++r) {
+    for (size_t i = 0; i < predicted.timings[r].size(); ++i) {
+      EXPECT_NEAR(simulated.timings[r][i].end_s, predicted.timings[r][i].end_s, 1e-9)
+          << "rank " << r << " op " << to_string(study->schedule.programs[r][i], study->schedule);
+    }
+  }
+}
+
+TEST(SimGridBackend, SharedLinksOnlySlowDown) {
+  // 1F1B, 4 stages x 2 replicas on 2 nodes of 4 GPUs. A 1 GiB message takes 3.6 ms, longer
+  // than a backward (2 ms), so in the steady state a stage's activation (to s+1) and
+  // gradient (to s-1) leave its GPU link together and share it; the contention-free
+  // prediction is a lower bound that SimGrid exceeds.
+  const auto study = test::example("uniform-1f1b.toml",
+                                   {"parallel.pp=4", "parallel.dp=2", "cluster.nodes=2",
+                                    "cluster.gpus_per_node=4", "cost.table.llm.output_bytes=1GiB"});
+  const double predicted = evaluate(study->schedule, study->config.cluster).iteration_time_s();
+  const double simulated = run_simgrid(study->schedule, study->config.cluster).iteration_time_s();
+  EXPECT_GT(simulated, predicted * 1.01);
+}
+
+}  // namespace loom
