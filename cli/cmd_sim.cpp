@@ -116,8 +116,10 @@ void print_stages(const Study& study, std::ostream& os) {
     os << "  stage " << stage << ": " << layers << "\n";
     for (const auto& [name, fb] : per_module) {
       os << "    " << name << ": F " << ms(fb.first) << ", B " << ms(fb.second);
-      if (fb.second == 0) os << " (no backward: frozen, nothing trainable upstream)";
-      else if (weight[name] == 0) os << " (input gradients only: frozen)";
+      if (fb.second == 0)
+        os << " (no backward: frozen, nothing trainable upstream)";
+      else if (weight[name] == 0)
+        os << " (input gradients only: frozen)";
       os << "\n";
     }
   }
@@ -127,7 +129,8 @@ void run_plots(const std::string& dir, bool quiet) {
   const char* py_env = std::getenv("LOOM_PYTHON");
   const char* analysis_env = std::getenv("LOOM_ANALYSIS_DIR");
   const std::string python = py_env ? py_env : "/usr/bin/python3";
-  const std::string script = std::string(analysis_env ? analysis_env : LOOM_ANALYSIS_DIR) + "/plot_all.py";
+  const std::string script =
+      std::string(analysis_env ? analysis_env : LOOM_ANALYSIS_DIR) + "/plot_all.py";
   if (!std::filesystem::exists(script) || !std::filesystem::exists(python)) {
     std::cerr << "loom: warning: plots skipped (" << python << " or " << script << " not found)\n";
     return;
@@ -145,7 +148,8 @@ void run_plots(const std::string& dir, bool quiet) {
   int status = 0;
   waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::cerr << "loom: warning: plotting failed (needs matplotlib: apt-get install python3-matplotlib)\n";
+    std::cerr << "loom: warning: plotting failed (needs matplotlib: apt-get install "
+                 "python3-matplotlib)\n";
   }
 }
 
@@ -163,13 +167,23 @@ int run_sim(const SimOptions& o) {
   std::vector<std::string> overrides = o.overrides;
   if (!o.backend.empty()) overrides.push_back("sim.backend=" + o.backend);
   if (!o.quiet) std::cerr << "loom: planning " << o.config << " ...\n";
+  const auto plan_start = std::chrono::steady_clock::now();
   const auto study = prepare_study(o.config, overrides);
+  const double planning_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - plan_start).count();
   const std::string backend = study->config.sim.backend;
   if (!o.quiet) {
-    std::cerr << "loom: running " << study->schedule.num_ops() << " operations on " << study->schedule.num_ranks()
-              << " ranks with " << (backend == "simgrid" ? "SimGrid" : "the evaluator") << " ...\n";
+    std::cerr << "loom: running " << study->schedule.num_ops() << " operations on "
+              << study->schedule.num_ranks() << " ranks with "
+              << (backend == "simgrid" ? "SimGrid" : "the evaluator") << " ...\n";
   }
-  const BackendRun run = run_backend(*study, backend);
+  BackendRun run = run_backend(*study, backend);
+  if (o.bench && backend == "evaluator") {
+    // The evaluator is fast enough for timer noise to matter: report the best of 5.
+    // (SimGrid can run once per process.)
+    for (int repeat = 1; repeat < 5; ++repeat)
+      run.wall_s = std::min(run.wall_s, run_backend(*study, backend).wall_s);
+  }
   if (o.bench) {
     nlohmann::json bench = {{"backend", backend},
                             {"config", o.config},
@@ -177,6 +191,7 @@ int run_sim(const SimOptions& o) {
                             {"gpus", study->schedule.num_ranks() * study->config.parallel.tp},
                             {"operations", study->schedule.num_ops()},
                             {"activities", run.activities},
+                            {"planning_s", planning_s},
                             {"wall_s", run.wall_s},
                             {"activities_per_s", run.activities / std::max(run.wall_s, 1e-9)},
                             {"peak_rss_bytes", peak_rss_bytes()},
@@ -190,7 +205,8 @@ int run_sim(const SimOptions& o) {
     views = {{"true", evaluate_with_view(*study, PartitionView::kTrue)},
              {"naive", evaluate_with_view(*study, PartitionView::kNaive)}};
   }
-  const std::string out_dir = o.out.empty() ? "out/" + std::filesystem::path(o.config).stem().string() : o.out;
+  const std::string out_dir =
+      o.out.empty() ? "out/" + std::filesystem::path(o.config).stem().string() : o.out;
   OutputDir out(out_dir);
   {
     std::ofstream f(out.file("metrics.json"));
@@ -205,25 +221,31 @@ int run_sim(const SimOptions& o) {
 
   std::ostream& os = std::cout;
   const Config& c = study->config;
-  os << "scheduler " << study->schedule.scheduler << ", pp " << c.parallel.pp << " x dp " << c.parallel.dp << " x tp "
-     << c.parallel.tp << ", " << c.schedule.microbatches << " microbatches of " << c.schedule.microbatch_size
-     << ", backend " << backend << "\n";
+  os << "scheduler " << study->schedule.scheduler << ", pp " << c.parallel.pp << " x dp "
+     << c.parallel.dp << " x tp " << c.parallel.tp << ", " << c.schedule.microbatches
+     << " microbatches of " << c.schedule.microbatch_size << ", backend " << backend << "\n";
   print_stages(*study, os);
   os << "iteration time   " << ms(metrics.iteration_time_s) << "\n";
   os << "throughput       " << metrics.throughput_samples_per_s << " samples/s\n";
   os << "bubble fraction  " << metrics.bubble_fraction << "\n";
   double peak = 0;
   for (const RankMetrics& r : metrics.per_rank) peak = std::max(peak, r.peak_memory_bytes);
-  os << "peak memory      " << peak / (1024.0 * 1024 * 1024) << " GiB (of " << c.cluster.gpu.memory_bytes / 1e9
-     << " GB per GPU)\n";
+  os << "peak memory      " << peak / (1024.0 * 1024 * 1024) << " GiB (of "
+     << c.cluster.gpu.memory_bytes / 1e9 << " GB per GPU)\n";
   if (!views.is_null()) {
     const double t = views["true"], n = views["naive"];
-    os << "partition views  frozen-aware (true) " << ms(t) << ", naive " << ms(n) << " (evaluator): ";
-    os << (t < n ? "frozen-aware is faster by " + std::to_string((n / t - 1) * 100).substr(0, 5) + "%"
-                 : t == n ? std::string("no difference") : "naive is faster") << "\n";
+    os << "partition views  frozen-aware (true) " << ms(t) << ", naive " << ms(n)
+       << " (evaluator): ";
+    os << (t < n
+               ? "frozen-aware is faster by " + std::to_string((n / t - 1) * 100).substr(0, 5) + "%"
+           : t == n ? std::string("no difference")
+                    : "naive is faster")
+       << "\n";
   }
-  os << "wrote " << out.destination().string() << "/{metrics.json, timeline.json (open in ui.perfetto.dev), "
-     << "timeline.csv, memory.csv, schedule.txt" << (o.no_plot ? "" : ", gantt.png, memory.png") << "}\n";
+  os << "wrote " << out.destination().string()
+     << "/{metrics.json, timeline.json (open in ui.perfetto.dev), "
+     << "timeline.csv, memory.csv, schedule.txt" << (o.no_plot ? "" : ", gantt.png, memory.png")
+     << "}\n";
   return 0;
 }
 
@@ -231,14 +253,20 @@ int run_sim(const SimOptions& o) {
 
 CommandRun attach_sim(CLI::App& sub) {
   auto o = std::make_shared<SimOptions>();
-  sub.add_option("CONFIG", o->config, "TOML config (see configs/examples/)")->required()->check(CLI::ExistingFile);
-  sub.add_option("--out", o->out, "Output directory, replaced as a whole (default: out/<config name>)");
-  sub.add_option("--backend", o->backend, "simgrid (link contention, default) or evaluator (contention-free, fast)")
+  sub.add_option("CONFIG", o->config, "TOML config (see configs/examples/)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub.add_option("--out", o->out,
+                 "Output directory, replaced as a whole (default: out/<config name>)");
+  sub.add_option("--backend", o->backend,
+                 "simgrid (link contention, default) or evaluator (contention-free, fast)")
       ->check(CLI::IsMember({"simgrid", "evaluator"}));
-  sub.add_option("--set", o->overrides, "Override a config key: section.key=value (repeatable), "
-                                        "e.g. --set parallel.pp=8 --set schedule.name=gpipe");
+  sub.add_option("--set", o->overrides,
+                 "Override a config key: section.key=value (repeatable), "
+                 "e.g. --set parallel.pp=8 --set schedule.name=gpipe");
   sub.add_flag("--no-plot", o->no_plot, "Skip the Gantt and memory PNGs");
-  sub.add_flag("--bench", o->bench, "Time the backend only: print wall time, peak RSS and activities/s as JSON");
+  sub.add_flag("--bench", o->bench,
+               "Time the backend only: print wall time, peak RSS and activities/s as JSON");
   sub.add_flag("--quiet,-q", o->quiet, "No progress messages on stderr");
   return [o]() { return run_sim(*o); };
 }

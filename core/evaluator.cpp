@@ -64,7 +64,8 @@ class ListScheduler {
               },
               [&](const Send& s) {
                 // Eager: the transfer starts now and costs the rank nothing.
-                timing(here) = {clock, clock + transfer_time(cluster_, gpu(r), gpu(s.peer), s.bytes)};
+                timing(here) = {clock,
+                                clock + transfer_time(cluster_, gpu(r), gpu(s.peer), s.bytes)};
                 const OpRef recv = peer(here);
                 if (pos_[static_cast<size_t>(recv.rank)] == recv.index) wake(recv.rank);
                 return true;
@@ -95,7 +96,8 @@ class ListScheduler {
   /// Returns true when the collective completed (and rank `here.rank` moved past it).
   bool arrive_collective(OpRef here, const Collective& c) {
     const int instance =
-        matching_.collective_instance[static_cast<size_t>(here.rank)][static_cast<size_t>(here.index)];
+        matching_
+            .collective_instance[static_cast<size_t>(here.rank)][static_cast<size_t>(here.index)];
     const auto& members = matching_.instances[static_cast<size_t>(instance)];
     int& arrived = arrived_[static_cast<size_t>(instance)];
     // A blocked rank re-executes the same op when woken: count its arrival once.
@@ -114,34 +116,28 @@ class ListScheduler {
     return true;
   }
 
-  /// Ring steps, exactly as the SimGrid backend runs them: at step t member i sends its
-  /// chunk to i+1 once its step t-1 is done and finishes step t when the chunk from i-1
-  /// has arrived: ready_i[t] = max(ready_i[t-1], ready_{i-1}[t-1] + hop(i-1 -> i)).
+  /// The ring model of core/schedule.hpp, as the SimGrid backend runs it: start when the
+  /// last member arrives, each member streams its steps to its successor, everyone ends
+  /// when the slowest stream has arrived plus (steps - 1) x the largest hop latency.
   void complete_collective(const std::vector<OpRef>& members, const Collective& c) {
     const int n = static_cast<int>(members.size());
     const int steps = ring_steps(c.kind, n);
-    const double chunk = ring_chunk_bytes(c.kind, n, c.bytes);
-    std::vector<double> ready(static_cast<size_t>(n)), next(static_cast<size_t>(n));
-    std::vector<double> hop(static_cast<size_t>(n));  // hop[i]: time from member i-1 to i
-    for (int k = 0; k < n; ++k) {
-      const OpRef member = members[static_cast<size_t>(k)];
-      ready[static_cast<size_t>(k)] = clock_[static_cast<size_t>(member.rank)];
-      const int prev = members[static_cast<size_t>((k + n - 1) % n)].rank;
-      hop[static_cast<size_t>(k)] = transfer_time(cluster_, gpu(prev), gpu(member.rank), chunk);
+    const double stream = ring_stream_bytes(c.kind, n, c.bytes);
+    double start = 0;
+    for (const OpRef& member : members)
+      start = std::max(start, clock_[static_cast<size_t>(member.rank)]);
+    double slowest_stream = 0, largest_latency = 0;
+    for (int k = 0; k < n && steps > 0; ++k) {
+      const int from = gpu(members[static_cast<size_t>((k + n - 1) % n)].rank);
+      const int to = gpu(members[static_cast<size_t>(k)].rank);
+      slowest_stream = std::max(slowest_stream, transfer_time(cluster_, from, to, stream));
+      largest_latency = std::max(largest_latency, transfer_time(cluster_, from, to, 0));
     }
-    for (int t = 0; t < steps; ++t) {
-      for (int k = 0; k < n; ++k) {
-        const size_t prev = static_cast<size_t>((k + n - 1) % n);
-        next[static_cast<size_t>(k)] =
-            std::max(ready[static_cast<size_t>(k)], ready[prev] + hop[static_cast<size_t>(k)]);
-      }
-      std::swap(ready, next);
-    }
-    for (int k = 0; k < n; ++k) {
-      const OpRef member = members[static_cast<size_t>(k)];
+    const double end = steps > 0 ? start + slowest_stream + (steps - 1) * largest_latency : start;
+    for (const OpRef& member : members) {
       double& clock = clock_[static_cast<size_t>(member.rank)];
-      timing(member) = {clock, ready[static_cast<size_t>(k)]};
-      clock = ready[static_cast<size_t>(k)];
+      timing(member) = {clock, std::max(clock, end)};
+      clock = std::max(clock, end);
     }
   }
 
@@ -152,8 +148,8 @@ class ListScheduler {
       const int i = pos_[static_cast<size_t>(r)];
       if (i >= static_cast<int>(program(r).size())) continue;
       if (shown++ < 8) {
-        blocked += "\n  rank " + std::to_string(r) + " blocked at op #" + std::to_string(i) +
-                   " (" + to_string(program(r)[static_cast<size_t>(i)], schedule_) + ")";
+        blocked += "\n  rank " + std::to_string(r) + " blocked at op #" + std::to_string(i) + " (" +
+                   to_string(program(r)[static_cast<size_t>(i)], schedule_) + ")";
       }
     }
     if (shown > 0) {

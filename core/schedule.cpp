@@ -6,18 +6,24 @@ namespace loom {
 
 const char* to_string(Pass pass) {
   switch (pass) {
-    case Pass::kF: return "F";
-    case Pass::kB: return "B";
-    case Pass::kI: return "I";
-    case Pass::kW: return "W";
+    case Pass::kF:
+      return "F";
+    case Pass::kB:
+      return "B";
+    case Pass::kI:
+      return "I";
+    case Pass::kW:
+      return "W";
   }
   return "?";
 }
 
 const char* to_string(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::kAllReduce: return "allreduce";
-    case CollectiveKind::kAllGather: return "allgather";
+    case CollectiveKind::kAllReduce:
+      return "allreduce";
+    case CollectiveKind::kAllGather:
+      return "allgather";
   }
   return "?";
 }
@@ -43,27 +49,27 @@ std::string tag_string(const MessageTag& tag) {
 }  // namespace
 
 std::string to_string(const Op& op, const Schedule& schedule) {
-  return std::visit(
-      Overloaded{
-          [&](const Compute& c) {
-            return std::to_string(c.stage) + to_string(c.pass) + std::to_string(c.microbatch) +
-                   module_suffix(c.module, schedule);
-          },
-          [&](const Send& s) {
-            return std::to_string(s.stage) + "SEND_" + tag_string(s.tag) + "->" +
-                   std::to_string(s.peer);
-          },
-          [&](const Recv& r) {
-            return std::to_string(r.stage) + "RECV_" + tag_string(r.tag) + "<-" +
-                   std::to_string(r.peer);
-          },
-          [&](const Collective& c) {
-            std::string name = to_string(c.kind);
-            for (char& ch : name) ch = static_cast<char>(ch - 'a' + 'A');
-            return name + "_s" + std::to_string(c.stage) + "[g" + std::to_string(c.group) + "]";
-          },
-      },
-      op);
+  return std::visit(Overloaded{
+                        [&](const Compute& c) {
+                          return std::to_string(c.stage) + to_string(c.pass) +
+                                 std::to_string(c.microbatch) + module_suffix(c.module, schedule);
+                        },
+                        [&](const Send& s) {
+                          return std::to_string(s.stage) + "SEND_" + tag_string(s.tag) + "->" +
+                                 std::to_string(s.peer);
+                        },
+                        [&](const Recv& r) {
+                          return std::to_string(r.stage) + "RECV_" + tag_string(r.tag) + "<-" +
+                                 std::to_string(r.peer);
+                        },
+                        [&](const Collective& c) {
+                          std::string name = to_string(c.kind);
+                          for (char& ch : name) ch = static_cast<char>(ch - 'a' + 'A');
+                          return name + "_s" + std::to_string(c.stage) + "[g" +
+                                 std::to_string(c.group) + "]";
+                        },
+                    },
+                    op);
 }
 
 int ring_steps(CollectiveKind kind, int members) {
@@ -74,6 +80,10 @@ int ring_steps(CollectiveKind kind, int members) {
 double ring_chunk_bytes(CollectiveKind /*kind*/, int members, double bytes) {
   // Reduce-scatter + all-gather (all-reduce) and all-gather both move bytes/n per step.
   return members <= 0 ? 0.0 : bytes / members;
+}
+
+double ring_stream_bytes(CollectiveKind kind, int members, double bytes) {
+  return ring_steps(kind, members) * ring_chunk_bytes(kind, members, bytes);
 }
 
 int op_stage(const Op& op) {

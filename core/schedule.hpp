@@ -16,6 +16,13 @@
 ///     their tags must agree.
 ///   - A Collective is a ring over its group's ranks (all-reduce: 2(n-1) steps of
 ///     bytes/n; all-gather: n-1 steps); members match their k-th collective on a group.
+///     It starts when every member has reached it (NCCL's ring cannot progress sooner).
+///     Each member's steps towards its ring successor travel as one stream of
+///     steps x bytes/n, so every link carries exactly the ring's load and shares it with
+///     other traffic; the collective ends for all members when every stream has arrived,
+///     plus (steps - 1) x the ring's largest hop latency for the per-step handshakes.
+///     Uncontended, that is steps x (latency + bytes/n / bandwidth) of the slowest hop:
+///     NCCL's ring bound (2(n-1)/n x bytes / bus bandwidth for all-reduce).
 ///
 /// Text form (after PyTorch pipelining's actions): "2F0" stage 2 forward microbatch 0,
 /// "2I0"/"2W0" split backward, "2B0" fused backward; a module suffix "@llm" when a stage
@@ -39,9 +46,9 @@ const char* to_string(CollectiveKind kind);
 /// What a point-to-point message carries: the output of forward (`kF`, activations) or of
 /// backward (`kB`, input gradients) of one microbatch across one layer boundary.
 struct MessageTag {
-  Pass pass = Pass::kF;   ///< kF activations, kB gradients
+  Pass pass = Pass::kF;  ///< kF activations, kB gradients
   int microbatch = 0;
-  int boundary_layer = 0; ///< global index of the first layer after the boundary
+  int boundary_layer = 0;  ///< global index of the first layer after the boundary
   friend bool operator==(const MessageTag&, const MessageTag&) = default;
 };
 
@@ -73,7 +80,7 @@ struct Send {
 
 struct Recv {
   int peer = 0;
-  int stage = 0;   ///< the receiving stage
+  int stage = 0;  ///< the receiving stage
   int module = 0;
   MessageTag tag;
   double bytes = 0;
@@ -81,8 +88,8 @@ struct Recv {
 
 struct Collective {
   CollectiveKind kind = CollectiveKind::kAllReduce;
-  int group = 0;   ///< index into Schedule::groups
-  int stage = 0;   ///< the stage whose data is reduced (for labels)
+  int group = 0;  ///< index into Schedule::groups
+  int stage = 0;  ///< the stage whose data is reduced (for labels)
   int module = 0;
   double bytes = 0;  ///< the full buffer size per member
 };
@@ -107,10 +114,10 @@ struct StaticMemory {
 };
 
 struct Schedule {
-  std::string scheduler;                 ///< name of the scheduler that produced it
+  std::string scheduler;  ///< name of the scheduler that produced it
   std::vector<std::string> module_names;
   int num_stages = 0;
-  int microbatches = 0;                  ///< per pipeline replica
+  int microbatches = 0;  ///< per pipeline replica
   std::vector<RankInfo> ranks;
   std::vector<std::vector<Op>> programs;  ///< per rank, in execution order
   std::vector<std::vector<int>> groups;   ///< collective groups (rank lists, ring order)
@@ -129,6 +136,8 @@ std::string to_string(const Op& op, const Schedule& schedule);
 /// many bytes each member sends to its ring successor per step.
 int ring_steps(CollectiveKind kind, int members);
 double ring_chunk_bytes(CollectiveKind kind, int members, double bytes);
+/// Bytes each member streams to its ring successor over the whole collective.
+double ring_stream_bytes(CollectiveKind kind, int members, double bytes);
 
 /// Accessors that every consumer of an Op uses, so a new op kind is a compile error
 /// everywhere it matters.

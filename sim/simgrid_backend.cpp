@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <simgrid/s4u/Actor.hpp>
+#include <simgrid/s4u/Barrier.hpp>
 #include <simgrid/s4u/Comm.hpp>
 #include <simgrid/s4u/Engine.hpp>
 #include <simgrid/s4u/Mailbox.hpp>
@@ -36,6 +37,15 @@ struct OpMailboxes {
   sg::Mailbox* in = nullptr;
 };
 
+/// One collective instance: its members meet at `start` (the ring begins when all have
+/// arrived) and at `end` (it finishes for all when every stream has arrived), then wait
+/// out the per-step handshake latencies (see core/schedule.hpp).
+struct RingInstance {
+  sg::BarrierPtr start;
+  sg::BarrierPtr end;
+  double handshake_s = 0;
+};
+
 class Simulation {
  public:
   Simulation(const Schedule& schedule, const Cluster& cluster)
@@ -62,6 +72,7 @@ class Simulation {
           "rank" + std::to_string(r), hosts[static_cast<size_t>(gpu)], [this, r] { run_rank(r); }));
     }
     wire_mailboxes(actors);
+    prepare_rings();
     engine.run();
   }
 
@@ -116,6 +127,29 @@ class Simulation {
     }
   }
 
+  void prepare_rings() {
+    rings_.resize(matching_.instances.size());
+    for (size_t i = 0; i < matching_.instances.size(); ++i) {
+      const auto& members = matching_.instances[i];
+      const int n = static_cast<int>(members.size());
+      const auto& c =
+          std::get<Collective>(program(members[0].rank)[static_cast<size_t>(members[0].index)]);
+      const int steps = ring_steps(c.kind, n);
+      if (steps == 0) continue;
+      double largest_latency = 0;
+      for (int k = 0; k < n; ++k) {
+        const int from =
+            schedule_.ranks[static_cast<size_t>(members[static_cast<size_t>((k + n - 1) % n)].rank)]
+                .gpu;
+        const int to =
+            schedule_.ranks[static_cast<size_t>(members[static_cast<size_t>(k)].rank)].gpu;
+        largest_latency = std::max(largest_latency, transfer_time(cluster_, from, to, 0));
+      }
+      rings_[i] = {sg::Barrier::create(static_cast<unsigned>(n)),
+                   sg::Barrier::create(static_cast<unsigned>(n)), (steps - 1) * largest_latency};
+    }
+  }
+
   /// The actor of rank r: its program, in order, with the IR's semantics.
   void run_rank(int r) {
     const auto& ops = program(r);
@@ -138,7 +172,7 @@ class Simulation {
                        ++activities_;
                      },
                      [&](const Recv&) { receive(here, boxes[i].in); },
-                     [&](const Collective& c) { ring(c, boxes[i]); },
+                     [&](const Collective& c) { ring(here, c, boxes[i]); },
                  },
                  ops[i]);
       // A send's timing ends when its data arrives; the receiver records that.
@@ -172,16 +206,23 @@ class Simulation {
     timing(send).end_s = comm->get_finish_time();
   }
 
-  /// Ring collective: each step sends a chunk to the ring successor, then waits for the
-  /// predecessor's chunk (the same recurrence as the evaluator's, see evaluator.cpp).
-  void ring(const Collective& c, const OpMailboxes& boxes) {
+  /// Ring collective (core/schedule.hpp): once all members are here, stream this
+  /// member's steps to its successor and take the predecessor's stream; finish together.
+  void ring(OpRef here, const Collective& c, const OpMailboxes& boxes) {
     const int n = static_cast<int>(schedule_.groups[static_cast<size_t>(c.group)].size());
-    const uint64_t chunk = simulated_bytes(ring_chunk_bytes(c.kind, n, c.bytes));
-    for (int step = 0; step < ring_steps(c.kind, n); ++step) {
-      boxes.out->put_init(const_cast<Collective*>(&c), chunk)->detach();
-      boxes.in->get<void>();
-      ++activities_;
-    }
+    if (ring_steps(c.kind, n) == 0) return;
+    const RingInstance& instance =
+        rings_[static_cast<size_t>(matching_.collective_instance[static_cast<size_t>(here.rank)]
+                                                                [static_cast<size_t>(here.index)])];
+    instance.start->wait();
+    boxes.out
+        ->put_init(const_cast<Collective*>(&c),
+                   simulated_bytes(ring_stream_bytes(c.kind, n, c.bytes)))
+        ->detach();
+    boxes.in->get<void>();
+    instance.end->wait();
+    if (instance.handshake_s > 0) sg::this_actor::sleep_for(instance.handshake_s);
+    activities_ += 2;
   }
 
   /// Turns an actor's failure or a deadlock (actors left blocked) into an InfeasibleError.
@@ -207,6 +248,7 @@ class Simulation {
   const Cluster& cluster_;
   Matching matching_;
   std::vector<std::vector<OpMailboxes>> mailboxes_;
+  std::vector<RingInstance> rings_;  ///< per collective instance (matching_.instances)
   Timeline timeline_;
   std::vector<bool> finished_;
   std::vector<int> position_;
@@ -221,6 +263,9 @@ void configure(sg::Engine& engine, const SimGridOptions& options) {
                      "' (valid: CM02, LV08)");
   }
   engine.set_config("network/model:" + options.network_model);
+  // Compute is timed sleeps on otherwise idle hosts: trace integration handles them
+  // without re-solving the CPU sharing system at every event.
+  engine.set_config("cpu/optim:TI");
   if (options.network_model == "CM02") {
     // No TCP window bound and no reverse-direction traffic: latency + size / bandwidth.
     engine.set_config("network/TCP-gamma:0");

@@ -83,7 +83,31 @@ TEST(Evaluator, UnmatchedReceiveNamesTheOperation) {
     evaluate(s, cluster_of(1, 2));
     FAIL();
   } catch (const InfeasibleError& e) {
-    EXPECT_NE(std::string(e.what()).find("rank 1 op #0 (1RECV_F0:L1<-0)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 1 op #0 (1RECV_F0:L1<-0)"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace loom
+
+namespace loom {
+
+TEST(Evaluator, CollectiveWaitsForTheLastMemberAndTheSlowestHop) {
+  // Members arrive at 0, 1, 2, 3 ms; the ring spans two nodes, so its slowest hop is the
+  // NIC: it ends 2(n-1) x (12 us + 1 MB / 5 GB/s) after the last arrival, for everyone.
+  Schedule s;
+  s.module_names = {"m"};
+  s.microbatches = 0;
+  s.groups = {{0, 1, 2, 3}};
+  for (int r = 0; r < 4; ++r) {
+    s.ranks.push_back({r, 1, r});
+    s.programs.push_back({Compute{Pass::kW, 0, 0, 0, 0, 1, 1e-3 * r},
+                          Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}});
+  }
+  const Timeline t = evaluate(s, cluster_of(2, 2));
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_NEAR(t.timings[static_cast<size_t>(r)][1].start_s, 1e-3 * r, 1e-12);
+    EXPECT_NEAR(t.timings[static_cast<size_t>(r)][1].end_s, 3e-3 + 6 * (12e-6 + 1e6 / 5e9), 1e-12);
   }
 }
 

@@ -151,3 +151,28 @@ TEST(SimGridBackend, SharedLinksOnlySlowDown) {
 }
 
 }  // namespace loom
+
+namespace loom {
+
+TEST(SimGridBackend, RingAcrossNodesStartsWithTheLastMemberAndMatchesTheEvaluator) {
+  // Ring 0->1->2->3->0 over 2 nodes: two intra-node hops and two NIC hops, members
+  // arriving at different times. No link is shared, so the backends agree; the ring is
+  // bounded by its slowest hop (NIC): 6 x (12 us + 1 MB / 5 GB/s) after the last arrival.
+  Schedule s = ranks_on({0, 1, 2, 3});
+  s.groups = {{0, 1, 2, 3}};
+  for (int r = 0; r < 4; ++r) {
+    s.programs[static_cast<size_t>(r)] = {Compute{Pass::kW, 0, 0, 0, 0, 1, 1e-3 * r},
+                                          Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}};
+  }
+  const Cluster cluster = cluster_of(2, 2);
+  const Timeline predicted = evaluate(s, cluster);
+  const Timeline simulated = run_simgrid(s, cluster);
+  const double expected_end = 3e-3 + 12e-6 + 6 * 1e6 / 5e9 + 5 * 12e-6;
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_NEAR(predicted.timings[static_cast<size_t>(r)][1].end_s, expected_end, 1e-12);
+    EXPECT_NEAR(simulated.timings[static_cast<size_t>(r)][1].end_s, expected_end, 1e-12);
+    EXPECT_NEAR(simulated.timings[static_cast<size_t>(r)][1].start_s, 1e-3 * r, 1e-12);
+  }
+}
+
+}  // namespace loom
