@@ -141,22 +141,7 @@ class ListScheduler {
     }
   }
 
-  void report_deadlock() const {
-    std::string blocked;
-    int shown = 0;
-    for (int r = 0; r < schedule_.num_ranks(); ++r) {
-      const int i = pos_[static_cast<size_t>(r)];
-      if (i >= static_cast<int>(program(r).size())) continue;
-      if (shown++ < 8) {
-        blocked += "\n  rank " + std::to_string(r) + " blocked at op #" + std::to_string(i) + " (" +
-                   to_string(program(r)[static_cast<size_t>(i)], schedule_) + ")";
-      }
-    }
-    if (shown > 0) {
-      throw InfeasibleError("schedule deadlocks: " + std::to_string(shown) +
-                            " rank(s) can never finish" + blocked);
-    }
-  }
+  void report_deadlock() const { throw_if_deadlocked(schedule_, pos_, ""); }
 
   const Schedule& schedule_;
   const Cluster& cluster_;

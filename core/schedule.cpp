@@ -1,5 +1,6 @@
 #include "core/schedule.hpp"
 
+#include "core/errors.hpp"
 #include "core/overloaded.hpp"
 
 namespace loom {
@@ -80,6 +81,25 @@ int ring_steps(CollectiveKind kind, int members) {
 double ring_chunk_bytes(CollectiveKind /*kind*/, int members, double bytes) {
   // Reduce-scatter + all-gather (all-reduce) and all-gather both move bytes/n per step.
   return members <= 0 ? 0.0 : bytes / members;
+}
+
+void throw_if_deadlocked(const Schedule& schedule, const std::vector<int>& next_op,
+                         const std::string& where) {
+  std::string blocked;
+  int count = 0;
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const auto& program = schedule.programs[static_cast<size_t>(r)];
+    const int i = next_op[static_cast<size_t>(r)];
+    if (i >= static_cast<int>(program.size())) continue;
+    if (count++ < 8) {
+      blocked += "\n  rank " + std::to_string(r) + " blocked at op #" + std::to_string(i) + " (" +
+                 to_string(program[static_cast<size_t>(i)], schedule) + ")";
+    }
+  }
+  if (count > 0) {
+    throw InfeasibleError("schedule deadlocks" + where + ": " + std::to_string(count) +
+                          " rank(s) can never finish" + blocked);
+  }
 }
 
 double ring_stream_bytes(CollectiveKind kind, int members, double bytes) {

@@ -132,6 +132,12 @@ struct Schedule {
 /// "2F0", "1SEND_F3->2", ... (see the header comment). Stable: used in errors and diffs.
 std::string to_string(const Op& op, const Schedule& schedule);
 
+/// Throws InfeasibleError "schedule deadlocks<where>: N rank(s) can never finish",
+/// naming up to 8 ranks and the op each is stuck at, if any rank's next op
+/// (`next_op[rank]`) is short of the end of its program. Both backends report with it.
+void throw_if_deadlocked(const Schedule& schedule, const std::vector<int>& next_op,
+                         const std::string& where);
+
 /// The ring decomposition of a collective over `members` ranks: how many steps, and how
 /// many bytes each member sends to its ring successor per step.
 int ring_steps(CollectiveKind kind, int members);

@@ -54,7 +54,6 @@ class Simulation {
     for (int r = 0; r < schedule.num_ranks(); ++r) {
       timeline_.timings[static_cast<size_t>(r)].resize(program(r).size());
     }
-    finished_.assign(static_cast<size_t>(schedule.num_ranks()), false);
     position_.assign(static_cast<size_t>(schedule.num_ranks()), 0);
   }
 
@@ -183,7 +182,6 @@ class Simulation {
       if (!failure_.empty()) return;
     }
     position_[static_cast<size_t>(r)] = static_cast<int>(ops.size());
-    finished_[static_cast<size_t>(r)] = true;
     // Every message to this rank has been consumed: release the mailboxes' hold on it.
     for (const OpMailboxes& b : boxes) {
       if (b.in) b.in->set_receiver(nullptr);
@@ -228,20 +226,7 @@ class Simulation {
   /// Turns an actor's failure or a deadlock (actors left blocked) into an InfeasibleError.
   void report_failure() const {
     if (!failure_.empty()) throw InfeasibleError("SimGrid backend: " + failure_);
-    std::string blocked;
-    int count = 0;
-    for (int r = 0; r < schedule_.num_ranks(); ++r) {
-      if (finished_[static_cast<size_t>(r)]) continue;
-      const int i = position_[static_cast<size_t>(r)];
-      if (count++ < 8) {
-        blocked += "\n  rank " + std::to_string(r) + " blocked at op #" + std::to_string(i) + " (" +
-                   to_string(program(r)[static_cast<size_t>(i)], schedule_) + ")";
-      }
-    }
-    if (count > 0) {
-      throw InfeasibleError("schedule deadlocks in SimGrid: " + std::to_string(count) +
-                            " rank(s) never finish" + blocked);
-    }
+    throw_if_deadlocked(schedule_, position_, " in SimGrid");
   }
 
   const Schedule& schedule_;
@@ -250,8 +235,7 @@ class Simulation {
   std::vector<std::vector<OpMailboxes>> mailboxes_;
   std::vector<RingInstance> rings_;  ///< per collective instance (matching_.instances)
   Timeline timeline_;
-  std::vector<bool> finished_;
-  std::vector<int> position_;
+  std::vector<int> position_;  ///< per rank: the op it is at (program size once done)
   std::string failure_;
   size_t activities_ = 0;
 };

@@ -10,10 +10,25 @@
 
 namespace loom::test {
 
-inline std::string source_path(const std::string& relative) { return std::string(LOOM_SOURCE_DIR) + "/" + relative; }
+inline std::string source_path(const std::string& relative) {
+  return std::string(LOOM_SOURCE_DIR) + "/" + relative;
+}
 
-inline std::unique_ptr<Study> example(const std::string& name, const std::vector<std::string>& overrides = {}) {
+inline std::unique_ptr<Study> example(const std::string& name,
+                                      const std::vector<std::string>& overrides = {}) {
   return prepare_study(source_path("configs/examples/" + name), overrides);
+}
+
+/// Nodes of `gpus` test GPUs: 10 GB/s, 2 us intra-node; 5 GB/s, 10 us inter-node, so a
+/// route's time is easy to write down (see core/cluster.hpp for how routes add up).
+inline Cluster small_cluster(int nodes, int gpus) {
+  Cluster c;
+  c.nodes = nodes;
+  c.gpus_per_node = gpus;
+  c.gpu = {"test", 1e12, 1e12, 80e9};
+  c.intra_node = {10e9, 2e-6};
+  c.inter_node = {5e9, 10e-6};
+  return c;
 }
 
 /// A file under the test's temporary directory, removed with it.
@@ -22,7 +37,8 @@ class TempDir {
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     path_ = std::filesystem::temp_directory_path() /
-            ("loom-test-" + std::string(info->test_suite_name()) + "-" + info->name() + "-" + std::to_string(::getpid()));
+            ("loom-test-" + std::string(info->test_suite_name()) + "-" + info->name() + "-" +
+             std::to_string(::getpid()));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }

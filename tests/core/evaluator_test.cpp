@@ -4,6 +4,7 @@
 
 #include "core/errors.hpp"
 #include "core/validate.hpp"
+#include "test_support.hpp"
 
 namespace loom {
 namespace {
@@ -20,15 +21,7 @@ Schedule two_ranks() {
   return s;
 }
 
-Cluster cluster_of(int nodes, int gpus) {
-  Cluster c;
-  c.nodes = nodes;
-  c.gpus_per_node = gpus;
-  c.gpu = {"test", 1e12, 1e12, 80e9};
-  c.intra_node = {10e9, 2e-6};
-  c.inter_node = {5e9, 10e-6};
-  return c;
-}
+using test::small_cluster;
 
 }  // namespace
 
@@ -36,13 +29,13 @@ TEST(Evaluator, TransferTakesLatencyPlusBytesOverBandwidth) {
   Schedule s = two_ranks();
   s.programs[0] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3}, Send{1, 0, 0, {Pass::kF, 0, 1}, 1e6}};
   s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 1e6}, Compute{Pass::kF, 1, 0, 0, 1, 2, 2e-3}};
-  const Timeline t = evaluate(s, cluster_of(1, 2));
+  const Timeline t = evaluate(s, small_cluster(1, 2));
   const double transfer = 2e-6 + 1e6 / 10e9;
   EXPECT_DOUBLE_EQ(t.timings[1][0].end_s, 1e-3 + transfer);
   EXPECT_DOUBLE_EQ(t.iteration_time_s(), 1e-3 + transfer + 2e-3);
   // Across nodes the route adds the inter-node latency and is limited by the slower link.
   s.ranks[1].gpu = 2;
-  const Timeline across = evaluate(s, cluster_of(2, 2));
+  const Timeline across = evaluate(s, small_cluster(2, 2));
   EXPECT_DOUBLE_EQ(across.timings[1][0].end_s, 1e-3 + 12e-6 + 1e6 / 5e9);
 }
 
@@ -56,7 +49,7 @@ TEST(Evaluator, RingAllReduceClosedForm) {
     s.ranks.push_back({r, 1, r});
     s.programs.push_back({Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}});
   }
-  const Timeline t = evaluate(s, cluster_of(1, 4));
+  const Timeline t = evaluate(s, small_cluster(1, 4));
   const double step = 2e-6 + (4e6 / n) / 10e9;
   EXPECT_NEAR(t.iteration_time_s(), 2 * (n - 1) * step, 1e-12);
 }
@@ -66,7 +59,7 @@ TEST(Evaluator, DeadlockIsReportedNotHung) {
   // Both ranks wait for the other first: a cycle.
   s.programs[0] = {Recv{1, 0, 0, {Pass::kB, 0, 0}, 0}, Send{1, 0, 0, {Pass::kF, 0, 1}, 0}};
   s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 0}, Send{0, 1, 0, {Pass::kB, 0, 0}, 0}};
-  EXPECT_THROW(evaluate(s, cluster_of(1, 2)), InfeasibleError);
+  EXPECT_THROW(evaluate(s, small_cluster(1, 2)), InfeasibleError);
   try {
     check_acyclic(s);
     FAIL();
@@ -80,7 +73,7 @@ TEST(Evaluator, UnmatchedReceiveNamesTheOperation) {
   Schedule s = two_ranks();
   s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 0}};
   try {
-    evaluate(s, cluster_of(1, 2));
+    evaluate(s, small_cluster(1, 2));
     FAIL();
   } catch (const InfeasibleError& e) {
     EXPECT_NE(std::string(e.what()).find("rank 1 op #0 (1RECV_F0:L1<-0)"), std::string::npos)
@@ -104,7 +97,7 @@ TEST(Evaluator, CollectiveWaitsForTheLastMemberAndTheSlowestHop) {
     s.programs.push_back({Compute{Pass::kW, 0, 0, 0, 0, 1, 1e-3 * r},
                           Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}});
   }
-  const Timeline t = evaluate(s, cluster_of(2, 2));
+  const Timeline t = evaluate(s, small_cluster(2, 2));
   for (int r = 0; r < 4; ++r) {
     EXPECT_NEAR(t.timings[static_cast<size_t>(r)][1].start_s, 1e-3 * r, 1e-12);
     EXPECT_NEAR(t.timings[static_cast<size_t>(r)][1].end_s, 3e-3 + 6 * (12e-6 + 1e6 / 5e9), 1e-12);

@@ -11,15 +11,7 @@
 namespace loom {
 namespace {
 
-Cluster cluster_of(int nodes, int gpus) {
-  Cluster c;
-  c.nodes = nodes;
-  c.gpus_per_node = gpus;
-  c.gpu = {"test", 1e12, 1e12, 80e9};
-  c.intra_node = {10e9, 2e-6};
-  c.inter_node = {5e9, 10e-6};
-  return c;
-}
+using test::small_cluster;
 
 Schedule ranks_on(const std::vector<int>& gpus) {
   Schedule s;
@@ -47,7 +39,7 @@ TEST(SimGridBackend, LoneTransferTakesLatencyPlusBytesOverBandwidth) {
   Schedule s = ranks_on({0, 2});
   s.programs[0] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3}, send_to(1, 1e8)};
   s.programs[1] = {recv_from(0, 1e8), Compute{Pass::kF, 1, 0, 0, 1, 2, 2e-3}};
-  const Cluster cluster = cluster_of(2, 2);
+  const Cluster cluster = small_cluster(2, 2);
   SimGridStats stats;
   const Timeline t = run_simgrid(s, cluster, {}, &stats);
   const double transfer = 2e-6 + 10e-6 + 1e8 / 5e9;
@@ -64,7 +56,7 @@ TEST(SimGridBackend, RingAllReduceClosedForm) {
   Schedule s = ranks_on({0, 1, 2, 3});
   s.groups = {{0, 1, 2, 3}};
   for (auto& program : s.programs) program = {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}};
-  const Timeline t = run_simgrid(s, cluster_of(1, 4));
+  const Timeline t = run_simgrid(s, small_cluster(1, 4));
   const double step = 2e-6 + (4e6 / 4) / 10e9;
   for (const auto& rank : t.timings) EXPECT_NEAR(rank[0].end_s, 6 * step, 1e-12);
 }
@@ -76,7 +68,7 @@ TEST(SimGridBackend, SharedNicHalvesBandwidthWhereTheEvaluatorDoesNot) {
   s.programs[1] = {send_to(3, 1e9)};
   s.programs[2] = {recv_from(0, 1e9)};
   s.programs[3] = {recv_from(1, 1e9)};
-  const Cluster cluster = cluster_of(2, 2);
+  const Cluster cluster = small_cluster(2, 2);
   const double latency = 12e-6;
   EXPECT_NEAR(evaluate(s, cluster).iteration_time_s(), latency + 1e9 / 5e9, 1e-12);
   const Timeline t = run_simgrid(s, cluster);
@@ -92,7 +84,7 @@ TEST(SimGridBackend, MessagesBetweenAPairMatchInProgramOrder) {
   s.samples = {{{0}, {1}}};
   s.programs[0] = {Send{1, 0, 0, {Pass::kF, 0, 1}, 1e9}, Send{1, 0, 0, {Pass::kF, 1, 1}, 1e3}};
   s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 1e9}, Recv{0, 1, 0, {Pass::kF, 1, 1}, 1e3}};
-  const Timeline t = run_simgrid(s, cluster_of(1, 2));
+  const Timeline t = run_simgrid(s, small_cluster(1, 2));
   EXPECT_GT(t.timings[1][0].end_s, 0.05);                            // the big one
   EXPECT_LT(t.timings[0][1].end_s, t.timings[0][0].end_s);           // small one arrived first
   EXPECT_NEAR(t.timings[1][1].end_s, t.timings[1][0].end_s, 1e-12);  // but is taken second
@@ -103,7 +95,7 @@ TEST(SimGridBackend, DeadlockIsAnInfeasibleErrorNamingTheBlockedOps) {
   s.programs[0] = {Recv{1, 0, 0, {Pass::kB, 0, 0}, 0}, Send{1, 0, 0, {Pass::kF, 0, 1}, 0}};
   s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 0}, Send{0, 1, 0, {Pass::kB, 0, 0}, 0}};
   try {
-    run_simgrid(s, cluster_of(1, 2));
+    run_simgrid(s, small_cluster(1, 2));
     FAIL() << "expected a deadlock";
   } catch (const InfeasibleError& e) {
     EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
@@ -114,8 +106,8 @@ TEST(SimGridBackend, DeadlockIsAnInfeasibleErrorNamingTheBlockedOps) {
 TEST(SimGridBackend, OneSimulationPerProcess) {
   Schedule s = ranks_on({0});
   s.programs[0] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3}};
-  EXPECT_NEAR(run_simgrid(s, cluster_of(1, 1)).iteration_time_s(), 1e-3, 1e-12);
-  EXPECT_THROW(run_simgrid(s, cluster_of(1, 1)), std::logic_error);
+  EXPECT_NEAR(run_simgrid(s, small_cluster(1, 1)).iteration_time_s(), 1e-3, 1e-12);
+  EXPECT_THROW(run_simgrid(s, small_cluster(1, 1)), std::logic_error);
 }
 
 TEST(SimGridBackend, AgreesWithEvaluatorOpByOpWhenLinksAreFree) {
@@ -164,7 +156,7 @@ TEST(SimGridBackend, RingAcrossNodesStartsWithTheLastMemberAndMatchesTheEvaluato
     s.programs[static_cast<size_t>(r)] = {Compute{Pass::kW, 0, 0, 0, 0, 1, 1e-3 * r},
                                           Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}};
   }
-  const Cluster cluster = cluster_of(2, 2);
+  const Cluster cluster = small_cluster(2, 2);
   const Timeline predicted = evaluate(s, cluster);
   const Timeline simulated = run_simgrid(s, cluster);
   const double expected_end = 3e-3 + 12e-6 + 6 * 1e6 / 5e9 + 5 * 12e-6;
