@@ -85,6 +85,7 @@ nlohmann::json metrics_json(const Study& study, const Metrics& m, const std::str
           {"scheduler", study.schedule.scheduler},
           {"backend", backend},
           {"config", c.path},
+          {"gpu_memory_bytes", c.cluster.gpu.memory_bytes},
           {"layout", {{"pp", c.parallel.pp}, {"dp", c.parallel.dp}, {"tp", c.parallel.tp}}},
           {"microbatches", c.schedule.microbatches},
           {"microbatch_size", c.schedule.microbatch_size},
@@ -125,7 +126,7 @@ void print_stages(const Study& study, std::ostream& os) {
   }
 }
 
-void run_plots(const std::string& dir, bool quiet) {
+void run_plots(const std::string& dir) {
   const char* py_env = std::getenv("LOOM_PYTHON");
   const char* analysis_env = std::getenv("LOOM_ANALYSIS_DIR");
   const std::string python = py_env ? py_env : "/usr/bin/python3";
@@ -135,8 +136,8 @@ void run_plots(const std::string& dir, bool quiet) {
     std::cerr << "loom: warning: plots skipped (" << python << " or " << script << " not found)\n";
     return;
   }
-  std::vector<std::string> args = {python, script, dir};
-  if (quiet) args.push_back("--quiet");
+  // Quiet always: the script would name the staging directory; loom names the result.
+  std::vector<std::string> args = {python, script, dir, "--quiet"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -216,7 +217,7 @@ int run_sim(const SimOptions& o) {
   write_timeline_csv(out.file("timeline.csv"), study->schedule, run.timeline);
   write_memory_csv(out.file("memory.csv"), memory_over_time(study->schedule, run.timeline));
   write_schedule_text(out.file("schedule.txt"), study->schedule);
-  if (!o.no_plot) run_plots(out.file(""), o.quiet);
+  if (!o.no_plot) run_plots(out.file(""));
   out.commit();
 
   std::ostream& os = std::cout;

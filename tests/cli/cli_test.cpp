@@ -81,6 +81,11 @@ TEST(Cli, RerunsAreByteIdentical) {
                            " --out " + dir.path(std::string(backend) + out));
       ASSERT_EQ(r.exit_code, 0) << r.output;
     }
+    // The plots are part of the output (ctest passes the interpreter that has matplotlib).
+    for (const char* png : {"gantt.png", "memory.png"}) {
+      const std::string bytes = slurp(fs::path(dir.path(std::string(backend) + "a")) / png);
+      EXPECT_EQ(bytes.substr(0, 8), "\x89PNG\r\n\x1a\n") << backend << ": " << png;
+    }
     for (const auto& entry : fs::directory_iterator(dir.path(std::string(backend) + "a"))) {
       const fs::path twin =
           fs::path(dir.path(std::string(backend) + "b")) / entry.path().filename();
