@@ -14,6 +14,9 @@ struct PipelineCase {
   int m;
 };
 
+// Readable in ctest's test names ("1f1b p=4 m=8") instead of a byte dump.
+void PrintTo(const PipelineCase& c, std::ostream* os) { *os << c.scheduler << " p=" << c.p << " m=" << c.m; }
+
 class UniformPipeline : public ::testing::TestWithParam<PipelineCase> {};
 
 TEST_P(UniformPipeline, IterationBubbleAndPeakActivationsFollowTheFormulas) {
