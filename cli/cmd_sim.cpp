@@ -51,7 +51,7 @@ struct BackendRun {
   size_t activities = 0;
 };
 
-BackendRun run_backend(const Study& study, const std::string& backend) {
+BackendRun run_backend(const Study& study, const std::string& backend, bool quiet) {
   BackendRun run;
   const auto start = std::chrono::steady_clock::now();
   if (backend == "evaluator") {
@@ -60,6 +60,13 @@ BackendRun run_backend(const Study& study, const std::string& backend) {
   } else {
     SimGridOptions options;
     options.network_model = study.config.sim.network_model;
+    if (!quiet && study.schedule.num_ops() >= 100000) {  // seconds of work: say how far
+      options.on_progress = [start](double done) {
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::fprintf(stderr, "loom: simgrid %3.0f%% of operations done (%.1f s)\n", done * 100, s);
+      };
+    }
     SimGridStats stats{};
     run.timeline = run_simgrid(study.schedule, study.config.cluster, options, &stats);
     run.activities = stats.activities;
@@ -178,12 +185,12 @@ int run_sim(const SimOptions& o) {
               << study->schedule.num_ranks() << " ranks with "
               << (backend == "simgrid" ? "SimGrid" : "the evaluator") << " ...\n";
   }
-  BackendRun run = run_backend(*study, backend);
+  BackendRun run = run_backend(*study, backend, o.quiet);
   if (o.bench && backend == "evaluator") {
     // The evaluator is fast enough for timer noise to matter: report the best of 5.
     // (SimGrid can run once per process.)
     for (int repeat = 1; repeat < 5; ++repeat)
-      run.wall_s = std::min(run.wall_s, run_backend(*study, backend).wall_s);
+      run.wall_s = std::min(run.wall_s, run_backend(*study, backend, true).wall_s);
   }
   if (o.bench) {
     nlohmann::json bench = {{"backend", backend},

@@ -48,8 +48,13 @@ struct RingInstance {
 
 class Simulation {
  public:
-  Simulation(const Schedule& schedule, const Cluster& cluster)
-      : schedule_(schedule), cluster_(cluster), matching_(match_operations(schedule)) {
+  Simulation(const Schedule& schedule, const Cluster& cluster,
+             std::function<void(double)> on_progress)
+      : schedule_(schedule),
+        cluster_(cluster),
+        matching_(match_operations(schedule)),
+        on_progress_(std::move(on_progress)),
+        total_ops_(schedule.num_ops()) {
     timeline_.timings.resize(static_cast<size_t>(schedule.num_ranks()));
     for (int r = 0; r < schedule.num_ranks(); ++r) {
       timeline_.timings[static_cast<size_t>(r)].resize(program(r).size());
@@ -179,6 +184,7 @@ class Simulation {
         timing(here) = {start, sg::Engine::get_clock()};
       else
         timing(here).start_s = start;
+      count_done_op();
       if (!failure_.empty()) return;
     }
     position_[static_cast<size_t>(r)] = static_cast<int>(ops.size());
@@ -202,6 +208,12 @@ class Simulation {
       return;
     }
     timing(send).end_s = comm->get_finish_time();
+  }
+
+  void count_done_op() {
+    if (on_progress_ && ++done_ops_ % std::max<size_t>(1, total_ops_ / 10) == 0) {
+      on_progress_(static_cast<double>(done_ops_) / static_cast<double>(total_ops_));
+    }
   }
 
   /// Ring collective (core/schedule.hpp): once all members are here, stream this
@@ -238,6 +250,9 @@ class Simulation {
   std::vector<int> position_;  ///< per rank: the op it is at (program size once done)
   std::string failure_;
   size_t activities_ = 0;
+  std::function<void(double)> on_progress_;
+  size_t total_ops_ = 0;
+  size_t done_ops_ = 0;
 };
 
 void configure(sg::Engine& engine, const SimGridOptions& options) {
@@ -286,7 +301,7 @@ Timeline run_simgrid(const Schedule& schedule, const Cluster& cluster,
   sg::Engine engine(&argc, argv);
   configure(engine, options);
 
-  Simulation simulation(schedule, cluster);
+  Simulation simulation(schedule, cluster, options.on_progress);
   simulation.run(engine);
   Timeline timeline = simulation.take_timeline();
   if (stats) {

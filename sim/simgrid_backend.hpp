@@ -12,6 +12,7 @@
 /// (core/schedule.hpp): compute sleeps for its cost, sends are eager and detached, receives
 /// block until the data has arrived, collectives run their ring steps as messages.
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct SimGridOptions {
   std::string network_model = "CM02";
   /// Further SimGrid settings, "key:value" as for --cfg= (e.g. "network/TCP-gamma:4194304").
   std::vector<std::string> extra_cfg;
+  /// Called with the fraction of operations done, at every tenth (for progress output on
+  /// long simulations); may be empty.
+  std::function<void(double done_fraction)> on_progress;
 };
 
 struct SimGridStats {
