@@ -15,14 +15,17 @@ struct PipelineCase {
 };
 
 // Readable in ctest's test names ("1f1b p=4 m=8") instead of a byte dump.
-void PrintTo(const PipelineCase& c, std::ostream* os) { *os << c.scheduler << " p=" << c.p << " m=" << c.m; }
+void PrintTo(const PipelineCase& c, std::ostream* os) {
+  *os << c.scheduler << " p=" << c.p << " m=" << c.m;
+}
 
 class UniformPipeline : public ::testing::TestWithParam<PipelineCase> {};
 
 TEST_P(UniformPipeline, IterationBubbleAndPeakActivationsFollowTheFormulas) {
   const auto& [name, p, m] = GetParam();
-  const auto study = test::example("uniform-1f1b.toml", {"schedule.name=" + name, "parallel.pp=" + std::to_string(p),
-                                                         "schedule.microbatches=" + std::to_string(m)});
+  const auto study = test::example("uniform-1f1b.toml",
+                                   {"schedule.name=" + name, "parallel.pp=" + std::to_string(p),
+                                    "schedule.microbatches=" + std::to_string(m)});
   const Timeline t = evaluate(study->schedule, study->config.cluster);
   const Metrics metrics = compute_metrics(study->schedule, t);
   const double stage_fb = 1.5e-3 * 8 / p;  // F + B of one stage
@@ -30,7 +33,8 @@ TEST_P(UniformPipeline, IterationBubbleAndPeakActivationsFollowTheFormulas) {
   EXPECT_NEAR(metrics.bubble_fraction, static_cast<double>(p - 1) / (m + p - 1), 1e-9);
   for (int s = 0; s < p; ++s) {
     const int expected = name == "gpipe" ? m : std::min(p - s, m);
-    EXPECT_EQ(metrics.per_rank[static_cast<size_t>(s)].peak_live_microbatches, expected) << "stage " << s;
+    EXPECT_EQ(metrics.per_rank[static_cast<size_t>(s)].peak_live_microbatches, expected)
+        << "stage " << s;
     EXPECT_DOUBLE_EQ(metrics.per_rank[static_cast<size_t>(s)].peak_memory_bytes,
                      expected * (8.0 / p) * 64 * 1024 * 1024);
   }
@@ -46,9 +50,12 @@ std::vector<PipelineCase> sweep() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Sweep, UniformPipeline, ::testing::ValuesIn(sweep()), [](const auto& param_info) {
-  return param_info.param.scheduler + "_p" + std::to_string(param_info.param.p) + "_m" + std::to_string(param_info.param.m);
-});
+INSTANTIATE_TEST_SUITE_P(Sweep, UniformPipeline, ::testing::ValuesIn(sweep()),
+                         [](const auto& param_info) {
+                           return param_info.param.scheduler + "_p" +
+                                  std::to_string(param_info.param.p) + "_m" +
+                                  std::to_string(param_info.param.m);
+                         });
 
 TEST(UniformPipeline, ExampleReports33Milliseconds) {
   const auto study = test::example("uniform-1f1b.toml");
@@ -72,7 +79,8 @@ TEST(UniformPipeline, OneFOneBWarmupIsPMinusSMinusOneForwards) {
 }
 
 TEST(DataParallel, ReplicasAllReduceTrainableGradientsAtTheEnd) {
-  const auto study = test::example("uniform-1f1b.toml", {"parallel.dp=2", "cost.table.llm.parameters=1e6"});
+  const auto study =
+      test::example("uniform-1f1b.toml", {"parallel.dp=2", "cost.table.llm.parameters=1e6"});
   const Schedule& s = study->schedule;
   ASSERT_EQ(s.num_ranks(), 8);
   ASSERT_EQ(s.groups.size(), 4u);
