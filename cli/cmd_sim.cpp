@@ -28,6 +28,7 @@ struct SimOptions {
   std::string out;
   std::string backend;
   std::vector<std::string> overrides;
+  std::vector<std::string> simgrid_cfg;
   bool no_plot = false;
   bool bench = false;
   bool quiet = false;
@@ -51,7 +52,8 @@ struct BackendRun {
   size_t activities = 0;
 };
 
-BackendRun run_backend(const Study& study, const std::string& backend, bool quiet) {
+BackendRun run_backend(const Study& study, const SimOptions& o, const std::string& backend) {
+  const bool quiet = o.quiet;
   BackendRun run;
   const auto start = std::chrono::steady_clock::now();
   if (backend == "evaluator") {
@@ -60,6 +62,7 @@ BackendRun run_backend(const Study& study, const std::string& backend, bool quie
   } else {
     SimGridOptions options;
     options.network_model = study.config.sim.network_model;
+    options.extra_cfg = o.simgrid_cfg;
     if (!quiet && study.schedule.num_ops() >= 100000) {  // seconds of work: say how far
       options.on_progress = [start](double done) {
         const double s =
@@ -185,12 +188,12 @@ int run_sim(const SimOptions& o) {
               << study->schedule.num_ranks() << " ranks with "
               << (backend == "simgrid" ? "SimGrid" : "the evaluator") << " ...\n";
   }
-  BackendRun run = run_backend(*study, backend, o.quiet);
+  BackendRun run = run_backend(*study, o, backend);
   if (o.bench && backend == "evaluator") {
     // The evaluator is fast enough for timer noise to matter: report the best of 5.
     // (SimGrid can run once per process.)
     for (int repeat = 1; repeat < 5; ++repeat)
-      run.wall_s = std::min(run.wall_s, run_backend(*study, backend, true).wall_s);
+      run.wall_s = std::min(run.wall_s, run_backend(*study, o, backend).wall_s);
   }
   if (o.bench) {
     nlohmann::json bench = {{"backend", backend},
@@ -272,6 +275,8 @@ CommandRun attach_sim(CLI::App& sub) {
   sub.add_option("--set", o->overrides,
                  "Override a config key: section.key=value (repeatable), "
                  "e.g. --set parallel.pp=8 --set schedule.name=gpipe");
+  sub.add_option("--simgrid-cfg", o->simgrid_cfg,
+                 "Pass a SimGrid setting KEY:VALUE (repeatable), e.g. network/TCP-gamma:4194304");
   sub.add_flag("--no-plot", o->no_plot, "Skip the Gantt and memory PNGs");
   sub.add_flag("--bench", o->bench,
                "Time the backend only: print wall time, peak RSS and activities/s as JSON");

@@ -274,7 +274,9 @@ void configure(sg::Engine& engine, const SimGridOptions& options) {
     try {
       engine.set_config(setting);
     } catch (const std::exception& e) {
-      throw InputError("invalid SimGrid setting '" + setting + "': " + e.what());
+      // SimGrid appends every known key to the message: keep its first line.
+      const std::string what = e.what();
+      throw InputError("--simgrid-cfg '" + setting + "': " + what.substr(0, what.find('\n')));
     }
   }
 }

@@ -175,3 +175,19 @@ TEST(Cli, ConfigDumpListsResolvedDefaults) {
 }
 
 }  // namespace loom
+
+namespace loom {
+
+TEST(Cli, SimGridSettingsPassThroughAndBadOnesAreInputErrors) {
+  test::TempDir dir;
+  const std::string base =
+      "sim " + example("uniform-1f1b.toml") + " --no-plot -q --out " + dir.path("o");
+  // Communication is free in this example, so a valid network setting leaves 33 ms.
+  const Result ok = run(base + " --simgrid-cfg network/TCP-gamma:4194304");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("33.000 ms"), std::string::npos) << ok.output;
+  expect_error(base + " --simgrid-cfg network/bogus:1", 2,
+               {"--simgrid-cfg 'network/bogus:1'", "Bad config key"});
+}
+
+}  // namespace loom
