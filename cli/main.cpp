@@ -8,9 +8,11 @@
 namespace {
 
 const loom::Command kCommands[] = {
-    {"sim", "Simulate one training iteration of a config (SimGrid or the contention-free evaluator)",
+    {"sim",
+     "Simulate one training iteration of a config (SimGrid or the contention-free evaluator)",
      loom::attach_sim},
-    {"config", "Check a config and print it resolved (file, --set overrides and defaults)", loom::attach_config},
+    {"config", "Check a config and print it resolved (file, --set overrides and defaults)",
+     loom::attach_config},
     {"schedulers", "List the registered schedulers", loom::attach_schedulers},
 };
 

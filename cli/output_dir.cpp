@@ -8,21 +8,26 @@ namespace fs = std::filesystem;
 
 namespace loom {
 
-OutputDir::OutputDir(const std::string& destination) : destination_(fs::absolute(destination).lexically_normal()) {
+OutputDir::OutputDir(const std::string& destination)
+    : destination_(fs::absolute(destination).lexically_normal()) {
   if (destination_.filename().empty()) destination_ = destination_.parent_path();
   if (fs::exists(destination_)) {
-    if (!fs::is_directory(destination_)) throw InputError("--out " + destination + ": exists and is not a directory");
+    if (!fs::is_directory(destination_))
+      throw InputError("--out " + destination + ": exists and is not a directory");
     if (!fs::is_empty(destination_) && !fs::exists(destination_ / "metrics.json")) {
-      throw InputError("--out " + destination + ": exists and is not a Loom output directory (no metrics.json); "
+      throw InputError("--out " + destination +
+                       ": exists and is not a Loom output directory (no metrics.json); "
                        "refusing to replace it");
     }
   }
   std::error_code ec;
   fs::create_directories(destination_.parent_path(), ec);
-  staging_ = destination_.parent_path() / ("." + destination_.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  staging_ = destination_.parent_path() /
+             ("." + destination_.filename().string() + ".tmp-" + std::to_string(::getpid()));
   fs::remove_all(staging_, ec);
   if (!fs::create_directory(staging_, ec)) {
-    throw InputError("--out " + destination + ": cannot create " + staging_.string() + ": " + ec.message());
+    throw InputError("--out " + destination + ": cannot create " + staging_.string() + ": " +
+                     ec.message());
   }
 }
 
@@ -34,7 +39,8 @@ OutputDir::~OutputDir() {
 
 void OutputDir::commit() {
   std::error_code ec;
-  const fs::path old = destination_.parent_path() / ("." + destination_.filename().string() + ".old-" + std::to_string(::getpid()));
+  const fs::path old = destination_.parent_path() / ("." + destination_.filename().string() +
+                                                     ".old-" + std::to_string(::getpid()));
   if (fs::exists(destination_)) fs::rename(destination_, old);
   fs::rename(staging_, destination_);
   fs::remove_all(old, ec);

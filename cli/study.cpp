@@ -9,11 +9,13 @@ namespace loom {
 namespace {
 
 std::vector<Sample> load_workload(const Config& config, size_t needed) {
-  if (config.workload.csv.empty()) return synthetic_samples(static_cast<int>(needed), config.workload.tokens);
+  if (config.workload.csv.empty())
+    return synthetic_samples(static_cast<int>(needed), config.workload.tokens);
   std::vector<Sample> samples = load_samples_csv(config.workload.csv);
   if (samples.size() < needed) {
     throw InputError(config.workload.csv + ": has " + std::to_string(samples.size()) +
-                     " samples but one iteration needs dp x microbatches x microbatch_size = " + std::to_string(needed));
+                     " samples but one iteration needs dp x microbatches x microbatch_size = " +
+                     std::to_string(needed));
   }
   samples.resize(needed);
   // Renumber in order: sample ids in the schedule index the iteration's batch.
@@ -23,7 +25,8 @@ std::vector<Sample> load_workload(const Config& config, size_t needed) {
 
 }  // namespace
 
-std::unique_ptr<Study> prepare_study(const std::string& config_path, const std::vector<std::string>& overrides) {
+std::unique_ptr<Study> prepare_study(const std::string& config_path,
+                                     const std::vector<std::string>& overrides) {
   auto study = std::make_unique<Study>();
   study->config = load_config(config_path, overrides);
   const Config& c = study->config;
@@ -35,10 +38,12 @@ std::unique_ptr<Study> prepare_study(const std::string& config_path, const std::
   p.parallel = c.parallel;
   p.schedule = c.schedule;
   p.memory = c.cost.memory;
-  const size_t needed = static_cast<size_t>(c.parallel.dp) * c.schedule.microbatches * c.schedule.microbatch_size;
+  const size_t needed =
+      static_cast<size_t>(c.parallel.dp) * c.schedule.microbatches * c.schedule.microbatch_size;
   p.samples = load_workload(c, needed);
   const SchedulerInfo& scheduler = find_scheduler(c.schedule.name);
   study->schedule = scheduler.generate(p);
+  check_placement(study->schedule, c.cluster);
   validate(study->schedule, c.model);
   check_fits_memory(study->schedule, c.cluster.gpu.memory_bytes);
   return study;

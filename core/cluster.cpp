@@ -37,17 +37,20 @@ std::vector<std::string> gpu_preset_names() {
   return names;
 }
 
+NetworkLink network_link(const Cluster& cluster, int index) {
+  if (index < cluster.num_gpus()) {
+    return {"gpu-" + std::to_string(index), cluster.intra_node.bandwidth,
+            cluster.intra_node.latency / 2};
+  }
+  return {"nic-" + std::to_string(index - cluster.num_gpus()), cluster.inter_node.bandwidth,
+          cluster.inter_node.latency / 2};
+}
+
 std::vector<NetworkLink> network_links(const Cluster& cluster) {
   std::vector<NetworkLink> links;
   links.reserve(static_cast<size_t>(cluster.num_gpus() + cluster.nodes));
-  for (int g = 0; g < cluster.num_gpus(); ++g) {
-    links.push_back({"gpu-" + std::to_string(g), cluster.intra_node.bandwidth,
-                     cluster.intra_node.latency / 2});
-  }
-  for (int n = 0; n < cluster.nodes; ++n) {
-    links.push_back({"nic-" + std::to_string(n), cluster.inter_node.bandwidth,
-                     cluster.inter_node.latency / 2});
-  }
+  for (int i = 0; i < cluster.num_gpus() + cluster.nodes; ++i)
+    links.push_back(network_link(cluster, i));
   return links;
 }
 
@@ -57,8 +60,8 @@ std::vector<Hop> route(const Cluster& cluster, int src_gpu, int dst_gpu) {
   const int dst_node = cluster.node_of(dst_gpu);
   if (src_node == dst_node) return {{src_gpu, true}, {dst_gpu, false}};
   const int nic_base = cluster.num_gpus();
-  return {{src_gpu, true}, {nic_base + src_node, true}, {nic_base + dst_node, false},
-          {dst_gpu, false}};
+  return {
+      {src_gpu, true}, {nic_base + src_node, true}, {nic_base + dst_node, false}, {dst_gpu, false}};
 }
 
 double transfer_time(const Cluster& cluster, int src_gpu, int dst_gpu, double bytes) {

@@ -21,9 +21,9 @@ namespace loom {
 
 struct GpuSpec {
   std::string name;
-  double peak_flops = 0;      ///< dense bf16 FLOP/s (tensor cores, no sparsity)
-  double hbm_bandwidth = 0;   ///< bytes/s
-  double memory_bytes = 0;    ///< device memory
+  double peak_flops = 0;     ///< dense bf16 FLOP/s (tensor cores, no sparsity)
+  double hbm_bandwidth = 0;  ///< bytes/s
+  double memory_bytes = 0;   ///< device memory
 };
 
 /// Known GPU presets: "A40", "A100", "H100", "H200". Throws InputError on an unknown name,
@@ -49,8 +49,8 @@ struct Cluster {
 
 /// One direction of one link on a route.
 struct Hop {
-  int link = 0;     ///< index into network_links()
-  bool up = true;   ///< direction: up = towards the fabric, down = away from it
+  int link = 0;    ///< index into network_links()
+  bool up = true;  ///< direction: up = towards the fabric, down = away from it
 };
 
 struct NetworkLink {
@@ -61,6 +61,8 @@ struct NetworkLink {
 
 /// All links of the platform: first one per GPU, then one per node's NIC.
 std::vector<NetworkLink> network_links(const Cluster& cluster);
+/// network_links(cluster)[index], without building the others.
+NetworkLink network_link(const Cluster& cluster, int index);
 /// The hops from one GPU to another (empty when src == dst).
 std::vector<Hop> route(const Cluster& cluster, int src_gpu, int dst_gpu);
 /// Time to move `bytes` from src to dst with nothing else on the route:

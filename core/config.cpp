@@ -1,8 +1,12 @@
 #include "core/config.hpp"
 
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <set>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "core/cost_analytical.hpp"
 #include "core/cost_calibrated.hpp"
@@ -26,10 +30,13 @@ class Reader {
  public:
   explicit Reader(std::string file) : file_(std::move(file)) {}
 
-  [[noreturn]] void fail(const toml::node* node, const std::string& key, const std::string& what) const {
+  [[noreturn]] void fail(const toml::node* node, const std::string& key,
+                         const std::string& what) const {
     std::string where = file_;
-    if (node && node->source().begin.line > 0) where += ":" + std::to_string(node->source().begin.line);
-    else if (node) where += " (--set)";
+    if (node && node->source().begin.line > 0)
+      where += ":" + std::to_string(node->source().begin.line);
+    else if (node)
+      where += " (--set)";
     throw InputError(where + ": key '" + key + "': " + what);
   }
 
@@ -39,21 +46,24 @@ class Reader {
     return n;
   }
 
-  const toml::table* section(const toml::table& t, const std::string& path, const std::string& key) {
+  const toml::table* section(const toml::table& t, const std::string& path,
+                             const std::string& key) {
     const toml::node* n = find(t, key);
     if (!n) return nullptr;
     if (!n->is_table()) fail(n, path + key, "expected a table");
     return n->as_table();
   }
 
-  int integer(const toml::table& t, const std::string& path, const std::string& key, int def, int min) {
+  int integer(const toml::table& t, const std::string& path, const std::string& key, int def,
+              int min) {
     const toml::node* n = find(t, key);
     int v = def;
     if (n) {
       if (!n->is_integer()) fail(n, path + key, "expected an integer, got " + describe(*n));
       const auto raw = *n->value<std::int64_t>();
       if (raw < min || raw > 1'000'000'000) {
-        fail(n, path + key, "must be an integer >= " + std::to_string(min) + ", got " + std::to_string(raw));
+        fail(n, path + key,
+             "must be an integer >= " + std::to_string(min) + ", got " + std::to_string(raw));
       }
       v = static_cast<int>(raw);
     }
@@ -61,12 +71,20 @@ class Reader {
     return v;
   }
 
-  double number(const toml::table& t, const std::string& path, const std::string& key, double def) {
+  /// A finite number >= 0 (> 0 when `positive`).
+  double number(const toml::table& t, const std::string& path, const std::string& key, double def,
+                bool positive = false) {
     const toml::node* n = find(t, key);
     double v = def;
     if (n) {
       if (!n->is_number()) fail(n, path + key, "expected a number, got " + describe(*n));
       v = n->is_integer() ? static_cast<double>(*n->value<std::int64_t>()) : *n->value<double>();
+      if (!std::isfinite(v) || v < 0 || (positive && v == 0)) {
+        fail(
+            n, path + key,
+            std::string(positive ? "must be a finite number > 0" : "must be a finite number >= 0") +
+                ", got " + describe(*n));
+      }
     }
     record(path + key, std::to_string(v));
     return v;
@@ -88,8 +106,15 @@ class Reader {
     const toml::node* n = find(t, key);
     std::string v = def;
     if (n) {
-      if (!n->is_string()) fail(n, path + key, "expected a string, got " + describe(*n));
-      v = *n->value<std::string>();
+      // `--set schedule.partition_view=true` arrives as a TOML boolean: a choice between
+      // "true" and "false" takes it as the word.
+      const bool word_choice = std::find(allowed.begin(), allowed.end(), "true") != allowed.end();
+      if (n->is_boolean() && word_choice)
+        v = *n->value<bool>() ? "true" : "false";
+      else if (!n->is_string())
+        fail(n, path + key, "expected a string, got " + describe(*n));
+      else
+        v = *n->value<std::string>();
       if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), v) == allowed.end()) {
         fail(n, path + key, "'" + v + "' is not one of: " + join(allowed));
       }
@@ -101,16 +126,26 @@ class Reader {
   /// A quantity with units ("0.5ms", "25GBps") or a bare number in base units; must be >= 0
   /// (or > 0 when `positive`).
   double quantity(const toml::table& t, const std::string& path, const std::string& key, double def,
-                  std::optional<double> (*parse)(std::string_view), const char* example, bool positive) {
+                  std::optional<double> (*parse)(std::string_view), const char* example,
+                  bool positive) {
     const toml::node* n = find(t, key);
     double v = def;
     if (n) {
       std::optional<double> parsed;
-      if (n->is_number()) parsed = n->is_integer() ? static_cast<double>(*n->value<std::int64_t>()) : *n->value<double>();
-      else if (n->is_string()) parsed = parse(*n->value<std::string>());
-      if (!parsed) fail(n, path + key, std::string("expected a quantity like \"") + example + "\", got " + describe(*n));
+      if (n->is_number())
+        parsed =
+            n->is_integer() ? static_cast<double>(*n->value<std::int64_t>()) : *n->value<double>();
+      else if (n->is_string())
+        parsed = parse(*n->value<std::string>());
+      if (!parsed)
+        fail(n, path + key,
+             std::string("expected a quantity like \"") + example + "\", got " + describe(*n));
       v = *parsed;
-      if (v < 0 || (positive && v == 0)) fail(n, path + key, positive ? "must be > 0" : "must be >= 0");
+      if (!std::isfinite(v) || v < 0 || (positive && v == 0)) {
+        fail(n, path + key,
+             std::string(positive ? "must be finite and > 0" : "must be finite and >= 0") +
+                 ", got " + describe(*n));
+      }
     }
     record(path + key, std::to_string(v));
     return v;
@@ -122,7 +157,8 @@ class Reader {
     if (!n) return out;
     if (!n->is_array()) fail(n, path + key, "expected an array of integers");
     for (const toml::node& e : *n->as_array()) {
-      if (!e.is_integer() || *e.value<std::int64_t>() < 0) fail(n, path + key, "expected non-negative integers");
+      if (!e.is_integer() || *e.value<std::int64_t>() < 0)
+        fail(n, path + key, "expected non-negative integers");
       out.push_back(static_cast<int>(*e.value<std::int64_t>()));
     }
     std::string text;
@@ -131,7 +167,8 @@ class Reader {
     return out;
   }
 
-  std::vector<std::string> string_list(const toml::table& t, const std::string& path, const std::string& key) {
+  std::vector<std::string> string_list(const toml::table& t, const std::string& path,
+                                       const std::string& key) {
     std::vector<std::string> out;
     const toml::node* n = find(t, key);
     if (!n) return out;
@@ -148,14 +185,17 @@ class Reader {
   void check_unknown(const toml::table& t, const std::string& path) const {
     for (const auto& [key, node] : t) {
       const std::string full = path + std::string(key.str());
-      if (!used_.count(&node)) fail(&node, full, "unknown key (check the spelling; `loom config --dump` lists the known keys)");
+      if (!used_.count(&node))
+        fail(&node, full,
+             "unknown key (check the spelling; `loom config --dump` lists the known keys)");
       if (node.is_table()) check_unknown(*node.as_table(), full + ".");
       if (node.is_array_of_tables()) {
         int i = 0;
         for (const toml::node& e : *node.as_array()) {
-          const std::string name = e.as_table()->get("name") && e.as_table()->get("name")->is_string()
-                                       ? *e.as_table()->get("name")->value<std::string>()
-                                       : std::to_string(i);
+          const std::string name =
+              e.as_table()->get("name") && e.as_table()->get("name")->is_string()
+                  ? *e.as_table()->get("name")->value<std::string>()
+                  : std::to_string(i);
           check_unknown(*e.as_table(), full + "." + name + ".");
           ++i;
         }
@@ -171,14 +211,20 @@ class Reader {
   static std::string describe(const toml::node& n) {
     std::ostringstream os;
     n.visit([&os](const auto& v) {
-      if constexpr (toml::is_string<decltype(v)>) os << '"' << v.get() << '"';
-      else if constexpr (toml::is_table<decltype(v)>) os << "a table";
-      else if constexpr (toml::is_array<decltype(v)>) os << "an array";
-      else os << v;
+      if constexpr (toml::is_string<decltype(v)>)
+        os << '"' << v.get() << '"';
+      else if constexpr (toml::is_table<decltype(v)>)
+        os << "a table";
+      else if constexpr (toml::is_array<decltype(v)>)
+        os << "an array";
+      else
+        os << v;
     });
     return os.str();
   }
-  void record(const std::string& key, const std::string& value) { resolved_.emplace_back(key, value); }
+  void record(const std::string& key, const std::string& value) {
+    resolved_.emplace_back(key, value);
+  }
 
   std::string file_;
   std::set<const toml::node*> used_;
@@ -190,7 +236,8 @@ toml::table parse_file(const std::string& path) {
     return toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     const auto& src = e.source();
-    throw InputError(path + ":" + std::to_string(src.begin.line) + ":" + std::to_string(src.begin.column) +
+    throw InputError(path + ":" + std::to_string(src.begin.line) + ":" +
+                     std::to_string(src.begin.column) +
                      ": TOML syntax error: " + std::string(e.description()));
   }
 }
@@ -200,7 +247,8 @@ toml::table parse_file(const std::string& path) {
 void apply_override(toml::table& root, const std::string& file, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
-    throw InputError("--set '" + assignment + "': expected key=value (e.g. schedule.microbatches=16)");
+    throw InputError("--set '" + assignment +
+                     "': expected key=value (e.g. schedule.microbatches=16)");
   }
   const std::string path = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
@@ -220,18 +268,21 @@ void apply_override(toml::table& root, const std::string& file, const std::strin
       int index = 0;
       for (toml::node& e : *next->as_array()) {
         toml::node* name = e.as_table()->get("name");
-        if ((name && name->is_string() && *name->value<std::string>() == parts[i]) || std::to_string(index) == parts[i]) {
+        if ((name && name->is_string() && *name->value<std::string>() == parts[i]) ||
+            std::to_string(index) == parts[i]) {
           found = e.as_table();
         }
         ++index;
       }
       if (!found || i + 1 >= parts.size()) {
-        throw InputError("--set '" + assignment + "': no element '" + parts[i] + "' in " + file + " array '" + parts[i - 1] + "'");
+        throw InputError("--set '" + assignment + "': no element '" + parts[i] + "' in " + file +
+                         " array '" + parts[i - 1] + "'");
       }
       table = found;
       continue;
     }
-    if (!next->is_table()) throw InputError("--set '" + assignment + "': '" + parts[i] + "' is not a table in " + file);
+    if (!next->is_table())
+      throw InputError("--set '" + assignment + "': '" + parts[i] + "' is not a table in " + file);
     table = next->as_table();
   }
   toml::table parsed;
@@ -259,16 +310,23 @@ Module read_module(Reader& r, const toml::table& t, int index) {
   const std::string preset_name = r.string(t, path, "preset", "");
   if (!preset_name.empty()) {
     preset = module_preset(preset_name);
-    if (!preset) r.fail(t.get("preset"), path + "preset", "unknown preset '" + preset_name + "' (valid: " + join(module_preset_names()) + ")");
+    if (!preset)
+      r.fail(t.get("preset"), path + "preset",
+             "unknown preset '" + preset_name + "' (valid: " + join(module_preset_names()) + ")");
   }
   const std::string kind_default = preset ? to_string(preset->kind) : "";
   const std::string kind = r.string(t, path, "kind", kind_default, {"encoder", "projector", "llm"});
-  if (kind.empty()) r.fail(&t, path + "kind", "required (encoder, projector or llm) unless a preset gives it");
-  m.kind = kind == "encoder" ? ModuleKind::kEncoder : kind == "projector" ? ModuleKind::kProjector : ModuleKind::kLlm;
-  m.modality = r.string(t, path, "modality", preset ? preset->modality : (m.kind == ModuleKind::kLlm ? "text" : ""));
-  if (m.modality.empty()) r.fail(&t, path + "modality", "required for encoders and projectors (e.g. \"vision\")");
+  if (kind.empty())
+    r.fail(&t, path + "kind", "required (encoder, projector or llm) unless a preset gives it");
+  m.kind = kind == "encoder"     ? ModuleKind::kEncoder
+           : kind == "projector" ? ModuleKind::kProjector
+                                 : ModuleKind::kLlm;
+  m.modality = r.string(t, path, "modality",
+                        preset ? preset->modality : (m.kind == ModuleKind::kLlm ? "text" : ""));
+  if (m.modality.empty())
+    r.fail(&t, path + "modality", "required for encoders and projectors (e.g. \"vision\")");
   m.inputs = r.string_list(t, path, "inputs");
-  m.token_ratio = r.number(t, path, "token_ratio", 1.0);
+  m.token_ratio = r.number(t, path, "token_ratio", 1.0, true);
   if (m.token_ratio <= 0) r.fail(t.get("token_ratio"), path + "token_ratio", "must be > 0");
 
   LayerSpec base = preset ? preset->layer : LayerSpec{};
@@ -278,15 +336,21 @@ Module read_module(Reader& r, const toml::table& t, int index) {
     base.gated_mlp = false;
   }
   const int count = r.integer(t, path, "layers", preset ? preset->layers : 0, 1);
-  if (count == 0) r.fail(&t, path + "layers", "required (number of layers, >= 1) unless a preset gives it");
+  if (count == 0)
+    r.fail(&t, path + "layers", "required (number of layers, >= 1) unless a preset gives it");
   const bool is_mlp = base.kind == LayerKind::kMlp;
   base.hidden = r.integer(t, path, "hidden", base.hidden, 1);
   base.ffn = r.integer(t, path, "ffn", base.ffn > 0 ? base.ffn : 4 * base.hidden, 1);
   if (!is_mlp) {
-    base.heads = r.integer(t, path, "heads", base.heads > 0 ? base.heads : std::max(1, base.hidden / 64), 1);
-    base.kv_heads = r.integer(t, path, "kv_heads", base.kv_heads > 0 ? base.kv_heads : base.heads, 1);
-    if (base.hidden % base.heads != 0) r.fail(&t, path + "heads", "hidden (" + std::to_string(base.hidden) + ") must be divisible by heads");
-    if (base.heads % base.kv_heads != 0) r.fail(&t, path + "kv_heads", "heads must be a multiple of kv_heads");
+    base.heads =
+        r.integer(t, path, "heads", base.heads > 0 ? base.heads : std::max(1, base.hidden / 64), 1);
+    base.kv_heads =
+        r.integer(t, path, "kv_heads", base.kv_heads > 0 ? base.kv_heads : base.heads, 1);
+    if (base.hidden % base.heads != 0)
+      r.fail(&t, path + "heads",
+             "hidden (" + std::to_string(base.hidden) + ") must be divisible by heads");
+    if (base.heads % base.kv_heads != 0)
+      r.fail(&t, path + "kv_heads", "heads must be a multiple of kv_heads");
     base.out_hidden = base.hidden;
   } else {
     base.out_hidden = r.integer(t, path, "out_hidden", base.hidden, 1);
@@ -297,9 +361,13 @@ Module read_module(Reader& r, const toml::table& t, int index) {
   if (base.hidden <= 0) r.fail(&t, path + "hidden", "required (> 0) unless a preset gives it");
   base.frozen = r.boolean(t, path, "frozen", false);
   m.layers.assign(static_cast<size_t>(count), base);
-  for (const auto& [key, frozen] : {std::pair{"frozen_layers", true}, std::pair{"trainable_layers", false}}) {
+  for (const auto& [key, frozen] :
+       {std::pair{"frozen_layers", true}, std::pair{"trainable_layers", false}}) {
     for (int l : r.int_list(t, path, key)) {
-      if (l >= count) r.fail(t.get(key), path + key, "layer " + std::to_string(l) + " does not exist (module has " + std::to_string(count) + ")");
+      if (l >= count)
+        r.fail(t.get(key), path + key,
+               "layer " + std::to_string(l) + " does not exist (module has " +
+                   std::to_string(count) + ")");
       m.layers[static_cast<size_t>(l)].frozen = frozen;
     }
   }
@@ -311,7 +379,8 @@ Model read_model(Reader& r, const toml::table& root) {
   if (!model) throw InputError(r.file() + ": missing [model] section with [[model.modules]]");
   const toml::node* modules = r.find(*model, "modules");
   if (!modules || !modules->is_array_of_tables() || modules->as_array()->empty()) {
-    r.fail(modules ? modules : model, "model.modules", "expected one or more [[model.modules]] tables");
+    r.fail(modules ? modules : model, "model.modules",
+           "expected one or more [[model.modules]] tables");
   }
   std::vector<Module> list;
   int i = 0;
@@ -331,7 +400,9 @@ LinkSpec read_link(Reader& r, const toml::table* t, const std::string& path, Lin
   const std::string preset = r.string(*t, path, "preset", "");
   if (!preset.empty()) {
     auto link = link_preset(preset);
-    if (!link) r.fail(t->get("preset"), path + "preset", "unknown link preset '" + preset + "' (valid: " + join(link_preset_names()) + ")");
+    if (!link)
+      r.fail(t->get("preset"), path + "preset",
+             "unknown link preset '" + preset + "' (valid: " + join(link_preset_names()) + ")");
     def = *link;
   }
   def.bandwidth = r.quantity(*t, path, "bandwidth", def.bandwidth, parse_bandwidth, "25GBps", true);
@@ -346,16 +417,26 @@ Cluster read_cluster(Reader& r, const toml::table& root) {
   Cluster c;
   c.nodes = r.integer(t, "cluster.", "nodes", 1, 1);
   c.gpus_per_node = r.integer(t, "cluster.", "gpus_per_node", 4, 1);
+  constexpr std::int64_t kMaxGpus = std::int64_t{1} << 24;  // GPU indices are ints
+  if (std::int64_t{c.nodes} * c.gpus_per_node > kMaxGpus) {
+    r.fail(r.find(t, "nodes"), "cluster.nodes",
+           std::to_string(c.nodes) + " nodes x " + std::to_string(c.gpus_per_node) +
+               " GPUs is more than Loom models (" + std::to_string(kMaxGpus) + " GPUs)");
+  }
   const std::string gpu = r.string(t, "cluster.", "gpu", "A100");
   try {
     c.gpu = gpu_preset(gpu);
   } catch (const InputError& e) {
     r.fail(t.get("gpu"), "cluster.gpu", e.what());
   }
-  c.gpu.peak_flops = r.quantity(t, "cluster.", "peak_flops", c.gpu.peak_flops, parse_flops, "312TFLOPS", true);
-  c.gpu.memory_bytes = r.quantity(t, "cluster.", "gpu_memory", c.gpu.memory_bytes, parse_bytes, "80GB", true);
-  c.intra_node = read_link(r, r.section(t, "cluster.", "intra_node"), "cluster.intra_node.", *link_preset("nvlink3"));
-  c.inter_node = read_link(r, r.section(t, "cluster.", "inter_node"), "cluster.inter_node.", *link_preset("ib-hdr"));
+  c.gpu.peak_flops =
+      r.quantity(t, "cluster.", "peak_flops", c.gpu.peak_flops, parse_flops, "312TFLOPS", true);
+  c.gpu.memory_bytes =
+      r.quantity(t, "cluster.", "gpu_memory", c.gpu.memory_bytes, parse_bytes, "80GB", true);
+  c.intra_node = read_link(r, r.section(t, "cluster.", "intra_node"), "cluster.intra_node.",
+                           *link_preset("nvlink3"));
+  c.inter_node = read_link(r, r.section(t, "cluster.", "inter_node"), "cluster.inter_node.",
+                           *link_preset("ib-hdr"));
   return c;
 }
 
@@ -365,12 +446,15 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
   const toml::table& t = found ? *found : kEmpty;
   CostConfig c;
   c.model = r.string(t, "cost.", "model", c.model, {"analytical", "table", "calibrated"});
-  c.efficiency = r.number(t, "cost.", "efficiency", c.efficiency);
-  if (!(c.efficiency > 0 && c.efficiency <= 1)) r.fail(t.get("efficiency"), "cost.efficiency", "must be in (0, 1]");
+  c.efficiency = r.number(t, "cost.", "efficiency", c.efficiency, true);
+  if (!(c.efficiency > 0 && c.efficiency <= 1))
+    r.fail(t.get("efficiency"), "cost.efficiency", "must be in (0, 1]");
   c.profile = r.string(t, "cost.", "profile", "");
   c.memory.gradient_bytes_per_param = r.number(t, "cost.", "gradient_bytes_per_param", 4);
   c.memory.optimizer_bytes_per_param = r.number(t, "cost.", "optimizer_bytes_per_param", 12);
-  if (c.model == "calibrated" && c.profile.empty()) r.fail(found, "cost.profile", "required by the calibrated cost model (a CSV layer,phase,tokens,tp,seconds)");
+  if (c.model == "calibrated" && c.profile.empty())
+    r.fail(found, "cost.profile",
+           "required by the calibrated cost model (a CSV layer,phase,tokens,tp,seconds)");
   if (const toml::table* table = r.section(t, "cost.", "table")) {
     for (const Module& m : model.modules()) {
       const std::string path = "cost.table." + m.name + ".";
@@ -378,10 +462,14 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
       if (!e) continue;
       TableEntry entry;
       entry.forward_s = r.quantity(*e, path, "forward", 0, parse_seconds, "0.5ms", false);
-      const double backward = r.quantity(*e, path, "backward", 2 * entry.forward_s, parse_seconds, "1.0ms", false);
-      entry.input_grad_s = r.quantity(*e, path, "input_grad", backward / 2, parse_seconds, "0.5ms", false);
-      entry.weight_grad_s = r.quantity(*e, path, "weight_grad", backward - entry.input_grad_s, parse_seconds, "0.5ms", false);
-      entry.activation_bytes = r.quantity(*e, path, "activation_bytes", 0, parse_bytes, "64MiB", false);
+      const double backward =
+          r.quantity(*e, path, "backward", 2 * entry.forward_s, parse_seconds, "1.0ms", false);
+      entry.input_grad_s =
+          r.quantity(*e, path, "input_grad", backward / 2, parse_seconds, "0.5ms", false);
+      entry.weight_grad_s = r.quantity(*e, path, "weight_grad", backward - entry.input_grad_s,
+                                       parse_seconds, "0.5ms", false);
+      entry.activation_bytes =
+          r.quantity(*e, path, "activation_bytes", 0, parse_bytes, "64MiB", false);
       entry.output_bytes = r.quantity(*e, path, "output_bytes", 0, parse_bytes, "8MiB", false);
       entry.parameters = r.number(*e, path, "parameters", 0);
       c.table[m.name] = entry;
@@ -389,7 +477,9 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
   }
   if (c.model == "table" && c.table.size() != model.modules().size()) {
     for (const Module& m : model.modules()) {
-      if (!c.table.count(m.name)) r.fail(found, "cost.table." + m.name, "missing: the table cost model needs forward/backward times for every module");
+      if (!c.table.count(m.name))
+        r.fail(found, "cost.table." + m.name,
+               "missing: the table cost model needs forward/backward times for every module");
     }
   }
   return c;
@@ -418,10 +508,12 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   const toml::table& s = sch ? *sch : kEmpty;
   c.schedule.name = r.string(s, "schedule.", "name", c.schedule.name);
   c.schedule.microbatches = r.integer(s, "schedule.", "microbatches", c.schedule.microbatches, 1);
-  c.schedule.microbatch_size = r.integer(s, "schedule.", "microbatch_size", c.schedule.microbatch_size, 1);
-  c.schedule.partition_view = r.string(s, "schedule.", "partition_view", "true", {"true", "naive"}) == "true"
-                                  ? PartitionView::kTrue
-                                  : PartitionView::kNaive;
+  c.schedule.microbatch_size =
+      r.integer(s, "schedule.", "microbatch_size", c.schedule.microbatch_size, 1);
+  c.schedule.partition_view =
+      r.string(s, "schedule.", "partition_view", "true", {"true", "naive"}) == "true"
+          ? PartitionView::kTrue
+          : PartitionView::kNaive;
   c.schedule.stage_layers = r.int_list(s, "schedule.", "stage_layers");
 
   const toml::table* wl = r.section(root, "", "workload");
@@ -429,7 +521,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   if (const toml::table* tokens = r.section(w, "workload.", "tokens")) {
     c.workload.tokens.clear();
     for (const auto& [key, node] : *tokens) {
-      c.workload.tokens[std::string(key.str())] = r.integer(*tokens, "workload.tokens.", std::string(key.str()), 0, 0);
+      c.workload.tokens[std::string(key.str())] =
+          r.integer(*tokens, "workload.tokens.", std::string(key.str()), 0, 0);
     }
   }
   c.workload.csv = r.string(w, "workload.", "csv", "");
@@ -437,7 +530,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   const toml::table* sim = r.section(root, "", "sim");
   const toml::table& sm = sim ? *sim : kEmpty;
   c.sim.backend = r.string(sm, "sim.", "backend", c.sim.backend, {"simgrid", "evaluator"});
-  c.sim.network_model = r.string(sm, "sim.", "network_model", c.sim.network_model, {"CM02", "LV08"});
+  c.sim.network_model =
+      r.string(sm, "sim.", "network_model", c.sim.network_model, {"CM02", "LV08"});
 
   r.check_unknown(root, "");
   std::string dump = "# resolved configuration of " + path + " (file, --set and defaults)\n";
@@ -447,11 +541,13 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 }
 
 std::unique_ptr<CostModel> make_cost_model(const Config& config) {
-  if (config.cost.model == "table") return std::make_unique<TableCostModel>(config.model, config.cost.table);
+  if (config.cost.model == "table")
+    return std::make_unique<TableCostModel>(config.model, config.cost.table);
   if (config.cost.model == "calibrated") {
     return std::make_unique<CalibratedCostModel>(config.model, config.cluster, config.cost.profile);
   }
-  return std::make_unique<AnalyticalCostModel>(config.model, config.cluster, config.cost.efficiency);
+  return std::make_unique<AnalyticalCostModel>(config.model, config.cluster,
+                                               config.cost.efficiency);
 }
 
 }  // namespace loom

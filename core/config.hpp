@@ -29,17 +29,17 @@ struct ParallelConfig {
 enum class PartitionView { kTrue, kNaive };
 
 struct ScheduleConfig {
-  std::string name = "1f1b";        ///< scheduler registry name
-  int microbatches = 8;             ///< per pipeline replica
-  int microbatch_size = 1;          ///< samples per microbatch
+  std::string name = "1f1b";  ///< scheduler registry name
+  int microbatches = 8;       ///< per pipeline replica
+  int microbatch_size = 1;    ///< samples per microbatch
   PartitionView partition_view = PartitionView::kTrue;
-  std::vector<int> stage_layers;    ///< optional explicit layers per stage (overrides the DP)
+  std::vector<int> stage_layers;  ///< optional explicit layers per stage (overrides the DP)
 };
 
 struct CostConfig {
-  std::string model = "analytical";  ///< analytical | table | calibrated
-  double efficiency = 0.5;           ///< fraction of peak FLOP/s reached (analytical)
-  std::string profile;               ///< profile CSV (calibrated)
+  std::string model = "analytical";         ///< analytical | table | calibrated
+  double efficiency = 0.5;                  ///< fraction of peak FLOP/s reached (analytical)
+  std::string profile;                      ///< profile CSV (calibrated)
   std::map<std::string, TableEntry> table;  ///< per module (table)
   MemoryConstants memory;
 };
@@ -50,7 +50,7 @@ struct WorkloadConfig {
 };
 
 struct SimConfig {
-  std::string backend = "simgrid";   ///< simgrid | evaluator
+  std::string backend = "simgrid";     ///< simgrid | evaluator
   std::string network_model = "CM02";  ///< SimGrid network model (CM02 or LV08)
 };
 

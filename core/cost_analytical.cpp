@@ -33,7 +33,8 @@ PassCost AnalyticalCostModel::layer_cost(int layer, const MicrobatchShape& shape
   // Megatron-style TP: two all-reduces of the layer's activations per pass.
   double tp_comm = 0;
   if (spec.kind == LayerKind::kTransformer) {
-    tp_comm = 2 * ring_allreduce_s(tokens * spec.hidden * spec.dtype_bytes, tp, cluster_.intra_node);
+    tp_comm =
+        2 * ring_allreduce_s(tokens * spec.hidden * spec.dtype_bytes, tp, cluster_.intra_node);
   }
   PassCost c;
   c.forward_s = (linear_flops + attention_flops) / rate + tp_comm;
@@ -42,7 +43,8 @@ PassCost AnalyticalCostModel::layer_cost(int layer, const MicrobatchShape& shape
   return c;
 }
 
-double AnalyticalCostModel::activation_bytes(int layer, const MicrobatchShape& shape, int tp) const {
+double AnalyticalCostModel::activation_bytes(int layer, const MicrobatchShape& shape,
+                                             int tp) const {
   const LayerSpec& spec = model_.layer(layer);
   const double tokens = shape.total_tokens();
   if (spec.kind == LayerKind::kMlp) return tokens * (spec.hidden + spec.ffn) * spec.dtype_bytes;
@@ -60,7 +62,9 @@ double AnalyticalCostModel::parameters(int layer) const {
 }
 
 nlohmann::json AnalyticalCostModel::describe() const {
-  return {{"name", name()}, {"efficiency", efficiency_}, {"gpu", cluster_.gpu.name},
+  return {{"name", name()},
+          {"efficiency", efficiency_},
+          {"gpu", cluster_.gpu.name},
           {"peak_flops", cluster_.gpu.peak_flops}};
 }
 

@@ -44,7 +44,8 @@ QuadraticFit fit_quadratic(const std::vector<double>& x, const std::vector<doubl
   for (size_t i = 0; i < x.size(); ++i) {
     const double r = fit.at(x[i]) - y[i];
     sq += r * r;
-    if (y[i] > 0) fit.max_relative_residual = std::max(fit.max_relative_residual, std::abs(r) / y[i]);
+    if (y[i] > 0)
+      fit.max_relative_residual = std::max(fit.max_relative_residual, std::abs(r) / y[i]);
   }
   fit.rms_residual_s = x.empty() ? 0 : std::sqrt(sq / static_cast<double>(x.size()));
   return fit;
@@ -55,7 +56,8 @@ CalibratedCostModel::CalibratedCostModel(const Model& model, const Cluster& clus
     : model_(model), shapes_(model, cluster, 1.0), profile_(profile_csv) {
   std::map<Key, std::pair<std::vector<double>, std::vector<double>>> points;
   try {
-    io::CSVReader<5, io::trim_chars<' ', '\t'>, io::no_quote_escape<','>, io::throw_on_overflow> in(profile_csv);
+    io::CSVReader<5, io::trim_chars<' ', '\t'>, io::no_quote_escape<','>, io::throw_on_overflow> in(
+        profile_csv);
     in.read_header(io::ignore_no_column, "layer", "phase", "tokens", "tp", "seconds");
     std::string layer, phase;
     double tokens = 0, seconds = 0;
@@ -88,8 +90,8 @@ CalibratedCostModel::CalibratedCostModel(const Model& model, const Cluster& clus
   for (const auto& [key, xy] : points) {
     const std::set<double> distinct(xy.first.begin(), xy.first.end());
     if (distinct.size() < 3) {
-      throw InputError(profile_csv + ": layer '" + std::get<0>(key) + "' phase " + std::get<1>(key) +
-                       " tp " + std::to_string(std::get<2>(key)) +
+      throw InputError(profile_csv + ": layer '" + std::get<0>(key) + "' phase " +
+                       std::get<1>(key) + " tp " + std::to_string(std::get<2>(key)) +
                        " needs rows at >= 3 distinct token counts to fit a x^2 + b x + c");
     }
     fits_[key] = fit_quadratic(xy.first, xy.second);
@@ -119,7 +121,8 @@ PassCost CalibratedCostModel::layer_cost(int layer, const MicrobatchShape& shape
           evaluate(fit_for(layer, 'W', tp), shape)};
 }
 
-double CalibratedCostModel::activation_bytes(int layer, const MicrobatchShape& shape, int tp) const {
+double CalibratedCostModel::activation_bytes(int layer, const MicrobatchShape& shape,
+                                             int tp) const {
   return shapes_.activation_bytes(layer, shape, tp);
 }
 
@@ -127,7 +130,9 @@ double CalibratedCostModel::output_bytes(int layer, const MicrobatchShape& shape
   return shapes_.output_bytes(layer, shape);
 }
 
-double CalibratedCostModel::parameters(int layer) const { return shapes_.parameters(layer); }
+double CalibratedCostModel::parameters(int layer) const {
+  return shapes_.parameters(layer);
+}
 
 nlohmann::json CalibratedCostModel::describe() const {
   nlohmann::json fits = nlohmann::json::array();

@@ -8,9 +8,8 @@
 /// Implementations report raw costs as if every layer were trainable; frozen status is
 /// applied once, in effective_cost() (dissertation Eq 3.2), so no model can forget it.
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/cluster.hpp"
 #include "core/model.hpp"

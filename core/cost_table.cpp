@@ -9,7 +9,8 @@ TableCostModel::TableCostModel(const Model& model, std::map<std::string, TableEn
   for (const Module& m : model.modules()) {
     const auto it = entries.find(m.name);
     if (it == entries.end()) {
-      throw InputError("cost.table." + m.name + ": missing (the table cost model needs an entry "
+      throw InputError("cost.table." + m.name +
+                       ": missing (the table cost model needs an entry "
                        "for every module)");
     }
     by_module_.push_back(it->second);
@@ -37,6 +38,8 @@ double TableCostModel::output_bytes(int layer, const MicrobatchShape&) const {
   return entry(layer).output_bytes;
 }
 
-double TableCostModel::parameters(int layer) const { return entry(layer).parameters; }
+double TableCostModel::parameters(int layer) const {
+  return entry(layer).parameters;
+}
 
 }  // namespace loom

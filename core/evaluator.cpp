@@ -55,6 +55,7 @@ class ListScheduler {
     double& clock = clock_[static_cast<size_t>(r)];
     while (i < static_cast<int>(ops.size())) {
       const OpRef here{r, i};
+      const bool collective = std::holds_alternative<Collective>(ops[static_cast<size_t>(i)]);
       const bool done = std::visit(
           Overloaded{
               [&](const Compute& c) {
@@ -83,7 +84,7 @@ class ListScheduler {
           ops[static_cast<size_t>(i)]);
       if (!done) return;
       // A completed collective has already moved every member (this rank included) past it.
-      if (!std::holds_alternative<Collective>(ops[static_cast<size_t>(i)])) ++i;
+      if (!collective) ++i;
     }
   }
 

@@ -70,7 +70,8 @@ Matching match_operations(const Schedule& schedule) {
     for (size_t k = 0; k < send_list.size(); ++k) {
       if (k >= n_recv) {
         throw InfeasibleError(describe(schedule, send_list[k]) + ": no matching receive on rank " +
-                              std::to_string(pair.second) + " (sends and receives between a pair "
+                              std::to_string(pair.second) +
+                              " (sends and receives between a pair "
                               "match in program order)");
       }
       const OpRef s = send_list[k];

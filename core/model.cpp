@@ -8,17 +8,22 @@ namespace loom {
 
 const char* to_string(ModuleKind kind) {
   switch (kind) {
-    case ModuleKind::kEncoder: return "encoder";
-    case ModuleKind::kProjector: return "projector";
-    case ModuleKind::kLlm: return "llm";
+    case ModuleKind::kEncoder:
+      return "encoder";
+    case ModuleKind::kProjector:
+      return "projector";
+    case ModuleKind::kLlm:
+      return "llm";
   }
   return "?";
 }
 
 const char* to_string(LayerKind kind) {
   switch (kind) {
-    case LayerKind::kTransformer: return "transformer";
-    case LayerKind::kMlp: return "mlp";
+    case LayerKind::kTransformer:
+      return "transformer";
+    case LayerKind::kMlp:
+      return "mlp";
   }
   return "?";
 }
@@ -43,7 +48,8 @@ Model::Model(std::vector<Module> modules) : modules_(std::move(modules)) {
       // Modules are listed in topological order, so an edge must point backwards.
       if (static_cast<size_t>(idx) >= m) {
         throw InputError("model.modules." + mod.name + ".inputs: '" + input +
-                         "' must be listed before '" + mod.name + "' (modules are given in "
+                         "' must be listed before '" + mod.name +
+                         "' (modules are given in "
                          "topological order)");
       }
     }

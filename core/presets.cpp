@@ -25,12 +25,18 @@ const std::vector<ModulePreset>& presets() {
       {"llama3-s", ModuleKind::kLlm, "text", 16, transformer(2048, 8192, 32, 8, true, true), 1e9},
       {"llama3-m", ModuleKind::kLlm, "text", 32, transformer(4096, 14336, 32, 8, true, true), 8e9},
       {"llama3-l", ModuleKind::kLlm, "text", 64, transformer(5120, 27648, 40, 8, true, true), 32e9},
-      {"qwen2-vision-s", ModuleKind::kEncoder, "vision", 32, transformer(1280, 5120, 16, 16, false, false), 0.6e9},
-      {"qwen2-vision-m", ModuleKind::kEncoder, "vision", 48, transformer(2560, 10240, 40, 40, false, false), 3.9e9},
-      {"qwen2-vision-l", ModuleKind::kEncoder, "vision", 64, transformer(3840, 15360, 60, 60, false, false), 11.6e9},
-      {"phi4-audio-s", ModuleKind::kEncoder, "audio", 24, transformer(1024, 4096, 16, 16, false, false), 0.5e9},
-      {"phi4-audio-m", ModuleKind::kEncoder, "audio", 32, transformer(3072, 12288, 48, 48, false, false), 3.4e9},
-      {"phi4-audio-l", ModuleKind::kEncoder, "audio", 48, transformer(5120, 20480, 80, 80, false, false), 12.4e9},
+      {"qwen2-vision-s", ModuleKind::kEncoder, "vision", 32,
+       transformer(1280, 5120, 16, 16, false, false), 0.6e9},
+      {"qwen2-vision-m", ModuleKind::kEncoder, "vision", 48,
+       transformer(2560, 10240, 40, 40, false, false), 3.9e9},
+      {"qwen2-vision-l", ModuleKind::kEncoder, "vision", 64,
+       transformer(3840, 15360, 60, 60, false, false), 11.6e9},
+      {"phi4-audio-s", ModuleKind::kEncoder, "audio", 24,
+       transformer(1024, 4096, 16, 16, false, false), 0.5e9},
+      {"phi4-audio-m", ModuleKind::kEncoder, "audio", 32,
+       transformer(3072, 12288, 48, 48, false, false), 3.4e9},
+      {"phi4-audio-l", ModuleKind::kEncoder, "audio", 48,
+       transformer(5120, 20480, 80, 80, false, false), 12.4e9},
   };
   return kPresets;
 }
@@ -44,12 +50,12 @@ struct NamedLink {
 // one-way figures (a few microseconds), not measurements.
 const std::vector<NamedLink>& links() {
   static const std::vector<NamedLink> kLinks = {
-      {"nvlink3", {300e9, 2e-6}},      // A100: 600 GB/s bidirectional
-      {"nvlink4", {450e9, 2e-6}},      // H100/H200: 900 GB/s bidirectional
-      {"nvlink-a40", {56.25e9, 2e-6}}, // A40 NVLink bridge: 112.5 GB/s bidirectional
-      {"pcie4", {32e9, 3e-6}},         // PCIe 4.0 x16
-      {"ib-hdr", {25e9, 5e-6}},        // 200 Gb/s InfiniBand HDR
-      {"ib-ndr", {50e9, 5e-6}},        // 400 Gb/s InfiniBand NDR
+      {"nvlink3", {300e9, 2e-6}},       // A100: 600 GB/s bidirectional
+      {"nvlink4", {450e9, 2e-6}},       // H100/H200: 900 GB/s bidirectional
+      {"nvlink-a40", {56.25e9, 2e-6}},  // A40 NVLink bridge: 112.5 GB/s bidirectional
+      {"pcie4", {32e9, 3e-6}},          // PCIe 4.0 x16
+      {"ib-hdr", {25e9, 5e-6}},         // 200 Gb/s InfiniBand HDR
+      {"ib-ndr", {50e9, 5e-6}},         // 400 Gb/s InfiniBand NDR
   };
   return kLinks;
 }

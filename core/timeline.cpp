@@ -15,14 +15,17 @@ namespace {
 /// Identifies one forward's activations: (stage, microbatch, module).
 using ActivationKey = std::tuple<int, int, int>;
 
-ActivationKey key_of(const Compute& c) { return {c.stage, c.microbatch, c.module}; }
+ActivationKey key_of(const Compute& c) {
+  return {c.stage, c.microbatch, c.module};
+}
 
 /// Keys of the forwards whose activations some backward on this rank releases: only those
 /// stay alive after their forward (a segment with no backward keeps nothing).
 std::map<ActivationKey, bool> released_keys(const std::vector<Op>& program) {
   std::map<ActivationKey, bool> keys;
   for (const Op& op : program) {
-    if (const auto* c = std::get_if<Compute>(&op); c && c->releases_activation) keys[key_of(*c)] = true;
+    if (const auto* c = std::get_if<Compute>(&op); c && c->releases_activation)
+      keys[key_of(*c)] = true;
   }
   return keys;
 }
@@ -156,8 +159,10 @@ std::vector<MemorySample> memory_over_time(const Schedule& schedule, const Timel
       const bool last_at_this_time = k + 1 == changes.size() || changes[k + 1].first != row.time_s;
       if (!last_at_this_time) continue;
       row.activations = std::max(0.0, row.activations);
-      if (rows.back().rank == r && rows.back().time_s == row.time_s) rows.back() = row;
-      else rows.push_back(row);
+      if (rows.back().rank == r && rows.back().time_s == row.time_s)
+        rows.back() = row;
+      else
+        rows.push_back(row);
     }
   }
   return rows;
@@ -173,9 +178,9 @@ void write_timeline_csv(const std::string& path, const Schedule& schedule,
       const Op& op = program[i];
       const OpTiming& t = timeline.timings[static_cast<size_t>(r)][i];
       const auto mb = op_microbatch(op);
-      out << r << ',' << op_kind_name(op) << ',' << module_name(schedule, op) << ','
-          << op_stage(op) << ',' << (mb ? std::to_string(*mb) : "") << ','
-          << fmt("%.9f", t.start_s) << ',' << fmt("%.9f", t.end_s) << '\n';
+      out << r << ',' << op_kind_name(op) << ',' << module_name(schedule, op) << ',' << op_stage(op)
+          << ',' << (mb ? std::to_string(*mb) : "") << ',' << fmt("%.9f", t.start_s) << ','
+          << fmt("%.9f", t.end_s) << '\n';
     }
   }
 }
@@ -194,13 +199,16 @@ void write_chrome_trace(const std::string& path, const Schedule& schedule,
   };
   for (int r = 0; r < schedule.num_ranks(); ++r) {
     const RankInfo& info = schedule.ranks[static_cast<size_t>(r)];
-    sep() << "{\"ph\":\"M\",\"pid\":" << r << ",\"name\":\"process_name\",\"args\":{\"name\":\"rank "
-          << r << " (gpu " << info.gpu;
+    sep() << "{\"ph\":\"M\",\"pid\":" << r
+          << ",\"name\":\"process_name\",\"args\":{\"name\":\"rank " << r << " (gpu " << info.gpu;
     if (info.tp > 1) out << "-" << info.gpu + info.tp - 1;
     out << ", replica " << info.replica << ")\"}}";
-    sep() << "{\"ph\":\"M\",\"pid\":" << r << ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" << r << "}}";
-    sep() << "{\"ph\":\"M\",\"pid\":" << r << ",\"tid\":0,\"name\":\"thread_name\",\"args\":{\"name\":\"compute\"}}";
-    sep() << "{\"ph\":\"M\",\"pid\":" << r << ",\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"comm\"}}";
+    sep() << "{\"ph\":\"M\",\"pid\":" << r
+          << ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" << r << "}}";
+    sep() << "{\"ph\":\"M\",\"pid\":" << r
+          << ",\"tid\":0,\"name\":\"thread_name\",\"args\":{\"name\":\"compute\"}}";
+    sep() << "{\"ph\":\"M\",\"pid\":" << r
+          << ",\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"comm\"}}";
   }
   for (int r = 0; r < schedule.num_ranks(); ++r) {
     const auto& program = schedule.programs[static_cast<size_t>(r)];
@@ -213,14 +221,16 @@ void write_chrome_trace(const std::string& path, const Schedule& schedule,
       sep() << "{\"ph\":\"X\",\"pid\":" << r << ",\"tid\":" << (compute ? 0 : 1) << ",\"name\":\""
             << json_escape(to_string(op, schedule)) << "\",\"cat\":\"" << op_kind_name(op)
             << "\",\"ts\":" << fmt("%.3f", t.start_s * 1e6)
-            << ",\"dur\":" << fmt("%.3f", (t.end_s - t.start_s) * 1e6) << ",\"args\":{\"stage\":"
-            << op_stage(op) << ",\"module\":\"" << json_escape(module_name(schedule, op)) << "\"";
+            << ",\"dur\":" << fmt("%.3f", (t.end_s - t.start_s) * 1e6)
+            << ",\"args\":{\"stage\":" << op_stage(op) << ",\"module\":\""
+            << json_escape(module_name(schedule, op)) << "\"";
       if (const auto* c = std::get_if<Compute>(&op); c && c->pass == Pass::kB) {
         out << ",\"input_grad_s\":" << fmt("%.9f", c->seconds - c->weight_grad_s)
             << ",\"weight_grad_s\":" << fmt("%.9f", c->weight_grad_s);
       }
       if (const auto* s = std::get_if<Send>(&op)) out << ",\"bytes\":" << fmt("%.0f", s->bytes);
-      if (const auto* c = std::get_if<Collective>(&op)) out << ",\"bytes\":" << fmt("%.0f", c->bytes);
+      if (const auto* c = std::get_if<Collective>(&op))
+        out << ",\"bytes\":" << fmt("%.0f", c->bytes);
       if (mb) {
         out << ",\"microbatch\":" << *mb << ",\"samples\":[";
         const auto& samples =

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -22,7 +23,9 @@ std::optional<double> parse_with_suffix(std::string_view text, Suffixes suffixes
   std::string_view suffix(end, static_cast<size_t>(text.data() + text.size() - end));
   while (!suffix.empty() && suffix.front() == ' ') suffix.remove_prefix(1);
   for (const auto& [name, scale] : suffixes) {
-    if (suffix == name) return value * scale;
+    // from_chars accepts "nan" and "inf": no quantity is either.
+    if (suffix == name)
+      return std::isfinite(value * scale) ? std::optional(value * scale) : std::nullopt;
   }
   return std::nullopt;
 }
@@ -30,8 +33,13 @@ std::optional<double> parse_with_suffix(std::string_view text, Suffixes suffixes
 }  // namespace
 
 std::optional<double> parse_seconds(std::string_view text) {
-  return parse_with_suffix(text, {{"", 1.0}, {"s", 1.0}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9},
-                                  {"min", 60.0}, {"h", 3600.0}});
+  return parse_with_suffix(text, {{"", 1.0},
+                                  {"s", 1.0},
+                                  {"ms", 1e-3},
+                                  {"us", 1e-6},
+                                  {"ns", 1e-9},
+                                  {"min", 60.0},
+                                  {"h", 3600.0}});
 }
 
 std::optional<double> parse_bandwidth(std::string_view text) {
@@ -62,11 +70,8 @@ std::optional<double> parse_bytes(std::string_view text) {
 }
 
 std::optional<double> parse_flops(std::string_view text) {
-  return parse_with_suffix(text, {{"", 1.0},
-                                  {"FLOPS", 1.0},
-                                  {"GFLOPS", 1e9},
-                                  {"TFLOPS", 1e12},
-                                  {"PFLOPS", 1e15}});
+  return parse_with_suffix(
+      text, {{"", 1.0}, {"FLOPS", 1.0}, {"GFLOPS", 1e9}, {"TFLOPS", 1e12}, {"PFLOPS", 1e15}});
 }
 
 }  // namespace loom

@@ -1,5 +1,6 @@
 #include "core/validate.hpp"
 
+#include <algorithm>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/depth_first_search.hpp>
 #include <set>
@@ -104,7 +105,10 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
       }
       for (int l = c->first_layer; l < c->end_layer; ++l) {
         Counts& n = at(replica, c->microbatch, l);
-        int& slot = c->pass == Pass::kF ? n.f : c->pass == Pass::kB ? n.b : c->pass == Pass::kI ? n.i : n.w;
+        int& slot = c->pass == Pass::kF   ? n.f
+                    : c->pass == Pass::kB ? n.b
+                    : c->pass == Pass::kI ? n.i
+                                          : n.w;
         if (++slot > 1) {
           throw InfeasibleError("microbatch " + std::to_string(c->microbatch) + " of replica " +
                                 std::to_string(replica) + " runs " + to_string(c->pass) +
@@ -118,7 +122,8 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
     for (int mb = 0; mb < schedule.microbatches; ++mb) {
       for (int l = 0; l < layers; ++l) {
         const Counts& n = at(rep, mb, l);
-        const bool backward_once = (n.b == 1 && n.i == 0 && n.w == 0) || (n.b == 0 && n.i == 1 && n.w == 1);
+        const bool backward_once =
+            (n.b == 1 && n.i == 0 && n.w == 0) || (n.b == 0 && n.i == 1 && n.w == 1);
         if (n.f != 1 || !backward_once) {
           throw InfeasibleError("microbatch " + std::to_string(mb) + " of replica " +
                                 std::to_string(rep) + ", layer " + std::to_string(l) + ": " +
@@ -140,7 +145,8 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
       }
     }
   }
-  if (!seen.empty() && (*seen.begin() != 0 || *seen.rbegin() != static_cast<int>(seen.size()) - 1)) {
+  if (!seen.empty() &&
+      (*seen.begin() != 0 || *seen.rbegin() != static_cast<int>(seen.size()) - 1)) {
     throw InfeasibleError("the microbatches do not cover samples 0.." +
                           std::to_string(*seen.rbegin()) + " exactly once");
   }
@@ -152,7 +158,8 @@ void check_data_dependencies(const Schedule& schedule, const Model& model) {
     std::unordered_set<std::uint64_t> forward_done, input_grad_done, recv_f, recv_b;
     for (int i = 0; i < static_cast<int>(program.size()); ++i) {
       auto fail = [&](const std::string& what) {
-        throw InfeasibleError("data dependency violated at " + describe(schedule, r, i) + "\n  " + what);
+        throw InfeasibleError("data dependency violated at " + describe(schedule, r, i) + "\n  " +
+                              what);
       };
       std::visit(
           Overloaded{
@@ -170,30 +177,37 @@ void check_data_dependencies(const Schedule& schedule, const Model& model) {
                 }
                 if (c.pass == Pass::kW) {
                   for (int l = c.first_layer; l < c.end_layer; ++l) {
-                    if (!input_grad_done.count(key(mb, l))) fail("W runs before the I of layer " + std::to_string(l));
+                    if (!input_grad_done.count(key(mb, l)))
+                      fail("W runs before the I of layer " + std::to_string(l));
                   }
                   return;
                 }
                 for (int l = c.first_layer; l < c.end_layer; ++l) {
-                  if (!forward_done.count(key(mb, l))) fail("backward runs before the forward of layer " + std::to_string(l));
+                  if (!forward_done.count(key(mb, l)))
+                    fail("backward runs before the forward of layer " + std::to_string(l));
                 }
                 const int last = c.end_layer - 1;
                 if (model.has_trainable_upstream(last)) {
                   for (int consumer : consumers(model, last)) {
-                    if (!input_grad_done.count(key(mb, consumer)) && !recv_b.count(key(mb, consumer))) {
-                      fail("backward needs the input gradient of layer " + std::to_string(consumer) +
+                    if (!input_grad_done.count(key(mb, consumer)) &&
+                        !recv_b.count(key(mb, consumer))) {
+                      fail("backward needs the input gradient of layer " +
+                           std::to_string(consumer) +
                            ": not computed earlier on this rank and not received");
                     }
                   }
                 }
-                for (int l = c.first_layer; l < c.end_layer; ++l) input_grad_done.insert(key(mb, l));
+                for (int l = c.first_layer; l < c.end_layer; ++l)
+                  input_grad_done.insert(key(mb, l));
               },
               [&](const Send& s) {
                 const int mb = s.tag.microbatch;
                 if (s.tag.pass == Pass::kF) {
                   for (int p : producers(model, s.tag.boundary_layer)) {
-                    if (!forward_done.count(key(mb, p)) && !recv_f.count(key(mb, s.tag.boundary_layer))) {
-                      fail("sends activations of layer " + std::to_string(p) + " before computing them");
+                    if (!forward_done.count(key(mb, p)) &&
+                        !recv_f.count(key(mb, s.tag.boundary_layer))) {
+                      fail("sends activations of layer " + std::to_string(p) +
+                           " before computing them");
                     }
                   }
                 } else if (!input_grad_done.count(key(mb, s.tag.boundary_layer)) &&
@@ -203,7 +217,8 @@ void check_data_dependencies(const Schedule& schedule, const Model& model) {
                 }
               },
               [&](const Recv& rv) {
-                (rv.tag.pass == Pass::kF ? recv_f : recv_b).insert(key(rv.tag.microbatch, rv.tag.boundary_layer));
+                (rv.tag.pass == Pass::kF ? recv_f : recv_b)
+                    .insert(key(rv.tag.microbatch, rv.tag.boundary_layer));
               },
               [&](const Collective&) {},
           },
@@ -219,7 +234,8 @@ void check_acyclic(const Schedule& schedule) {
   // Vertices: every op, then one barrier per collective instance.
   std::vector<std::size_t> base(static_cast<size_t>(schedule.num_ranks()) + 1, 0);
   for (int r = 0; r < schedule.num_ranks(); ++r) {
-    base[static_cast<size_t>(r) + 1] = base[static_cast<size_t>(r)] + schedule.programs[static_cast<size_t>(r)].size();
+    base[static_cast<size_t>(r) + 1] =
+        base[static_cast<size_t>(r)] + schedule.programs[static_cast<size_t>(r)].size();
   }
   const std::size_t n_ops = base.back();
   using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
@@ -231,10 +247,12 @@ void check_acyclic(const Schedule& schedule) {
       if (i > 0) boost::add_edge(v - 1, v, g);
       if (std::holds_alternative<Send>(program[i])) {
         const OpRef recv = matching.peer[static_cast<size_t>(r)][i];
-        boost::add_edge(v, base[static_cast<size_t>(recv.rank)] + static_cast<size_t>(recv.index), g);
+        boost::add_edge(v, base[static_cast<size_t>(recv.rank)] + static_cast<size_t>(recv.index),
+                        g);
       }
       if (std::holds_alternative<Collective>(program[i])) {
-        const std::size_t barrier = n_ops + static_cast<size_t>(matching.collective_instance[static_cast<size_t>(r)][i]);
+        const std::size_t barrier =
+            n_ops + static_cast<size_t>(matching.collective_instance[static_cast<size_t>(r)][i]);
         // Everything before the collective on each member precedes everything after it.
         if (i > 0) boost::add_edge(v - 1, barrier, g);
         boost::add_edge(barrier, v, g);
@@ -248,8 +266,43 @@ void check_acyclic(const Schedule& schedule) {
     if (v >= n_ops) v = n_ops - 1;  // a barrier: report the last op instead (rare)
     int rank = 0;
     while (base[static_cast<size_t>(rank) + 1] <= v) ++rank;
-    throw InfeasibleError("schedule deadlocks: a cycle of waits passes through " +
-                          describe(schedule, rank, static_cast<int>(v - base[static_cast<size_t>(rank)])));
+    throw InfeasibleError(
+        "schedule deadlocks: a cycle of waits passes through " +
+        describe(schedule, rank, static_cast<int>(v - base[static_cast<size_t>(rank)])));
+  }
+}
+
+namespace {
+std::string rank_gpus(int r, const RankInfo& info) {
+  return "rank " + std::to_string(r) + " (GPUs " + std::to_string(info.gpu) + ".." +
+         std::to_string(info.gpu + info.tp - 1) + ")";
+}
+}  // namespace
+
+void check_placement(const Schedule& schedule, const Cluster& cluster) {
+  std::vector<std::pair<int, int>> first_gpu;  // (gpu, rank), to find overlaps in order
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const RankInfo& info = schedule.ranks[static_cast<size_t>(r)];
+    if (info.tp < 1 || info.gpu < 0 || info.gpu + info.tp > cluster.num_gpus()) {
+      throw InfeasibleError(rank_gpus(r, info) + " is outside the cluster's " +
+                            std::to_string(cluster.num_gpus()) + " GPUs");
+    }
+    if (cluster.node_of(info.gpu) != cluster.node_of(info.gpu + info.tp - 1)) {
+      throw InfeasibleError(rank_gpus(r, info) +
+                            " spans two nodes: a tensor-parallel group must fit in one node of " +
+                            std::to_string(cluster.gpus_per_node) + " GPUs");
+    }
+    first_gpu.emplace_back(info.gpu, r);
+  }
+  std::sort(first_gpu.begin(), first_gpu.end());
+  for (size_t k = 1; k < first_gpu.size(); ++k) {
+    const auto [gpu, r] = first_gpu[k];
+    const int before = first_gpu[k - 1].second;
+    const RankInfo& prev = schedule.ranks[static_cast<size_t>(before)];
+    if (prev.gpu + prev.tp > gpu) {
+      throw InfeasibleError(rank_gpus(r, schedule.ranks[static_cast<size_t>(r)]) + " shares GPU " +
+                            std::to_string(gpu) + " with rank " + std::to_string(before));
+    }
   }
 }
 
@@ -259,15 +312,17 @@ void check_fits_memory(const Schedule& schedule, double gpu_memory_bytes) {
     const StaticMemory& m = schedule.static_memory[static_cast<size_t>(r)];
     const double need = m.total() + peaks[static_cast<size_t>(r)].bytes;
     if (need > gpu_memory_bytes) {
-      auto gib = [](double b) { return std::to_string(b / (1024.0 * 1024 * 1024)).substr(0, 6) + " GiB"; };
-      throw InfeasibleError("out of memory: rank " + std::to_string(r) + " (stage " +
-                            std::to_string(r % std::max(1, schedule.num_stages)) + ") needs " + gib(need) +
-                            " (parameters " + gib(m.parameters) + ", gradients " + gib(m.gradients) +
-                            ", optimizer " + gib(m.optimizer) + ", activations of " +
-                            std::to_string(peaks[static_cast<size_t>(r)].microbatches) +
-                            " live microbatches " + gib(peaks[static_cast<size_t>(r)].bytes) +
-                            ") but the GPU has " + gib(gpu_memory_bytes) +
-                            "; try more pipeline stages, tensor parallelism, or fewer/smaller microbatches");
+      auto gib = [](double b) {
+        return std::to_string(b / (1024.0 * 1024 * 1024)).substr(0, 6) + " GiB";
+      };
+      throw InfeasibleError(
+          "out of memory: rank " + std::to_string(r) + " (stage " +
+          std::to_string(r % std::max(1, schedule.num_stages)) + ") needs " + gib(need) +
+          " (parameters " + gib(m.parameters) + ", gradients " + gib(m.gradients) + ", optimizer " +
+          gib(m.optimizer) + ", activations of " +
+          std::to_string(peaks[static_cast<size_t>(r)].microbatches) + " live microbatches " +
+          gib(peaks[static_cast<size_t>(r)].bytes) + ") but the GPU has " + gib(gpu_memory_bytes) +
+          "; try more pipeline stages, tensor parallelism, or fewer/smaller microbatches");
     }
   }
 }

@@ -12,6 +12,7 @@
 ///   - a compute op whose input is neither produced earlier on its rank nor received
 ///     earlier (forward needs its producers' activations, backward its own forward and
 ///     its consumers' input gradients, W its I)
+#include "core/cluster.hpp"
 #include "core/model.hpp"
 #include "core/schedule.hpp"
 #include "core/timeline.hpp"
@@ -19,6 +20,11 @@
 namespace loom {
 
 void validate(const Schedule& schedule, const Model& model);
+
+/// Every rank's GPUs [gpu, gpu + tp) exist, lie in one node (tensor parallelism runs on
+/// the intra-node links) and belong to no other rank; throws InfeasibleError naming the
+/// rank. Both backends assume it (the evaluator and SimGrid model no GPU sharing).
+void check_placement(const Schedule& schedule, const Cluster& cluster);
 
 /// Static memory plus peak live activations of every rank must fit its GPU; throws
 /// InfeasibleError naming the first rank that does not, with the numbers.

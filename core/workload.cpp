@@ -2,11 +2,11 @@
 
 #include <charconv>
 #include <cmath>
-#include <memory>
 #include <fstream>
-#include "core/csv.hpp"
+#include <memory>
 #include <sstream>
 
+#include "core/csv.hpp"
 #include "core/errors.hpp"
 
 namespace loom {
@@ -54,7 +54,8 @@ std::vector<Sample> load_samples_csv(const std::string& path) {
   const std::string suffix = "_tokens";
   for (size_t c = 1; c < columns.size(); ++c) {
     const std::string& col = columns[c];
-    if (col.size() <= suffix.size() || col.compare(col.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    if (col.size() <= suffix.size() ||
+        col.compare(col.size() - suffix.size(), suffix.size(), suffix) != 0) {
       throw InputError(path + ":1: column '" + col + "' must be named <modality>_tokens");
     }
     modalities.push_back(col.substr(0, col.size() - suffix.size()));
@@ -77,14 +78,16 @@ std::vector<Sample> load_samples_csv(const std::string& path) {
       const char* e = b + cells[c].size();
       auto [ptr, ec] = std::from_chars(b, e, v);
       if (ec != std::errc{} || ptr != e) {
-        throw InputError(where + ": column '" + columns[c] + "': '" + cells[c] + "' is not an integer");
+        throw InputError(where + ": column '" + columns[c] + "': '" + cells[c] +
+                         "' is not an integer");
       }
       if (v < 0) throw InputError(where + ": column '" + columns[c] + "' is negative");
       values.push_back(v);
     }
     Sample s;
     s.id = static_cast<int>(values[0]);
-    for (size_t m = 0; m < modalities.size(); ++m) s.tokens[modalities[m]] = static_cast<int>(values[m + 1]);
+    for (size_t m = 0; m < modalities.size(); ++m)
+      s.tokens[modalities[m]] = static_cast<int>(values[m + 1]);
     samples.push_back(std::move(s));
   }
   if (samples.empty()) throw InputError(path + ": no samples after the header");
@@ -118,10 +121,12 @@ double MicrobatchShape::sum_squared() const {
   return t;
 }
 
-MicrobatchShape layer_shape(const Model& model, int global_layer, const std::vector<const Sample*>& samples) {
+MicrobatchShape layer_shape(const Model& model, int global_layer,
+                            const std::vector<const Sample*>& samples) {
   const int module = model.layers()[static_cast<size_t>(global_layer)].module;
   MicrobatchShape shape;
-  for (const Sample* s : samples) shape.sequence_lengths.push_back(module_input_tokens(model, module, *s));
+  for (const Sample* s : samples)
+    shape.sequence_lengths.push_back(module_input_tokens(model, module, *s));
   return shape;
 }
 

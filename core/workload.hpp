@@ -32,6 +32,7 @@ struct MicrobatchShape {
   double total_tokens() const;
   double sum_squared() const;  ///< sum of s^2 over samples (attention is quadratic)
 };
-MicrobatchShape layer_shape(const Model& model, int global_layer, const std::vector<const Sample*>& samples);
+MicrobatchShape layer_shape(const Model& model, int global_layer,
+                            const std::vector<const Sample*>& samples);
 
 }  // namespace loom

@@ -22,13 +22,12 @@ sg::Link* make_link(sg::NetZone* zone, const NetworkLink& spec) {
 
 }  // namespace
 
-std::vector<sg::Host*> build_platform(const Cluster& cluster) {
-  const std::vector<NetworkLink> links = network_links(cluster);  // GPUs first, then NICs
+std::vector<sg::Host*> build_platform(const Cluster& cluster, const std::vector<bool>& nodes) {
   // A star zone of nodes: a message leaving a node goes up its NIC, down the other's.
   sg::NetZone* root = sg::create_star_zone("cluster");
-  std::vector<sg::Host*> hosts;
-  hosts.reserve(static_cast<size_t>(cluster.num_gpus()));
+  std::vector<sg::Host*> hosts(static_cast<size_t>(cluster.num_gpus()), nullptr);
   for (int node = 0; node < cluster.nodes; ++node) {
+    if (!nodes[static_cast<size_t>(node)]) continue;
     // A star zone per node: a message goes up the sender's GPU link, down the receiver's.
     sg::NetZone* zone = sg::create_star_zone("node-" + std::to_string(node));
     zone->set_parent(root);
@@ -36,13 +35,13 @@ std::vector<sg::Host*> build_platform(const Cluster& cluster) {
     for (int local = 0; local < cluster.gpus_per_node; ++local) {
       const int gpu = node * cluster.gpus_per_node + local;
       sg::Host* host = zone->create_host("gpu" + std::to_string(gpu), kHostSpeed);
-      sg::Link* link = make_link(zone, links[static_cast<size_t>(gpu)]);
+      sg::Link* link = make_link(zone, network_link(cluster, gpu));
       zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr,
                       {sg::LinkInRoute(link, sg::LinkInRoute::Direction::UP)}, true);
-      hosts.push_back(host);
+      hosts[static_cast<size_t>(gpu)] = host;
     }
     zone->seal();
-    sg::Link* nic = make_link(root, links[static_cast<size_t>(cluster.num_gpus() + node)]);
+    sg::Link* nic = make_link(root, network_link(cluster, cluster.num_gpus() + node));
     root->add_route(zone->get_netpoint(), nullptr, gateway, nullptr,
                     {sg::LinkInRoute(nic, sg::LinkInRoute::Direction::UP)}, true);
   }

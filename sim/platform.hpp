@@ -7,8 +7,10 @@
 
 namespace loom::sim {
 
-/// Creates the zones, hosts and links of `cluster` in the current engine and returns the
-/// host of each GPU, indexed by GPU. Link names follow core's network_links().
-std::vector<simgrid::s4u::Host*> build_platform(const Cluster& cluster);
+/// Creates the zones, hosts and links of the nodes of `cluster` marked in `nodes` in the
+/// current engine and returns the host of each GPU, indexed by GPU (nullptr on nodes not
+/// built). Link names follow core's network_links().
+std::vector<simgrid::s4u::Host*> build_platform(const Cluster& cluster,
+                                                const std::vector<bool>& nodes);
 
 }  // namespace loom::sim

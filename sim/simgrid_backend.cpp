@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <simgrid/s4u/Actor.hpp>
 #include <simgrid/s4u/Barrier.hpp>
 #include <simgrid/s4u/Comm.hpp>
@@ -15,6 +16,7 @@
 #include "core/errors.hpp"
 #include "core/matching.hpp"
 #include "core/overloaded.hpp"
+#include "core/validate.hpp"
 #include "sim/platform.hpp"
 
 namespace loom {
@@ -24,8 +26,20 @@ namespace sg = simgrid::s4u;
 // SimGrid keeps one clock per process: a second Engine would start where the first ended.
 bool g_engine_created = false;
 
-uint64_t simulated_bytes(double bytes) {
-  return static_cast<uint64_t>(std::llround(std::max(0.0, bytes)));
+/// SimGrid's size of a message. An empty message on a route with latency goes as one
+/// byte: SimGrid 3.32 hands an empty message to a waiting permanent receiver at once,
+/// skipping the latency the evaluator (and a real link) charges; one byte costs 1 /
+/// bandwidth more, picoseconds. On a latency-free route empty stays empty (and free).
+uint64_t simulated_bytes(double bytes, double route_latency) {
+  constexpr double kMaxBytes = 1e18;  // far beyond any message, far below uint64 overflow
+  if (!(bytes <= kMaxBytes)) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%g", bytes);
+    throw InfeasibleError(std::string("SimGrid backend: a message of ") + text +
+                          " bytes is too large to simulate");
+  }
+  const auto size = static_cast<uint64_t>(std::llround(std::max(0.0, bytes)));
+  return size == 0 && route_latency > 0 ? 1 : size;
 }
 
 /// Where each op of a rank sends to and receives from. Mailboxes are per ordered pair of
@@ -35,6 +49,7 @@ uint64_t simulated_bytes(double bytes) {
 struct OpMailboxes {
   sg::Mailbox* out = nullptr;
   sg::Mailbox* in = nullptr;
+  uint64_t out_bytes = 0;  ///< simulated size of what goes out (checked before the run)
 };
 
 /// One collective instance: its members meet at `start` (the ring begins when all have
@@ -64,20 +79,26 @@ class Simulation {
 
   /// Creates the platform, the actors and their mailboxes, then runs the simulation.
   void run(sg::Engine& engine) {
-    const std::vector<sg::Host*> hosts = sim::build_platform(cluster_);
+    check_placement(schedule_, cluster_);
+    const std::vector<sg::Host*> hosts = sim::build_platform(cluster_, used_nodes());
     std::vector<sg::ActorPtr> actors;
     for (int r = 0; r < schedule_.num_ranks(); ++r) {
       const int gpu = schedule_.ranks[static_cast<size_t>(r)].gpu;
-      if (gpu < 0 || gpu >= cluster_.num_gpus()) {
-        throw InputError("rank " + std::to_string(r) + " is placed on GPU " + std::to_string(gpu) +
-                         " but the cluster has " + std::to_string(cluster_.num_gpus()) + " GPUs");
-      }
       actors.push_back(sg::Actor::create(
           "rank" + std::to_string(r), hosts[static_cast<size_t>(gpu)], [this, r] { run_rank(r); }));
     }
     wire_mailboxes(actors);
     prepare_rings();
     engine.run();
+  }
+
+  /// Nodes that host a rank: only they are built (a what-if on a huge cluster with a
+  /// small job should not pay for the idle part).
+  std::vector<bool> used_nodes() const {
+    std::vector<bool> used(static_cast<size_t>(cluster_.nodes), false);
+    for (const RankInfo& info : schedule_.ranks)
+      used[static_cast<size_t>(cluster_.node_of(info.gpu))] = true;
+    return used;
   }
 
   Timeline take_timeline() {
@@ -90,6 +111,11 @@ class Simulation {
   const std::vector<Op>& program(int r) const { return schedule_.programs[static_cast<size_t>(r)]; }
   OpTiming& timing(OpRef ref) {
     return timeline_.timings[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)];
+  }
+
+  double latency(int src_rank, int dst_rank) const {
+    return transfer_time(cluster_, schedule_.ranks[static_cast<size_t>(src_rank)].gpu,
+                         schedule_.ranks[static_cast<size_t>(dst_rank)].gpu, 0);
   }
 
   static sg::Mailbox* p2p_mailbox(int src, int dst) {
@@ -110,7 +136,10 @@ class Simulation {
       boxes.resize(program(r).size());
       for (size_t i = 0; i < program(r).size(); ++i) {
         std::visit(Overloaded{
-                       [&](const Send& s) { boxes[i].out = p2p_mailbox(r, s.peer); },
+                       [&](const Send& s) {
+                         boxes[i].out = p2p_mailbox(r, s.peer);
+                         boxes[i].out_bytes = simulated_bytes(s.bytes, latency(r, s.peer));
+                       },
                        [&](const Recv& rv) {
                          boxes[i].in = p2p_mailbox(rv.peer, r);
                          boxes[i].in->set_receiver(actors[static_cast<size_t>(r)]);
@@ -121,6 +150,9 @@ class Simulation {
                          size_t k = 0;
                          while (members[k] != r) ++k;
                          boxes[i].out = ring_mailbox(c.group, r, members[(k + 1) % n]);
+                         boxes[i].out_bytes = simulated_bytes(
+                             ring_stream_bytes(c.kind, static_cast<int>(n), c.bytes),
+                             latency(r, members[(k + 1) % n]));
                          boxes[i].in = ring_mailbox(c.group, members[(k + n - 1) % n], r);
                          boxes[i].in->set_receiver(actors[static_cast<size_t>(r)]);
                        },
@@ -162,23 +194,22 @@ class Simulation {
       position_[static_cast<size_t>(r)] = static_cast<int>(i);
       const OpRef here{r, static_cast<int>(i)};
       const double start = sg::Engine::get_clock();
-      std::visit(Overloaded{
-                     [&](const Compute& c) {
-                       if (c.seconds > 0) sg::this_actor::sleep_for(c.seconds);
-                       ++activities_;
-                     },
-                     [&](const Send& s) {
-                       // The payload names the Send so the receiver can check the match
-                       // and record when the data arrived.
-                       boxes[i]
-                           .out->put_init(const_cast<Op*>(&ops[i]), simulated_bytes(s.bytes))
-                           ->detach();
-                       ++activities_;
-                     },
-                     [&](const Recv&) { receive(here, boxes[i].in); },
-                     [&](const Collective& c) { ring(here, c, boxes[i]); },
-                 },
-                 ops[i]);
+      std::visit(
+          Overloaded{
+              [&](const Compute& c) {
+                if (c.seconds > 0) sg::this_actor::sleep_for(c.seconds);
+                ++activities_;
+              },
+              [&](const Send&) {
+                // The payload names the Send so the receiver can check the match
+                // and record when the data arrived.
+                boxes[i].out->put_init(const_cast<Op*>(&ops[i]), boxes[i].out_bytes)->detach();
+                ++activities_;
+              },
+              [&](const Recv&) { receive(here, boxes[i].in); },
+              [&](const Collective& c) { ring(here, c, boxes[i]); },
+          },
+          ops[i]);
       // A send's timing ends when its data arrives; the receiver records that.
       if (!std::holds_alternative<Send>(ops[i]))
         timing(here) = {start, sg::Engine::get_clock()};
@@ -225,10 +256,7 @@ class Simulation {
         rings_[static_cast<size_t>(matching_.collective_instance[static_cast<size_t>(here.rank)]
                                                                 [static_cast<size_t>(here.index)])];
     instance.start->wait();
-    boxes.out
-        ->put_init(const_cast<Collective*>(&c),
-                   simulated_bytes(ring_stream_bytes(c.kind, n, c.bytes)))
-        ->detach();
+    boxes.out->put_init(const_cast<Collective*>(&c), boxes.out_bytes)->detach();
     boxes.in->get<void>();
     instance.end->wait();
     if (instance.handshake_s > 0) sg::this_actor::sleep_for(instance.handshake_s);
@@ -271,6 +299,12 @@ void configure(sg::Engine& engine, const SimGridOptions& options) {
     engine.set_config("network/crosstraffic:0");
   }
   for (const std::string& setting : options.extra_cfg) {
+    // SimGrid aborts the process on a setting without a value: check the form first.
+    const auto colon = setting.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == setting.size()) {
+      throw InputError("--simgrid-cfg '" + setting +
+                       "': expected KEY:VALUE, e.g. network/TCP-gamma:4194304");
+    }
     try {
       engine.set_config(setting);
     } catch (const std::exception& e) {

@@ -129,6 +129,34 @@ TEST(Cli, ZeroOrNegativeSizesAreRejected) {
                {"cluster.intra_node.bandwidth", "> 0"});
 }
 
+TEST(Cli, NonFiniteAndHugeValuesAreRejected) {
+  const std::string sim = "sim " + example("uniform-1f1b.toml") + " --no-plot -q";
+  expect_error(sim + " --set cost.table.llm.forward=nan", 2, {"cost.table.llm.forward", "finite"});
+  expect_error(sim + " --set cost.table.llm.forward=inf", 2, {"cost.table.llm.forward", "finite"});
+  expect_error(sim + " --set 'cluster.inter_node.bandwidth=\"infGBps\"'", 2,
+               {"cluster.inter_node.bandwidth"});
+  expect_error(sim + " --set cost.table.llm.parameters=-1", 2,
+               {"cost.table.llm.parameters", ">= 0"});
+  expect_error(sim + " --set cluster.nodes=100000 --set cluster.gpus_per_node=1000", 2,
+               {"cluster.nodes", "more than Loom models"});
+}
+
+TEST(Cli, BooleanLookingChoicesTakeTheWord) {
+  test::TempDir dir;
+  const Result r =
+      run("sim " + example("vlm-frozen.toml") +
+          " --no-plot -q --backend evaluator --set schedule.partition_view=naive --out " +
+          dir.path("n"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Result t =
+      run("sim " + example("vlm-frozen.toml") +
+          " --no-plot -q --backend evaluator --set schedule.partition_view=true --out " +
+          dir.path("t"));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir.path("t") + "/metrics.json"))["partition_view"],
+            "true");
+}
+
 TEST(Cli, MoreStagesThanLayers) {
   expect_error(
       "sim " + example("uniform-1f1b.toml") + " --set parallel.pp=9 --set cluster.gpus_per_node=16",
@@ -186,6 +214,7 @@ TEST(Cli, SimGridSettingsPassThroughAndBadOnesAreInputErrors) {
   const Result ok = run(base + " --simgrid-cfg network/TCP-gamma:4194304");
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("33.000 ms"), std::string::npos) << ok.output;
+  expect_error(base + " --simgrid-cfg foo", 2, {"expected KEY:VALUE"});
   expect_error(base + " --simgrid-cfg network/bogus:1", 2,
                {"--simgrid-cfg 'network/bogus:1'", "Bad config key"});
 }

@@ -48,7 +48,8 @@ TEST(AnalyticalCost, FlopsOfATransformerLayer) {
   EXPECT_NEAR(c.weight_grad_s, linear / 1e12, 1e-12);
   // Attention is quadratic per sequence: two sequences of 500 cost less than one of 1000.
   const PassCost split = cost.layer_cost(0, MicrobatchShape{{500, 500}}, 1);
-  EXPECT_NEAR(c.forward_s - split.forward_s, (4 * h * (1000.0 * 1000 - 2 * 500.0 * 500)) / 1e12, 1e-12);
+  EXPECT_NEAR(c.forward_s - split.forward_s, (4 * h * (1000.0 * 1000 - 2 * 500.0 * 500)) / 1e12,
+              1e-12);
 }
 
 TEST(AnalyticalCost, CausalHalvesAttentionAndTensorParallelDividesCompute) {
@@ -106,7 +107,8 @@ TEST(CalibratedCost, FitsAProfileAndReportsResiduals) {
 
 TEST(CalibratedCost, MalformedProfileNamesFileAndLine) {
   test::TempDir dir;
-  const std::string bad = dir.write("bad.csv", "layer,phase,tokens,tp,seconds\nllm,F,128,1,0.1\nllm,F,abc,1,0.2\n");
+  const std::string bad =
+      dir.write("bad.csv", "layer,phase,tokens,tp,seconds\nllm,F,128,1,0.1\nllm,F,abc,1,0.2\n");
   const Model model = one_layer_model(true);
   try {
     CalibratedCostModel cost(model, unit_cluster(), bad);
@@ -115,7 +117,8 @@ TEST(CalibratedCost, MalformedProfileNamesFileAndLine) {
     EXPECT_NE(std::string(e.what()).find("bad.csv"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("3"), std::string::npos) << e.what();
   }
-  const std::string few = dir.write("few.csv", "layer,phase,tokens,tp,seconds\nllm,F,128,1,0.1\nllm,F,256,1,0.2\n");
+  const std::string few =
+      dir.write("few.csv", "layer,phase,tokens,tp,seconds\nllm,F,128,1,0.1\nllm,F,256,1,0.2\n");
   EXPECT_THROW(CalibratedCostModel(model, unit_cluster(), few), InputError);
 }
 

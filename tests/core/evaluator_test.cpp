@@ -105,3 +105,27 @@ TEST(Evaluator, CollectiveWaitsForTheLastMemberAndTheSlowestHop) {
 }
 
 }  // namespace loom
+
+namespace loom {
+
+TEST(Evaluator, OpsAfterACollectiveRunOnEveryMember) {
+  // Regression: the last member to arrive used to skip the op after the collective.
+  Schedule s;
+  s.module_names = {"m"};
+  s.microbatches = 1;
+  s.samples = {{{0}}};
+  s.groups = {{0, 1}};
+  s.ranks = {{0, 1, 0}, {1, 1, 0}};
+  s.static_memory.resize(2);
+  s.programs = {
+      {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6}, Send{1, 0, 0, {Pass::kF, 0, 1}, 1e6}},
+      {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6}, Recv{0, 1, 0, {Pass::kF, 0, 1}, 1e6},
+       Compute{Pass::kF, 1, 0, 0, 1, 2, 1e-3}}};
+  const Timeline t = evaluate(s, test::small_cluster(1, 2));
+  const double ring = 2 * (2e-6 + 1e6 / 10e9);
+  EXPECT_NEAR(t.timings[1][1].end_s, ring + 2e-6 + 1e6 / 10e9, 1e-12);
+  EXPECT_NEAR(t.timings[1][2].start_s, t.timings[1][1].end_s, 1e-12);
+  EXPECT_NEAR(t.iteration_time_s(), ring + 2e-6 + 1e6 / 10e9 + 1e-3, 1e-12);
+}
+
+}  // namespace loom

@@ -8,7 +8,8 @@
 namespace loom {
 namespace {
 
-Module module(const std::string& name, ModuleKind kind, int layers, bool frozen, std::vector<std::string> inputs = {}) {
+Module module(const std::string& name, ModuleKind kind, int layers, bool frozen,
+              std::vector<std::string> inputs = {}) {
   Module m;
   m.name = name;
   m.kind = kind;
@@ -29,7 +30,8 @@ Module module(const std::string& name, ModuleKind kind, int layers, bool frozen,
 // Dissertation Eq 3.3: p(L) turns true at the first trainable layer and stays true
 // downstream, across module edges.
 TEST(Model, TrainableUpstreamPropagatesAlongTheChain) {
-  Model m({module("vit", ModuleKind::kEncoder, 3, true), module("proj", ModuleKind::kProjector, 1, false, {"vit"}),
+  Model m({module("vit", ModuleKind::kEncoder, 3, true),
+           module("proj", ModuleKind::kProjector, 1, false, {"vit"}),
            module("llm", ModuleKind::kLlm, 2, true, {"proj"})});
   ASSERT_EQ(m.num_layers(), 6);
   for (int l = 0; l < 3; ++l) EXPECT_FALSE(m.has_trainable_upstream(l)) << l;
@@ -40,7 +42,8 @@ TEST(Model, TrainableUpstreamPropagatesAlongTheChain) {
 // modalities" (§3.3.1): one trainable encoder makes the LLM backpropagate; the other,
 // frozen encoder still needs no backward.
 TEST(Model, TrainableUpstreamAcrossModalities) {
-  Model m({module("vit", ModuleKind::kEncoder, 2, true), module("audio", ModuleKind::kEncoder, 2, false),
+  Model m({module("vit", ModuleKind::kEncoder, 2, true),
+           module("audio", ModuleKind::kEncoder, 2, false),
            module("llm", ModuleKind::kLlm, 2, true, {"vit", "audio"})});
   EXPECT_FALSE(m.has_trainable_upstream(0));
   EXPECT_FALSE(m.has_trainable_upstream(1));
@@ -51,7 +54,8 @@ TEST(Model, TrainableUpstreamAcrossModalities) {
 
 TEST(Model, RejectsUnknownInputsAndCycles) {
   EXPECT_THROW(Model({module("llm", ModuleKind::kLlm, 1, false, {"nope"})}), InputError);
-  EXPECT_THROW(Model({module("a", ModuleKind::kLlm, 1, false, {"b"}), module("b", ModuleKind::kLlm, 1, false, {"a"})}),
+  EXPECT_THROW(Model({module("a", ModuleKind::kLlm, 1, false, {"b"}),
+                      module("b", ModuleKind::kLlm, 1, false, {"a"})}),
                InputError);
   EXPECT_THROW(Model({module("a", ModuleKind::kLlm, 0, false)}), InputError);
 }
@@ -59,7 +63,8 @@ TEST(Model, RejectsUnknownInputsAndCycles) {
 // Eq 3.2 applied once for every cost model: Bw = 0 if frozen, Bd = 0 without trainable
 // parameters upstream.
 TEST(Model, EffectiveCostHonorsFrozenStatus) {
-  Model m({module("vit", ModuleKind::kEncoder, 1, true), module("proj", ModuleKind::kProjector, 1, false, {"vit"}),
+  Model m({module("vit", ModuleKind::kEncoder, 1, true),
+           module("proj", ModuleKind::kProjector, 1, false, {"vit"}),
            module("llm", ModuleKind::kLlm, 1, true, {"proj"})});
   TableEntry e{1.0, 2.0, 3.0, 0, 0, 0};
   TableCostModel cost(m, {{"vit", e}, {"proj", e}, {"llm", e}});

@@ -168,3 +168,52 @@ TEST(SimGridBackend, RingAcrossNodesStartsWithTheLastMemberAndMatchesTheEvaluato
 }
 
 }  // namespace loom
+
+namespace loom {
+
+TEST(SimGridBackend, EmptyMessagesStillPayTheRouteLatency) {
+  // The receiver is already waiting: SimGrid would hand over an empty message at once.
+  Schedule s = ranks_on({0, 2});
+  s.programs[0] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-6}, send_to(1, 0)};
+  s.programs[1] = {recv_from(0, 0)};
+  const Cluster cluster = small_cluster(2, 2);
+  const Timeline predicted = evaluate(s, cluster);
+  const Timeline simulated = run_simgrid(s, cluster);
+  EXPECT_NEAR(predicted.timings[1][0].end_s, 1e-6 + 12e-6, 1e-12);
+  EXPECT_NEAR(simulated.timings[1][0].end_s, predicted.timings[1][0].end_s, 1e-9);
+  EXPECT_NEAR(simulated.timings[0][1].end_s, predicted.timings[0][1].end_s, 1e-9);  // arrival
+}
+
+TEST(SimGridBackend, OpsAfterACollectiveAgreeWithTheEvaluator) {
+  Schedule s = ranks_on({0, 1});
+  s.groups = {{0, 1}};
+  s.programs[0] = {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6}, send_to(1, 1e6)};
+  s.programs[1] = {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6}, recv_from(0, 1e6),
+                   Compute{Pass::kF, 1, 0, 0, 1, 2, 1e-3}};
+  const Cluster cluster = small_cluster(1, 2);
+  const Timeline predicted = evaluate(s, cluster);
+  const Timeline simulated = run_simgrid(s, cluster);
+  for (size_t r = 0; r < 2; ++r) {
+    for (size_t i = 0; i < s.programs[r].size(); ++i) {
+      EXPECT_NEAR(simulated.timings[r][i].start_s, predicted.timings[r][i].start_s, 1e-12)
+          << r << " " << i;
+      EXPECT_NEAR(simulated.timings[r][i].end_s, predicted.timings[r][i].end_s, 1e-12)
+          << r << " " << i;
+    }
+  }
+}
+
+TEST(SimGridBackend, TwoRanksOnOneGpuAreRejected) {
+  Schedule s = ranks_on({1, 1});
+  s.programs[0] = {send_to(1, 1e3)};
+  s.programs[1] = {recv_from(0, 1e3)};
+  try {
+    run_simgrid(s, small_cluster(1, 2));
+    FAIL() << "expected a placement error";
+  } catch (const InfeasibleError& e) {
+    EXPECT_NE(std::string(e.what()).find("shares GPU 1 with rank 0"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace loom
