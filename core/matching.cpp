@@ -17,15 +17,19 @@ std::string describe(const Schedule& schedule, OpRef ref) {
 
 }  // namespace
 
+MessageChannel channel_of(int src, int dst, const MessageTag& tag) {
+  return {src, dst, tag.pass, tag.producer(), tag.boundary_layer};
+}
+
 Matching match_operations(const Schedule& schedule) {
   const int ranks = schedule.num_ranks();
   Matching m;
   m.peer.resize(static_cast<size_t>(ranks));
   m.collective_instance.resize(static_cast<size_t>(ranks));
 
-  // FIFO queues per ordered pair (src, dst): sends in src's program order, receives in
-  // dst's program order; the k-th of each match.
-  std::map<std::pair<int, int>, std::vector<OpRef>> sends, recvs;
+  // FIFO queues per channel: sends in src's program order, receives in dst's program
+  // order; the k-th of each match.
+  std::map<MessageChannel, std::vector<OpRef>> sends, recvs;
   // Per group: each member's collective ops in program order.
   std::vector<std::map<int, std::vector<OpRef>>> group_ops(schedule.groups.size());
 
@@ -41,13 +45,13 @@ Matching match_operations(const Schedule& schedule) {
                        if (s.peer < 0 || s.peer >= ranks || s.peer == r) {
                          throw InfeasibleError(describe(schedule, ref) + ": invalid peer rank");
                        }
-                       sends[{r, s.peer}].push_back(ref);
+                       sends[channel_of(r, s.peer, s.tag)].push_back(ref);
                      },
                      [&](const Recv& rv) {
                        if (rv.peer < 0 || rv.peer >= ranks || rv.peer == r) {
                          throw InfeasibleError(describe(schedule, ref) + ": invalid peer rank");
                        }
-                       recvs[{rv.peer, r}].push_back(ref);
+                       recvs[channel_of(rv.peer, r, rv.tag)].push_back(ref);
                      },
                      [&](const Collective& c) {
                        if (c.group < 0 || c.group >= static_cast<int>(schedule.groups.size())) {
@@ -64,15 +68,15 @@ Matching match_operations(const Schedule& schedule) {
     return schedule.programs[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)];
   };
 
-  for (const auto& [pair, send_list] : sends) {
-    const auto it = recvs.find(pair);
+  for (const auto& [channel, send_list] : sends) {
+    const auto it = recvs.find(channel);
     const size_t n_recv = it == recvs.end() ? 0 : it->second.size();
     for (size_t k = 0; k < send_list.size(); ++k) {
       if (k >= n_recv) {
         throw InfeasibleError(describe(schedule, send_list[k]) + ": no matching receive on rank " +
-                              std::to_string(pair.second) +
+                              std::to_string(channel.dst) +
                               " (sends and receives between a pair "
-                              "match in program order)");
+                              "match in program order per layer edge)");
       }
       const OpRef s = send_list[k];
       const OpRef r = it->second[k];
@@ -86,12 +90,12 @@ Matching match_operations(const Schedule& schedule) {
       m.peer[static_cast<size_t>(r.rank)][static_cast<size_t>(r.index)] = s;
     }
   }
-  for (const auto& [pair, recv_list] : recvs) {
-    const auto it = sends.find(pair);
+  for (const auto& [channel, recv_list] : recvs) {
+    const auto it = sends.find(channel);
     const size_t n_send = it == sends.end() ? 0 : it->second.size();
     if (recv_list.size() > n_send) {
       throw InfeasibleError(describe(schedule, recv_list[n_send]) +
-                            ": no matching send from rank " + std::to_string(pair.first) +
+                            ": no matching send from rank " + std::to_string(channel.src) +
                             " (it would wait forever)");
     }
   }

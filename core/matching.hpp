@@ -1,8 +1,8 @@
 #pragma once
 /// The one dependency oracle: which operation of another rank must happen before this one.
-/// Sends and receives match per ordered pair of ranks in program order; collectives match
-/// per group in program order. The validator, the evaluator and the backends all rely on
-/// this rule (SimGrid and NCCL implement the same FIFO matching natively).
+/// Sends and receives match in program order per channel (pair of ranks + layer edge); collectives
+/// match per group in program order. The validator, the evaluator and the backends all rely on this
+/// rule (SimGrid and NCCL implement the same FIFO matching natively).
 #include <vector>
 
 #include "core/schedule.hpp"
@@ -14,6 +14,19 @@ struct OpRef {
   int index = 0;
   friend bool operator==(const OpRef&, const OpRef&) = default;
 };
+
+/// The FIFO a point-to-point message travels in: an ordered pair of ranks and one edge of
+/// the layer graph in one direction (see core/schedule.hpp). Backends that match messages
+/// natively (SimGrid mailboxes, NCCL communicators) keep one queue per channel.
+struct MessageChannel {
+  int src = 0;
+  int dst = 0;
+  Pass pass = Pass::kF;
+  int producer = 0;
+  int boundary = 0;
+  auto operator<=>(const MessageChannel&) const = default;
+};
+MessageChannel channel_of(int src, int dst, const MessageTag& tag);
 
 struct Matching {
   /// For each Recv: the Send it receives. For each Send: the Recv that receives it.

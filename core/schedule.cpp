@@ -42,9 +42,11 @@ std::string module_suffix(int module, const Schedule& schedule) {
   return "@" + schedule.module_names.at(static_cast<size_t>(module));
 }
 
+// "F3:L5" within a module; "F3:L19>50" across an edge from layer 19 into layer 50.
 std::string tag_string(const MessageTag& tag) {
-  return std::string(to_string(tag.pass)) + std::to_string(tag.microbatch) + ":L" +
-         std::to_string(tag.boundary_layer);
+  std::string text = std::string(to_string(tag.pass)) + std::to_string(tag.microbatch) + ":L";
+  if (tag.producer() != tag.boundary_layer - 1) text += std::to_string(tag.producer()) + ">";
+  return text + std::to_string(tag.boundary_layer);
 }
 
 }  // namespace

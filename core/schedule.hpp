@@ -11,9 +11,10 @@
 ///   - Send is eager and asynchronous: it costs the rank no time; the transfer starts
 ///     when the Send is reached and crosses the route to the peer.
 ///   - Recv blocks the rank until the matching transfer has arrived.
-///     Sends and receives between one ordered pair of ranks match in program order (the
-///     k-th Send from a to b is the k-th Recv on b from a), as NCCL point-to-point does;
-///     their tags must agree.
+///     Sends and receives match in program order per ordered pair of ranks and edge of
+///     the layer graph (tag pass, producer and boundary layer): the k-th Send from a to
+///     b on an edge is the k-th Recv on b from a on that edge, as NCCL point-to-point does
+///     on one communicator per module edge; their tags and sizes must agree.
 ///   - A Collective is a ring over its group's ranks (all-reduce: 2(n-1) steps of
 ///     bytes/n; all-gather: n-1 steps); members match their k-th collective on a group.
 ///     It starts when every member has reached it (NCCL's ring cannot progress sooner).
@@ -44,12 +45,20 @@ enum class CollectiveKind : std::uint8_t { kAllReduce, kAllGather };
 const char* to_string(CollectiveKind kind);
 
 /// What a point-to-point message carries: the output of forward (`kF`, activations) or of
-/// backward (`kB`, input gradients) of one microbatch across one layer boundary.
+/// backward (`kB`, input gradients) of one microbatch across one edge of the layer graph,
+/// from `producer()` into `boundary_layer`. Within one module the producer is the previous
+/// layer; where modules meet, one consumer can have several producers (two encoders
+/// feeding an LLM) and the producer tells their messages apart.
 struct MessageTag {
   Pass pass = Pass::kF;  ///< kF activations, kB gradients
   int microbatch = 0;
-  int boundary_layer = 0;  ///< global index of the first layer after the boundary
-  friend bool operator==(const MessageTag&, const MessageTag&) = default;
+  int boundary_layer = 0;   ///< global index of the consuming layer
+  int producer_layer = -1;  ///< global index of the producing layer; -1: boundary_layer - 1
+  int producer() const { return producer_layer >= 0 ? producer_layer : boundary_layer - 1; }
+  friend bool operator==(const MessageTag& a, const MessageTag& b) {
+    return a.pass == b.pass && a.microbatch == b.microbatch &&
+           a.boundary_layer == b.boundary_layer && a.producer() == b.producer();
+  }
 };
 
 struct Compute {

@@ -35,6 +35,17 @@ std::uint64_t key(int microbatch, int layer) {
          static_cast<std::uint32_t>(layer);
 }
 
+/// A message on the edge producer -> consumer of one microbatch.
+std::pair<std::uint64_t, int> edge_key(int microbatch, int producer, int consumer) {
+  return {key(microbatch, consumer), producer};
+}
+
+struct EdgeHash {
+  size_t operator()(const std::pair<std::uint64_t, int>& e) const {
+    return std::hash<std::uint64_t>()(e.first * 1000003u + static_cast<std::uint64_t>(e.second));
+  }
+};
+
 /// Producers of a layer's input: the previous layer of its module, or the last layer of
 /// each input module (the DAG's edges).
 std::vector<int> producers(const Model& model, int layer) {
@@ -155,7 +166,8 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
 void check_data_dependencies(const Schedule& schedule, const Model& model) {
   for (int r = 0; r < schedule.num_ranks(); ++r) {
     const auto& program = schedule.programs[static_cast<size_t>(r)];
-    std::unordered_set<std::uint64_t> forward_done, input_grad_done, recv_f, recv_b;
+    std::unordered_set<std::uint64_t> forward_done, input_grad_done;
+    std::unordered_set<std::pair<std::uint64_t, int>, EdgeHash> recv_f, recv_b;  // edge_key
     for (int i = 0; i < static_cast<int>(program.size()); ++i) {
       auto fail = [&](const std::string& what) {
         throw InfeasibleError("data dependency violated at " + describe(schedule, r, i) + "\n  " +
@@ -167,7 +179,8 @@ void check_data_dependencies(const Schedule& schedule, const Model& model) {
                 const int mb = c.microbatch;
                 if (c.pass == Pass::kF) {
                   for (int p : producers(model, c.first_layer)) {
-                    if (!forward_done.count(key(mb, p)) && !recv_f.count(key(mb, c.first_layer))) {
+                    if (!forward_done.count(key(mb, p)) &&
+                        !recv_f.count(edge_key(mb, p, c.first_layer))) {
                       fail("forward needs the output of layer " + std::to_string(p) +
                            ": not computed earlier on this rank and not received");
                     }
@@ -190,7 +203,7 @@ void check_data_dependencies(const Schedule& schedule, const Model& model) {
                 if (model.has_trainable_upstream(last)) {
                   for (int consumer : consumers(model, last)) {
                     if (!input_grad_done.count(key(mb, consumer)) &&
-                        !recv_b.count(key(mb, consumer))) {
+                        !recv_b.count(edge_key(mb, last, consumer))) {
                       fail("backward needs the input gradient of layer " +
                            std::to_string(consumer) +
                            ": not computed earlier on this rank and not received");
@@ -202,23 +215,21 @@ void check_data_dependencies(const Schedule& schedule, const Model& model) {
               },
               [&](const Send& s) {
                 const int mb = s.tag.microbatch;
+                const auto edge = edge_key(mb, s.tag.producer(), s.tag.boundary_layer);
                 if (s.tag.pass == Pass::kF) {
-                  for (int p : producers(model, s.tag.boundary_layer)) {
-                    if (!forward_done.count(key(mb, p)) &&
-                        !recv_f.count(key(mb, s.tag.boundary_layer))) {
-                      fail("sends activations of layer " + std::to_string(p) +
-                           " before computing them");
-                    }
+                  if (!forward_done.count(key(mb, s.tag.producer())) && !recv_f.count(edge)) {
+                    fail("sends activations of layer " + std::to_string(s.tag.producer()) +
+                         " before computing them");
                   }
                 } else if (!input_grad_done.count(key(mb, s.tag.boundary_layer)) &&
-                           !recv_b.count(key(mb, s.tag.boundary_layer))) {
+                           !recv_b.count(edge)) {
                   fail("sends the input gradient of layer " + std::to_string(s.tag.boundary_layer) +
                        " before computing it");
                 }
               },
               [&](const Recv& rv) {
                 (rv.tag.pass == Pass::kF ? recv_f : recv_b)
-                    .insert(key(rv.tag.microbatch, rv.tag.boundary_layer));
+                    .insert(edge_key(rv.tag.microbatch, rv.tag.producer(), rv.tag.boundary_layer));
               },
               [&](const Collective&) {},
           },

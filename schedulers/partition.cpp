@@ -24,15 +24,20 @@ std::vector<double> layer_costs(const Model& model, const CostModel& cost, Parti
 std::vector<StageRange> partition_min_bottleneck(const std::vector<double>& costs, int stages) {
   const int n = static_cast<int>(costs.size());
   if (stages > n) {
-    throw InputError("parallel.pp: " + std::to_string(stages) + " pipeline stages but the model has only " +
-                     std::to_string(n) + " layers (each stage needs at least one)");
+    throw InputError("parallel.pp: " + std::to_string(stages) +
+                     " pipeline stages but the model has only " + std::to_string(n) +
+                     " layers (each stage needs at least one)");
   }
   std::vector<double> prefix(static_cast<size_t>(n) + 1, 0.0);
-  for (int i = 0; i < n; ++i) prefix[static_cast<size_t>(i) + 1] = prefix[static_cast<size_t>(i)] + costs[static_cast<size_t>(i)];
+  for (int i = 0; i < n; ++i)
+    prefix[static_cast<size_t>(i) + 1] =
+        prefix[static_cast<size_t>(i)] + costs[static_cast<size_t>(i)];
   const double inf = std::numeric_limits<double>::infinity();
   // best[s][i]: D(i, s); split[s][i]: the minimizing boundary j.
-  std::vector<std::vector<double>> best(static_cast<size_t>(stages) + 1, std::vector<double>(static_cast<size_t>(n) + 1, inf));
-  std::vector<std::vector<int>> split(static_cast<size_t>(stages) + 1, std::vector<int>(static_cast<size_t>(n) + 1, 0));
+  std::vector<std::vector<double>> best(static_cast<size_t>(stages) + 1,
+                                        std::vector<double>(static_cast<size_t>(n) + 1, inf));
+  std::vector<std::vector<int>> split(static_cast<size_t>(stages) + 1,
+                                      std::vector<int>(static_cast<size_t>(n) + 1, 0));
   for (int i = 1; i <= n; ++i) best[1][static_cast<size_t>(i)] = prefix[static_cast<size_t>(i)];
   for (int s = 2; s <= stages; ++s) {
     for (int i = s; i <= n; ++i) {
@@ -56,7 +61,8 @@ std::vector<StageRange> partition_min_bottleneck(const std::vector<double>& cost
   return ranges;
 }
 
-std::vector<StageRange> partition_explicit(const std::vector<int>& stage_layers, int num_layers, int stages) {
+std::vector<StageRange> partition_explicit(const std::vector<int>& stage_layers, int num_layers,
+                                           int stages) {
   if (static_cast<int>(stage_layers.size()) != stages) {
     throw InputError("schedule.stage_layers: " + std::to_string(stage_layers.size()) +
                      " entries but parallel.pp is " + std::to_string(stages));
@@ -69,8 +75,8 @@ std::vector<StageRange> partition_explicit(const std::vector<int>& stage_layers,
     first += count;
   }
   if (first != num_layers) {
-    throw InputError("schedule.stage_layers: sums to " + std::to_string(first) + " layers but the model has " +
-                     std::to_string(num_layers));
+    throw InputError("schedule.stage_layers: sums to " + std::to_string(first) +
+                     " layers but the model has " + std::to_string(num_layers));
   }
   return ranges;
 }

@@ -44,9 +44,9 @@ std::vector<int> layer_consumers(const Model& model, int layer) {
 
 /// Everything the lowering needs about one (replica, microbatch).
 struct MicrobatchCosts {
-  std::vector<PassCost> layer;        ///< effective (frozen-aware) per layer
-  std::vector<double> activation;     ///< bytes kept per layer
-  std::vector<double> output;         ///< bytes of each layer's output
+  std::vector<PassCost> layer;     ///< effective (frozen-aware) per layer
+  std::vector<double> activation;  ///< bytes kept per layer
+  std::vector<double> output;      ///< bytes of each layer's output
 };
 
 class Lowering {
@@ -66,7 +66,8 @@ class Lowering {
     stages_ = plan_stages(p_);
     stage_of_layer_.assign(static_cast<size_t>(model_.num_layers()), 0);
     for (int s = 0; s < pp_; ++s) {
-      for (int l = stages_[static_cast<size_t>(s)].first; l < stages_[static_cast<size_t>(s)].end; ++l) {
+      for (int l = stages_[static_cast<size_t>(s)].first; l < stages_[static_cast<size_t>(s)].end;
+           ++l) {
         stage_of_layer_[static_cast<size_t>(l)] = s;
       }
     }
@@ -75,7 +76,8 @@ class Lowering {
       consumers_.push_back(layer_consumers(model_, l));
     }
     cost_microbatches();
-    if (static_cast<int>(orders_.size()) != pp_) throw std::logic_error("stage orders do not match pp");
+    if (static_cast<int>(orders_.size()) != pp_)
+      throw std::logic_error("stage orders do not match pp");
     for (int d = 0; d < dp_; ++d) {
       for (int s = 0; s < pp_; ++s) {
         for (const StageAction& a : orders_[static_cast<size_t>(s)]) emit(d, s, a);
@@ -92,15 +94,17 @@ class Lowering {
   void place_ranks() {
     const Cluster& c = *p_.cluster;
     if (tp_ > c.gpus_per_node || c.gpus_per_node % tp_ != 0) {
-      throw InputError("parallel.tp: " + std::to_string(tp_) + " must divide cluster.gpus_per_node (" +
-                       std::to_string(c.gpus_per_node) + "): a tensor-parallel group stays inside one node");
+      throw InputError("parallel.tp: " + std::to_string(tp_) +
+                       " must divide cluster.gpus_per_node (" + std::to_string(c.gpus_per_node) +
+                       "): a tensor-parallel group stays inside one node");
     }
     const int needed = pp_ * dp_ * tp_;
     if (needed > c.num_gpus()) {
-      throw InfeasibleError("parallel: pp x dp x tp = " + std::to_string(pp_) + " x " + std::to_string(dp_) +
-                            " x " + std::to_string(tp_) + " = " + std::to_string(needed) +
-                            " GPUs, but the cluster has " + std::to_string(c.num_gpus()) + " (" +
-                            std::to_string(c.nodes) + " nodes x " + std::to_string(c.gpus_per_node) + ")");
+      throw InfeasibleError("parallel: pp x dp x tp = " + std::to_string(pp_) + " x " +
+                            std::to_string(dp_) + " x " + std::to_string(tp_) + " = " +
+                            std::to_string(needed) + " GPUs, but the cluster has " +
+                            std::to_string(c.num_gpus()) + " (" + std::to_string(c.nodes) +
+                            " nodes x " + std::to_string(c.gpus_per_node) + ")");
     }
     for (const Module& mod : model_.modules()) schedule_.module_names.push_back(mod.name);
     schedule_.num_stages = pp_;
@@ -116,13 +120,16 @@ class Lowering {
     const size_t needed = static_cast<size_t>(dp_) * m_ * mbs;
     if (p_.samples.size() < needed) {
       throw InputError("workload: the iteration needs dp x microbatches x microbatch_size = " +
-                       std::to_string(needed) + " samples but the workload has " + std::to_string(p_.samples.size()));
+                       std::to_string(needed) + " samples but the workload has " +
+                       std::to_string(p_.samples.size()));
     }
-    schedule_.samples.assign(static_cast<size_t>(dp_), std::vector<std::vector<int>>(static_cast<size_t>(m_)));
+    schedule_.samples.assign(static_cast<size_t>(dp_),
+                             std::vector<std::vector<int>>(static_cast<size_t>(m_)));
     for (int d = 0; d < dp_; ++d) {
       for (int j = 0; j < m_; ++j) {
         for (int k = 0; k < mbs; ++k) {
-          schedule_.samples[static_cast<size_t>(d)][static_cast<size_t>(j)].push_back((d * m_ + j) * mbs + k);
+          schedule_.samples[static_cast<size_t>(d)][static_cast<size_t>(j)].push_back(
+              (d * m_ + j) * mbs + k);
         }
       }
     }
@@ -152,8 +159,10 @@ class Lowering {
     const StageRange& r = stages_[static_cast<size_t>(stage)];
     for (int l = r.first; l < r.end; ++l) {
       const int module = model_.layers()[static_cast<size_t>(l)].module;
-      if (out.empty() || out.back().module != module) out.push_back({module, l, l + 1});
-      else out.back().end = l + 1;
+      if (out.empty() || out.back().module != module)
+        out.push_back({module, l, l + 1});
+      else
+        out.back().end = l + 1;
     }
     return out;
   }
@@ -174,7 +183,12 @@ class Lowering {
       for (const Segment& seg : segs) {
         for (int prod : producers_[static_cast<size_t>(seg.first)]) {
           const int from = stage_of_layer_[static_cast<size_t>(prod)];
-          if (from != s) program.push_back(Recv{rank(d, from), s, seg.module, {Pass::kF, mb, seg.first}, mc.output[static_cast<size_t>(prod)]});
+          if (from != s)
+            program.push_back(Recv{rank(d, from),
+                                   s,
+                                   seg.module,
+                                   {Pass::kF, mb, seg.first, prod},
+                                   mc.output[static_cast<size_t>(prod)]});
         }
         Compute c{Pass::kF, s, mb, seg.module, seg.first, seg.end, 0, 0, false, 0};
         for (int l = seg.first; l < seg.end; ++l) {
@@ -185,7 +199,12 @@ class Lowering {
         const int last = seg.end - 1;
         for (int cons : consumers_[static_cast<size_t>(last)]) {
           const int to = stage_of_layer_[static_cast<size_t>(cons)];
-          if (to != s) program.push_back(Send{rank(d, to), s, seg.module, {Pass::kF, mb, cons}, mc.output[static_cast<size_t>(last)]});
+          if (to != s)
+            program.push_back(Send{rank(d, to),
+                                   s,
+                                   seg.module,
+                                   {Pass::kF, mb, cons, last},
+                                   mc.output[static_cast<size_t>(last)]});
         }
       }
       return;
@@ -196,7 +215,12 @@ class Lowering {
       if (a.pass != Pass::kW && model_.has_trainable_upstream(last)) {
         for (int cons : consumers_[static_cast<size_t>(last)]) {
           const int from = stage_of_layer_[static_cast<size_t>(cons)];
-          if (from != s) program.push_back(Recv{rank(d, from), s, seg.module, {Pass::kB, mb, cons}, mc.output[static_cast<size_t>(last)]});
+          if (from != s)
+            program.push_back(Recv{rank(d, from),
+                                   s,
+                                   seg.module,
+                                   {Pass::kB, mb, cons, last},
+                                   mc.output[static_cast<size_t>(last)]});
         }
       }
       Compute c{a.pass, s, mb, seg.module, seg.first, seg.end, 0, 0, false, 0};
@@ -214,7 +238,11 @@ class Lowering {
       for (int prod : producers_[static_cast<size_t>(seg.first)]) {
         const int to = stage_of_layer_[static_cast<size_t>(prod)];
         if (to != s && model_.has_trainable_upstream(prod)) {
-          program.push_back(Send{rank(d, to), s, seg.module, {Pass::kB, mb, seg.first}, mc.output[static_cast<size_t>(prod)]});
+          program.push_back(Send{rank(d, to),
+                                 s,
+                                 seg.module,
+                                 {Pass::kB, mb, seg.first, prod},
+                                 mc.output[static_cast<size_t>(prod)]});
         }
       }
     }
@@ -235,15 +263,18 @@ class Lowering {
   void add_gradient_allreduce() {
     if (dp_ <= 1) return;
     for (int s = 0; s < pp_; ++s) {
-      int module = model_.layers()[static_cast<size_t>(stages_[static_cast<size_t>(s)].first)].module;
-      const double bytes = trainable_parameters(s, &module) * p_.memory.gradient_bytes_per_param / tp_;
+      int module =
+          model_.layers()[static_cast<size_t>(stages_[static_cast<size_t>(s)].first)].module;
+      const double bytes =
+          trainable_parameters(s, &module) * p_.memory.gradient_bytes_per_param / tp_;
       if (bytes <= 0) continue;
       const int group = static_cast<int>(schedule_.groups.size());
       std::vector<int> members;
       for (int d = 0; d < dp_; ++d) members.push_back(rank(d, s));
       schedule_.groups.push_back(members);
       for (int r : members) {
-        schedule_.programs[static_cast<size_t>(r)].push_back(Collective{CollectiveKind::kAllReduce, group, s, module, bytes});
+        schedule_.programs[static_cast<size_t>(r)].push_back(
+            Collective{CollectiveKind::kAllReduce, group, s, module, bytes});
       }
     }
   }
@@ -263,7 +294,8 @@ class Lowering {
       }
     }
     for (int d = 0; d < dp_; ++d) {
-      for (int s = 0; s < pp_; ++s) schedule_.static_memory.push_back(per_stage[static_cast<size_t>(s)]);
+      for (int s = 0; s < pp_; ++s)
+        schedule_.static_memory.push_back(per_stage[static_cast<size_t>(s)]);
     }
   }
 
@@ -283,22 +315,28 @@ class Lowering {
 std::vector<StageRange> plan_stages(const SchedulingProblem& problem) {
   const Model& model = *problem.model;
   if (!problem.schedule.stage_layers.empty()) {
-    return partition_explicit(problem.schedule.stage_layers, model.num_layers(), problem.parallel.pp);
+    return partition_explicit(problem.schedule.stage_layers, model.num_layers(),
+                              problem.parallel.pp);
   }
   if (problem.parallel.pp > model.num_layers()) {
-    throw InputError("parallel.pp: " + std::to_string(problem.parallel.pp) + " pipeline stages but the model has only " +
-                     std::to_string(model.num_layers()) + " layers (each stage needs at least one)");
+    throw InputError("parallel.pp: " + std::to_string(problem.parallel.pp) +
+                     " pipeline stages but the model has only " +
+                     std::to_string(model.num_layers()) +
+                     " layers (each stage needs at least one)");
   }
   // The representative microbatch: the first one of the iteration.
   std::vector<const Sample*> first;
-  for (int k = 0; k < problem.schedule.microbatch_size && k < static_cast<int>(problem.samples.size()); ++k) {
+  for (int k = 0;
+       k < problem.schedule.microbatch_size && k < static_cast<int>(problem.samples.size()); ++k) {
     first.push_back(&problem.samples[static_cast<size_t>(k)]);
   }
-  const auto costs = layer_costs(model, *problem.cost, problem.schedule.partition_view, first, problem.parallel.tp);
+  const auto costs = layer_costs(model, *problem.cost, problem.schedule.partition_view, first,
+                                 problem.parallel.tp);
   return partition_min_bottleneck(costs, problem.parallel.pp);
 }
 
-Schedule lower_pipeline(const SchedulingProblem& problem, const char* scheduler_name, const StageOrders& orders) {
+Schedule lower_pipeline(const SchedulingProblem& problem, const char* scheduler_name,
+                        const StageOrders& orders) {
   return Lowering(problem, scheduler_name, orders).run();
 }
 

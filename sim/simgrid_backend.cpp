@@ -42,10 +42,10 @@ uint64_t simulated_bytes(double bytes, double route_latency) {
   return size == 0 && route_latency > 0 ? 1 : size;
 }
 
-/// Where each op of a rank sends to and receives from. Mailboxes are per ordered pair of
-/// ranks and channel (point-to-point, or one collective group), so messages match in
-/// program order per pair as the IR requires: a mailbox with a permanent receiver queues
-/// messages in the order they were posted.
+/// Where each op of a rank sends to and receives from. Mailboxes are per MessageChannel
+/// (pair of ranks + layer edge) or per pair and collective group, so messages match in
+/// program order per channel as the IR requires: a mailbox with a permanent receiver
+/// queues messages in the order they were posted.
 struct OpMailboxes {
   sg::Mailbox* out = nullptr;
   sg::Mailbox* in = nullptr;
@@ -118,8 +118,10 @@ class Simulation {
                          schedule_.ranks[static_cast<size_t>(dst_rank)].gpu, 0);
   }
 
-  static sg::Mailbox* p2p_mailbox(int src, int dst) {
-    return sg::Mailbox::by_name("p" + std::to_string(src) + ">" + std::to_string(dst));
+  static sg::Mailbox* p2p_mailbox(const MessageChannel& c) {
+    return sg::Mailbox::by_name("p" + std::to_string(c.src) + ">" + std::to_string(c.dst) + ":" +
+                                to_string(c.pass) + std::to_string(c.producer) + ">" +
+                                std::to_string(c.boundary));
   }
   static sg::Mailbox* ring_mailbox(int group, int src, int dst) {
     return sg::Mailbox::by_name("g" + std::to_string(group) + ":" + std::to_string(src) + ">" +
@@ -137,11 +139,11 @@ class Simulation {
       for (size_t i = 0; i < program(r).size(); ++i) {
         std::visit(Overloaded{
                        [&](const Send& s) {
-                         boxes[i].out = p2p_mailbox(r, s.peer);
+                         boxes[i].out = p2p_mailbox(channel_of(r, s.peer, s.tag));
                          boxes[i].out_bytes = simulated_bytes(s.bytes, latency(r, s.peer));
                        },
                        [&](const Recv& rv) {
-                         boxes[i].in = p2p_mailbox(rv.peer, r);
+                         boxes[i].in = p2p_mailbox(channel_of(rv.peer, r, rv.tag));
                          boxes[i].in->set_receiver(actors[static_cast<size_t>(r)]);
                        },
                        [&](const Collective& c) {

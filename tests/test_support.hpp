@@ -19,6 +19,11 @@ inline std::unique_ptr<Study> example(const std::string& name,
   return prepare_study(source_path("configs/examples/" + name), overrides);
 }
 
+inline std::unique_ptr<Study> fixture(const std::string& name,
+                                      const std::vector<std::string>& overrides = {}) {
+  return prepare_study(source_path("tests/data/" + name), overrides);
+}
+
 /// Nodes of `gpus` test GPUs: 10 GB/s, 2 us intra-node; 5 GB/s, 10 us inter-node, so a
 /// route's time is easy to write down (see core/cluster.hpp for how routes add up).
 inline Cluster small_cluster(int nodes, int gpus) {

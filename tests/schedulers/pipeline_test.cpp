@@ -2,6 +2,8 @@
 // uniform-1f1b.toml): 8 identical layers of F = 0.5 ms and B = 1.0 ms, free links.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "core/evaluator.hpp"
 #include "core/timeline.hpp"
 #include "test_support.hpp"
@@ -93,6 +95,39 @@ TEST(DataParallel, ReplicasAllReduceTrainableGradientsAtTheEnd) {
   EXPECT_EQ(s.samples[1][0].front(), 8);
   const double t = evaluate(s, study->config.cluster).iteration_time_s();
   EXPECT_GT(t, 0.033);  // the all-reduce adds to the single-replica iteration
+}
+
+}  // namespace loom
+
+namespace loom {
+
+TEST(MultiInputModel, TwoEncodersFeedingOneLlmPlanAndRunForAnyPartition) {
+  // Each of these used to fail: messages of the two encoder edges crossed between a pair
+  // of stages in different orders, or a stage forwarding one producer's activations was
+  // required to hold both.
+  const std::vector<std::vector<std::string>> layouts = {
+      {"parallel.pp=5", "cluster.gpus_per_node=8"},
+      {"parallel.pp=5", "cluster.gpus_per_node=8", "schedule.partition_view=naive"},
+      {"parallel.pp=2", "schedule.stage_layers=[58, 16]"},
+      {"parallel.pp=3", "schedule.stage_layers=[33, 25, 16]"},
+  };
+  for (const auto& overrides : layouts) {
+    const auto study = test::fixture("two-encoders.toml", overrides);  // validates
+    const Timeline t = evaluate(study->schedule, study->config.cluster);
+    EXPECT_GT(t.iteration_time_s(), 0) << overrides.back();
+  }
+  // Both projectors' activations reach the LLM's first layer (layer 58) on separate edges.
+  const auto study =
+      test::fixture("two-encoders.toml", {"parallel.pp=2", "schedule.stage_layers=[58, 16]"});
+  std::set<int> producers;
+  for (const Op& op : study->schedule.programs[1]) {
+    if (const auto* r = std::get_if<Recv>(&op);
+        r && r->tag.pass == Pass::kF && r->tag.microbatch == 0) {
+      EXPECT_EQ(r->tag.boundary_layer, 58);
+      producers.insert(r->tag.producer());
+    }
+  }
+  EXPECT_EQ(producers.size(), 2u);
 }
 
 }  // namespace loom
