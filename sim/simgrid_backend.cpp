@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <simgrid/s4u/Actor.hpp>
 #include <simgrid/s4u/Barrier.hpp>
 #include <simgrid/s4u/Comm.hpp>
@@ -118,10 +119,15 @@ class Simulation {
                          schedule_.ranks[static_cast<size_t>(dst_rank)].gpu, 0);
   }
 
-  static sg::Mailbox* p2p_mailbox(const MessageChannel& c) {
-    return sg::Mailbox::by_name("p" + std::to_string(c.src) + ">" + std::to_string(c.dst) + ":" +
-                                to_string(c.pass) + std::to_string(c.producer) + ">" +
-                                std::to_string(c.boundary));
+  /// Every microbatch reuses its channels: look each name up once.
+  sg::Mailbox* p2p_mailbox(const MessageChannel& c) {
+    sg::Mailbox*& box = channel_mailboxes_[c];
+    if (!box) {
+      box = sg::Mailbox::by_name("p" + std::to_string(c.src) + ">" + std::to_string(c.dst) + ":" +
+                                 to_string(c.pass) + std::to_string(c.producer) + ">" +
+                                 std::to_string(c.boundary));
+    }
+    return box;
   }
   static sg::Mailbox* ring_mailbox(int group, int src, int dst) {
     return sg::Mailbox::by_name("g" + std::to_string(group) + ":" + std::to_string(src) + ">" +
@@ -275,6 +281,7 @@ class Simulation {
   const Cluster& cluster_;
   Matching matching_;
   std::vector<std::vector<OpMailboxes>> mailboxes_;
+  std::map<MessageChannel, sg::Mailbox*> channel_mailboxes_;
   std::vector<RingInstance> rings_;  ///< per collective instance (matching_.instances)
   Timeline timeline_;
   std::vector<int> position_;  ///< per rank: the op it is at (program size once done)
