@@ -1,6 +1,8 @@
 #include "core/timeline.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -185,10 +187,42 @@ void write_timeline_csv(const std::string& path, const Schedule& schedule,
   }
 }
 
+/// The thread of each op in the Chrome trace. Perfetto drops X events that overlap on one
+/// thread, so: compute on tid 0; receives and collectives (the rank waits, one at a time)
+/// on tid 1; eager sends, which overlap each other, on the first of tids 2, 3, ... that
+/// is free at their start (greedy interval colouring, deterministic).
+namespace {
+std::vector<std::vector<int>> trace_threads(const Schedule& schedule, const Timeline& timeline) {
+  std::vector<std::vector<int>> tids(static_cast<size_t>(schedule.num_ranks()));
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const auto& program = schedule.programs[static_cast<size_t>(r)];
+    std::vector<std::int64_t> lane_free_ns;  // per send lane: when its last send ends
+    for (size_t i = 0; i < program.size(); ++i) {
+      int tid = std::holds_alternative<Compute>(program[i]) ? 0 : 1;
+      if (std::holds_alternative<Send>(program[i])) {
+        const OpTiming& t = timeline.timings[static_cast<size_t>(r)][i];
+        const std::int64_t start = std::llround(t.start_s * 1e9), end = std::llround(t.end_s * 1e9);
+        size_t lane = 0;
+        while (lane < lane_free_ns.size() && lane_free_ns[lane] > start) ++lane;
+        if (lane == lane_free_ns.size())
+          lane_free_ns.push_back(end);
+        else
+          lane_free_ns[lane] = end;
+        tid = 2 + static_cast<int>(lane);
+      }
+      tids[static_cast<size_t>(r)].push_back(tid);
+    }
+  }
+  return tids;
+}
+}  // namespace
+
 void write_chrome_trace(const std::string& path, const Schedule& schedule,
                         const Timeline& timeline) {
-  // Chrome Trace Event format: one process per rank with a compute thread (tid 0) and a
-  // communication thread (tid 1) so transfers do not overlap compute on one track.
+  // Chrome Trace Event format: one process per rank; its threads are given by
+  // trace_threads(). Times are whole nanoseconds, and a duration is the difference of the
+  // rounded ends, so back-to-back ops never overlap by a rounding error.
+  const auto tids = trace_threads(schedule, timeline);
   std::ofstream out = open_for_write(path);
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
@@ -205,10 +239,18 @@ void write_chrome_trace(const std::string& path, const Schedule& schedule,
     out << ", replica " << info.replica << ")\"}}";
     sep() << "{\"ph\":\"M\",\"pid\":" << r
           << ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" << r << "}}";
-    sep() << "{\"ph\":\"M\",\"pid\":" << r
-          << ",\"tid\":0,\"name\":\"thread_name\",\"args\":{\"name\":\"compute\"}}";
-    sep() << "{\"ph\":\"M\",\"pid\":" << r
-          << ",\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"comm\"}}";
+    const int rank_max_tid =
+        tids[static_cast<size_t>(r)].empty()
+            ? 1
+            : std::max(1, *std::max_element(tids[static_cast<size_t>(r)].begin(),
+                                            tids[static_cast<size_t>(r)].end()));
+    for (int tid = 0; tid <= rank_max_tid; ++tid) {
+      const std::string name = tid == 0   ? "compute"
+                               : tid == 1 ? "recv / collective"
+                                          : "send " + std::to_string(tid - 2);
+      sep() << "{\"ph\":\"M\",\"pid\":" << r << ",\"tid\":" << tid
+            << ",\"name\":\"thread_name\",\"args\":{\"name\":\"" << name << "\"}}";
+    }
   }
   for (int r = 0; r < schedule.num_ranks(); ++r) {
     const auto& program = schedule.programs[static_cast<size_t>(r)];
@@ -216,12 +258,13 @@ void write_chrome_trace(const std::string& path, const Schedule& schedule,
     for (size_t i = 0; i < program.size(); ++i) {
       const Op& op = program[i];
       const OpTiming& t = timeline.timings[static_cast<size_t>(r)][i];
-      const bool compute = std::holds_alternative<Compute>(op);
       const auto mb = op_microbatch(op);
-      sep() << "{\"ph\":\"X\",\"pid\":" << r << ",\"tid\":" << (compute ? 0 : 1) << ",\"name\":\""
-            << json_escape(to_string(op, schedule)) << "\",\"cat\":\"" << op_kind_name(op)
-            << "\",\"ts\":" << fmt("%.3f", t.start_s * 1e6)
-            << ",\"dur\":" << fmt("%.3f", (t.end_s - t.start_s) * 1e6)
+      const std::int64_t start_ns = std::llround(t.start_s * 1e9),
+                         end_ns = std::llround(t.end_s * 1e9);
+      sep() << "{\"ph\":\"X\",\"pid\":" << r << ",\"tid\":" << tids[static_cast<size_t>(r)][i]
+            << ",\"name\":\"" << json_escape(to_string(op, schedule)) << "\",\"cat\":\""
+            << op_kind_name(op) << "\",\"ts\":" << fmt("%.3f", static_cast<double>(start_ns) / 1e3)
+            << ",\"dur\":" << fmt("%.3f", static_cast<double>(end_ns - start_ns) / 1e3)
             << ",\"args\":{\"stage\":" << op_stage(op) << ",\"module\":\""
             << json_escape(module_name(schedule, op)) << "\"";
       if (const auto* c = std::get_if<Compute>(&op); c && c->pass == Pass::kB) {
