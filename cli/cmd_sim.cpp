@@ -15,6 +15,7 @@
 #include "cli/output_dir.hpp"
 #include "cli/study.hpp"
 #include "core/evaluator.hpp"
+#include "core/io.hpp"
 #include "core/timeline.hpp"
 #include "sim/simgrid_backend.hpp"
 
@@ -165,13 +166,14 @@ void run_plots(const std::string& dir) {
 }
 
 void write_schedule_text(const std::string& path, const Schedule& s) {
-  std::ofstream out(path);
+  std::ofstream out = open_for_write(path);
   out << "# " << s.scheduler << ": one line per rank, operations in execution order\n";
   for (int r = 0; r < s.num_ranks(); ++r) {
     out << "rank " << r << ":";
     for (const Op& op : s.programs[static_cast<size_t>(r)]) out << ' ' << to_string(op, s);
     out << '\n';
   }
+  finish_write(out, path);
 }
 
 int run_sim(const SimOptions& o) {
@@ -220,8 +222,10 @@ int run_sim(const SimOptions& o) {
       o.out.empty() ? "out/" + std::filesystem::path(o.config).stem().string() : o.out;
   OutputDir out(out_dir);
   {
-    std::ofstream f(out.file("metrics.json"));
+    const std::string path = out.file("metrics.json");
+    std::ofstream f = open_for_write(path);
     f << metrics_json(*study, metrics, backend, views).dump(2) << "\n";
+    finish_write(f, path);
   }
   write_chrome_trace(out.file("timeline.json"), study->schedule, run.timeline);
   write_timeline_csv(out.file("timeline.csv"), study->schedule, run.timeline);

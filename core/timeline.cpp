@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "core/errors.hpp"
+#include "core/io.hpp"
 #include "core/overloaded.hpp"
 
 namespace loom {
@@ -30,12 +31,6 @@ std::map<ActivationKey, bool> released_keys(const std::vector<Op>& program) {
       keys[key_of(*c)] = true;
   }
   return keys;
-}
-
-std::ofstream open_for_write(const std::string& path) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw InputError(path + ": cannot open for writing");
-  return out;
 }
 
 /// Fixed formatting so reruns are byte-identical.
@@ -185,6 +180,7 @@ void write_timeline_csv(const std::string& path, const Schedule& schedule,
           << fmt("%.9f", t.end_s) << '\n';
     }
   }
+  finish_write(out, path);
 }
 
 /// The thread of each op in the Chrome trace. Perfetto drops X events that overlap on one
@@ -285,6 +281,7 @@ void write_chrome_trace(const std::string& path, const Schedule& schedule,
     }
   }
   out << "\n]}\n";
+  finish_write(out, path);
 }
 
 void write_memory_csv(const std::string& path, const std::vector<MemorySample>& samples) {
@@ -297,6 +294,7 @@ void write_memory_csv(const std::string& path, const std::vector<MemorySample>& 
         << fmt("%.0f", s.gradients) << ',' << fmt("%.0f", s.optimizer) << ','
         << fmt("%.0f", s.activations) << ',' << fmt("%.0f", total) << '\n';
   }
+  finish_write(out, path);
 }
 
 }  // namespace loom

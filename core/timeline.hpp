@@ -65,7 +65,8 @@ struct ActivationPeak {
 std::vector<ActivationPeak> activation_peaks(const Schedule& schedule);
 
 // Writers. Each writes one file; callers write into a staging directory and publish it
-// atomically (see io.hpp), so nothing half-written is left behind.
+// atomically (cli/output_dir.hpp; core/io.hpp checks every write), so nothing half-written is left
+// behind.
 void write_timeline_csv(const std::string& path, const Schedule& schedule,
                         const Timeline& timeline);
 void write_chrome_trace(const std::string& path, const Schedule& schedule,

@@ -1,0 +1,16 @@
+#pragma once
+/// Writing output files. Callers write into a staging directory that the CLI publishes
+/// atomically (cli/output_dir.hpp); these make a failed write (full disk, quota) an error
+/// instead of a truncated file that gets published.
+#include <fstream>
+#include <string>
+
+namespace loom {
+
+/// Opens `path` for writing (binary, truncating); throws InputError naming it on failure.
+std::ofstream open_for_write(const std::string& path);
+
+/// Flushes and closes `out`; throws std::runtime_error naming `path` if any write failed.
+void finish_write(std::ofstream& out, const std::string& path);
+
+}  // namespace loom
