@@ -1,5 +1,7 @@
 #include "cli/study.hpp"
 
+#include <set>
+
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
 #include "core/validate.hpp"
@@ -8,10 +10,37 @@
 namespace loom {
 namespace {
 
+/// A token count for a modality no module reads would silently be ignored (a misspelt
+/// column leaves the encoder with 0 tokens): reject it, naming where it came from.
+void check_modalities(const Config& config, const Sample& sample) {
+  std::set<std::string> read;
+  for (const Module& m : config.model.modules()) {
+    if (m.inputs.empty()) read.insert(m.modality);
+    if (m.kind == ModuleKind::kLlm) read.insert("text");
+  }
+  for (const auto& [modality, tokens] : sample.tokens) {
+    if (read.count(modality)) continue;
+    std::string known;
+    for (const std::string& k : read) known += (known.empty() ? "" : ", ") + k;
+    throw InputError(config.workload.csv.empty()
+                         ? config.path + ": key 'workload.tokens." + modality +
+                               "': no module reads modality '" + modality +
+                               "' (the model reads: " + known + ")"
+                         : config.workload.csv + ":1: column '" + modality +
+                               "_tokens': no module reads modality '" + modality +
+                               "' (the model reads: " + known + ")");
+  }
+}
+
 std::vector<Sample> load_workload(const Config& config, size_t needed) {
-  if (config.workload.csv.empty())
-    return synthetic_samples(static_cast<int>(needed), config.workload.tokens);
+  if (config.workload.csv.empty()) {
+    std::vector<Sample> samples =
+        synthetic_samples(static_cast<int>(needed), config.workload.tokens);
+    if (!samples.empty()) check_modalities(config, samples.front());
+    return samples;
+  }
   std::vector<Sample> samples = load_samples_csv(config.workload.csv);
+  check_modalities(config, samples.front());
   if (samples.size() < needed) {
     throw InputError(config.workload.csv + ": has " + std::to_string(samples.size()) +
                      " samples but one iteration needs dp x microbatches x microbatch_size = " +

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -440,6 +441,13 @@ Cluster read_cluster(Reader& r, const toml::table& root) {
   return c;
 }
 
+/// Files named in a config are relative to the config's directory (so a study directory
+/// can move), unless absolute.
+std::string relative_to_config(const std::string& config_path, const std::string& file) {
+  if (file.empty() || std::filesystem::path(file).is_absolute()) return file;
+  return (std::filesystem::path(config_path).parent_path() / file).lexically_normal().string();
+}
+
 CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
   static const toml::table kEmpty;
   const toml::table* found = r.section(root, "", "cost");
@@ -449,7 +457,7 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
   c.efficiency = r.number(t, "cost.", "efficiency", c.efficiency, true);
   if (!(c.efficiency > 0 && c.efficiency <= 1))
     r.fail(t.get("efficiency"), "cost.efficiency", "must be in (0, 1]");
-  c.profile = r.string(t, "cost.", "profile", "");
+  c.profile = relative_to_config(r.file(), r.string(t, "cost.", "profile", ""));
   c.memory.gradient_bytes_per_param = r.number(t, "cost.", "gradient_bytes_per_param", 4);
   c.memory.optimizer_bytes_per_param = r.number(t, "cost.", "optimizer_bytes_per_param", 12);
   if (c.model == "calibrated" && c.profile.empty())
@@ -525,7 +533,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
           r.integer(*tokens, "workload.tokens.", std::string(key.str()), 0, 0);
     }
   }
-  c.workload.csv = r.string(w, "workload.", "csv", "");
+  c.workload.csv = relative_to_config(path, r.string(w, "workload.", "csv", ""));
 
   const toml::table* sim = r.section(root, "", "sim");
   const toml::table& sm = sim ? *sim : kEmpty;

@@ -33,13 +33,16 @@ std::vector<std::string> split_commas(const std::string& line) {
 }  // namespace
 
 std::vector<Sample> load_samples_csv(const std::string& path) {
+  constexpr long kMaxTokens = 1L << 30;  // ids and token counts are ints downstream
   // The modality columns vary per file, so fccp's fixed-arity CSVReader does not fit; its
   // LineReader does the buffered reading and line counting, the cells are split here.
   std::unique_ptr<io::LineReader> reader;
   try {
     reader = std::make_unique<io::LineReader>(path);
   } catch (const std::exception&) {
-    throw InputError(path + ": cannot open workload CSV");
+    throw InputError(path +
+                     ": cannot open the workload CSV (workload.csv; relative paths are "
+                     "relative to the config file)");
   }
   const char* header_line = reader->next_line();
   if (!header_line) throw InputError(path + ":1: empty file, expected a header");
@@ -82,6 +85,10 @@ std::vector<Sample> load_samples_csv(const std::string& path) {
                          "' is not an integer");
       }
       if (v < 0) throw InputError(where + ": column '" + columns[c] + "' is negative");
+      if (v > kMaxTokens) {
+        throw InputError(where + ": column '" + columns[c] + "': " + cells[c] + " is more than " +
+                         std::to_string(kMaxTokens));
+      }
       values.push_back(v);
     }
     Sample s;

@@ -183,6 +183,32 @@ TEST(Cli, MalformedWorkloadCsvNamesTheLine) {
       dir.write("short.csv", "sample_id,text_tokens,vision_tokens\n0,1024,4600\n");
   expect_error("sim " + example("vlm-frozen.toml") + " --set workload.csv=" + short_csv, 2,
                {"short.csv", "needs"});
+  // A misspelt modality would leave the encoder with no tokens: it is an error.
+  const std::string misspelt =
+      dir.write("img.csv", "sample_id,text_tokens,img_tokens\n0,1024,4600\n");
+  expect_error("sim " + example("vlm-frozen.toml") + " --set workload.csv=" + misspelt, 2,
+               {"img.csv:1", "img_tokens", "no module reads"});
+  const std::string huge =
+      dir.write("huge.csv", "sample_id,text_tokens,vision_tokens\n0,3000000000,4600\n");
+  expect_error("sim " + example("vlm-frozen.toml") + " --set workload.csv=" + huge, 2,
+               {"huge.csv:2", "more than"});
+  expect_error("sim " + example("vlm-frozen.toml") + " --set workload.tokens.img=4600", 2,
+               {"workload.tokens.img", "no module reads"});
+}
+
+TEST(Cli, WorkloadPathsAreRelativeToTheConfig) {
+  test::TempDir dir;
+  std::ifstream in(example("vlm-frozen.toml"));
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  config.replace(config.find("tokens = {"), std::string("tokens = {").size(),
+                 "csv = \"data/samples.csv\"\n# tokens = {");
+  fs::create_directories(dir.path("study/data"));
+  std::string rows = "sample_id,text_tokens,vision_tokens\n";
+  for (int i = 0; i < 16; ++i) rows += std::to_string(i) + ",1024,4600\n";
+  dir.write("study/data/samples.csv", rows);
+  const std::string toml = dir.write("study/vlm.toml", config);
+  const Result r = run("sim " + toml + " --backend evaluator --no-plot -q --out " + dir.path("o"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST(Cli, SyntaxErrorsAndUnknownSchedulers) {
