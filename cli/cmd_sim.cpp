@@ -128,9 +128,14 @@ void print_stages(const Study& study, std::ostream& os) {
     os << "  stage " << stage << ": " << layers << "\n";
     for (const auto& [name, fb] : per_module) {
       os << "    " << name << ": F " << ms(fb.first) << ", B " << ms(fb.second);
-      if (fb.second == 0)
+      // Say why a backward is missing or partial only when frozen status is the reason
+      // (a trainable module can also cost 0 in a table).
+      const Module& mod = study.config.model.module(study.config.model.module_index(name));
+      const bool all_frozen = std::all_of(mod.layers.begin(), mod.layers.end(),
+                                          [](const LayerSpec& l) { return l.frozen; });
+      if (fb.second == 0 && all_frozen)
         os << " (no backward: frozen, nothing trainable upstream)";
-      else if (weight[name] == 0)
+      else if (fb.second > 0 && weight[name] == 0 && all_frozen)
         os << " (input gradients only: frozen)";
       os << "\n";
     }

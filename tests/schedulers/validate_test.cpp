@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/errors.hpp"
+#include "core/matching.hpp"
 #include "test_support.hpp"
 
 namespace loom {
@@ -73,11 +74,20 @@ TEST(Validate, RejectsBackwardBeforeItsGradientArrives) {
 TEST(Validate, RejectsSwappedReceivesThatDeadlock) {
   const auto study = test::example("uniform-1f1b.toml", {"parallel.pp=2", "schedule.microbatches=2"});
   Schedule s = study->schedule;
-  // Stage 1 waits for the gradient it has not produced yet: move its first op (a receive
-  // of activations) behind its first send of gradients -> a wait cycle or unmatched order.
-  auto& p1 = s.programs[1];
-  std::rotate(p1.begin(), p1.begin() + 1, p1.end());
-  EXPECT_NE(error_of(s, study->config.model), "");
+  // Stage 0 waits for microbatch 0's gradient before sending microbatch 0's activations:
+  // every message still has its partner (matching passes), but the waits form a cycle.
+  auto& p0 = s.programs[0];
+  const auto is = [&](auto pred) { return std::find_if(p0.begin(), p0.end(), pred); };
+  const auto recv_grad = is([](const Op& op) {
+    const auto* r = std::get_if<Recv>(&op);
+    return r && r->tag.pass == Pass::kB && r->tag.microbatch == 0;
+  });
+  const auto first_send = is([](const Op& op) { return std::holds_alternative<Send>(op); });
+  ASSERT_TRUE(recv_grad != p0.end() && first_send < recv_grad);
+  std::rotate(first_send, recv_grad, recv_grad + 1);  // the receive moves before the send
+  EXPECT_NO_THROW(match_operations(s));
+  const std::string error = error_of(s, study->config.model);
+  EXPECT_NE(error.find("deadlock"), std::string::npos) << error;
 }
 
 }  // namespace loom
