@@ -70,11 +70,18 @@ std::unique_ptr<Study> prepare_study(const std::string& config_path,
   const size_t needed =
       static_cast<size_t>(c.parallel.dp) * c.schedule.microbatches * c.schedule.microbatch_size;
   p.samples = load_workload(c, needed);
-  const SchedulerInfo& scheduler = find_scheduler(c.schedule.name);
-  study->schedule = scheduler.generate(p);
-  check_placement(study->schedule, c.cluster);
-  validate(study->schedule, c.model);
-  check_fits_memory(study->schedule, c.cluster.gpu.memory_bytes);
+  // Planning errors name config keys ("parallel.tp: ..."); say which file they are in.
+  try {
+    const SchedulerInfo& scheduler = find_scheduler(c.schedule.name);
+    study->schedule = scheduler.generate(p);
+    check_placement(study->schedule, c.cluster);
+    validate(study->schedule, c.model);
+    check_fits_memory(study->schedule, c.cluster.gpu.memory_bytes);
+  } catch (const InputError& e) {
+    throw InputError(c.path + ": " + e.what());
+  } catch (const InfeasibleError& e) {
+    throw InfeasibleError(c.path + ": " + e.what());
+  }
   return study;
 }
 
