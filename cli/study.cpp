@@ -69,6 +69,13 @@ std::unique_ptr<Study> prepare_study(const std::string& config_path,
   p.memory = c.cost.memory;
   const size_t needed =
       static_cast<size_t>(c.parallel.dp) * c.schedule.microbatches * c.schedule.microbatch_size;
+  constexpr size_t kMaxSamples = 10'000'000;  // beyond this the plan alone would not fit in memory
+  if (needed > kMaxSamples) {
+    throw InputError(c.path +
+                     ": parallel.dp x schedule.microbatches x schedule.microbatch_size = " +
+                     std::to_string(needed) + " samples per iteration; Loom plans at most " +
+                     std::to_string(kMaxSamples));
+  }
   p.samples = load_workload(c, needed);
   // Planning errors name config keys ("parallel.tp: ..."); say which file they are in.
   try {

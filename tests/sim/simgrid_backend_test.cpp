@@ -123,6 +123,8 @@ TEST(SimGridBackend, AgreesWithEvaluatorOpByOpWhenLinksAreFree) {
               1e-3 * predicted.iteration_time_s());
   for (size_t r = 0; r < predicted.timings.size(); ++r) {
     for (size_t i = 0; i < predicted.timings[r].size(); ++i) {
+      EXPECT_NEAR(simulated.timings[r][i].start_s, predicted.timings[r][i].start_s, 1e-9)
+          << "rank " << r << " op " << to_string(study->schedule.programs[r][i], study->schedule);
       EXPECT_NEAR(simulated.timings[r][i].end_s, predicted.timings[r][i].end_s, 1e-9)
           << "rank " << r << " op " << to_string(study->schedule.programs[r][i], study->schedule);
     }
