@@ -64,7 +64,8 @@ class Reader {
       const auto raw = *n->value<std::int64_t>();
       if (raw < min || raw > 1'000'000'000) {
         fail(n, path + key,
-             "must be an integer from " + std::to_string(min) + " to 1000000000, got " + std::to_string(raw));
+             "must be an integer from " + std::to_string(min) + " to 1000000000, got " +
+                 std::to_string(raw));
       }
       v = static_cast<int>(raw);
     }

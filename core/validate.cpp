@@ -106,8 +106,9 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
   for (int r = 0; r < schedule.num_ranks(); ++r) {
     const int replica = schedule.ranks[static_cast<size_t>(r)].replica;
     if (replica < 0 || replica >= replicas) {
-      throw InfeasibleError("rank " + std::to_string(r) + " belongs to replica " + std::to_string(replica) +
-                            " but the schedule's samples cover " + std::to_string(replicas) + " replica(s)");
+      throw InfeasibleError("rank " + std::to_string(r) + " belongs to replica " +
+                            std::to_string(replica) + " but the schedule's samples cover " +
+                            std::to_string(replicas) + " replica(s)");
     }
     const auto& program = schedule.programs[static_cast<size_t>(r)];
     for (int i = 0; i < static_cast<int>(program.size()); ++i) {

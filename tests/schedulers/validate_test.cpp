@@ -53,7 +53,8 @@ TEST(Validate, RejectsAForwardRunTwice) {
 }
 
 TEST(Validate, RejectsBackwardBeforeItsGradientArrives) {
-  const auto study = test::example("uniform-1f1b.toml", {"parallel.pp=2", "schedule.microbatches=2"});
+  const auto study =
+      test::example("uniform-1f1b.toml", {"parallel.pp=2", "schedule.microbatches=2"});
   Schedule s = study->schedule;
   // Stage 0's first backward needs the gradient that stage 1 sends: remove that receive
   // and the matching send, keeping the pairs matched, so only the dependency is wrong.
@@ -65,14 +66,19 @@ TEST(Validate, RejectsBackwardBeforeItsGradientArrives) {
       }
     }
   };
-  drop_first(s.programs[0], [](const Op& op) { return std::holds_alternative<Recv>(op) && std::get<Recv>(op).tag.pass == Pass::kB; });
-  drop_first(s.programs[1], [](const Op& op) { return std::holds_alternative<Send>(op) && std::get<Send>(op).tag.pass == Pass::kB; });
+  drop_first(s.programs[0], [](const Op& op) {
+    return std::holds_alternative<Recv>(op) && std::get<Recv>(op).tag.pass == Pass::kB;
+  });
+  drop_first(s.programs[1], [](const Op& op) {
+    return std::holds_alternative<Send>(op) && std::get<Send>(op).tag.pass == Pass::kB;
+  });
   const std::string error = error_of(s, study->config.model);
   EXPECT_NE(error.find("input gradient"), std::string::npos) << error;
 }
 
 TEST(Validate, RejectsSwappedReceivesThatDeadlock) {
-  const auto study = test::example("uniform-1f1b.toml", {"parallel.pp=2", "schedule.microbatches=2"});
+  const auto study =
+      test::example("uniform-1f1b.toml", {"parallel.pp=2", "schedule.microbatches=2"});
   Schedule s = study->schedule;
   // Stage 0 waits for microbatch 0's gradient before sending microbatch 0's activations:
   // every message still has its partner (matching passes), but the waits form a cycle.
