@@ -21,7 +21,8 @@ struct Study {
 /// Loads the config, builds the cost model and workload, runs the configured scheduler,
 /// validates the schedule and checks it fits GPU memory. Throws InputError /
 /// InfeasibleError with messages that name the file and key.
-std::unique_ptr<Study> prepare_study(const std::string& config_path, const std::vector<std::string>& overrides);
+std::unique_ptr<Study> prepare_study(const std::string& config_path,
+                                     const std::vector<std::string>& overrides);
 
 /// Re-plans `study` with another partition view and returns the evaluator's iteration
 /// time (what the partition choice alone is worth).

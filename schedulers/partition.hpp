@@ -29,6 +29,7 @@ std::vector<double> layer_costs(const Model& model, const CostModel& cost, Parti
 std::vector<StageRange> partition_min_bottleneck(const std::vector<double>& costs, int stages);
 
 /// Explicit `schedule.stage_layers` (layers per stage), checked against the model.
-std::vector<StageRange> partition_explicit(const std::vector<int>& stage_layers, int num_layers, int stages);
+std::vector<StageRange> partition_explicit(const std::vector<int>& stage_layers, int num_layers,
+                                           int stages);
 
 }  // namespace loom

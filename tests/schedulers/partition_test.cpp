@@ -69,7 +69,8 @@ TEST(Partition, FrozenAwareViewBeatsNaiveOnTheFrozenVlm) {
   const double t_aware = evaluate(aware->schedule, aware->config.cluster).iteration_time_s();
   const double t_naive = evaluate(naive->schedule, naive->config.cluster).iteration_time_s();
   EXPECT_LT(t_aware, t_naive);
-  EXPECT_LT(evaluate_with_view(*aware, PartitionView::kTrue), evaluate_with_view(*aware, PartitionView::kNaive));
+  EXPECT_LT(evaluate_with_view(*aware, PartitionView::kTrue),
+            evaluate_with_view(*aware, PartitionView::kNaive));
 }
 
 TEST(Partition, FrozenVlmTimelineHasNoEncoderBackwardAndInputGradOnlyLlm) {
