@@ -26,10 +26,16 @@ int main(int argc, char** argv) {
       "metrics.json, timeline.json (open in ui.perfetto.dev), timeline.csv, memory.csv and plots.\n"
       "Example: loom sim configs/examples/vlm-frozen.toml --out out/vlm"};
   app.require_subcommand(1);
+  app.footer(
+      "Exit codes: 0 ok; 2 bad usage or invalid input (the message names file and key or line);\n"
+      "3 valid but infeasible (out of memory, too few GPUs, deadlocking schedule); 1 internal "
+      "error.");
   std::vector<loom::CommandRun> runs;
   std::vector<CLI::App*> subs;
   for (const loom::Command& c : kCommands) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);
+    sub->footer(
+        "Exit codes: 0 ok; 2 invalid input; 3 infeasible; 1 internal error (see loom --help).");
     subs.push_back(sub);
     runs.push_back(c.attach(*sub));
   }
