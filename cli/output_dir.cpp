@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <stdexcept>
+
 #include "core/errors.hpp"
 
 namespace fs = std::filesystem;
@@ -41,8 +43,16 @@ void OutputDir::commit() {
   std::error_code ec;
   const fs::path old = destination_.parent_path() / ("." + destination_.filename().string() +
                                                      ".old-" + std::to_string(::getpid()));
-  if (fs::exists(destination_)) fs::rename(destination_, old);
-  fs::rename(staging_, destination_);
+  const bool replacing = fs::exists(destination_);
+  if (replacing) fs::rename(destination_, old);
+  fs::rename(staging_, destination_, ec);
+  if (ec) {
+    // Put the previous results back rather than leaving them under a hidden name.
+    std::error_code restore;
+    if (replacing) fs::rename(old, destination_, restore);
+    throw std::runtime_error("--out " + destination_.string() +
+                             ": cannot publish the results: " + ec.message());
+  }
   fs::remove_all(old, ec);
   committed_ = true;
 }
