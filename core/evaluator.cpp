@@ -6,6 +6,7 @@
 #include "core/errors.hpp"
 #include "core/matching.hpp"
 #include "core/overloaded.hpp"
+#include "core/ring.hpp"
 
 namespace loom {
 namespace {
@@ -121,20 +122,10 @@ class ListScheduler {
   /// last member arrives, each member streams its steps to its successor, everyone ends
   /// when the slowest stream has arrived plus (steps - 1) x the largest hop latency.
   void complete_collective(const std::vector<OpRef>& members, const Collective& c) {
-    const int n = static_cast<int>(members.size());
-    const int steps = ring_steps(c.kind, n);
-    const double stream = ring_stream_bytes(c.kind, n, c.bytes);
     double start = 0;
     for (const OpRef& member : members)
       start = std::max(start, clock_[static_cast<size_t>(member.rank)]);
-    double slowest_stream = 0, largest_latency = 0;
-    for (int k = 0; k < n && steps > 0; ++k) {
-      const int from = gpu(members[static_cast<size_t>((k + n - 1) % n)].rank);
-      const int to = gpu(members[static_cast<size_t>(k)].rank);
-      slowest_stream = std::max(slowest_stream, transfer_time(cluster_, from, to, stream));
-      largest_latency = std::max(largest_latency, transfer_time(cluster_, from, to, 0));
-    }
-    const double end = steps > 0 ? start + slowest_stream + (steps - 1) * largest_latency : start;
+    const double end = start + ring_timing(schedule_, cluster_, members, c).duration_s();
     for (const OpRef& member : members) {
       double& clock = clock_[static_cast<size_t>(member.rank)];
       timing(member) = {clock, std::max(clock, end)};

@@ -17,6 +17,7 @@
 #include "core/errors.hpp"
 #include "core/matching.hpp"
 #include "core/overloaded.hpp"
+#include "core/ring.hpp"
 #include "core/validate.hpp"
 #include "sim/platform.hpp"
 
@@ -178,19 +179,10 @@ class Simulation {
       const int n = static_cast<int>(members.size());
       const auto& c =
           std::get<Collective>(program(members[0].rank)[static_cast<size_t>(members[0].index)]);
-      const int steps = ring_steps(c.kind, n);
-      if (steps == 0) continue;
-      double largest_latency = 0;
-      for (int k = 0; k < n; ++k) {
-        const int from =
-            schedule_.ranks[static_cast<size_t>(members[static_cast<size_t>((k + n - 1) % n)].rank)]
-                .gpu;
-        const int to =
-            schedule_.ranks[static_cast<size_t>(members[static_cast<size_t>(k)].rank)].gpu;
-        largest_latency = std::max(largest_latency, transfer_time(cluster_, from, to, 0));
-      }
+      if (ring_steps(c.kind, n) == 0) continue;
       rings_[i] = {sg::Barrier::create(static_cast<unsigned>(n)),
-                   sg::Barrier::create(static_cast<unsigned>(n)), (steps - 1) * largest_latency};
+                   sg::Barrier::create(static_cast<unsigned>(n)),
+                   ring_timing(schedule_, cluster_, members, c).handshake_s};
     }
   }
 
