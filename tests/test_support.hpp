@@ -24,6 +24,20 @@ inline std::unique_ptr<Study> fixture(const std::string& name,
   return prepare_study(source_path("tests/data/" + name), overrides);
 }
 
+/// A bare one-module schedule with one rank per entry of `gpus` (rank r on gpus[r]) and
+/// empty programs, for tests that write the ops by hand.
+inline Schedule ranks_on(const std::vector<int>& gpus) {
+  Schedule s;
+  s.module_names = {"m"};
+  s.num_stages = static_cast<int>(gpus.size());
+  s.microbatches = 1;
+  for (int gpu : gpus) s.ranks.push_back({gpu, 1, 0});
+  s.programs.resize(gpus.size());
+  s.static_memory.resize(gpus.size());
+  s.samples = {{{0}}};
+  return s;
+}
+
 /// Nodes of `gpus` test GPUs: 10 GB/s, 2 us intra-node; 5 GB/s, 10 us inter-node, so a
 /// route's time is easy to write down (see core/cluster.hpp for how routes add up).
 inline Cluster small_cluster(int nodes, int gpus) {

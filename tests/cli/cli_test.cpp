@@ -228,10 +228,6 @@ TEST(Cli, ConfigDumpListsResolvedDefaults) {
   EXPECT_NE(r.output.find("cost.efficiency = "), std::string::npos) << r.output;
 }
 
-}  // namespace loom
-
-namespace loom {
-
 TEST(Cli, SimGridSettingsPassThroughAndBadOnesAreInputErrors) {
   test::TempDir dir;
   const std::string base =

@@ -9,24 +9,14 @@
 namespace loom {
 namespace {
 
-Schedule two_ranks() {
-  Schedule s;
-  s.module_names = {"m"};
-  s.num_stages = 2;
-  s.microbatches = 1;
-  s.ranks = {{0, 1, 0}, {1, 1, 0}};
-  s.programs.resize(2);
-  s.static_memory.resize(2);
-  s.samples = {{{0}}};
-  return s;
-}
+using test::ranks_on;
 
 using test::small_cluster;
 
 }  // namespace
 
 TEST(Evaluator, TransferTakesLatencyPlusBytesOverBandwidth) {
-  Schedule s = two_ranks();
+  Schedule s = ranks_on({0, 1});
   s.programs[0] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3}, Send{1, 0, 0, {Pass::kF, 0, 1}, 1e6}};
   s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 1e6}, Compute{Pass::kF, 1, 0, 0, 1, 2, 2e-3}};
   const Timeline t = evaluate(s, small_cluster(1, 2));
@@ -40,22 +30,17 @@ TEST(Evaluator, TransferTakesLatencyPlusBytesOverBandwidth) {
 }
 
 TEST(Evaluator, RingAllReduceClosedForm) {
-  Schedule s;
-  s.module_names = {"m"};
-  s.microbatches = 0;
   const int n = 4;
+  Schedule s = ranks_on({0, 1, 2, 3});
   s.groups = {{0, 1, 2, 3}};
-  for (int r = 0; r < n; ++r) {
-    s.ranks.push_back({r, 1, r});
-    s.programs.push_back({Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}});
-  }
+  for (auto& program : s.programs) program = {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}};
   const Timeline t = evaluate(s, small_cluster(1, 4));
   const double step = 2e-6 + (4e6 / n) / 10e9;
   EXPECT_NEAR(t.iteration_time_s(), 2 * (n - 1) * step, 1e-12);
 }
 
 TEST(Evaluator, DeadlockIsReportedNotHung) {
-  Schedule s = two_ranks();
+  Schedule s = ranks_on({0, 1});
   // Both ranks wait for the other first: a cycle.
   s.programs[0] = {Recv{1, 0, 0, {Pass::kB, 0, 0}, 0}, Send{1, 0, 0, {Pass::kF, 0, 1}, 0}};
   s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 0}, Send{0, 1, 0, {Pass::kB, 0, 0}, 0}};
@@ -70,7 +55,7 @@ TEST(Evaluator, DeadlockIsReportedNotHung) {
 }
 
 TEST(Evaluator, UnmatchedReceiveNamesTheOperation) {
-  Schedule s = two_ranks();
+  Schedule s = ranks_on({0, 1});
   s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 0}};
   try {
     evaluate(s, small_cluster(1, 2));
@@ -81,21 +66,14 @@ TEST(Evaluator, UnmatchedReceiveNamesTheOperation) {
   }
 }
 
-}  // namespace loom
-
-namespace loom {
-
 TEST(Evaluator, CollectiveWaitsForTheLastMemberAndTheSlowestHop) {
   // Members arrive at 0, 1, 2, 3 ms; the ring spans two nodes, so its slowest hop is the
   // NIC: it ends 2(n-1) x (12 us + 1 MB / 5 GB/s) after the last arrival, for everyone.
-  Schedule s;
-  s.module_names = {"m"};
-  s.microbatches = 0;
+  Schedule s = ranks_on({0, 1, 2, 3});
   s.groups = {{0, 1, 2, 3}};
   for (int r = 0; r < 4; ++r) {
-    s.ranks.push_back({r, 1, r});
-    s.programs.push_back({Compute{Pass::kW, 0, 0, 0, 0, 1, 1e-3 * r},
-                          Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}});
+    s.programs[static_cast<size_t>(r)] = {Compute{Pass::kW, 0, 0, 0, 0, 1, 1e-3 * r},
+                                          Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}};
   }
   const Timeline t = evaluate(s, small_cluster(2, 2));
   for (int r = 0; r < 4; ++r) {
@@ -104,19 +82,10 @@ TEST(Evaluator, CollectiveWaitsForTheLastMemberAndTheSlowestHop) {
   }
 }
 
-}  // namespace loom
-
-namespace loom {
-
 TEST(Evaluator, OpsAfterACollectiveRunOnEveryMember) {
   // Regression: the last member to arrive used to skip the op after the collective.
-  Schedule s;
-  s.module_names = {"m"};
-  s.microbatches = 1;
-  s.samples = {{{0}}};
+  Schedule s = ranks_on({0, 1});
   s.groups = {{0, 1}};
-  s.ranks = {{0, 1, 0}, {1, 1, 0}};
-  s.static_memory.resize(2);
   s.programs = {
       {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6}, Send{1, 0, 0, {Pass::kF, 0, 1}, 1e6}},
       {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6}, Recv{0, 1, 0, {Pass::kF, 0, 1}, 1e6},

@@ -43,10 +43,6 @@ TEST(ChromeTrace, NoTwoEventsOverlapOnOneThreadAndEveryOpHasOne) {
   EXPECT_TRUE(sends_needed_lanes);  // the case this guards against actually occurs
 }
 
-}  // namespace loom
-
-namespace loom {
-
 TEST(Writers, AFailedWriteIsAnErrorNotATruncatedFile) {
   // /dev/full accepts the open and fails every write with ENOSPC, like a full disk.
   if (!std::ifstream("/dev/full")) GTEST_SKIP() << "no /dev/full";

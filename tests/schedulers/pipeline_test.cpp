@@ -109,10 +109,6 @@ TEST(DataParallel, ReplicasAllReduceTrainableGradientsAtTheEnd) {
   EXPECT_NEAR(t, 0.033 + 8e6 / 300e9, 1e-12);
 }
 
-}  // namespace loom
-
-namespace loom {
-
 TEST(MultiInputModel, TwoEncodersFeedingOneLlmPlanAndRunForAnyPartition) {
   // Each of these used to fail: messages of the two encoder edges crossed between a pair
   // of stages in different orders, or a stage forwarding one producer's activations was

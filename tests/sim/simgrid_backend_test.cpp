@@ -13,17 +13,7 @@ namespace {
 
 using test::small_cluster;
 
-Schedule ranks_on(const std::vector<int>& gpus) {
-  Schedule s;
-  s.module_names = {"m"};
-  s.num_stages = static_cast<int>(gpus.size());
-  s.microbatches = 1;
-  for (size_t r = 0; r < gpus.size(); ++r) s.ranks.push_back({gpus[r], 1, 0});
-  s.programs.resize(gpus.size());
-  s.static_memory.resize(gpus.size());
-  s.samples = {{{0}}};
-  return s;
-}
+using test::ranks_on;
 
 Send send_to(int peer, double bytes) {
   return Send{peer, 0, 0, {Pass::kF, 0, 1}, bytes};
@@ -144,10 +134,6 @@ TEST(SimGridBackend, SharedLinksOnlySlowDown) {
   EXPECT_GT(simulated, predicted * 1.01);
 }
 
-}  // namespace loom
-
-namespace loom {
-
 TEST(SimGridBackend, RingAcrossNodesStartsWithTheLastMemberAndMatchesTheEvaluator) {
   // Ring 0->1->2->3->0 over 2 nodes: two intra-node hops and two NIC hops, members
   // arriving at different times. No link is shared, so the backends agree; the ring is
@@ -168,10 +154,6 @@ TEST(SimGridBackend, RingAcrossNodesStartsWithTheLastMemberAndMatchesTheEvaluato
     EXPECT_NEAR(simulated.timings[static_cast<size_t>(r)][1].start_s, 1e-3 * r, 1e-12);
   }
 }
-
-}  // namespace loom
-
-namespace loom {
 
 TEST(SimGridBackend, EmptyMessagesStillPayTheRouteLatency) {
   // The receiver is already waiting: SimGrid would hand over an empty message at once.
@@ -217,10 +199,6 @@ TEST(SimGridBackend, TwoRanksOnOneGpuAreRejected) {
         << e.what();
   }
 }
-
-}  // namespace loom
-
-namespace loom {
 
 TEST(SimGridBackend, TwoEncoderEdgesMatchPerChannel) {
   // Two producers feed the LLM's first layer; their messages between one pair of stages
