@@ -45,6 +45,9 @@ std::vector<int> zigzag_owners(std::int64_t num_blocks, int cp);
 /// rank id. Deterministic. Returns the owner rank of every query block.
 std::vector<int> lpt_owners(const std::vector<std::int64_t>& workloads, int cp);
 
+/// max(ceil(total / cp), max W_b): no distribution can do better.
+std::int64_t makespan_lower_bound(const std::vector<std::int64_t>& workloads, int cp);
+
 struct IlpOptions {
   double time_limit_s = 10;  ///< GLPK branch-and-bound wall-clock limit
 };
@@ -75,7 +78,8 @@ struct CpPlan {
   std::vector<std::int64_t> rank_tokens;     ///< query tokens owned, per rank
   std::int64_t makespan = 0;                 ///< max rank_workload
   std::int64_t total_workload = 0;           ///< sum of W_b
-  /// ILP only: proven lower bound and whether `makespan` is proven optimal.
+  /// Proven lower bound on the optimum (makespan_lower_bound, or the ILP's if better);
+  /// `optimal`: makespan proven optimal (always true when it equals the bound).
   std::int64_t lower_bound = 0;
   bool optimal = false;
 

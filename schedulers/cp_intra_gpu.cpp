@@ -1,0 +1,59 @@
+// Intra-GPU workload balancing (dissertation §3.3.2.2, Fig 3.3b).
+//
+// An attention kernel runs one thread block per query row per head; a CU that gets a heavy
+// row (b5: 5 key blocks) keeps the whole head waiting while the others idle (Fig 3.7's
+// downward spikes). Splitting each row into sub-blocks of at most s key blocks lets the
+// CUs share a heavy row, at the price of writing s partial outputs that an aggregation
+// kernel reads back and combines.
+//
+//   CU0 |b1|b2|b2|      no split: head ends with b5      CU0 |b1|b5a|b5c|     split, s = 2
+//   CU1 |b5        |                                     CU1 |b2|b5b|b2 | + aggregation
+#include <algorithm>
+#include <functional>
+#include <queue>
+
+#include "core/errors.hpp"
+#include "schedulers/cp_plan.hpp"
+
+namespace loom {
+
+std::vector<std::int64_t> split_row(std::int64_t w, std::int64_t sub_block) {
+  if (w < 0) throw InputError("row workload must be >= 0");
+  if (sub_block < 0) throw InputError("--sub-block: must be >= 0 key blocks");
+  if (sub_block == 0 || w <= sub_block) return {w};
+  // ceil(w / s) near-equal pieces: the balance of s-sized pieces with the fewest partials.
+  const std::int64_t pieces = (w + sub_block - 1) / sub_block;
+  std::vector<std::int64_t> sizes(static_cast<std::size_t>(pieces), w / pieces);
+  for (std::int64_t i = 0; i < w % pieces; ++i) ++sizes[static_cast<std::size_t>(i)];
+  return sizes;
+}
+
+double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
+                        const IntraGpuOptions& options) {
+  if (options.compute_units < 1) throw InputError("compute units must be >= 1");
+  if (options.heads < 1) throw InputError("heads must be >= 1");
+  // The hardware dispatches thread blocks in launch order to whichever CU frees first:
+  // list scheduling in row order, not a sorted (LPT) order.
+  using Cu = std::pair<std::int64_t, int>;  // (busy until, in key blocks; CU id)
+  std::priority_queue<Cu, std::vector<Cu>, std::greater<>> cus;
+  for (int c = 0; c < options.compute_units; ++c) cus.emplace(0, c);
+  std::int64_t partials = 0;
+  std::int64_t head_end = 0;
+  for (std::int64_t w : row_workloads) {
+    const std::vector<std::int64_t> pieces = split_row(w, options.sub_block);
+    if (pieces.size() > 1) partials += static_cast<std::int64_t>(pieces.size());
+    for (std::int64_t piece : pieces) {
+      auto [busy, cu] = cus.top();
+      cus.pop();
+      head_end = std::max(head_end, busy + piece);
+      cus.emplace(busy + piece, cu);
+    }
+  }
+  // Aggregation: one read-combine of every partial output, spread over all CUs.
+  const double aggregation_s =
+      static_cast<double>(partials) * options.aggregation_time_s / options.compute_units;
+  const double head_s = static_cast<double>(head_end) * options.block_time_s + aggregation_s;
+  return head_s * options.heads;
+}
+
+}  // namespace loom
