@@ -494,6 +494,46 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
   return c;
 }
 
+/// `[parallel.modules.<name>]` tables (core/layout.hpp), resolved and checked.
+void read_module_layouts(Reader& r, const toml::table& parallel, Config& c) {
+  const toml::table* mods = r.section(parallel, "parallel.", "modules");
+  if (!mods) return;
+  std::map<std::string, ModuleLayout> layouts;
+  for (const auto& [name_key, node] : *mods) {
+    const std::string name(name_key.str());
+    const std::string path = "parallel.modules." + name + ".";
+    const toml::table* t = r.section(*mods, "parallel.modules.", name);
+    if (!t) r.fail(&node, path, "expected a table");
+    ModuleLayout l;
+    l.tp = r.integer(*t, path, "tp", 1, 1);
+    l.cp = r.integer(*t, path, "cp", 1, 1);
+    l.pp = r.integer(*t, path, "pp", 1, 1);
+    l.dp = r.integer(*t, path, "dp", 1, 1);
+    // `gpus = 5` (one GPU, e.g. from --set) reads as the range "5".
+    const toml::node* g = t->get("gpus");
+    const bool one_gpu = g && g->is_integer() && *g->value<std::int64_t>() >= 0;
+    const std::string gpus =
+        one_gpu ? std::to_string(*g->value<std::int64_t>()) : r.string(*t, path, "gpus", "");
+    if (one_gpu) r.mark(g);
+    if (!gpus.empty()) {
+      int end = 0;
+      if (!parse_gpu_range(gpus, &l.first_gpu, &end))
+        r.fail(t->get("gpus"), path + "gpus",
+               "expected a GPU range \"first-last\" (e.g. \"4-7\") or one GPU \"5\", got \"" +
+                   gpus + "\"");
+      l.gpus = end - l.first_gpu;
+    }
+    layouts[name] = l;
+  }
+  try {
+    c.parallel.module_layouts = resolve_module_layouts(c.model, layouts, c.cluster);
+  } catch (const InputError& e) {
+    throw InputError(r.file() + ": " + e.what());
+  } catch (const InfeasibleError& e) {
+    throw InfeasibleError(r.file() + ": " + e.what());
+  }
+}
+
 }  // namespace
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
@@ -512,6 +552,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.parallel.pp = r.integer(p, "parallel.", "pp", 1, 1);
   c.parallel.dp = r.integer(p, "parallel.", "dp", 1, 1);
   c.parallel.tp = r.integer(p, "parallel.", "tp", 1, 1);
+  read_module_layouts(r, p, c);
 
   const toml::table* sch = r.section(root, "", "schedule");
   const toml::table& s = sch ? *sch : kEmpty;

@@ -13,14 +13,21 @@
 #include "core/cluster.hpp"
 #include "core/cost_model.hpp"
 #include "core/cost_table.hpp"
+#include "core/layout.hpp"
 #include "core/model.hpp"
 
 namespace loom {
 
+/// The single layout (pp, dp, tp for the whole model; the default) or, when
+/// `[parallel.modules.<name>]` tables are given, one layout and rank set per module
+/// (core/layout.hpp). Schedulers that pipeline one chain (gpipe, 1f1b) read the single
+/// layout; per-module schedulers read `module_layouts`.
 struct ParallelConfig {
   int pp = 1;  ///< pipeline stages per replica
   int dp = 1;  ///< data-parallel replicas of the pipeline
   int tp = 1;  ///< tensor-parallel GPUs per stage (within one node)
+  /// Resolved per-module layouts, index = module index; empty = single layout.
+  std::vector<ModuleLayout> module_layouts;
 };
 
 /// Which per-layer costs the stage partitioner balances (dissertation §3.3.1):

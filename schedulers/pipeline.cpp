@@ -93,6 +93,11 @@ class Lowering {
 
   void place_ranks() {
     const Cluster& c = *p_.cluster;
+    if (!p_.parallel.module_layouts.empty()) {
+      throw InputError("parallel.modules: scheduler '" + schedule_.scheduler +
+                       "' runs the single layout parallel.pp/dp/tp; per-module layouts are "
+                       "for the per-module schedulers (see loom schedulers)");
+    }
     if (tp_ > c.gpus_per_node || c.gpus_per_node % tp_ != 0) {
       throw InputError("parallel.tp: " + std::to_string(tp_) +
                        " must divide cluster.gpus_per_node (" + std::to_string(c.gpus_per_node) +
