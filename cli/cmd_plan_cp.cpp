@@ -1,0 +1,189 @@
+// loom plan cp: context-parallel token distribution for one attention mask
+// (dissertation §3.3.2): per-GPU workload and makespan, LPT vs zigzag vs ILP.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "schedulers/cp_plan.hpp"
+
+namespace loom {
+namespace {
+
+struct PlanCpOptions {
+  std::string mask = "embedded";
+  std::string distribution = "lpt";
+  MaskSpec spec;
+  CpPlanRequest request;
+  bool json = false;
+};
+
+void add_mask_options(CLI::App& sub, PlanCpOptions& o) {
+  sub.add_option("--mask", o.mask,
+                 "Mask family: causal, prefix, embedded, packed (Fig 3.5), lambda, "
+                 "causal-blockwise, shared-question (DCP, Table 3.4)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(mask_kind_names()));
+  sub.add_option("--seq", o.spec.seq, "Sequence length, tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 28));
+  sub.add_option("--modality-fraction", o.spec.modality_fraction,
+                 "prefix/embedded/packed: share of encoder tokens, in [0, 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.999999));
+  sub.add_option("--modalities", o.spec.modalities, "prefix/embedded/packed: encoders")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 61));
+  sub.add_option("--segments", o.spec.segments,
+                 "embedded/packed: segments per modality per sequence")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  sub.add_option("--packed-sequences", o.spec.packed_sequences, "packed: sequences in the pack")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 61));
+  sub.add_option("--sink-tokens", o.spec.sink_tokens, "lambda: attention-sink tokens")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--window", o.spec.window, "lambda: causal sliding window, tokens")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--blocks", o.spec.blocks, "causal-blockwise: blocks")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 62));
+  sub.add_option("--answers", o.spec.answers, "shared-question: answers")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 61));
+  sub.add_option("--question-fraction", o.spec.question_fraction,
+                 "shared-question: share of tokens in the question, in (0, 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.000001, 0.999999));
+  sub.add_option("--seed", o.spec.seed, "embedded/packed: seed of the random placement")
+      ->capture_default_str();
+}
+
+void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
+  sub.add_option("--cp", o.request.cp, "Context-parallel degree (GPUs in the CP group)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  sub.add_option("--distribution", o.distribution,
+                 "zigzag (LLM baseline), lpt (Alg 1), ilp (exact, GLPK), or all side by side")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"zigzag", "lpt", "ilp", "all"}));
+  sub.add_option("--query-block", o.request.sizes.query_block, "Query block N_B, tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  sub.add_option("--key-block", o.request.sizes.key_block,
+                 "Key block, tokens: the tile the workload counts")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  sub.add_option("--ilp-time-limit", o.request.ilp.time_limit_s,
+                 "Seconds GLPK may search before reporting its best assignment and bound")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
+  sub.add_flag("--json", o.json, "Print JSON, with the owner rank of every query block");
+}
+
+nlohmann::json plan_json(const CpPlan& plan) {
+  nlohmann::json fractions = nlohmann::json::array();
+  for (int r = 0; r < plan.cp; ++r) fractions.push_back(plan.time_fraction(r));
+  return {{"distribution", to_string(plan.distribution)},
+          {"makespan", plan.makespan},
+          {"lower_bound", plan.lower_bound},
+          {"optimal", plan.optimal},
+          {"imbalance", plan.imbalance()},
+          {"rank_workload", plan.rank_workload},
+          {"rank_tokens", plan.rank_tokens},
+          {"time_fraction", fractions},
+          {"owner", plan.owner}};
+}
+
+void print_text(const PlanCpOptions& o, const std::vector<CpPlan>& plans) {
+  const CpPlan& first = plans.front();
+  std::printf("mask %s, %lld tokens, cp %d: %zu query blocks of %lld tokens, key blocks of %lld\n",
+              o.mask.c_str(), static_cast<long long>(o.spec.seq), first.cp,
+              first.block_workload.size(), static_cast<long long>(first.sizes.query_block),
+              static_cast<long long>(first.sizes.key_block));
+  std::printf("work %lld key blocks; lower bound on the makespan %lld\n\n",
+              static_cast<long long>(first.total_workload),
+              static_cast<long long>(first.lower_bound));
+  std::printf("%-6s", "rank");
+  for (const CpPlan& p : plans)
+    std::printf("  %12s %8s %5s", to_string(p.distribution), "tokens", "frac");
+  std::printf("\n");
+  for (int r = 0; r < first.cp; ++r) {
+    std::printf("%-6d", r);
+    for (const CpPlan& p : plans)
+      std::printf("  %12lld %8lld %5.3f",
+                  static_cast<long long>(p.rank_workload[static_cast<std::size_t>(r)]),
+                  static_cast<long long>(p.rank_tokens[static_cast<std::size_t>(r)]),
+                  p.time_fraction(r));
+    std::printf("\n");
+  }
+  std::printf("\n%-14s %12s %10s %10s %s\n", "distribution", "makespan", "imbalance", "vs-bound",
+              "optimal");
+  for (const CpPlan& p : plans) {
+    std::printf("%-14s %12lld %10.4f %10.4f %s\n", to_string(p.distribution),
+                static_cast<long long>(p.makespan), p.imbalance(),
+                p.lower_bound > 0
+                    ? static_cast<double>(p.makespan) / static_cast<double>(p.lower_bound)
+                    : 1.0,
+                p.optimal ? "proven" : "-");
+  }
+}
+
+int run_plan_cp(PlanCpOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  o.spec.kind = parse_mask_kind(o.mask);
+  const AttentionMask mask = generate_mask(o.spec);
+  const std::vector<std::int64_t> workloads = block_workloads(mask, o.request.sizes);
+  std::vector<CpDistribution> wanted;
+  if (o.distribution == "all")
+    wanted = {CpDistribution::kZigzag, CpDistribution::kLpt, CpDistribution::kIlp};
+  else
+    wanted = {parse_cp_distribution(o.distribution)};
+  std::vector<CpPlan> plans;
+  for (CpDistribution d : wanted) {
+    if (d == CpDistribution::kIlp)
+      std::cerr << "loom: solving the ILP (GLPK, time limit " << o.request.ilp.time_limit_s
+                << " s)\n";
+    CpPlanRequest request = o.request;
+    request.distribution = d;
+    plans.push_back(plan_cp_from_workloads(workloads, mask.size(), request));
+  }
+  const double elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  if (o.json) {
+    nlohmann::json out = {{"mask", o.mask},
+                          {"seq", o.spec.seq},
+                          {"cp", o.request.cp},
+                          {"query_block", o.request.sizes.query_block},
+                          {"key_block", o.request.sizes.key_block},
+                          {"total_workload", plans.front().total_workload},
+                          {"block_workload", workloads},
+                          {"plans", nlohmann::json::array()}};
+    for (const CpPlan& p : plans) out["plans"].push_back(plan_json(p));
+    std::cout << out.dump() << "\n";
+  } else {
+    print_text(o, plans);
+  }
+  std::cerr << "loom: planned in " << elapsed_ms << " ms\n";
+  return 0;
+}
+
+}  // namespace
+
+CommandRun attach_plan_cp(CLI::App& sub) {
+  auto o = std::make_shared<PlanCpOptions>();
+  sub.description(
+      "Distribute the query blocks of one attention mask over a context-parallel group.\n"
+      "Workload of a query block = key blocks not fully masked (dissertation Alg 1); the\n"
+      "makespan is the largest per-GPU workload. Masks are generated from --mask and its\n"
+      "parameters (see docs/context-parallelism.md for pictures and the bitfield predicate).\n"
+      "Example: loom plan cp --mask packed --seq 65536 --cp 8 --distribution all");
+  add_mask_options(sub, *o);
+  add_plan_options(sub, *o);
+  return [o]() { return run_plan_cp(*o); };
+}
+
+}  // namespace loom
