@@ -56,7 +56,9 @@ glp_prob* build_model(const std::vector<Distinct>& distinct, int cp, std::int64_
     }
   }
   glp_set_col_kind(lp, c_col, GLP_IV);
-  glp_set_col_bnds(lp, c_col, GLP_DB, static_cast<double>(lower), static_cast<double>(upper));
+  // GLPK rejects a double bound with equal ends: fix the column instead.
+  glp_set_col_bnds(lp, c_col, lower == upper ? GLP_FX : GLP_DB, static_cast<double>(lower),
+                   static_cast<double>(upper));
   glp_set_obj_coef(lp, c_col, 1);
 
   std::vector<int> ia{0}, ja{0};

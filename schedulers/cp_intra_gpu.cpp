@@ -16,22 +16,37 @@
 #include "schedulers/cp_plan.hpp"
 
 namespace loom {
+namespace {
+
+std::vector<std::int64_t> near_equal(std::int64_t w, std::int64_t pieces) {
+  std::vector<std::int64_t> sizes(static_cast<std::size_t>(pieces), w / pieces);
+  for (std::int64_t i = 0; i < w % pieces; ++i) ++sizes[static_cast<std::size_t>(i)];
+  return sizes;
+}
+
+}  // namespace
 
 std::vector<std::int64_t> split_row(std::int64_t w, std::int64_t sub_block) {
   if (w < 0) throw InputError("row workload must be >= 0");
   if (sub_block < 0) throw InputError("--sub-block: must be >= 0 key blocks");
   if (sub_block == 0 || w <= sub_block) return {w};
   // ceil(w / s) near-equal pieces: the balance of s-sized pieces with the fewest partials.
-  const std::int64_t pieces = (w + sub_block - 1) / sub_block;
-  std::vector<std::int64_t> sizes(static_cast<std::size_t>(pieces), w / pieces);
-  for (std::int64_t i = 0; i < w % pieces; ++i) ++sizes[static_cast<std::size_t>(i)];
-  return sizes;
+  return near_equal(w, (w + sub_block - 1) / sub_block);
+}
+
+std::vector<std::int64_t> split_row_into(std::int64_t w, int n) {
+  if (w < 0) throw InputError("row workload must be >= 0");
+  if (n < 0) throw InputError("--sub-blocks: must be >= 0");
+  if (n == 0 || w == 0) return {w};
+  return near_equal(w, std::min<std::int64_t>(w, n));
 }
 
 double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
                         const IntraGpuOptions& options) {
   if (options.compute_units < 1) throw InputError("compute units must be >= 1");
   if (options.heads < 1) throw InputError("heads must be >= 1");
+  if (options.sub_block > 0 && options.sub_blocks_per_row > 0)
+    throw InputError("intra-GPU split: give sub_block or sub_blocks_per_row, not both");
   // The hardware dispatches thread blocks in launch order to whichever CU frees first:
   // list scheduling in row order, not a sorted (LPT) order.
   using Cu = std::pair<std::int64_t, int>;  // (busy until, in key blocks; CU id)
@@ -40,7 +55,9 @@ double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
   std::int64_t partials = 0;
   std::int64_t head_end = 0;
   for (std::int64_t w : row_workloads) {
-    const std::vector<std::int64_t> pieces = split_row(w, options.sub_block);
+    const std::vector<std::int64_t> pieces = options.sub_blocks_per_row > 0
+                                                 ? split_row_into(w, options.sub_blocks_per_row)
+                                                 : split_row(w, options.sub_block);
     if (pieces.size() > 1) partials += static_cast<std::int64_t>(pieces.size());
     for (std::int64_t piece : pieces) {
       auto [busy, cu] = cus.top();

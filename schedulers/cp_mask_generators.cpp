@@ -28,7 +28,10 @@ struct Rng {
 };
 
 void require(bool ok, const std::string& field, const std::string& what) {
-  if (!ok) throw InputError("mask parameter " + field + ": " + what);
+  if (ok) return;
+  std::string flag = field;  // the CLI spells fields with dashes
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  throw InputError("mask parameter " + field + " (--" + flag + "): " + what);
 }
 
 /// Splits `total` into `parts` near-equal sizes (the first ones one larger).

@@ -108,25 +108,33 @@ CpPlan plan_cp_from_workloads(const std::vector<std::int64_t>& workloads, std::i
 // ---- Intra-GPU balancing (§3.3.2.2) ----------------------------------------------------
 
 struct IntraGpuOptions {
-  int compute_units = 84;            ///< CUs (SMs) per GPU; A40 has 84
-  std::int64_t sub_block = 0;        ///< key blocks per sub-block; 0 = no split
+  int compute_units = 84;  ///< CUs (SMs) per GPU; A40 has 84
+  /// How a row is split ([AMBIG] §3.3.2.2 gives both forms; set at most one):
+  ///   sub_blocks_per_row  n: each row into min(W_b, n) near-equal sub-blocks (the text's
+  ///                       "16-32 subblocks per block": Loom's reading; the bench uses 16)
+  ///   sub_block           s: sub-blocks of at most s key blocks (Fig 3.3b, s = 2)
+  /// Both 0: no split.
+  int sub_blocks_per_row = 0;
+  std::int64_t sub_block = 0;
   int heads = 1;                     ///< attention heads run one after another (Fig 3.7)
   double block_time_s = 1e-6;        ///< one key block of work on one CU, one head
-  double aggregation_time_s = 2e-7;  ///< per partial output of a split query block
+  double aggregation_time_s = 2e-7;  ///< per partial output of a split row, on one CU
 };
 
-/// One GPU's attention time for the query blocks it owns (their workloads): per head,
-/// the rows (or their sub-blocks of at most `sub_block` key blocks) are list-scheduled
-/// LPT-first onto the CUs; a head ends when its last CU does (the next head's kernel
-/// cannot start earlier, §3.5.4). A row split into s > 1 sub-blocks writes s partial
-/// outputs that an aggregation pass reads back: s x aggregation_time_s, spread over the
-/// CUs. Returns seconds for all heads.
+/// One GPU's attention time for the query blocks it owns (their workloads, in launch
+/// order): per head, the rows (or their sub-blocks) go to whichever CU frees first, as
+/// the hardware dispatches thread blocks; a head ends when its last CU does (the next
+/// head's kernel cannot start earlier, §3.5.4). A row split into k > 1 sub-blocks writes k
+/// partial outputs that an aggregation pass reads back: k x aggregation_time_s, spread
+/// over the CUs. Returns seconds for all heads. Throws InputError on options out of range.
 double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
                         const IntraGpuOptions& options);
 
-/// The sub-block sizes row workload `w` splits into (each <= sub_block, sum == w; a
-/// single piece when sub_block is 0 or >= w).
+/// The sub-block sizes row workload `w` splits into: ceil(w / sub_block) near-equal
+/// pieces (each <= sub_block, sum == w); a single piece when sub_block is 0 or >= w.
 std::vector<std::int64_t> split_row(std::int64_t w, std::int64_t sub_block);
+/// min(w, n) near-equal pieces summing to w (one piece when n is 0 or w is 0).
+std::vector<std::int64_t> split_row_into(std::int64_t w, int n);
 
 // ---- K/V all-gather (§3.4.3) ------------------------------------------------------------
 
