@@ -5,6 +5,10 @@ namespace loom {
 
 Schedule generate_gpipe(const SchedulingProblem& problem);
 Schedule generate_1f1b(const SchedulingProblem& problem);
+Schedule generate_encoders_replicated(const SchedulingProblem& problem);
+Schedule generate_encoders_colocated(const SchedulingProblem& problem);
+Schedule generate_cornstarch(const SchedulingProblem& problem);
+Schedule generate_hetero_colocated(const SchedulingProblem& problem);
 
 const std::vector<SchedulerInfo>& scheduler_registry() {
   static const std::vector<SchedulerInfo> kSchedulers = {
@@ -12,6 +16,23 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        generate_gpipe},
       {"1f1b", "1F1B: stage s warms up with p-s-1 forwards, then one forward, one backward",
        generate_1f1b},
+      {"encoders-replicated",
+       "Meta-Llama MLLM PP (cornstarch §2.2): LLM in pp stages, every encoder run on every "
+       "stage (copies forward-only: reconstructed)",
+       generate_encoders_replicated},
+      {"encoders-colocated",
+       "Megatron MLLM PP (cornstarch §2.2): encoders cut into E stages, fused and run "
+       "sequentially, then the LLM; E searched (reconstructed) or schedule.encoder_stages",
+       generate_encoders_colocated},
+      {"cornstarch",
+       "Cornstarch: modality parallelism (encoders on own stages, concurrent), Eq 3.5 "
+       "partitions, stage allocation by Algorithm 1 (evaluator as iteration time: "
+       "reconstructed)",
+       generate_cornstarch},
+      {"hetero-colocated",
+       "heterogeneous layouts on one shared rank set: encoder forward, LLM 1F1B, encoder "
+       "backward (three phases, Megatron heterogeneous parallelism)",
+       generate_hetero_colocated},
   };
   return kSchedulers;
 }
