@@ -44,33 +44,37 @@ std::vector<std::int64_t> split_row_into(std::int64_t w, int n) {
 double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
                         const IntraGpuOptions& options) {
   if (options.compute_units < 1) throw InputError("compute units must be >= 1");
-  if (options.heads < 1) throw InputError("heads must be >= 1");
+  if (options.heads < 1 || options.heads_per_kernel < 1 ||
+      options.heads % options.heads_per_kernel != 0)
+    throw InputError("heads must be >= 1 and a multiple of heads_per_kernel (>= 1)");
   if (options.sub_block > 0 && options.sub_blocks_per_row > 0)
     throw InputError("intra-GPU split: give sub_block or sub_blocks_per_row, not both");
-  // The hardware dispatches thread blocks in launch order to whichever CU frees first:
-  // list scheduling in row order, not a sorted (LPT) order.
+  // The hardware dispatches thread blocks in launch order (head-major, then rows) to
+  // whichever CU frees first: list scheduling in that order, not a sorted (LPT) one.
   using Cu = std::pair<std::int64_t, int>;  // (busy until, in key blocks; CU id)
   std::priority_queue<Cu, std::vector<Cu>, std::greater<>> cus;
   for (int c = 0; c < options.compute_units; ++c) cus.emplace(0, c);
   std::int64_t partials = 0;
-  std::int64_t head_end = 0;
-  for (std::int64_t w : row_workloads) {
-    const std::vector<std::int64_t> pieces = options.sub_blocks_per_row > 0
-                                                 ? split_row_into(w, options.sub_blocks_per_row)
-                                                 : split_row(w, options.sub_block);
-    if (pieces.size() > 1) partials += static_cast<std::int64_t>(pieces.size());
-    for (std::int64_t piece : pieces) {
-      auto [busy, cu] = cus.top();
-      cus.pop();
-      head_end = std::max(head_end, busy + piece);
-      cus.emplace(busy + piece, cu);
+  std::int64_t kernel_end = 0;
+  for (int h = 0; h < options.heads_per_kernel; ++h) {
+    for (std::int64_t w : row_workloads) {
+      const std::vector<std::int64_t> pieces = options.sub_blocks_per_row > 0
+                                                   ? split_row_into(w, options.sub_blocks_per_row)
+                                                   : split_row(w, options.sub_block);
+      if (pieces.size() > 1) partials += static_cast<std::int64_t>(pieces.size());
+      for (std::int64_t piece : pieces) {
+        auto [busy, cu] = cus.top();
+        cus.pop();
+        kernel_end = std::max(kernel_end, busy + piece);
+        cus.emplace(busy + piece, cu);
+      }
     }
   }
   // Aggregation: one read-combine of every partial output, spread over all CUs.
   const double aggregation_s =
       static_cast<double>(partials) * options.aggregation_time_s / options.compute_units;
-  const double head_s = static_cast<double>(head_end) * options.block_time_s + aggregation_s;
-  return head_s * options.heads;
+  const double kernel_s = static_cast<double>(kernel_end) * options.block_time_s + aggregation_s;
+  return kernel_s * (options.heads / options.heads_per_kernel);
 }
 
 }  // namespace loom

@@ -116,17 +116,20 @@ struct IntraGpuOptions {
   /// Both 0: no split.
   int sub_blocks_per_row = 0;
   std::int64_t sub_block = 0;
-  int heads = 1;                     ///< attention heads run one after another (Fig 3.7)
+  int heads = 1;  ///< attention heads of the layer on this GPU
+  /// Heads one kernel computes together (§3.4.3: "one or a few heads" per step, while the
+  /// next heads' K/V arrive); kernels run one after another (Fig 3.7). Divides `heads`.
+  int heads_per_kernel = 1;
   double block_time_s = 1e-6;        ///< one key block of work on one CU, one head
   double aggregation_time_s = 2e-7;  ///< per partial output of a split row, on one CU
 };
 
 /// One GPU's attention time for the query blocks it owns (their workloads, in launch
-/// order): per head, the rows (or their sub-blocks) go to whichever CU frees first, as
-/// the hardware dispatches thread blocks; a head ends when its last CU does (the next
-/// head's kernel cannot start earlier, §3.5.4). A row split into k > 1 sub-blocks writes k
-/// partial outputs that an aggregation pass reads back: k x aggregation_time_s, spread
-/// over the CUs. Returns seconds for all heads. Throws InputError on options out of range.
+/// order): per kernel, the rows (or their sub-blocks) of each of its heads go to whichever
+/// CU frees first, as the hardware dispatches thread blocks; a kernel ends when its last
+/// CU does (the next kernel cannot start earlier, §3.5.4). A row split into k > 1 sub-blocks writes
+/// k partial outputs that an aggregation pass reads back: k x aggregation_time_s, spread over the
+/// CUs. Returns seconds for all heads. Throws InputError on options out of range.
 double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
                         const IntraGpuOptions& options);
 
