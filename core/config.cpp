@@ -11,6 +11,7 @@
 
 #include "core/cost_analytical.hpp"
 #include "core/cost_calibrated.hpp"
+#include "core/cost_recompute.hpp"
 #include "core/errors.hpp"
 #include "core/presets.hpp"
 #include "core/units.hpp"
@@ -459,6 +460,8 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
   if (!(c.efficiency > 0 && c.efficiency <= 1))
     r.fail(t.get("efficiency"), "cost.efficiency", "must be in (0, 1]");
   c.profile = relative_to_config(r.file(), r.string(t, "cost.", "profile", ""));
+  c.activation_checkpointing =
+      r.boolean(t, "cost.", "activation_checkpointing", c.activation_checkpointing);
   c.memory.gradient_bytes_per_param = r.number(t, "cost.", "gradient_bytes_per_param", 4);
   c.memory.optimizer_bytes_per_param = r.number(t, "cost.", "optimizer_bytes_per_param", 12);
   if (c.model == "calibrated" && c.profile.empty())
@@ -560,6 +563,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.schedule.microbatches = r.integer(s, "schedule.", "microbatches", c.schedule.microbatches, 1);
   c.schedule.microbatch_size =
       r.integer(s, "schedule.", "microbatch_size", c.schedule.microbatch_size, 1);
+  c.schedule.encoder_stages =
+      r.integer(s, "schedule.", "encoder_stages", c.schedule.encoder_stages, 0);
   c.schedule.partition_view =
       r.string(s, "schedule.", "partition_view", "true", {"true", "naive"}) == "true"
           ? PartitionView::kTrue
@@ -590,7 +595,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   return c;
 }
 
-std::unique_ptr<CostModel> make_cost_model(const Config& config) {
+namespace {
+
+std::unique_ptr<CostModel> make_base_cost_model(const Config& config) {
   if (config.cost.model == "table")
     return std::make_unique<TableCostModel>(config.model, config.cost.table);
   if (config.cost.model == "calibrated") {
@@ -598,6 +605,14 @@ std::unique_ptr<CostModel> make_cost_model(const Config& config) {
   }
   return std::make_unique<AnalyticalCostModel>(config.model, config.cluster,
                                                config.cost.efficiency);
+}
+
+}  // namespace
+
+std::unique_ptr<CostModel> make_cost_model(const Config& config) {
+  auto base = make_base_cost_model(config);
+  if (!config.cost.activation_checkpointing) return base;
+  return std::make_unique<RecomputeCostModel>(config.model, std::move(base));
 }
 
 }  // namespace loom

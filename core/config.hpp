@@ -39,6 +39,8 @@ struct ScheduleConfig {
   std::string name = "1f1b";  ///< scheduler registry name
   int microbatches = 8;       ///< per pipeline replica
   int microbatch_size = 1;    ///< samples per microbatch
+  /// encoders-colocated: pipeline stages of the fused encoders (0 = chosen by search).
+  int encoder_stages = 0;
   PartitionView partition_view = PartitionView::kTrue;
   std::vector<int> stage_layers;  ///< optional explicit layers per stage (overrides the DP)
 };
@@ -48,6 +50,9 @@ struct CostConfig {
   double efficiency = 0.5;                  ///< fraction of peak FLOP/s reached (analytical)
   std::string profile;                      ///< profile CSV (calibrated)
   std::map<std::string, TableEntry> table;  ///< per module (table)
+  /// Full recompute: layers keep only their input; backward re-runs the forward
+  /// (core/cost_recompute.hpp).
+  bool activation_checkpointing = false;
   MemoryConstants memory;
 };
 
