@@ -9,6 +9,7 @@ Schedule generate_encoders_replicated(const SchedulingProblem& problem);
 Schedule generate_encoders_colocated(const SchedulingProblem& problem);
 Schedule generate_cornstarch(const SchedulingProblem& problem);
 Schedule generate_hetero_colocated(const SchedulingProblem& problem);
+Schedule generate_hetero_noncolocated(const SchedulingProblem& problem);
 
 const std::vector<SchedulerInfo>& scheduler_registry() {
   static const std::vector<SchedulerInfo> kSchedulers = {
@@ -33,6 +34,10 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        "heterogeneous layouts on one shared rank set: encoder forward, LLM 1F1B, encoder "
        "backward (three phases, Megatron heterogeneous parallelism)",
        generate_hetero_colocated},
+      {"hetero-noncolocated",
+       "heterogeneous layouts on disjoint rank sets: graph-aware 1F1B, boundary leaders and "
+       "local broadcast (Megatron heterogeneous parallelism)",
+       generate_hetero_noncolocated},
   };
   return kSchedulers;
 }
