@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "core/errors.hpp"
 #include "schedulers/cp_plan.hpp"
 
 namespace loom {
@@ -17,6 +18,7 @@ struct PlanCpOptions {
   MaskSpec spec;
   CpPlanRequest request;
   bool json = false;
+  bool picture = false;
 };
 
 void add_mask_options(CLI::App& sub, PlanCpOptions& o) {
@@ -82,6 +84,8 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(0.001, 86400.0));
   sub.add_flag("--json", o.json, "Print JSON, with the owner rank of every query block");
+  sub.add_flag("--picture", o.picture,
+               "Print the token-level mask instead (rows = queries, # = attends; --seq <= 256)");
 }
 
 nlohmann::json plan_json(const CpPlan& plan) {
@@ -132,11 +136,39 @@ void print_text(const PlanCpOptions& o, const std::vector<CpPlan>& plans) {
   }
 }
 
+/// Token letters: t text (causal), s sink, A.. the lowest encoder bit of a non-causal token.
+char token_letter(std::uint64_t word) {
+  if (word & kSinkBit) return 's';
+  if (word & kCausalBit) return 't';
+  const std::uint64_t bits = word & kModalityBits;
+  if (bits == 0) return '_';
+  int lowest = 0;
+  while (((bits >> lowest) & 1) == 0) ++lowest;
+  return static_cast<char>('A' + (lowest + 25) % 26);
+}
+
+void print_picture(const AttentionMask& mask) {
+  if (mask.size() > 256) throw InputError("--picture: --seq must be <= 256 tokens");
+  std::string header(2, ' ');
+  for (std::int64_t k = 0; k < mask.size(); ++k)
+    header += token_letter(mask.words[static_cast<std::size_t>(k)]);
+  std::printf("%s\n", header.c_str());
+  for (std::int64_t q = 0; q < mask.size(); ++q) {
+    std::string row{token_letter(mask.words[static_cast<std::size_t>(q)]), ' '};
+    for (std::int64_t k = 0; k < mask.size(); ++k) row += mask.attends(q, k) ? '#' : '.';
+    std::printf("%s\n", row.c_str());
+  }
+}
+
 int run_plan_cp(PlanCpOptions& o) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   o.spec.kind = parse_mask_kind(o.mask);
   const AttentionMask mask = generate_mask(o.spec);
+  if (o.picture) {
+    print_picture(mask);
+    return 0;
+  }
   const std::vector<std::int64_t> workloads = block_workloads(mask, o.request.sizes);
   std::vector<CpDistribution> wanted;
   if (o.distribution == "all")
