@@ -15,12 +15,12 @@
 // Algorithm 1 with a stage budget of parallel.pp ranks per replica:
 //   for each LLM stage count i:      t_i = Eq 3.5 bottleneck of the LLM in i stages
 //     for each encoder e:            the fewest stages whose Eq 3.5 bottleneck <= t_i
-//   keep the candidates that fit the budget; return the one with the least
-//   get_iteration_time.
+//   keep the candidates that fit the budget (one that does not fits by taking stages
+//   from the encoder with the most); return the one with the least get_iteration_time.
 // Per-layer costs come from the configured view (`true` = Eq 3.2/3.3). Reconstructed:
 // get_iteration_time is the contention-free evaluator on the candidate lowered with the
-// same view (the paper profiles); when no candidate fits, every encoder gets one stage and
-// the LLM the rest.
+// same view (the paper profiles).
+#include <algorithm>
 #include <limits>
 
 #include "core/errors.hpp"
@@ -63,11 +63,19 @@ std::vector<Allocation> candidates(const Branches& branches, const std::vector<d
       a.encoders.push_back(k);
       used += k;
     }
+    if (used <= budget) {
+      out.push_back(a);
+      continue;
+    }
+    // Reconstructed: the paper assumes the GPUs suffice; when they do not, take stages
+    // from the encoder holding the most (down to one each) until the allocation fits.
+    while (used > budget) {
+      auto most = std::max_element(a.encoders.begin(), a.encoders.end());
+      if (*most <= 1) break;
+      --*most;
+      --used;
+    }
     if (used <= budget) out.push_back(a);
-  }
-  if (out.empty() && budget > nb) {
-    Allocation fallback{budget - nb, std::vector<int>(static_cast<size_t>(nb), 1)};
-    if (fallback.llm <= static_cast<int>(branches.llm.size())) out.push_back(fallback);
   }
   return out;
 }
