@@ -1,7 +1,9 @@
 // loom plan cp: context-parallel token distribution for one attention mask
 // (dissertation §3.3.2): per-GPU workload and makespan, LPT vs zigzag vs ILP.
+#include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -19,6 +21,7 @@ struct PlanCpOptions {
   CpPlanRequest request;
   bool json = false;
   bool picture = false;
+  std::string mask_file;
 };
 
 void add_mask_options(CLI::App& sub, PlanCpOptions& o) {
@@ -27,6 +30,9 @@ void add_mask_options(CLI::App& sub, PlanCpOptions& o) {
                  "causal-blockwise, shared-question (DCP, Table 3.4)")
       ->capture_default_str()
       ->check(CLI::IsMember(mask_kind_names()));
+  sub.add_option("--mask-file", o.mask_file,
+                 "Read the bitfield mask from a file instead: one 64-bit word per token and "
+                 "line, decimal or 0x-hex; '#' starts a comment (overrides --mask and --seq)");
   sub.add_option("--seq", o.spec.seq, "Sequence length, tokens")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 28));
@@ -136,6 +142,32 @@ void print_text(const PlanCpOptions& o, const std::vector<CpPlan>& plans) {
   }
 }
 
+/// A mask file: one word per token per line (decimal or 0x-hex), '#' comments.
+AttentionMask read_mask_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError("--mask-file: cannot open '" + path + "'");
+  AttentionMask mask;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    line = line.substr(0, line.find('#'));
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    const auto last = line.find_last_not_of(" \t\r");
+    const std::string text = line.substr(first, last - first + 1);
+    std::uint64_t word = 0;
+    const bool hex = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+    const char* begin = text.data() + (hex ? 2 : 0);
+    const auto [end, error] =
+        std::from_chars(begin, text.data() + text.size(), word, hex ? 16 : 10);
+    if (error != std::errc() || end != text.data() + text.size())
+      throw InputError(path + ":" + std::to_string(number) + ": '" + text +
+                       "' is not a 64-bit word (decimal or 0x-hex)");
+    mask.words.push_back(word);
+  }
+  if (mask.words.empty()) throw InputError(path + ": no tokens");
+  return mask;
+}
+
 /// Token letters: t text (causal), s sink, A.. the lowest encoder bit of a non-causal token.
 char token_letter(std::uint64_t word) {
   if (word & kSinkBit) return 's';
@@ -164,7 +196,12 @@ int run_plan_cp(PlanCpOptions& o) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   o.spec.kind = parse_mask_kind(o.mask);
-  const AttentionMask mask = generate_mask(o.spec);
+  const AttentionMask mask =
+      o.mask_file.empty() ? generate_mask(o.spec) : read_mask_file(o.mask_file);
+  if (!o.mask_file.empty()) {
+    o.mask = o.mask_file;
+    o.spec.seq = mask.size();
+  }
   if (o.picture) {
     print_picture(mask);
     return 0;
@@ -186,7 +223,7 @@ int run_plan_cp(PlanCpOptions& o) {
   }
   const double elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   if (o.json) {
-    nlohmann::json out = {{"mask", o.mask},
+    nlohmann::json out = {{"mask", o.mask_file.empty() ? o.mask : o.mask_file},
                           {"seq", o.spec.seq},
                           {"cp", o.request.cp},
                           {"query_block", o.request.sizes.query_block},
@@ -207,6 +244,7 @@ int run_plan_cp(PlanCpOptions& o) {
 
 CommandRun attach_plan_cp(CLI::App& sub) {
   auto o = std::make_shared<PlanCpOptions>();
+  o->request.cp = 8;  // the evaluation's CP degree (§3.5.4, arXiv §6.4)
   sub.description(
       "Distribute the query blocks of one attention mask over a context-parallel group.\n"
       "Workload of a query block = key blocks not fully masked (dissertation Alg 1); the\n"

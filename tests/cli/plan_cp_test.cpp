@@ -1,9 +1,12 @@
 // `loom plan cp`: exit codes, option names in errors, JSON owners, determinism.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -68,6 +71,26 @@ TEST(PlanCp, BadOptionsExitTwoNamingTheOption) {
     EXPECT_EQ(loom_plan_cp(args).exit_code, 2) << args;
     EXPECT_NE(stderr_of(args).find(option), std::string::npos) << args << ": " << stderr_of(args);
   }
+}
+
+TEST(PlanCp, MaskFileIsReadAndBadLinesAreNamed) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("loom-plan-cp-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto good = dir / "fig34.txt";
+  std::ofstream(good) << "# Fig 3.4: text, text, A, A, text, text\n"
+                         "0x8000000000000007\n0x8000000000000007\n2\n2\n"
+                         "0x8000000000000007\n0x8000000000000007\n";
+  const Result r =
+      loom_plan_cp("--mask-file " + good.string() + " --query-block 2 --key-block 2 --cp 2 --json");
+  ASSERT_EQ(r.exit_code, 0);
+  // Rows: t0-1 see key block 0; A2-3 see block 1; t4-5 see all three.
+  EXPECT_EQ(nlohmann::json::parse(r.out)["block_workload"], nlohmann::json({1, 1, 3}));
+  const auto bad = dir / "bad.txt";
+  std::ofstream(bad) << "1\n0xZZ\n";
+  EXPECT_EQ(loom_plan_cp("--mask-file " + bad.string()).exit_code, 2);
+  EXPECT_NE(stderr_of("--mask-file " + bad.string()).find("bad.txt:2"), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
