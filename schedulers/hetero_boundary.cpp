@@ -43,61 +43,65 @@ BoundaryPlan plan_noncolocated(const ModuleLayout& src, const ModuleLayout& dst,
   return plan;
 }
 
-/// §3.2: on a shared rank set every GPU already holds the source slices of its own
-/// source shard; only fan-in (forward) and fan-out (backward) need a local all-gather.
+/// §3.2 and App. A.4: on a shared rank set every GPU already holds the slices of its own
+/// source shard. Fan-in all-gathers, per position inside the source TP x CP group, the
+/// GPUs whose source slices form one destination shard (fan-in scale 2 is "a 2-rank
+/// all-gather", A.4); fan-out backward is the dual over sibling destination shards.
+/// Equal-DP and fan-out forward, fan-in backward are rank-local selections.
 BoundaryPlan plan_colocated(const ModuleLayout& src, const ModuleLayout& dst, double batch,
                             double bpu, BoundaryKind kind) {
   BoundaryPlan plan;
   plan.kind = kind;
   plan.colocated = true;
-  const int src_stage = src.pp - 1;
+  const int last = src.pp - 1;
   const auto overlaps = shard_overlaps(src.dp, dst.dp, batch);
-  const double dst_shard = batch / dst.dp * bpu;
-  const double src_shard = batch / src.dp * bpu;
   for (int dv = 0; dv < dst.dp; ++dv) {
     const std::vector<int> group = stage_group(dst, dv, 0);
     std::vector<int> sources;
     for (const ShardOverlap& o : overlaps)
       if (o.dst_replica == dv) sources.push_back(o.src_replica);
+    std::vector<int> covered;  // destination GPUs that end up with the shard locally
     if (kind == BoundaryKind::kFanIn) {
-      plan.forward.allgathers.push_back({group, dst_shard, dv});
-      for (const ShardOverlap& o : overlaps) {
-        if (o.dst_replica != dv) continue;
-        const std::vector<int> holders = stage_group(src, o.src_replica, src_stage);
-        const bool in_group =
-            std::any_of(holders.begin(), holders.end(), [&](int g) { return contains(group, g); });
-        if (!in_group)  // grids not nested: the slice has to travel first
-          plan.forward.messages.push_back(
-              {holders.front(), group.front(), o.units * bpu, o.src_replica, dv});
-        for (int h : holders) {  // backward: select the slice, or receive it
-          if (!contains(group, h))
-            plan.backward.messages.push_back({group.front(), h, o.units * bpu, dv, o.src_replica});
-        }
+      for (int q = 0; q < src.gpus_per_stage(); ++q) {
+        std::vector<int> members;
+        for (int du : sources)
+          members.push_back(stage_group(src, du, last)[static_cast<size_t>(q)]);
+        plan.forward.allgathers.push_back({members, batch / dst.dp * bpu, dv});
+        covered = sorted_union(covered, members);
       }
-      continue;
+    } else {
+      covered = stage_group(src, sources.front(), last);
     }
-    // Equal or fan-out: exactly one source shard covers this destination shard.
-    const int du = sources.front();
-    const std::vector<int> holders = stage_group(src, du, src_stage);
+    // Grids that do not nest: the missing shard travels point-to-point from a holder.
+    const int holder = stage_group(src, sources.front(), last).front();
     for (int g : group) {
-      if (!contains(holders, g))
-        plan.forward.messages.push_back({holders.front(), g, dst_shard, du, dv});
+      if (!contains(covered, g))
+        plan.forward.messages.push_back({holder, g, batch / dst.dp * bpu, sources.front(), dv});
     }
-    if (kind == BoundaryKind::kEqual) {
-      for (int h : holders) {
+    if (kind == BoundaryKind::kFanOut) continue;
+    for (int du : sources) {  // backward: select the source interval from the gradient
+      for (int h : stage_group(src, du, last)) {
         if (!contains(group, h))
-          plan.backward.messages.push_back({group.front(), h, dst_shard, dv, du});
+          plan.backward.messages.push_back({group.front(), h, batch / src.dp * bpu, dv, du});
       }
     }
   }
-  if (kind == BoundaryKind::kFanOut) {
-    for (int du = 0; du < src.dp; ++du) {
-      std::vector<int> members = stage_group(src, du, src_stage);
-      for (const ShardOverlap& o : overlaps) {
-        if (o.src_replica == du)
-          members = sorted_union(members, stage_group(dst, o.dst_replica, 0));
-      }
-      plan.backward.allgathers.push_back({members, src_shard, du});
+  if (kind != BoundaryKind::kFanOut) return plan;
+  for (int du = 0; du < src.dp; ++du) {
+    std::vector<int> children;
+    for (const ShardOverlap& o : overlaps)
+      if (o.src_replica == du) children.push_back(o.dst_replica);
+    std::vector<int> covered;
+    for (int q = 0; q < dst.gpus_per_stage(); ++q) {
+      std::vector<int> members;
+      for (int dv : children) members.push_back(stage_group(dst, dv, 0)[static_cast<size_t>(q)]);
+      plan.backward.allgathers.push_back({members, batch / src.dp * bpu, du});
+      covered = sorted_union(covered, members);
+    }
+    for (int h : stage_group(src, du, last)) {
+      if (!contains(covered, h))
+        plan.backward.messages.push_back({stage_group(dst, children.front(), 0).front(), h,
+                                          batch / src.dp * bpu, children.front(), du});
     }
   }
   return plan;

@@ -21,10 +21,11 @@
 ///                          s3 ─┴─> d1 ─bcast─> TP/CP
 ///
 /// Colocated (one shared rank set, §3.2): no tensor crosses rank sets. Forward fan-in is a
-/// local all-gather among the GPUs of one destination shard (each holds the source slices
-/// of its own GPU); fan-out and equal-DP are rank-local selections. Backward is the dual:
-/// fan-in selects the GPU's slice from the destination gradient (local), fan-out
-/// all-gathers sibling gradient slices into the source shard.
+/// local all-gather among the GPUs whose source slices form one destination shard, one
+/// group per position in the source TP x CP group (App. A.4: with fan-in scale 2 "each
+/// colocated bridge group is a 2-rank all-gather"); fan-out and equal-DP are rank-local
+/// selections. Backward is the dual: fan-in selects the GPU's slice from the destination
+/// gradient (local), fan-out all-gathers sibling gradient slices into the source shard.
 ///
 /// Where a colocated GPU needs a slice that no source shard on that GPU holds (it happens
 /// only when the module grids are not nested), Loom sends it point-to-point from the
