@@ -122,6 +122,36 @@ std::vector<ModuleLayout> resolve_module_layouts(
   return out;
 }
 
+std::vector<ModuleLayout> default_module_layouts(const Model& model, int pp, int dp, int tp,
+                                                 bool colocated_placement, const Cluster& cluster) {
+  std::map<std::string, ModuleLayout> tables;
+  std::vector<std::string> encoders;
+  std::string llm;
+  for (const Module& m : model.modules()) {
+    if (m.kind == ModuleKind::kEncoder) encoders.push_back(m.name);
+    if (m.kind == ModuleKind::kLlm) llm = m.name;
+  }
+  const int n_enc = static_cast<int>(encoders.size());
+  if (colocated_placement) {
+    for (const std::string& e : encoders) tables[e] = {tp, 1, 1, pp * dp, 0, 0, -1};
+    if (!llm.empty()) tables[llm] = {tp, 1, pp, dp, 0, 0, -1};
+    return resolve_module_layouts(model, tables, cluster);
+  }
+  if (pp - n_enc < 1) {
+    throw InputError("parallel.pp: " + std::to_string(pp) + " stages cannot give " +
+                     std::to_string(n_enc) +
+                     " encoder(s) a stage each and the LLM at least one (non-colocated "
+                     "default layout; or give [parallel.modules] tables)");
+  }
+  int next = 0;
+  for (const std::string& e : encoders) {
+    tables[e] = {tp, 1, 1, dp, next, tp * dp, -1};
+    next += tp * dp;
+  }
+  if (!llm.empty()) tables[llm] = {tp, 1, pp - n_enc, dp, next, tp * (pp - n_enc) * dp, -1};
+  return resolve_module_layouts(model, tables, cluster);
+}
+
 std::vector<LayoutGroup> layout_groups(const Model& model,
                                        const std::vector<ModuleLayout>& layouts) {
   std::vector<LayoutGroup> groups;

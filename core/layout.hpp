@@ -73,6 +73,19 @@ std::vector<ModuleLayout> resolve_module_layouts(
     const Model& model, const std::map<std::string, ModuleLayout>& explicit_layouts,
     const Cluster& cluster);
 
+/// Per-module layouts derived from the single layout (pp, dp, tp) for configs that have no
+/// [parallel.modules] tables, so per-module schedulers run on them too:
+///   colocated:     the LLM keeps (tp, pp, dp); each encoder (with its projectors) uses
+///                  the same GPUs as one stage of tp x 1 x 1 x (pp x dp): encoder DP
+///                  absorbs the LLM's pipeline ranks (the seed's colocated remap).
+///   non-colocated: each encoder gets one stage, (tp, 1, 1, dp), on its own GPUs and the
+///                  LLM the remaining pp - (number of encoders) stages, all within the
+///                  single layout's pp x dp x tp GPUs (as Cornstarch's modality
+///                  parallelism with one stage per encoder).
+/// Throws InputError when pp leaves the LLM no stage (non-colocated).
+std::vector<ModuleLayout> default_module_layouts(const Model& model, int pp, int dp, int tp,
+                                                 bool colocated_placement, const Cluster& cluster);
+
 /// Modules grouped by layout owner, in topological order of their owners: an encoder
 /// with the projectors that follow it, the LLM. What a per-module scheduler pipelines.
 struct LayoutGroup {

@@ -120,3 +120,24 @@ TEST(Layout, GpuRangeParsing) {
 }
 
 }  // namespace loom
+
+namespace loom {
+
+// Configs without [parallel.modules] still give per-module schedulers a layout: the
+// single layout's GPUs, shared (colocated) or split one stage per encoder (non-colocated).
+TEST(Layout, DefaultsFromTheSingleLayout) {
+  const Config c = two_encoders({});  // pp 2, dp 1, tp 1 on 4 GPUs
+  const auto co = default_module_layouts(c.model, 4, 1, 1, true, c.cluster);
+  for (const ModuleLayout& l : co) EXPECT_EQ(l.gpus, 4);
+  EXPECT_EQ(co.front().dp, 4);  // vision: 1 stage x 4 replicas
+  EXPECT_EQ(co.back().pp, 4);   // llm
+  const auto nc = default_module_layouts(c.model, 4, 1, 1, false, c.cluster);
+  const Model& m = c.model;
+  EXPECT_EQ(nc[static_cast<size_t>(m.module_index("vision"))].first_gpu, 0);
+  EXPECT_EQ(nc[static_cast<size_t>(m.module_index("audio"))].first_gpu, 1);
+  EXPECT_EQ(nc[static_cast<size_t>(m.module_index("llm"))].first_gpu, 2);
+  EXPECT_EQ(nc[static_cast<size_t>(m.module_index("llm"))].pp, 2);
+  EXPECT_THROW(default_module_layouts(c.model, 2, 1, 1, false, c.cluster), InputError);
+}
+
+}  // namespace loom
