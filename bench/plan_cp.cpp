@@ -99,16 +99,6 @@ struct Llm {
   const char* preset;
 };
 
-/// Slowest GPU's attention time for one layer under a distribution and split.
-double layer_time_s(const CpPlan& plan, const IntraGpuOptions& options) {
-  std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(plan.cp));
-  for (std::size_t b = 0; b < plan.owner.size(); ++b)
-    rows[static_cast<std::size_t>(plan.owner[b])].push_back(plan.block_workload[b]);
-  double slowest = 0;
-  for (const auto& r : rows) slowest = std::max(slowest, intra_gpu_time_s(r, options));
-  return slowest;
-}
-
 void table_3_3_analogue() {
   std::printf(
       "\n## Table 3.3 analogue: one attention layer, 64k tokens, cp 8, A40 (84 SMs), mean over "
@@ -120,18 +110,8 @@ void table_3_3_analogue() {
   for (const Llm& llm :
        {Llm{"LLM-S", "llama3-s"}, Llm{"LLM-M", "llama3-m"}, Llm{"LLM-L", "llama3-l"}}) {
     const LayerSpec layer = module_preset(llm.preset)->layer;
-    const int head_dim = layer.hidden / layer.heads;
-    IntraGpuOptions base;
-    base.compute_units = 84;
-    base.heads = layer.heads;
-    base.heads_per_kernel = layer.heads / layer.kv_heads;  // one K/V head's query group
-    // One key block of work: QK^T and PV over 128 x 32 token pairs, 2 FLOPs per MAC each,
-    // on one SM at its share of the dense bf16 peak.
-    base.block_time_s = 4.0 * 128 * 32 * head_dim / (a40.peak_flops / base.compute_units);
-    // One partial output: 128 x head_dim fp32 values written and read back (+ LSE), on one
-    // SM's share of HBM bandwidth.
-    base.aggregation_time_s =
-        2.0 * 128 * (head_dim + 1) * 4 / (a40.hbm_bandwidth / base.compute_units);
+    const IntraGpuOptions base = intra_gpu_options(
+        a40, {layer.heads, layer.kv_heads, layer.hidden / layer.heads}, BlockSizes{});
     IntraGpuOptions split = base;
     split.sub_blocks_per_row = 16;  // §3.3.2.2: "16-32 subblocks per block"
     double t[4] = {0, 0, 0, 0};
@@ -146,10 +126,10 @@ void table_3_3_analogue() {
         const CpPlan zz = plan_cp_from_workloads(w, mask.size(), request);
         request.distribution = CpDistribution::kLpt;
         const CpPlan lpt = plan_cp_from_workloads(w, mask.size(), request);
-        t[0] += layer_time_s(zz, base);
-        t[1] += layer_time_s(lpt, base);
-        t[2] += layer_time_s(zz, split);
-        t[3] += layer_time_s(lpt, split);
+        t[0] += cp_attention_time_s(zz, base);
+        t[1] += cp_attention_time_s(lpt, base);
+        t[2] += cp_attention_time_s(zz, split);
+        t[3] += cp_attention_time_s(lpt, split);
       }
     }
     std::printf("| %s | %.2f | %.2f (%.2fx) | %.2f (%.2fx) | %.2f (%.2fx) |\n", llm.name,

@@ -77,4 +77,40 @@ double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
   return kernel_s * (options.heads / options.heads_per_kernel);
 }
 
+int sm_count(const std::string& gpu_name) {
+  if (gpu_name == "A40") return 84;
+  if (gpu_name == "A100") return 108;
+  if (gpu_name == "H100" || gpu_name == "H200") return 132;
+  return 0;
+}
+
+IntraGpuOptions intra_gpu_options(const GpuSpec& gpu, const AttentionShape& shape,
+                                  const BlockSizes& sizes) {
+  IntraGpuOptions options;
+  options.compute_units = sm_count(gpu.name);
+  if (options.compute_units == 0)
+    throw InputError("CP attention: no SM count known for GPU '" + gpu.name + "'");
+  if (shape.heads < 1 || shape.kv_heads < 1 || shape.heads % shape.kv_heads != 0 ||
+      shape.head_dim < 1)
+    throw InputError("CP attention: heads must be a positive multiple of kv_heads");
+  const double sm_flops = gpu.peak_flops / options.compute_units;
+  const double sm_bandwidth = gpu.hbm_bandwidth / options.compute_units;
+  const auto qb = static_cast<double>(sizes.query_block);
+  options.block_time_s =
+      4.0 * qb * static_cast<double>(sizes.key_block) * shape.head_dim / sm_flops;
+  options.aggregation_time_s = 2.0 * qb * (shape.head_dim + 1) * 4 / sm_bandwidth;
+  options.heads = shape.heads;
+  options.heads_per_kernel = shape.heads / shape.kv_heads;
+  return options;
+}
+
+double cp_attention_time_s(const CpPlan& plan, const IntraGpuOptions& options) {
+  std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(plan.cp));
+  for (std::size_t b = 0; b < plan.owner.size(); ++b)
+    rows[static_cast<std::size_t>(plan.owner[b])].push_back(plan.block_workload[b]);
+  double slowest = 0;
+  for (const auto& r : rows) slowest = std::max(slowest, intra_gpu_time_s(r, options));
+  return slowest;
+}
+
 }  // namespace loom

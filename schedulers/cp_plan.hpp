@@ -133,6 +133,30 @@ struct IntraGpuOptions {
 double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
                         const IntraGpuOptions& options);
 
+/// Streaming multiprocessors of the GPU presets of core/cluster.hpp (A40 84, A100 108,
+/// H100 132, H200 132, from the vendors' datasheets); 0 for an unknown name.
+int sm_count(const std::string& gpu_name);
+
+/// The attention shape of one layer on one GPU of the CP group.
+struct AttentionShape {
+  int heads = 32;    ///< query heads
+  int kv_heads = 8;  ///< key/value heads (GQA)
+  int head_dim = 128;
+};
+
+/// IntraGpuOptions with times derived from the GPU: one key block of work is the QK^T and
+/// PV products of query_block x key_block tokens, 4 x qb x kb x head_dim FLOPs, on one SM at
+/// its share of the dense peak; one partial output is qb x (head_dim + 1) fp32 values (with
+/// the log-sum-exp) written and read back at one SM's share of HBM bandwidth. One kernel
+/// per K/V head group (heads / kv_heads heads). No split; set sub_blocks_per_row after.
+/// Throws InputError for a GPU without a known SM count.
+IntraGpuOptions intra_gpu_options(const GpuSpec& gpu, const AttentionShape& shape,
+                                  const BlockSizes& sizes);
+
+/// The CP group's attention time for one layer: the slowest rank's intra_gpu_time_s over
+/// the rows it owns, in sequence order.
+double cp_attention_time_s(const CpPlan& plan, const IntraGpuOptions& options);
+
 /// The sub-block sizes row workload `w` splits into: ceil(w / sub_block) near-equal
 /// pieces (each <= sub_block, sum == w); a single piece when sub_block is 0 or >= w.
 std::vector<std::int64_t> split_row(std::int64_t w, std::int64_t sub_block);

@@ -76,6 +76,25 @@ TEST(CpIntraGpu, TooSmallSubBlocksCostMoreThanTheyBalance) {
   EXPECT_GT(intra_gpu_time_s(rows, o), moderate);
 }
 
+TEST(CpIntraGpu, OptionsFromTheGpuAndTheGroupTime) {
+  const IntraGpuOptions o = intra_gpu_options(gpu_preset("A40"), {40, 8, 128}, BlockSizes{});
+  EXPECT_EQ(o.compute_units, 84);
+  EXPECT_EQ(o.heads_per_kernel, 5);
+  EXPECT_DOUBLE_EQ(o.block_time_s, 4.0 * 128 * 32 * 128 / (149.7e12 / 84));
+  GpuSpec unknown;
+  unknown.name = "X1";
+  EXPECT_THROW(intra_gpu_options(unknown, {40, 8, 128}, BlockSizes{}), InputError);
+  // The group's time is its slowest rank's.
+  CpPlanRequest request;
+  request.cp = 2;
+  request.distribution = CpDistribution::kZigzag;
+  const CpPlan plan = plan_cp_from_workloads({1, 9, 9, 1}, 4 * 128, request);
+  IntraGpuOptions one_cu;
+  one_cu.compute_units = 1;
+  one_cu.block_time_s = 1;
+  EXPECT_DOUBLE_EQ(cp_attention_time_s(plan, one_cu), 10);
+}
+
 Cluster two_nodes() {
   Cluster c;
   c.nodes = 2;
