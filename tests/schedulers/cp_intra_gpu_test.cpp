@@ -92,7 +92,7 @@ TEST(CpIntraGpu, OptionsFromTheGpuAndTheGroupTime) {
   IntraGpuOptions one_cu;
   one_cu.compute_units = 1;
   one_cu.block_time_s = 1;
-  EXPECT_DOUBLE_EQ(cp_attention_time_s(plan, one_cu), 10);
+  EXPECT_DOUBLE_EQ(cp_attention_time_s(plan, one_cu), 18);  // rank 1 owns 9 + 9
 }
 
 Cluster two_nodes() {
