@@ -23,7 +23,8 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        generate_encoders_replicated},
       {"encoders-colocated",
        "Megatron MLLM PP (cornstarch §2.2): encoders cut into E stages, fused and run "
-       "sequentially, then the LLM; E searched (reconstructed) or schedule.encoder_stages",
+       "sequentially, then the LLM; E balances Eq 3.5's bottleneck (reconstructed) or "
+       "schedule.encoder_stages",
        generate_encoders_colocated},
       {"cornstarch",
        "Cornstarch: modality parallelism (encoders on own stages, concurrent), Eq 3.5 "
