@@ -189,3 +189,41 @@ TEST(Multimodal, WarmupsFollowTheLongestPathThroughTheStageGraph) {
 }
 
 }  // namespace loom
+
+namespace loom {
+
+// Every multimodal scheduler over (stages, microbatches) on the two-encoder fixture: a
+// valid schedule (prepare_study validates it) whose encoder forward runs once per
+// microbatch for real, plus (p - 1) redundant copies for encoders-replicated.
+TEST(Multimodal, SweepStagesAndMicrobatches) {
+  for (const char* name : {"encoders-replicated", "encoders-colocated", "cornstarch"}) {
+    for (int p : {2, 3, 4}) {
+      if (std::string(name) == "cornstarch" && p < 3) continue;  // 2 encoders + the LLM
+      for (int m : {1, 3, 6}) {
+        const auto study =
+            test::fixture("two-encoders.toml",
+                          {std::string("schedule.name=") + name, "parallel.pp=" + std::to_string(p),
+                           "schedule.microbatches=" + std::to_string(m)});
+        const Schedule& s = study->schedule;
+        int real = 0, copies = 0;
+        for (const auto& program : s.programs) {
+          for (const Op& op : program) {
+            const auto* c = std::get_if<Compute>(&op);
+            if (c && c->pass == Pass::kF &&
+                s.module_names[static_cast<size_t>(c->module)] == "vision")
+              (c->redundant ? copies : real) += 1;
+          }
+        }
+        const std::string where =
+            std::string(name) + " p=" + std::to_string(p) + " m=" + std::to_string(m);
+        // One vision forward per microbatch and stage holding vision layers.
+        EXPECT_EQ(real % m, 0) << where;
+        EXPECT_GE(real, m) << where;
+        EXPECT_EQ(copies, std::string(name) == "encoders-replicated" ? (p - 1) * m : 0) << where;
+        EXPECT_GT(evaluate(s, study->config.cluster).iteration_time_s(), 0) << where;
+      }
+    }
+  }
+}
+
+}  // namespace loom
