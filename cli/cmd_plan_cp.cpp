@@ -1,5 +1,6 @@
 // loom plan cp: context-parallel token distribution for one attention mask
 // (dissertation §3.3.2): per-GPU workload and makespan, LPT vs zigzag vs ILP.
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +23,10 @@ struct PlanCpOptions {
   bool json = false;
   bool picture = false;
   std::string mask_file;
+  // Attention-time estimate (cp_intra_gpu.cpp), on when --gpu is given.
+  std::string gpu;
+  AttentionShape shape{40, 8, 128};  // LLM-L of Table 3.1
+  int sub_blocks = 16;               // §3.3.2.2: "16-32 subblocks per block"
 };
 
 void add_mask_options(CLI::App& sub, PlanCpOptions& o) {
@@ -89,9 +94,39 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
                  "Seconds GLPK may search before reporting its best assignment and bound")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 86400.0));
+  sub.add_option("--gpu", o.gpu,
+                 "Also estimate each rank's attention time for one layer on this GPU (A40, "
+                 "A100, H100, H200): CU list-scheduling model, one kernel per K/V head group")
+      ->check(CLI::IsMember({"A40", "A100", "H100", "H200"}));
+  sub.add_option("--heads", o.shape.heads, "With --gpu: query heads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  sub.add_option("--kv-heads", o.shape.kv_heads, "With --gpu: key/value heads (divides --heads)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  sub.add_option("--head-dim", o.shape.head_dim, "With --gpu: head dimension")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  sub.add_option("--sub-blocks", o.sub_blocks,
+                 "With --gpu: sub-blocks per query-block row (intra-GPU balancing); 0 = off")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
   sub.add_flag("--json", o.json, "Print JSON, with the owner rank of every query block");
   sub.add_flag("--picture", o.picture,
                "Print the token-level mask instead (rows = queries, # = attends; --seq <= 256)");
+}
+
+/// Per-rank attention seconds of each plan; empty when --gpu is not given.
+std::vector<std::vector<double>> attention_times(const PlanCpOptions& o,
+                                                 const std::vector<CpPlan>& plans) {
+  std::vector<std::vector<double>> times;
+  if (o.gpu.empty()) return times;
+  if (o.shape.heads % o.shape.kv_heads != 0)
+    throw InputError("--kv-heads: must divide --heads (" + std::to_string(o.shape.heads) + ")");
+  IntraGpuOptions options = intra_gpu_options(gpu_preset(o.gpu), o.shape, o.request.sizes);
+  options.sub_blocks_per_row = o.sub_blocks;
+  for (const CpPlan& p : plans) times.push_back(rank_attention_times_s(p, options));
+  return times;
 }
 
 nlohmann::json plan_json(const CpPlan& plan) {
@@ -140,6 +175,22 @@ void print_text(const PlanCpOptions& o, const std::vector<CpPlan>& plans) {
                     : 1.0,
                 p.optimal ? "proven" : "-");
   }
+}
+
+void print_attention(const PlanCpOptions& o, const std::vector<CpPlan>& plans,
+                     const std::vector<std::vector<double>>& times) {
+  std::printf(
+      "\nattention, one layer on %s (%d heads, %d KV heads, head dim %d, %d sub-blocks "
+      "per row), ms\n%-6s",
+      o.gpu.c_str(), o.shape.heads, o.shape.kv_heads, o.shape.head_dim, o.sub_blocks, "rank");
+  for (const CpPlan& p : plans) std::printf(" %12s", to_string(p.distribution));
+  for (int r = 0; r < plans.front().cp; ++r) {
+    std::printf("\n%-6d", r);
+    for (const auto& t : times) std::printf(" %12.3f", 1e3 * t[static_cast<std::size_t>(r)]);
+  }
+  std::printf("\n%-6s", "max");
+  for (const auto& t : times) std::printf(" %12.3f", 1e3 * *std::max_element(t.begin(), t.end()));
+  std::printf("\n");
 }
 
 /// A mask file: one word per token per line (decimal or 0x-hex), '#' comments.
@@ -221,6 +272,7 @@ int run_plan_cp(PlanCpOptions& o) {
     request.distribution = d;
     plans.push_back(plan_cp_from_workloads(workloads, mask.size(), request));
   }
+  const std::vector<std::vector<double>> times = attention_times(o, plans);
   const double elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   if (o.json) {
     nlohmann::json out = {{"mask", o.mask_file.empty() ? o.mask : o.mask_file},
@@ -231,10 +283,14 @@ int run_plan_cp(PlanCpOptions& o) {
                           {"total_workload", plans.front().total_workload},
                           {"block_workload", workloads},
                           {"plans", nlohmann::json::array()}};
-    for (const CpPlan& p : plans) out["plans"].push_back(plan_json(p));
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      out["plans"].push_back(plan_json(plans[i]));
+      if (!times.empty()) out["plans"].back()["rank_attention_s"] = times[i];
+    }
     std::cout << out.dump() << "\n";
   } else {
     print_text(o, plans);
+    if (!times.empty()) print_attention(o, plans, times);
   }
   std::cerr << "loom: planned in " << elapsed_ms << " ms\n";
   return 0;

@@ -104,13 +104,18 @@ IntraGpuOptions intra_gpu_options(const GpuSpec& gpu, const AttentionShape& shap
   return options;
 }
 
-double cp_attention_time_s(const CpPlan& plan, const IntraGpuOptions& options) {
+std::vector<double> rank_attention_times_s(const CpPlan& plan, const IntraGpuOptions& options) {
   std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(plan.cp));
   for (std::size_t b = 0; b < plan.owner.size(); ++b)
     rows[static_cast<std::size_t>(plan.owner[b])].push_back(plan.block_workload[b]);
-  double slowest = 0;
-  for (const auto& r : rows) slowest = std::max(slowest, intra_gpu_time_s(r, options));
-  return slowest;
+  std::vector<double> times;
+  for (const auto& r : rows) times.push_back(intra_gpu_time_s(r, options));
+  return times;
+}
+
+double cp_attention_time_s(const CpPlan& plan, const IntraGpuOptions& options) {
+  const std::vector<double> times = rank_attention_times_s(plan, options);
+  return *std::max_element(times.begin(), times.end());
 }
 
 }  // namespace loom

@@ -153,8 +153,9 @@ struct AttentionShape {
 IntraGpuOptions intra_gpu_options(const GpuSpec& gpu, const AttentionShape& shape,
                                   const BlockSizes& sizes);
 
-/// The CP group's attention time for one layer: the slowest rank's intra_gpu_time_s over
-/// the rows it owns, in sequence order.
+/// Each rank's intra_gpu_time_s over the rows it owns, in sequence order.
+std::vector<double> rank_attention_times_s(const CpPlan& plan, const IntraGpuOptions& options);
+/// The CP group's attention time for one layer: the slowest rank's.
 double cp_attention_time_s(const CpPlan& plan, const IntraGpuOptions& options);
 
 /// The sub-block sizes row workload `w` splits into: ceil(w / sub_block) near-equal

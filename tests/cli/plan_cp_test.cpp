@@ -57,6 +57,16 @@ TEST(PlanCp, JsonGivesTheOwnerOfEveryQueryBlockAndIsDeterministic) {
   EXPECT_EQ(loom_plan_cp(args).out, r.out);
 }
 
+TEST(PlanCp, GpuAddsPerRankAttentionTimes) {
+  const Result r = loom_plan_cp("--mask embedded --seq 16384 --cp 4 --gpu A40 --json");
+  ASSERT_EQ(r.exit_code, 0);
+  const auto times = nlohmann::json::parse(r.out)["plans"][0]["rank_attention_s"];
+  ASSERT_EQ(times.size(), 4u);
+  for (const auto& t : times) EXPECT_GT(t.get<double>(), 0);
+  EXPECT_EQ(loom_plan_cp("--gpu A40 --heads 40 --kv-heads 7").exit_code, 2);
+  EXPECT_NE(stderr_of("--gpu A40 --heads 40 --kv-heads 7").find("--kv-heads"), std::string::npos);
+}
+
 TEST(PlanCp, BadOptionsExitTwoNamingTheOption) {
   for (const auto& [args, option] : std::vector<std::pair<std::string, std::string>>{
            {"--cp 0", "--cp"},
@@ -65,6 +75,7 @@ TEST(PlanCp, BadOptionsExitTwoNamingTheOption) {
            {"--query-block 0", "--query-block"},
            {"--key-block -3", "--key-block"},
            {"--seq 0", "--seq"},
+           {"--gpu B200", "--gpu"},
            {"--modality-fraction 1.5", "--modality-fraction"},
            {"--mask packed --packed-sequences 30", "packed_sequences"},
        }) {
