@@ -41,7 +41,7 @@ Coord coord(const ModuleLayout& l, int r) {
 class Colocated {
  public:
   explicit Colocated(const SchedulingProblem& p)
-      : p_(p), model_(*p.model), h_(hetero_groups(p, kName)), groups_(&schedule_) {}
+      : p_(p), model_(*p.model), h_(hetero_groups(p, kName, true)), groups_(&schedule_) {}
 
   Schedule run() {
     check_layouts();
@@ -82,7 +82,10 @@ class Colocated {
       if (l.pp != 1) {
         throw InputError(key(static_cast<int>(g)) + ".pp: hetero-colocated models pp = 1 " +
                          "(the seed's colocated long-context layouts, Table A3), got " +
-                         std::to_string(l.pp));
+                         std::to_string(l.pp) +
+                         (h_.derived ? " (derived from parallel.pp: set parallel.pp = 1, or give "
+                                       "[parallel.modules] tables)"
+                                     : ""));
       }
     }
   }

@@ -109,15 +109,17 @@ std::vector<int> consumer_layers(const Model& model, int layer) {
   return out;
 }
 
-HeteroGroups hetero_groups(const SchedulingProblem& problem, const std::string& scheduler) {
+HeteroGroups hetero_groups(const SchedulingProblem& problem, const std::string& scheduler,
+                           bool colocated_placement) {
   const Model& model = *problem.model;
-  const auto& layouts = problem.parallel.module_layouts;
-  if (layouts.empty()) {
-    throw InputError("parallel.modules: scheduler '" + scheduler +
-                     "' needs a layout per module ([parallel.modules.<name>] tables with tp, "
-                     "cp, pp, dp and gpus); see docs/heterogeneous.md");
+  std::vector<ModuleLayout> layouts = problem.parallel.module_layouts;
+  if (layouts.empty()) {  // a single-layout config: core/layout.hpp's default remap
+    const ParallelConfig& pc = problem.parallel;
+    layouts =
+        default_module_layouts(model, pc.pp, pc.dp, pc.tp, colocated_placement, *problem.cluster);
   }
   HeteroGroups h;
+  h.derived = problem.parallel.module_layouts.empty();
   h.groups = layout_groups(model, layouts);
   int llms = 0;
   for (size_t g = 0; g < h.groups.size(); ++g) {

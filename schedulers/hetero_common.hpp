@@ -39,11 +39,15 @@ struct HeteroGroups {
   std::vector<std::vector<int>> layers;
   /// consumers[g]: groups fed by group g.
   std::vector<std::vector<int>> consumers;
+  /// True when the layouts were derived from a single-layout config's parallel.pp/dp/tp.
+  bool derived = false;
 };
 
-/// Reads `problem.parallel.module_layouts`; throws InputError naming the scheduler when
-/// the config has none, or the module when its group is not an encoder branch or the LLM.
-HeteroGroups hetero_groups(const SchedulingProblem& problem, const std::string& scheduler);
+/// Reads `problem.parallel.module_layouts`, or for a single-layout config derives them
+/// with default_module_layouts (core/layout.hpp; colocated or not as `colocated_placement`).
+/// Throws InputError naming the scheduler when the model has no single LLM.
+HeteroGroups hetero_groups(const SchedulingProblem& problem, const std::string& scheduler,
+                           bool colocated_placement);
 
 /// The iteration's samples cut into `microbatches` global microbatches in order.
 /// Throws InputError when they do not divide evenly or a microbatch cannot be split into

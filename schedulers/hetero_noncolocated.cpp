@@ -34,7 +34,7 @@ namespace {
 class NonColocated {
  public:
   explicit NonColocated(const SchedulingProblem& p)
-      : p_(p), model_(*p.model), h_(hetero_groups(p, kName)), groups_(&schedule_) {}
+      : p_(p), model_(*p.model), h_(hetero_groups(p, kName, false)), groups_(&schedule_) {}
 
   Schedule run() {
     check_layouts();

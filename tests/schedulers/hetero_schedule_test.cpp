@@ -223,6 +223,20 @@ TEST(HeteroNonColocated, GraphAware1F1BWarmsUpEachStageByItsDistanceToTheSink) {
   EXPECT_NO_THROW(evaluate(s, st->config.cluster));
 }
 
+TEST(HeteroSchedulers, SingleLayoutConfigsRunWithTheDefaultRemap) {
+  // Colocated: the encoder takes every GPU as a DP replica, the LLM keeps its grid.
+  const auto co =
+      prepare_study(test::source_path("configs/examples/vlm-frozen.toml"),
+                    {"schedule.name=hetero-colocated", "parallel.pp=1", "parallel.dp=4"});
+  EXPECT_EQ(co->schedule.num_ranks(), 4);
+  EXPECT_NO_THROW(evaluate(co->schedule, co->config.cluster));
+  // Non-colocated on a Cornstarch config: one stage per encoder, the LLM on the rest.
+  const auto nc = prepare_study(test::source_path("configs/paper/cornstarch-sss.toml"),
+                                {"schedule.name=hetero-noncolocated"});
+  EXPECT_EQ(nc->schedule.num_stages, 6);
+  EXPECT_NO_THROW(evaluate(nc->schedule, nc->config.cluster));
+}
+
 TEST(HeteroNonColocated, FanOutSplitsEachMicrobatchIntoPieces) {
   // Vision TP 4 / DP 1 -> LLM DP 4: the vision rank runs each microbatch as 4 pieces,
   // one per LLM replica, and sends each piece to its replica.
@@ -252,12 +266,15 @@ TEST(HeteroSchedulers, LayoutErrorsNameTheModule) {
   };
   expect_error(kNc, {"schedule.name=hetero-colocated"}, "parallel.modules.");
   expect_error(kC, {"schedule.name=hetero-noncolocated"}, "parallel.modules.llm.cp");
+  // A single-layout config gets core/layout.hpp's default remap; its pipeline LLM is
+  // beyond what hetero-colocated models, and the message says what to change.
   try {
     prepare_study(test::source_path("configs/examples/vlm-frozen.toml"),
                   {"schedule.name=hetero-colocated"});
     ADD_FAILURE() << "expected InputError";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("needs a layout per module"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("parallel.modules.llm.pp"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("set parallel.pp = 1"), std::string::npos);
   }
   // Another nested colocated grid is fine.
   EXPECT_NO_THROW(paper(kC, {"parallel.modules.vision.dp=16", "parallel.modules.vision.tp=2",
