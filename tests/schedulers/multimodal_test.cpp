@@ -5,6 +5,7 @@
 // the LLM waits for every encoder), dissertation §3.5.3 (frozen-aware partitioning).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <map>
 #include <set>
 
@@ -224,6 +225,47 @@ TEST(Multimodal, SweepStagesAndMicrobatches) {
       }
     }
   }
+}
+
+}  // namespace loom
+
+namespace loom {
+namespace {
+
+/// Stages of replica 0 whose real (non-redundant) work includes `module`.
+int stages_running(const Schedule& s, const std::string& module) {
+  int n = 0;
+  for (int stage = 0; stage < s.num_stages; ++stage) {
+    for (const Op& op : s.programs[static_cast<size_t>(stage)]) {
+      const auto* c = std::get_if<Compute>(&op);
+      if (c && !c->redundant && s.module_names[static_cast<size_t>(c->module)] == module) {
+        ++n;
+        break;
+      }
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+// Algorithm 1 (cornstarch-arxiv §5.2) balances per-stage time across modalities: a larger
+// encoder gets more of the 6-stage budget, a larger LLM more LLM stages, and the budget
+// is never exceeded.
+TEST(Multimodal, CornstarchAllocatesStagesByModuleSize) {
+  auto alloc = [](const std::string& xyz) {
+    const auto s = prepare_study(test::source_path("configs/paper/cornstarch-" + xyz + ".toml"),
+                                 {"schedule.name=cornstarch"});
+    EXPECT_LE(s->schedule.num_stages, s->config.parallel.pp) << xyz;
+    return std::array<int, 3>{stages_running(s->schedule, "vision"),
+                              stages_running(s->schedule, "audio"),
+                              stages_running(s->schedule, "llm")};
+  };
+  const auto sss = alloc("sss"), lls = alloc("lls"), ssl = alloc("ssl");
+  EXPECT_GT(lls[0], sss[0]);  // large vision encoder: more vision stages
+  EXPECT_GT(lls[1], sss[1]);  // large audio encoder: more audio stages
+  EXPECT_GT(ssl[2], sss[2]);  // large LLM: more LLM stages
+  for (const auto& a : {sss, lls, ssl}) EXPECT_EQ(a[0] + a[1] + a[2], 6);
 }
 
 }  // namespace loom
