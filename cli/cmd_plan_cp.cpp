@@ -111,6 +111,11 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
                  "With --gpu: sub-blocks per query-block row (intra-GPU balancing); 0 = off")
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
+  sub.add_option("--ilp-node-limit", o.request.ilp.node_limit,
+                 "Subproblems GLPK may explore (0 = no limit); unlike the time limit, "
+                 "stops at the same point on every run")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub.add_flag("--json", o.json, "Print JSON, with the owner rank of every query block");
   sub.add_flag("--picture", o.picture,
                "Print the token-level mask instead (rows = queries, # = attends; --seq <= 256)");

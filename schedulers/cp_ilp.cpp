@@ -32,10 +32,21 @@ std::int64_t makespan_of(const std::vector<std::int64_t>& workloads, const std::
   return *std::max_element(load.begin(), load.end());
 }
 
-/// Records the best bound of the open nodes (minimisation: a lower bound on the optimum).
-void record_bound(glp_tree* tree, void* info) {
+/// Branch-and-bound progress seen from GLPK's callback.
+struct Search {
+  double bound = 0;             ///< best open node's bound: a lower bound on the optimum
+  std::int64_t selections = 0;  ///< subproblems selected so far
+  std::int64_t node_limit = 0;  ///< 0 = none
+};
+
+void on_search_event(glp_tree* tree, void* info) {
+  auto* search = static_cast<Search*>(info);
   const int node = glp_ios_best_node(tree);
-  if (node != 0) *static_cast<double*>(info) = glp_ios_node_bound(tree, node);
+  if (node != 0) search->bound = glp_ios_node_bound(tree, node);
+  // A node budget stops the search at the same point on every run (a time limit does not).
+  if (glp_ios_reason(tree) == GLP_ISELECT && search->node_limit > 0 &&
+      ++search->selections > search->node_limit)
+    glp_ios_terminate(tree);
 }
 
 /// Builds the reformulated Eq 3.4 with C in [lower, upper]. Column (d, g) is 1 + d*G + g;
@@ -143,16 +154,16 @@ IlpResult ilp_owners(const std::vector<std::int64_t>& workloads, int cp,
   glp_smcp simplex;
   glp_init_smcp(&simplex);
   simplex.msg_lev = GLP_MSG_OFF;
-  double bound = static_cast<double>(result.lower_bound);
+  Search search{static_cast<double>(result.lower_bound), 0, options.node_limit};
   int mip_status = GLP_NOFEAS;
   if (glp_simplex(lp, &simplex) == 0 && glp_get_status(lp) == GLP_OPT) {
-    bound = std::max(bound, glp_get_obj_val(lp));
+    search.bound = std::max(search.bound, glp_get_obj_val(lp));
     glp_iocp mip;
     glp_init_iocp(&mip);
     mip.msg_lev = GLP_MSG_OFF;
     mip.tm_lim = static_cast<int>(std::min(options.time_limit_s * 1000.0, 2.0e9));
-    mip.cb_func = record_bound;
-    mip.cb_info = &bound;
+    mip.cb_func = on_search_event;
+    mip.cb_info = &search;
     glp_intopt(lp, &mip);
     mip_status = glp_mip_status(lp);
   } else if (glp_get_status(lp) != GLP_NOFEAS) {
@@ -166,8 +177,8 @@ IlpResult ilp_owners(const std::vector<std::int64_t>& workloads, int cp,
     result.optimal = true;
     result.lower_bound = result.makespan;
   } else {
-    // Time limit: the optimum is >= the best open node's bound (integral, so round up).
-    const auto open_bound = static_cast<std::int64_t>(std::ceil(bound - 1e-6));
+    // Stopped early: the optimum is >= the best open node's bound (integral: round up).
+    const auto open_bound = static_cast<std::int64_t>(std::ceil(search.bound - 1e-6));
     result.lower_bound = std::max(result.lower_bound, std::min(open_bound, result.makespan));
     result.optimal = result.lower_bound == result.makespan;
   }

@@ -48,8 +48,11 @@ std::vector<int> lpt_owners(const std::vector<std::int64_t>& workloads, int cp);
 /// max(ceil(total / cp), max W_b): no distribution can do better.
 std::int64_t makespan_lower_bound(const std::vector<std::int64_t>& workloads, int cp);
 
+/// Stops for GLPK's branch and bound. When the time limit stops it, the result depends on
+/// the machine's speed; a node limit stops it at the same point on every run.
 struct IlpOptions {
-  double time_limit_s = 10;  ///< GLPK branch-and-bound wall-clock limit
+  double time_limit_s = 10;     ///< wall-clock limit
+  std::int64_t node_limit = 0;  ///< subproblems to explore; 0 = no limit
 };
 
 struct IlpResult {

@@ -129,6 +129,23 @@ TEST(CpDistribution, LptMeetsGrahamsBound) {
   EXPECT_LE(p.makespan, p.total_workload / 8 + t_max);
 }
 
+TEST(CpDistribution, IlpNodeLimitIsReproducibleAndKeepsAValidBound) {
+  MaskSpec spec = spec_of(MaskKind::kEmbedded, 65536);
+  const std::vector<std::int64_t> w = block_workloads(generate_mask(spec), BlockSizes{});
+  IlpOptions options;
+  options.node_limit = 50;
+  options.time_limit_s = 600;
+  const IlpResult a = ilp_owners(w, 8, options);
+  const IlpResult b = ilp_owners(w, 8, options);
+  EXPECT_EQ(a.owners, b.owners);
+  EXPECT_EQ(a.lower_bound, b.lower_bound);
+  EXPECT_LE(a.lower_bound, a.makespan);
+  EXPECT_GE(a.lower_bound, makespan_lower_bound(w, 8));
+  CpPlanRequest lpt;
+  lpt.cp = 8;
+  EXPECT_LE(a.makespan, plan_cp_from_workloads(w, 65536, lpt).makespan);
+}
+
 TEST(CpDistribution, BadNamesAndDegreesAreInputErrors) {
   EXPECT_THROW(parse_cp_distribution("ring"), InputError);
   EXPECT_THROW(lpt_owners({1, 2}, 0), InputError);
