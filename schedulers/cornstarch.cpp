@@ -20,6 +20,10 @@
 // Per-layer costs come from the configured view (`true` = Eq 3.2/3.3). Reconstructed:
 // get_iteration_time is the contention-free evaluator on the candidate lowered with the
 // same view (the paper profiles).
+//
+// With per-module layouts ([parallel.modules], core/layout.hpp) there is no search: each
+// module gets its own pp stages, tp and disjoint GPUs (non-colocated), all with
+// parallel.dp replicas.
 #include <algorithm>
 #include <limits>
 
@@ -40,10 +44,10 @@ StageGraph modality_parallel_graph(const Model& model, const Branches& branches,
   for (size_t b = 0; b < branches.encoders.size(); ++b) {
     for (auto& piece : partition_branch(model, branches.encoders[b], costs, a.encoders[b],
                                         "encoder '" + branches.names[b] + "'"))
-      graph.push_back({piece, {}});
+      graph.push_back(StageSpec{piece, {}, 0, {}});
   }
   for (auto& piece : partition_branch(model, branches.llm, costs, a.llm, "LLM"))
-    graph.push_back({piece, {}});
+    graph.push_back(StageSpec{piece, {}, 0, {}});
   return graph;
 }
 
@@ -80,15 +84,64 @@ std::vector<Allocation> candidates(const Branches& branches, const std::vector<d
   return out;
 }
 
+/// The layout of the module group a branch (or the LLM part) starts with, checked for
+/// what this lowering models: modality parallelism on disjoint GPUs, one DP degree.
+const ModuleLayout& checked_layout(const SchedulingProblem& problem, int layer) {
+  const Model& model = *problem.model;
+  const int module = model.layers()[static_cast<size_t>(layer)].module;
+  const ModuleLayout& l = problem.parallel.module_layouts[static_cast<size_t>(module)];
+  const std::string key = "parallel.modules." + model.module(l.owner).name;
+  if (l.dp != problem.parallel.dp)
+    throw InputError(key + ".dp: cornstarch runs parallel.dp = " +
+                     std::to_string(problem.parallel.dp) + " replicas of every module, got " +
+                     std::to_string(l.dp) + " (modules with their own DP: hetero-noncolocated)");
+  if (l.cp != 1) throw InputError(key + ".cp: cornstarch's pipeline lowering models cp = 1");
+  for (const ModuleLayout& other : problem.parallel.module_layouts) {
+    if (other.owner != l.owner && colocated(other, l))
+      throw InputError(key +
+                       ".gpus: modality parallelism puts every module on GPUs of its "
+                       "own; '" +
+                       model.module(other.owner).name +
+                       "' shares them (colocated layouts: hetero-colocated)");
+  }
+  return l;
+}
+
+void place(StageGraph& graph, size_t first_stage, const ModuleLayout& l, int dp) {
+  for (int k = 0; k < l.pp; ++k) {
+    StageSpec& stage = graph[first_stage + static_cast<size_t>(k)];
+    stage.tp = l.tp;
+    for (int d = 0; d < dp; ++d) stage.gpu.push_back(l.stage_gpu(d, k));
+  }
+}
+
+/// Per-module layouts given: each module's own pp, tp and GPUs (no search).
+StageGraph explicit_graph(const SchedulingProblem& problem, const Branches& branches,
+                          const std::vector<double>& costs) {
+  const Model& model = *problem.model;
+  const int dp = problem.parallel.dp;
+  StageGraph graph;
+  auto add = [&](const std::vector<int>& layers, const std::string& what) {
+    const ModuleLayout& l = checked_layout(problem, layers.front());
+    const size_t first = graph.size();
+    for (auto& piece : partition_branch(model, layers, costs, l.pp, what))
+      graph.push_back(StageSpec{piece, {}, 0, {}});
+    place(graph, first, l, dp);
+  };
+  for (size_t b = 0; b < branches.encoders.size(); ++b)
+    add(branches.encoders[b], "parallel.modules." + branches.names[b] + ".pp");
+  add(branches.llm, "LLM pp");
+  return graph;
+}
+
 }  // namespace
 
 Schedule generate_cornstarch(const SchedulingProblem& problem) {
   const char* name = "cornstarch";
-  if (!problem.parallel.module_layouts.empty())
-    throw InputError(std::string("parallel.modules: '") + name +
-                     "' allocates stages itself (Algorithm 1) within parallel.pp/dp/tp");
   const Model& model = *problem.model;
   const Branches branches = split_branches(model, name);
+  if (!problem.parallel.module_layouts.empty())
+    return lower_multimodal(problem, name, explicit_graph(problem, branches, view_costs(problem)));
   const int budget = problem.parallel.pp;
   const std::vector<double> costs = view_costs(problem);
   const std::vector<Allocation> options = candidates(branches, costs, budget);

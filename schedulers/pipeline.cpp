@@ -83,7 +83,23 @@ class Lowering {
   /// p(L) of Eq 3.3; a frozen-unaware planner believes every layer needs a backward.
   bool upstream(int layer) const { return naive_ || model_.has_trainable_upstream(layer); }
 
+  /// TP width of a stage (its explicit one, or parallel.tp) and of a layer's stage.
+  int stage_tp(int s) const { return stage(s).tp > 0 ? stage(s).tp : tp_; }
+  int layer_tp(int l) const { return stage_tp(stage_of_layer_[static_cast<size_t>(l)]); }
+
   void place_ranks() {
+    for (const Module& mod : model_.modules()) schedule_.module_names.push_back(mod.name);
+    schedule_.num_stages = pp_;
+    schedule_.microbatches = m_;
+    schedule_.programs.resize(static_cast<size_t>(pp_ * dp_));
+    if (!graph_.empty() && !graph_.front().gpu.empty()) {
+      // Explicit placement; check_placement() vets it against the cluster.
+      for (int d = 0; d < dp_; ++d) {
+        for (int s = 0; s < pp_; ++s)
+          schedule_.ranks.push_back({stage(s).gpu.at(static_cast<size_t>(d)), stage_tp(s), d});
+      }
+      return;
+    }
     const Cluster& c = *p_.cluster;
     if (tp_ > c.gpus_per_node || c.gpus_per_node % tp_ != 0) {
       throw InputError("parallel.tp: " + std::to_string(tp_) +
@@ -98,13 +114,9 @@ class Lowering {
                             std::to_string(c.num_gpus()) + " (" + std::to_string(c.nodes) +
                             " nodes x " + std::to_string(c.gpus_per_node) + ")");
     }
-    for (const Module& mod : model_.modules()) schedule_.module_names.push_back(mod.name);
-    schedule_.num_stages = pp_;
-    schedule_.microbatches = m_;
     for (int d = 0; d < dp_; ++d) {
       for (int s = 0; s < pp_; ++s) schedule_.ranks.push_back({rank(d, s) * tp_, tp_, d});
     }
-    schedule_.programs.resize(static_cast<size_t>(pp_ * dp_));
   }
 
   void assign_samples() {
@@ -155,13 +167,14 @@ class Lowering {
         MicrobatchCosts& mc = costs_[static_cast<size_t>(d * m_ + j)];
         for (int l = 0; l < model_.num_layers(); ++l) {
           const MicrobatchShape shape = layer_shape(model_, l, batch);
-          PassCost c = effective_cost(*p_.cost, model_, l, shape, tp_);
+          const int tp = layer_tp(l);
+          PassCost c = effective_cost(*p_.cost, model_, l, shape, tp);
           if (naive_) {  // §3.3.1: "backward passes take roughly twice as long as forward"
-            c = p_.cost->layer_cost(l, shape, tp_);
+            c = p_.cost->layer_cost(l, shape, tp);
             c.input_grad_s = c.weight_grad_s = c.forward_s;
           }
           mc.layer.push_back(c);
-          mc.activation.push_back(p_.cost->activation_bytes(l, shape, tp_));
+          mc.activation.push_back(p_.cost->activation_bytes(l, shape, tp));
           mc.output.push_back(p_.cost->output_bytes(l, shape));
         }
       }
@@ -281,7 +294,7 @@ class Lowering {
     for (int s = 0; s < pp_; ++s) {
       int module = stage(s).segments.front().module;
       const double bytes =
-          trainable_parameters(s, &module) * p_.memory.gradient_bytes_per_param / tp_;
+          trainable_parameters(s, &module) * p_.memory.gradient_bytes_per_param / stage_tp(s);
       if (bytes <= 0) continue;
       const int group = static_cast<int>(schedule_.groups.size());
       std::vector<int> members;
@@ -300,7 +313,7 @@ class Lowering {
       StaticMemory& mem = per_stage[static_cast<size_t>(s)];
       auto add = [&](const Segment& seg, bool trained) {
         for (int l = seg.first; l < seg.end; ++l) {
-          const double params = p_.cost->parameters(l) / tp_;
+          const double params = p_.cost->parameters(l) / stage_tp(s);
           mem.parameters += params * model_.layer(l).dtype_bytes;
           if (trained && !model_.layer(l).frozen) {
             mem.gradients += params * p_.memory.gradient_bytes_per_param;

@@ -4,7 +4,8 @@
 /// (encoders-replicated, encoders-colocated, cornstarch). Schedulers decide which layers
 /// each stage runs and the order of (pass, microbatch) on each stage; this pass does the
 /// rest, in one place:
-///   1. place ranks: replica d, stage s -> rank d*S + s on GPUs [rank*tp, rank*tp + tp)
+///   1. place ranks: replica d, stage s -> rank d*S + s on GPUs [rank*tp, rank*tp + tp),
+///      or where the stage's explicit placement says (per-module layouts)
 ///   2. assign samples to (replica, microbatch) in order
 ///   3. cost every layer for every microbatch (frozen status applied, Eq 3.2; or the
 ///      frozen-unaware `naive` view a planner believes, for predictions)
@@ -43,6 +44,10 @@ struct Segment {
 struct StageSpec {
   std::vector<Segment> segments;
   std::vector<Segment> redundant;
+  /// Explicit placement (per-module layouts): the stage's TP width and its first GPU in
+  /// each replica. 0 / empty = the single layout (parallel.tp, ranks packed in order).
+  int tp = 0;
+  std::vector<int> gpu;
 };
 /// Every layer in exactly one stage's `segments`; stage s of every replica is one rank.
 using StageGraph = std::vector<StageSpec>;

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "core/errors.hpp"
 #include "core/evaluator.hpp"
 #include "core/validate.hpp"
 #include "schedulers/pipeline.hpp"
@@ -266,6 +267,43 @@ TEST(Multimodal, CornstarchAllocatesStagesByModuleSize) {
   EXPECT_GT(lls[1], sss[1]);  // large audio encoder: more audio stages
   EXPECT_GT(ssl[2], sss[2]);  // large LLM: more LLM stages
   for (const auto& a : {sss, lls, ssl}) EXPECT_EQ(a[0] + a[1] + a[2], 6);
+}
+
+}  // namespace loom
+
+namespace loom {
+
+// Cornstarch with per-module layouts (core/layout.hpp): no search; each module runs its
+// own pp stages at its own tp on its own GPUs.
+TEST(Multimodal, CornstarchHonorsPerModuleLayouts) {
+  const std::vector<std::string> layouts = {
+      "parallel.modules.llm.tp=2",    "parallel.modules.llm.pp=3",
+      "parallel.modules.llm.dp=2",    "parallel.modules.llm.gpus=0-11",
+      "parallel.modules.vision.tp=2", "parallel.modules.vision.pp=2",
+      "parallel.modules.vision.dp=2", "parallel.modules.vision.gpus=12-19",
+      "parallel.modules.audio.dp=2",  "parallel.modules.audio.gpus=20-21"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), layouts.begin(), layouts.end());
+    extra.push_back("schedule.name=cornstarch");
+    return prepare_study(test::source_path("configs/paper/cornstarch-mmm.toml"), extra);
+  };
+  const auto study = with({});
+  const Schedule& s = study->schedule;
+  ASSERT_EQ(s.num_stages, 6);  // vision 2 + audio 1 + llm 3
+  // Replica 0: vision stages on GPUs 12, 14; audio on 20 (tp 1); the LLM on 0, 2, 4.
+  const std::vector<int> gpus = {12, 14, 20, 0, 2, 4};
+  const std::vector<int> tps = {2, 2, 1, 2, 2, 2};
+  for (int r = 0; r < 6; ++r) {
+    EXPECT_EQ(s.ranks[static_cast<size_t>(r)].gpu, gpus[static_cast<size_t>(r)]) << r;
+    EXPECT_EQ(s.ranks[static_cast<size_t>(r)].tp, tps[static_cast<size_t>(r)]) << r;
+  }
+  EXPECT_EQ(s.ranks[8].gpu, 21);  // replica 1's audio stage
+  EXPECT_EQ(stages_running(s, "vision"), 2);
+  EXPECT_THROW(with({"parallel.modules.audio.dp=1", "parallel.modules.audio.gpus=20"}),
+               InputError);  // DP differs from the other modules
+  EXPECT_THROW(with({"parallel.modules.audio.tp=2", "parallel.modules.audio.pp=3",
+                     "parallel.modules.audio.gpus=0-11"}),
+               InputError);  // colocated with the LLM
 }
 
 }  // namespace loom
