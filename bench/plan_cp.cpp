@@ -34,8 +34,12 @@ MaskSpec spec_of(MaskKind kind, std::int64_t seq, std::uint64_t seed = 1) {
 }
 
 void planning_time() {
-  std::printf("## Planning time, 1,048,576 tokens, cp 8 (median of 7; mask + W_b + LPT)\n\n");
-  std::printf("| mask | generate ms | W_b ms | LPT ms | total ms |\n|---|---:|---:|---:|---:|\n");
+  std::printf(
+      "## Planning time, 1,048,576 tokens, cp 8 (mask + W_b + LPT; medians of 7, and the "
+      "fastest total: the container's CPUs are shared)\n\n");
+  std::printf(
+      "| mask | generate ms | W_b ms | LPT ms | total ms | fastest total ms |\n"
+      "|---|---:|---:|---:|---:|---:|\n");
   for (const std::string& name : mask_kind_names()) {
     std::vector<double> gen, work, lpt, total;
     (void)block_workloads(generate_mask(spec_of(parse_mask_kind(name), 1 << 20)), BlockSizes{});
@@ -55,8 +59,9 @@ void planning_time() {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];
     };
-    std::printf("| %s | %.2f | %.2f | %.2f | %.2f |\n", name.c_str(), median(gen), median(work),
-                median(lpt), median(total));
+    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", name.c_str(), median(gen),
+                median(work), median(lpt), median(total),
+                *std::min_element(total.begin(), total.end()));
   }
 }
 

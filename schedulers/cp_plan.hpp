@@ -23,12 +23,19 @@ struct BlockSizes {
   std::int64_t key_block = 32;     ///< tokens per key block: the tile the workload counts
 };
 
+/// Two exact ways to count W_b (same answers; block_workloads picks the cheaper):
+///   kSegments  sweep of runs of equal words: O(query blocks x segments x pieces), fast for
+///              generated masks (a few long runs)
+///   kBitsets   per-word key-block bitsets: O(query blocks x distinct words^2 x key
+///              blocks / 64), for masks whose words change every few tokens
+enum class WorkloadMethod { kAuto, kSegments, kBitsets };
+
 /// W_b for every query block b: the number of key blocks in row b that are not fully
 /// masked (Alg 1 line 5). The last query/key block may be shorter than its size.
-/// Exact (same answer as testing every token pair) in O(query blocks x mask segments),
-/// where a segment is a run of tokens with equal words. Throws InputError on block sizes
-/// < 1 or an empty mask.
-std::vector<std::int64_t> block_workloads(const AttentionMask& mask, const BlockSizes& sizes);
+/// Exact: the same answer as testing every token pair. Throws InputError on block sizes
+/// < 1, a negative window or an empty mask.
+std::vector<std::int64_t> block_workloads(const AttentionMask& mask, const BlockSizes& sizes,
+                                          WorkloadMethod method = WorkloadMethod::kAuto);
 
 enum class CpDistribution { kZigzag, kLpt, kIlp };
 const char* to_string(CpDistribution distribution);  ///< "zigzag", "lpt", "ilp"

@@ -13,12 +13,18 @@
 // are visited in position order, so the intervals arrive sorted by start and the union is
 // one sweep. Cost: O(query blocks x segments), independent of the block sizes.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "core/errors.hpp"
 #include "schedulers/cp_plan.hpp"
 
 namespace loom {
+
+/// cp_workload_bitset.cpp: the method for masks with many short runs.
+std::vector<std::int64_t> block_workloads_by_bitsets(const AttentionMask& mask,
+                                                     const BlockSizes& sizes);
+
 namespace {
 
 struct Segment {
@@ -87,14 +93,9 @@ std::int64_t row_workload(const std::vector<Segment>& pieces, const std::vector<
   return count;
 }
 
-}  // namespace
-
-std::vector<std::int64_t> block_workloads(const AttentionMask& mask, const BlockSizes& sizes) {
-  if (sizes.query_block < 1) throw InputError("--query-block: must be >= 1 token");
-  if (sizes.key_block < 1) throw InputError("--key-block: must be >= 1 token");
-  if (mask.size() == 0) throw InputError("attention mask: no tokens");
-  if (mask.window < 0) throw InputError("attention mask: window must be >= 0");
-  const std::vector<Segment> segments = segments_of(mask);
+std::vector<std::int64_t> block_workloads_by_segments(const AttentionMask& mask,
+                                                      const std::vector<Segment>& segments,
+                                                      const BlockSizes& sizes) {
   const std::int64_t blocks = (mask.size() + sizes.query_block - 1) / sizes.query_block;
   std::vector<std::int64_t> workloads(static_cast<std::size_t>(blocks));
   std::vector<Segment> pieces;
@@ -111,6 +112,42 @@ std::vector<std::int64_t> block_workloads(const AttentionMask& mask, const Block
         row_workload(pieces, segments, mask.window, sizes.key_block);
   }
   return workloads;
+}
+
+/// Rough operation counts of the two methods, to pick the cheaper.
+bool segments_are_cheaper(const AttentionMask& mask, const std::vector<Segment>& segments,
+                          const BlockSizes& sizes) {
+  const double n = static_cast<double>(mask.size());
+  const double query_blocks = std::ceil(n / static_cast<double>(sizes.query_block));
+  const double s = static_cast<double>(segments.size());
+  const double pieces = std::min(static_cast<double>(sizes.query_block), s / query_blocks + 1);
+  const double segment_cost = query_blocks * s * pieces;
+  std::vector<std::uint64_t> distinct;  // distinct words, capped: enough to decide
+  for (const Segment& segment : segments) {
+    const std::uint64_t w = segment.word;
+    if (std::find(distinct.begin(), distinct.end(), w) == distinct.end()) distinct.push_back(w);
+    if (distinct.size() > 256) return true;  // bitsets would need too much memory or time
+  }
+  const double d = static_cast<double>(distinct.size());
+  const double key_blocks = std::ceil(n / static_cast<double>(sizes.key_block));
+  const double bitset_cost = query_blocks * std::min(pieces, d) * d *
+                             (key_blocks / 64 + 2.0 * static_cast<double>(sizes.key_block));
+  return segment_cost <= bitset_cost;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> block_workloads(const AttentionMask& mask, const BlockSizes& sizes,
+                                          WorkloadMethod method) {
+  if (sizes.query_block < 1) throw InputError("--query-block: must be >= 1 token");
+  if (sizes.key_block < 1) throw InputError("--key-block: must be >= 1 token");
+  if (mask.size() == 0) throw InputError("attention mask: no tokens");
+  if (mask.window < 0) throw InputError("attention mask: window must be >= 0");
+  if (method == WorkloadMethod::kBitsets) return block_workloads_by_bitsets(mask, sizes);
+  const std::vector<Segment> segments = segments_of(mask);
+  if (method == WorkloadMethod::kAuto && !segments_are_cheaper(mask, segments, sizes))
+    return block_workloads_by_bitsets(mask, sizes);
+  return block_workloads_by_segments(mask, segments, sizes);
 }
 
 }  // namespace loom

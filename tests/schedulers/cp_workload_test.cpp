@@ -62,8 +62,33 @@ TEST(CpWorkload, MatchesBruteForceOnEveryMaskFamily) {
     for (BlockSizes sizes : {BlockSizes{128, 32}, BlockSizes{50, 7}, BlockSizes{1, 1}}) {
       if (sizes.query_block == 1 && spec.seq > 600) spec.seq = 600;
       const AttentionMask mask = generate_mask(spec);
-      EXPECT_EQ(block_workloads(mask, sizes), brute_force(mask, sizes))
-          << name << " " << sizes.query_block << "x" << sizes.key_block;
+      const std::vector<std::int64_t> expected = brute_force(mask, sizes);
+      for (WorkloadMethod method : {WorkloadMethod::kSegments, WorkloadMethod::kBitsets})
+        EXPECT_EQ(block_workloads(mask, sizes, method), expected)
+            << name << " " << sizes.query_block << "x" << sizes.key_block << " method "
+            << static_cast<int>(method);
+    }
+  }
+}
+
+TEST(CpWorkload, WordsChangingEveryTokenAgreeWithBruteForce) {
+  // A mask file can alternate words token by token (the bitset method's case), with
+  // padding, sinks and a window mixed in.
+  AttentionMask mask;
+  std::uint64_t x = 12345;
+  for (int i = 0; i < 700; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    const std::uint64_t bits = (x >> 33) % 8;  // 0 = padding
+    mask.words.push_back(bits | ((x >> 40) % 2 ? kCausalBit : 0) |
+                         ((x >> 45) % 16 == 0 ? kSinkBit : 0));
+  }
+  for (std::int64_t window : {0, 37}) {
+    mask.window = window;
+    for (BlockSizes sizes : {BlockSizes{128, 32}, BlockSizes{20, 9}}) {
+      const std::vector<std::int64_t> expected = brute_force(mask, sizes);
+      EXPECT_EQ(block_workloads(mask, sizes, WorkloadMethod::kSegments), expected) << window;
+      EXPECT_EQ(block_workloads(mask, sizes, WorkloadMethod::kBitsets), expected) << window;
+      EXPECT_EQ(block_workloads(mask, sizes), expected) << window;
     }
   }
 }
