@@ -90,6 +90,31 @@ std::vector<int> module_layers(const Model& model, int module);
 std::vector<int> producer_layers(const Model& model, int layer);
 std::vector<int> consumer_layers(const Model& model, int layer);
 
+/// GPU offsets of a colocated rank set in the LLM's grid (core/layout.hpp order: replica,
+/// stage, then TP x CP shard): P stages of K shards per replica, Q = P K pieces.
+class ColocatedGrid {
+ public:
+  ColocatedGrid() = default;
+  explicit ColocatedGrid(const ModuleLayout& llm)
+      : shards_(llm.tp * llm.cp), pp_(llm.pp), dp_(llm.dp) {}
+  int gpus() const { return shards_ * pp_ * dp_; }
+  int pp() const { return pp_; }
+  int shards() const { return shards_; }
+  int pieces() const { return shards_ * pp_; }
+  int replica(int r) const { return r / pieces(); }
+  int stage(int r) const { return (r / shards_) % pp_; }
+  int shard(int r) const { return r % shards_; }
+  int gpu_of(int replica, int stage, int shard) const {
+    return (replica * pp_ + stage) * shards_ + shard;
+  }
+  /// The i-th piece the LLM GPUs of shard k compute; the encoder on (stage i, shard k)
+  /// computes this same piece.
+  int piece_at(int shard, int i) const { return shard * pp_ + i; }
+
+ private:
+  int shards_ = 1, pp_ = 1, dp_ = 1;
+};
+
 /// Collective groups by member list (ring order as given), deduplicated.
 class GroupTable {
  public:

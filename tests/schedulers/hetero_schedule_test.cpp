@@ -51,8 +51,13 @@ TEST(HeteroColocated, TableA3ColocatedIsFasterThanHomogeneous) {
 }
 
 TEST(HeteroColocated, TimelineShowsTheThreePhasesOnEveryRank) {
-  for (const char* name : {kH, kC}) {
-    const auto st = paper(name);
+  std::vector<std::unique_ptr<Study>> studies;
+  studies.push_back(paper(kH));
+  studies.push_back(paper(kC));
+  studies.push_back(prepare_study(test::source_path("configs/examples/vlm-frozen.toml"),
+                                  {"schedule.name=hetero-colocated"}));  // LLM with PP 4
+  for (const auto& st : studies) {
+    const std::string name = st->config.path;
     const Schedule& s = st->schedule;
     const Timeline t = evaluate(s, st->config.cluster);
     for (int r = 0; r < s.num_ranks(); ++r) {
@@ -237,6 +242,38 @@ TEST(HeteroSchedulers, SingleLayoutConfigsRunWithTheDefaultRemap) {
   EXPECT_NO_THROW(evaluate(nc->schedule, nc->config.cluster));
 }
 
+TEST(HeteroColocated, PipelinedLlmGathersEncoderPiecesOnStageZero) {
+  // vlm-frozen's single layout (PP 4) remapped: the LLM keeps 4 stages, the encoder runs
+  // as 4 DP replicas on the same GPUs (core/layout.hpp's colocated default).
+  const auto st = prepare_study(test::source_path("configs/examples/vlm-frozen.toml"),
+                                {"schedule.name=hetero-colocated"});
+  const Schedule& s = st->schedule;
+  ASSERT_EQ(s.num_ranks(), 4);
+  EXPECT_EQ(s.num_stages, 4);
+  EXPECT_EQ(s.microbatches, 8 * 4);  // Q = P x K = 4 pieces per microbatch
+  EXPECT_NO_THROW(validate(s, st->config.model));
+  // Stage 0 receives the 3 pieces the other GPUs' encoders computed, per microbatch,
+  // before any LLM work; the others send theirs there.
+  int received = 0;
+  for (const Op& op : s.programs[0]) {
+    if (std::holds_alternative<Compute>(op) && is_llm(s, std::get<Compute>(op).module)) break;
+    if (const auto* rv = std::get_if<Recv>(&op)) {
+      EXPECT_EQ(rv->tag.pass, Pass::kF);
+      ++received;
+    }
+  }
+  EXPECT_EQ(received, 3 * 8);
+  for (int r = 1; r < 4; ++r) {
+    int sent = 0;
+    for (const Op& op : s.programs[static_cast<size_t>(r)]) {
+      const auto* send = std::get_if<Send>(&op);
+      if (send && send->peer == 0 && send->tag.pass == Pass::kF && !is_llm(s, send->module)) ++sent;
+    }
+    EXPECT_EQ(sent, 8) << "rank " << r;
+  }
+  EXPECT_NO_THROW(evaluate(s, st->config.cluster));
+}
+
 TEST(HeteroNonColocated, FanOutSplitsEachMicrobatchIntoPieces) {
   // Vision TP 4 / DP 1 -> LLM DP 4: the vision rank runs each microbatch as 4 pieces,
   // one per LLM replica, and sends each piece to its replica.
@@ -266,16 +303,8 @@ TEST(HeteroSchedulers, LayoutErrorsNameTheModule) {
   };
   expect_error(kNc, {"schedule.name=hetero-colocated"}, "parallel.modules.");
   expect_error(kC, {"schedule.name=hetero-noncolocated"}, "parallel.modules.llm.cp");
-  // A single-layout config gets core/layout.hpp's default remap; its pipeline LLM is
-  // beyond what hetero-colocated models, and the message says what to change.
-  try {
-    prepare_study(test::source_path("configs/examples/vlm-frozen.toml"),
-                  {"schedule.name=hetero-colocated"});
-    ADD_FAILURE() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("parallel.modules.llm.pp"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("set parallel.pp = 1"), std::string::npos);
-  }
+  expect_error(kC, {"parallel.modules.vision.pp=2", "parallel.modules.vision.dp=16"},
+               "parallel.modules.vision.pp");
   // Another nested colocated grid is fine.
   EXPECT_NO_THROW(paper(kC, {"parallel.modules.vision.dp=16", "parallel.modules.vision.tp=2",
                              "parallel.modules.llm.dp=1", "parallel.modules.llm.cp=16",
