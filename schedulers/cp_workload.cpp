@@ -11,7 +11,8 @@
 // (a key k is seen by some q in [q0, q1] iff [k, k + W - 1] meets [q0, q1]). A row's
 // workload is the size of the union of these intervals in key-block units. Key segments
 // are visited in position order, so the intervals arrive sorted by start and the union is
-// one sweep. Cost: O(query blocks x segments), independent of the block sizes.
+// one sweep. Cost: O(query blocks x segments), independent of the block sizes. Masks whose
+// words change every few tokens go to the bitset method (cp_workload_bitset.cpp) instead.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -126,10 +127,11 @@ bool segments_are_cheaper(const AttentionMask& mask, const std::vector<Segment>&
   for (const Segment& segment : segments) {
     const std::uint64_t w = segment.word;
     if (std::find(distinct.begin(), distinct.end(), w) == distinct.end()) distinct.push_back(w);
-    if (distinct.size() > 256) return true;  // bitsets would need too much memory or time
+    if (distinct.size() > 4096) return true;  // bitsets would cost more than they save
   }
   const double d = static_cast<double>(distinct.size());
   const double key_blocks = std::ceil(n / static_cast<double>(sizes.key_block));
+  if (d * key_blocks / 8 > 1e9) return true;  // the bitsets alone would take > 1 GB
   const double bitset_cost = query_blocks * std::min(pieces, d) * d *
                              (key_blocks / 64 + 2.0 * static_cast<double>(sizes.key_block));
   return segment_cost <= bitset_cost;
