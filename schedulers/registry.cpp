@@ -32,12 +32,13 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        "reconstructed)",
        generate_cornstarch},
       {"hetero-colocated",
-       "heterogeneous layouts on one shared rank set: encoder forward, LLM 1F1B, encoder "
-       "backward (three phases, Megatron heterogeneous parallelism)",
+       "heterogeneous parallelism §3.3: per-module grids on one rank set, three phases "
+       "(encoder F, LLM 1F1B, encoder B), local all-gather boundary, CP split by the CP "
+       "planner (encoder items of 1,024 tokens: reconstructed)",
        generate_hetero_colocated},
       {"hetero-noncolocated",
-       "heterogeneous layouts on disjoint rank sets: graph-aware 1F1B, boundary leaders and "
-       "local broadcast (Megatron heterogeneous parallelism)",
+       "heterogeneous parallelism §3.3: per-module grids on disjoint rank sets, graph-aware "
+       "1F1B (warmup = stages to the sink), boundary leaders + local TP broadcast",
        generate_hetero_noncolocated},
   };
   return kSchedulers;
