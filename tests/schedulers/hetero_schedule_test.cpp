@@ -274,6 +274,41 @@ TEST(HeteroColocated, PipelinedLlmGathersEncoderPiecesOnStageZero) {
   EXPECT_NO_THROW(evaluate(s, st->config.cluster));
 }
 
+TEST(HeteroNonColocated, Figure14TopologyDispatchesEveryEdgeByItsKind) {
+  // Fig 4a / Fig 14: encoder 1 in two stages (GPUs 0-1), encoder 2 in one (GPU 2), the
+  // LLM in three (GPUs 3-5).
+  const auto st = test::fixture(
+      "two-encoders.toml", {"schedule.name=hetero-noncolocated", "cluster.gpus_per_node=8",
+                            "schedule.microbatches=8", "parallel.modules.vision.pp=2",
+                            "parallel.modules.vision.gpus=0-1", "parallel.modules.audio.gpus=2",
+                            "parallel.modules.llm.pp=3", "parallel.modules.llm.gpus=3-5"});
+  const Schedule& s = st->schedule;
+  ASSERT_EQ(s.num_ranks(), 6);
+  // Warmup = stage nodes to the sink: E1P0 4, E1P1 3, E2P0 3, L0 2, L1 1, L2 0; the first
+  // steady-state forward follows it.
+  const size_t leading[] = {5, 4, 4, 3, 2, 1};
+  for (int r = 0; r < 6; ++r) {
+    std::set<int> forwards;  // microbatches run forward before the first backward
+    for (const Op& op : s.programs[static_cast<size_t>(r)]) {
+      const auto* c = std::get_if<Compute>(&op);
+      if (!c) continue;
+      if (c->pass != Pass::kF) break;
+      forwards.insert(c->microbatch);
+    }
+    EXPECT_EQ(forwards.size(), leading[r]) << "rank " << r;
+  }
+  // LLM stage 0 (rank 3) joins: before F of microbatch 0 it receives both encoders'
+  // boundary tensors, from E1's last stage (rank 1) and E2 (rank 2).
+  std::set<int> peers;
+  for (const Op& op : s.programs[3]) {
+    if (std::holds_alternative<Compute>(op)) break;
+    if (const auto* rv = std::get_if<Recv>(&op)) peers.insert(rv->peer);
+  }
+  EXPECT_EQ(peers, (std::set<int>{1, 2}));
+  EXPECT_NO_THROW(validate(s, st->config.model));
+  EXPECT_NO_THROW(evaluate(s, st->config.cluster));
+}
+
 TEST(HeteroNonColocated, FanOutSplitsEachMicrobatchIntoPieces) {
   // Vision TP 4 / DP 1 -> LLM DP 4: the vision rank runs each microbatch as 4 pieces,
   // one per LLM replica, and sends each piece to its replica.
