@@ -11,6 +11,7 @@
 
 #include "core/cost_analytical.hpp"
 #include "core/cost_calibrated.hpp"
+#include "core/cost_recompute.hpp"
 #include "core/errors.hpp"
 #include "core/presets.hpp"
 #include "core/units.hpp"
@@ -459,6 +460,8 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
   if (!(c.efficiency > 0 && c.efficiency <= 1))
     r.fail(t.get("efficiency"), "cost.efficiency", "must be in (0, 1]");
   c.profile = relative_to_config(r.file(), r.string(t, "cost.", "profile", ""));
+  c.activation_checkpointing =
+      r.boolean(t, "cost.", "activation_checkpointing", c.activation_checkpointing);
   c.memory.gradient_bytes_per_param = r.number(t, "cost.", "gradient_bytes_per_param", 4);
   c.memory.optimizer_bytes_per_param = r.number(t, "cost.", "optimizer_bytes_per_param", 12);
   if (c.model == "calibrated" && c.profile.empty())
@@ -494,6 +497,46 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
   return c;
 }
 
+/// `[parallel.modules.<name>]` tables (core/layout.hpp), resolved and checked.
+void read_module_layouts(Reader& r, const toml::table& parallel, Config& c) {
+  const toml::table* mods = r.section(parallel, "parallel.", "modules");
+  if (!mods) return;
+  std::map<std::string, ModuleLayout> layouts;
+  for (const auto& [name_key, node] : *mods) {
+    const std::string name(name_key.str());
+    const std::string path = "parallel.modules." + name + ".";
+    const toml::table* t = r.section(*mods, "parallel.modules.", name);
+    if (!t) r.fail(&node, path, "expected a table");
+    ModuleLayout l;
+    l.tp = r.integer(*t, path, "tp", 1, 1);
+    l.cp = r.integer(*t, path, "cp", 1, 1);
+    l.pp = r.integer(*t, path, "pp", 1, 1);
+    l.dp = r.integer(*t, path, "dp", 1, 1);
+    // `gpus = 5` (one GPU, e.g. from --set) reads as the range "5".
+    const toml::node* g = t->get("gpus");
+    const bool one_gpu = g && g->is_integer() && *g->value<std::int64_t>() >= 0;
+    const std::string gpus =
+        one_gpu ? std::to_string(*g->value<std::int64_t>()) : r.string(*t, path, "gpus", "");
+    if (one_gpu) r.mark(g);
+    if (!gpus.empty()) {
+      int end = 0;
+      if (!parse_gpu_range(gpus, &l.first_gpu, &end))
+        r.fail(t->get("gpus"), path + "gpus",
+               "expected a GPU range \"first-last\" (e.g. \"4-7\") or one GPU \"5\", got \"" +
+                   gpus + "\"");
+      l.gpus = end - l.first_gpu;
+    }
+    layouts[name] = l;
+  }
+  try {
+    c.parallel.module_layouts = resolve_module_layouts(c.model, layouts, c.cluster);
+  } catch (const InputError& e) {
+    throw InputError(r.file() + ": " + e.what());
+  } catch (const InfeasibleError& e) {
+    throw InfeasibleError(r.file() + ": " + e.what());
+  }
+}
+
 }  // namespace
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
@@ -512,6 +555,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.parallel.pp = r.integer(p, "parallel.", "pp", 1, 1);
   c.parallel.dp = r.integer(p, "parallel.", "dp", 1, 1);
   c.parallel.tp = r.integer(p, "parallel.", "tp", 1, 1);
+  read_module_layouts(r, p, c);
 
   const toml::table* sch = r.section(root, "", "schedule");
   const toml::table& s = sch ? *sch : kEmpty;
@@ -519,6 +563,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.schedule.microbatches = r.integer(s, "schedule.", "microbatches", c.schedule.microbatches, 1);
   c.schedule.microbatch_size =
       r.integer(s, "schedule.", "microbatch_size", c.schedule.microbatch_size, 1);
+  c.schedule.encoder_stages =
+      r.integer(s, "schedule.", "encoder_stages", c.schedule.encoder_stages, 0);
   c.schedule.partition_view =
       r.string(s, "schedule.", "partition_view", "true", {"true", "naive"}) == "true"
           ? PartitionView::kTrue
@@ -549,7 +595,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   return c;
 }
 
-std::unique_ptr<CostModel> make_cost_model(const Config& config) {
+namespace {
+
+std::unique_ptr<CostModel> make_base_cost_model(const Config& config) {
   if (config.cost.model == "table")
     return std::make_unique<TableCostModel>(config.model, config.cost.table);
   if (config.cost.model == "calibrated") {
@@ -557,6 +605,14 @@ std::unique_ptr<CostModel> make_cost_model(const Config& config) {
   }
   return std::make_unique<AnalyticalCostModel>(config.model, config.cluster,
                                                config.cost.efficiency);
+}
+
+}  // namespace
+
+std::unique_ptr<CostModel> make_cost_model(const Config& config) {
+  auto base = make_base_cost_model(config);
+  if (!config.cost.activation_checkpointing) return base;
+  return std::make_unique<RecomputeCostModel>(config.model, std::move(base));
 }
 
 }  // namespace loom

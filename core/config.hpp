@@ -13,14 +13,21 @@
 #include "core/cluster.hpp"
 #include "core/cost_model.hpp"
 #include "core/cost_table.hpp"
+#include "core/layout.hpp"
 #include "core/model.hpp"
 
 namespace loom {
 
+/// The single layout (pp, dp, tp for the whole model; the default) or, when
+/// `[parallel.modules.<name>]` tables are given, one layout and rank set per module
+/// (core/layout.hpp). Schedulers that pipeline one chain (gpipe, 1f1b) read the single
+/// layout; per-module schedulers read `module_layouts`.
 struct ParallelConfig {
   int pp = 1;  ///< pipeline stages per replica
   int dp = 1;  ///< data-parallel replicas of the pipeline
   int tp = 1;  ///< tensor-parallel GPUs per stage (within one node)
+  /// Resolved per-module layouts, index = module index; empty = single layout.
+  std::vector<ModuleLayout> module_layouts;
 };
 
 /// Which per-layer costs the stage partitioner balances (dissertation §3.3.1):
@@ -32,6 +39,8 @@ struct ScheduleConfig {
   std::string name = "1f1b";  ///< scheduler registry name
   int microbatches = 8;       ///< per pipeline replica
   int microbatch_size = 1;    ///< samples per microbatch
+  /// encoders-colocated: pipeline stages of the fused encoders (0 = chosen by search).
+  int encoder_stages = 0;
   PartitionView partition_view = PartitionView::kTrue;
   std::vector<int> stage_layers;  ///< optional explicit layers per stage (overrides the DP)
 };
@@ -41,6 +50,9 @@ struct CostConfig {
   double efficiency = 0.5;                  ///< fraction of peak FLOP/s reached (analytical)
   std::string profile;                      ///< profile CSV (calibrated)
   std::map<std::string, TableEntry> table;  ///< per module (table)
+  /// Full recompute: layers keep only their input; backward re-runs the forward
+  /// (core/cost_recompute.hpp).
+  bool activation_checkpointing = false;
   MemoryConstants memory;
 };
 

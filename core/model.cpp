@@ -55,6 +55,8 @@ Model::Model(std::vector<Module> modules) : modules_(std::move(modules)) {
     }
   }
 
+  check_every_branch_reaches_the_sink();
+
   // Eq 3.3 across modalities: p(L) propagates forward along the DAG. Within a module,
   // p(L_l) = p(L_{l-1}) or not frozen(L_l); a module's first layer inherits the OR of the
   // last p of each input module.
@@ -70,6 +72,33 @@ Model::Model(std::vector<Module> modules) : modules_(std::move(modules)) {
       trainable_upstream_.push_back(p);
     }
     module_out_p[m] = p;
+  }
+}
+
+void Model::check_every_branch_reaches_the_sink() const {
+  // The graph has one sink (the LLM): any other module nobody consumes (an encoder
+  // feeding nothing) would be computed for no purpose, and no pipeline can place it.
+  std::vector<bool> consumed(modules_.size(), false);
+  for (const Module& mod : modules_) {
+    for (const std::string& input : mod.inputs)
+      consumed[static_cast<size_t>(module_index(input))] = true;
+  }
+  int sink = -1;
+  for (size_t m = modules_.size(); m-- > 0;) {
+    if (consumed[m]) continue;
+    if (sink < 0 && modules_[m].kind == ModuleKind::kLlm) {
+      sink = static_cast<int>(m);
+      continue;
+    }
+    if (sink < 0 && m + 1 == modules_.size()) {
+      sink = static_cast<int>(m);  // a model without an LLM ends at its last module
+      continue;
+    }
+    const Module& mod = modules_[m];
+    throw InputError("model.modules." + mod.name + ": " + to_string(mod.kind) + " '" + mod.name +
+                     "' feeds nothing (no module lists it in `inputs`); every encoder and "
+                     "projector must lead to the LLM" +
+                     (sink >= 0 ? " '" + modules_[static_cast<size_t>(sink)].name + "'" : ""));
   }
 }
 

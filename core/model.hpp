@@ -56,7 +56,8 @@ struct LayerRef {
 class Model {
  public:
   Model() = default;
-  /// Validates the DAG (known inputs, no cycles, modules given in topological order) and
+  /// Validates the DAG (known inputs, no cycles, modules given in topological order, every
+  /// module but the sink feeding another: an encoder feeding nothing is an error) and
   /// computes the per-layer input-gradient flags. Throws InputError naming the module.
   explicit Model(std::vector<Module> modules);
 
@@ -79,6 +80,9 @@ class Model {
   bool any_trainable() const;
 
  private:
+  /// Throws InputError naming a module (other than the one sink) that no module consumes.
+  void check_every_branch_reaches_the_sink() const;
+
   std::vector<Module> modules_;
   std::vector<LayerRef> layers_;
   std::vector<bool> trainable_upstream_;

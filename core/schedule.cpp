@@ -52,27 +52,27 @@ std::string tag_string(const MessageTag& tag) {
 }  // namespace
 
 std::string to_string(const Op& op, const Schedule& schedule) {
-  return std::visit(Overloaded{
-                        [&](const Compute& c) {
-                          return std::to_string(c.stage) + to_string(c.pass) +
-                                 std::to_string(c.microbatch) + module_suffix(c.module, schedule);
-                        },
-                        [&](const Send& s) {
-                          return std::to_string(s.stage) + "SEND_" + tag_string(s.tag) + "->" +
-                                 std::to_string(s.peer);
-                        },
-                        [&](const Recv& r) {
-                          return std::to_string(r.stage) + "RECV_" + tag_string(r.tag) + "<-" +
-                                 std::to_string(r.peer);
-                        },
-                        [&](const Collective& c) {
-                          std::string name = to_string(c.kind);
-                          for (char& ch : name) ch = static_cast<char>(ch - 'a' + 'A');
-                          return name + "_s" + std::to_string(c.stage) + "[g" +
-                                 std::to_string(c.group) + "]";
-                        },
-                    },
-                    op);
+  return std::visit(
+      Overloaded{
+          [&](const Compute& c) {
+            return std::to_string(c.stage) + to_string(c.pass) + std::to_string(c.microbatch) +
+                   module_suffix(c.module, schedule) + (c.redundant ? "(copy)" : "");
+          },
+          [&](const Send& s) {
+            return std::to_string(s.stage) + "SEND_" + tag_string(s.tag) + "->" +
+                   std::to_string(s.peer);
+          },
+          [&](const Recv& r) {
+            return std::to_string(r.stage) + "RECV_" + tag_string(r.tag) + "<-" +
+                   std::to_string(r.peer);
+          },
+          [&](const Collective& c) {
+            std::string name = to_string(c.kind);
+            for (char& ch : name) ch = static_cast<char>(ch - 'a' + 'A');
+            return name + "_s" + std::to_string(c.stage) + "[g" + std::to_string(c.group) + "]";
+          },
+      },
+      op);
 }
 
 int ring_steps(CollectiveKind kind, int members) {

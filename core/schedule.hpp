@@ -27,7 +27,8 @@
 ///
 /// Text form (after PyTorch pipelining's actions): "2F0" stage 2 forward microbatch 0,
 /// "2I0"/"2W0" split backward, "2B0" fused backward; a module suffix "@llm" when a stage
-/// spans several modules; "1SEND_F3->2", "2RECV_F3<-1", "ALLREDUCE_s1[g0]".
+/// spans several modules, then "(copy)" on a redundant compute; "1SEND_F3->2", "2RECV_F3<-1",
+/// "ALLREDUCE_s1[g0]".
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -77,6 +78,10 @@ struct Compute {
   /// The part of `seconds` that is weight-gradient work (B ops; for timelines and checks:
   /// a frozen module's B has none, its time is all input gradients).
   double weight_grad_s = 0;
+  /// A redundant forward-only copy of work another rank does for real (encoders-replicated
+  /// runs every encoder on every pipeline stage, cornstarch-arxiv §2.2 Fig 1b): it costs
+  /// time but its output feeds nothing, so exactly-once and data checks skip it.
+  bool redundant = false;
 };
 
 struct Send {

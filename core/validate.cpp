@@ -113,7 +113,7 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
     const auto& program = schedule.programs[static_cast<size_t>(r)];
     for (int i = 0; i < static_cast<int>(program.size()); ++i) {
       const auto* c = std::get_if<Compute>(&program[static_cast<size_t>(i)]);
-      if (!c) continue;
+      if (!c || c->redundant) continue;  // a redundant copy covers no sample
       if (c->microbatch < 0 || c->microbatch >= schedule.microbatches || c->first_layer < 0 ||
           c->end_layer > layers || c->first_layer >= c->end_layer) {
         throw InfeasibleError("invalid compute operation at " + describe(schedule, r, i) +
@@ -181,6 +181,7 @@ void check_data_dependencies(const Schedule& schedule, const Model& model) {
       std::visit(
           Overloaded{
               [&](const Compute& c) {
+                if (c.redundant) return;  // its output feeds nothing
                 const int mb = c.microbatch;
                 if (c.pass == Pass::kF) {
                   for (int p : producers(model, c.first_layer)) {

@@ -9,6 +9,7 @@
 ///   - a (replica, microbatch, layer) whose forward runs other than exactly once, or whose
 ///     backward runs other than exactly once (one B, or one I and one W)
 ///   - a sample that is in no microbatch or in more than one
+///     (redundant computes, Compute::redundant, are extra work and count for neither)
 ///   - a compute op whose input is neither produced earlier on its rank nor received
 ///     earlier (forward needs its producers' activations, backward its own forward and
 ///     its consumers' input gradients, W its I)

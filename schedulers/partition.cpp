@@ -44,7 +44,10 @@ std::vector<StageRange> partition_min_bottleneck(const std::vector<double>& cost
       for (int j = s - 1; j <= i - 1; ++j) {
         const double v = std::max(best[static_cast<size_t>(s) - 1][static_cast<size_t>(j)],
                                   prefix[static_cast<size_t>(i)] - prefix[static_cast<size_t>(j)]);
-        if (v < best[static_cast<size_t>(s)][static_cast<size_t>(i)]) {
+        // Ties (within rounding: two views of identical layers must cut alike) keep the
+        // earliest boundary.
+        const double cur = best[static_cast<size_t>(s)][static_cast<size_t>(i)];
+        if (cur == inf || v < cur - 1e-9 * cur) {
           best[static_cast<size_t>(s)][static_cast<size_t>(i)] = v;
           split[static_cast<size_t>(s)][static_cast<size_t>(i)] = j;
         }

@@ -5,18 +5,7 @@
 #include "core/errors.hpp"
 
 namespace loom {
-namespace {
 
-/// A stage's layers cut at module boundaries: one Compute per segment and pass, so the
-/// timeline shows each module's share (e.g. a frozen encoder's empty backward).
-struct Segment {
-  int module = 0;
-  int first = 0;
-  int end = 0;
-};
-
-/// Producers/consumers of a layer along the model DAG (previous/next layer in the module,
-/// or the modules joined by edges).
 std::vector<int> layer_producers(const Model& model, int layer) {
   const LayerRef& ref = model.layers()[static_cast<size_t>(layer)];
   if (ref.local_index > 0) return {layer - 1};
@@ -42,42 +31,42 @@ std::vector<int> layer_consumers(const Model& model, int layer) {
   return out;
 }
 
+namespace {
+
 /// Everything the lowering needs about one (replica, microbatch).
 struct MicrobatchCosts {
-  std::vector<PassCost> layer;     ///< effective (frozen-aware) per layer
+  std::vector<PassCost> layer;     ///< per layer, in the lowering's cost view
   std::vector<double> activation;  ///< bytes kept per layer
   std::vector<double> output;      ///< bytes of each layer's output
 };
 
 class Lowering {
  public:
-  Lowering(const SchedulingProblem& problem, const char* name, const StageOrders& orders)
-      : p_(problem), model_(*problem.model), orders_(orders) {
+  Lowering(const SchedulingProblem& problem, const char* name, const StageGraph& graph,
+           const StageOrders& orders, LoweringCosts costs)
+      : p_(problem),
+        model_(*problem.model),
+        graph_(graph),
+        orders_(orders),
+        naive_(costs == LoweringCosts::kNaive) {
     schedule_.scheduler = name;
-    pp_ = p_.parallel.pp;
+    pp_ = static_cast<int>(graph.size());
     dp_ = p_.parallel.dp;
     tp_ = p_.parallel.tp;
     m_ = p_.schedule.microbatches;
   }
 
   Schedule run() {
+    if (static_cast<int>(orders_.size()) != pp_)
+      throw std::logic_error("stage orders do not match the stage graph");
     place_ranks();
     assign_samples();
-    stages_ = plan_stages(p_);
-    stage_of_layer_.assign(static_cast<size_t>(model_.num_layers()), 0);
-    for (int s = 0; s < pp_; ++s) {
-      for (int l = stages_[static_cast<size_t>(s)].first; l < stages_[static_cast<size_t>(s)].end;
-           ++l) {
-        stage_of_layer_[static_cast<size_t>(l)] = s;
-      }
-    }
+    map_layers_to_stages();
     for (int l = 0; l < model_.num_layers(); ++l) {
       producers_.push_back(layer_producers(model_, l));
       consumers_.push_back(layer_consumers(model_, l));
     }
     cost_microbatches();
-    if (static_cast<int>(orders_.size()) != pp_)
-      throw std::logic_error("stage orders do not match pp");
     for (int d = 0; d < dp_; ++d) {
       for (int s = 0; s < pp_; ++s) {
         for (const StageAction& a : orders_[static_cast<size_t>(s)]) emit(d, s, a);
@@ -90,8 +79,27 @@ class Lowering {
 
  private:
   int rank(int replica, int stage) const { return replica * pp_ + stage; }
+  const StageSpec& stage(int s) const { return graph_[static_cast<size_t>(s)]; }
+  /// p(L) of Eq 3.3; a frozen-unaware planner believes every layer needs a backward.
+  bool upstream(int layer) const { return naive_ || model_.has_trainable_upstream(layer); }
+
+  /// TP width of a stage (its explicit one, or parallel.tp) and of a layer's stage.
+  int stage_tp(int s) const { return stage(s).tp > 0 ? stage(s).tp : tp_; }
+  int layer_tp(int l) const { return stage_tp(stage_of_layer_[static_cast<size_t>(l)]); }
 
   void place_ranks() {
+    for (const Module& mod : model_.modules()) schedule_.module_names.push_back(mod.name);
+    schedule_.num_stages = pp_;
+    schedule_.microbatches = m_;
+    schedule_.programs.resize(static_cast<size_t>(pp_ * dp_));
+    if (!graph_.empty() && !graph_.front().gpu.empty()) {
+      // Explicit placement; check_placement() vets it against the cluster.
+      for (int d = 0; d < dp_; ++d) {
+        for (int s = 0; s < pp_; ++s)
+          schedule_.ranks.push_back({stage(s).gpu.at(static_cast<size_t>(d)), stage_tp(s), d});
+      }
+      return;
+    }
     const Cluster& c = *p_.cluster;
     if (tp_ > c.gpus_per_node || c.gpus_per_node % tp_ != 0) {
       throw InputError("parallel.tp: " + std::to_string(tp_) +
@@ -100,19 +108,15 @@ class Lowering {
     }
     const int needed = pp_ * dp_ * tp_;
     if (needed > c.num_gpus()) {
-      throw InfeasibleError("parallel: pp x dp x tp = " + std::to_string(pp_) + " x " +
-                            std::to_string(dp_) + " x " + std::to_string(tp_) + " = " +
+      throw InfeasibleError("parallel: " + std::to_string(pp_) + " stages x dp " +
+                            std::to_string(dp_) + " x tp " + std::to_string(tp_) + " = " +
                             std::to_string(needed) + " GPUs, but the cluster has " +
                             std::to_string(c.num_gpus()) + " (" + std::to_string(c.nodes) +
                             " nodes x " + std::to_string(c.gpus_per_node) + ")");
     }
-    for (const Module& mod : model_.modules()) schedule_.module_names.push_back(mod.name);
-    schedule_.num_stages = pp_;
-    schedule_.microbatches = m_;
     for (int d = 0; d < dp_; ++d) {
       for (int s = 0; s < pp_; ++s) schedule_.ranks.push_back({rank(d, s) * tp_, tp_, d});
     }
-    schedule_.programs.resize(static_cast<size_t>(pp_ * dp_));
   }
 
   void assign_samples() {
@@ -135,6 +139,23 @@ class Lowering {
     }
   }
 
+  void map_layers_to_stages() {
+    stage_of_layer_.assign(static_cast<size_t>(model_.num_layers()), -1);
+    for (int s = 0; s < pp_; ++s) {
+      for (const Segment& seg : stage(s).segments) {
+        for (int l = seg.first; l < seg.end; ++l) {
+          if (stage_of_layer_[static_cast<size_t>(l)] >= 0)
+            throw std::logic_error("stage graph: layer " + std::to_string(l) + " on two stages");
+          stage_of_layer_[static_cast<size_t>(l)] = s;
+        }
+      }
+    }
+    for (int l = 0; l < model_.num_layers(); ++l) {
+      if (stage_of_layer_[static_cast<size_t>(l)] < 0)
+        throw std::logic_error("stage graph: layer " + std::to_string(l) + " on no stage");
+    }
+  }
+
   void cost_microbatches() {
     costs_.resize(static_cast<size_t>(dp_ * m_));
     for (int d = 0; d < dp_; ++d) {
@@ -146,73 +167,71 @@ class Lowering {
         MicrobatchCosts& mc = costs_[static_cast<size_t>(d * m_ + j)];
         for (int l = 0; l < model_.num_layers(); ++l) {
           const MicrobatchShape shape = layer_shape(model_, l, batch);
-          mc.layer.push_back(effective_cost(*p_.cost, model_, l, shape, tp_));
-          mc.activation.push_back(p_.cost->activation_bytes(l, shape, tp_));
+          const int tp = layer_tp(l);
+          PassCost c = effective_cost(*p_.cost, model_, l, shape, tp);
+          if (naive_) {  // §3.3.1: "backward passes take roughly twice as long as forward"
+            c = p_.cost->layer_cost(l, shape, tp);
+            c.input_grad_s = c.weight_grad_s = c.forward_s;
+          }
+          mc.layer.push_back(c);
+          mc.activation.push_back(p_.cost->activation_bytes(l, shape, tp));
           mc.output.push_back(p_.cost->output_bytes(l, shape));
         }
       }
     }
   }
 
-  std::vector<Segment> segments(int stage) const {
-    std::vector<Segment> out;
-    const StageRange& r = stages_[static_cast<size_t>(stage)];
-    for (int l = r.first; l < r.end; ++l) {
-      const int module = model_.layers()[static_cast<size_t>(l)].module;
-      if (out.empty() || out.back().module != module)
-        out.push_back({module, l, l + 1});
-      else
-        out.back().end = l + 1;
-    }
-    return out;
-  }
-
   bool needs_backward(const Segment& seg) const {
     for (int l = seg.first; l < seg.end; ++l) {
-      if (model_.has_trainable_upstream(l)) return true;
+      if (upstream(l)) return true;
     }
     return false;
   }
 
-  void emit(int d, int s, const StageAction& a) {
-    auto& program = schedule_.programs[static_cast<size_t>(rank(d, s))];
-    const MicrobatchCosts& mc = costs_[static_cast<size_t>(d * m_ + a.microbatch)];
-    const int mb = a.microbatch;
-    std::vector<Segment> segs = segments(s);
-    if (a.pass == Pass::kF) {
-      for (const Segment& seg : segs) {
-        for (int prod : producers_[static_cast<size_t>(seg.first)]) {
-          const int from = stage_of_layer_[static_cast<size_t>(prod)];
-          if (from != s)
-            program.push_back(Recv{rank(d, from),
-                                   s,
-                                   seg.module,
-                                   {Pass::kF, mb, seg.first, prod},
-                                   mc.output[static_cast<size_t>(prod)]});
-        }
-        Compute c{Pass::kF, s, mb, seg.module, seg.first, seg.end, 0, 0, false, 0};
-        for (int l = seg.first; l < seg.end; ++l) {
-          c.seconds += mc.layer[static_cast<size_t>(l)].forward_s;
-          if (needs_backward(seg)) c.activation_bytes += mc.activation[static_cast<size_t>(l)];
-        }
-        program.push_back(c);
-        const int last = seg.end - 1;
-        for (int cons : consumers_[static_cast<size_t>(last)]) {
-          const int to = stage_of_layer_[static_cast<size_t>(cons)];
-          if (to != s)
-            program.push_back(Send{rank(d, to),
-                                   s,
-                                   seg.module,
-                                   {Pass::kF, mb, cons, last},
-                                   mc.output[static_cast<size_t>(last)]});
-        }
-      }
-      return;
+  void emit_forward(std::vector<Op>& program, int d, int s, const MicrobatchCosts& mc, int mb) {
+    for (const Segment& seg : stage(s).redundant) {
+      Compute c{Pass::kF, s, mb, seg.module, seg.first, seg.end, 0, 0, false, 0, true};
+      for (int l = seg.first; l < seg.end; ++l)
+        c.seconds += mc.layer[static_cast<size_t>(l)].forward_s;
+      program.push_back(c);
     }
+    for (const Segment& seg : stage(s).segments) {
+      for (int prod : producers_[static_cast<size_t>(seg.first)]) {
+        const int from = stage_of_layer_[static_cast<size_t>(prod)];
+        if (from != s)
+          program.push_back(Recv{rank(d, from),
+                                 s,
+                                 seg.module,
+                                 {Pass::kF, mb, seg.first, prod},
+                                 mc.output[static_cast<size_t>(prod)]});
+      }
+      Compute c{Pass::kF, s, mb, seg.module, seg.first, seg.end, 0, 0, false, 0};
+      for (int l = seg.first; l < seg.end; ++l) {
+        c.seconds += mc.layer[static_cast<size_t>(l)].forward_s;
+        if (needs_backward(seg)) c.activation_bytes += mc.activation[static_cast<size_t>(l)];
+      }
+      program.push_back(c);
+      const int last = seg.end - 1;
+      for (int cons : consumers_[static_cast<size_t>(last)]) {
+        const int to = stage_of_layer_[static_cast<size_t>(cons)];
+        if (to != s)
+          program.push_back(Send{rank(d, to),
+                                 s,
+                                 seg.module,
+                                 {Pass::kF, mb, cons, last},
+                                 mc.output[static_cast<size_t>(last)]});
+      }
+    }
+  }
+
+  void emit_backward(std::vector<Op>& program, int d, int s, const MicrobatchCosts& mc,
+                     const StageAction& a) {
+    const int mb = a.microbatch;
+    std::vector<Segment> segs = stage(s).segments;
     std::reverse(segs.begin(), segs.end());
     for (const Segment& seg : segs) {
       const int last = seg.end - 1;
-      if (a.pass != Pass::kW && model_.has_trainable_upstream(last)) {
+      if (a.pass != Pass::kW && upstream(last)) {
         for (int cons : consumers_[static_cast<size_t>(last)]) {
           const int from = stage_of_layer_[static_cast<size_t>(cons)];
           if (from != s)
@@ -237,7 +256,7 @@ class Lowering {
       if (a.pass == Pass::kW) continue;
       for (int prod : producers_[static_cast<size_t>(seg.first)]) {
         const int to = stage_of_layer_[static_cast<size_t>(prod)];
-        if (to != s && model_.has_trainable_upstream(prod)) {
+        if (to != s && upstream(prod)) {
           program.push_back(Send{rank(d, to),
                                  s,
                                  seg.module,
@@ -248,13 +267,23 @@ class Lowering {
     }
   }
 
-  double trainable_parameters(int stage, int* module) const {
+  void emit(int d, int s, const StageAction& a) {
+    auto& program = schedule_.programs[static_cast<size_t>(rank(d, s))];
+    const MicrobatchCosts& mc = costs_[static_cast<size_t>(d * m_ + a.microbatch)];
+    if (a.pass == Pass::kF)
+      emit_forward(program, d, s, mc, a.microbatch);
+    else
+      emit_backward(program, d, s, mc, a);
+  }
+
+  double trainable_parameters(int s, int* module) const {
     double params = 0;
-    const StageRange& r = stages_[static_cast<size_t>(stage)];
-    for (int l = r.first; l < r.end; ++l) {
-      if (!model_.layer(l).frozen) {
-        params += p_.cost->parameters(l);
-        *module = model_.layers()[static_cast<size_t>(l)].module;
+    for (const Segment& seg : stage(s).segments) {
+      for (int l = seg.first; l < seg.end; ++l) {
+        if (!model_.layer(l).frozen) {
+          params += p_.cost->parameters(l);
+          *module = seg.module;
+        }
       }
     }
     return params;
@@ -263,10 +292,9 @@ class Lowering {
   void add_gradient_allreduce() {
     if (dp_ <= 1) return;
     for (int s = 0; s < pp_; ++s) {
-      int module =
-          model_.layers()[static_cast<size_t>(stages_[static_cast<size_t>(s)].first)].module;
+      int module = stage(s).segments.front().module;
       const double bytes =
-          trainable_parameters(s, &module) * p_.memory.gradient_bytes_per_param / tp_;
+          trainable_parameters(s, &module) * p_.memory.gradient_bytes_per_param / stage_tp(s);
       if (bytes <= 0) continue;
       const int group = static_cast<int>(schedule_.groups.size());
       std::vector<int> members;
@@ -283,15 +311,19 @@ class Lowering {
     std::vector<StaticMemory> per_stage(static_cast<size_t>(pp_));
     for (int s = 0; s < pp_; ++s) {
       StaticMemory& mem = per_stage[static_cast<size_t>(s)];
-      const StageRange& r = stages_[static_cast<size_t>(s)];
-      for (int l = r.first; l < r.end; ++l) {
-        const double params = p_.cost->parameters(l) / tp_;
-        mem.parameters += params * model_.layer(l).dtype_bytes;
-        if (!model_.layer(l).frozen) {
-          mem.gradients += params * p_.memory.gradient_bytes_per_param;
-          mem.optimizer += params * p_.memory.optimizer_bytes_per_param;
+      auto add = [&](const Segment& seg, bool trained) {
+        for (int l = seg.first; l < seg.end; ++l) {
+          const double params = p_.cost->parameters(l) / stage_tp(s);
+          mem.parameters += params * model_.layer(l).dtype_bytes;
+          if (trained && !model_.layer(l).frozen) {
+            mem.gradients += params * p_.memory.gradient_bytes_per_param;
+            mem.optimizer += params * p_.memory.optimizer_bytes_per_param;
+          }
         }
-      }
+      };
+      // A redundant copy holds the weights; only the real copy is trained.
+      for (const Segment& seg : stage(s).redundant) add(seg, false);
+      for (const Segment& seg : stage(s).segments) add(seg, true);
     }
     for (int d = 0; d < dp_; ++d) {
       for (int s = 0; s < pp_; ++s)
@@ -301,10 +333,11 @@ class Lowering {
 
   const SchedulingProblem& p_;
   const Model& model_;
+  const StageGraph& graph_;
   const StageOrders& orders_;
+  bool naive_ = false;
   int pp_ = 1, dp_ = 1, tp_ = 1, m_ = 1;
   Schedule schedule_;
-  std::vector<StageRange> stages_;
   std::vector<int> stage_of_layer_;
   std::vector<std::vector<int>> producers_, consumers_;
   std::vector<MicrobatchCosts> costs_;
@@ -335,9 +368,88 @@ std::vector<StageRange> plan_stages(const SchedulingProblem& problem) {
   return partition_min_bottleneck(costs, problem.parallel.pp);
 }
 
+StageGraph chain_stages(const Model& model, const std::vector<StageRange>& ranges) {
+  StageGraph graph;
+  for (const StageRange& r : ranges) {
+    StageSpec spec;
+    for (int l = r.first; l < r.end; ++l) {
+      const int module = model.layers()[static_cast<size_t>(l)].module;
+      if (spec.segments.empty() || spec.segments.back().module != module)
+        spec.segments.push_back({module, l, l + 1});
+      else
+        spec.segments.back().end = l + 1;
+    }
+    graph.push_back(spec);
+  }
+  return graph;
+}
+
+std::vector<int> stages_downstream(const Model& model, const StageGraph& graph) {
+  const int stages = static_cast<int>(graph.size());
+  std::vector<int> stage_of(static_cast<size_t>(model.num_layers()), 0);
+  for (int s = 0; s < stages; ++s) {
+    for (const Segment& seg : graph[static_cast<size_t>(s)].segments) {
+      for (int l = seg.first; l < seg.end; ++l) stage_of[static_cast<size_t>(l)] = s;
+    }
+  }
+  // Stage edges s -> t wherever a layer on s feeds a layer on t; longest path by
+  // relaxation (the stage graph of a DAG model is a DAG).
+  std::vector<std::vector<int>> next(static_cast<size_t>(stages));
+  for (int l = 0; l < model.num_layers(); ++l) {
+    for (int c : layer_consumers(model, l)) {
+      const int a = stage_of[static_cast<size_t>(l)], b = stage_of[static_cast<size_t>(c)];
+      if (a != b) next[static_cast<size_t>(a)].push_back(b);
+    }
+  }
+  std::vector<int> depth(static_cast<size_t>(stages), 0);
+  for (int round = 0; round < stages; ++round) {
+    bool changed = false;
+    for (int s = 0; s < stages; ++s) {
+      for (int t : next[static_cast<size_t>(s)]) {
+        if (depth[static_cast<size_t>(t)] + 1 > depth[static_cast<size_t>(s)]) {
+          depth[static_cast<size_t>(s)] = depth[static_cast<size_t>(t)] + 1;
+          changed = true;
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  return depth;
+}
+
+StageOrders one_f_one_b_orders(const std::vector<int>& warmup, int microbatches) {
+  const int m = microbatches;
+  StageOrders orders(warmup.size());
+  for (size_t s = 0; s < warmup.size(); ++s) {
+    auto& order = orders[s];
+    const int w = std::min(warmup[s], m);
+    int next_f = 0;
+    int next_b = 0;
+    for (; next_f < w; ++next_f) order.push_back({Pass::kF, next_f});
+    while (next_f < m) {
+      order.push_back({Pass::kF, next_f++});
+      order.push_back({Pass::kB, next_b++});
+    }
+    while (next_b < m) order.push_back({Pass::kB, next_b++});
+  }
+  return orders;
+}
+
+Schedule lower_stage_graph(const SchedulingProblem& problem, const char* scheduler_name,
+                           const StageGraph& graph, const StageOrders& orders,
+                           LoweringCosts costs) {
+  return Lowering(problem, scheduler_name, graph, orders, costs).run();
+}
+
 Schedule lower_pipeline(const SchedulingProblem& problem, const char* scheduler_name,
                         const StageOrders& orders) {
-  return Lowering(problem, scheduler_name, orders).run();
+  if (!problem.parallel.module_layouts.empty()) {
+    throw InputError("parallel.modules: scheduler '" + std::string(scheduler_name) +
+                     "' runs the single layout parallel.pp/dp/tp; per-module layouts are "
+                     "for the per-module schedulers (see loom schedulers)");
+  }
+  const StageGraph graph = chain_stages(*problem.model, plan_stages(problem));
+  return lower_stage_graph(problem, scheduler_name, graph, orders);
 }
 
 }  // namespace loom

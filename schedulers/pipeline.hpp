@@ -1,13 +1,20 @@
 #pragma once
-/// Lowering of a per-stage action order into a full Schedule. Schedulers for linear
-/// pipelines (GPipe, 1F1B, and later zero-bubble and interleaved variants) only decide the
-/// order of (pass, microbatch) on each stage; this pass does the rest, in one place:
-///   1. place ranks: replica d, stage s -> rank d*pp + s on GPUs [rank*tp, rank*tp + tp)
+/// Lowering of a stage graph plus a per-stage action order into a full Schedule, shared by
+/// every pipeline scheduler: linear ones (GPipe, 1F1B) and the multimodal ones
+/// (encoders-replicated, encoders-colocated, cornstarch). Schedulers decide which layers
+/// each stage runs and the order of (pass, microbatch) on each stage; this pass does the
+/// rest, in one place:
+///   1. place ranks: replica d, stage s -> rank d*S + s on GPUs [rank*tp, rank*tp + tp),
+///      or where the stage's explicit placement says (per-module layouts)
 ///   2. assign samples to (replica, microbatch) in order
-///   3. partition layers into stages (Eq 3.5 with the configured cost view, or explicit)
-///   4. expand each action into one Compute per module segment of the stage, with costs
-///      from the cost model (frozen status applied, Eq 3.2)
-///   5. add Recv before and Send after each compute that crosses a stage boundary
+///   3. cost every layer for every microbatch (frozen status applied, Eq 3.2; or the
+///      frozen-unaware `naive` view a planner believes, for predictions)
+///   4. expand each action into one Compute per segment of the stage (a stage may hold
+///      segments of several modules: a fused encoders-colocated stage runs them in order)
+///      plus forward-only redundant copies (encoders-replicated)
+///   5. add Recv before and Send after each compute whose producer or consumer layer lives
+///      on another stage: messages follow the module DAG (an encoder's last stage sends to
+///      the stage holding the LLM's first layer; the LLM fans in from every encoder)
 ///   6. add the data-parallel gradient all-reduce of each stage's trainable parameters
 ///   7. fill static memory (parameters, gradients, optimizer state)
 #include <vector>
@@ -25,9 +32,57 @@ struct StageAction {
 /// orders[s]: the actions of stage s in execution order (the same in every replica).
 using StageOrders = std::vector<std::vector<StageAction>>;
 
+/// Global layers [first, end) of one module.
+struct Segment {
+  int module = 0;
+  int first = 0;
+  int end = 0;
+};
+
+/// One pipeline stage: the segments it owns (forward runs them in this order, backward in
+/// reverse) and forward-only redundant copies it runs before them.
+struct StageSpec {
+  std::vector<Segment> segments;
+  std::vector<Segment> redundant;
+  /// Explicit placement (per-module layouts): the stage's TP width and its first GPU in
+  /// each replica. 0 / empty = the single layout (parallel.tp, ranks packed in order).
+  int tp = 0;
+  std::vector<int> gpu;
+};
+/// Every layer in exactly one stage's `segments`; stage s of every replica is one rank.
+using StageGraph = std::vector<StageSpec>;
+
 /// The stage partition the problem asks for (explicit or Eq 3.5 with its cost view).
 std::vector<StageRange> plan_stages(const SchedulingProblem& problem);
 
+/// Contiguous global-layer ranges as stages, cut into segments at module boundaries.
+StageGraph chain_stages(const Model& model, const std::vector<StageRange>& ranges);
+
+/// Producers / consumers of a layer along the model DAG: the previous / next layer of its
+/// module, or the modules joined by edges.
+std::vector<int> layer_producers(const Model& model, int layer);
+std::vector<int> layer_consumers(const Model& model, int layer);
+
+/// For each stage, the most stages on any path from it to a sink of the stage graph
+/// (0 for the last LLM stage): stage s of a chain of p has p - s - 1.
+std::vector<int> stages_downstream(const Model& model, const StageGraph& graph);
+
+/// 1F1B on a stage graph: stage s warms up with min(warmup[s], m) forwards, then
+/// alternates one forward and one backward, then drains. With warmup = p - s - 1 this is
+/// the linear 1F1B (dissertation §4.2.1); with stages_downstream() it is the
+/// cross-modality 1F1B of cornstarch-arxiv §4.1 Fig 6.
+StageOrders one_f_one_b_orders(const std::vector<int>& warmup, int microbatches);
+
+/// Which costs the lowered ops carry: the real frozen-aware ones, or what a frozen-unaware
+/// planner believes (every layer trainable, backward = 2 x forward) for its predictions.
+enum class LoweringCosts { kTrue, kNaive };
+
+Schedule lower_stage_graph(const SchedulingProblem& problem, const char* scheduler_name,
+                           const StageGraph& graph, const StageOrders& orders,
+                           LoweringCosts costs = LoweringCosts::kTrue);
+
+/// The single-layout chain: plan_stages() + chain_stages() + lower_stage_graph(). Rejects
+/// per-module layouts (parallel.modules) with InputError.
 Schedule lower_pipeline(const SchedulingProblem& problem, const char* scheduler_name,
                         const StageOrders& orders);
 

@@ -5,6 +5,11 @@ namespace loom {
 
 Schedule generate_gpipe(const SchedulingProblem& problem);
 Schedule generate_1f1b(const SchedulingProblem& problem);
+Schedule generate_encoders_replicated(const SchedulingProblem& problem);
+Schedule generate_encoders_colocated(const SchedulingProblem& problem);
+Schedule generate_cornstarch(const SchedulingProblem& problem);
+Schedule generate_hetero_colocated(const SchedulingProblem& problem);
+Schedule generate_hetero_noncolocated(const SchedulingProblem& problem);
 
 const std::vector<SchedulerInfo>& scheduler_registry() {
   static const std::vector<SchedulerInfo> kSchedulers = {
@@ -12,6 +17,29 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        generate_gpipe},
       {"1f1b", "1F1B: stage s warms up with p-s-1 forwards, then one forward, one backward",
        generate_1f1b},
+      {"encoders-replicated",
+       "Meta-Llama MLLM PP (cornstarch §2.2): LLM in pp stages, every encoder run on every "
+       "stage (copies forward-only: reconstructed)",
+       generate_encoders_replicated},
+      {"encoders-colocated",
+       "Megatron MLLM PP (cornstarch §2.2): encoders cut into E stages, fused and run "
+       "sequentially, then the LLM; E balances Eq 3.5's bottleneck (reconstructed) or "
+       "schedule.encoder_stages",
+       generate_encoders_colocated},
+      {"cornstarch",
+       "Cornstarch: modality parallelism (encoders on own stages, concurrent), Eq 3.5 "
+       "partitions, stage allocation by Algorithm 1 (evaluator as iteration time: "
+       "reconstructed)",
+       generate_cornstarch},
+      {"hetero-colocated",
+       "heterogeneous parallelism §3.3: per-module grids on one rank set, three phases "
+       "(encoder F, LLM 1F1B, encoder B), local all-gather boundary, CP split by the CP "
+       "planner (encoder items of 1,024 tokens: reconstructed)",
+       generate_hetero_colocated},
+      {"hetero-noncolocated",
+       "heterogeneous parallelism §3.3: per-module grids on disjoint rank sets, graph-aware "
+       "1F1B (warmup = stages to the sink), boundary leaders + local TP broadcast",
+       generate_hetero_noncolocated},
   };
   return kSchedulers;
 }

@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev libfccp-dev nlohmann-json3-dev
-          libcli11-dev libtomlplusplus-dev libgtest-dev python3-matplotlib)
+          libcli11-dev libtomlplusplus-dev libgtest-dev python3-matplotlib
+          libglpk-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

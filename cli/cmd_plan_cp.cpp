@@ -1,0 +1,320 @@
+// loom plan cp: context-parallel token distribution for one attention mask
+// (dissertation §3.3.2): per-GPU workload and makespan, LPT vs zigzag vs ILP.
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "core/errors.hpp"
+#include "schedulers/cp_plan.hpp"
+
+namespace loom {
+namespace {
+
+struct PlanCpOptions {
+  std::string mask = "embedded";
+  std::string distribution = "lpt";
+  MaskSpec spec;
+  CpPlanRequest request;
+  bool json = false;
+  bool picture = false;
+  std::string mask_file;
+  // Attention-time estimate (cp_intra_gpu.cpp), on when --gpu is given.
+  std::string gpu;
+  AttentionShape shape{40, 8, 128};  // LLM-L of Table 3.1
+  int sub_blocks = 16;               // §3.3.2.2: "16-32 subblocks per block"
+};
+
+void add_mask_options(CLI::App& sub, PlanCpOptions& o) {
+  sub.add_option("--mask", o.mask,
+                 "Mask family: causal, prefix, embedded, packed (Fig 3.5), lambda, "
+                 "causal-blockwise, shared-question (DCP, Table 3.4)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(mask_kind_names()));
+  sub.add_option("--mask-file", o.mask_file,
+                 "Read the bitfield mask from a file instead: one 64-bit word per token and "
+                 "line, decimal or 0x-hex; '#' starts a comment (overrides --mask and --seq)");
+  sub.add_option("--seq", o.spec.seq, "Sequence length, tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 28));
+  sub.add_option("--modality-fraction", o.spec.modality_fraction,
+                 "prefix/embedded/packed: share of encoder tokens, in [0, 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.999999));
+  sub.add_option("--modalities", o.spec.modalities, "prefix/embedded/packed: encoders")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 61));
+  sub.add_option("--segments", o.spec.segments,
+                 "embedded/packed: segments per modality per sequence")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  sub.add_option("--packed-sequences", o.spec.packed_sequences, "packed: sequences in the pack")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 61));
+  sub.add_option("--sink-tokens", o.spec.sink_tokens, "lambda: attention-sink tokens")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--window", o.spec.window, "lambda: causal sliding window, tokens")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--blocks", o.spec.blocks, "causal-blockwise: blocks")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 62));
+  sub.add_option("--answers", o.spec.answers, "shared-question: answers")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 61));
+  sub.add_option("--question-fraction", o.spec.question_fraction,
+                 "shared-question: share of tokens in the question, in (0, 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.000001, 0.999999));
+  sub.add_option("--seed", o.spec.seed, "embedded/packed: seed of the random placement")
+      ->capture_default_str();
+}
+
+void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
+  sub.add_option("--cp", o.request.cp, "Context-parallel degree (GPUs in the CP group)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  sub.add_option("--distribution", o.distribution,
+                 "zigzag (LLM baseline), lpt (Alg 1), ilp (exact, GLPK), or all side by side")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"zigzag", "lpt", "ilp", "all"}));
+  sub.add_option("--query-block", o.request.sizes.query_block, "Query block N_B, tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  sub.add_option("--key-block", o.request.sizes.key_block,
+                 "Key block, tokens: the tile the workload counts")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  sub.add_option("--ilp-time-limit", o.request.ilp.time_limit_s,
+                 "Seconds GLPK may search before reporting its best assignment and bound")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
+  sub.add_option("--gpu", o.gpu,
+                 "Also estimate each rank's attention time for one layer on this GPU (A40, "
+                 "A100, H100, H200): CU list-scheduling model, one kernel per K/V head group")
+      ->check(CLI::IsMember({"A40", "A100", "H100", "H200"}));
+  sub.add_option("--heads", o.shape.heads, "With --gpu: query heads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  sub.add_option("--kv-heads", o.shape.kv_heads, "With --gpu: key/value heads (divides --heads)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  sub.add_option("--head-dim", o.shape.head_dim, "With --gpu: head dimension")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  sub.add_option("--sub-blocks", o.sub_blocks,
+                 "With --gpu: sub-blocks per query-block row (intra-GPU balancing); 0 = off")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
+  sub.add_option("--ilp-node-limit", o.request.ilp.node_limit,
+                 "Subproblems GLPK may explore (0 = no limit); unlike the time limit, "
+                 "stops at the same point on every run")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub.add_flag("--json", o.json, "Print JSON, with the owner rank of every query block");
+  sub.add_flag("--picture", o.picture,
+               "Print the token-level mask instead (rows = queries, # = attends; --seq <= 256)");
+}
+
+/// Per-rank attention seconds of each plan; empty when --gpu is not given.
+std::vector<std::vector<double>> attention_times(const PlanCpOptions& o,
+                                                 const std::vector<CpPlan>& plans) {
+  std::vector<std::vector<double>> times;
+  if (o.gpu.empty()) return times;
+  if (o.shape.heads % o.shape.kv_heads != 0)
+    throw InputError("--kv-heads: must divide --heads (" + std::to_string(o.shape.heads) + ")");
+  IntraGpuOptions options = intra_gpu_options(gpu_preset(o.gpu), o.shape, o.request.sizes);
+  options.sub_blocks_per_row = o.sub_blocks;
+  for (const CpPlan& p : plans) times.push_back(rank_attention_times_s(p, options));
+  return times;
+}
+
+nlohmann::json plan_json(const CpPlan& plan) {
+  nlohmann::json fractions = nlohmann::json::array();
+  for (int r = 0; r < plan.cp; ++r) fractions.push_back(plan.time_fraction(r));
+  return {{"distribution", to_string(plan.distribution)},
+          {"makespan", plan.makespan},
+          {"lower_bound", plan.lower_bound},
+          {"optimal", plan.optimal},
+          {"imbalance", plan.imbalance()},
+          {"rank_workload", plan.rank_workload},
+          {"rank_tokens", plan.rank_tokens},
+          {"time_fraction", fractions},
+          {"owner", plan.owner}};
+}
+
+void print_text(const PlanCpOptions& o, const std::vector<CpPlan>& plans) {
+  const CpPlan& first = plans.front();
+  std::printf("mask %s, %lld tokens, cp %d: %zu query blocks of %lld tokens, key blocks of %lld\n",
+              o.mask.c_str(), static_cast<long long>(o.spec.seq), first.cp,
+              first.block_workload.size(), static_cast<long long>(first.sizes.query_block),
+              static_cast<long long>(first.sizes.key_block));
+  std::printf("work %lld key blocks; lower bound on the makespan %lld\n\n",
+              static_cast<long long>(first.total_workload),
+              static_cast<long long>(first.lower_bound));
+  std::printf("%-6s", "rank");
+  for (const CpPlan& p : plans)
+    std::printf("  %12s %8s %5s", to_string(p.distribution), "tokens", "frac");
+  std::printf("\n");
+  for (int r = 0; r < first.cp; ++r) {
+    std::printf("%-6d", r);
+    for (const CpPlan& p : plans)
+      std::printf("  %12lld %8lld %5.3f",
+                  static_cast<long long>(p.rank_workload[static_cast<std::size_t>(r)]),
+                  static_cast<long long>(p.rank_tokens[static_cast<std::size_t>(r)]),
+                  p.time_fraction(r));
+    std::printf("\n");
+  }
+  std::printf("\n%-14s %12s %10s %10s %s\n", "distribution", "makespan", "imbalance", "vs-bound",
+              "optimal");
+  for (const CpPlan& p : plans) {
+    std::printf("%-14s %12lld %10.4f %10.4f %s\n", to_string(p.distribution),
+                static_cast<long long>(p.makespan), p.imbalance(),
+                p.lower_bound > 0
+                    ? static_cast<double>(p.makespan) / static_cast<double>(p.lower_bound)
+                    : 1.0,
+                p.optimal ? "proven" : "-");
+  }
+}
+
+void print_attention(const PlanCpOptions& o, const std::vector<CpPlan>& plans,
+                     const std::vector<std::vector<double>>& times) {
+  std::printf(
+      "\nattention, one layer on %s (%d heads, %d KV heads, head dim %d, %d sub-blocks "
+      "per row), ms\n%-6s",
+      o.gpu.c_str(), o.shape.heads, o.shape.kv_heads, o.shape.head_dim, o.sub_blocks, "rank");
+  for (const CpPlan& p : plans) std::printf(" %12s", to_string(p.distribution));
+  for (int r = 0; r < plans.front().cp; ++r) {
+    std::printf("\n%-6d", r);
+    for (const auto& t : times) std::printf(" %12.3f", 1e3 * t[static_cast<std::size_t>(r)]);
+  }
+  std::printf("\n%-6s", "max");
+  for (const auto& t : times) std::printf(" %12.3f", 1e3 * *std::max_element(t.begin(), t.end()));
+  std::printf("\n");
+}
+
+/// A mask file: one word per token per line (decimal or 0x-hex), '#' comments.
+AttentionMask read_mask_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError("--mask-file: cannot open '" + path + "'");
+  AttentionMask mask;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    line = line.substr(0, line.find('#'));
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    const auto last = line.find_last_not_of(" \t\r");
+    const std::string text = line.substr(first, last - first + 1);
+    std::uint64_t word = 0;
+    const bool hex = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+    const char* begin = text.data() + (hex ? 2 : 0);
+    const auto [end, error] =
+        std::from_chars(begin, text.data() + text.size(), word, hex ? 16 : 10);
+    if (error != std::errc() || end != text.data() + text.size())
+      throw InputError(path + ":" + std::to_string(number) + ": '" + text +
+                       "' is not a 64-bit word (decimal or 0x-hex)");
+    mask.words.push_back(word);
+  }
+  if (mask.words.empty()) throw InputError(path + ": no tokens");
+  return mask;
+}
+
+/// Token letters: t text (causal), s sink, A.. the lowest encoder bit of a non-causal token.
+char token_letter(std::uint64_t word) {
+  if (word & kSinkBit) return 's';
+  if (word & kCausalBit) return 't';
+  const std::uint64_t bits = word & kModalityBits;
+  if (bits == 0) return '_';
+  int lowest = 0;
+  while (((bits >> lowest) & 1) == 0) ++lowest;
+  return static_cast<char>('A' + (lowest + 25) % 26);
+}
+
+void print_picture(const AttentionMask& mask) {
+  if (mask.size() > 256) throw InputError("--picture: --seq must be <= 256 tokens");
+  std::string header(2, ' ');
+  for (std::int64_t k = 0; k < mask.size(); ++k)
+    header += token_letter(mask.words[static_cast<std::size_t>(k)]);
+  std::printf("%s\n", header.c_str());
+  for (std::int64_t q = 0; q < mask.size(); ++q) {
+    std::string row{token_letter(mask.words[static_cast<std::size_t>(q)]), ' '};
+    for (std::int64_t k = 0; k < mask.size(); ++k) row += mask.attends(q, k) ? '#' : '.';
+    std::printf("%s\n", row.c_str());
+  }
+}
+
+int run_plan_cp(PlanCpOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  o.spec.kind = parse_mask_kind(o.mask);
+  const AttentionMask mask =
+      o.mask_file.empty() ? generate_mask(o.spec) : read_mask_file(o.mask_file);
+  if (!o.mask_file.empty()) {
+    o.mask = o.mask_file;
+    o.spec.seq = mask.size();
+  }
+  if (o.picture) {
+    print_picture(mask);
+    return 0;
+  }
+  const std::vector<std::int64_t> workloads = block_workloads(mask, o.request.sizes);
+  std::vector<CpDistribution> wanted;
+  if (o.distribution == "all")
+    wanted = {CpDistribution::kZigzag, CpDistribution::kLpt, CpDistribution::kIlp};
+  else
+    wanted = {parse_cp_distribution(o.distribution)};
+  std::vector<CpPlan> plans;
+  for (CpDistribution d : wanted) {
+    if (d == CpDistribution::kIlp)
+      std::cerr << "loom: solving the ILP (GLPK, time limit " << o.request.ilp.time_limit_s
+                << " s)\n";
+    CpPlanRequest request = o.request;
+    request.distribution = d;
+    plans.push_back(plan_cp_from_workloads(workloads, mask.size(), request));
+  }
+  const std::vector<std::vector<double>> times = attention_times(o, plans);
+  const double elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  if (o.json) {
+    nlohmann::json out = {{"mask", o.mask_file.empty() ? o.mask : o.mask_file},
+                          {"seq", o.spec.seq},
+                          {"cp", o.request.cp},
+                          {"query_block", o.request.sizes.query_block},
+                          {"key_block", o.request.sizes.key_block},
+                          {"total_workload", plans.front().total_workload},
+                          {"block_workload", workloads},
+                          {"plans", nlohmann::json::array()}};
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      out["plans"].push_back(plan_json(plans[i]));
+      if (!times.empty()) out["plans"].back()["rank_attention_s"] = times[i];
+    }
+    std::cout << out.dump() << "\n";
+  } else {
+    print_text(o, plans);
+    if (!times.empty()) print_attention(o, plans, times);
+  }
+  std::cerr << "loom: planned in " << elapsed_ms << " ms\n";
+  return 0;
+}
+
+}  // namespace
+
+CommandRun attach_plan_cp(CLI::App& sub) {
+  auto o = std::make_shared<PlanCpOptions>();
+  o->request.cp = 8;  // the evaluation's CP degree (§3.5.4, arXiv §6.4)
+  sub.description(
+      "Distribute the query blocks of one attention mask over a context-parallel group.\n"
+      "Workload of a query block = key blocks not fully masked (dissertation Alg 1); the\n"
+      "makespan is the largest per-GPU workload. Masks are generated from --mask and its\n"
+      "parameters (see docs/context-parallelism.md for pictures and the bitfield predicate).\n"
+      "Example: loom plan cp --mask packed --seq 65536 --cp 8 --distribution all");
+  add_mask_options(sub, *o);
+  add_plan_options(sub, *o);
+  return [o]() { return run_plan_cp(*o); };
+}
+
+}  // namespace loom

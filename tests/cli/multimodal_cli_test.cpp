@@ -1,0 +1,72 @@
+// End-to-end: invalid per-module layouts exit 2 naming the module; every multimodal
+// scheduler runs on a paper config through the `loom` binary.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+
+#include "test_support.hpp"
+
+namespace loom {
+namespace {
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Outcome loom(const std::string& args) {
+  const std::string command = std::string(LOOM_BINARY) + " " + args + " 2>&1";
+  Outcome r;
+  FILE* pipe = popen(command.c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+const std::string kTwoEncoders = test::source_path("tests/data/two-encoders.toml");
+
+void expect_exit(const std::string& args, int code, const std::vector<std::string>& mentions) {
+  const Outcome r = loom(args);
+  EXPECT_EQ(r.exit_code, code) << args << "\n" << r.output;
+  for (const std::string& m : mentions)
+    EXPECT_NE(r.output.find(m), std::string::npos) << "missing '" << m << "' in:\n" << r.output;
+}
+
+}  // namespace
+
+TEST(MultimodalCli, InvalidLayoutsExit2NamingTheModule) {
+  const std::string base = "config " + kTwoEncoders;
+  // TP x CP x PP x DP does not match the rank set.
+  expect_exit(base +
+                  " --set parallel.modules.llm.pp=2 --set parallel.modules.llm.gpus=0-2"
+                  " --set parallel.modules.vision.gpus=3 --set parallel.modules.audio.gpus=3",
+              2, {"two-encoders.toml", "parallel.modules.llm", "tp x cp x pp x dp"});
+  // Rank sets that overlap without being identical.
+  expect_exit(base +
+                  " --set parallel.modules.llm.pp=2 --set parallel.modules.llm.gpus=0-1"
+                  " --set parallel.modules.vision.pp=2 --set parallel.modules.vision.gpus=1-2"
+                  " --set parallel.modules.audio.gpus=3",
+              2, {"parallel.modules.llm", "'vision'", "partly overlaps"});
+  // An encoder branch feeding nothing.
+  expect_exit(base + " --set 'model.modules.llm.inputs=[\"vproj\"]'", 2,
+              {"model.modules.aproj", "feeds nothing"});
+  // An encoder without a layout while others have one.
+  expect_exit(base + " --set parallel.modules.llm.dp=4", 2, {"parallel.modules.vision: missing"});
+}
+
+TEST(MultimodalCli, EveryMultimodalSchedulerRunsOnAPaperConfig) {
+  const std::string config = test::source_path("configs/paper/cornstarch-sss.toml");
+  for (const char* s : {"encoders-replicated", "encoders-colocated", "cornstarch", "1f1b"}) {
+    test::TempDir dir;
+    const Outcome r = loom("sim " + config + " --no-plot -q --set schedule.name=" + s + " --out " +
+                           dir.path("out"));
+    EXPECT_EQ(r.exit_code, 0) << s << "\n" << r.output;
+    EXPECT_NE(r.output.find(std::string("scheduler ") + s), std::string::npos) << r.output;
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,108 @@
+// `loom plan cp`: exit codes, option names in errors, JSON owners, determinism.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace loom {
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out;  // stdout only
+};
+
+Result loom_plan_cp(const std::string& args) {
+  const std::string command = std::string(LOOM_BINARY) + " plan cp " + args + " 2>/dev/null";
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string stderr_of(const std::string& args) {
+  const std::string command = std::string(LOOM_BINARY) + " plan cp " + args + " 2>&1 >/dev/null";
+  std::string err;
+  FILE* pipe = popen(command.c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) err.append(buf.data(), n);
+  pclose(pipe);
+  return err;
+}
+
+TEST(PlanCp, PrintsEveryDistributionSideBySide) {
+  const Result r = loom_plan_cp("--mask embedded --seq 8192 --cp 4 --distribution all");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* name : {"zigzag", "lpt", "ilp", "makespan"})
+    EXPECT_NE(r.out.find(name), std::string::npos) << name << " in\n" << r.out;
+}
+
+TEST(PlanCp, JsonGivesTheOwnerOfEveryQueryBlockAndIsDeterministic) {
+  const std::string args = "--mask packed --seq 10000 --cp 3 --query-block 100 --json";
+  const Result r = loom_plan_cp(args);
+  ASSERT_EQ(r.exit_code, 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const auto& owners = j["plans"][0]["owner"];
+  ASSERT_EQ(owners.size(), 100u);
+  for (const auto& o : owners) EXPECT_TRUE(o.get<int>() >= 0 && o.get<int>() < 3);
+  EXPECT_EQ(loom_plan_cp(args).out, r.out);
+}
+
+TEST(PlanCp, GpuAddsPerRankAttentionTimes) {
+  const Result r = loom_plan_cp("--mask embedded --seq 16384 --cp 4 --gpu A40 --json");
+  ASSERT_EQ(r.exit_code, 0);
+  const auto times = nlohmann::json::parse(r.out)["plans"][0]["rank_attention_s"];
+  ASSERT_EQ(times.size(), 4u);
+  for (const auto& t : times) EXPECT_GT(t.get<double>(), 0);
+  EXPECT_EQ(loom_plan_cp("--gpu A40 --heads 40 --kv-heads 7").exit_code, 2);
+  EXPECT_NE(stderr_of("--gpu A40 --heads 40 --kv-heads 7").find("--kv-heads"), std::string::npos);
+}
+
+TEST(PlanCp, BadOptionsExitTwoNamingTheOption) {
+  for (const auto& [args, option] : std::vector<std::pair<std::string, std::string>>{
+           {"--cp 0", "--cp"},
+           {"--mask diagonal", "--mask"},
+           {"--distribution ring", "--distribution"},
+           {"--query-block 0", "--query-block"},
+           {"--key-block -3", "--key-block"},
+           {"--seq 0", "--seq"},
+           {"--gpu B200", "--gpu"},
+           {"--modality-fraction 1.5", "--modality-fraction"},
+           {"--mask packed --packed-sequences 30", "packed_sequences"},
+       }) {
+    EXPECT_EQ(loom_plan_cp(args).exit_code, 2) << args;
+    EXPECT_NE(stderr_of(args).find(option), std::string::npos) << args << ": " << stderr_of(args);
+  }
+}
+
+TEST(PlanCp, MaskFileIsReadAndBadLinesAreNamed) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("loom-plan-cp-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto good = dir / "fig34.txt";
+  std::ofstream(good) << "# Fig 3.4: text, text, A, A, text, text\n"
+                         "0x8000000000000007\n0x8000000000000007\n2\n2\n"
+                         "0x8000000000000007\n0x8000000000000007\n";
+  const Result r =
+      loom_plan_cp("--mask-file " + good.string() + " --query-block 2 --key-block 2 --cp 2 --json");
+  ASSERT_EQ(r.exit_code, 0);
+  // Rows: t0-1 see key block 0; A2-3 see block 1; t4-5 see all three.
+  EXPECT_EQ(nlohmann::json::parse(r.out)["block_workload"], nlohmann::json({1, 1, 3}));
+  const auto bad = dir / "bad.txt";
+  std::ofstream(bad) << "1\n0xZZ\n";
+  EXPECT_EQ(loom_plan_cp("--mask-file " + bad.string()).exit_code, 2);
+  EXPECT_NE(stderr_of("--mask-file " + bad.string()).find("bad.txt:2"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace loom
