@@ -14,6 +14,8 @@ const loom::Command kCommands[] = {
     {"config", "Check a config and print it resolved (file, --set overrides and defaults)",
      loom::attach_config},
     {"schedulers", "List the registered schedulers", loom::attach_schedulers},
+    {"plan", "Run one planner on its own and print its plan (see loom plan --help)",
+     loom::attach_plan},
 };
 
 }  // namespace
