@@ -58,9 +58,9 @@ void print_info(const AvailabilityTrace& t, const TraceOptions& o) {
             << "format     " << t.format << "\n"
             << "duration   " << t.duration_s << " s (" << t.duration_s / 3600 << " h)\n";
   if (t.format == "events") {
-    std::cout << "events     " << t.initial.size() + t.events.size()
-              << " in the file: " << t.initial.size() << " adds at t = 0 (the initial cluster), "
-              << s.adds << " later adds, " << s.removes << " removes\n";
+    std::cout << "events     " << t.initial.size() + t.events.size() << ": " << t.initial.size()
+              << " adds at t = 0 (the initial cluster), " << s.adds << " later adds, " << s.removes
+              << " removes\n";
   } else {
     std::cout << "events     " << t.events.size() << " derived from the counts: " << s.adds
               << " adds, " << s.removes << " removes; " << t.initial.size()
