@@ -109,10 +109,10 @@ const StageMapper::Sub& StageMapper::in_node(int s, int u, int v, int g) {
   }
   Sub best;
   best.total = kInf;
-  for (int k = u + 1; k <= v - (s - 1); ++k) {
-    for (int m = 1; m <= g - (s - 1); ++m) {
+  for (int m = 1; m <= g - (s - 1); ++m) {
+    for (int k = u + 1; k <= v - (s - 1); ++k) {
       const Sub a = single(u, k, m);
-      if (a.total == kInf) continue;
+      if (a.total == kInf) break;  // more layers on the same GPUs cannot fit either
       const Sub& b = in_node(s - 1, k, v, g - m);
       if (b.total == kInf) continue;
       Sub c = combine(a, 1, b, s - 1);
@@ -144,7 +144,7 @@ const StageMapper::Sub& StageMapper::across(int S, int u, int n) {
     if (rest > (n - 1) * M_) continue;
     for (int k = u + s; k <= L_ - rest; ++k) {
       const Sub& a = in_node(s, u, k, M_);
-      if (a.total == kInf) continue;
+      if (a.total == kInf) break;  // memory only grows with k
       const Sub& b = across(rest, k, n - 1);
       if (b.total == kInf) continue;
       Sub c = combine(a, s, b, rest);
