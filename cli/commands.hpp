@@ -20,5 +20,6 @@ CommandRun attach_schedulers(CLI::App& sub);
 CommandRun attach_plan(CLI::App& sub);
 CommandRun attach_trace(CLI::App& sub);  // cli/cmd_trace.cpp
 CommandRun attach_plan_templates(CLI::App& sub);  // cli/cmd_plan_templates.cpp
+CommandRun attach_replay(CLI::App& sub);          // cli/cmd_replay.cpp
 
 }  // namespace loom
