@@ -40,8 +40,8 @@ std::shared_ptr<const OobleckPlan> plan_oobleck(const Study& study, int max_node
   for (int i = 0; i < c.schedule.microbatch_size; ++i)
     microbatch.push_back(&study.problem.samples.at(static_cast<size_t>(i)));
   oobleck::PlanningProblem& p = plan->problem;
-  p.layers = oobleck::profile_from_model(c.model, *study.cost, microbatch, c.cluster,
-                                         c.cost.memory);
+  p.layers =
+      oobleck::profile_from_model(c.model, *study.cost, microbatch, c.cluster, c.cost.memory);
   p.gpus_per_node = c.cluster.gpus_per_node;
   p.gpu_memory_bytes = c.cluster.gpu.memory_bytes;
   p.fault_tolerance = c.replay.fault_tolerance;
@@ -108,9 +108,9 @@ int run_replay_command(ReplayCliOptions o) {
   const ReplayResult result = run_replay(trace, *policy, options);
 
   const std::string out_dir =
-      o.out.empty() ? "out/replay-" + std::filesystem::path(o.config).stem().string() + "-" +
-                          o.policy
-                    : o.out;
+      o.out.empty()
+          ? "out/replay-" + std::filesystem::path(o.config).stem().string() + "-" + o.policy
+          : o.out;
   OutputDir out(out_dir);
   write_replay_outputs(result, out.file(""));
   out.commit();

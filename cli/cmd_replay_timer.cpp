@@ -26,8 +26,8 @@ std::vector<std::string> group_overrides(const StudyTimerOptions& o, const Group
                                          double memory_factor) {
   std::vector<std::string> v = o.overrides;
   const PipelineLayout& p = g.pipeline;
-  const int stages = p.stage_layers.empty() ? p.nodes * o.gpus_per_node
-                                            : static_cast<int>(p.stage_layers.size());
+  const int stages =
+      p.stage_layers.empty() ? p.nodes * o.gpus_per_node : static_cast<int>(p.stage_layers.size());
   v.push_back("cluster.nodes=" + std::to_string(p.nodes * g.count));
   v.push_back("parallel.pp=" + std::to_string(stages));
   v.push_back("parallel.dp=" + std::to_string(g.count));
@@ -52,7 +52,8 @@ std::vector<std::string> group_overrides(const StudyTimerOptions& o, const Group
 
 double run_study(const StudyTimerOptions& o, const std::vector<std::string>& overrides) {
   const auto study = prepare_study(o.config, overrides);
-  if (o.backend == "evaluator") return evaluate(study->schedule, study->config.cluster).iteration_time_s();
+  if (o.backend == "evaluator")
+    return evaluate(study->schedule, study->config.cluster).iteration_time_s();
   SimGridOptions sg;
   sg.network_model = study->config.sim.network_model;
   return run_simgrid(study->schedule, study->config.cluster, sg).iteration_time_s();
@@ -89,7 +90,8 @@ double run_study_forked(const StudyTimerOptions& o, const std::vector<std::strin
   close(fds[1]);
   std::string reply;
   char buf[4096];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) reply.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;)
+    reply.append(buf, static_cast<size_t>(n));
   close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -101,9 +103,12 @@ double run_study_forked(const StudyTimerOptions& o, const std::vector<std::strin
       std::memcpy(&t, message.data(), sizeof t);
       return t;
     }
-    case 'I': throw InfeasibleError(message);
-    case 'E': throw InputError(message);
-    default: throw std::runtime_error(message);
+    case 'I':
+      throw InfeasibleError(message);
+    case 'E':
+      throw InputError(message);
+    default:
+      throw std::runtime_error(message);
   }
 }
 
