@@ -239,8 +239,7 @@ def _draw_alive(ax, replays):
     twin = ax.twinx()
     x = np.append(first.time_s, first.end_s) / 3600.0
     y = np.append(first.nodes, first.nodes[-1])
-    same = all(np.array_equal(r.time_s, first.time_s) and np.array_equal(r.nodes, first.nodes)
-               for r in replays[1:])
+    same = all(_same_trace(first, r) for r in replays[1:])
     label = "alive nodes" if same else f"alive nodes ({_labels(replays)[0]})"
     # A thin grey step line shows each join and loss; the faint fill ties it to its axis.
     twin.fill_between(x, 0, y, step="post", color="#7F7F7F", alpha=0.08, linewidth=0)
@@ -250,6 +249,13 @@ def _draw_alive(ax, replays):
     ax.set_zorder(twin.get_zorder() + 1)  # lines above the shaded area
     ax.patch.set_visible(False)
     return twin
+
+
+def _same_trace(a, b):
+    """Whether two replays ran on one trace (so one alive-node line describes both)."""
+    if a.summary and b.summary:
+        return a.summary.get("trace") == b.summary.get("trace")
+    return np.array_equal(a.time_s, b.time_s) and np.array_equal(a.nodes, b.nodes)
 
 
 def render_breakdown(replays, title=None):
