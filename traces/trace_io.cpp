@@ -136,6 +136,13 @@ std::string exact_ms(double time_s) {
   return std::string(buf, r.ptr);
 }
 
+/// `text` with line breaks turned into spaces, so it fits in one comment line.
+std::string one_line(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  std::replace(text.begin(), text.end(), '\r', ' ');
+  return text;
+}
+
 }  // namespace
 
 const char* to_string(TraceFormat format) {
@@ -188,7 +195,7 @@ void write_availability_csv(const AvailabilityTrace& trace, std::ostream& out) {
   char duration[64];
   const auto r = std::to_chars(duration, duration + sizeof duration, trace.duration_s);
   out << "# loom availability trace: time_ms,add|remove,node\n"
-      << "# source: " << trace.source << "\n"
+      << "# source: " << one_line(trace.source) << "\n"
       << "# duration_s=" << std::string_view(duration, r.ptr - duration) << "\n";
   for (const std::string& node : trace.initial) out << "0,add," << checked(node) << "\n";
   for (const AvailabilityEvent& e : trace.events) {
