@@ -52,9 +52,10 @@ std::shared_ptr<const OobleckPlan> plan_oobleck(const Study& study, int max_node
   return plan;
 }
 
-PolicySetup make_setup(const ReplayCliOptions& o, const Study& study,
+/// Measured-throughput mode needs only the config; simulation mode plans the config's
+/// study (`study` is then set) for Oobleck's profile and checks that the config runs.
+PolicySetup make_setup(const ReplayCliOptions& o, const Config& c, const Study* study,
                        const AvailabilityTrace& trace) {
-  const Config& c = study.config;
   PolicySetup s;
   s.params = c.replay;
   s.microbatch_size = c.schedule.microbatch_size;
@@ -81,10 +82,10 @@ PolicySetup make_setup(const ReplayCliOptions& o, const Study& study,
   t.progress = !o.quiet;
   s.timer = std::make_shared<MemoizedTimer>(make_study_timer(t));
   s.pipeline_depth = c.replay.baseline_pp > 0 ? c.replay.baseline_pp : c.parallel.pp;
-  if (o.policy == "oobleck") {
+  if (o.policy == "oobleck" && study) {
     int max_alive = static_cast<int>(trace.initial.size());
     for (const AliveStep& step : alive_steps(trace)) max_alive = std::max(max_alive, step.alive);
-    s.oobleck = plan_oobleck(study, max_alive, s.global_batch);
+    s.oobleck = plan_oobleck(*study, max_alive, s.global_batch);
   }
   return s;
 }
@@ -92,12 +93,17 @@ PolicySetup make_setup(const ReplayCliOptions& o, const Study& study,
 int run_replay_command(ReplayCliOptions o) {
   if (!o.backend.empty()) o.overrides.push_back("sim.backend=" + o.backend);
   if (!(o.hours >= 0)) throw InputError("--hours: must be >= 0");
-  if (!o.quiet) std::cerr << "loom: planning " << o.config << " ...\n";
-  const auto study = prepare_study(o.config, o.overrides);
+  const Config config = load_config(o.config, o.overrides);
+  const bool measured = !o.throughput_table.empty() || !config.replay.throughput_table.empty();
+  std::unique_ptr<Study> study;
+  if (!measured) {
+    if (!o.quiet) std::cerr << "loom: planning " << o.config << " ...\n";
+    study = prepare_study(o.config, o.overrides);
+  }
   TraceOptions trace_options;
-  trace_options.notice_s = study->config.replay.notice_s;
+  trace_options.notice_s = config.replay.notice_s;
   const AvailabilityTrace trace = load_availability_trace(o.trace, trace_options);
-  const PolicySetup setup = make_setup(o, *study, trace);
+  const PolicySetup setup = make_setup(o, config, study.get(), trace);
   const std::unique_ptr<ReplayPolicy> policy = make_policy(o.policy, setup);
   ReplayOptions options;
   options.duration_s = o.hours * 3600;

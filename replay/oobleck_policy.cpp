@@ -95,7 +95,7 @@ class OobleckPolicy final : public ReplayPolicy {
   std::string too_few(int nodes) const {
     const int f = s_.params.fault_tolerance;
     if (nodes >= (f + 1) * n0()) return "";
-    return oobleck::too_few_nodes_message(nodes, f, n0());
+    return "oobleck: " + oobleck::too_few_nodes_message(nodes, f, n0());
   }
   Action stop(const std::string& why) const { return {"stop", {}, false, true, why}; }
 
