@@ -77,8 +77,7 @@ PolicySetup make_setup(const ReplayCliOptions& o, const Config& c, const Study* 
   t.overrides = o.overrides;
   t.backend = c.sim.backend;
   t.gpus_per_node = c.cluster.gpus_per_node;
-  t.gradient_bytes_per_param = c.cost.memory.gradient_bytes_per_param;
-  t.optimizer_bytes_per_param = c.cost.memory.optimizer_bytes_per_param;
+  t.gpu_memory_bytes = c.cluster.gpu.memory_bytes;
   t.progress = !o.quiet;
   s.timer = std::make_shared<MemoizedTimer>(make_study_timer(t));
   s.pipeline_depth = c.replay.baseline_pp > 0 ? c.replay.baseline_pp : c.parallel.pp;

@@ -23,7 +23,8 @@ struct Group {
 };
 
 std::vector<std::string> group_overrides(const StudyTimerOptions& o, const Group& g,
-                                         double memory_factor) {
+                                         const Layout& layout) {
+  const double memory_factor = layout.state_memory_factor;
   std::vector<std::string> v = o.overrides;
   const PipelineLayout& p = g.pipeline;
   const int stages =
@@ -39,13 +40,14 @@ std::vector<std::string> group_overrides(const StudyTimerOptions& o, const Group
     v.push_back("schedule.stage_layers=[" + list + "]");
   }
   if (memory_factor != 1) {
-    // A redundant copy of the successor's stage: weights, gradients and optimizer state
-    // all scale; the weights' share is added to the gradient bytes.
-    v.push_back("cost.gradient_bytes_per_param=" +
-                std::to_string(o.gradient_bytes_per_param * memory_factor +
-                               o.weight_bytes_per_param * (memory_factor - 1)));
-    v.push_back("cost.optimizer_bytes_per_param=" +
-                std::to_string(o.optimizer_bytes_per_param * memory_factor));
+    // Bamboo keeps a second copy of model states and activations (§2.7.1: "requiring 2x
+    // memory"): the same plan must fit in 1/factor of the GPU.
+    v.push_back("cluster.gpu_memory=" + std::to_string(o.gpu_memory_bytes / memory_factor));
+  }
+  if (layout.activation_checkpointing) {
+    // Loom's memory check keeps every live microbatch's activations; with recomputation
+    // the planner's memory model decides feasibility, so lift the per-GPU limit here.
+    v.push_back("cluster.gpu_memory=1e18");
   }
   return v;
 }
@@ -126,14 +128,20 @@ IterationTimer make_study_timer(const StudyTimerOptions& options) {
     }
     double slowest = 0;
     for (const auto& [key, g] : groups) {
-      const std::vector<std::string> overrides =
-          group_overrides(options, g, layout.state_memory_factor);
+      const std::vector<std::string> overrides = group_overrides(options, g, layout);
       std::string id;
       for (const std::string& s : overrides) id += s + "\n";
       auto it = cache->find(id);
       if (it == cache->end()) {
-        const double t = options.backend == "simgrid" ? run_study_forked(options, overrides)
-                                                      : run_study(options, overrides);
+        double t = 0;
+        try {
+          t = options.backend == "simgrid" ? run_study_forked(options, overrides)
+                                           : run_study(options, overrides);
+        } catch (const InfeasibleError& e) {
+          if (options.progress)
+            std::cerr << "loom: " << g.count << " x " << key << " cannot run: " << e.what() << "\n";
+          throw;
+        }
         it = cache->emplace(id, t).first;
         if (options.progress)
           std::cerr << "loom: simulated " << g.count << " x " << key << " with " << options.backend

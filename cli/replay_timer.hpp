@@ -23,10 +23,8 @@ struct StudyTimerOptions {
   std::vector<std::string> overrides;  ///< the user's --set, applied first
   std::string backend = "evaluator";   ///< "simgrid" or "evaluator"
   int gpus_per_node = 1;
-  double weight_bytes_per_param = 2;  ///< for Bamboo's doubled model states
-  double gradient_bytes_per_param = 4;
-  double optimizer_bytes_per_param = 12;
-  bool progress = false;  ///< one stderr line per simulated group
+  double gpu_memory_bytes = 0;  ///< the config's, divided by Layout::state_memory_factor
+  bool progress = false;        ///< one stderr line per simulated group
 };
 
 IterationTimer make_study_timer(const StudyTimerOptions& options);

@@ -73,7 +73,7 @@ struct ReplayConfig {
   double bamboo_failover_s = 20;          ///< local rendezvous after a failover, s
   double bamboo_reconfigure_s = 30;       ///< global rendezvous to re-form pipelines, s
   double bamboo_join_delay_s = 45;        ///< a joined node is usable after this, s
-  double bamboo_memory_factor = 2;  ///< model-state memory with the redundant copy
+  double bamboo_memory_factor = 2;  ///< memory need with the redundant copy (§2.7.1: 2x)
   double notice_s = 0;              ///< preemption notice given to every removal, s
 };
 

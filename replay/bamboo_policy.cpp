@@ -28,6 +28,7 @@ class BambooPolicy final : public ReplayPolicy {
  public:
   explicit BambooPolicy(const PolicySetup& s) : s_(s) {}
 
+  std::string fatal() const override { return fatal_; }
   std::string name() const override { return "bamboo-like"; }
   int nodes_in_use() const override {
     int n = 0;
@@ -46,10 +47,13 @@ class BambooPolicy final : public ReplayPolicy {
     if (pipelines_.empty() || infeasible_) return std::nullopt;
     Layout grid = grid_layout(s_.pipeline_depth, static_cast<int>(pipelines_.size()), s_);
     grid.state_memory_factor = s_.params.bamboo_memory_factor;
+    grid.activation_checkpointing = false;  // footnote 2 of §2.7.1: it conflicts with RC
     double t = 0;
     try {
       t = (*s_.timer)(grid);
-    } catch (const InfeasibleError&) {
+    } catch (const InfeasibleError& e) {
+      fatal_ = "bamboo-like: does not fit with its redundant copy (2x memory, §2.7.1): " +
+               std::string(e.what());
       infeasible_ = true;  // two stages' states do not fit (Table 2.2: OOM for GPT-3)
       return std::nullopt;
     }
@@ -184,6 +188,7 @@ class BambooPolicy final : public ReplayPolicy {
   std::vector<std::string> spares_;
   std::vector<std::pair<std::string, double>> joining_;  ///< node, usable from
   bool infeasible_ = false;
+  std::string fatal_;  ///< the layout does not fit memory: more nodes would not help
 };
 
 }  // namespace

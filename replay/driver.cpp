@@ -165,7 +165,9 @@ class Replayer {
     if (!phases_.empty()) return run_phase();  // joins wait for the action to end
     if (change_due()) return apply_changes(false);
     const std::optional<double> iteration = policy_.iteration_s();
-    if (!iteration) {  // nothing to train on: wait for the next change
+    if (!iteration) {  // nothing to train on: stop, or wait for the next change
+      if (const std::string why = policy_.fatal(); !why.empty())
+        return begin({"stop", {}, false, true, why}, "stop", "");
       rate(0);
       account(TimeUse::kIdle, next_change() - t_);
       if (t_ < r_.duration_s) apply_changes(false);

@@ -23,6 +23,7 @@ std::string Layout::key() const {
   std::string key;
   for (const auto& [g, count] : groups)
     key += (key.empty() ? "" : " ") + std::to_string(count) + "x" + g;
+  if (activation_checkpointing) key += " recompute";
   if (state_memory_factor != 1) key += " mem*" + std::to_string(state_memory_factor);
   return key;
 }

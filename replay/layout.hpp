@@ -21,9 +21,13 @@ struct PipelineLayout {
 /// The pipelines training together (synchronous data parallelism across them).
 struct Layout {
   std::vector<PipelineLayout> pipelines;
-  /// Model-state memory relative to plain training: Bamboo keeps a redundant copy of its
-  /// successor's stage (2 = twice the weights, gradients and optimizer state).
+  /// Memory need relative to plain training: Bamboo keeps a redundant copy of its
+  /// successor's stage (model states and activations; §2.7.1: "requiring 2x memory").
   double state_memory_factor = 1;
+  /// Activations are recomputed in the backward pass (Oobleck and Varuna do, Bamboo does
+  /// not: dissertation Table 2.1 and its footnote 2). Memory feasibility is then the
+  /// planner's to judge, and a timer does not apply its own activation-memory check.
+  bool activation_checkpointing = false;
 
   int nodes() const;
   /// Canonical text ("3x[2:12,12]/8 1x[3:8,8,8]/10"): equal keys time equally.

@@ -111,6 +111,7 @@ class OobleckPolicy final : public ReplayPolicy {
 
   Layout to_layout(const oobleck::Instantiation& inst) const {
     Layout layout;
+    layout.activation_checkpointing = true;  // §2.7.1, Table 2.1
     for (const oobleck::Pipeline& p : inst.pipelines) {
       const oobleck::PipelineTemplate& t =
           s_.oobleck->templates.at(static_cast<size_t>(p.template_index));

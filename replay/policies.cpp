@@ -24,6 +24,7 @@ Layout grid_layout(int depth, int replicas, const PolicySetup& setup) {
       (setup.global_batch + setup.microbatch_size - 1) / setup.microbatch_size;
   const int per_replica = (microbatches_total + replicas - 1) / replicas;
   for (int i = 0; i < replicas; ++i) layout.pipelines.push_back({depth, {}, per_replica});
+  layout.activation_checkpointing = true;  // Varuna-like; Bamboo-like turns it off
   return layout;
 }
 

@@ -71,6 +71,10 @@ class ReplayPolicy {
   /// train (stopped, waiting for nodes).
   virtual std::optional<double> iteration_s() = 0;
 
+  /// Why the policy can never train in this setting (e.g. its layout does not fit GPU
+  /// memory at any node count), or "" while it can; asked when iteration_s() has none.
+  virtual std::string fatal() const { return ""; }
+
   /// Nodes that train now (for throughput.csv and messages).
   virtual int nodes_in_use() const = 0;
 

@@ -15,6 +15,7 @@ class VarunaPolicy final : public ReplayPolicy {
  public:
   explicit VarunaPolicy(const PolicySetup& s) : s_(s) {}
 
+  std::string fatal() const override { return fatal_; }
   std::string name() const override { return "varuna-like"; }
   bool uses_checkpoints() const override { return true; }
   int nodes_in_use() const override { return replicas_ * s_.pipeline_depth; }
@@ -28,7 +29,8 @@ class VarunaPolicy final : public ReplayPolicy {
     if (replicas_ == 0 || infeasible_) return std::nullopt;
     try {
       return (*s_.timer)(grid_layout(s_.pipeline_depth, replicas_, s_));
-    } catch (const InfeasibleError&) {
+    } catch (const InfeasibleError& e) {
+      fatal_ = "varuna-like: " + std::string(e.what());
       infeasible_ = true;  // e.g. the grid does not fit memory: wait for more nodes
       return std::nullopt;
     }
@@ -91,6 +93,7 @@ class VarunaPolicy final : public ReplayPolicy {
   int replicas_ = 0;
   int since_checkpoint_ = 0;
   bool infeasible_ = false;
+  std::string fatal_;  ///< the layout does not fit memory: more nodes would not help
 };
 
 }  // namespace
