@@ -98,7 +98,8 @@ struct PipelineTemplate {
   double planned_time_s = 0;
 
   int num_stages() const { return static_cast<int>(stages.size()); }
-  /// Eq 2.2 with the pipeline's actual microbatch count: T1 + (N_b - S + k* - 1) t_k* + T3.
+  /// Eq 2.2 with the pipeline's actual microbatch count: T1 + (N_b - S + k* - 1) t_k* + T3,
+  /// and never below T1 (one microbatch through every stage).
   double iteration_time_s(int microbatches) const;
   /// Stage holding `layer`, and the GPUs it uses.
   const TemplateStage& stage_of_layer(int layer) const;

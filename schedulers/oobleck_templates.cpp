@@ -16,9 +16,11 @@
 namespace loom::oobleck {
 
 double PipelineTemplate::iteration_time_s(int microbatches) const {
-  // Eq 2.2 with the actual N_b; k* is 0-based (a single stage gives T = N_b t, Eq 2.4).
-  const double coef = std::max(0, microbatches - num_stages() + slowest_stage - 1);
-  return t1_s + coef * slowest_s + t3_s;
+  // Eq 2.2 with the actual N_b; k* is 0-based (one stage gives T = N_b t, Eq 2.4). With
+  // fewer microbatches than stages after k* the formula undershoots: one microbatch alone
+  // already takes T1 (a forward and a backward through every stage).
+  const double t2 = (microbatches - num_stages() + slowest_stage - 1) * slowest_s;
+  return std::max(t1_s, t1_s + t2 + t3_s);
 }
 
 const TemplateStage& PipelineTemplate::stage_of_layer(int layer) const {
