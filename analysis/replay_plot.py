@@ -210,6 +210,8 @@ def render_throughput(replays, window_s=None, title=None):
             x, y = r.time_s, r.samples_per_s
         x = np.append(x, r.end_s) / 3600.0
         y = np.append(y, y[-1])
+        if not r.samples_per_s.any():
+            label += " (no progress)"  # a line on the x axis is easy to miss
         ax.step(x, y, where="post", color=color, linewidth=1.3, label=label)
         top = max(top, float(y.max()))
         if r.summary:
@@ -233,13 +235,16 @@ def render_throughput(replays, window_s=None, title=None):
 
 
 def _draw_alive(ax, replays):
-    """Alive node count of the first replay on a right-hand axis, as a light step area;
-    returns that axis."""
-    first = replays[0]
+    """Alive node count on a right-hand axis, as a light step area; returns that axis.
+
+    A replay writes a row only when its own state changes, so a policy that never trains
+    (out of memory) may hold one row for the whole trace. When all replays share a trace,
+    the one with the most rows draws the line; otherwise the first does, and says so.
+    """
     twin = ax.twinx()
-    x = np.append(first.time_s, first.end_s) / 3600.0
-    y = np.append(first.nodes, first.nodes[-1])
-    same = all(_same_trace(first, r) for r in replays[1:])
+    source, same = alive_source(replays)
+    x = np.append(source.time_s, source.end_s) / 3600.0
+    y = np.append(source.nodes, source.nodes[-1])
     label = "alive nodes" if same else f"alive nodes ({_labels(replays)[0]})"
     # A thin grey step line shows each join and loss; the faint fill ties it to its axis.
     twin.fill_between(x, 0, y, step="post", color="#7F7F7F", alpha=0.08, linewidth=0)
@@ -249,6 +254,13 @@ def _draw_alive(ax, replays):
     ax.set_zorder(twin.get_zorder() + 1)  # lines above the shaded area
     ax.patch.set_visible(False)
     return twin
+
+
+def alive_source(replays):
+    """(the replay whose node column draws the alive line, whether all share one trace)."""
+    same = all(_same_trace(replays[0], r) for r in replays[1:])
+    index = int(np.argmax([len(r.time_s) for r in replays])) if same else 0
+    return replays[index], same
 
 
 def _same_trace(a, b):

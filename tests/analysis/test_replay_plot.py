@@ -123,6 +123,20 @@ class ReplayPlotTest(unittest.TestCase):
         self.assertTrue(outputs[0][0].startswith(b"\x89PNG"))
         self.assertEqual(outputs[0], outputs[1])
 
+    def test_alive_line_comes_from_the_most_detailed_replay(self):
+        # A policy that never trains writes one row and the end: its node column is flat.
+        idle = write_replay(self.tmp / "idle", "time_s,nodes,samples_per_s\n0,30,0\n3600,28,0\n",
+                            dict(OOBLECK_SUMMARY, policy="bamboo-like"))
+        replays = [rp.load_replay(d) for d in (idle, self.oobleck)]
+        source, same = rp.alive_source(replays)
+        self.assertTrue(same)
+        self.assertEqual(source.policy, "oobleck")
+        other = write_replay(self.tmp / "other", OOBLECK_THROUGHPUT,
+                             dict(OOBLECK_SUMMARY, trace="traces/spot/ec2-p3.csv"))
+        source, same = rp.alive_source([replays[0], rp.load_replay(other)])
+        self.assertFalse(same)
+        self.assertEqual(source.policy, "bamboo-like")  # different traces: the first one
+
     def test_throughput_alone_needs_no_summary(self):
         bare = write_replay(self.tmp / "bare", OOBLECK_THROUGHPUT, None)
         code, _, err = run([str(bare), "-o", str(self.tmp), "--only", "throughput"])
