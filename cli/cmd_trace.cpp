@@ -97,6 +97,10 @@ double seconds_option(const std::string& text, const char* flag) {
 /// Writes beside `path` and renames onto it, so a failure leaves no half-written trace.
 void write_atomically(const AvailabilityTrace& trace, const std::string& path) {
   const std::filesystem::path target(path);
+  const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
+  if (!std::filesystem::is_directory(dir)) {
+    throw InputError("--out " + path + ": directory '" + dir.string() + "' does not exist");
+  }
   const std::filesystem::path tmp =
       target.parent_path() / ("." + target.filename().string() + ".tmp");
   try {
@@ -203,6 +207,15 @@ CommandRun attach_generate(CLI::App& sub) {
 
 CommandRun attach_trace(CLI::App& sub) {
   sub.require_subcommand(1);
+  sub.footer(
+      "Examples:\n"
+      "  loom trace info traces/spot/ec2-p3.csv\n"
+      "  loom trace info traces/spot/gcp-v100x1-east1c.txt --out-of-order drop\n"
+      "  loom trace generate --kind periodic --interval 10min --failures 15 --out f10m.csv\n"
+      "  loom trace generate --kind poisson --rate 7.8 --rejoin 10min --duration 12h --out "
+      "churn.csv\n"
+      "Formats, options and the shipped traces: docs/traces.md.\n"
+      "Exit codes: 0 ok; 2 invalid input (names file:line); 1 internal error.");
   auto runs = std::make_shared<std::vector<std::pair<CLI::App*, CommandRun>>>();
   CLI::App* info = sub.add_subcommand(
       "info", "Summarize a trace: format, events, alive nodes (min/max/mean), alive over time");
