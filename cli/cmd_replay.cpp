@@ -31,15 +31,13 @@ struct ReplayCliOptions {
   bool quiet = false;
 };
 
-/// Oobleck's planner on the config's model (simulation mode).
-std::shared_ptr<const OobleckPlan> plan_oobleck(const Study& study, int max_nodes,
-                                                int global_batch) {
+/// Oobleck's planning problem for the config's model (simulation mode).
+oobleck::PlanningProblem planning_problem(const Study& study, int max_nodes, int global_batch) {
   const Config& c = study.config;
-  auto plan = std::make_shared<OobleckPlan>();
   std::vector<const Sample*> microbatch;
   for (int i = 0; i < c.schedule.microbatch_size; ++i)
     microbatch.push_back(&study.problem.samples.at(static_cast<size_t>(i)));
-  oobleck::PlanningProblem& p = plan->problem;
+  oobleck::PlanningProblem p;
   p.layers =
       oobleck::profile_from_model(c.model, *study.cost, microbatch, c.cluster, c.cost.memory);
   p.gpus_per_node = c.cluster.gpus_per_node;
@@ -48,8 +46,7 @@ std::shared_ptr<const OobleckPlan> plan_oobleck(const Study& study, int max_node
   p.max_nodes = max_nodes;
   p.microbatch_size = c.schedule.microbatch_size;
   p.global_batch = global_batch;
-  plan->templates = oobleck::generate_templates(p);
-  return plan;
+  return p;
 }
 
 /// Measured-throughput mode needs only the config; simulation mode plans the config's
@@ -80,11 +77,21 @@ PolicySetup make_setup(const ReplayCliOptions& o, const Config& c, const Study* 
   t.gpu_memory_bytes = c.cluster.gpu.memory_bytes;
   t.progress = !o.quiet;
   s.timer = std::make_shared<MemoizedTimer>(make_study_timer(t));
-  s.pipeline_depth = c.replay.baseline_pp > 0 ? c.replay.baseline_pp : c.parallel.pp;
-  if (o.policy == "oobleck" && study) {
-    int max_alive = static_cast<int>(trace.initial.size());
-    for (const AliveStep& step : alive_steps(trace)) max_alive = std::max(max_alive, step.alive);
-    s.oobleck = plan_oobleck(*study, max_alive, s.global_batch);
+  int max_alive = static_cast<int>(trace.initial.size());
+  for (const AliveStep& step : alive_steps(trace)) max_alive = std::max(max_alive, step.alive);
+  oobleck::PlanningProblem problem = planning_problem(*study, max_alive, s.global_batch);
+  // Grids: Varuna-like morphs between the memory minimum n0 and one layer per stage;
+  // Bamboo-like keeps the config's depth (or replay.baseline_pp).
+  s.min_pipeline_nodes = oobleck::minimal_nodes(problem);
+  s.pipeline_depth = c.replay.baseline_pp > 0 ? c.replay.baseline_pp : s.min_pipeline_nodes;
+  s.max_pipeline_depth =
+      c.replay.baseline_pp > 0 ? c.replay.baseline_pp : static_cast<int>(problem.layers.size());
+  s.bamboo_pipeline_depth = c.replay.baseline_pp > 0 ? c.replay.baseline_pp : c.parallel.pp;
+  if (o.policy == "oobleck") {
+    auto plan = std::make_shared<OobleckPlan>();
+    plan->problem = std::move(problem);
+    plan->templates = oobleck::generate_templates(plan->problem);
+    s.oobleck = plan;
   }
   return s;
 }

@@ -45,7 +45,7 @@ class BambooPolicy final : public ReplayPolicy {
 
   std::optional<double> iteration_s() override {
     if (pipelines_.empty() || infeasible_) return std::nullopt;
-    Layout grid = grid_layout(s_.pipeline_depth, static_cast<int>(pipelines_.size()), s_);
+    Layout grid = grid_layout(depth(), static_cast<int>(pipelines_.size()), s_);
     grid.state_memory_factor = s_.params.bamboo_memory_factor;
     grid.activation_checkpointing = false;  // footnote 2 of §2.7.1: it conflicts with RC
     double t = 0;
@@ -72,7 +72,7 @@ class BambooPolicy final : public ReplayPolicy {
       }
     }
     const bool replace = any_failed() && !spares_.empty();
-    const bool grow = !any_failed() && static_cast<int>(spares_.size()) >= s_.pipeline_depth;
+    const bool grow = !any_failed() && static_cast<int>(spares_.size()) >= depth();
     if (!replace && !grow) return std::nullopt;
     const std::string before = text();
     refill();
@@ -119,7 +119,7 @@ class BambooPolicy final : public ReplayPolicy {
     pipelines_.clear();
     spares_.clear();
     infeasible_ = false;
-    const size_t depth = static_cast<size_t>(s_.pipeline_depth);
+    const size_t depth = static_cast<size_t>(this->depth());
     for (size_t i = 0; i + depth <= nodes.size(); i += depth) {
       std::vector<Slot> p;
       for (size_t k = 0; k < depth; ++k) p.push_back({nodes[i + k], false});
@@ -157,7 +157,7 @@ class BambooPolicy final : public ReplayPolicy {
           slot = {spares_.front(), false};
           spares_.erase(spares_.begin());
         }
-    const size_t depth = static_cast<size_t>(s_.pipeline_depth);
+    const size_t depth = static_cast<size_t>(this->depth());
     while (!any_failed() && spares_.size() >= depth) {
       std::vector<Slot> p;
       for (size_t k = 0; k < depth; ++k) p.push_back({spares_[k], false});
@@ -179,8 +179,12 @@ class BambooPolicy final : public ReplayPolicy {
     for (const auto& p : pipelines_)
       for (const Slot& slot : p) failed += slot.failed;
     return std::to_string(pipelines_.size()) + " pipelines of " +
-           std::to_string(s_.pipeline_depth) + ", " + std::to_string(failed) +
+           std::to_string(depth()) + ", " + std::to_string(failed) +
            " stages failed over, " + std::to_string(spares_.size()) + " spare";
+  }
+
+  int depth() const {
+    return s_.bamboo_pipeline_depth > 0 ? s_.bamboo_pipeline_depth : s_.pipeline_depth;
   }
 
   PolicySetup s_;
