@@ -88,7 +88,8 @@ TraceFormat detect_format(const std::vector<TextLine>& lines, const std::string&
                    "'YYYY-MM-DD, HH:MM:SS, N' (counts)");
 }
 
-/// Keeps [start_s, start_s + max_duration_s) with times shifted to start at 0.
+/// Keeps (start_s, start_s + max_duration_s] with times shifted to start at 0; what
+/// happened up to start_s is folded into the initial nodes.
 void apply_window(AvailabilityTrace& trace, double start_s, double max_duration_s) {
   const double end =
       max_duration_s > 0 ? std::min(trace.duration_s, start_s + max_duration_s) : trace.duration_s;
@@ -96,7 +97,7 @@ void apply_window(AvailabilityTrace& trace, double start_s, double max_duration_
     trace.initial = alive_at(trace, start_s);
     std::erase_if(trace.events, [&](const AvailabilityEvent& e) { return e.time_s <= start_s; });
   }
-  std::erase_if(trace.events, [&](const AvailabilityEvent& e) { return e.time_s >= end; });
+  std::erase_if(trace.events, [&](const AvailabilityEvent& e) { return e.time_s > end; });
   for (AvailabilityEvent& e : trace.events) e.time_s -= start_s;
   trace.duration_s = end - start_s;
 }

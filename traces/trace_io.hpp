@@ -42,8 +42,9 @@ struct TraceOptions {
   double notice_s = 0;
   /// Multiplies every time (0.5 replays the trace twice as fast). Must be > 0.
   double time_scale = 1;
-  /// Replay only the window [start_s, start_s + max_duration_s) of the (scaled) trace:
-  /// nodes alive at start_s become the initial ones and times shift by -start_s.
+  /// Replay only the window [start_s, start_s + max_duration_s] of the (scaled) trace:
+  /// nodes alive at start_s (events at start_s applied) become the initial ones, times
+  /// shift by -start_s, and events at the window's end are kept.
   double start_s = 0;
   double max_duration_s = 0;  ///< 0 = to the end of the trace
 };

@@ -192,6 +192,15 @@ TEST(TraceOptions, ScaleAndWindow) {
   o.start_s = 600;
   EXPECT_NE(error_of("0,add,a\n# duration_s=1000\n", o).find("not before the end"),
             std::string::npos);
+  // A start alone keeps everything after it, including events at the trace's very end.
+  TraceOptions from;
+  from.start_s = 3600;
+  const AvailabilityTrace p3 = load("traces/spot/ec2-p3.csv");
+  const AvailabilityTrace late = load("traces/spot/ec2-p3.csv", from);
+  EXPECT_DOUBLE_EQ(late.duration_s, p3.duration_s - 3600);
+  EXPECT_DOUBLE_EQ(late.events.back().time_s, p3.events.back().time_s - 3600);
+  EXPECT_EQ(late.events.back().node, p3.events.back().node);
+  EXPECT_EQ(alive_steps(late).back().alive, alive_steps(p3).back().alive);
 }
 
 TEST(TraceWrite, RoundTripsExactly) {
