@@ -51,6 +51,9 @@ class BambooPolicy final : public ReplayPolicy {
     double t = 0;
     try {
       t = (*s_.timer)(grid);
+    } catch (const TooFewNodesError&) {
+      infeasible_ = true;  // wait for more nodes
+      return std::nullopt;
     } catch (const InfeasibleError& e) {
       fatal_ = "bamboo-like: does not fit with its redundant copy (2x memory, §2.7.1): " +
                std::string(e.what());
@@ -178,9 +181,9 @@ class BambooPolicy final : public ReplayPolicy {
     int failed = 0;
     for (const auto& p : pipelines_)
       for (const Slot& slot : p) failed += slot.failed;
-    return std::to_string(pipelines_.size()) + " pipelines of " +
-           std::to_string(depth()) + ", " + std::to_string(failed) +
-           " stages failed over, " + std::to_string(spares_.size()) + " spare";
+    return std::to_string(pipelines_.size()) + " pipelines of " + std::to_string(depth()) + ", " +
+           std::to_string(failed) + " stages failed over, " + std::to_string(spares_.size()) +
+           " spare";
   }
 
   int depth() const {

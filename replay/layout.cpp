@@ -31,13 +31,19 @@ std::string Layout::key() const {
 double MemoizedTimer::operator()(const Layout& layout) {
   const std::string key = layout.key();
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-  if (auto it = infeasible_.find(key); it != infeasible_.end()) throw InfeasibleError(it->second);
+  if (auto it = infeasible_.find(key); it != infeasible_.end()) {
+    if (it->second.first) throw TooFewNodesError(it->second.second);
+    throw InfeasibleError(it->second.second);
+  }
   try {
     const double t = timer_(layout);
     cache_.emplace(key, t);
     return t;
+  } catch (const TooFewNodesError& e) {
+    infeasible_.emplace(key, std::make_pair(true, std::string(e.what())));
+    throw;
   } catch (const InfeasibleError& e) {
-    infeasible_.emplace(key, e.what());
+    infeasible_.emplace(key, std::make_pair(false, std::string(e.what())));
     throw;
   }
 }

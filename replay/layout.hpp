@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/errors.hpp"
+
 namespace loom {
 
 /// One pipeline replica.
@@ -35,8 +37,14 @@ struct Layout {
 };
 
 /// Seconds one iteration of `layout` takes, the global batch fixed. Throws InfeasibleError
-/// when the layout cannot run (does not fit memory, no throughput measured).
+/// when the layout cannot run (does not fit memory), TooFewNodesError when it cannot run
+/// on this few nodes but might on more (no throughput measured at this node count).
 using IterationTimer = std::function<double(const Layout&)>;
+
+class TooFewNodesError : public InfeasibleError {
+ public:
+  using InfeasibleError::InfeasibleError;
+};
 
 /// Calls the wrapped timer once per distinct Layout::key (SimGrid runs are expensive).
 class MemoizedTimer {
@@ -48,7 +56,8 @@ class MemoizedTimer {
  private:
   IterationTimer timer_;
   std::map<std::string, double> cache_;
-  std::map<std::string, std::string> infeasible_;  ///< key -> message, rethrown on reuse
+  /// key -> (too few nodes?, message), rethrown on reuse
+  std::map<std::string, std::pair<bool, std::string>> infeasible_;
 };
 
 }  // namespace loom

@@ -25,15 +25,15 @@ struct OobleckPlan {
 
 struct PolicySetup {
   ReplayConfig params;
-  int global_batch = 1;        ///< samples per iteration
-  int microbatch_size = 1;     ///< samples per microbatch
-  int pipeline_depth = 1;      ///< Varuna/Bamboo: nodes per pipeline of the grid
+  int global_batch = 1;     ///< samples per iteration
+  int microbatch_size = 1;  ///< samples per microbatch
+  int pipeline_depth = 1;   ///< Varuna/Bamboo: nodes per pipeline of the grid
   /// Varuna-like re-plans its depth (job morphing) among the grids pipeline_depth ..
   /// max_pipeline_depth that use the most nodes, by the timer; 0 = keep pipeline_depth
   /// (measured mode: a table by node count cannot tell grids apart).
   int max_pipeline_depth = 0;
   int bamboo_pipeline_depth = 0;  ///< Bamboo-like's fixed depth; 0 = pipeline_depth
-  int min_pipeline_nodes = 1;  ///< Oobleck node-count mode: n0
+  int min_pipeline_nodes = 1;     ///< Oobleck node-count mode: n0
   std::shared_ptr<MemoizedTimer> timer;
   /// Oobleck with its planner (simulation mode); null = node-count mode, the one the
   /// measured-throughput tables need (the table already contains the planner's choices).

@@ -113,8 +113,8 @@ IterationTimer ThroughputTable::timer(int global_batch) const {
   return [table = *this, global_batch](const Layout& layout) {
     const double rate = table.samples_per_s(layout.nodes());
     if (rate <= 0) {
-      throw InfeasibleError(table.source() + ": no measured throughput with " +
-                            std::to_string(layout.nodes()) + " nodes (0: does not fit)");
+      throw TooFewNodesError(table.source() + ": no measured throughput with " +
+                             std::to_string(layout.nodes()) + " nodes (0: does not fit)");
     }
     return global_batch / rate;
   };

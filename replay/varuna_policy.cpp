@@ -31,6 +31,9 @@ class VarunaPolicy final : public ReplayPolicy {
     if (replicas_ == 0 || infeasible_) return std::nullopt;
     try {
       return (*s_.timer)(grid_layout(depth_, replicas_, s_));
+    } catch (const TooFewNodesError&) {
+      infeasible_ = true;  // wait for more nodes
+      return std::nullopt;
     } catch (const InfeasibleError& e) {
       fatal_ = "varuna-like: " + std::string(e.what());
       infeasible_ = true;  // e.g. the grid does not fit memory: wait for more nodes
