@@ -87,19 +87,24 @@ def table(loom, mode, rows, out, extra, markdown):
                     dev = loom_v / paper_v - 1
                     worst = max(worst, abs(dev))
                     loom_txt += f" ({dev * 100:+.1f}%)"
-                cells.append(f"{paper_txt} | {loom_txt}")
-            lines.append([freq, PAPER_NAME[policy]] + cells)
-    sep = " | " if markdown else "  "
+                cells.append((paper_txt, loom_txt))
+            lines.append((freq, PAPER_NAME[policy], cells))
     print(f"\n{mode} mode" + (" (" + " ".join(extra) + ")" if extra else ""))
     if markdown:
-        print("| " + " | ".join(header) + " |")
-        print("|" + "---|" * len(header))
-        for l in lines:
-            print("| " + " | ".join(l) + " |")
+        head = ["Freq.", "System"]
+        for _, label, _ in rows:
+            head += [f"{label} paper", f"{label} Loom"]
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for freq, system, cells in lines:
+            flat = [c for pair in cells for c in pair]
+            print("| " + " | ".join([freq, system] + flat) + " |")
     else:
-        widths = [max(len(r[i]) for r in [header] + lines) for i in range(len(header))]
-        for r in [header] + lines:
-            print(sep.join(c.ljust(w) for c, w in zip(r, widths)))
+        table_rows = [header] + [[f, sy] + [f"{p} | {l}" for p, l in cells]
+                                 for f, sy, cells in lines]
+        widths = [max(len(r[i]) for r in table_rows) for i in range(len(header))]
+        for r in table_rows:
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
     return worst
 
 
