@@ -232,7 +232,8 @@ struct Reinstantiation {
 /// ids join pipelines that can grow (smallest first) or form new pipelines. Batch is then
 /// redistributed (§2.5.2) and the layer copies computed: every layer a node must now hold
 /// and did not hold before, from a surviving holder (the least-loaded one, then the lowest
-/// id). Throws InfeasibleError when fewer than (f+1) n_0 nodes remain (same message as
+/// id). Ids in `lost` that `current` does not use are ignored. Throws InfeasibleError
+/// when fewer than (f+1) n_0 nodes remain (same message as
 /// instantiate) or a layer has no surviving replica.
 Reinstantiation reinstantiate(const PlanningProblem& problem,
                               const std::vector<PipelineTemplate>& templates,

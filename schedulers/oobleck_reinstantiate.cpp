@@ -138,6 +138,61 @@ std::vector<LayerCopy> layer_copies(const PlanningProblem& problem,
   return copies;
 }
 
+/// Each pipeline without its lost nodes (order kept).
+Steps remove_lost(const Instantiation& current, const std::set<int>& lost) {
+  Steps st;
+  for (size_t i = 0; i < current.pipelines.size(); ++i) {
+    const std::vector<int>& had = current.pipelines[i].nodes;
+    std::vector<int> keep;
+    for (int n : had)
+      if (!lost.count(n)) keep.push_back(n);
+    if (keep.size() != had.size()) {
+      st.affected = true;
+      st.actions.push_back(size_change(i, had.size(), keep.size()) + " (lost " +
+                           std::to_string(had.size() - keep.size()) + ")");
+    }
+    st.pipes.push_back(std::move(keep));
+  }
+  return st;
+}
+
+/// Added nodes: whole n_0-node pipelines first (more replicas), then one at a time to the
+/// smallest pipeline a larger template exists for. Returns the nodes it could not place.
+std::vector<int> place_added(Steps& st, const std::vector<int>& added, int n0, int nmax) {
+  size_t taken = 0;
+  while (added.size() - taken >= static_cast<size_t>(n0)) {
+    st.pipes.emplace_back(added.begin() + static_cast<long>(taken),
+                          added.begin() + static_cast<long>(taken) + n0);
+    st.actions.push_back("pipeline " + std::to_string(st.pipes.size() - 1) + ": new with " +
+                         std::to_string(n0) + " added nodes");
+    taken += static_cast<size_t>(n0);
+  }
+  for (; taken < added.size(); ++taken) {
+    size_t pick = st.pipes.size();
+    for (size_t j = 0; j < st.pipes.size(); ++j) {
+      const int sz = static_cast<int>(st.pipes[j].size());
+      if (sz < n0 || sz >= nmax) continue;
+      if (pick == st.pipes.size() || st.pipes[j].size() < st.pipes[pick].size()) pick = j;
+    }
+    if (pick == st.pipes.size()) break;
+    st.actions.push_back(size_change(pick, st.pipes[pick].size(), st.pipes[pick].size() + 1) +
+                         " (gains node " + std::to_string(added[taken]) + ")");
+    st.pipes[pick].push_back(added[taken]);
+  }
+  return {added.begin() + static_cast<long>(taken), added.end()};
+}
+
+/// Whether the steps left >= f+1 pipelines, each of a template's size.
+bool valid_layout(const Steps& st, int n0, int nmax, int f) {
+  int pipelines = 0;
+  for (const auto& p : st.pipes) {
+    if (p.empty()) continue;
+    ++pipelines;
+    if (static_cast<int>(p.size()) < n0 || static_cast<int>(p.size()) > nmax) return false;
+  }
+  return pipelines >= f + 1;
+}
+
 }  // namespace
 
 Reinstantiation reinstantiate(const PlanningProblem& problem,
@@ -147,65 +202,20 @@ Reinstantiation reinstantiate(const PlanningProblem& problem,
   const int n0 = templates.front().nodes, nmax = templates.back().nodes;
   const int f = problem.fault_tolerance;
   const std::set<int> lost_set(lost.begin(), lost.end());
-  Steps st;
-  for (size_t i = 0; i < current.pipelines.size(); ++i) {
-    std::vector<int> keep;
-    for (int n : current.pipelines[i].nodes)
-      if (!lost_set.count(n)) keep.push_back(n);
-    if (keep.size() != current.pipelines[i].nodes.size()) {
-      st.affected = true;
-      st.actions.push_back(size_change(i, current.pipelines[i].nodes.size(), keep.size()) +
-                           " (lost " +
-                           std::to_string(current.pipelines[i].nodes.size() - keep.size()) + ")");
-    }
-    st.pipes.push_back(std::move(keep));
-  }
+  Steps st = remove_lost(current, lost_set);
   int remaining = static_cast<int>(added.size());
   for (const auto& p : st.pipes) remaining += static_cast<int>(p.size());
   if (remaining < (f + 1) * n0)
     throw InfeasibleError("oobleck: " + too_few_nodes_message(remaining, f, n0));
-
   for (size_t i = 0; i < st.pipes.size(); ++i) {
     const int r = static_cast<int>(st.pipes[i].size());
     if (r > 0 && r < n0) repair(st, i, n0);
   }
-  // Added nodes: whole n_0 pipelines first (more replicas), the rest grow the smallest.
-  std::vector<int> pool(added.begin(), added.end());
-  size_t taken = 0;
-  while (pool.size() - taken >= static_cast<size_t>(n0)) {
-    st.pipes.emplace_back(pool.begin() + static_cast<long>(taken),
-                          pool.begin() + static_cast<long>(taken) + n0);
-    st.actions.push_back("pipeline " + std::to_string(st.pipes.size() - 1) + ": new with " +
-                         std::to_string(n0) + " added nodes");
-    taken += static_cast<size_t>(n0);
-  }
-  bool stuck = false;
-  for (; taken < pool.size() && !stuck; ++taken) {
-    size_t pick = st.pipes.size();
-    for (size_t j = 0; j < st.pipes.size(); ++j) {
-      const int sz = static_cast<int>(st.pipes[j].size());
-      if (sz < n0 || sz >= nmax) continue;
-      if (pick == st.pipes.size() || st.pipes[j].size() < st.pipes[pick].size()) pick = j;
-    }
-    if (pick == st.pipes.size()) {
-      stuck = true;
-      break;
-    }
-    st.actions.push_back(size_change(pick, st.pipes[pick].size(), st.pipes[pick].size() + 1) +
-                         " (gains node " + std::to_string(pool[taken]) + ")");
-    st.pipes[pick].push_back(pool[taken]);
-  }
+  const std::vector<int> unplaced = place_added(st, added, n0, nmax);
 
   Reinstantiation out;
-  int pipelines = 0;
-  bool valid = !stuck;
-  for (const auto& p : st.pipes) {
-    if (p.empty()) continue;
-    ++pipelines;
-    valid = valid && static_cast<int>(p.size()) >= n0 && static_cast<int>(p.size()) <= nmax;
-  }
-  valid = valid && pipelines >= f + 1;
-  if (valid) {
+  out.actions = std::move(st.actions);
+  if (unplaced.empty() && valid_layout(st, n0, nmax, f)) {
     out.next.counts.assign(templates.size(), 0);
     for (auto& p : st.pipes) {
       if (p.empty()) continue;
@@ -218,17 +228,14 @@ Reinstantiation reinstantiate(const PlanningProblem& problem,
                : st.affected   ? ReconfigurationCase::kSimple
                : added.empty() ? ReconfigurationCase::kNone
                                : ReconfigurationCase::kAddNodes;
-    out.actions = std::move(st.actions);
     distribute_batch(problem, templates, out.next);
   } else {
-    // Incremental steps could not keep f+1 pipelines on valid templates: Eq 2.5 afresh.
+    // The incremental steps could not keep f+1 pipelines on templates: Eq 2.5 afresh.
     std::vector<int> nodes;
     for (const auto& p : st.pipes) nodes.insert(nodes.end(), p.begin(), p.end());
-    nodes.insert(nodes.end(), pool.begin() + static_cast<long>(std::min(taken, pool.size())),
-                 pool.end());
+    nodes.insert(nodes.end(), unplaced.begin(), unplaced.end());
     out.next = instantiate(problem, templates, nodes);
     out.kind = ReconfigurationCase::kFull;
-    out.actions = std::move(st.actions);
     out.actions.push_back("re-instantiated all " + std::to_string(nodes.size()) +
                           " nodes from the templates (Eq 2.5)");
   }
