@@ -8,9 +8,10 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
-#include "cli/study.hpp"
+#include "core/config.hpp"
 #include "core/errors.hpp"
 #include "core/units.hpp"
+#include "core/workload.hpp"
 #include "schedulers/oobleck_planner.hpp"
 
 namespace loom {
@@ -42,14 +43,22 @@ double quantity(const std::string& text, const char* option, bool bytes) {
 }
 
 oobleck::PlanningProblem from_config(const Options& o) {
-  const auto study = prepare_study(o.config, o.overrides);
-  const Config& c = study->config;
-  oobleck::PlanningProblem p;
+  // Only the model, cluster, cost model and one microbatch are needed: templates do not use
+  // the config's own parallel layout, so it need not fit (`--nodes` may differ).
+  const Config c = load_config(o.config, o.overrides);
+  const auto cost = make_cost_model(c);
+  const int b = c.schedule.microbatch_size;
+  std::vector<Sample> samples = c.workload.csv.empty() ? synthetic_samples(b, c.workload.tokens)
+                                                       : load_samples_csv(c.workload.csv);
+  if (static_cast<int>(samples.size()) < b) {
+    throw InputError(c.workload.csv + ": has " + std::to_string(samples.size()) +
+                     " samples, fewer than one microbatch (schedule.microbatch_size = " +
+                     std::to_string(b) + ")");
+  }
   std::vector<const Sample*> microbatch;
-  for (int i = 0; i < c.schedule.microbatch_size; ++i)
-    microbatch.push_back(&study->problem.samples.at(static_cast<size_t>(i)));
-  p.layers =
-      oobleck::profile_from_model(c.model, *study->cost, microbatch, c.cluster, c.cost.memory);
+  for (int i = 0; i < b; ++i) microbatch.push_back(&samples[static_cast<size_t>(i)]);
+  oobleck::PlanningProblem p;
+  p.layers = oobleck::profile_from_model(c.model, *cost, microbatch, c.cluster, c.cost.memory);
   p.gpus_per_node = c.cluster.gpus_per_node;
   p.gpu_memory_bytes = c.cluster.gpu.memory_bytes;
   p.fault_tolerance = o.f >= 0 ? o.f : c.replay.fault_tolerance;
