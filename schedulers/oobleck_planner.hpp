@@ -108,9 +108,10 @@ struct PipelineTemplate {
 /// n_0: the fewest nodes whose GPUs can hold the model (memory only, before mapping).
 int minimal_nodes(const PlanningProblem& problem);
 
-/// Node specification (§2.4.1.1, App. A.1): n_0 minimal by memory, p = N - f n_0 - n_0 + 1
-/// templates of consecutive sizes n_0 .. N - f n_0, then the stage mapping of each.
-/// Throws InfeasibleError when N < (f+1) n_0 or no stage mapping fits memory.
+/// Node specification (§2.4.1.1, App. A.1): n_0 minimal by memory (the first size whose
+/// stage mapping fits), then templates of consecutive sizes n_0 .. min(N - f n_0, L) (a
+/// stage holds >= 1 layer on one node), each with its stage mapping.
+/// Throws InfeasibleError when N < (f+1) n_0 or a single layer does not fit one node.
 std::vector<PipelineTemplate> generate_templates(const PlanningProblem& problem);
 
 /// The divide-and-conquer stage mapping of Eq 2.1-2.4 (memoised) for one template of
