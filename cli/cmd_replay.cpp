@@ -148,6 +148,16 @@ int run_replay_command(ReplayCliOptions o) {
 
 CommandRun attach_replay(CLI::App& sub) {
   auto o = std::make_shared<ReplayCliOptions>();
+  sub.description(
+      sub.get_description() +
+      ".\nSimulated time advances iteration by iteration; at every availability event the "
+      "policy reconfigures and pays its cost\n(docs/replay.md). Iteration times come from "
+      "a measured throughput table by live node count, or from the\nbackend for every "
+      "layout the policy trains on. Writes DIR/throughput.csv (time_s,nodes,samples_per_s),\n"
+      "DIR/events.csv (what the policy did and what it cost) and DIR/summary.json (average "
+      "throughput, time breakdown).\nExample: loom replay "
+      "configs/paper/oobleck-gpt3-6.7b-measured.toml --trace traces/oobleck/10m.csv "
+      "--policy varuna-like\nTable 2.2: /usr/bin/python3 analysis/table_2_2.py");
   sub.add_option("CONFIG", o->config, "TOML config with a [replay] table (see configs/paper/)")
       ->required()
       ->check(CLI::ExistingFile);
