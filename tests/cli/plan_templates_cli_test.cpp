@@ -16,9 +16,15 @@ struct Result {
   std::string out;  // stdout only
 };
 
+/// Per-test file names: ctest runs these tests in parallel processes.
+std::string temp(const std::string& suffix) {
+  return ::testing::TempDir() + "plan_templates_" +
+         ::testing::UnitTest::GetInstance()->current_test_info()->name() + suffix;
+}
+
 Result plan(const std::string& args) {
   const std::string command =
-      std::string(LOOM_BINARY) + " plan templates " + args + " 2>" + ::testing::TempDir() + "err";
+      std::string(LOOM_BINARY) + " plan templates " + args + " 2>" + temp(".err");
   Result r;
   FILE* pipe = popen(command.c_str(), "r");
   std::array<char, 4096> buf{};
@@ -29,12 +35,12 @@ Result plan(const std::string& args) {
 }
 
 std::string stderr_text() {
-  std::ifstream in(::testing::TempDir() + "err");
+  std::ifstream in(temp(".err"));
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 std::string profile(int layers, const std::string& bad_line = "") {
-  const std::string path = ::testing::TempDir() + "oobleck_profile.csv";
+  const std::string path = temp("_oobleck_profile.csv");
   std::ofstream out(path);
   out << "layer,forward_s,backward_s,memory_bytes\n";
   for (int l = 0; l < layers; ++l) out << l << ",0.01,0.02,3e9\n";
