@@ -66,6 +66,10 @@ PolicySetup make_setup(const ReplayCliOptions& o, const Config& c, const Study* 
     const ThroughputTable table = ThroughputTable::load(table_path, c.replay.throughput_model);
     s.min_pipeline_nodes = std::max(1, c.replay.min_pipeline_nodes);
     s.pipeline_depth = c.replay.baseline_pp > 0 ? c.replay.baseline_pp : s.min_pipeline_nodes;
+    // Bamboo holds two stages' states (2x memory, §2.7.1): pipelines twice as deep, and
+    // at least 2 nodes so that a stage has a neighbour to hold its copy.
+    s.bamboo_pipeline_depth =
+        c.replay.baseline_pp > 0 ? c.replay.baseline_pp : 2 * s.min_pipeline_nodes;
     s.timer = std::make_shared<MemoizedTimer>(table.timer(s.global_batch));
     return s;
   }
