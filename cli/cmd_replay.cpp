@@ -49,6 +49,19 @@ oobleck::PlanningProblem planning_problem(const Study& study, int max_nodes, int
   return p;
 }
 
+/// The link a layer copy between two nodes crosses, from core's route model: GPU link,
+/// NIC, NIC, GPU link (bandwidth the minimum, latencies added; core/cluster.hpp).
+LinkSpec inter_node_route(Cluster cluster) {
+  cluster.nodes = std::max(cluster.nodes, 2);
+  LinkSpec link{0, 0};
+  for (const Hop& hop : route(cluster, 0, cluster.gpus_per_node)) {
+    const NetworkLink l = network_link(cluster, hop.link);
+    link.bandwidth = link.bandwidth == 0 ? l.bandwidth : std::min(link.bandwidth, l.bandwidth);
+    link.latency += l.latency;
+  }
+  return link;
+}
+
 /// Measured-throughput mode needs only the config; simulation mode plans the config's
 /// study (`study` is then set) for Oobleck's profile and checks that the config runs.
 PolicySetup make_setup(const ReplayCliOptions& o, const Config& c, const Study* study,
@@ -59,7 +72,7 @@ PolicySetup make_setup(const ReplayCliOptions& o, const Config& c, const Study* 
   s.global_batch = c.replay.global_batch > 0
                        ? c.replay.global_batch
                        : c.parallel.dp * c.schedule.microbatches * c.schedule.microbatch_size;
-  s.copy_link = c.cluster.inter_node;
+  s.copy_link = inter_node_route(c.cluster);
   const std::string table_path =
       o.throughput_table.empty() ? c.replay.throughput_table : o.throughput_table;
   if (!table_path.empty()) {  // measured-throughput mode
