@@ -7,7 +7,12 @@ namespace loom {
 namespace {
 
 const Command kPlanCommands[] = {
-    {"cp", "Context-parallel token distribution for a multimodal attention mask (dissertation 3.3.2)", attach_plan_cp},
+    {"cp",
+     "Context-parallel token distribution for a multimodal attention mask (dissertation 3.3.2)",
+     attach_plan_cp},
+    {"templates",
+     "Oobleck pipeline templates and their instantiation for a node count (dissertation ch. 2)",
+     attach_plan_templates},
 };
 
 }  // namespace

@@ -18,6 +18,9 @@ CommandRun attach_sim(CLI::App& sub);
 CommandRun attach_config(CLI::App& sub);
 CommandRun attach_schedulers(CLI::App& sub);
 CommandRun attach_plan(CLI::App& sub);
-CommandRun attach_plan_cp(CLI::App& sub);  // cli/cmd_plan_cp.cpp
+CommandRun attach_plan_cp(CLI::App& sub);         // cli/cmd_plan_cp.cpp
+CommandRun attach_trace(CLI::App& sub);           // cli/cmd_trace.cpp
+CommandRun attach_plan_templates(CLI::App& sub);  // cli/cmd_plan_templates.cpp
+CommandRun attach_replay(CLI::App& sub);          // cli/cmd_replay.cpp
 
 }  // namespace loom

@@ -16,6 +16,11 @@ const loom::Command kCommands[] = {
     {"schedulers", "List the registered schedulers", loom::attach_schedulers},
     {"plan", "Run one planner on its own and print its plan (see loom plan --help)",
      loom::attach_plan},
+    {"replay", "Replay a node-availability trace under a fault-tolerance policy (oobleck, ...)",
+     loom::attach_replay},
+    {"trace",
+     "Inspect a node-availability trace or generate a synthetic one (see loom trace --help)",
+     loom::attach_trace},
 };
 
 }  // namespace

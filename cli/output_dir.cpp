@@ -16,7 +16,8 @@ OutputDir::OutputDir(const std::string& destination)
   if (fs::exists(destination_)) {
     if (!fs::is_directory(destination_))
       throw InputError("--out " + destination + ": exists and is not a directory");
-    if (!fs::is_empty(destination_) && !fs::exists(destination_ / "metrics.json")) {
+    if (!fs::is_empty(destination_) && !fs::exists(destination_ / "metrics.json") &&
+        !fs::exists(destination_ / "summary.json")) {  // summary.json: a `loom replay` output
       throw InputError("--out " + destination +
                        ": exists and is not a Loom output directory (no metrics.json); "
                        "refusing to replace it");

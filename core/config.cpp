@@ -537,6 +537,39 @@ void read_module_layouts(Reader& r, const toml::table& parallel, Config& c) {
   }
 }
 
+ReplayConfig read_replay(Reader& r, const toml::table& root) {
+  static const toml::table kEmpty;
+  const toml::table* found = r.section(root, "", "replay");
+  const toml::table& t = found ? *found : kEmpty;
+  const std::string p = "replay.";
+  ReplayConfig c;
+  c.fault_tolerance = r.integer(t, p, "fault_tolerance", c.fault_tolerance, 0);
+  c.global_batch = r.integer(t, p, "global_batch", c.global_batch, 0);
+  c.min_pipeline_nodes = r.integer(t, p, "min_pipeline_nodes", c.min_pipeline_nodes, 0);
+  c.throughput_table = relative_to_config(r.file(), r.string(t, p, "throughput_table", ""));
+  c.throughput_model = r.string(t, p, "throughput_model", "");
+  c.reconfiguration_s =
+      r.quantity(t, p, "reconfiguration", c.reconfiguration_s, parse_seconds, "2s", false);
+  c.checkpoint_interval = r.integer(t, p, "checkpoint_interval", c.checkpoint_interval, 1);
+  c.checkpoint_save_s =
+      r.quantity(t, p, "checkpoint_save", c.checkpoint_save_s, parse_seconds, "11.2s", false);
+  c.restart_s = r.quantity(t, p, "restart", c.restart_s, parse_seconds, "78.7s", false);
+  c.baseline_pp = r.integer(t, p, "baseline_pp", c.baseline_pp, 0);
+  c.bamboo_redundancy = r.number(t, p, "bamboo_redundancy", c.bamboo_redundancy);
+  c.bamboo_failover_slowdown = r.number(t, p, "bamboo_failover_slowdown", 1.5, true);
+  if (c.bamboo_failover_slowdown < 1)
+    r.fail(t.get("bamboo_failover_slowdown"), p + "bamboo_failover_slowdown", "must be >= 1");
+  c.bamboo_failover_s =
+      r.quantity(t, p, "bamboo_failover", c.bamboo_failover_s, parse_seconds, "20s", false);
+  c.bamboo_reconfigure_s =
+      r.quantity(t, p, "bamboo_reconfigure", c.bamboo_reconfigure_s, parse_seconds, "30s", false);
+  c.bamboo_join_delay_s =
+      r.quantity(t, p, "bamboo_join_delay", c.bamboo_join_delay_s, parse_seconds, "45s", false);
+  c.bamboo_memory_factor = r.number(t, p, "bamboo_memory_factor", c.bamboo_memory_factor, true);
+  c.notice_s = r.quantity(t, p, "notice", c.notice_s, parse_seconds, "120s", false);
+  return c;
+}
+
 }  // namespace
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
@@ -587,6 +620,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.sim.backend = r.string(sm, "sim.", "backend", c.sim.backend, {"simgrid", "evaluator"});
   c.sim.network_model =
       r.string(sm, "sim.", "network_model", c.sim.network_model, {"CM02", "LV08"});
+  c.replay = read_replay(r, root);
 
   r.check_unknown(root, "");
   std::string dump = "# resolved configuration of " + path + " (file, --set and defaults)\n";

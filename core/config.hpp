@@ -66,6 +66,29 @@ struct SimConfig {
   std::string network_model = "CM02";  ///< SimGrid network model (CM02 or LV08)
 };
 
+/// `[replay]`: the fault-tolerance policies of `loom replay` (dissertation ch. 2). Costs
+/// are explicit parameters; the per-model values of the Oobleck artifact (dissertation
+/// Table 2.2) are in configs/paper/oobleck-*-measured.toml.
+struct ReplayConfig {
+  int fault_tolerance = 1;  ///< f: Oobleck keeps >= f+1 pipelines (§2.3)
+  int global_batch = 0;     ///< samples per iteration; 0 = dp x microbatches x microbatch_size
+  int min_pipeline_nodes = 0;    ///< n0 (nodes of the smallest pipeline); 0 = from the plan
+  std::string throughput_table;  ///< measured samples/s by live nodes (JSON or CSV)
+  std::string throughput_model;  ///< model key inside a JSON table holding several
+  double reconfiguration_s = 2;  ///< Oobleck: fixed reinstantiation cost, s (artifact)
+  int checkpoint_interval = 10;  ///< Varuna-like: iterations between checkpoints (§2.7.1)
+  double checkpoint_save_s = 11.2;  ///< Varuna-like: synchronous save, s (artifact, GPT-3 med.)
+  double restart_s = 78.7;          ///< full restart + checkpoint load, s (artifact, GPT-3 med.)
+  int baseline_pp = 0;              ///< Varuna/Bamboo pipeline depth; 0 = parallel.pp (sim)
+  double bamboo_redundancy = 1.0 / 3;  ///< Bamboo: extra step time of forward RC (fraction)
+  double bamboo_failover_slowdown = 1.5;  ///< step time with a stage on its neighbour
+  double bamboo_failover_s = 20;          ///< local rendezvous after a failover, s
+  double bamboo_reconfigure_s = 30;       ///< global rendezvous to re-form pipelines, s
+  double bamboo_join_delay_s = 45;        ///< a joined node is usable after this, s
+  double bamboo_memory_factor = 2;  ///< memory need with the redundant copy (§2.7.1: 2x)
+  double notice_s = 0;              ///< preemption notice given to every removal, s
+};
+
 struct Config {
   std::string path;
   Model model;
@@ -75,6 +98,7 @@ struct Config {
   ScheduleConfig schedule;
   WorkloadConfig workload;
   SimConfig sim;
+  ReplayConfig replay;
   std::string resolved_toml;  ///< the configuration as resolved, for --dump
 };
 

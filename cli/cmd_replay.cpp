@@ -1,0 +1,203 @@
+// `loom replay CONFIG --trace FILE --policy P`: replays a node-availability trace against
+// a training job under one fault-tolerance policy (dissertation ch. 2) and writes
+// throughput.csv, events.csv and summary.json (replay/report.hpp).
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "cli/output_dir.hpp"
+#include "cli/replay_timer.hpp"
+#include "cli/study.hpp"
+#include "core/errors.hpp"
+#include "replay/driver.hpp"
+#include "replay/policies.hpp"
+#include "replay/report.hpp"
+#include "replay/throughput_table.hpp"
+#include "traces/trace_io.hpp"
+
+namespace loom {
+namespace {
+
+struct ReplayCliOptions {
+  std::string config;
+  std::string trace;
+  std::string policy = "oobleck";
+  double hours = 0;
+  std::string out;
+  std::string throughput_table;
+  std::string backend;
+  std::vector<std::string> overrides;
+  bool quiet = false;
+};
+
+/// Oobleck's planning problem for the config's model (simulation mode).
+oobleck::PlanningProblem planning_problem(const Study& study, int max_nodes, int global_batch) {
+  const Config& c = study.config;
+  std::vector<const Sample*> microbatch;
+  for (int i = 0; i < c.schedule.microbatch_size; ++i)
+    microbatch.push_back(&study.problem.samples.at(static_cast<size_t>(i)));
+  oobleck::PlanningProblem p;
+  p.layers =
+      oobleck::profile_from_model(c.model, *study.cost, microbatch, c.cluster, c.cost.memory);
+  p.gpus_per_node = c.cluster.gpus_per_node;
+  p.gpu_memory_bytes = c.cluster.gpu.memory_bytes;
+  p.fault_tolerance = c.replay.fault_tolerance;
+  p.max_nodes = max_nodes;
+  p.microbatch_size = c.schedule.microbatch_size;
+  p.global_batch = global_batch;
+  return p;
+}
+
+/// The link a layer copy between two nodes crosses, from core's route model: GPU link,
+/// NIC, NIC, GPU link (bandwidth the minimum, latencies added; core/cluster.hpp).
+LinkSpec inter_node_route(Cluster cluster) {
+  cluster.nodes = std::max(cluster.nodes, 2);
+  LinkSpec link{0, 0};
+  for (const Hop& hop : route(cluster, 0, cluster.gpus_per_node)) {
+    const NetworkLink l = network_link(cluster, hop.link);
+    link.bandwidth = link.bandwidth == 0 ? l.bandwidth : std::min(link.bandwidth, l.bandwidth);
+    link.latency += l.latency;
+  }
+  return link;
+}
+
+/// Measured-throughput mode needs only the config; simulation mode plans the config's
+/// study (`study` is then set) for Oobleck's profile and checks that the config runs.
+PolicySetup make_setup(const ReplayCliOptions& o, const Config& c, const Study* study,
+                       const AvailabilityTrace& trace) {
+  PolicySetup s;
+  s.params = c.replay;
+  s.microbatch_size = c.schedule.microbatch_size;
+  s.global_batch = c.replay.global_batch > 0
+                       ? c.replay.global_batch
+                       : c.parallel.dp * c.schedule.microbatches * c.schedule.microbatch_size;
+  s.copy_link = inter_node_route(c.cluster);
+  const std::string table_path =
+      o.throughput_table.empty() ? c.replay.throughput_table : o.throughput_table;
+  if (!table_path.empty()) {  // measured-throughput mode
+    const ThroughputTable table = ThroughputTable::load(table_path, c.replay.throughput_model);
+    s.min_pipeline_nodes = std::max(1, c.replay.min_pipeline_nodes);
+    s.pipeline_depth = c.replay.baseline_pp > 0 ? c.replay.baseline_pp : s.min_pipeline_nodes;
+    // Bamboo holds two stages' states (2x memory, §2.7.1): pipelines twice as deep, and
+    // at least 2 nodes so that a stage has a neighbour to hold its copy.
+    s.bamboo_pipeline_depth =
+        c.replay.baseline_pp > 0 ? c.replay.baseline_pp : 2 * s.min_pipeline_nodes;
+    s.timer = std::make_shared<MemoizedTimer>(table.timer(s.global_batch));
+    return s;
+  }
+  StudyTimerOptions t;
+  t.config = o.config;
+  t.overrides = o.overrides;
+  t.backend = c.sim.backend;
+  t.gpus_per_node = c.cluster.gpus_per_node;
+  t.gpu_memory_bytes = c.cluster.gpu.memory_bytes;
+  t.progress = !o.quiet;
+  s.timer = std::make_shared<MemoizedTimer>(make_study_timer(t));
+  int max_alive = static_cast<int>(trace.initial.size());
+  for (const AliveStep& step : alive_steps(trace)) max_alive = std::max(max_alive, step.alive);
+  oobleck::PlanningProblem problem = planning_problem(*study, max_alive, s.global_batch);
+  // Grids: Varuna-like morphs between the memory minimum n0 and one layer per stage;
+  // Bamboo-like keeps the config's depth (or replay.baseline_pp).
+  s.min_pipeline_nodes = oobleck::minimal_nodes(problem);
+  s.pipeline_depth = c.replay.baseline_pp > 0 ? c.replay.baseline_pp : s.min_pipeline_nodes;
+  s.max_pipeline_depth =
+      c.replay.baseline_pp > 0 ? c.replay.baseline_pp : static_cast<int>(problem.layers.size());
+  s.bamboo_pipeline_depth = c.replay.baseline_pp > 0 ? c.replay.baseline_pp : c.parallel.pp;
+  if (o.policy == "oobleck") {
+    auto plan = std::make_shared<OobleckPlan>();
+    plan->problem = std::move(problem);
+    plan->templates = oobleck::generate_templates(plan->problem);
+    s.oobleck = plan;
+  }
+  return s;
+}
+
+int run_replay_command(ReplayCliOptions o) {
+  if (!o.backend.empty()) o.overrides.push_back("sim.backend=" + o.backend);
+  if (!(o.hours >= 0)) throw InputError("--hours: must be >= 0");
+  const Config config = load_config(o.config, o.overrides);
+  const bool measured = !o.throughput_table.empty() || !config.replay.throughput_table.empty();
+  std::unique_ptr<Study> study;
+  if (!measured) {
+    if (!o.quiet) std::cerr << "loom: planning " << o.config << " ...\n";
+    study = prepare_study(o.config, o.overrides);
+  }
+  TraceOptions trace_options;
+  trace_options.notice_s = config.replay.notice_s;
+  const AvailabilityTrace trace = load_availability_trace(o.trace, trace_options);
+  const PolicySetup setup = make_setup(o, config, study.get(), trace);
+  const std::unique_ptr<ReplayPolicy> policy = make_policy(o.policy, setup);
+  ReplayOptions options;
+  options.duration_s = o.hours * 3600;
+  options.global_batch = setup.global_batch;
+  if (!o.quiet)
+    std::cerr << "loom: replaying " << o.trace << " (" << trace.events.size() << " events) with "
+              << o.policy << " ...\n";
+  const ReplayResult result = run_replay(trace, *policy, options);
+
+  const std::string out_dir =
+      o.out.empty()
+          ? "out/replay-" + std::filesystem::path(o.config).stem().string() + "-" + o.policy
+          : o.out;
+  OutputDir out(out_dir);
+  write_replay_outputs(result, out.file(""));
+  out.commit();
+
+  std::printf("policy %s, trace %s, %.2f h, global batch %d\n", result.policy.c_str(),
+              o.trace.c_str(), result.duration_s / 3600, result.global_batch);
+  std::printf("average throughput  %.4f samples/s (%lld iterations, %lld samples)\n",
+              result.average_throughput(), result.iterations, result.samples_committed);
+  std::printf("time                ");
+  for (TimeUse use : {TimeUse::kTraining, TimeUse::kRestart, TimeUse::kCheckpoint,
+                      TimeUse::kReconfiguration, TimeUse::kLostWork, TimeUse::kIdle}) {
+    const double share = result.time_s[static_cast<size_t>(use)] / result.duration_s;
+    std::printf("%s %.1f%%%s", to_string(use), share * 100, use == TimeUse::kIdle ? "\n" : ", ");
+  }
+  if (!result.stop_reason.empty())
+    std::printf("stopped at %.0f s: %s\n", result.stopped_at_s, result.stop_reason.c_str());
+  std::printf("wrote %s/{throughput.csv, events.csv, summary.json}\n",
+              out.destination().string().c_str());
+  return 0;
+}
+
+}  // namespace
+
+CommandRun attach_replay(CLI::App& sub) {
+  auto o = std::make_shared<ReplayCliOptions>();
+  sub.description(
+      sub.get_description() +
+      ".\nSimulated time advances iteration by iteration; at every availability event the "
+      "policy reconfigures and pays its cost\n(docs/replay.md). Iteration times come from "
+      "a measured throughput table by live node count, or from the\nbackend for every "
+      "layout the policy trains on. Writes DIR/throughput.csv (time_s,nodes,samples_per_s),\n"
+      "DIR/events.csv (what the policy did and what it cost) and DIR/summary.json (average "
+      "throughput, time breakdown).\nExample: loom replay "
+      "configs/paper/oobleck-gpt3-6.7b-measured.toml --trace traces/oobleck/10m.csv "
+      "--policy varuna-like\nTable 2.2: /usr/bin/python3 analysis/table_2_2.py");
+  sub.add_option("CONFIG", o->config, "TOML config with a [replay] table (see configs/paper/)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub.add_option("--trace", o->trace,
+                 "Node-availability trace (EC2/Oobleck events CSV or GCP counts; traces/)")
+      ->required();
+  std::string names;
+  for (const std::string& n : policy_names()) names += (names.empty() ? "" : ", ") + n;
+  sub.add_option("--policy", o->policy, "Fault-tolerance policy: " + names + " (default oobleck)");
+  sub.add_option("--hours", o->hours, "Replay window in hours (default: the whole trace)");
+  sub.add_option("--out", o->out,
+                 "Output directory, replaced as a whole (default: out/replay-<config>-<policy>)");
+  sub.add_option("--throughput-table", o->throughput_table,
+                 "Measured samples/s by live node count (CSV nodes,samples_per_s or the "
+                 "Oobleck artifact JSON) instead of simulated iteration times");
+  sub.add_option("--backend", o->backend,
+                 "Iteration times from simgrid (one forked run per distinct layout) or the "
+                 "evaluator (default: the config's sim.backend)")
+      ->check(CLI::IsMember({"simgrid", "evaluator"}));
+  sub.add_option("--set", o->overrides,
+                 "Override a config key (repeatable), e.g. --set replay.fault_tolerance=2");
+  sub.add_flag("--quiet,-q", o->quiet, "No progress messages on stderr");
+  return [o]() { return run_replay_command(*o); };
+}
+
+}  // namespace loom

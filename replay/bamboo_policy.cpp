@@ -1,0 +1,207 @@
+// Bamboo-like: redundant computation (dissertation §2.2 "Redundant computation"). Every
+// node also holds and computes forward passes of its successor's stage, so every iteration
+// pays the forward-RC overhead, and memory holds two stages' model states. When a node
+// fails, its successor runs its stage (backward RC, failover_slowdown x step time in that
+// pipeline, which straggles the whole synchronous iteration) without a restart. When two
+// adjacent nodes of a pipeline have failed, the lost stage has no copy left: full restart
+// on the survivors. Joined nodes are usable after a delay and replace failed-over slots
+// or form new pipelines at the next iteration boundary (a global rendezvous).
+//
+//   pipeline ring:  n0 -> n1 -> n2 -> n3      copy of stage k lives on node k+1 (mod S)
+//   n1 fails:       n2 runs stages 1 and 2    (failover)
+//   n2 fails too:   stage 1 and 2 both gone   (restart)
+#include <algorithm>
+#include <optional>
+
+#include "core/errors.hpp"
+#include "replay/policies.hpp"
+
+namespace loom {
+namespace {
+
+struct Slot {
+  std::string node;
+  bool failed = false;
+};
+
+class BambooPolicy final : public ReplayPolicy {
+ public:
+  explicit BambooPolicy(const PolicySetup& s) : s_(s) {}
+
+  std::string fatal() const override { return fatal_; }
+  std::string name() const override { return "bamboo-like"; }
+  int nodes_in_use() const override {
+    int n = 0;
+    for (const auto& p : pipelines_)
+      n += static_cast<int>(
+          std::count_if(p.begin(), p.end(), [](const Slot& x) { return !x.failed; }));
+    return n;
+  }
+
+  Action start(const std::vector<std::string>& alive) override {
+    form(alive);
+    return {"plan", {}, false, false, text()};
+  }
+
+  std::optional<double> iteration_s() override {
+    if (pipelines_.empty() || infeasible_) return std::nullopt;
+    Layout grid = grid_layout(depth(), static_cast<int>(pipelines_.size()), s_);
+    grid.state_memory_factor = s_.params.bamboo_memory_factor;
+    grid.activation_checkpointing = false;  // footnote 2 of §2.7.1: it conflicts with RC
+    double t = 0;
+    try {
+      t = (*s_.timer)(grid);
+    } catch (const TooFewNodesError&) {
+      infeasible_ = true;  // wait for more nodes
+      return std::nullopt;
+    } catch (const InfeasibleError& e) {
+      fatal_ = "bamboo-like: does not fit with its redundant copy (2x memory, §2.7.1): " +
+               std::string(e.what());
+      infeasible_ = true;  // two stages' states do not fit (Table 2.2: OOM for GPT-3)
+      return std::nullopt;
+    }
+    t *= 1 + s_.params.bamboo_redundancy;
+    if (any_failed()) t *= s_.params.bamboo_failover_slowdown;
+    return t;
+  }
+
+  std::optional<Action> after_iteration(double time_s) override {
+    for (auto it = joining_.begin(); it != joining_.end();) {
+      if (it->second <= time_s) {
+        spares_.push_back(it->first);
+        it = joining_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    const bool replace = any_failed() && !spares_.empty();
+    const bool grow = !any_failed() && static_cast<int>(spares_.size()) >= depth();
+    if (!replace && !grow) return std::nullopt;
+    const std::string before = text();
+    refill();
+    return Action{"rendezvous",
+                  {{TimeUse::kReconfiguration, s_.params.bamboo_reconfigure_s, false}},
+                  false,
+                  false,
+                  "spare nodes used: " + before + " -> " + text()};
+  }
+
+  Action on_change(const MembershipChange& c) override {
+    for (const std::string& n : c.added)
+      joining_.emplace_back(n, c.time_s + s_.params.bamboo_join_delay_s);
+    if (c.removed.empty()) return {"none", {}, false, false, "usable after the join delay"};
+    std::string adjacent;
+    for (const std::string& n : c.removed) {
+      drop_spare(n);
+      if (!fail(n) && adjacent.empty()) adjacent = n;
+    }
+    if (adjacent.empty() && c.interrupted_action != "restart") {
+      return {"failover",
+              {{TimeUse::kReconfiguration, s_.params.bamboo_failover_s, false}},
+              false,
+              false,
+              text()};
+    }
+    std::vector<std::string> usable;
+    for (const std::string& n : c.alive)
+      if (std::none_of(joining_.begin(), joining_.end(),
+                       [&](const auto& j) { return j.first == n; }))
+        usable.push_back(n);
+    form(usable);
+    const std::string why =
+        adjacent.empty() ? "the previous restart was cut off" : "adjacent failure at " + adjacent;
+    return {"restart",
+            {{TimeUse::kRestart, s_.params.restart_s, false}},
+            false,
+            false,
+            why + "; " + text()};
+  }
+
+ private:
+  void form(const std::vector<std::string>& nodes) {
+    pipelines_.clear();
+    spares_.clear();
+    infeasible_ = false;
+    const size_t depth = static_cast<size_t>(this->depth());
+    for (size_t i = 0; i + depth <= nodes.size(); i += depth) {
+      std::vector<Slot> p;
+      for (size_t k = 0; k < depth; ++k) p.push_back({nodes[i + k], false});
+      pipelines_.push_back(p);
+    }
+    for (size_t i = pipelines_.size() * depth; i < nodes.size(); ++i) spares_.push_back(nodes[i]);
+  }
+
+  /// Marks `node` failed; false when its ring neighbour has failed too (no copy left).
+  bool fail(const std::string& node) {
+    for (auto& p : pipelines_) {
+      const size_t S = p.size();
+      for (size_t k = 0; k < S; ++k) {
+        if (p[k].node != node) continue;
+        p[k].failed = true;
+        if (S == 1) return false;
+        return !p[(k + 1) % S].failed && !p[(k + S - 1) % S].failed;
+      }
+    }
+    return true;  // a spare or joining node: nothing to fail over
+  }
+
+  void drop_spare(const std::string& node) {
+    spares_.erase(std::remove(spares_.begin(), spares_.end(), node), spares_.end());
+    joining_.erase(std::remove_if(joining_.begin(), joining_.end(),
+                                  [&](const auto& j) { return j.first == node; }),
+                   joining_.end());
+  }
+
+  /// Spares replace failed slots first, then form new pipelines.
+  void refill() {
+    for (auto& p : pipelines_)
+      for (Slot& slot : p)
+        if (slot.failed && !spares_.empty()) {
+          slot = {spares_.front(), false};
+          spares_.erase(spares_.begin());
+        }
+    const size_t depth = static_cast<size_t>(this->depth());
+    while (!any_failed() && spares_.size() >= depth) {
+      std::vector<Slot> p;
+      for (size_t k = 0; k < depth; ++k) p.push_back({spares_[k], false});
+      spares_.erase(spares_.begin(), spares_.begin() + static_cast<long>(depth));
+      pipelines_.push_back(p);
+    }
+    infeasible_ = false;
+  }
+
+  bool any_failed() const {
+    for (const auto& p : pipelines_)
+      for (const Slot& slot : p)
+        if (slot.failed) return true;
+    return false;
+  }
+
+  std::string text() const {
+    int failed = 0;
+    for (const auto& p : pipelines_)
+      for (const Slot& slot : p) failed += slot.failed;
+    return std::to_string(pipelines_.size()) + " pipelines of " + std::to_string(depth()) + ", " +
+           std::to_string(failed) + " stages failed over, " + std::to_string(spares_.size()) +
+           " spare";
+  }
+
+  int depth() const {
+    return s_.bamboo_pipeline_depth > 0 ? s_.bamboo_pipeline_depth : s_.pipeline_depth;
+  }
+
+  PolicySetup s_;
+  std::vector<std::vector<Slot>> pipelines_;
+  std::vector<std::string> spares_;
+  std::vector<std::pair<std::string, double>> joining_;  ///< node, usable from
+  bool infeasible_ = false;
+  std::string fatal_;  ///< the layout does not fit memory: more nodes would not help
+};
+
+}  // namespace
+
+std::unique_ptr<ReplayPolicy> make_bamboo_policy(const PolicySetup& setup) {
+  return std::make_unique<BambooPolicy>(setup);
+}
+
+}  // namespace loom

@@ -1,0 +1,73 @@
+#pragma once
+/// The replay driver: advances simulated time iteration by iteration over an availability
+/// trace, applies its events to a policy and records what happened.
+///
+/// Rules (docs/replay.md):
+///   - An iteration commits global_batch samples when it finishes; with a policy that
+///     checkpoints they become durable only when a checkpoint phase completes, and a
+///     rollback moves the undurable iterations' time from training to lost work.
+///   - A removal kills the iteration in flight (its time is lost work) and cuts off a
+///     policy action in progress (the time spent stays in its category, its effect is
+///     void). A join waits for the current iteration or action to end.
+///   - A removal with a preemption notice (AvailabilityEvent::notice_s): the job does not
+///     start an iteration it cannot finish before the removal, aborts one in flight when
+///     the warning arrives, and the policy may use the grace period (e.g. to checkpoint).
+///   - Changes due at the same moment reach the policy as one MembershipChange. The
+///     window is [0, duration_s): later events are ignored and an iteration still running
+///     at the end counts as lost work.
+/// time_s of every TimeUse adds up to duration_s; samples_committed = iterations x batch.
+#include <array>
+#include <string>
+#include <vector>
+
+#include "replay/policy.hpp"
+#include "traces/availability.hpp"
+
+namespace loom {
+
+struct ReplayOptions {
+  double duration_s = 0;  ///< replay window; 0 = the trace's duration
+  int global_batch = 0;   ///< samples per iteration (> 0)
+};
+
+/// One row of throughput.csv: from time_s on, `nodes` are alive and the job trains at
+/// samples_per_s (0 while it restarts, reconfigures, checkpoints or waits).
+struct ThroughputStep {
+  double time_s = 0;
+  int nodes = 0;
+  double samples_per_s = 0;
+};
+
+/// One row of events.csv.
+struct ReplayEvent {
+  double time_s = 0;
+  std::string event;  ///< "start", "remove", "add", "change", "notice", "checkpoint", "end"
+  int nodes_alive = 0;
+  std::string action;
+  double cost_s = 0;
+  std::string detail;
+};
+
+struct ReplayResult {
+  std::string policy;
+  std::string trace;
+  double duration_s = 0;
+  int global_batch = 0;
+  long long iterations = 0;         ///< committed iterations
+  long long samples_committed = 0;  ///< iterations x global_batch
+  std::array<double, 6> time_s{};   ///< indexed by TimeUse
+  std::vector<ThroughputStep> throughput;
+  std::vector<ReplayEvent> events;
+  std::string stop_reason;  ///< set when the policy stopped
+  double stopped_at_s = -1;
+
+  double average_throughput() const {
+    return duration_s > 0 ? static_cast<double>(samples_committed) / duration_s : 0;
+  }
+};
+
+/// Replays `trace` against `policy`. Throws InputError on bad options.
+ReplayResult run_replay(const AvailabilityTrace& trace, ReplayPolicy& policy,
+                        const ReplayOptions& options);
+
+}  // namespace loom

@@ -1,0 +1,178 @@
+// The replay driver's accounting: samples are committed once per finished iteration and
+// never lost or counted twice, the time breakdown adds up to the window, Varuna-like loses
+// exactly the work since its last checkpoint, a notice lets it checkpoint in time.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "replay/driver.hpp"
+#include "replay/policies.hpp"
+#include "replay_test_support.hpp"
+
+namespace loom {
+namespace {
+
+double part(const ReplayResult& r, TimeUse use) {
+  return r.time_s[static_cast<size_t>(use)];
+}
+
+void expect_reconciled(const ReplayResult& r) {
+  EXPECT_EQ(r.samples_committed, r.iterations * r.global_batch);
+  const double total = std::accumulate(r.time_s.begin(), r.time_s.end(), 0.0);
+  EXPECT_NEAR(total, r.duration_s, 1e-6 * r.duration_s);
+  for (double t : r.time_s) EXPECT_GE(t, -1e-9);
+  // Training time is exactly the committed iterations (every policy here has fixed times).
+}
+
+TEST(ReplayDriver, EmptyTraceTrainsAtTheNoFailureRate) {
+  const AvailabilityTrace trace = test::removal_trace(4, {}, 100);
+  for (const std::string& name : policy_names()) {
+    PolicySetup s = test::fixed_setup(10, 8);
+    s.params.checkpoint_save_s = 0;  // a free checkpoint: Varuna-like trains undisturbed
+    auto policy = make_policy(name, s);
+    const ReplayResult r = run_replay(trace, *policy, {0, 8});
+    if (name == "bamboo-like") {  // redundant computation costs on every iteration
+      EXPECT_DOUBLE_EQ(r.throughput.front().samples_per_s, 8 / (10 * (1 + 1.0 / 3))) << name;
+      continue;
+    }
+    EXPECT_EQ(r.iterations, 10) << name;
+    EXPECT_DOUBLE_EQ(r.average_throughput(), 0.8) << name;
+    ASSERT_FALSE(r.throughput.empty());
+    EXPECT_DOUBLE_EQ(r.throughput.front().samples_per_s, 0.8) << name;
+    EXPECT_DOUBLE_EQ(part(r, TimeUse::kTraining), 100) << name;
+    expect_reconciled(r);
+  }
+}
+
+TEST(ReplayDriver, OobleckLosesOnlyTheIterationInFlight) {
+  // 4 nodes, 10 s iterations; node2 fails at 25 s: iterations end at 10, 20; the one
+  // started at 20 is lost (5 s), 2 s of reconfiguration, then 10 s iterations from 27 s.
+  const AvailabilityTrace trace = test::removal_trace(4, {{25, "node2"}}, 57);
+  PolicySetup s = test::fixed_setup(10, 8);
+  s.params.reconfiguration_s = 2;
+  auto policy = make_policy("oobleck", s);
+  const ReplayResult r = run_replay(trace, *policy, {0, 8});
+  EXPECT_EQ(r.iterations, 5);
+  EXPECT_DOUBLE_EQ(part(r, TimeUse::kLostWork), 5);
+  EXPECT_DOUBLE_EQ(part(r, TimeUse::kReconfiguration), 2);
+  EXPECT_DOUBLE_EQ(part(r, TimeUse::kTraining), 50);
+  expect_reconciled(r);
+}
+
+TEST(ReplayDriver, VarunaLosesExactlyTheWorkSinceTheLastCheckpoint) {
+  // Iterations of 10 s, a checkpoint (1 s) every 3 iterations, restart 5 s.
+  //   0..30 three iterations, 30..31 checkpoint, 31..51 two iterations, 51..55 in flight,
+  //   node2 fails at 55: the two iterations since the checkpoint and the 4 s are lost,
+  //   55..60 restart, 60..90 three iterations, 90..91 checkpoint.
+  const AvailabilityTrace trace = test::removal_trace(4, {{55, "node2"}}, 91);
+  PolicySetup s = test::fixed_setup(10, 8);
+  s.params.checkpoint_interval = 3;
+  s.params.checkpoint_save_s = 1;
+  s.params.restart_s = 5;
+  auto policy = make_policy("varuna-like", s);
+  const ReplayResult r = run_replay(trace, *policy, {0, 8});
+  EXPECT_EQ(r.iterations, 6);
+  EXPECT_EQ(r.samples_committed, 48);
+  EXPECT_DOUBLE_EQ(part(r, TimeUse::kLostWork), 24);
+  EXPECT_DOUBLE_EQ(part(r, TimeUse::kTraining), 60);
+  EXPECT_DOUBLE_EQ(part(r, TimeUse::kCheckpoint), 2);
+  EXPECT_DOUBLE_EQ(part(r, TimeUse::kRestart), 5);
+  expect_reconciled(r);
+  bool logged = false;
+  for (const ReplayEvent& e : r.events)
+    logged |= e.action == "restart" &&
+              e.detail.find("2 iterations since the last checkpoint lost") != std::string::npos;
+  EXPECT_TRUE(logged);
+}
+
+TEST(ReplayDriver, NoticeLetsVarunaCheckpointBeforeThePreemption) {
+  // Same run with 10 s of notice: the warning comes at 45 s; the iteration 41..51 still
+  // ends before the removal, then a checkpoint 51..52, idle until 55, nothing lost.
+  const AvailabilityTrace trace = test::removal_trace(4, {{55, "node2"}}, 91, 10);
+  PolicySetup s = test::fixed_setup(10, 8);
+  s.params.checkpoint_interval = 3;
+  s.params.checkpoint_save_s = 1;
+  s.params.restart_s = 5;
+  auto policy = make_policy("varuna-like", s);
+  const ReplayResult r = run_replay(trace, *policy, {0, 8});
+  EXPECT_DOUBLE_EQ(part(r, TimeUse::kLostWork), 0);
+  EXPECT_DOUBLE_EQ(part(r, TimeUse::kIdle), 3);
+  EXPECT_EQ(r.iterations, 5 + 3);  // 5 before the removal, 60..90 after
+  expect_reconciled(r);
+}
+
+TEST(ReplayDriver, AShortGraceCutsTheCheckpointOff) {
+  // 2 s of notice but a 5 s save: the checkpoint cannot finish and the rollback happens.
+  const AvailabilityTrace trace = test::removal_trace(4, {{55, "node2"}}, 91, 2);
+  PolicySetup s = test::fixed_setup(10, 8);
+  s.params.checkpoint_interval = 3;
+  s.params.checkpoint_save_s = 5;
+  s.params.restart_s = 5;
+  auto policy = make_policy("varuna-like", s);
+  const ReplayResult r = run_replay(trace, *policy, {0, 8});
+  EXPECT_GT(part(r, TimeUse::kLostWork), 0);
+  expect_reconciled(r);
+}
+
+TEST(ReplayDriver, OobleckStopsBelowFPlusOneN0WithTheDocumentedMessage) {
+  const AvailabilityTrace trace = test::removal_trace(4, {{25, "node2"}}, 100);
+  PolicySetup s = test::fixed_setup(10, 8, 2);  // n0 = 2, f = 1: needs 4 nodes
+  auto policy = make_policy("oobleck", s);
+  const ReplayResult r = run_replay(trace, *policy, {0, 8});
+  EXPECT_EQ(r.stopped_at_s, 25);
+  EXPECT_EQ(r.stop_reason, "oobleck: " + oobleck::too_few_nodes_message(3, 1, 2));
+  EXPECT_EQ(r.iterations, 2);
+  EXPECT_DOUBLE_EQ(part(r, TimeUse::kIdle), 75);
+  EXPECT_EQ(r.events.at(1).action, "stop");
+  expect_reconciled(r);
+}
+
+TEST(ReplayDriver, BambooFailsOverThenRestartsOnAnAdjacentFailure) {
+  // One pipeline of 4 nodes in a ring (copy of stage k on node k+1): node2 fails (fail
+  // over to node3), then node3 fails (adjacent: stages 2 and 3 both lost -> restart).
+  const AvailabilityTrace trace = test::removal_trace(4, {{15, "node2"}, {45, "node3"}}, 100);
+  PolicySetup s = test::fixed_setup(10, 8, 4);
+  auto policy = make_policy("bamboo-like", s);
+  const ReplayResult r = run_replay(trace, *policy, {0, 8});
+  ASSERT_GE(r.events.size(), 3u);
+  EXPECT_EQ(r.events[1].action, "failover");
+  EXPECT_EQ(r.events[2].action, "restart");
+  EXPECT_NE(r.events[2].detail.find("adjacent failure at node3"), std::string::npos);
+  expect_reconciled(r);
+}
+
+TEST(ReplayDriver, BambooSurvivesTwoNonAdjacentFailuresWithoutRestart) {
+  // Ring node1 -> node2 -> node3 -> node4 -> node1 with 6 nodes and depth 3: pipelines
+  // {1,2,3} and {4,5,6}; node1 and node5 are in different pipelines: two failovers.
+  const AvailabilityTrace trace = test::removal_trace(6, {{15, "node1"}, {45, "node5"}}, 100);
+  PolicySetup s = test::fixed_setup(10, 8, 3);
+  auto policy = make_policy("bamboo-like", s);
+  const ReplayResult r = run_replay(trace, *policy, {0, 8});
+  for (const ReplayEvent& e : r.events) EXPECT_NE(e.action, "restart") << e.detail;
+  // After a failover the pipeline runs the lost stage on its neighbour: 1.5 x step time
+  // on top of the redundant forward computation (default 1/3).
+  double last_rate = 0;
+  for (const ThroughputStep& step : r.throughput)
+    if (step.samples_per_s > 0) last_rate = step.samples_per_s;
+  EXPECT_DOUBLE_EQ(last_rate, 8 / (10 * (1 + 1.0 / 3) * 1.5));
+  expect_reconciled(r);
+}
+
+TEST(ReplayDriver, JoinsWaitForTheIterationAndAreUsed) {
+  // 25 s failure, 25..27 reconfiguration, iterations to 47, join, 47..49, iterations to 99.
+  AvailabilityTrace trace = test::removal_trace(4, {{25, "node2"}}, 99);
+  trace.events.push_back({42, AvailabilityChange::kAdd, "node9", 0});
+  PolicySetup s = test::fixed_setup(10, 8);
+  auto policy = make_policy("oobleck", s);
+  const ReplayResult r = run_replay(trace, *policy, {0, 8});
+  // The join at 42 s waits for the iteration 37..47 to finish: nothing is lost for it.
+  EXPECT_DOUBLE_EQ(part(r, TimeUse::kLostWork), 5);
+  bool joined = false;
+  for (const ReplayEvent& e : r.events)
+    joined |= e.event == "add" && e.time_s == 47 && e.nodes_alive == 4;
+  EXPECT_TRUE(joined);
+  expect_reconciled(r);
+}
+
+}  // namespace
+}  // namespace loom
