@@ -92,9 +92,6 @@ struct FaultInjection {
 struct ExecOptions {
   double timeout_s = 60;  ///< the longest any Recv or collective waits for its peers
   std::optional<FaultInjection> fault;
-  /// Host backend: repeat each compute this many times and time the last (warm caches);
-  /// 1 = run once. Numerics are unaffected (repeats do not accumulate).
-  int compute_repeats = 1;
 };
 
 /// A run that could not complete: a rank failed or a wait timed out. The message names
