@@ -120,10 +120,15 @@ std::vector<int> HostModelState::samples_of(int microbatch) const {
 }
 
 Activation HostModelState::synthetic(int module, const std::vector<int>& samples,
-                                     const std::string& modality, int width) const {
+                                     const std::string& modality, int width,
+                                     const std::vector<int>* lengths) const {
   Activation a;
-  for (int id : samples)
-    a.lengths.push_back(tokens_of(problem_.samples->at(static_cast<size_t>(id)), modality));
+  if (lengths) {
+    a.lengths = *lengths;
+  } else {
+    for (int id : samples)
+      a.lengths.push_back(tokens_of(problem_.samples->at(static_cast<size_t>(id)), modality));
+  }
   int total = 0;
   for (int t : a.lengths) total += t;
   a.x = Matrix(total, width);
@@ -228,7 +233,7 @@ void HostModelState::loss_gradient(int layer, int microbatch, const Activation& 
   // t: B is the iteration's batch, so gradients summed over microbatches and replicas
   // equal the sequential run's whatever the split.
   const std::vector<int> samples = samples_of(microbatch);
-  Activation target = synthetic(-1 - layer, samples, "target", y.x.cols);
+  const Activation target = synthetic(-1 - layer, samples, "target", y.x.cols, &y.lengths);
   Activation dy{Matrix(y.x.rows, y.x.cols), y.lengths};
   int row = 0;
   for (size_t s = 0; s < samples.size(); ++s) {

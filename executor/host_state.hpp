@@ -49,7 +49,7 @@ class HostModelState {
   Activation module_input(const Compute& op, bool redundant);
   const LayerTensors& params(int layer);
   Activation synthetic(int module, const std::vector<int>& samples, const std::string& modality,
-                       int width) const;
+                       int width, const std::vector<int>* lengths = nullptr) const;
   void loss_gradient(int layer, int microbatch, const Activation& y);
 
   const ExecProblem& problem_;
