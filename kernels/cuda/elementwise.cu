@@ -29,13 +29,13 @@ __device__ float block_sum(float x) {
 __global__ void bias_gelu_fwd_kernel(std::int64_t n, int cols, const float* x, const float* bias,
                                      float* y) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (i < n) y[i] = gelu_tanh(x[i] + bias[i % cols]);
+  if (i < n) y[i] = gelu_tanh(x[i] + (bias != nullptr ? bias[i % cols] : 0.0f));
 }
 
 __global__ void bias_gelu_bwd_kernel(std::int64_t n, int cols, const float* x, const float* bias,
                                      const float* dy, float* dx) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (i < n) dx[i] = dy[i] * gelu_tanh_grad(x[i] + bias[i % cols]);
+  if (i < n) dx[i] = dy[i] * gelu_tanh_grad(x[i] + (bias != nullptr ? bias[i % cols] : 0.0f));
 }
 
 __global__ void swiglu_fwd_kernel(std::int64_t n, int cols, const float* gate_up, float* y) {

@@ -16,7 +16,8 @@ std::ptrdiff_t at(int r, int cols, int c) {
 
 void bias_gelu_forward_ref(int rows, int cols, const float* x, const float* bias, float* y) {
   for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c) y[at(r, cols, c)] = gelu_tanh(x[at(r, cols, c)] + bias[c]);
+    for (int c = 0; c < cols; ++c)
+      y[at(r, cols, c)] = gelu_tanh(x[at(r, cols, c)] + (bias != nullptr ? bias[c] : 0.0f));
 }
 
 void bias_gelu_backward_ref(int rows, int cols, const float* x, const float* bias, const float* dy,
@@ -24,7 +25,7 @@ void bias_gelu_backward_ref(int rows, int cols, const float* x, const float* bia
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
       const std::ptrdiff_t i = at(r, cols, c);
-      dx[i] = dy[i] * gelu_tanh_grad(x[i] + bias[c]);
+      dx[i] = dy[i] * gelu_tanh_grad(x[i] + (bias != nullptr ? bias[c] : 0.0f));
     }
 }
 

@@ -9,7 +9,7 @@
 
 namespace loom::kernels {
 
-/// y = gelu_tanh(x + bias) (bias broadcast over rows).
+/// y = gelu_tanh(x + bias) (bias broadcast over rows; nullptr: no bias).
 void bias_gelu_forward_ref(int rows, int cols, const float* x, const float* bias, float* y);
 /// dx = dy * gelu_tanh'(x + bias); dx is also the bias's gradient before the column sum.
 void bias_gelu_backward_ref(int rows, int cols, const float* x, const float* bias, const float* dy,
