@@ -1,5 +1,6 @@
 // Bitfield-mask attention kernels. One CTA = one 32-token tile (kAttentionTile == warp size)
-// of one head of one sample, 4 warps, each warp owning 8 rows of the tile:
+// of one head of one sample, 8 warps, each warp owning 4 rows of the tile (4 rows keep
+// the accumulators in registers: no spills at sm_90):
 //
 //   forward, dQ:  CTA = query tile; loop over key tiles (skipping empty ones);
 //                 per row, lane j scores key j of the key tile, so the softmax of a tile

@@ -8,9 +8,9 @@
 
 namespace loom::kernels::attention_detail {
 
-inline constexpr int kWarps = 4;
+inline constexpr int kWarps = 8;
 inline constexpr int kThreads = kWarps * 32;
-inline constexpr int kRowsPerWarp = kAttentionTile / kWarps;  // 8
+inline constexpr int kRowsPerWarp = kAttentionTile / kWarps;  // 4
 inline constexpr int kPerLane = kMaxHeadDim / 32;             // 4 head-dim elements per lane
 inline constexpr unsigned kFull = 0xffffffffu;
 static_assert(kAttentionTile == 32, "one tile token per warp lane");
