@@ -1,6 +1,6 @@
 // Bitfield-mask attention kernels. One CTA = one 32-token tile (kAttentionTile == warp size)
 // of one head of one sample, 8 warps, each warp owning 4 rows of the tile (4 rows keep
-// the accumulators in registers: no spills at sm_90):
+// the accumulators in registers; ptxas -v at sm_90: forward 124 registers, no spills):
 //
 //   forward, dQ:  CTA = query tile; loop over key tiles (skipping empty ones);
 //                 per row, lane j scores key j of the key tile, so the softmax of a tile
