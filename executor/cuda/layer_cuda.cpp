@@ -55,7 +55,7 @@ const std::uint64_t* LayerRunner::mask(int tokens, bool causal) {
 
 void LayerRunner::attention_forward(const LayerSpec& s, DeviceLayerState& st) {
   DeviceTensors& sv = st.saved;
-  const int rows = sv.at("q").rows(), d = s.hidden / s.heads;
+  const int rows = sv.at("q").rows(), d = head_dim(s);
   sv["attn"] = DeviceMatrix(rows, s.heads * d, stream_);
   sv["lse"] = DeviceMatrix(s.heads, rows, stream_);  // per sample [heads][len] blocks
   int offset = 0;
@@ -74,7 +74,7 @@ void LayerRunner::attention_forward(const LayerSpec& s, DeviceLayerState& st) {
 void LayerRunner::attention_backward(const LayerSpec& s, DeviceLayerState& st,
                                      const DeviceMatrix& d_attn) {
   const DeviceTensors& sv = st.saved;
-  const int rows = d_attn.rows(), d = s.hidden / s.heads;
+  const int rows = d_attn.rows(), d = head_dim(s);
   DeviceMatrix delta(s.heads, rows, stream_);
   st.grads["dq"] = DeviceMatrix(rows, s.heads * d, stream_);
   st.grads["dk"] = DeviceMatrix(rows, s.kv_heads * d, stream_);
@@ -112,7 +112,7 @@ DeviceMatrix LayerRunner::forward(const LayerSpec& s, const DeviceTensors& p, co
     xw(rows, f, s.out_hidden, sv["u"].data(), f, p.at("w2"), y.data(), s.out_hidden);
     return y;
   }
-  const int d = h / s.heads, qw = s.heads * d, kw = s.kv_heads * d;
+  const int d = head_dim(s), qw = s.heads * d, kw = s.kv_heads * d;
   sv["n1"] = DeviceMatrix(rows, h, stream_);
   sv["rstd1"] = DeviceMatrix(1, rows, stream_);
   k::rmsnorm_forward(rows, h, x.data(), p.at("norm1").data(), kRmsEps, sv["n1"].data(),
@@ -165,7 +165,7 @@ DeviceMatrix LayerRunner::backward_input(const LayerSpec& s, const DeviceTensors
       dy_wt(rows, h, f, w["da"].data(), f, p.at("w1"), dx.data());
     }
   } else {
-    const int d = h / s.heads, qw = s.heads * d, kw = s.kv_heads * d;
+    const int d = head_dim(s), qw = s.heads * d, kw = s.kv_heads * d;
     const int width = s.gated_mlp ? 2 * f : f;
     DeviceMatrix du(rows, f, stream_);
     dy_wt(rows, f, h, dy.data(), h, p.at("w2"), du.data());
@@ -218,7 +218,7 @@ void LayerRunner::backward_weight(const LayerSpec& s, const DeviceLayerState& st
     xt_dy(rows, f, s.out_hidden, sv.at("u"), w.at("dy").data(), s.out_hidden, g.at("w2"));
     return;
   }
-  const int d = h / s.heads, qw = s.heads * d, kw = s.kv_heads * d;
+  const int d = head_dim(s), qw = s.heads * d, kw = s.kv_heads * d;
   const int width = s.gated_mlp ? 2 * f : f;
   xt_dy(rows, h, qw, sv.at("n1"), w.at("dq").data(), qw, g.at("wq"));
   xt_dy(rows, h, kw, sv.at("n1"), w.at("dk").data(), kw, g.at("wk"));

@@ -31,7 +31,10 @@ struct DeviceLayerState {
 
 class LayerRunner {
  public:
-  LayerRunner(kernels::Blas& blas, cudaStream_t stream) : blas_(blas), stream_(stream) {}
+  /// `head_dim` 0 means hidden / heads; a tensor-parallel shard (profiling) keeps the full
+  /// model's head width with fewer heads (executor/layer_math.hpp's zero_parameters).
+  LayerRunner(kernels::Blas& blas, cudaStream_t stream, int head_dim = 0)
+      : blas_(blas), stream_(stream), head_dim_(head_dim) {}
 
   DeviceMatrix forward(const LayerSpec& spec, const DeviceTensors& params, const DeviceMatrix& x,
                        const std::vector<int>& lengths, DeviceLayerState& state);
@@ -56,9 +59,11 @@ class LayerRunner {
   /// Device mask words for one sample of `tokens` rows: every token causal (text bit and
   /// causal bit) or every token bidirectional (one modality bit), as the layer is.
   const std::uint64_t* mask(int tokens, bool causal);
+  int head_dim(const LayerSpec& s) const { return head_dim_ > 0 ? head_dim_ : s.hidden / s.heads; }
 
   kernels::Blas& blas_;
   cudaStream_t stream_;
+  int head_dim_;
   std::map<std::pair<int, bool>, kernels::DeviceBuffer<std::uint64_t>> masks_;
 };
 
