@@ -17,5 +17,8 @@ struct Command {
 CommandRun attach_sim(CLI::App& sub);
 CommandRun attach_config(CLI::App& sub);
 CommandRun attach_schedulers(CLI::App& sub);
+CommandRun attach_exec(CLI::App& sub);
+CommandRun attach_profile(CLI::App& sub);
+CommandRun attach_compare(CLI::App& sub);
 
 }  // namespace loom

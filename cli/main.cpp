@@ -14,6 +14,12 @@ const loom::Command kCommands[] = {
     {"config", "Check a config and print it resolved (file, --set overrides and defaults)",
      loom::attach_config},
     {"schedulers", "List the registered schedulers", loom::attach_schedulers},
+    {"exec", "Execute one iteration for real (host threads or CUDA) and check its gradients",
+     loom::attach_exec},
+    {"profile", "Time each layer's F/I/W over token counts and TP degrees (calibrated profile)",
+     loom::attach_profile},
+    {"compare", "Compare a prediction (loom sim) with a measurement (loom exec)",
+     loom::attach_compare},
 };
 
 }  // namespace

@@ -130,6 +130,9 @@ struct ExecResult {
   std::vector<Gradients> gradients;  ///< per rank
 };
 
+struct ProfileRow;      // executor/profile.hpp
+struct ProfileRequest;  // executor/profile.hpp
+
 /// A backend as the CLI sees it: runs every rank of a problem. Only make_executor knows
 /// which implementations exist.
 class Executor {
@@ -139,6 +142,10 @@ class Executor {
   /// Throws ExecError (rank failure, timeout), InputError (the model cannot be executed,
   /// e.g. mismatched module widths) or InfeasibleError (unmatched communication).
   virtual ExecResult run(const ExecProblem& problem, const ExecOptions& options) = 0;
+  /// Times each module's layer (F, I, W) over the request's sweep on this backend's
+  /// hardware (`loom profile`). The default throws InputError: the backend cannot profile.
+  virtual std::vector<ProfileRow> profile(const Model& model, const Sample& first_sample,
+                                          const ProfileRequest& request);
 };
 
 /// "host" always; "cuda" when the CUDA backend was built (CMake target loom_executor_cuda

@@ -10,6 +10,7 @@
 
 #include "core/errors.hpp"
 #include "core/matching.hpp"
+#include "executor/profile.hpp"
 #include "executor/transport.hpp"
 
 namespace loom::exec {
@@ -106,6 +107,12 @@ class HostRankBackend final : public RankBackend {
 class HostExecutor final : public Executor {
  public:
   std::string name() const override { return "host"; }
+
+  std::vector<ProfileRow> profile(const Model& model, const Sample& first_sample,
+                                  const ProfileRequest& request) override {
+    check_model_executable(model);
+    return profile_host(model, first_sample, request);
+  }
 
   ExecResult run(const ExecProblem& problem, const ExecOptions& options) override {
     const Schedule& schedule = *problem.schedule;

@@ -54,14 +54,14 @@ void check_executable(const LayerSpec& s, const std::string& where) {
   }
 }
 
-LayerTensors zero_parameters(const LayerSpec& s) {
+LayerTensors zero_parameters(const LayerSpec& s, int head_dim_override) {
   LayerTensors t;
   if (is_mlp(s)) {
     t["w1"] = Matrix(s.hidden, s.ffn);
     t["w2"] = Matrix(s.ffn, s.out_hidden);
     return t;
   }
-  const int d = head_dim(s);
+  const int d = head_dim_override > 0 ? head_dim_override : head_dim(s);
   t["norm1"] = Matrix(1, s.hidden);
   t["wq"] = Matrix(s.hidden, s.heads * d);
   t["wk"] = Matrix(s.hidden, s.kv_heads * d);
@@ -74,8 +74,8 @@ LayerTensors zero_parameters(const LayerSpec& s) {
   return t;
 }
 
-LayerTensors init_parameters(const LayerSpec& spec, int layer, std::uint64_t seed) {
-  LayerTensors t = zero_parameters(spec);
+LayerTensors init_parameters(const LayerSpec& spec, int layer, std::uint64_t seed, int head_dim) {
+  LayerTensors t = zero_parameters(spec, head_dim);
   for (auto& [name, m] : t) {
     std::uint64_t key = hash_combine(hash_combine(seed, static_cast<std::uint64_t>(layer)),
                                      std::hash<std::string>{}(name));

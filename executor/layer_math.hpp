@@ -29,10 +29,13 @@ using LayerTensors = std::map<std::string, Matrix>;
 /// Parameter names and shapes of a layer: "norm1" [1,h], "wq" [h, heads*d], "wk"/"wv"
 /// [h, kv_heads*d], "wo" [heads*d, h], "norm2" [1,h], "w1" [h,ffn], "w3" [h,ffn] (gated),
 /// "w2" [ffn,h]; MLP layers "w1" [hidden,ffn], "w2" [ffn,out_hidden].
-LayerTensors zero_parameters(const LayerSpec& spec);
+/// `head_dim` 0 means hidden / heads; a tensor-parallel shard (executor/profile.hpp) keeps
+/// the full model's head width with fewer heads.
+LayerTensors zero_parameters(const LayerSpec& spec, int head_dim = 0);
 /// Deterministic initialisation from (seed, global layer, name, element): weights uniform
 /// with variance 1/fan_in, gains 1 + 0.1 u.
-LayerTensors init_parameters(const LayerSpec& spec, int layer, std::uint64_t seed);
+LayerTensors init_parameters(const LayerSpec& spec, int layer, std::uint64_t seed,
+                             int head_dim = 0);
 /// Throws InputError (naming `where`) when the shapes cannot be run (hidden not divisible
 /// by heads, heads not by kv_heads, non-positive sizes).
 void check_executable(const LayerSpec& spec, const std::string& where);

@@ -94,7 +94,7 @@ GradientCheck check_gradients(const ExecProblem& problem, const ExecResult& resu
       const double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
       ++check.tensors_checked;
       seen[replica].insert(key);
-      if (rel > check.max_relative_error) {
+      if (check.worst.empty() || rel > check.max_relative_error) {
         check.max_relative_error = rel;
         check.worst = where;
       }
