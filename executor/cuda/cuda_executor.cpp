@@ -9,6 +9,7 @@
 #include "core/errors.hpp"
 #include "executor/backend.hpp"
 #include "executor/cuda/comms.hpp"
+#include "executor/cuda/profile_cuda.hpp"
 #include "executor/cuda/rank_backend.hpp"
 #include "executor/host_state.hpp"
 #include "executor/layer_math.hpp"
@@ -61,6 +62,14 @@ void check_launch(const Schedule& schedule, const LaunchInfo& info) {
 class CudaExecutor final : public Executor {
  public:
   std::string name() const override { return "cuda"; }
+
+  std::vector<ProfileRow> profile(const Model& model, const Sample& first_sample,
+                                  const ProfileRequest& request) override {
+    check_model_executable(model);
+    LOOM_CUDA_CHECK(
+        cudaSetDevice(cuda::launch_info_from_env().local_rank % kernels::cuda_device_count()));
+    return cuda::profile_cuda(model, first_sample, request);
+  }
 
   ExecResult run(const ExecProblem& problem, const ExecOptions& options) override {
     const Schedule& schedule = *problem.schedule;
