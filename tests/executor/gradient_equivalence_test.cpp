@@ -42,6 +42,16 @@ TEST_P(EveryScheduler, FrozenLlmGradientsEqualSequentialRun) {
   EXPECT_LE(c.max_relative_error, kGradientTolerance);
 }
 
+TEST_P(EveryScheduler, TwoEncodersFeedingOneLlmEqualSequentialRun) {
+  // Two producers of the LLM's first layer (concatenated input, split input gradient), a
+  // trainable encoder beside a frozen one.
+  const auto study = prepare_study(test::source_path("configs/exec/two-encoders-host.toml"),
+                                   {"schedule.name=" + GetParam()});
+  const GradientCheck c = run_and_check(*study);
+  EXPECT_TRUE(c.passed()) << failures(c);
+  EXPECT_GT(c.tensors_checked, 4);
+}
+
 TEST_P(EveryScheduler, TrainableLlmWithDataParallelEqualsSequentialRun) {
   const auto study = host_study({"schedule.name=" + GetParam(), "model.modules.llm.frozen=false",
                                  "parallel.dp=2", "cluster.gpus_per_node=4"});
