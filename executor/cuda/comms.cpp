@@ -64,8 +64,12 @@ RankComms::RankComms(const Schedule& schedule, const LaunchInfo& info, double ti
     throw ExecError("rank " + std::to_string(info.rank) + " bootstrap: got " +
                     std::to_string(blob.size()) + " bytes, expected an ncclUniqueId");
   std::memcpy(&id, blob.data(), sizeof id);
+  int device = 0;
+  LOOM_CUDA_CHECK(cudaGetDevice(&device));
   with_deadline(
       [&] {
+        // The current device is per thread: NCCL binds each communicator to this one.
+        LOOM_CUDA_CHECK(cudaSetDevice(device));
         LOOM_NCCL_CHECK(ncclCommInitRank(&world_, info.world_size, id, info.rank));
         for (const MessageChannel& c : all_channels(schedule)) {
           const bool member = info.rank == c.src || info.rank == c.dst;

@@ -1,6 +1,7 @@
 #include "executor/cuda/model_state.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <stdexcept>
 
@@ -42,6 +43,20 @@ std::uint64_t synthetic_key(std::uint64_t seed, int module_key, const std::strin
 const std::string kTarget = "target", kTargetScale = "target-scale";
 
 }  // namespace
+
+std::vector<int> layer_output_lengths(const Model& model, const std::vector<Sample>& samples,
+                                      const std::vector<int>& ids, int layer) {
+  const int module = model.layers()[static_cast<size_t>(layer)].module;
+  const double ratio = model.module(module).token_ratio;
+  std::vector<int> lengths;
+  for (int id : ids) {
+    const int in = module_input_tokens(model, module, samples.at(static_cast<size_t>(id)));
+    lengths.push_back(is_module_last(model, layer) && ratio != 1.0
+                          ? static_cast<int>(std::round(in * ratio))
+                          : in);
+  }
+  return lengths;
+}
 
 CudaModelState::CudaModelState(const ExecProblem& problem, const LayerGraph& graph, int replica,
                                const std::vector<int>& layers, const std::vector<Op>& program,
@@ -92,10 +107,10 @@ const DeviceTensors& CudaModelState::params(int layer) {
 }
 
 void CudaModelState::prefetch_one(int module_key, int microbatch, const std::string& modality,
-                                  int width) {
+                                  int width, const std::vector<int>* given) {
   if (data_.count({module_key, microbatch, modality}) > 0) return;
   const std::vector<int> samples = samples_of(microbatch);
-  const std::vector<int> lengths = lengths_of(samples, modality);
+  const std::vector<int> lengths = given != nullptr ? *given : lengths_of(samples, modality);
   std::vector<float> host(static_cast<size_t>(total(lengths)) * width);
   size_t pos = 0;
   for (size_t s = 0; s < samples.size(); ++s) {
@@ -112,7 +127,10 @@ void CudaModelState::prefetch_one(int module_key, int microbatch, const std::str
 void CudaModelState::prefetch(const std::vector<Op>& program) {
   for (const Op& op : program) {
     const Compute* c = std::get_if<Compute>(&op);
-    if (c == nullptr || c->pass != Pass::kF || is_redundant(*c)) continue;
+    if (c == nullptr) continue;
+    // Every layer's weights up front: a lazy upload mid-run would synchronise the stream.
+    for (int l = c->first_layer; l < c->end_layer; ++l) params(l);
+    if (c->pass != Pass::kF || is_redundant(*c)) continue;
     const int module = model_.layers()[static_cast<size_t>(c->first_layer)].module;
     const Module& mod = model_.module(module);
     const int width = input_width(model_.layer(c->first_layer));
@@ -124,8 +142,11 @@ void CudaModelState::prefetch(const std::vector<Op>& program) {
     const int last = c->end_layer - 1;
     if (!graph_.is_loss_layer(last)) continue;
     // The loss's target and its per-row normaliser 1 / (B T_s w) (host_state.cpp's loss).
+    // The target has the loss layer's output shape (host_state.cpp passes y's lengths).
     const int out = output_width(model_.layer(last));
-    prefetch_one(-1 - last, c->microbatch, kTarget, out);
+    const std::vector<int> y_lengths =
+        layer_output_lengths(model_, *problem_.samples, samples_of(c->microbatch), last);
+    prefetch_one(-1 - last, c->microbatch, kTarget, out, &y_lengths);
     std::vector<float> scale;
     const std::vector<int> lengths = data_.at({-1 - last, c->microbatch, kTarget}).lengths;
     for (int len : lengths)

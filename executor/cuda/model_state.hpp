@@ -23,6 +23,13 @@
 
 namespace loom::exec::cuda {
 
+/// Rows per sample of layer `layer`'s output for these sample ids: its module's input
+/// tokens, resampled by the module's token_ratio after its last layer (core/workload.hpp's
+/// module_input_tokens, rounded as the host backend rounds). What travels on an edge out
+/// of the layer, so a receiver sizes its buffer from the schedule alone.
+std::vector<int> layer_output_lengths(const Model& model, const std::vector<Sample>& samples,
+                                      const std::vector<int>& ids, int layer);
+
 class CudaModelState {
  public:
   /// `replica`: which row of Schedule::samples this rank's microbatches come from;
@@ -49,7 +56,10 @@ class CudaModelState {
   std::vector<int> samples_of(int microbatch) const;
   std::vector<int> lengths_of(const std::vector<int>& samples, const std::string& modality) const;
   void prefetch(const std::vector<Op>& program);
-  void prefetch_one(int module_key, int microbatch, const std::string& modality, int width);
+  /// Uploads the synthetic (module key, microbatch, modality) tensor: `lengths` rows per
+  /// sample, or the samples' tokens of `modality` when null.
+  void prefetch_one(int module_key, int microbatch, const std::string& modality, int width,
+                    const std::vector<int>* lengths = nullptr);
   DeviceActivation synthetic(int module_key, int microbatch, const std::string& modality);
   DeviceActivation module_input(const Compute& op, bool redundant);
   const DeviceTensors& params(int layer);

@@ -13,26 +13,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool is_module_last(const Model& model, int layer) {
-  const LayerRef& ref = model.layers()[static_cast<size_t>(layer)];
-  return ref.local_index + 1 == static_cast<int>(model.module(ref.module).layers.size());
-}
-
 }  // namespace
-
-std::vector<int> edge_lengths(const Model& model, const std::vector<Sample>& samples,
-                              const std::vector<int>& ids, int producer) {
-  const int module = model.layers()[static_cast<size_t>(producer)].module;
-  const double ratio = model.module(module).token_ratio;
-  std::vector<int> lengths;
-  for (int id : ids) {
-    const int in = module_input_tokens(model, module, samples.at(static_cast<size_t>(id)));
-    lengths.push_back(is_module_last(model, producer) && ratio != 1.0
-                          ? static_cast<int>(std::round(in * ratio))
-                          : in);
-  }
-  return lengths;
-}
 
 CudaRankBackend::CudaRankBackend(const ExecProblem& problem, const LayerGraph& graph,
                                  RankComms& comms, int rank, cudaStream_t compute, double timeout_s)
@@ -108,7 +89,7 @@ void CudaRankBackend::send(int index, const Send& op) {
   const MessageChannel channel = channel_of(rank_, op.peer, op.tag);
   const cudaStream_t stream = comms_.channel_stream(channel);
   DeviceActivation a = state_.take_edge(edge_of(op.tag));
-  const std::vector<int> expected = edge_lengths(
+  const std::vector<int> expected = layer_output_lengths(
       model_, *problem_.samples,
       schedule_.samples.at(static_cast<size_t>(schedule_.ranks[static_cast<size_t>(rank_)].replica))
           .at(static_cast<size_t>(op.tag.microbatch)),
@@ -130,7 +111,7 @@ void CudaRankBackend::send(int index, const Send& op) {
 void CudaRankBackend::recv(int index, const Recv& op) {
   const MessageChannel channel = channel_of(op.peer, rank_, op.tag);
   const cudaStream_t stream = comms_.channel_stream(channel);
-  const std::vector<int> lengths = edge_lengths(
+  const std::vector<int> lengths = layer_output_lengths(
       model_, *problem_.samples,
       schedule_.samples.at(static_cast<size_t>(schedule_.ranks[static_cast<size_t>(rank_)].replica))
           .at(static_cast<size_t>(op.tag.microbatch)),

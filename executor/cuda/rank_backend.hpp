@@ -70,10 +70,4 @@ class CudaRankBackend final : public RankBackend {
   std::vector<DeviceActivation> in_flight_;  ///< sent buffers, kept until finish()
 };
 
-/// Rows per sample of the tensor on an edge out of `producer` for these samples (the
-/// producer module's tokens, resampled by its token_ratio after its last layer), so a
-/// receiver sizes its buffer from the schedule alone.
-std::vector<int> edge_lengths(const Model& model, const std::vector<Sample>& samples,
-                              const std::vector<int>& ids, int producer);
-
 }  // namespace loom::exec::cuda
