@@ -48,6 +48,7 @@ int run_exec(const ExecCliOptions& o) {
   if (!o.quiet) std::cerr << "loom: planning " << o.config << " ...\n";
   const auto study = prepare_study(o.config, o.overrides);
   const auto executor = exec::make_executor(o.backend);
+  keep_freed_memory();
   const exec::ExecProblem problem{&study->schedule, &study->config.model, &study->problem.samples,
                                   o.seed};
   exec::ExecOptions options;

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "cli/run_output.hpp"
 #include "cli/study.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
@@ -37,6 +38,7 @@ int run_profile(const ProfileCliOptions& o) {
     first = load_samples_csv(config.workload.csv).front();
   }
   const auto executor = exec::make_executor(o.backend);
+  keep_freed_memory();
   exec::ProfileRequest request;
   request.tokens = o.tokens;
   request.tp = o.tp;

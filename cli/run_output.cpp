@@ -1,5 +1,6 @@
 #include "cli/run_output.hpp"
 
+#include <malloc.h>
 #include <spawn.h>
 #include <sys/wait.h>
 
@@ -60,6 +61,12 @@ nlohmann::json metrics_json(const Study& study, const Metrics& m, const std::str
       {"cost_model", study.cost->describe()}};
   for (const auto& [key, value] : extra.items()) j[key] = value;
   return j;
+}
+
+void keep_freed_memory() {
+  constexpr int kOneGiB = 1 << 30;
+  mallopt(M_MMAP_THRESHOLD, kOneGiB);
+  mallopt(M_TRIM_THRESHOLD, kOneGiB);
 }
 
 bool run_analysis_script(const std::string& script_name, const std::vector<std::string>& args) {

@@ -24,6 +24,11 @@ nlohmann::json metrics_json(const Study& study, const Metrics& metrics, const st
 void write_run_files(const OutputDir& out, const Study& study, const Timeline& timeline,
                      const nlohmann::json& metrics, bool plot);
 
+/// Keeps freed host memory in the process (glibc: no mmap/munmap per tensor), so host
+/// timings measure the math, not page faults on fresh pages: `loom profile` and `loom exec`
+/// both call it, so profile and execution allocate alike.
+void keep_freed_memory();
+
 /// Runs `script` (in analysis/) with the system Python and `args`; false (and a warning on
 /// stderr) if Python, matplotlib or the script is missing or it fails.
 bool run_analysis_script(const std::string& script, const std::vector<std::string>& args);

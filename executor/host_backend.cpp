@@ -131,6 +131,7 @@ class HostExecutor final : public Executor {
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r) {
       threads.emplace_back([&, r] {
+        enable_flush_to_zero();
         try {
           run_program(schedule, r, *backends[static_cast<size_t>(r)], options);
         } catch (const std::exception& e) {

@@ -78,6 +78,7 @@ bool tp_shard(const LayerSpec& spec, int tp, LayerSpec* shard) {
 
 std::vector<ProfileRow> profile_host(const Model& model, const Sample& first_sample,
                                      const ProfileRequest& request) {
+  enable_flush_to_zero();  // as every rank thread does (executor/tensor.hpp)
   std::vector<ProfileRow> rows;
   const size_t modules = model.modules().size();
   for (size_t m = 0; m < modules; ++m) {

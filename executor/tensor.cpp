@@ -2,6 +2,10 @@
 
 #include <cassert>
 #include <cmath>
+#if defined(__SSE__)
+#include <pmmintrin.h>
+#include <xmmintrin.h>
+#endif
 
 namespace loom::exec {
 
@@ -85,6 +89,13 @@ void rmsnorm_backward_input(const Matrix& dy, const Matrix& xhat, const std::vec
       dx.at(r, c) = inv * (dy.at(r, c) * gain[static_cast<size_t>(c)] - xhat.at(r, c) * mean);
     }
   }
+}
+
+void enable_flush_to_zero() {
+#if defined(__SSE__)
+  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+  _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+#endif
 }
 
 float silu(float x) {

@@ -45,6 +45,13 @@ float silu_grad(float x);
 float gelu(float x);  ///< tanh approximation
 float gelu_grad(float x);
 
+/// Flushes denormal floats to zero in the calling thread (x86 FTZ/DAZ; no-op elsewhere).
+/// Softmax probabilities near underflow times small gradients are denormal, and denormal
+/// arithmetic is ~100x slower on x86: without this, attention backward times jump
+/// erratically with sequence length and no quadratic cost model fits them. Every host
+/// thread that computes (ranks, the reference, the profiler) sets it, so numerics agree.
+void enable_flush_to_zero();
+
 /// Deterministic uniform value in [-1, 1) from a 64-bit key (splitmix64): parameters and
 /// synthetic data are pure functions of (seed, what, index), independent of thread order.
 float hash_uniform(std::uint64_t key);
