@@ -1,8 +1,9 @@
 // The `cuda` executor backend: one process per GPU. Each process runs one rank of the
 // schedule (RANK / WORLD_SIZE from the launcher, bootstrap.hpp), on GPU LOCAL_RANK mod
 // the visible device count. After the iteration every process gathers all ranks'
-// timings (so each can write the timeline) and rank 0 gathers every rank's gradients
-// (for the gradient-equivalence check); other ranks report only their own.
+// timings and gradients, so each returns the same complete ExecResult (timeline and
+// gradient check alike); with several processes on one file system, give each its own
+// --out (or let only RANK 0 write).
 #include <algorithm>
 #include <exception>
 
@@ -39,6 +40,7 @@ std::vector<std::pair<ParamKey, size_t>> gradient_layout(const Schedule& schedul
                                                          const Model& model, int rank) {
   std::vector<int> layers = rank_layers(schedule, rank);
   std::sort(layers.begin(), layers.end());
+  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
   std::vector<std::pair<ParamKey, size_t>> layout;
   for (int l : layers) {
     if (model.layer(l).frozen) continue;
@@ -124,51 +126,46 @@ class CudaExecutor final : public Executor {
     return out;
   }
 
-  /// Rank 0 receives every rank's flattened gradients; other ranks keep their own.
+  /// Every rank's gradients, on every rank: each rank packs its trainable gradients in
+  /// gradient_layout order and broadcasts them (one NCCL group), so each process returns
+  /// the same complete result and can run the gradient check itself.
   static std::vector<Gradients> gather_gradients(const ExecProblem& problem, int rank,
                                                  CudaRankBackend& backend, RankComms& comms,
                                                  cudaStream_t stream) {
     const Schedule& schedule = *problem.schedule;
     const int n = schedule.num_ranks();
-    std::vector<Gradients> out(static_cast<size_t>(n));
-    out[static_cast<size_t>(rank)] = backend.gradients();
-    std::vector<DeviceMatrix> inbox;
-    LOOM_NCCL_CHECK(ncclGroupStart());
-    if (rank == 0) {
-      for (int r = 1; r < n; ++r) {
-        size_t floats = 0;
-        for (const auto& [key, size] : gradient_layout(schedule, *problem.model, r)) floats += size;
-        inbox.emplace_back(1, static_cast<int>(floats), stream);
-        LOOM_NCCL_CHECK(ncclRecv(inbox.back().data(), floats, ncclFloat, r, comms.world(), stream));
-      }
-    } else {
-      // One message: NCCL pairs a send with a receive of the same count.
-      std::vector<int> layers = rank_layers(schedule, rank);
-      std::sort(layers.begin(), layers.end());
-      std::vector<int> trainable;
-      for (int l : layers)
-        if (!problem.model->layer(l).frozen) trainable.push_back(l);
-      const std::vector<DeviceMatrix*> tensors = backend.gradient_tensors(trainable);
+    std::vector<std::vector<std::pair<ParamKey, size_t>>> layouts;
+    std::vector<DeviceMatrix> flat;
+    for (int r = 0; r < n; ++r) {
+      layouts.push_back(gradient_layout(schedule, *problem.model, r));
       size_t floats = 0;
-      for (const DeviceMatrix* g : tensors) floats += g->size();
-      inbox.emplace_back(1, static_cast<int>(floats), stream);
-      size_t pos = 0;
-      for (const DeviceMatrix* g : tensors) {
-        LOOM_CUDA_CHECK(cudaMemcpyAsync(inbox.back().data() + pos, g->data(), g->bytes(),
-                                        cudaMemcpyDeviceToDevice, stream));
-        pos += g->size();
-      }
-      LOOM_NCCL_CHECK(ncclSend(inbox.back().data(), floats, ncclFloat, 0, comms.world(), stream));
+      for (const auto& [key, size] : layouts.back()) floats += size;
+      flat.emplace_back(1, static_cast<int>(floats), stream);
+    }
+    std::vector<int> trainable;
+    for (const auto& [key, size] : layouts[static_cast<size_t>(rank)])
+      if (trainable.empty() || trainable.back() != key.layer) trainable.push_back(key.layer);
+    size_t pos = 0;
+    for (const DeviceMatrix* g : backend.gradient_tensors(trainable)) {
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(flat[static_cast<size_t>(rank)].data() + pos, g->data(),
+                                      g->bytes(), cudaMemcpyDeviceToDevice, stream));
+      pos += g->size();
+    }
+    LOOM_NCCL_CHECK(ncclGroupStart());
+    for (int r = 0; r < n; ++r) {
+      DeviceMatrix& buffer = flat[static_cast<size_t>(r)];
+      LOOM_NCCL_CHECK(ncclBroadcast(buffer.data(), buffer.data(), buffer.size(), ncclFloat, r,
+                                    comms.world(), stream));
     }
     LOOM_NCCL_CHECK(ncclGroupEnd());
-    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    for (int r = 1; r < n && rank == 0; ++r) {
-      const std::vector<float> flat = inbox[static_cast<size_t>(r - 1)].download();
-      size_t pos = 0;
-      for (const auto& [key, size] : gradient_layout(schedule, *problem.model, r)) {
-        out[static_cast<size_t>(r)][key].assign(flat.begin() + static_cast<long>(pos),
-                                                flat.begin() + static_cast<long>(pos + size));
-        pos += size;
+    std::vector<Gradients> out(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      const std::vector<float> host = flat[static_cast<size_t>(r)].download();
+      size_t at = 0;
+      for (const auto& [key, size] : layouts[static_cast<size_t>(r)]) {
+        out[static_cast<size_t>(r)][key].assign(host.begin() + static_cast<long>(at),
+                                                host.begin() + static_cast<long>(at + size));
+        at += size;
       }
     }
     return out;

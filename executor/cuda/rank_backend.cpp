@@ -104,8 +104,9 @@ void CudaRankBackend::send(int index, const Send& op) {
   // Peer rank in a channel communicator: 0 = src, 1 = dst.
   LOOM_NCCL_CHECK(ncclSend(a.x.data(), a.x.size(), ncclFloat, 1, comms_.channel(channel), stream));
   record_end(index, stream);
-  a.x.use_on(stream);  // freed in stream order after the send, at finish()
-  in_flight_.push_back(std::move(a));
+  // Freed now, in stream order after the send on its channel: the memory returns to the
+  // pool only once the transfer is done, and nothing waits for it here.
+  a.x.use_on(stream);
 }
 
 void CudaRankBackend::recv(int index, const Recv& op) {
@@ -197,7 +198,6 @@ void CudaRankBackend::finish() {
     }
     last_progress = Clock::now();
   }
-  in_flight_.clear();
 }
 
 std::vector<OpTiming> CudaRankBackend::timings() {

@@ -4,7 +4,8 @@
 ///
 ///   Compute      kernels on the compute stream (F, I, W as separate launches; B = I + W)
 ///   Send         on the channel's own stream after the producing work (an event), so an
-///                eager send never blocks the rank; the buffer lives until it is sent
+///                eager send never blocks the rank; its buffer is freed in stream order
+///                on the channel, so it lives exactly until the transfer is done
 ///   Recv         ncclRecv on the channel's stream; the compute stream waits for it
 ///   Collective   on the compute stream over the group's communicator (all-reduce of
 ///                the accumulated gradients, in place; all-gather moves bytes only)
@@ -67,7 +68,6 @@ class CudaRankBackend final : public RankBackend {
   cudaEvent_t epoch_ = nullptr;
   std::vector<cudaEvent_t> start_, end_;
   std::vector<cudaEvent_t> owned_;
-  std::vector<DeviceActivation> in_flight_;  ///< sent buffers, kept until finish()
 };
 
 }  // namespace loom::exec::cuda
