@@ -154,6 +154,7 @@ class CudaExecutor final : public Executor {
     LOOM_NCCL_CHECK(ncclGroupStart());
     for (int r = 0; r < n; ++r) {
       DeviceMatrix& buffer = flat[static_cast<size_t>(r)];
+      if (buffer.empty()) continue;  // every rank knows the sizes: skipped alike everywhere
       LOOM_NCCL_CHECK(ncclBroadcast(buffer.data(), buffer.data(), buffer.size(), ncclFloat, r,
                                     comms.world(), stream));
     }

@@ -102,7 +102,9 @@ void CudaRankBackend::send(int index, const Send& op) {
   record_start(index, compute_);  // the send may start once the rank reached it
   LOOM_CUDA_CHECK(cudaStreamWaitEvent(stream, start_[static_cast<size_t>(index)], 0));
   // Peer rank in a channel communicator: 0 = src, 1 = dst.
-  LOOM_NCCL_CHECK(ncclSend(a.x.data(), a.x.size(), ncclFloat, 1, comms_.channel(channel), stream));
+  if (!a.x.empty())  // both ends size the message from the schedule: skipped alike
+    LOOM_NCCL_CHECK(
+        ncclSend(a.x.data(), a.x.size(), ncclFloat, 1, comms_.channel(channel), stream));
   record_end(index, stream);
   // Freed now, in stream order after the send on its channel: the memory returns to the
   // pool only once the transfer is done, and nothing waits for it here.
@@ -122,7 +124,9 @@ void CudaRankBackend::recv(int index, const Recv& op) {
   const int cols = output_width(model_.layer(op.tag.producer()));
   DeviceActivation a{DeviceMatrix(rows, cols, stream), lengths};
   record_start(index, compute_);
-  LOOM_NCCL_CHECK(ncclRecv(a.x.data(), a.x.size(), ncclFloat, 0, comms_.channel(channel), stream));
+  if (!a.x.empty())
+    LOOM_NCCL_CHECK(
+        ncclRecv(a.x.data(), a.x.size(), ncclFloat, 0, comms_.channel(channel), stream));
   cudaEvent_t arrived = event();
   LOOM_CUDA_CHECK(cudaEventRecord(arrived, stream));
   // "Recv blocks the rank until the transfer arrived": the compute stream waits for it.
@@ -149,7 +153,9 @@ void CudaRankBackend::collective(int index, const Collective& op) {
     const double floats = std::min<double>(1 << 22, op.bytes / 4 / std::max(members, 1));
     DeviceMatrix part = DeviceMatrix::zeros(1, static_cast<int>(floats), compute_);
     DeviceMatrix all(members, static_cast<int>(floats), compute_);
-    LOOM_NCCL_CHECK(ncclAllGather(part.data(), all.data(), part.size(), ncclFloat, comm, compute_));
+    if (!part.empty())
+      LOOM_NCCL_CHECK(
+          ncclAllGather(part.data(), all.data(), part.size(), ncclFloat, comm, compute_));
   }
   record_end(index, compute_);
 }
