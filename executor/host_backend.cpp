@@ -120,7 +120,7 @@ class HostExecutor final : public Executor {
     const Matching matching = match_operations(schedule);  // InfeasibleError if unmatched
     const LayerGraph graph(*problem.model);
     const int n = schedule.num_ranks();
-    Transport transport(n, options.timeout_s);
+    Transport transport(options.timeout_s);
     std::vector<std::unique_ptr<HostRankBackend>> backends;
     const Clock::time_point epoch = Clock::now();
     for (int r = 0; r < n; ++r)

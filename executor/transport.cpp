@@ -4,7 +4,7 @@
 
 namespace loom::exec {
 
-Transport::Transport(int /*ranks*/, double timeout_s) : timeout_(timeout_s) {}
+Transport::Transport(double timeout_s) : timeout_(timeout_s) {}
 
 template <class Pred>
 void Transport::wait(std::unique_lock<std::mutex>& lock, Pred pred, const std::string& what) {

@@ -25,7 +25,7 @@ struct Message {
 
 class Transport {
  public:
-  Transport(int ranks, double timeout_s);
+  explicit Transport(double timeout_s);
 
   /// Eager: never blocks.
   void send(int src, int dst, Message message);
