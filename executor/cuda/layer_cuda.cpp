@@ -46,11 +46,11 @@ const std::uint64_t* LayerRunner::mask(int tokens, bool causal) {
   if (it == masks_.end()) {
     // executor/attention.cpp: a causal layer lets token i see j <= i, else every token.
     const std::uint64_t word = causal ? (k::kCausalBit | k::modality_bit(0)) : k::modality_bit(1);
-    auto buffer = k::DeviceBuffer<std::uint64_t>::from_host(
-        std::vector<std::uint64_t>(static_cast<size_t>(tokens), word));
-    it = masks_.emplace(std::make_pair(tokens, causal), std::move(buffer)).first;
+    DeviceMatrix words(1, 2 * tokens, stream_);
+    k::fill_mask(tokens, word, reinterpret_cast<std::uint64_t*>(words.data()), stream_);
+    it = masks_.emplace(std::make_pair(tokens, causal), std::move(words)).first;
   }
-  return it->second.data();
+  return reinterpret_cast<const std::uint64_t*>(it->second.data());
 }
 
 void LayerRunner::attention_forward(const LayerSpec& s, DeviceLayerState& st) {

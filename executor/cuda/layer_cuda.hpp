@@ -17,7 +17,6 @@
 
 #include "core/model.hpp"
 #include "executor/cuda/device_matrix.hpp"
-#include "kernels/cuda/device.hpp"
 #include "kernels/cuda/gemm.hpp"
 
 namespace loom::exec::cuda {
@@ -64,7 +63,9 @@ class LayerRunner {
   kernels::Blas& blas_;
   cudaStream_t stream_;
   int head_dim_;
-  std::map<std::pair<int, bool>, kernels::DeviceBuffer<std::uint64_t>> masks_;
+  /// Masks by (tokens, causal), in stream-ordered memory (2 floats per 64-bit word):
+  /// cudaMalloc / cudaMemcpy mid-run could synchronise behind a stuck receive.
+  std::map<std::pair<int, bool>, DeviceMatrix> masks_;
 };
 
 }  // namespace loom::exec::cuda

@@ -113,7 +113,19 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x % 32 == 0) delta[r] = acc;
 }
 
+__global__ void fill_mask_kernel(std::int64_t n, std::uint64_t word, std::uint64_t* mask) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i < n) mask[i] = word;
+}
+
 }  // namespace
+
+void fill_mask(std::int64_t n, std::uint64_t word, std::uint64_t* mask, cudaStream_t stream) {
+  if (n <= 0) return;
+  fill_mask_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      n, word, mask);
+  LOOM_CUDA_CHECK_LAUNCH("fill_mask_kernel");
+}
 
 void attention_forward(const AttentionShape& s, const float* q, const float* k, const float* v,
                        const std::uint64_t* mask, float* o, float* lse, cudaStream_t stream) {

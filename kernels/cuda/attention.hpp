@@ -13,6 +13,10 @@
 
 namespace loom::kernels {
 
+/// Writes `word` into mask[0, n): a uniform mask (e.g. every token causal text) built on
+/// the device, in stream order, without a host copy.
+void fill_mask(std::int64_t n, std::uint64_t word, std::uint64_t* mask, cudaStream_t stream);
+
 /// O and lse (see attention_forward_ref).
 void attention_forward(const AttentionShape& s, const float* q, const float* k, const float* v,
                        const std::uint64_t* mask, float* o, float* lse, cudaStream_t stream);
