@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <latch>
 #include <thread>
 
 #include "core/errors.hpp"
@@ -21,7 +22,7 @@ using Clock = std::chrono::steady_clock;
 class HostRankBackend final : public RankBackend {
  public:
   HostRankBackend(const ExecProblem& problem, const LayerGraph& graph, Transport& transport,
-                  const Matching& matching, int rank, Clock::time_point epoch)
+                  const Matching& matching, int rank, const Clock::time_point& epoch)
       : schedule_(*problem.schedule),
         transport_(transport),
         matching_(matching),
@@ -98,7 +99,7 @@ class HostRankBackend final : public RankBackend {
   Transport& transport_;
   const Matching& matching_;
   int rank_;
-  Clock::time_point epoch_;
+  const Clock::time_point& epoch_;  ///< set by the executor once every rank is ready
   HostModelState state_;
   std::map<int, std::vector<int>> reduce_layers_;
   std::vector<OpTiming> timings_;
@@ -122,16 +123,21 @@ class HostExecutor final : public Executor {
     const int n = schedule.num_ranks();
     Transport transport(options.timeout_s);
     std::vector<std::unique_ptr<HostRankBackend>> backends;
-    const Clock::time_point epoch = Clock::now();
-    for (int r = 0; r < n; ++r)
+    Clock::time_point epoch;
+    for (int r = 0; r < n; ++r) {
       backends.push_back(
           std::make_unique<HostRankBackend>(problem, graph, transport, matching, r, epoch));
+    }
     std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
     std::vector<double> failed_at(static_cast<size_t>(n), 0);
     std::vector<std::thread> threads;
+    // Time zero is when every rank's thread exists and its parameters are initialised,
+    // so the iteration time is the schedule's, not thread start-up or initialisation.
+    std::latch start(1);
     for (int r = 0; r < n; ++r) {
       threads.emplace_back([&, r] {
         enable_flush_to_zero();
+        start.wait();
         try {
           run_program(schedule, r, *backends[static_cast<size_t>(r)], options);
         } catch (const std::exception& e) {
@@ -142,6 +148,8 @@ class HostExecutor final : public Executor {
         }
       });
     }
+    epoch = Clock::now();
+    start.count_down();
     for (std::thread& t : threads) t.join();
     rethrow_first(errors, failed_at);
     ExecResult result;
