@@ -63,6 +63,20 @@ void summarize_tiles(const std::uint64_t* mask, int tokens, TileSummary* out) {
   }
 }
 
+AttentionStats attention_tile_stats(const AttentionShape& s, const std::uint64_t* mask) {
+  check_attention_shape(s);
+  AttentionStats stats;
+  for (int b = 0; b < s.batch; ++b) {
+    const std::vector<TileSummary> tiles = summaries_of(s, mask, b);
+    for (const TileSummary& q : tiles)
+      for (const TileSummary& k : tiles) {
+        stats.tile_pairs += s.heads;
+        stats.skipped += tile_is_empty(q, k) ? s.heads : 0;
+      }
+  }
+  return stats;
+}
+
 AttentionStats attention_forward_ref(const AttentionShape& s, const float* q, const float* k,
                                      const float* v, const std::uint64_t* mask, float* o,
                                      float* lse) {

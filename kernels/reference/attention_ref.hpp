@@ -41,6 +41,10 @@ AttentionStats attention_backward_ref(const AttentionShape& s, const float* q, c
                                       const float* delta, const float* d_o, float* dq, float* dk,
                                       float* dv);
 
+/// The tile pairs a forward (or backward) call visits and skips for this mask, without
+/// computing anything: equal to the stats attention_forward_ref returns.
+AttentionStats attention_tile_stats(const AttentionShape& s, const std::uint64_t* mask);
+
 /// Per-tile summaries of one sample's mask words (tile i covers tokens
 /// [i * kAttentionTile, ...)); what both the reference and the kernels skip on.
 void summarize_tiles(const std::uint64_t* mask, int tokens, TileSummary* out);

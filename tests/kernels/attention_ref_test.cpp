@@ -150,6 +150,9 @@ TEST(AttentionReference, SkipsExactlyTheEmptyTilesOfAPrefixMask) {
       attention_forward_ref(s, q.data(), k.data(), v.data(), mask.data(), o.data(), lse.data());
   EXPECT_EQ(stats.tile_pairs, 16 * 3);
   EXPECT_EQ(stats.skipped, 5 * 3);
+  const AttentionStats counted = attention_tile_stats(s, mask.data());
+  EXPECT_EQ(counted.tile_pairs, stats.tile_pairs);
+  EXPECT_EQ(counted.skipped, stats.skipped);
 }
 
 TEST(AttentionReference, BackwardMatchesFiniteDifferencesOfTheDenseForward) {
