@@ -93,7 +93,12 @@ int run_exec(const ExecCliOptions& o) {
   exec::GradientCheck check;
   if (!o.no_check) {
     if (!o.quiet) std::cerr << "loom: sequential reference run for the gradient check ...\n";
-    check = exec::check_gradients(problem, result, exec::reference_gradients(problem, options));
+    try {
+      check = exec::check_gradients(problem, result, exec::reference_gradients(problem, options));
+    } catch (const exec::ExecError& e) {
+      std::cerr << "loom: exec failed in the sequential reference: " << e.what() << "\n";
+      return 1;
+    }
     extra["gradient_check"] = check_json(check);
   }
   const Metrics metrics = compute_metrics(study->schedule, result.timeline);

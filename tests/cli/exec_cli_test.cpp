@@ -76,6 +76,12 @@ TEST(ExecCli, WritesSimsFilesAndPassesTheGradientCheck) {
   EXPECT_EQ(structure(dir.path("meas") + "/timeline.csv"),
             structure(dir.path("pred") + "/timeline.csv"));
   EXPECT_EQ(slurp(dir.path("meas") + "/schedule.txt"), slurp(dir.path("pred") + "/schedule.txt"));
+  // A rerun executes the same operations in the same order (times differ).
+  const Result again =
+      loom("exec " + host_config() + " -q --no-plot --no-check --out " + dir.path("again"));
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(structure(dir.path("again") + "/timeline.csv"),
+            structure(dir.path("meas") + "/timeline.csv"));
   const Result c = loom("compare " + dir.path("pred") + " " + dir.path("meas") + " --no-plot");
   ASSERT_EQ(c.exit_code, 0) << c.output;
   EXPECT_NE(c.output.find("iteration time: predicted"), std::string::npos) << c.output;
