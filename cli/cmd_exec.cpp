@@ -12,6 +12,7 @@
 #include "cli/run_output.hpp"
 #include "cli/study.hpp"
 #include "core/errors.hpp"
+#include "core/workload.hpp"
 #include "executor/backend.hpp"
 #include "executor/reference.hpp"
 
@@ -44,6 +45,20 @@ nlohmann::json check_json(const exec::GradientCheck& c) {
           {"failure_count", c.failures.size()}};
 }
 
+/// Rough host work of one iteration: 6 x parameters x tokens per layer and sample (forward
+/// 2, backward 4), plus the same again for the sequential reference.
+double iteration_flops(const Study& study) {
+  const Model& model = study.config.model;
+  double flops = 0;
+  for (const Sample& sample : study.problem.samples) {
+    for (int l = 0; l < model.num_layers(); ++l) {
+      const int module = model.layers()[static_cast<size_t>(l)].module;
+      flops += 6 * layer_parameters(model.layer(l)) * module_input_tokens(model, module, sample);
+    }
+  }
+  return 2 * flops;
+}
+
 int run_exec(const ExecCliOptions& o) {
   if (!o.quiet) std::cerr << "loom: planning " << o.config << " ...\n";
   const auto study = prepare_study(o.config, o.overrides);
@@ -63,6 +78,14 @@ int run_exec(const ExecCliOptions& o) {
                        " and that rank fewer operations (see schedule.txt of a run)");
     }
     options.fault = exec::FaultInjection{o.fault[0], o.fault[1]};
+  }
+  if (const double gflop = iteration_flops(*study) / 1e9; o.backend == "host" && gflop > 50) {
+    // Paper-scale models are for the cuda backend; the host runs them, slowly.
+    std::cerr << "loom: warning: about " << static_cast<long>(gflop)
+              << " GFLOP for the iteration and its reference: roughly "
+              << static_cast<long>(gflop / 5)
+              << " s at the host's ~5 GFLOP/s; "
+                 "configs/exec/ has host-scale models\n";
   }
   if (!o.quiet) {
     std::cerr << "loom: executing " << study->schedule.num_ops() << " operations on "
