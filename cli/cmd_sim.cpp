@@ -1,9 +1,7 @@
 // `loom sim CONFIG`: the default what-if study. Plans the schedule, runs it in a backend,
 // writes metrics.json, timeline.json (Perfetto), timeline.csv, memory.csv, schedule.txt
 // and the Gantt/memory plots into --out, and prints a summary.
-#include <spawn.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 
 #include <chrono>
 #include <cstdio>
@@ -13,13 +11,12 @@
 
 #include "cli/commands.hpp"
 #include "cli/output_dir.hpp"
+#include "cli/run_output.hpp"
 #include "cli/study.hpp"
 #include "core/evaluator.hpp"
 #include "core/io.hpp"
 #include "core/timeline.hpp"
 #include "sim/simgrid_backend.hpp"
-
-extern char** environ;
 
 namespace loom {
 namespace {
@@ -34,12 +31,6 @@ struct SimOptions {
   bool bench = false;
   bool quiet = false;
 };
-
-std::string ms(double seconds) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f ms", seconds * 1e3);
-  return buf;
-}
 
 double peak_rss_bytes() {
   rusage usage{};
@@ -79,32 +70,6 @@ BackendRun run_backend(const Study& study, const SimOptions& o, const std::strin
   return run;
 }
 
-nlohmann::json metrics_json(const Study& study, const Metrics& m, const std::string& backend,
-                            const nlohmann::json& views) {
-  nlohmann::json per_rank = nlohmann::json::array();
-  for (const RankMetrics& r : m.per_rank) {
-    per_rank.push_back({{"rank", r.rank},
-                        {"busy_s", r.busy_s},
-                        {"peak_memory_bytes", r.peak_memory_bytes},
-                        {"peak_live_microbatches", r.peak_live_microbatches}});
-  }
-  const Config& c = study.config;
-  return {{"iteration_time_s", m.iteration_time_s},
-          {"throughput_samples_per_s", m.throughput_samples_per_s},
-          {"bubble_fraction", m.bubble_fraction},
-          {"per_rank", per_rank},
-          {"scheduler", study.schedule.scheduler},
-          {"backend", backend},
-          {"config", c.path},
-          {"gpu_memory_bytes", c.cluster.gpu.memory_bytes},
-          {"layout", {{"pp", c.parallel.pp}, {"dp", c.parallel.dp}, {"tp", c.parallel.tp}}},
-          {"microbatches", c.schedule.microbatches},
-          {"microbatch_size", c.schedule.microbatch_size},
-          {"partition_view", c.schedule.partition_view == PartitionView::kTrue ? "true" : "naive"},
-          {"partition_views_evaluator_s", views},
-          {"cost_model", study.cost->describe()}};
-}
-
 /// Per stage: its layers by module, and the F and B time of microbatch 0 (rank of replica 0).
 void print_stages(const Study& study, std::ostream& os) {
   const Schedule& s = study.schedule;
@@ -140,45 +105,6 @@ void print_stages(const Study& study, std::ostream& os) {
       os << "\n";
     }
   }
-}
-
-void run_plots(const std::string& dir) {
-  const char* py_env = std::getenv("LOOM_PYTHON");
-  const char* analysis_env = std::getenv("LOOM_ANALYSIS_DIR");
-  const std::string python = py_env ? py_env : "/usr/bin/python3";
-  const std::string script =
-      std::string(analysis_env ? analysis_env : LOOM_ANALYSIS_DIR) + "/plot_all.py";
-  if (!std::filesystem::exists(script) || !std::filesystem::exists(python)) {
-    std::cerr << "loom: warning: plots skipped (" << python << " or " << script << " not found)\n";
-    return;
-  }
-  // Quiet always: the script would name the staging directory; loom names the result.
-  std::vector<std::string> args = {python, script, dir, "--quiet"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  if (posix_spawn(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
-    std::cerr << "loom: warning: could not start " << python << "; plots skipped\n";
-    return;
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::cerr << "loom: warning: plotting failed (needs matplotlib: apt-get install "
-                 "python3-matplotlib)\n";
-  }
-}
-
-void write_schedule_text(const std::string& path, const Schedule& s) {
-  std::ofstream out = open_for_write(path);
-  out << "# " << s.scheduler << ": one line per rank, operations in execution order\n";
-  for (int r = 0; r < s.num_ranks(); ++r) {
-    out << "rank " << r << ":";
-    for (const Op& op : s.programs[static_cast<size_t>(r)]) out << ' ' << to_string(op, s);
-    out << '\n';
-  }
-  finish_write(out, path);
 }
 
 int run_sim(const SimOptions& o) {
@@ -226,17 +152,9 @@ int run_sim(const SimOptions& o) {
   const std::string out_dir =
       o.out.empty() ? "out/" + std::filesystem::path(o.config).stem().string() : o.out;
   OutputDir out(out_dir);
-  {
-    const std::string path = out.file("metrics.json");
-    std::ofstream f = open_for_write(path);
-    f << metrics_json(*study, metrics, backend, views).dump(2) << "\n";
-    finish_write(f, path);
-  }
-  write_chrome_trace(out.file("timeline.json"), study->schedule, run.timeline);
-  write_timeline_csv(out.file("timeline.csv"), study->schedule, run.timeline);
-  write_memory_csv(out.file("memory.csv"), memory_over_time(study->schedule, run.timeline));
-  write_schedule_text(out.file("schedule.txt"), study->schedule);
-  if (!o.no_plot) run_plots(out.file(""));
+  write_run_files(out, *study, run.timeline,
+                  metrics_json(*study, metrics, backend, {{"partition_views_evaluator_s", views}}),
+                  !o.no_plot);
   out.commit();
 
   std::ostream& os = std::cout;

@@ -21,6 +21,12 @@ const loom::Command kCommands[] = {
     {"trace",
      "Inspect a node-availability trace or generate a synthetic one (see loom trace --help)",
      loom::attach_trace},
+    {"exec", "Execute one iteration for real (host threads or CUDA) and check its gradients",
+     loom::attach_exec},
+    {"profile", "Time each layer's F/I/W over token counts and TP degrees (calibrated profile)",
+     loom::attach_profile},
+    {"compare", "Compare a prediction (loom sim) with a measurement (loom exec)",
+     loom::attach_compare},
 };
 
 }  // namespace

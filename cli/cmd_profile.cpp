@@ -1,0 +1,98 @@
+// `loom profile CONFIG`: times each module's layer (forward, backward-input,
+// backward-weight) over token counts and TP degrees on an executor backend and writes the
+// CSV the `calibrated` cost model fits (core/cost_calibrated.hpp):
+//   loom profile C --out p.csv && loom sim C --set cost.model=calibrated --set cost.profile=p.csv
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "cli/run_output.hpp"
+#include "cli/study.hpp"
+#include "core/config.hpp"
+#include "core/errors.hpp"
+#include "core/workload.hpp"
+#include "executor/backend.hpp"
+#include "executor/profile.hpp"
+
+namespace loom {
+namespace {
+
+struct ProfileCliOptions {
+  std::string config;
+  std::string out = "profile.csv";
+  std::string backend = "host";
+  std::vector<std::string> overrides;
+  std::vector<int> tokens;
+  std::vector<int> tp = {1};
+  int repeats = 5;
+  bool quiet = false;
+};
+
+int run_profile(const ProfileCliOptions& o) {
+  const Config config = load_config(o.config, o.overrides);
+  // The operating point: the workload's first sample (what the schedules run).
+  Sample first;
+  if (config.workload.csv.empty()) {
+    first = synthetic_samples(1, config.workload.tokens).front();
+  } else {
+    first = load_samples_csv(config.workload.csv).front();
+  }
+  const auto executor = exec::make_executor(o.backend);
+  keep_freed_memory();
+  exec::ProfileRequest request;
+  request.tokens = o.tokens;
+  request.tp = o.tp;
+  request.repeats = o.repeats;
+  if (!o.quiet) {
+    request.on_progress = [](const std::string& module, double done) {
+      std::cerr << "loom: profiled " << module << " (" << static_cast<int>(done * 100)
+                << "% of modules)\n";
+    };
+    std::cerr << "loom: profiling " << config.model.modules().size() << " modules on "
+              << executor->name() << " ...\n";
+  }
+  const std::vector<exec::ProfileRow> rows = executor->profile(config.model, first, request);
+  if (rows.empty())
+    throw InputError("--tp: no requested TP degree divides the model's heads and ffn");
+  // Written beside the destination and renamed: never a half-written profile.
+  const std::filesystem::path dest(o.out);
+  const std::filesystem::path tmp = dest.string() + ".tmp";
+  exec::write_profile_csv(tmp.string(), rows);
+  std::filesystem::rename(tmp, dest);
+  std::cout << "wrote " << dest.string() << " (" << rows.size()
+            << " rows: layer,phase,tokens,tp,seconds)\n"
+            << "use it: loom sim " << o.config << " --set cost.model=calibrated --set cost.profile="
+            << std::filesystem::absolute(dest).string() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+CommandRun attach_profile(CLI::App& sub) {
+  auto o = std::make_shared<ProfileCliOptions>();
+  sub.description(
+      "Time each module's layer (F forward, I backward-input, W backward-weight) over a sweep of\n"
+      "token counts and TP degrees on an executor backend, and write the CSV the `calibrated`\n"
+      "cost model fits (T(x) = a x^2 + b x + c per layer and phase). Median of --repeats runs.\n"
+      "Example: loom profile configs/exec/vlm-host.toml --out out/host-profile.csv");
+  sub.add_option("CONFIG", o->config, "TOML config whose model is profiled")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub.add_option("--out", o->out, "Profile CSV to write (default profile.csv)");
+  sub.add_option("--backend", o->backend, "host or cuda")->check(CLI::IsMember({"host", "cuda"}));
+  sub.add_option("--set", o->overrides, "Override a config key: section.key=value (repeatable)");
+  sub.add_option("--tokens", o->tokens,
+                 "Token counts to time (default: each module's tokens per sample x 0.25, 0.5, 1, "
+                 "1.5, 2)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20));
+  sub.add_option("--tp", o->tp, "TP degrees to time, as one GPU's shard (default 1)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024));
+  sub.add_option("--repeats", o->repeats, "Timed runs per point; the median is written (default 5)")
+      ->check(CLI::Range(1, 1000));
+  sub.add_flag("--quiet,-q", o->quiet, "No progress messages on stderr");
+  return [o]() { return run_profile(*o); };
+}
+
+}  // namespace loom

@@ -1,0 +1,118 @@
+#include "cli/run_output.hpp"
+
+#include <malloc.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "core/io.hpp"
+
+extern char** environ;
+
+namespace loom {
+namespace {
+
+void write_schedule_text(const std::string& path, const Schedule& s) {
+  std::ofstream out = open_for_write(path);
+  out << "# " << s.scheduler << ": one line per rank, operations in execution order\n";
+  for (int r = 0; r < s.num_ranks(); ++r) {
+    out << "rank " << r << ":";
+    for (const Op& op : s.programs[static_cast<size_t>(r)]) out << ' ' << to_string(op, s);
+    out << '\n';
+  }
+  finish_write(out, path);
+}
+
+}  // namespace
+
+std::string ms(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f ms", seconds * 1e3);
+  return buf;
+}
+
+nlohmann::json metrics_json(const Study& study, const Metrics& m, const std::string& backend,
+                            const nlohmann::json& extra) {
+  nlohmann::json per_rank = nlohmann::json::array();
+  for (const RankMetrics& r : m.per_rank) {
+    per_rank.push_back({{"rank", r.rank},
+                        {"busy_s", r.busy_s},
+                        {"peak_memory_bytes", r.peak_memory_bytes},
+                        {"peak_live_microbatches", r.peak_live_microbatches}});
+  }
+  const Config& c = study.config;
+  nlohmann::json j = {
+      {"iteration_time_s", m.iteration_time_s},
+      {"throughput_samples_per_s", m.throughput_samples_per_s},
+      {"bubble_fraction", m.bubble_fraction},
+      {"per_rank", per_rank},
+      {"scheduler", study.schedule.scheduler},
+      {"backend", backend},
+      {"config", c.path},
+      {"gpu_memory_bytes", c.cluster.gpu.memory_bytes},
+      {"layout", {{"pp", c.parallel.pp}, {"dp", c.parallel.dp}, {"tp", c.parallel.tp}}},
+      {"microbatches", c.schedule.microbatches},
+      {"microbatch_size", c.schedule.microbatch_size},
+      {"partition_view", c.schedule.partition_view == PartitionView::kTrue ? "true" : "naive"},
+      {"cost_model", study.cost->describe()}};
+  for (const auto& [key, value] : extra.items()) j[key] = value;
+  return j;
+}
+
+void keep_freed_memory() {
+  constexpr int kOneGiB = 1 << 30;
+  mallopt(M_MMAP_THRESHOLD, kOneGiB);
+  mallopt(M_TRIM_THRESHOLD, kOneGiB);
+}
+
+bool run_analysis_script(const std::string& script_name, const std::vector<std::string>& args) {
+  const char* py_env = std::getenv("LOOM_PYTHON");
+  const char* analysis_env = std::getenv("LOOM_ANALYSIS_DIR");
+  const std::string python = py_env ? py_env : "/usr/bin/python3";
+  const std::string script =
+      std::string(analysis_env ? analysis_env : LOOM_ANALYSIS_DIR) + "/" + script_name;
+  if (!std::filesystem::exists(script) || !std::filesystem::exists(python)) {
+    std::cerr << "loom: warning: plots skipped (" << python << " or " << script << " not found)\n";
+    return false;
+  }
+  std::vector<std::string> argv_s = {python, script};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
+    std::cerr << "loom: warning: could not start " << python << "; plots skipped\n";
+    return false;
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::cerr << "loom: warning: plotting failed (needs matplotlib: apt-get install "
+                 "python3-matplotlib)\n";
+    return false;
+  }
+  return true;
+}
+
+void write_run_files(const OutputDir& out, const Study& study, const Timeline& timeline,
+                     const nlohmann::json& metrics, bool plot) {
+  {
+    const std::string path = out.file("metrics.json");
+    std::ofstream f = open_for_write(path);
+    f << metrics.dump(2) << "\n";
+    finish_write(f, path);
+  }
+  write_chrome_trace(out.file("timeline.json"), study.schedule, timeline);
+  write_timeline_csv(out.file("timeline.csv"), study.schedule, timeline);
+  write_memory_csv(out.file("memory.csv"), memory_over_time(study.schedule, timeline));
+  write_schedule_text(out.file("schedule.txt"), study.schedule);
+  // Quiet always: the script would name the staging directory; loom names the result.
+  if (plot) run_analysis_script("plot_all.py", {out.file(""), "--quiet"});
+}
+
+}  // namespace loom

@@ -1,0 +1,36 @@
+#pragma once
+/// The files every run writes, whoever ran it (`loom sim` predicts, `loom exec`
+/// measures): metrics.json, timeline.json, timeline.csv, memory.csv, schedule.txt and the
+/// plots — one set of writers, so a prediction and a measurement compare file by file.
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/output_dir.hpp"
+#include "cli/study.hpp"
+#include "core/timeline.hpp"
+
+namespace loom {
+
+/// "12.345 ms"
+std::string ms(double seconds);
+
+/// metrics.json's content: the metrics, the layout and cost model of `study`, the backend
+/// that produced the timeline, plus `extra` keys (merged at the top level).
+nlohmann::json metrics_json(const Study& study, const Metrics& metrics, const std::string& backend,
+                            const nlohmann::json& extra);
+
+/// Writes metrics.json, timeline.json, timeline.csv, memory.csv, schedule.txt into the
+/// staging directory of `out`, and the PNGs unless `plot` is false.
+void write_run_files(const OutputDir& out, const Study& study, const Timeline& timeline,
+                     const nlohmann::json& metrics, bool plot);
+
+/// Keeps freed host memory in the process (glibc: no mmap/munmap per tensor), so host
+/// timings measure the math, not page faults on fresh pages: `loom profile` and `loom exec`
+/// both call it, so profile and execution allocate alike.
+void keep_freed_memory();
+
+/// Runs `script` (in analysis/) with the system Python and `args`; false (and a warning on
+/// stderr) if Python, matplotlib or the script is missing or it fails.
+bool run_analysis_script(const std::string& script, const std::vector<std::string>& args);
+
+}  // namespace loom

@@ -1,0 +1,357 @@
+#include "executor/cuda/model_state.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <stdexcept>
+
+#include "core/workload.hpp"
+#include "executor/cuda/data_ops.hpp"
+#include "executor/layer_math.hpp"
+#include "executor/tensor.hpp"
+#include "kernels/cuda/check.hpp"
+#include "kernels/cuda/elementwise.hpp"
+
+namespace loom::exec::cuda {
+namespace {
+
+bool is_module_last(const Model& model, int layer) {
+  const LayerRef& ref = model.layers()[static_cast<size_t>(layer)];
+  return ref.local_index + 1 == static_cast<int>(model.module(ref.module).layers.size());
+}
+
+int tokens_of(const Sample& s, const std::string& modality) {
+  const auto it = s.tokens.find(modality);
+  return it == s.tokens.end() ? 0 : it->second;
+}
+
+int total(const std::vector<int>& v) {
+  int t = 0;
+  for (int x : v) t += x;
+  return t;
+}
+
+/// The host backend's synthetic value of (seed, module key, modality, sample, element):
+/// HostModelState::synthetic's formula, so both backends feed identical data.
+std::uint64_t synthetic_key(std::uint64_t seed, int module_key, const std::string& modality,
+                            int sample) {
+  return hash_combine(
+      hash_combine(hash_combine(seed, 0x1234), static_cast<std::uint64_t>(module_key)),
+      hash_combine(std::hash<std::string>{}(modality), static_cast<std::uint64_t>(sample)));
+}
+
+const std::string kTarget = "target", kTargetScale = "target-scale";
+
+}  // namespace
+
+std::vector<int> layer_output_lengths(const Model& model, const std::vector<Sample>& samples,
+                                      const std::vector<int>& ids, int layer) {
+  const int module = model.layers()[static_cast<size_t>(layer)].module;
+  const double ratio = model.module(module).token_ratio;
+  std::vector<int> lengths;
+  for (int id : ids) {
+    const int in = module_input_tokens(model, module, samples.at(static_cast<size_t>(id)));
+    lengths.push_back(is_module_last(model, layer) && ratio != 1.0
+                          ? static_cast<int>(std::round(in * ratio))
+                          : in);
+  }
+  return lengths;
+}
+
+CudaModelState::CudaModelState(const ExecProblem& problem, const LayerGraph& graph, int replica,
+                               const std::vector<int>& layers, const std::vector<Op>& program,
+                               kernels::Blas& blas, cudaStream_t stream)
+    : problem_(problem),
+      graph_(graph),
+      model_(*problem.model),
+      replica_(replica),
+      stream_(stream),
+      runner_(blas, stream) {
+  for (const auto& per_replica : problem.schedule->samples)
+    for (const auto& mb : per_replica) batch_samples_ += static_cast<int>(mb.size());
+  for (int l : layers) params(l);
+  for (int l : layers) {
+    if (model_.layer(l).frozen) continue;
+    for (const auto& [name, m] : zero_parameters(model_.layer(l)))
+      grads_[l][name] = DeviceMatrix::zeros(m.rows, m.cols, stream_);
+  }
+  prefetch(program);
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // uploads done: host copies may go
+}
+
+std::vector<int> CudaModelState::samples_of(int microbatch) const {
+  return problem_.schedule->samples.at(static_cast<size_t>(replica_))
+      .at(static_cast<size_t>(microbatch));
+}
+
+std::vector<int> CudaModelState::lengths_of(const std::vector<int>& samples,
+                                            const std::string& modality) const {
+  std::vector<int> lengths;
+  for (int id : samples)
+    lengths.push_back(tokens_of(problem_.samples->at(static_cast<size_t>(id)), modality));
+  return lengths;
+}
+
+const DeviceTensors& CudaModelState::params(int layer) {
+  auto it = params_.find(layer);
+  if (it == params_.end()) {  // a redundant copy holds the weights too
+    DeviceTensors device;
+    // Synchronous upload: init_parameters' host matrices die at the end of this scope.
+    for (const auto& [name, m] : init_parameters(model_.layer(layer), layer, problem_.seed)) {
+      device[name] = DeviceMatrix::upload(m.rows, m.cols, m.data, stream_);
+      LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+    it = params_.emplace(layer, std::move(device)).first;
+  }
+  return it->second;
+}
+
+void CudaModelState::prefetch_one(int module_key, int microbatch, const std::string& modality,
+                                  int width, const std::vector<int>* given) {
+  if (data_.count({module_key, microbatch, modality}) > 0) return;
+  const std::vector<int> samples = samples_of(microbatch);
+  const std::vector<int> lengths = given != nullptr ? *given : lengths_of(samples, modality);
+  std::vector<float> host(static_cast<size_t>(total(lengths)) * width);
+  size_t pos = 0;
+  for (size_t s = 0; s < samples.size(); ++s) {
+    const std::uint64_t key = synthetic_key(problem_.seed, module_key, modality, samples[s]);
+    for (int r = 0; r < lengths[s]; ++r)
+      for (int c = 0; c < width; ++c)
+        host[pos++] = hash_uniform(hash_combine(key, static_cast<std::uint64_t>(r) * width + c));
+  }
+  DeviceActivation a{DeviceMatrix::upload(total(lengths), width, host, stream_), lengths};
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  data_[{module_key, microbatch, modality}] = std::move(a);
+}
+
+void CudaModelState::prefetch(const std::vector<Op>& program) {
+  for (const Op& op : program) {
+    const Compute* c = std::get_if<Compute>(&op);
+    if (c == nullptr) continue;
+    // Every layer's weights up front: a lazy upload mid-run would synchronise the stream.
+    for (int l = c->first_layer; l < c->end_layer; ++l) params(l);
+    if (c->pass != Pass::kF || is_redundant(*c)) continue;
+    const int module = model_.layers()[static_cast<size_t>(c->first_layer)].module;
+    const Module& mod = model_.module(module);
+    const int width = input_width(model_.layer(c->first_layer));
+    if (graph_.producers(c->first_layer).empty())
+      prefetch_one(module, c->microbatch, mod.modality, width);
+    else if (mod.kind == ModuleKind::kLlm &&
+             model_.layers()[static_cast<size_t>(c->first_layer)].local_index == 0)
+      prefetch_one(module, c->microbatch, "text", width);
+    const int last = c->end_layer - 1;
+    if (!graph_.is_loss_layer(last)) continue;
+    // The loss's target and its per-row normaliser 1 / (B T_s w) (host_state.cpp's loss).
+    // The target has the loss layer's output shape (host_state.cpp passes y's lengths).
+    const int out = output_width(model_.layer(last));
+    const std::vector<int> y_lengths =
+        layer_output_lengths(model_, *problem_.samples, samples_of(c->microbatch), last);
+    prefetch_one(-1 - last, c->microbatch, kTarget, out, &y_lengths);
+    std::vector<float> scale;
+    const std::vector<int> lengths = data_.at({-1 - last, c->microbatch, kTarget}).lengths;
+    for (int len : lengths)
+      scale.insert(scale.end(), static_cast<size_t>(len),
+                   static_cast<float>(1.0 / (static_cast<double>(batch_samples_) * len * out)));
+    data_[{-1 - last, c->microbatch, kTargetScale}] = {
+        DeviceMatrix::upload(static_cast<int>(scale.size()), 1, scale, stream_), lengths};
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+}
+
+DeviceActivation CudaModelState::synthetic(int module_key, int microbatch,
+                                           const std::string& modality) {
+  const DeviceActivation& a = data_.at({module_key, microbatch, modality});
+  return {a.x.clone(stream_), a.lengths};
+}
+
+DeviceActivation CudaModelState::module_input(const Compute& op, bool redundant) {
+  const int first = op.first_layer;
+  const int module = model_.layers()[static_cast<size_t>(first)].module;
+  const Module& mod = model_.module(module);
+  const int width = input_width(model_.layer(first));
+  const auto& producers = graph_.producers(first);
+  if (producers.empty() && !redundant) return synthetic(module, op.microbatch, mod.modality);
+  if (redundant) {  // its output feeds nothing: the right shape is all that matters
+    std::vector<int> lengths;
+    for (int id : samples_of(op.microbatch))
+      lengths.push_back(
+          module_input_tokens(model_, module, problem_.samples->at(static_cast<size_t>(id))));
+    return {DeviceMatrix::zeros(total(lengths), width, stream_), lengths};
+  }
+  std::vector<DeviceActivation> parts;
+  for (int p : producers) parts.push_back(take_edge({Pass::kF, op.microbatch, p, first}));
+  if (model_.layers()[static_cast<size_t>(first)].local_index > 0) return std::move(parts.front());
+  // Per sample: the rows of each producer in global layer order, then an LLM's own text.
+  if (mod.kind == ModuleKind::kLlm) parts.push_back(synthetic(module, op.microbatch, "text"));
+  std::vector<std::vector<int>> pieces;
+  int rows = 0;
+  for (const DeviceActivation& part : parts) {
+    pieces.push_back(part.lengths);
+    rows += part.x.rows();
+  }
+  pieces_[{op.microbatch, first}] = pieces;
+  DeviceActivation a{DeviceMatrix(rows, width, stream_), {}};
+  std::vector<int> offsets(parts.size(), 0);
+  int row = 0;
+  for (size_t s = 0; s < samples_of(op.microbatch).size(); ++s) {
+    int len = 0;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const int n = parts[k].lengths.at(s);
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(a.x.data() + static_cast<size_t>(row) * width,
+                                      parts[k].x.data() + static_cast<size_t>(offsets[k]) * width,
+                                      static_cast<size_t>(n) * width * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, stream_));
+      offsets[k] += n;
+      row += n;
+      len += n;
+    }
+    a.lengths.push_back(len);
+  }
+  for (DeviceActivation& part : parts) part.x.use_on(stream_);  // freed after the copies
+  return a;
+}
+
+void CudaModelState::forward(const Compute& op) {
+  const bool redundant = is_redundant(op);
+  DeviceActivation a = module_input(op, redundant);
+  for (int l = op.first_layer; l < op.end_layer; ++l) {
+    DeviceLayerState st;
+    a.x = runner_.forward(model_.layer(l), params(l), a.x, a.lengths, st);
+    if (!redundant && model_.has_trainable_upstream(l)) states_[{op.microbatch, l}] = std::move(st);
+    const double ratio = model_.module(model_.layers()[static_cast<size_t>(l)].module).token_ratio;
+    if (is_module_last(model_, l) && ratio != 1.0) {
+      const std::vector<int> out = resampled_lengths(a.lengths, ratio);
+      a = {resample_forward(a.x, a.lengths, out, stream_), out};
+    }
+  }
+  if (redundant) return;
+  const int last = op.end_layer - 1;
+  if (graph_.is_loss_layer(last)) {
+    loss_gradient(last, op.microbatch, a);
+    return;
+  }
+  const std::vector<EdgeKey> outs = forward_outputs(graph_, op);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (i + 1 < outs.size())
+      put_edge(outs[i], {a.x.clone(stream_), a.lengths});
+    else
+      put_edge(outs[i], std::move(a));
+  }
+}
+
+void CudaModelState::loss_gradient(int layer, int microbatch, const DeviceActivation& y) {
+  const DeviceActivation& target = data_.at({-1 - layer, microbatch, kTarget});
+  const DeviceActivation& scale = data_.at({-1 - layer, microbatch, kTargetScale});
+  loss_grads_[{microbatch, layer}] = {mse_gradient(y.x, target.x, scale.x, stream_), y.lengths};
+}
+
+void CudaModelState::backward_input(const Compute& op) {
+  const int mb = op.microbatch, first = op.first_layer, last = op.end_layer - 1;
+  if (!model_.has_trainable_upstream(last)) return;  // Eq 3.3: no backward at all
+  DeviceMatrix g;
+  if (graph_.is_loss_layer(last)) {
+    g = std::move(loss_grads_.at({mb, last}).x);
+    loss_grads_.erase({mb, last});
+  } else {
+    for (const EdgeKey& key : backward_inputs(graph_, op)) {
+      DeviceActivation part = take_edge(key);
+      if (g.empty()) {
+        g = std::move(part.x);
+      } else {  // a layer feeding several consumers sums their gradients
+        kernels::residual_add(static_cast<std::int64_t>(g.size()), g.data(), part.x.data(),
+                              g.data(), stream_);
+        part.x.use_on(stream_);
+      }
+    }
+  }
+  const std::vector<EdgeKey> outs = backward_outputs(graph_, op);
+  for (int l = last; l >= first; --l) {
+    auto it = states_.find({mb, l});
+    if (it == states_.end())
+      throw std::logic_error("backward of layer " + std::to_string(l) + " microbatch " +
+                             std::to_string(mb) + " before its forward");
+    DeviceLayerState& st = it->second;
+    const double ratio = model_.module(model_.layers()[static_cast<size_t>(l)].module).token_ratio;
+    if (is_module_last(model_, l) && ratio != 1.0)
+      g = resample_backward(g, st.lengths, resampled_lengths(st.lengths, ratio), stream_);
+    const bool need_dx = l > first ? model_.has_trainable_upstream(l - 1) : !outs.empty();
+    g = runner_.backward_input(model_.layer(l), params(l), st, g, need_dx);
+    if (model_.layer(l).frozen) states_.erase(it);  // W has nothing to do for it
+    if (!need_dx) return;
+  }
+  split_input_gradient(op, std::move(g), outs);
+}
+
+void CudaModelState::split_input_gradient(const Compute& op, DeviceMatrix g,
+                                          const std::vector<EdgeKey>& outs) {
+  const int mb = op.microbatch, first = op.first_layer;
+  if (model_.layers()[static_cast<size_t>(first)].local_index > 0) {
+    put_edge(outs.front(), {std::move(g), {}});
+    return;
+  }
+  const std::vector<std::vector<int>> pieces = pieces_.at({mb, first});
+  pieces_.erase({mb, first});
+  const auto& producers = graph_.producers(first);
+  const int cols = g.cols();
+  for (size_t k = 0; k < producers.size(); ++k) {
+    const EdgeKey key{Pass::kB, mb, producers[k], first};
+    if (std::find(outs.begin(), outs.end(), key) == outs.end()) continue;
+    DeviceActivation part{DeviceMatrix(total(pieces[k]), cols, stream_), pieces[k]};
+    int row = 0, dst = 0;
+    for (size_t s = 0; s < part.lengths.size(); ++s) {
+      int skip = 0;
+      for (size_t j = 0; j < k; ++j) skip += pieces[j][s];
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(part.x.data() + static_cast<size_t>(dst) * cols,
+                                      g.data() + static_cast<size_t>(row + skip) * cols,
+                                      static_cast<size_t>(part.lengths[s]) * cols * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, stream_));
+      dst += part.lengths[s];
+      for (const auto& p : pieces) row += p[s];
+    }
+    put_edge(key, std::move(part));
+  }
+}
+
+void CudaModelState::backward_weight(const Compute& op) {
+  for (int l = op.first_layer; l < op.end_layer; ++l) {
+    auto it = states_.find({op.microbatch, l});
+    if (it == states_.end()) continue;  // frozen, or nothing trainable upstream
+    if (it->second.grads.empty())
+      throw std::logic_error("W of layer " + std::to_string(l) + " microbatch " +
+                             std::to_string(op.microbatch) + " before its I");
+    runner_.backward_weight(model_.layer(l), it->second, grads_.at(l));
+    states_.erase(it);
+  }
+}
+
+DeviceActivation CudaModelState::take_edge(const EdgeKey& key) {
+  auto it = edges_.find(key);
+  if (it == edges_.end())
+    throw std::logic_error(std::string("no ") + (key.pass == Pass::kF ? "activation" : "gradient") +
+                           " for microbatch " + std::to_string(key.microbatch) + " on edge layer " +
+                           std::to_string(key.producer) + " -> " + std::to_string(key.boundary));
+  DeviceActivation a = std::move(it->second);
+  edges_.erase(it);
+  return a;
+}
+
+void CudaModelState::put_edge(const EdgeKey& key, DeviceActivation value) {
+  edges_[key] = std::move(value);
+}
+
+Gradients CudaModelState::gradients() const {
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  Gradients out;
+  for (const auto& [layer, tensors] : grads_)
+    for (const auto& [name, m] : tensors) out[{layer, name}] = m.download();
+  return out;
+}
+
+std::vector<DeviceMatrix*> CudaModelState::gradient_tensors(const std::vector<int>& layers) {
+  std::vector<DeviceMatrix*> out;
+  for (int l : layers)
+    for (auto& [name, m] : grads_.at(l)) out.push_back(&m);
+  return out;
+}
+
+}  // namespace loom::exec::cuda

@@ -1,0 +1,84 @@
+#pragma once
+/// One rank's model state on the GPU: the device twin of executor/host_state.hpp's
+/// HostModelState, with the same data flow (executor/backend.hpp, "Data flow") and the
+/// same numbers (parameters from init_parameters, the same synthetic inputs and targets,
+/// the same loss), so a cuda run's gradients equal the sequential reference's.
+///
+/// Synthetic inputs and loss targets are generated on the host and uploaded when the
+/// state is built (before the timed iteration, like a prefetching data loader), so no
+/// timed operation does host work proportional to the data.
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/schedule.hpp"
+#include "executor/backend.hpp"
+#include "executor/cuda/device_matrix.hpp"
+#include "executor/cuda/layer_cuda.hpp"
+#include "executor/dataflow.hpp"
+
+namespace loom::exec::cuda {
+
+/// Rows per sample of layer `layer`'s output for these sample ids: its module's input
+/// tokens, resampled by the module's token_ratio after its last layer (core/workload.hpp's
+/// module_input_tokens, rounded as the host backend rounds). What travels on an edge out
+/// of the layer, so a receiver sizes its buffer from the schedule alone.
+std::vector<int> layer_output_lengths(const Model& model, const std::vector<Sample>& samples,
+                                      const std::vector<int>& ids, int layer);
+
+class CudaModelState {
+ public:
+  /// `replica`: which row of Schedule::samples this rank's microbatches come from;
+  /// `program`: this rank's ops (to prefetch the synthetic data its forwards read).
+  CudaModelState(const ExecProblem& problem, const LayerGraph& graph, int replica,
+                 const std::vector<int>& layers, const std::vector<Op>& program,
+                 kernels::Blas& blas, cudaStream_t stream);
+
+  void forward(const Compute& op);
+  void backward_input(const Compute& op);   ///< I, and the first half of B
+  void backward_weight(const Compute& op);  ///< W, and the second half of B
+
+  /// Edge tensors: Send takes one out, Recv puts one in.
+  DeviceActivation take_edge(const EdgeKey& key);
+  void put_edge(const EdgeKey& key, DeviceActivation value);
+
+  /// The accumulated gradients of the trainable layers held here (downloads; syncs).
+  Gradients gradients() const;
+  /// The gradient tensors of `layers` in ParamKey order: what one all-reduce sums.
+  std::vector<DeviceMatrix*> gradient_tensors(const std::vector<int>& layers);
+
+ private:
+  using DataKey = std::tuple<int, int, std::string>;  ///< (module key, microbatch, modality)
+  std::vector<int> samples_of(int microbatch) const;
+  std::vector<int> lengths_of(const std::vector<int>& samples, const std::string& modality) const;
+  void prefetch(const std::vector<Op>& program);
+  /// Uploads the synthetic (module key, microbatch, modality) tensor: `lengths` rows per
+  /// sample, or the samples' tokens of `modality` when null.
+  void prefetch_one(int module_key, int microbatch, const std::string& modality, int width,
+                    const std::vector<int>* lengths = nullptr);
+  DeviceActivation synthetic(int module_key, int microbatch, const std::string& modality);
+  DeviceActivation module_input(const Compute& op, bool redundant);
+  const DeviceTensors& params(int layer);
+  void loss_gradient(int layer, int microbatch, const DeviceActivation& y);
+  void split_input_gradient(const Compute& op, DeviceMatrix g, const std::vector<EdgeKey>& outs);
+
+  const ExecProblem& problem_;
+  const LayerGraph& graph_;
+  const Model& model_;
+  int replica_;
+  int batch_samples_ = 0;  ///< samples in the whole iteration (the loss normaliser)
+  cudaStream_t stream_;
+  LayerRunner runner_;
+  std::map<int, DeviceTensors> params_, grads_;
+  std::map<EdgeKey, DeviceActivation> edges_;
+  std::map<std::pair<int, int>, DeviceLayerState> states_;  ///< (microbatch, layer)
+  std::map<std::pair<int, int>, std::vector<std::vector<int>>> pieces_;
+  std::map<std::pair<int, int>, DeviceActivation> loss_grads_;
+  std::map<DataKey, DeviceActivation> data_;  ///< prefetched inputs and targets
+};
+
+}  // namespace loom::exec::cuda

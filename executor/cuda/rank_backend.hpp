@@ -1,0 +1,73 @@
+#pragma once
+/// One rank of the cuda backend: the RankBackend the interpreter loop drives
+/// (executor/backend.hpp), enqueueing each op on the GPU without waiting for it.
+///
+///   Compute      kernels on the compute stream (F, I, W as separate launches; B = I + W)
+///   Send         on the channel's own stream after the producing work (an event), so an
+///                eager send never blocks the rank; its buffer is freed in stream order
+///                on the channel, so it lives exactly until the transfer is done
+///   Recv         ncclRecv on the channel's stream; the compute stream waits for it
+///   Collective   on the compute stream over the group's communicator (all-reduce of
+///                the accumulated gradients, in place; all-gather moves bytes only)
+/// Each op gets a start and an end CUDA event; finish() waits for them in program order,
+/// polling ncclCommGetAsyncError, and aborts every communicator when an error appears or
+/// no op completes for ExecOptions::timeout_s, naming the rank and the stuck op.
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "core/matching.hpp"
+#include "executor/backend.hpp"
+#include "executor/cuda/comms.hpp"
+#include "executor/cuda/model_state.hpp"
+#include "kernels/cuda/gemm.hpp"
+
+namespace loom::exec::cuda {
+
+class CudaRankBackend final : public RankBackend {
+ public:
+  CudaRankBackend(const ExecProblem& problem, const LayerGraph& graph, RankComms& comms, int rank,
+                  cudaStream_t compute, double timeout_s);
+  ~CudaRankBackend() override;
+
+  /// A world barrier, then the epoch event every timing is measured from.
+  void start_epoch();
+  void compute(int index, const Compute& op) override;
+  void send(int index, const Send& op) override;
+  void recv(int index, const Recv& op) override;
+  void collective(int index, const Collective& op) override;
+  /// Waits until every op of the program completed (see the header comment).
+  void finish();
+  std::vector<OpTiming> timings() override;  ///< call after finish()
+  Gradients gradients() override;            ///< call after finish()
+  /// This rank's gradients flattened in the order gradient_layout() describes.
+  std::vector<DeviceMatrix*> gradient_tensors(const std::vector<int>& layers) {
+    return state_.gradient_tensors(layers);
+  }
+
+ private:
+  cudaEvent_t event();
+  void record_start(int index, cudaStream_t stream);
+  void record_end(int index, cudaStream_t stream);
+  /// Blocks until `e` completed, with the same error and timeout rules as finish().
+  void wait_event(cudaEvent_t e, const std::string& what);
+  [[noreturn]] void fail(int index, const std::string& why);
+
+  const ExecProblem& problem_;
+  const Schedule& schedule_;
+  const Model& model_;
+  RankComms& comms_;
+  int rank_;
+  cudaStream_t compute_;
+  double timeout_s_;
+  kernels::Blas blas_;
+  CudaModelState state_;
+  std::map<int, std::vector<int>> reduce_layers_;
+  cudaEvent_t epoch_ = nullptr;
+  std::vector<cudaEvent_t> start_, end_;
+  std::vector<cudaEvent_t> owned_;
+};
+
+}  // namespace loom::exec::cuda

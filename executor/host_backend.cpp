@@ -1,0 +1,182 @@
+// Host backend: ranks are threads sharing one Transport. A rank that throws aborts the
+// transport, so every other rank's wait ends at once with an error naming the first
+// failure; the run then reports that failure (rank and operation) as ExecError.
+#include "executor/host_backend.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <latch>
+#include <thread>
+
+#include "core/errors.hpp"
+#include "core/matching.hpp"
+#include "executor/profile.hpp"
+#include "executor/transport.hpp"
+
+namespace loom::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class HostRankBackend final : public RankBackend {
+ public:
+  HostRankBackend(const ExecProblem& problem, const LayerGraph& graph, Transport& transport,
+                  const Matching& matching, int rank, const Clock::time_point& epoch)
+      : schedule_(*problem.schedule),
+        transport_(transport),
+        matching_(matching),
+        rank_(rank),
+        epoch_(epoch),
+        state_(problem, graph, schedule_.ranks.at(static_cast<size_t>(rank)).replica,
+               rank_layers(schedule_, rank)),
+        reduce_layers_(allreduce_layers(schedule_, *problem.model, rank)),
+        timings_(schedule_.programs.at(static_cast<size_t>(rank)).size()) {}
+
+  void compute(int index, const Compute& op) override {
+    const double start = now();
+    switch (op.pass) {
+      case Pass::kF:
+        state_.forward(op);
+        break;
+      case Pass::kI:
+        state_.backward_input(op);
+        break;
+      case Pass::kW:
+        state_.backward_weight(op);
+        break;
+      case Pass::kB:
+        state_.backward_input(op);
+        state_.backward_weight(op);
+        break;
+    }
+    timings_[static_cast<size_t>(index)] = {start, now()};
+  }
+
+  void send(int index, const Send& op) override {
+    const double start = now();
+    transport_.send(rank_, op.peer, {op.tag, state_.take_edge(edge_of(op.tag))});
+    timings_[static_cast<size_t>(index)] = {start, now()};
+  }
+
+  void recv(int index, const Recv& op) override {
+    const double start = now();
+    Message m = transport_.recv(op.peer, rank_, op.tag);
+    state_.put_edge(edge_of(op.tag), std::move(m.payload));
+    timings_[static_cast<size_t>(index)] = {start, now()};
+  }
+
+  void collective(int index, const Collective& op) override {
+    const double start = now();
+    const std::vector<int>& group = schedule_.groups.at(static_cast<size_t>(op.group));
+    const int members = static_cast<int>(group.size());
+    const int member =
+        static_cast<int>(std::find(group.begin(), group.end(), rank_) - group.begin());
+    const int instance =
+        matching_.collective_instance[static_cast<size_t>(rank_)][static_cast<size_t>(index)];
+    if (op.kind == CollectiveKind::kAllReduce) {
+      const std::vector<int>& layers = reduce_layers_.at(index);
+      state_.set_flat_gradients(layers, transport_.all_reduce(op.group, instance, member, members,
+                                                              state_.flat_gradients(layers)));
+    } else {
+      // The IR's all-gathers (context-parallel K/V, colocated module boundaries) carry data
+      // the host math computes whole on one rank: move the bytes, use none of them.
+      constexpr double kMaxFloats = 1 << 22;
+      const double floats = std::min(kMaxFloats, op.bytes / 4 / std::max(members, 1));
+      transport_.all_gather(op.group, instance, member, members,
+                            std::vector<float>(static_cast<size_t>(floats)));
+    }
+    timings_[static_cast<size_t>(index)] = {start, now()};
+  }
+
+  std::vector<OpTiming> timings() override { return timings_; }
+  Gradients gradients() override { return state_.gradients(); }
+
+ private:
+  double now() const { return std::chrono::duration<double>(Clock::now() - epoch_).count(); }
+
+  const Schedule& schedule_;
+  Transport& transport_;
+  const Matching& matching_;
+  int rank_;
+  const Clock::time_point& epoch_;  ///< set by the executor once every rank is ready
+  HostModelState state_;
+  std::map<int, std::vector<int>> reduce_layers_;
+  std::vector<OpTiming> timings_;
+};
+
+class HostExecutor final : public Executor {
+ public:
+  std::string name() const override { return "host"; }
+
+  std::vector<ProfileRow> profile(const Model& model, const Sample& first_sample,
+                                  const ProfileRequest& request) override {
+    check_model_executable(model);
+    return profile_host(model, first_sample, request);
+  }
+
+  ExecResult run(const ExecProblem& problem, const ExecOptions& options) override {
+    const Schedule& schedule = *problem.schedule;
+    check_model_executable(*problem.model);
+    const Matching matching = match_operations(schedule);  // InfeasibleError if unmatched
+    const LayerGraph graph(*problem.model);
+    const int n = schedule.num_ranks();
+    Transport transport(options.timeout_s);
+    std::vector<std::unique_ptr<HostRankBackend>> backends;
+    Clock::time_point epoch;
+    for (int r = 0; r < n; ++r) {
+      backends.push_back(
+          std::make_unique<HostRankBackend>(problem, graph, transport, matching, r, epoch));
+    }
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+    std::vector<double> failed_at(static_cast<size_t>(n), 0);
+    std::vector<std::thread> threads;
+    // Time zero is when every rank's thread exists and its parameters are initialised,
+    // so the iteration time is the schedule's, not thread start-up or initialisation.
+    std::latch start(1);
+    for (int r = 0; r < n; ++r) {
+      threads.emplace_back([&, r] {
+        enable_flush_to_zero();
+        start.wait();
+        try {
+          run_program(schedule, r, *backends[static_cast<size_t>(r)], options);
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(r)] = std::current_exception();
+          failed_at[static_cast<size_t>(r)] =
+              std::chrono::duration<double>(Clock::now() - epoch).count();
+          transport.abort(e.what());
+        }
+      });
+    }
+    epoch = Clock::now();
+    start.count_down();
+    for (std::thread& t : threads) t.join();
+    rethrow_first(errors, failed_at);
+    ExecResult result;
+    for (auto& b : backends) {
+      result.timeline.timings.push_back(b->timings());
+      result.gradients.push_back(b->gradients());
+    }
+    return result;
+  }
+
+ private:
+  /// The root cause is the earliest failure; the others are aborts it caused.
+  static void rethrow_first(const std::vector<std::exception_ptr>& errors,
+                            const std::vector<double>& failed_at) {
+    int first = -1;
+    for (size_t r = 0; r < errors.size(); ++r) {
+      if (errors[r] && (first < 0 || failed_at[r] < failed_at[static_cast<size_t>(first)]))
+        first = static_cast<int>(r);
+    }
+    if (first >= 0) std::rethrow_exception(errors[static_cast<size_t>(first)]);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_host_executor() {
+  return std::make_unique<HostExecutor>();
+}
+
+}  // namespace loom::exec

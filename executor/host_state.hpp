@@ -1,0 +1,76 @@
+#pragma once
+/// One rank's model state on the host: the parameters of the layers it holds, their
+/// accumulated gradients, the tensors waiting on edges (executor/backend.hpp, "Data
+/// flow") and the per-(microbatch, layer) state between F, I and W. HostRankBackend
+/// drives it op by op; the sequential reference drives it too, so both compute alike.
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "core/schedule.hpp"
+#include "core/workload.hpp"
+#include "executor/backend.hpp"
+#include "executor/dataflow.hpp"
+#include "executor/layer_math.hpp"
+
+namespace loom::exec {
+
+/// Rows of one microbatch on one edge: packed samples, `lengths` rows each.
+struct Activation {
+  Matrix x;
+  std::vector<int> lengths;
+};
+
+class HostModelState {
+ public:
+  /// `replica`: which row of Schedule::samples this rank's microbatches come from.
+  HostModelState(const ExecProblem& problem, const LayerGraph& graph, int replica,
+                 const std::vector<int>& layers);
+
+  void forward(const Compute& op);
+  void backward_input(const Compute& op);   ///< I, and the first half of B
+  void backward_weight(const Compute& op);  ///< W, and the second half of B
+
+  /// Edge tensors: Send takes one out, Recv puts one in.
+  Activation take_edge(const EdgeKey& key);
+  void put_edge(const EdgeKey& key, Activation value);
+
+  /// Accumulated gradients of the trainable layers this rank holds.
+  Gradients gradients() const;
+  /// The gradient tensors of `layers` (in ParamKey order), flattened: an all-reduce's
+  /// buffer. set_flat writes a reduced buffer back.
+  std::vector<float> flat_gradients(const std::vector<int>& layers) const;
+  void set_flat_gradients(const std::vector<int>& layers, const std::vector<float>& flat);
+  /// Sum of the per-sample losses seen by forwards (for reports).
+  double loss() const { return loss_; }
+
+ private:
+  std::vector<int> samples_of(int microbatch) const;
+  Activation module_input(const Compute& op, bool redundant);
+  const LayerTensors& params(int layer);
+  Activation synthetic(int module, const std::vector<int>& samples, const std::string& modality,
+                       int width, const std::vector<int>* lengths = nullptr) const;
+  void loss_gradient(int layer, int microbatch, const Activation& y);
+
+  const ExecProblem& problem_;
+  const LayerGraph& graph_;
+  const Model& model_;
+  int replica_;
+  int batch_samples_ = 0;  ///< samples in the whole iteration (the loss normaliser)
+  std::map<int, LayerTensors> params_, grads_;
+  std::map<EdgeKey, Activation> edges_;
+  std::map<std::pair<int, int>, LayerState> states_;  ///< (microbatch, layer)
+  /// (microbatch, module's first layer) -> per producer, rows per sample (for splitting
+  /// the input gradient back along the edges the input was concatenated from).
+  std::map<std::pair<int, int>, std::vector<std::vector<int>>> pieces_;
+  std::map<std::pair<int, int>, Activation> loss_grads_;  ///< (microbatch, loss layer)
+  double loss_ = 0;
+};
+
+}  // namespace loom::exec
+
+namespace loom::exec {
+/// Throws InputError when the host math cannot run the model: layer shapes (see
+/// check_executable) or a module whose input width differs from a producer's output width.
+void check_model_executable(const Model& model);
+}  // namespace loom::exec

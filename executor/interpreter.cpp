@@ -1,0 +1,35 @@
+// The one interpreter loop every backend shares (STYLE.md point 9). Backends differ in
+// what an op does, never in which op runs next.
+#include <exception>
+#include <string>
+#include <variant>
+
+#include "core/errors.hpp"
+#include "core/overloaded.hpp"
+#include "executor/backend.hpp"
+
+namespace loom::exec {
+
+void run_program(const Schedule& schedule, int rank, RankBackend& backend,
+                 const ExecOptions& options) {
+  const std::vector<Op>& program = schedule.programs.at(static_cast<size_t>(rank));
+  for (size_t i = 0; i < program.size(); ++i) {
+    const int index = static_cast<int>(i);
+    try {
+      if (options.fault && options.fault->rank == rank && options.fault->op_index == index)
+        throw ExecError("injected fault");
+      std::visit(Overloaded{[&](const Compute& op) { backend.compute(index, op); },
+                            [&](const Send& op) { backend.send(index, op); },
+                            [&](const Recv& op) { backend.recv(index, op); },
+                            [&](const Collective& op) { backend.collective(index, op); }},
+                 program[i]);
+    } catch (const InputError&) {
+      throw;  // a property of the model, not of this rank: keep the exit code
+    } catch (const std::exception& e) {
+      throw ExecError("rank " + std::to_string(rank) + " op " + std::to_string(index) + " (" +
+                      to_string(program[i], schedule) + "): " + e.what());
+    }
+  }
+}
+
+}  // namespace loom::exec

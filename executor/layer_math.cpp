@@ -1,0 +1,234 @@
+#include "executor/layer_math.hpp"
+
+#include <cmath>
+
+#include "core/errors.hpp"
+
+namespace loom::exec {
+namespace {
+
+bool is_mlp(const LayerSpec& s) {
+  return s.kind == LayerKind::kMlp;
+}
+int head_dim(const LayerSpec& s) {
+  return s.hidden / s.heads;
+}
+
+std::vector<float> gain_of(const Matrix& m) {
+  return m.data;
+}
+
+/// Column sums of a ∘ b: the gradient of a per-column gain.
+void accumulate_gain_grad(const Matrix& dn, const Matrix& xhat, Matrix& grad) {
+  for (int r = 0; r < dn.rows; ++r) {
+    for (int c = 0; c < dn.cols; ++c)
+      grad.data[static_cast<size_t>(c)] += dn.at(r, c) * xhat.at(r, c);
+  }
+}
+
+Matrix map(const Matrix& a, float (*f)(float)) {
+  Matrix out(a.rows, a.cols);
+  for (size_t i = 0; i < a.size(); ++i) out.data[i] = f(a.data[i]);
+  return out;
+}
+
+}  // namespace
+
+int input_width(const LayerSpec& spec) {
+  return spec.hidden;
+}
+int output_width(const LayerSpec& spec) {
+  return is_mlp(spec) ? spec.out_hidden : spec.hidden;
+}
+
+void check_executable(const LayerSpec& s, const std::string& where) {
+  if (s.hidden <= 0 || s.ffn <= 0 || (is_mlp(s) && s.out_hidden <= 0))
+    throw InputError(where + ": hidden, ffn (and out_hidden) must be positive to execute");
+  if (is_mlp(s)) return;
+  if (s.heads <= 0 || s.kv_heads <= 0 || s.hidden % s.heads != 0 || s.heads % s.kv_heads != 0) {
+    throw InputError(where +
+                     ": the executor needs hidden divisible by heads and heads by "
+                     "kv_heads (hidden " +
+                     std::to_string(s.hidden) + ", heads " + std::to_string(s.heads) +
+                     ", kv_heads " + std::to_string(s.kv_heads) + ")");
+  }
+}
+
+LayerTensors zero_parameters(const LayerSpec& s, int head_dim_override) {
+  LayerTensors t;
+  if (is_mlp(s)) {
+    t["w1"] = Matrix(s.hidden, s.ffn);
+    t["w2"] = Matrix(s.ffn, s.out_hidden);
+    return t;
+  }
+  const int d = head_dim_override > 0 ? head_dim_override : head_dim(s);
+  t["norm1"] = Matrix(1, s.hidden);
+  t["wq"] = Matrix(s.hidden, s.heads * d);
+  t["wk"] = Matrix(s.hidden, s.kv_heads * d);
+  t["wv"] = Matrix(s.hidden, s.kv_heads * d);
+  t["wo"] = Matrix(s.heads * d, s.hidden);
+  t["norm2"] = Matrix(1, s.hidden);
+  t["w1"] = Matrix(s.hidden, s.ffn);
+  if (s.gated_mlp) t["w3"] = Matrix(s.hidden, s.ffn);
+  t["w2"] = Matrix(s.ffn, s.hidden);
+  return t;
+}
+
+LayerTensors init_parameters(const LayerSpec& spec, int layer, std::uint64_t seed, int head_dim) {
+  LayerTensors t = zero_parameters(spec, head_dim);
+  for (auto& [name, m] : t) {
+    std::uint64_t key = hash_combine(hash_combine(seed, static_cast<std::uint64_t>(layer)),
+                                     std::hash<std::string>{}(name));
+    const bool gain = name.rfind("norm", 0) == 0;
+    // Uniform(-a, a) has variance a^2/3: a = sqrt(3 / fan_in) keeps activations O(1).
+    const float a = gain ? 0.1F : std::sqrt(3.0F / static_cast<float>(m.rows));
+    for (size_t i = 0; i < m.size(); ++i) {
+      const float u = hash_uniform(hash_combine(key, i));
+      m.data[i] = gain ? 1.0F + a * u : a * u;
+    }
+  }
+  return t;
+}
+
+Matrix layer_forward(const LayerSpec& s, const LayerTensors& p, const Matrix& x,
+                     const std::vector<int>& lengths, LayerState* state) {
+  LayerTensors& k = state->saved;
+  if (is_mlp(s)) {
+    Matrix a, y;
+    matmul(x, p.at("w1"), a);
+    Matrix u = map(a, gelu);
+    matmul(u, p.at("w2"), y);
+    k["x"] = x;
+    k["a"] = std::move(a);
+    k["u"] = std::move(u);
+    return y;
+  }
+  Matrix n1, xhat1, q, kk, v, o, n2, xhat2, a, g, m;
+  std::vector<float> inv1, inv2;
+  rmsnorm_forward(x, gain_of(p.at("norm1")), n1, xhat1, inv1);
+  matmul(n1, p.at("wq"), q);
+  matmul(n1, p.at("wk"), kk);
+  matmul(n1, p.at("wv"), v);
+  Matrix attn = attention_forward(q, kk, v, lengths, s.heads, s.kv_heads, s.causal, &state->probs);
+  matmul(attn, p.at("wo"), o);
+  Matrix x2 = x;
+  add_inplace(x2, o);
+  rmsnorm_forward(x2, gain_of(p.at("norm2")), n2, xhat2, inv2);
+  matmul(n2, p.at("w1"), a);
+  Matrix u;
+  if (s.gated_mlp) {
+    matmul(n2, p.at("w3"), g);
+    u = map(a, silu);
+    for (size_t i = 0; i < u.size(); ++i) u.data[i] *= g.data[i];
+    k["g"] = std::move(g);
+  } else {
+    u = map(a, gelu);
+  }
+  matmul(u, p.at("w2"), m);
+  Matrix y = x2;
+  add_inplace(y, m);
+  k["n1"] = std::move(n1);
+  k["xhat1"] = std::move(xhat1);
+  k["inv1"] = Matrix(1, static_cast<int>(inv1.size()));
+  k["inv1"].data = std::move(inv1);
+  k["q"] = std::move(q);
+  k["k"] = std::move(kk);
+  k["v"] = std::move(v);
+  k["attn"] = std::move(attn);
+  k["n2"] = std::move(n2);
+  k["xhat2"] = std::move(xhat2);
+  k["inv2"] = Matrix(1, static_cast<int>(inv2.size()));
+  k["inv2"].data = std::move(inv2);
+  k["a"] = std::move(a);
+  k["u"] = std::move(u);
+  return y;
+}
+
+namespace {
+
+Matrix mlp_backward_input(const LayerTensors& p, LayerState& st, const Matrix& dy, bool need_dx,
+                          bool keep) {
+  const LayerTensors& k = st.saved;
+  Matrix du, dx;
+  matmul_bt(dy, p.at("w2"), du);
+  const Matrix& a = k.at("a");
+  for (size_t i = 0; i < du.size(); ++i) du.data[i] *= gelu_grad(a.data[i]);
+  if (need_dx) matmul_bt(du, p.at("w1"), dx);
+  if (keep) {
+    st.grads["da"] = std::move(du);
+    st.grads["dy"] = dy;
+  }
+  return dx;
+}
+
+}  // namespace
+
+Matrix layer_backward_input(const LayerSpec& s, const LayerTensors& p, LayerState& st,
+                            const Matrix& dy, const std::vector<int>& lengths, bool need_dx) {
+  const bool keep = !s.frozen;
+  if (is_mlp(s)) return mlp_backward_input(p, st, dy, need_dx, keep);
+  const LayerTensors& k = st.saved;
+  Matrix du, da, dg, dn2, dx2, dattn, dq, dk, dv, dn1, dx;
+  matmul_bt(dy, p.at("w2"), du);
+  const Matrix& a = k.at("a");
+  da = Matrix(du.rows, du.cols);
+  if (s.gated_mlp) {
+    const Matrix& g = k.at("g");
+    dg = Matrix(du.rows, du.cols);
+    for (size_t i = 0; i < du.size(); ++i) {
+      da.data[i] = du.data[i] * g.data[i] * silu_grad(a.data[i]);
+      dg.data[i] = du.data[i] * silu(a.data[i]);
+    }
+  } else {
+    for (size_t i = 0; i < du.size(); ++i) da.data[i] = du.data[i] * gelu_grad(a.data[i]);
+  }
+  matmul_bt(da, p.at("w1"), dn2);
+  if (s.gated_mlp) matmul_bt(dg, p.at("w3"), dn2, true);
+  rmsnorm_backward_input(dn2, k.at("xhat2"), gain_of(p.at("norm2")), k.at("inv2").data, dx2);
+  add_inplace(dx2, dy);  // residual
+  matmul_bt(dx2, p.at("wo"), dattn);
+  attention_backward(dattn, k.at("q"), k.at("k"), k.at("v"), st.probs, lengths, s.heads, s.kv_heads,
+                     dq, dk, dv);
+  matmul_bt(dq, p.at("wq"), dn1);
+  matmul_bt(dk, p.at("wk"), dn1, true);
+  matmul_bt(dv, p.at("wv"), dn1, true);
+  if (need_dx) {
+    rmsnorm_backward_input(dn1, k.at("xhat1"), gain_of(p.at("norm1")), k.at("inv1").data, dx);
+    add_inplace(dx, dx2);  // residual
+  }
+  if (keep) {
+    LayerTensors& w = st.grads;
+    w["dy"] = dy;
+    w["da"] = std::move(da);
+    if (s.gated_mlp) w["dg"] = std::move(dg);
+    w["dn2"] = std::move(dn2);
+    w["do"] = std::move(dx2);
+    w["dq"] = std::move(dq);
+    w["dk"] = std::move(dk);
+    w["dv"] = std::move(dv);
+    w["dn1"] = std::move(dn1);
+  }
+  return dx;
+}
+
+void layer_backward_weight(const LayerSpec& s, const LayerState& st, LayerTensors& grads) {
+  if (s.frozen) return;
+  const LayerTensors& k = st.saved;
+  const LayerTensors& w = st.grads;
+  if (is_mlp(s)) {
+    matmul_at(k.at("x"), w.at("da"), grads.at("w1"), true);
+    matmul_at(k.at("u"), w.at("dy"), grads.at("w2"), true);
+    return;
+  }
+  matmul_at(k.at("n1"), w.at("dq"), grads.at("wq"), true);
+  matmul_at(k.at("n1"), w.at("dk"), grads.at("wk"), true);
+  matmul_at(k.at("n1"), w.at("dv"), grads.at("wv"), true);
+  matmul_at(k.at("attn"), w.at("do"), grads.at("wo"), true);
+  matmul_at(k.at("n2"), w.at("da"), grads.at("w1"), true);
+  if (s.gated_mlp) matmul_at(k.at("n2"), w.at("dg"), grads.at("w3"), true);
+  matmul_at(k.at("u"), w.at("dy"), grads.at("w2"), true);
+  accumulate_gain_grad(w.at("dn1"), k.at("xhat1"), grads.at("norm1"));
+  accumulate_gain_grad(w.at("dn2"), k.at("xhat2"), grads.at("norm2"));
+}
+
+}  // namespace loom::exec

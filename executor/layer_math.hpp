@@ -1,0 +1,71 @@
+#pragma once
+/// The model's math on the host, one layer at a time, with backward split the way the
+/// schedules split it (zero-bubble / dissertation §4.5: Bd then Bw):
+///   layer_forward          F: y from x, keeping what backward needs
+///   layer_backward_input   I (Bd): dx from dy, keeping the output gradients W needs
+///   layer_backward_weight  W (Bw): accumulates dW = X^T dY (and norm gains) from them
+/// so a deferred W really runs later, on state I left behind.
+///
+/// Transformer layer (pre-norm, as Llama / Qwen2-ViT):
+///   n1 = RMSNorm(x) g1;  q,k,v = n1 Wq, n1 Wk, n1 Wv;  a = Attention(q,k,v) (per sample,
+///   per head, GQA, causal if the layer is);  x2 = x + a Wo;  n2 = RMSNorm(x2) g2;
+///   gated: u = silu(n2 W1) * (n2 W3), else u = gelu(n2 W1);  y = x2 + u W2
+/// MLP layer (projector): y = gelu(x W1) W2, hidden -> ffn -> out_hidden.
+/// A microbatch is packed: the rows of all its samples, `lengths` tokens each; attention
+/// never crosses samples.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/model.hpp"
+#include "executor/tensor.hpp"
+
+namespace loom::exec {
+
+/// A layer's parameters (or their gradients), by name. Norm gains are 1 x hidden.
+using LayerTensors = std::map<std::string, Matrix>;
+
+/// Parameter names and shapes of a layer: "norm1" [1,h], "wq" [h, heads*d], "wk"/"wv"
+/// [h, kv_heads*d], "wo" [heads*d, h], "norm2" [1,h], "w1" [h,ffn], "w3" [h,ffn] (gated),
+/// "w2" [ffn,h]; MLP layers "w1" [hidden,ffn], "w2" [ffn,out_hidden].
+/// `head_dim` 0 means hidden / heads; a tensor-parallel shard (executor/profile.hpp) keeps
+/// the full model's head width with fewer heads.
+LayerTensors zero_parameters(const LayerSpec& spec, int head_dim = 0);
+/// Deterministic initialisation from (seed, global layer, name, element): weights uniform
+/// with variance 1/fan_in, gains 1 + 0.1 u.
+LayerTensors init_parameters(const LayerSpec& spec, int layer, std::uint64_t seed,
+                             int head_dim = 0);
+/// Throws InputError (naming `where`) when the shapes cannot be run (hidden not divisible
+/// by heads, heads not by kv_heads, non-positive sizes).
+void check_executable(const LayerSpec& spec, const std::string& where);
+/// Width of a layer's input and output rows.
+int input_width(const LayerSpec& spec);
+int output_width(const LayerSpec& spec);
+
+/// What forward keeps for backward, and what I keeps for W.
+struct LayerState {
+  LayerTensors saved;
+  std::vector<Matrix> probs;  ///< attention probabilities per (sample, head)
+  LayerTensors grads;         ///< output gradients for W (filled by backward_input)
+  std::vector<int> lengths;   ///< rows per sample the layer saw
+};
+
+Matrix layer_forward(const LayerSpec& spec, const LayerTensors& params, const Matrix& x,
+                     const std::vector<int>& lengths, LayerState* state);
+/// dy -> dx (returned; empty when !need_dx). Keeps W's inputs in state->grads unless the
+/// layer is frozen.
+Matrix layer_backward_input(const LayerSpec& spec, const LayerTensors& params, LayerState& state,
+                            const Matrix& dy, const std::vector<int>& lengths, bool need_dx);
+/// Accumulates the layer's weight gradients into `grads` (shaped as zero_parameters).
+void layer_backward_weight(const LayerSpec& spec, const LayerState& state, LayerTensors& grads);
+
+/// Attention over packed samples (exposed for tests): q [T, heads*d], k/v [T, kv*d].
+Matrix attention_forward(const Matrix& q, const Matrix& k, const Matrix& v,
+                         const std::vector<int>& lengths, int heads, int kv_heads, bool causal,
+                         std::vector<Matrix>* probs);
+void attention_backward(const Matrix& dout, const Matrix& q, const Matrix& k, const Matrix& v,
+                        const std::vector<Matrix>& probs, const std::vector<int>& lengths,
+                        int heads, int kv_heads, Matrix& dq, Matrix& dk, Matrix& dv);
+
+}  // namespace loom::exec

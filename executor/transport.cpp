@@ -1,0 +1,103 @@
+#include "executor/transport.hpp"
+
+#include <cstdio>
+
+namespace loom::exec {
+
+Transport::Transport(double timeout_s) : timeout_(timeout_s) {}
+
+template <class Pred>
+void Transport::wait(std::unique_lock<std::mutex>& lock, Pred pred, const std::string& what) {
+  const bool ok =
+      changed_.wait_for(lock, timeout_, [&] { return !abort_reason_.empty() || pred(); });
+  if (!abort_reason_.empty())
+    throw ExecError("aborted while waiting for " + what + ": " + abort_reason_);
+  if (!ok) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", timeout_.count());
+    throw ExecError("timed out after " + std::string(seconds) + " s waiting for " + what +
+                    " (its peer is dead or stuck; raise --timeout if it is only slow)");
+  }
+}
+
+void Transport::send(int src, int dst, Message message) {
+  {
+    std::lock_guard lock(mutex_);
+    mailboxes_[channel_of(src, dst, message.tag)].push_back(std::move(message));
+  }
+  changed_.notify_all();
+}
+
+Message Transport::recv(int src, int dst, const MessageTag& tag) {
+  std::unique_lock lock(mutex_);
+  auto& box = mailboxes_[channel_of(src, dst, tag)];
+  wait(
+      lock, [&] { return !box.empty(); }, "a message from rank " + std::to_string(src));
+  Message m = std::move(box.front());
+  box.pop_front();
+  if (!(m.tag == tag)) {
+    throw ExecError("received microbatch " + std::to_string(m.tag.microbatch) + " from rank " +
+                    std::to_string(src) + " where the program expects microbatch " +
+                    std::to_string(tag.microbatch) + " (sends and receives out of order)");
+  }
+  return m;
+}
+
+std::vector<float> Transport::rendezvous(bool reduce, int group, int instance, int member,
+                                         int members, std::vector<float> buffer) {
+  std::unique_lock lock(mutex_);
+  Room& room = rooms_[{group, instance}];
+  if (room.parts.empty()) {
+    room.parts.resize(static_cast<size_t>(members));
+    room.left = members;
+  }
+  room.parts[static_cast<size_t>(member)] = std::move(buffer);
+  if (++room.arrived == members) {
+    // The last member to arrive combines; ring order does not matter for the host's sum
+    // beyond float rounding, and member order fixes it (deterministic).
+    for (const auto& part : room.parts) {
+      if (!reduce) {
+        room.result.insert(room.result.end(), part.begin(), part.end());
+      } else if (room.result.empty()) {
+        room.result = part;
+      } else if (part.size() != room.result.size()) {
+        room.done = true;
+        abort_reason_ = "all-reduce on group " + std::to_string(group) +
+                        ": members hold different gradient sizes";
+      } else {
+        for (size_t i = 0; i < part.size(); ++i) room.result[i] += part[i];
+      }
+    }
+    room.done = true;
+    changed_.notify_all();
+  } else {
+    wait(
+        lock, [&] { return room.done; },
+        "the other members of collective group " + std::to_string(group) + " (" +
+            std::to_string(room.arrived) + " of " + std::to_string(members) + " arrived)");
+  }
+  if (!abort_reason_.empty()) throw ExecError(abort_reason_);
+  std::vector<float> result = room.result;
+  if (--room.left == 0) rooms_.erase({group, instance});
+  return result;
+}
+
+std::vector<float> Transport::all_reduce(int group, int instance, int member, int members,
+                                         std::vector<float> buffer) {
+  return rendezvous(true, group, instance, member, members, std::move(buffer));
+}
+
+std::vector<float> Transport::all_gather(int group, int instance, int member, int members,
+                                         std::vector<float> buffer) {
+  return rendezvous(false, group, instance, member, members, std::move(buffer));
+}
+
+void Transport::abort(const std::string& why) {
+  {
+    std::lock_guard lock(mutex_);
+    if (abort_reason_.empty()) abort_reason_ = why;
+  }
+  changed_.notify_all();
+}
+
+}  // namespace loom::exec

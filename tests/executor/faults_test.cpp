@@ -1,0 +1,81 @@
+// Faults end the run with an error naming the rank and the operation, never a hang
+// (issue 6, "Faults"); reruns give the same timeline structure.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "core/errors.hpp"
+#include "executor/host_backend.hpp"
+#include "test_support.hpp"
+
+namespace loom::exec {
+namespace {
+
+std::unique_ptr<Study> host_study() {
+  return prepare_study(test::source_path("configs/exec/vlm-host.toml"), {});
+}
+
+TEST(Faults, KilledRankEndsTheRunNamingRankAndOperation) {
+  const auto study = host_study();
+  const ExecProblem p{&study->schedule, &study->config.model, &study->problem.samples, 1};
+  ExecOptions o;
+  o.timeout_s = 30;  // the abort, not the timeout, must end the others' waits
+  o.fault = FaultInjection{1, 3};
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    make_host_executor()->run(p, o);
+    FAIL() << "the run should have failed";
+  } catch (const ExecError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rank 1 op 3 ("), std::string::npos) << what;
+    EXPECT_NE(what.find("injected fault"), std::string::npos) << what;
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20);
+}
+
+TEST(Faults, UnmatchedCommunicationIsRejectedBeforeRunning) {
+  const auto study = host_study();
+  Schedule s = study->schedule;
+  std::erase_if(s.programs[0], [](const Op& op) { return std::holds_alternative<Send>(op); });
+  const ExecProblem p{&s, &study->config.model, &study->problem.samples, 1};
+  EXPECT_THROW(make_host_executor()->run(p, {}), InfeasibleError);
+}
+
+TEST(Faults, HungTransferTimesOutNamingTheReceive) {
+  // Two ranks that each wait for the other's message first: matched, but no data ever
+  // moves. Both waits must end at the deadline with an error naming a rank and its op.
+  const auto study = host_study();
+  Schedule s = test::ranks_on({0, 1});
+  const MessageTag to1{Pass::kF, 0, 1, 0}, to0{Pass::kB, 0, 1, 0};
+  s.programs[0] = {Recv{1, 0, 0, to0, 4}, Send{1, 0, 0, to1, 4}};
+  s.programs[1] = {Recv{0, 1, 0, to1, 4}, Send{0, 1, 0, to0, 4}};
+  const ExecProblem p{&s, &study->config.model, &study->problem.samples, 1};
+  ExecOptions o;
+  o.timeout_s = 0.3;
+  try {
+    make_host_executor()->run(p, o);
+    FAIL() << "the run should have timed out";
+  } catch (const ExecError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("op 0 ("), std::string::npos) << what;
+    EXPECT_NE(what.find("RECV"), std::string::npos) << what;
+    EXPECT_NE(what.find("timed out after 0.3 s"), std::string::npos) << what;
+  }
+}
+
+TEST(Faults, RerunsGiveTheSameTimelineStructure) {
+  const auto study = host_study();
+  const ExecProblem p{&study->schedule, &study->config.model, &study->problem.samples, 1};
+  const ExecResult a = make_host_executor()->run(p, {});
+  const ExecResult b = make_host_executor()->run(p, {});
+  ASSERT_EQ(a.timeline.timings.size(), b.timeline.timings.size());
+  for (size_t r = 0; r < a.timeline.timings.size(); ++r) {
+    EXPECT_EQ(a.timeline.timings[r].size(), study->schedule.programs[r].size());
+    EXPECT_EQ(a.timeline.timings[r].size(), b.timeline.timings[r].size());
+    for (const OpTiming& t : a.timeline.timings[r]) EXPECT_LE(t.start_s, t.end_s);
+  }
+  EXPECT_EQ(a.gradients, b.gradients);  // bitwise: same inputs and seed
+}
+
+}  // namespace
+}  // namespace loom::exec
