@@ -326,6 +326,18 @@ TEST(HeteroNonColocated, FanOutSplitsEachMicrobatchIntoPieces) {
   EXPECT_NO_THROW(evaluate(s, st->config.cluster));
 }
 
+TEST(HeteroColocated, PipelinedLlmPipelinesWholeMicrobatches) {
+  // An LLM alone with PP 4, 8 microbatches, F 1 ms + B 2 ms per stage (table costs):
+  // 1F1B's (m + P - 1)(F + B) = 33 ms. Each stage GPU computes the microbatch as P pieces;
+  // they must travel on together, or the pipeline fills P times faster (26.25 ms).
+  const auto one = test::example("uniform-1f1b.toml");
+  const auto colocated = test::example("uniform-1f1b.toml", {"schedule.name=hetero-colocated"});
+  const double t1 = evaluate(one->schedule, one->config.cluster).iteration_time_s();
+  const double tc = evaluate(colocated->schedule, colocated->config.cluster).iteration_time_s();
+  EXPECT_NEAR(t1, 0.033, 1e-9);
+  EXPECT_NEAR(tc, t1, 1e-9);
+}
+
 TEST(HeteroCosts, EncoderItemTokensComeFromTheConfig) {
   // The Table A3 configs set the encoder's item_tokens = 1024 (the former built-in value);
   // the projector (token_ratio 1) follows it; the LLM sees whole samples.
