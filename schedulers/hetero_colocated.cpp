@@ -14,8 +14,8 @@
 // of microbatch j is IR microbatch j Q + x, Q = P K, so "every sample exactly once" holds
 // per piece; sample ids are listed on the pieces in turn. A stage receives, computes and
 // sends a microbatch's P pieces as one unit, so the LLM pipelines whole microbatches.
-// A homogeneous layout (every
-// module on the LLM's grid) is the special case H of the seed's Table A3.
+// A homogeneous layout (every module on the LLM's grid) is the special case H of the
+// seed's Table A3.
 //
 // Boundary (§3.2, App. A.4). With P = 1 the plan of hetero_boundary.hpp: fan-in is a
 // local all-gather among the GPUs whose slices form one LLM shard, other cases are
