@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include "test_support.hpp"
 
@@ -67,6 +71,44 @@ TEST(MultimodalCli, EveryMultimodalSchedulerRunsOnAPaperConfig) {
     EXPECT_EQ(r.exit_code, 0) << s << "\n" << r.output;
     EXPECT_NE(r.output.find(std::string("scheduler ") + s), std::string::npos) << r.output;
   }
+}
+
+TEST(MultimodalCli, EveryShippedConfigRunsOrIsRejectedByName) {
+  // Every config in configs/examples and configs/paper (configs/bench are benchmarks of
+  // thousands of ranks) passes `loom config`, and `loom sim` with every registered
+  // scheduler either runs (0) or rejects the layout with exit 2 naming the scheduler.
+  const Outcome listed = loom("schedulers");
+  ASSERT_EQ(listed.exit_code, 0);
+  std::vector<std::string> schedulers;
+  for (size_t at = 0; at < listed.output.size();) {
+    const size_t end = listed.output.find('\n', at);
+    schedulers.push_back(listed.output.substr(at, listed.output.find('\t', at) - at));
+    at = end == std::string::npos ? listed.output.size() : end + 1;
+  }
+  ASSERT_GE(schedulers.size(), 7u);
+  std::vector<std::string> configs;
+  for (const char* dir : {"configs/examples", "configs/paper"}) {
+    for (const auto& e : std::filesystem::directory_iterator(test::source_path(dir)))
+      if (e.path().extension() == ".toml") configs.push_back(e.path().string());
+  }
+  std::sort(configs.begin(), configs.end());
+  ASSERT_GE(configs.size(), 14u);
+  int ran = 0;
+  for (const std::string& config : configs) {
+    const Outcome checked = loom("config " + config);
+    EXPECT_EQ(checked.exit_code, 0) << config << "\n" << checked.output;
+    for (const std::string& s : schedulers) {
+      test::TempDir dir;
+      const Outcome r = loom("sim " + config + " --backend evaluator --no-plot -q" +
+                             " --set schedule.name=" + s + " --out " + dir.path("out"));
+      EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 2) << config << " " << s << "\n" << r.output;
+      if (r.exit_code == 0) ++ran;
+      if (r.exit_code == 2) {
+        EXPECT_NE(r.output.find(s), std::string::npos) << config << " " << s << "\n" << r.output;
+      }
+    }
+  }
+  EXPECT_GE(ran, 9 * 7);  // at least every scheduler on every Cornstarch config
 }
 
 TEST(MultimodalCli, StageSummaryFollowsTheRanksStages) {
