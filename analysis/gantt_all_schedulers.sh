@@ -6,7 +6,8 @@
 # Environment: LOOM (the binary; default build/cli/loom), LOOM_PYTHON (a python3 with
 # matplotlib; default /usr/bin/python3), BACKEND (simgrid | evaluator; default simgrid).
 # Every scheduler runs with the config as it is (per-module schedulers derive their layouts
-# from the single layout, core/layout.hpp). One that cannot run is reported and skipped.
+# from the single layout, core/layout.hpp). One that cannot run, or whose chart fails, is
+# reported on stderr and the script exits 1 after trying the others.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,7 +27,13 @@ for s in $("$LOOM" schedulers | cut -f1); do
     status=1
     continue
   fi
-  "$PY" "$ROOT/analysis/gantt.py" "$OUT/$s" -o "$OUT/gantt-$s.png" &&
+  # A chart that fails to draw is a failure too (the exit status says "not all PNGs").
+  if "$PY" "$ROOT/analysis/gantt.py" "$OUT/$s" -o "$OUT/gantt-$s.png" >> "$OUT/$s.log" 2>&1 &&
+     [ -s "$OUT/gantt-$s.png" ]; then
     echo "$OUT/gantt-$s.png  ($(grep 'iteration time' "$OUT/$s.log" | tr -s ' '))"
+  else
+    echo "no chart for $s: $(tail -1 "$OUT/$s.log")" >&2
+    status=1
+  fi
 done
 exit $status

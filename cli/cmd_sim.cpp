@@ -8,6 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "cli/commands.hpp"
 #include "cli/output_dir.hpp"
@@ -70,28 +74,101 @@ BackendRun run_backend(const Study& study, const SimOptions& o, const std::strin
   return run;
 }
 
-/// Per stage: its layers by module, and the F and B time of microbatch 0 (rank of replica 0).
+/// "pp 4 x dp 1 x tp 1" for the single layout; with [parallel.modules] tables each
+/// layout's owner with its TP/CP/PP/DP and GPUs ("vision tp 2 cp 1 pp 1 dp 2 on GPUs 4-7").
+std::string layout_summary(const Config& c) {
+  const ParallelConfig& p = c.parallel;
+  if (p.module_layouts.empty()) {
+    return "pp " + std::to_string(p.pp) + " x dp " + std::to_string(p.dp) + " x tp " +
+           std::to_string(p.tp);
+  }
+  std::string out;
+  for (const LayoutGroup& g : layout_groups(c.model, p.module_layouts)) {
+    const ModuleLayout& l = g.layout;
+    out += (out.empty() ? "" : ", ") + c.model.module(g.owner).name + " tp " +
+           std::to_string(l.tp) + " cp " + std::to_string(l.cp) + " pp " + std::to_string(l.pp) +
+           " dp " + std::to_string(l.dp) + " on GPUs " + std::to_string(l.first_gpu) + "-" +
+           std::to_string(l.end_gpu() - 1);
+  }
+  return out;
+}
+
+/// The rank whose work print_stages shows for `stage`: the first rank of replica 0 that
+/// computes it, else the first rank that does (-1: none). Ranks are laid out differently
+/// by each scheduler (hetero-*: one rank per GPU or per module stage, cornstarch: encoder
+/// ranks first), so the stage comes from the Compute ops, not from the rank index.
+int stage_rank(const Schedule& s, int stage) {
+  int any = -1;
+  for (int r = 0; r < s.num_ranks(); ++r) {
+    for (const Op& op : s.programs[static_cast<size_t>(r)]) {
+      const auto* c = std::get_if<Compute>(&op);
+      if (!c || c->stage != stage) continue;
+      if (s.ranks[static_cast<size_t>(r)].replica == 0) return r;
+      if (any < 0) any = r;
+      break;
+    }
+  }
+  return any;
+}
+
+/// The smallest microbatch `program` computes for `stage` (-1: none).
+int first_microbatch(const std::vector<Op>& program, int stage) {
+  int first = -1;
+  for (const Op& op : program) {
+    const auto* c = std::get_if<Compute>(&op);
+    if (c && c->stage == stage && (first < 0 || c->microbatch < first)) first = c->microbatch;
+  }
+  return first;
+}
+
+/// What one stage computes for one microbatch: its layer ranges in program order
+/// (contiguous ranges of a module merged: hetero-colocated computes layer by layer
+/// between CP all-gathers) and per module the F and B seconds and the B's weight part.
+struct StageSummary {
+  std::vector<std::tuple<std::string, int, int>> ranges;        // module, [first, end)
+  std::map<std::string, std::pair<double, double>> per_module;  // F, B
+  std::map<std::string, double> weight;
+};
+
+StageSummary summarize_stage(const Schedule& s, const std::vector<Op>& program, int stage,
+                             int microbatch) {
+  StageSummary out;
+  for (const Op& op : program) {
+    const auto* c = std::get_if<Compute>(&op);
+    if (!c || c->stage != stage || c->microbatch != microbatch) continue;
+    const std::string& name = s.module_names[static_cast<size_t>(c->module)];
+    if (c->pass != Pass::kF) {
+      out.per_module[name].second += c->seconds;
+      out.weight[name] += c->weight_grad_s;
+      continue;
+    }
+    out.per_module[name].first += c->seconds;
+    if (!out.ranges.empty() && std::get<0>(out.ranges.back()) == name &&
+        std::get<2>(out.ranges.back()) == c->first_layer)
+      std::get<2>(out.ranges.back()) = c->end_layer;
+    else
+      out.ranges.emplace_back(name, c->first_layer, c->end_layer);
+  }
+  return out;
+}
+
+/// Per stage: its layers by module, and the F and B time of the first microbatch (in IR
+/// numbering; microbatch 0 for a single-layout pipeline) that stage_rank() computes for it.
 void print_stages(const Study& study, std::ostream& os) {
   const Schedule& s = study.schedule;
   for (int stage = 0; stage < s.num_stages; ++stage) {
-    std::map<std::string, std::pair<double, double>> per_module;  // F, B
-    std::map<std::string, double> weight;
-    std::string layers;
-    for (const Op& op : s.programs[static_cast<size_t>(stage)]) {
-      const auto* c = std::get_if<Compute>(&op);
-      if (!c || c->microbatch != 0) continue;
-      const std::string& name = s.module_names[static_cast<size_t>(c->module)];
-      if (c->pass == Pass::kF) {
-        per_module[name].first += c->seconds;
-        layers += (layers.empty() ? "" : " ") + name + "[" + std::to_string(c->first_layer) + "," +
-                  std::to_string(c->end_layer) + ")";
-      } else {
-        per_module[name].second += c->seconds;
-        weight[name] += c->weight_grad_s;
-      }
+    const int rank = stage_rank(s, stage);
+    if (rank < 0) {
+      os << "  stage " << stage << ": (no compute)\n";
+      continue;
     }
-    os << "  stage " << stage << ": " << layers << "\n";
-    for (const auto& [name, fb] : per_module) {
+    const auto& program = s.programs[static_cast<size_t>(rank)];
+    const StageSummary sum = summarize_stage(s, program, stage, first_microbatch(program, stage));
+    os << "  stage " << stage << ":";
+    for (const auto& [name, first, end] : sum.ranges)
+      os << " " << name << "[" << first << "," << end << ")";
+    os << "\n";
+    for (const auto& [name, fb] : sum.per_module) {
       os << "    " << name << ": F " << ms(fb.first) << ", B " << ms(fb.second);
       // Say why a backward is missing or partial only when frozen status is the reason
       // (a trainable module can also cost 0 in a table).
@@ -100,7 +177,7 @@ void print_stages(const Study& study, std::ostream& os) {
                                           [](const LayerSpec& l) { return l.frozen; });
       if (fb.second == 0 && all_frozen)
         os << " (no backward: frozen, nothing trainable upstream)";
-      else if (fb.second > 0 && weight[name] == 0 && all_frozen)
+      else if (fb.second > 0 && sum.weight.at(name) == 0 && all_frozen)
         os << " (input gradients only: frozen)";
       os << "\n";
     }
@@ -159,9 +236,9 @@ int run_sim(const SimOptions& o) {
 
   std::ostream& os = std::cout;
   const Config& c = study->config;
-  os << "scheduler " << study->schedule.scheduler << ", pp " << c.parallel.pp << " x dp "
-     << c.parallel.dp << " x tp " << c.parallel.tp << ", " << c.schedule.microbatches
-     << " microbatches of " << c.schedule.microbatch_size << ", backend " << backend << "\n";
+  os << "scheduler " << study->schedule.scheduler << ", " << layout_summary(c) << ", "
+     << c.schedule.microbatches << " microbatches of " << c.schedule.microbatch_size << ", backend "
+     << backend << "\n";
   print_stages(*study, os);
   os << "iteration time   " << ms(metrics.iteration_time_s) << "\n";
   os << "throughput       " << metrics.throughput_samples_per_s << " samples/s\n";

@@ -331,6 +331,13 @@ Module read_module(Reader& r, const toml::table& t, int index) {
   m.inputs = r.string_list(t, path, "inputs");
   m.token_ratio = r.number(t, path, "token_ratio", 1.0, true);
   if (m.token_ratio <= 0) r.fail(t.get("token_ratio"), path + "token_ratio", "must be > 0");
+  if (m.kind == ModuleKind::kEncoder) {
+    m.item_tokens = r.integer(t, path, "item_tokens", kDefaultItemTokens, 0);
+  } else if (const toml::node* n = t.get("item_tokens")) {
+    r.fail(n, path + "item_tokens",
+           "only encoder modules take item_tokens (a projector's items follow its encoder's; "
+           "the llm sees one sequence per sample)");
+  }
 
   LayerSpec base = preset ? preset->layer : LayerSpec{};
   if (!preset) {

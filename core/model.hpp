@@ -35,6 +35,12 @@ struct LayerSpec {
   bool frozen = false;     ///< no weight gradient (Bw = 0)
 };
 
+/// Default tokens per encoder input item: a 448 x 448 image in 14 x 14 patches
+/// (reconstruction: heterogeneous-parallelism-megatron gives no image size for its 1B/3B
+/// encoders; its §1 point is that the encoder sequence is fixed by the image resolution,
+/// not by the LLM context).
+inline constexpr int kDefaultItemTokens = 1024;
+
 struct Module {
   std::string name;
   ModuleKind kind = ModuleKind::kLlm;
@@ -44,6 +50,12 @@ struct Module {
   std::vector<std::string> inputs;
   /// Output tokens per input token (a projector that merges 2x2 patches has 0.25).
   double token_ratio = 1.0;
+  /// Encoders: a sample's tokens of this modality are items (images, clips) of at most
+  /// this many tokens, each attended to on its own; 0 = one item per sample (the whole
+  /// modality sequence, what the single-layout schedulers assume). Read by the hetero-*
+  /// schedulers; projectors follow their encoder (scaled by its token_ratio), the LLM
+  /// always sees one sequence per sample.
+  int item_tokens = kDefaultItemTokens;
   std::vector<LayerSpec> layers;
 };
 

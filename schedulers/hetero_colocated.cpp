@@ -12,8 +12,10 @@
 // encoder items of its own encoder replica as piece x = k P + p, and the LLM layers of
 // stage p for pieces k P .. k P + P - 1 (with P = 1: its CP slice and TP shard). Piece x
 // of microbatch j is IR microbatch j Q + x, Q = P K, so "every sample exactly once" holds
-// per piece; sample ids are listed on the pieces in turn. A homogeneous layout (every
-// module on the LLM's grid) is the special case H of the seed's Table A3.
+// per piece; sample ids are listed on the pieces in turn. A stage receives, computes and
+// sends a microbatch's P pieces as one unit, so the LLM pipelines whole microbatches.
+// A homogeneous layout (every module on the LLM's grid) is the special case H of the
+// seed's Table A3.
 //
 // Boundary (§3.2, App. A.4). With P = 1 the plan of hetero_boundary.hpp: fan-in is a
 // local all-gather among the GPUs whose slices form one LLM shard, other cases are
@@ -229,8 +231,13 @@ class Colocated {
 
   void emit_compute(int r, const PhaseStep& s) {
     if (s.group == h_.llm) {
-      for (int i = 0; i < grid_.pp(); ++i)
-        emit_llm_piece(r, s.action, grid_.piece_at(grid_.shard(r), i));
+      // All of the microbatch's pieces arrive before the stage computes and leave after it:
+      // the LLM pipelines whole microbatches, as Megatron does. Passing each piece on as
+      // soon as it is done would pipeline P times finer and shrink the 1F1B bubble P-fold.
+      for (LlmPart part : {LlmPart::kRecv, LlmPart::kCompute, LlmPart::kSend}) {
+        for (int i = 0; i < grid_.pp(); ++i)
+          emit_llm_piece(r, s.action, grid_.piece_at(grid_.shard(r), i), part);
+      }
       return;
     }
     auto modules = h_.groups[static_cast<size_t>(s.group)].modules;
@@ -247,9 +254,11 @@ class Colocated {
     }
   }
 
-  /// LLM stage p, piece x: receive from stage p - 1 (forward) or p + 1 (backward), run the
-  /// stage's layers, pass the result on.
-  void emit_llm_piece(int r, const StageAction& a, int x) {
+  enum class LlmPart { kRecv, kCompute, kSend };
+
+  /// LLM stage p, piece x, one part of: receive from stage p - 1 (forward) or p + 1
+  /// (backward), run the stage's layers, pass the result on.
+  void emit_llm_piece(int r, const StageAction& a, int x, LlmPart part) {
     const ModuleLayout& l = layout(h_.llm);
     const int p = grid_.stage(r), d = grid_.replica(r), k = grid_.shard(r);
     const int mb = a.microbatch * grid_.pieces() + x;
@@ -263,18 +272,24 @@ class Colocated {
     };
     const int boundary = fwd ? layers.front() : layers.back() + 1;
     const int producer = fwd ? layers.front() - 1 : layers.back();
-    if (from >= 0 && from < grid_.pp() && (fwd || model_.has_trainable_upstream(producer)))
-      program(r).push_back(Recv{grid_.gpu_of(d, from, k),
-                                p,
-                                module,
-                                {a.pass, mb, boundary, producer},
-                                p2p_bytes(fwd ? from : p)});
-    std::vector<int> cp_ranks;
-    const int t = k % l.tp;
-    for (int q = 0; q < l.cp; ++q) cp_ranks.push_back(grid_.gpu_of(d, p, q * l.tp + t));
-    const ShardCost& sc = cost(module, l, a.microbatch, d, k / l.tp);
-    const int first = module_layers(model_, module).front();
-    emit_layers(r, layers, sc, 1.0 / grid_.pp(), cp_ranks, a, x, p, first);
+    if (part == LlmPart::kRecv) {
+      if (from >= 0 && from < grid_.pp() && (fwd || model_.has_trainable_upstream(producer)))
+        program(r).push_back(Recv{grid_.gpu_of(d, from, k),
+                                  p,
+                                  module,
+                                  {a.pass, mb, boundary, producer},
+                                  p2p_bytes(fwd ? from : p)});
+      return;
+    }
+    if (part == LlmPart::kCompute) {
+      std::vector<int> cp_ranks;
+      const int t = k % l.tp;
+      for (int q = 0; q < l.cp; ++q) cp_ranks.push_back(grid_.gpu_of(d, p, q * l.tp + t));
+      const ShardCost& sc = cost(module, l, a.microbatch, d, k / l.tp);
+      const int first = module_layers(model_, module).front();
+      emit_layers(r, layers, sc, 1.0 / grid_.pp(), cp_ranks, a, x, p, first);
+      return;
+    }
     const int to = fwd ? p + 1 : p - 1;
     if (to < 0 || to >= grid_.pp()) return;
     const int out_boundary = fwd ? layers.back() + 1 : layers.front();

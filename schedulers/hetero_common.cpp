@@ -1,6 +1,7 @@
 #include "schedulers/hetero_common.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "core/errors.hpp"
@@ -9,17 +10,16 @@
 namespace loom {
 namespace {
 
-/// Encoder-side modules see their tokens as items of kItemTokens (images); the LLM sees
+/// Encoder-side modules see their tokens as items of item_tokens() (images); the LLM sees
 /// one sequence per sample.
 MicrobatchShape item_shape(const Model& model, int layer, const std::vector<const Sample*>& batch) {
   MicrobatchShape shape = layer_shape(model, layer, batch);
-  const int module = model.layers()[static_cast<size_t>(layer)].module;
-  if (model.module(module).kind == ModuleKind::kLlm) return shape;
+  const int item = item_tokens(model, model.layers()[static_cast<size_t>(layer)].module);
+  if (item == 0) return shape;
   MicrobatchShape items;
   for (int s : shape.sequence_lengths) {
-    for (int left = s; left > 0; left -= kItemTokens) {
-      items.sequence_lengths.push_back(std::min(left, kItemTokens));
-    }
+    for (int left = s; left > 0; left -= item)
+      items.sequence_lengths.push_back(std::min(left, item));
   }
   return items;
 }
@@ -75,6 +75,17 @@ PassCost combine(const PassCost& linear, const PassCost& attention, double lin_f
 }
 
 }  // namespace
+
+int item_tokens(const Model& model, int module) {
+  const Module& mod = model.module(module);
+  if (mod.kind == ModuleKind::kEncoder) return mod.item_tokens;
+  if (mod.kind == ModuleKind::kLlm || mod.inputs.empty()) return 0;
+  const int producer = model.module_index(mod.inputs.front());
+  const int item = item_tokens(model, producer);
+  if (item == 0) return 0;
+  const double scaled = std::round(item * model.module(producer).token_ratio);
+  return std::max(1, static_cast<int>(scaled));
+}
 
 std::vector<int> module_layers(const Model& model, int module) {
   std::vector<int> out;

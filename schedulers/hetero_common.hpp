@@ -14,7 +14,8 @@
 ///     (schedulers/cp_plan.hpp: key blocks not fully masked, zigzag distribution as in
 ///     Megatron's CP); causal layers use the causal mask, bidirectional ones split evenly.
 ///     The K/V all-gather on the CP group is a separate collective (kv_allgather_bytes).
-///   - Encoder inputs are cut into items of `kItemTokens` tokens (images; seed §1: the
+///   - Encoder inputs are cut into items of `item_tokens` tokens (Module::item_tokens,
+///     config key `model.modules.<name>.item_tokens`, default 1024: images; seed §1: the
 ///     encoder sequence length is fixed by image resolution, not by the LLM context).
 #include <string>
 #include <vector>
@@ -25,9 +26,12 @@
 
 namespace loom {
 
-/// Tokens per encoder item: a 448 x 448 image in 14 x 14 patches (reconstruction: the
-/// seed gives no image size for its 1B/3B encoders).
-inline constexpr int kItemTokens = 1024;
+/// Tokens per input item of `module`, in the module's own input tokens; 0 = one item per
+/// sample. Encoders: Module::item_tokens (default kDefaultItemTokens, core/model.hpp).
+/// A projector's item is its first producer's item times that producer's token_ratio
+/// (rounded, at least 1), so a projector sees the same items its encoder produced. The
+/// LLM: always 0 (one sequence per sample).
+int item_tokens(const Model& model, int module);
 
 /// The module groups of a per-module layout (core/layout.hpp), the LLM group last.
 struct HeteroGroups {

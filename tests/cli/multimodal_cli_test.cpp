@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include "test_support.hpp"
 
@@ -67,6 +71,100 @@ TEST(MultimodalCli, EveryMultimodalSchedulerRunsOnAPaperConfig) {
     EXPECT_EQ(r.exit_code, 0) << s << "\n" << r.output;
     EXPECT_NE(r.output.find(std::string("scheduler ") + s), std::string::npos) << r.output;
   }
+}
+
+TEST(MultimodalCli, EveryShippedConfigRunsOrIsRejectedByName) {
+  // Every config in configs/examples and configs/paper (configs/bench are benchmarks of
+  // thousands of ranks) passes `loom config`, and `loom sim` with every registered
+  // scheduler either runs (0), rejects the layout with exit 2 naming the scheduler, or
+  // reports the request infeasible (exit 3, e.g. GPipe's live activations on a config
+  // tuned for 1F1B). With its own scheduler every config runs.
+  const Outcome listed = loom("schedulers");
+  ASSERT_EQ(listed.exit_code, 0);
+  std::vector<std::string> schedulers;
+  for (size_t at = 0; at < listed.output.size();) {
+    const size_t end = listed.output.find('\n', at);
+    schedulers.push_back(listed.output.substr(at, listed.output.find('\t', at) - at));
+    at = end == std::string::npos ? listed.output.size() : end + 1;
+  }
+  ASSERT_GE(schedulers.size(), 7u);
+  std::vector<std::string> configs;
+  for (const char* dir : {"configs/examples", "configs/paper"}) {
+    for (const auto& e : std::filesystem::directory_iterator(test::source_path(dir)))
+      if (e.path().extension() == ".toml") configs.push_back(e.path().string());
+  }
+  std::sort(configs.begin(), configs.end());
+  ASSERT_GE(configs.size(), 14u);
+  int ran = 0;
+  for (const std::string& config : configs) {
+    const Outcome checked = loom("config " + config);
+    EXPECT_EQ(checked.exit_code, 0) << config << "\n" << checked.output;
+    {
+      test::TempDir dir;
+      const Outcome own =
+          loom("sim " + config + " --backend evaluator --no-plot -q --out " + dir.path("out"));
+      EXPECT_EQ(own.exit_code, 0) << config << "\n" << own.output;
+    }
+    for (const std::string& s : schedulers) {
+      test::TempDir dir;
+      const Outcome r = loom("sim " + config + " --backend evaluator --no-plot -q" +
+                             " --set schedule.name=" + s + " --out " + dir.path("out"));
+      EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 2 || r.exit_code == 3)
+          << config << " " << s << "\n" << r.output;
+      if (r.exit_code == 0) ++ran;
+      if (r.exit_code == 2) {
+        EXPECT_NE(r.output.find(s), std::string::npos) << config << " " << s << "\n" << r.output;
+      }
+      if (r.exit_code == 3) {
+        EXPECT_NE(r.output.find("infeasible"), std::string::npos) << config << " " << s << "\n"
+                                                                  << r.output;
+      }
+    }
+  }
+  EXPECT_GE(ran, 9 * 7);  // at least every scheduler on every Cornstarch config
+}
+
+TEST(MultimodalCli, StageSummaryFollowsTheRanksStages) {
+  // hetero-* lay ranks out per GPU (colocated) or per module stage (non-colocated), so
+  // rank index != stage: the summary must find each stage's rank from the IR.
+  const std::string config = test::source_path("configs/paper/cornstarch-sss.toml");
+  auto stages = [&](const std::string& scheduler) {
+    test::TempDir dir;
+    const Outcome r = loom("sim " + config + " --backend evaluator --no-plot -q" +
+                           " --set schedule.name=" + scheduler + " --out " + dir.path("out"));
+    EXPECT_EQ(r.exit_code, 0) << scheduler << "\n" << r.output;
+    std::vector<std::string> lines;  // the module ranges after "stage k:"
+    for (int k = 0;; ++k) {
+      const std::string head = "  stage " + std::to_string(k) + ":";
+      const size_t at = r.output.find(head);
+      if (at == std::string::npos) break;
+      const size_t end = r.output.find('\n', at);
+      lines.push_back(r.output.substr(at + head.size(), end - at - head.size()));
+    }
+    return lines;
+  };
+  const auto colocated = stages("hetero-colocated");
+  ASSERT_EQ(colocated.size(), 6u);  // the LLM's six stages
+  EXPECT_EQ(colocated[0].find(" vision[0,32) vproj[32,33) audio[33,57) aproj[57,58) llm[58,"), 0u)
+      << colocated[0];
+  for (size_t k = 1; k < colocated.size(); ++k)
+    EXPECT_EQ(colocated[k].find(" llm["), 0u) << "stage " << k << ":" << colocated[k];
+  const auto noncolocated = stages("hetero-noncolocated");
+  ASSERT_EQ(noncolocated.size(), 6u);  // vision, audio, four LLM stages
+  EXPECT_EQ(noncolocated[0], " vision[0,32) vproj[32,33)");
+  EXPECT_EQ(noncolocated[1], " audio[33,57) aproj[57,58)");
+  for (size_t k = 2; k < noncolocated.size(); ++k)
+    EXPECT_EQ(noncolocated[k].find(" llm["), 0u) << "stage " << k << ":" << noncolocated[k];
+  // Layer-by-layer compute (CP all-gathers between layers) prints as one range per module,
+  // and per-module layouts are named in the header.
+  test::TempDir dir;
+  const Outcome r =
+      loom("sim " + test::source_path("configs/paper/hetero-1b7b-64k-v75-colocated.toml") +
+           " --backend evaluator --no-plot -q --out " + dir.path("out"));
+  EXPECT_NE(r.output.find("  stage 0: vision[0,20) projector[20,21) llm[21,53)\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("llm tp 2 cp 8 pp 1 dp 2 on GPUs 0-31"), std::string::npos) << r.output;
 }
 
 }  // namespace loom

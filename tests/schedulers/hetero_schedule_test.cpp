@@ -326,6 +326,71 @@ TEST(HeteroNonColocated, FanOutSplitsEachMicrobatchIntoPieces) {
   EXPECT_NO_THROW(evaluate(s, st->config.cluster));
 }
 
+TEST(HeteroColocated, PipelinedLlmPipelinesWholeMicrobatches) {
+  // An LLM alone with PP 4, 8 microbatches, F 1 ms + B 2 ms per stage (table costs):
+  // 1F1B's (m + P - 1)(F + B) = 33 ms. Each stage GPU computes the microbatch as P pieces;
+  // they must travel on together, or the pipeline fills P times faster (26.25 ms).
+  const auto one = test::example("uniform-1f1b.toml");
+  const auto colocated = test::example("uniform-1f1b.toml", {"schedule.name=hetero-colocated"});
+  const double t1 = evaluate(one->schedule, one->config.cluster).iteration_time_s();
+  const double tc = evaluate(colocated->schedule, colocated->config.cluster).iteration_time_s();
+  EXPECT_NEAR(t1, 0.033, 1e-9);
+  EXPECT_NEAR(tc, t1, 1e-9);
+}
+
+TEST(HeteroCosts, EncoderItemTokensComeFromTheConfig) {
+  // The Table A3 configs set the encoder's item_tokens = 1024 (the former built-in value);
+  // the projector (token_ratio 1) follows it; the LLM sees whole samples.
+  const auto c = paper(kC);
+  const Model& model = c->config.model;
+  const int vision = model.module_index("vision");
+  EXPECT_EQ(model.module(vision).item_tokens, 1024);
+  EXPECT_EQ(item_tokens(model, vision), 1024);
+  EXPECT_EQ(item_tokens(model, model.module_index("projector")), 1024);
+  EXPECT_EQ(item_tokens(model, model.module_index("llm")), 0);
+
+  // A projector behind a 2x2-merging encoder (token_ratio 0.25) sees items 4x smaller.
+  const auto sss = paper("cornstarch-sss.toml", {"model.modules.vision.item_tokens=1024"});
+  EXPECT_EQ(item_tokens(sss->config.model, sss->config.model.module_index("vproj")), 256);
+  EXPECT_EQ(item_tokens(sss->config.model, sss->config.model.module_index("aproj")), 0);
+}
+
+TEST(HeteroCosts, ItemTokensChangeOnlyTheEncoderAttention) {
+  // One sample of 49,152 vision tokens on one GPU (TP/CP/DP 1): the analytical forward is
+  // linear in tokens plus attention in sum of squared item lengths, so with items of 1024
+  // (48 items), 2048 (24) and the whole sample (0 = one item):
+  //   (F(0) - F(1024)) / (F(2048) - F(1024)) = (48^2 - 48) / (24 * 4 - 48) = 47.
+  auto forward = [](const std::string& items) {
+    const auto st = paper(kC, {"model.modules.vision.item_tokens=" + items});
+    const int vision = st->config.model.module_index("vision");
+    ModuleLayout one = st->problem.parallel.module_layouts[static_cast<size_t>(vision)];
+    one.dp = 1;
+    return shard_cost(st->problem, vision, one, {0}, 0, 0).layer[0].forward_s;
+  };
+  const double f1024 = forward("1024"), f2048 = forward("2048"), whole = forward("0");
+  EXPECT_LT(f1024, f2048);
+  EXPECT_LT(f2048, whole);
+  EXPECT_NEAR((whole - f1024) / (f2048 - f1024), 47.0, 1e-6);
+  EXPECT_DOUBLE_EQ(forward("49152"), whole);  // an item as large as the sample = 0
+  EXPECT_DOUBLE_EQ(forward("1000000"), whole);
+}
+
+TEST(HeteroCosts, ItemTokensKeyIsValidated) {
+  auto expect_error = [](const std::vector<std::string>& sets, const std::string& needle) {
+    try {
+      paper(kC, sets);
+      ADD_FAILURE() << "expected InputError containing " << needle;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error({"model.modules.vision.item_tokens=-1"}, "model.modules.vision.item_tokens");
+  expect_error({"model.modules.vision.item_tokens=\"big\""}, "expected an integer");
+  expect_error({"model.modules.projector.item_tokens=64"},
+               "'model.modules.projector.item_tokens': only encoder modules");
+  expect_error({"model.modules.llm.item_tokens=64"}, "model.modules.llm.item_tokens");
+}
+
 TEST(HeteroSchedulers, LayoutErrorsNameTheModule) {
   auto expect_error = [](const std::string& config, const std::vector<std::string>& sets,
                          const std::string& needle) {
