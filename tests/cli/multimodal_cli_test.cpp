@@ -110,7 +110,8 @@ TEST(MultimodalCli, EveryShippedConfigRunsOrIsRejectedByName) {
       const Outcome r = loom("sim " + config + " --backend evaluator --no-plot -q" +
                              " --set schedule.name=" + s + " --out " + dir.path("out"));
       EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 2 || r.exit_code == 3)
-          << config << " " << s << "\n" << r.output;
+          << config << " " << s << "\n"
+          << r.output;
       if (r.exit_code == 0) ++ran;
       if (r.exit_code == 2) {
         EXPECT_NE(r.output.find(s), std::string::npos) << config << " " << s << "\n" << r.output;
