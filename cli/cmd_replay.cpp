@@ -9,6 +9,7 @@
 #include "cli/output_dir.hpp"
 #include "cli/replay_timer.hpp"
 #include "cli/study.hpp"
+#include "cli/trace_options.hpp"
 #include "core/errors.hpp"
 #include "replay/driver.hpp"
 #include "replay/policies.hpp"
@@ -28,6 +29,7 @@ struct ReplayCliOptions {
   std::string throughput_table;
   std::string backend;
   std::vector<std::string> overrides;
+  TraceCliOptions trace_options;
   bool quiet = false;
 };
 
@@ -93,6 +95,9 @@ PolicySetup make_setup(const ReplayCliOptions& o, const Config& c, const Study* 
   t.gpus_per_node = c.cluster.gpus_per_node;
   t.gpu_memory_bytes = c.cluster.gpu.memory_bytes;
   t.progress = !o.quiet;
+  for (const Module& m : c.model.modules())
+    t.modules.emplace_back(m.name, m.layers.empty() ? 2 : m.layers.front().dtype_bytes);
+  t.optimizer_bytes_per_param = c.cost.memory.optimizer_bytes_per_param;
   s.timer = std::make_shared<MemoizedTimer>(make_study_timer(t));
   int max_alive = static_cast<int>(trace.initial.size());
   for (const AliveStep& step : alive_steps(trace)) max_alive = std::max(max_alive, step.alive);
@@ -123,8 +128,8 @@ int run_replay_command(ReplayCliOptions o) {
     if (!o.quiet) std::cerr << "loom: planning " << o.config << " ...\n";
     study = prepare_study(o.config, o.overrides);
   }
-  TraceOptions trace_options;
-  trace_options.notice_s = config.replay.notice_s;
+  const TraceOptions trace_options =
+      trace_options_from_cli(o.trace_options, config.replay.notice_s);
   const AvailabilityTrace trace = load_availability_trace(o.trace, trace_options);
   const PolicySetup setup = make_setup(o, config, study.get(), trace);
   const std::unique_ptr<ReplayPolicy> policy = make_policy(o.policy, setup);
@@ -194,6 +199,7 @@ CommandRun attach_replay(CLI::App& sub) {
                  "Iteration times from simgrid (one forked run per distinct layout) or the "
                  "evaluator (default: the config's sim.backend)")
       ->check(CLI::IsMember({"simgrid", "evaluator"}));
+  add_trace_options(sub, o->trace_options, "the config's replay.notice");
   sub.add_option("--set", o->overrides,
                  "Override a config key (repeatable), e.g. --set replay.fault_tolerance=2");
   sub.add_flag("--quiet,-q", o->quiet, "No progress messages on stderr");

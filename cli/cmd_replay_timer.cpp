@@ -22,6 +22,24 @@ struct Group {
   int count = 0;
 };
 
+/// Activations at twice the config's dtype (e.g. bf16 -> fp32) with the model states per
+/// parameter unchanged: the dtype also sets the weights' bytes, so the optimizer term gives
+/// back the difference (bf16 weights + 10 B optimizer = fp32 weights + 8 B).
+void activation_precision_overrides(const StudyTimerOptions& o, std::vector<std::string>& v) {
+  int bytes = 0;
+  for (const auto& [name, b] : o.modules) {
+    if (bytes != 0 && b != bytes)
+      throw InputError("replay.bamboo_activation_factor = 2 needs every module at one dtype");
+    bytes = b;
+  }
+  if (bytes != 2 || o.optimizer_bytes_per_param < 2)
+    throw InputError(
+        "replay.bamboo_activation_factor = 2 needs bf16/fp16 modules and "
+        "cost.optimizer_bytes_per_param >= 2");
+  for (const auto& m : o.modules) v.push_back("model.modules." + m.first + ".dtype=fp32");
+  v.push_back("cost.optimizer_bytes_per_param=" + std::to_string(o.optimizer_bytes_per_param - 2));
+}
+
 std::vector<std::string> group_overrides(const StudyTimerOptions& o, const Group& g,
                                          const Layout& layout) {
   const double memory_factor = layout.state_memory_factor;
@@ -44,6 +62,7 @@ std::vector<std::string> group_overrides(const StudyTimerOptions& o, const Group
     // memory"): the same plan must fit in 1/factor of the GPU.
     v.push_back("cluster.gpu_memory=" + std::to_string(o.gpu_memory_bytes / memory_factor));
   }
+  if (layout.activation_factor == 2) activation_precision_overrides(o, v);
   if (layout.activation_checkpointing) {
     // Loom's memory check keeps every live microbatch's activations; with recomputation
     // the planner's memory model decides feasibility, so lift the per-GPU limit here.

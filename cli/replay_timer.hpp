@@ -25,6 +25,10 @@ struct StudyTimerOptions {
   int gpus_per_node = 1;
   double gpu_memory_bytes = 0;  ///< the config's, divided by Layout::state_memory_factor
   bool progress = false;        ///< one stderr line per simulated group
+  /// The config's modules (name, dtype bytes) and optimizer bytes per parameter, to count
+  /// activations at twice the dtype (Layout::activation_factor = 2) with the same states.
+  std::vector<std::pair<std::string, int>> modules;
+  double optimizer_bytes_per_param = 12;
 };
 
 IterationTimer make_study_timer(const StudyTimerOptions& options);

@@ -573,6 +573,11 @@ ReplayConfig read_replay(Reader& r, const toml::table& root) {
   c.bamboo_join_delay_s =
       r.quantity(t, p, "bamboo_join_delay", c.bamboo_join_delay_s, parse_seconds, "45s", false);
   c.bamboo_memory_factor = r.number(t, p, "bamboo_memory_factor", c.bamboo_memory_factor, true);
+  c.bamboo_activation_factor =
+      r.number(t, p, "bamboo_activation_factor", c.bamboo_activation_factor, true);
+  if (c.bamboo_activation_factor != 1 && c.bamboo_activation_factor != 2)
+    r.fail(t.get("bamboo_activation_factor"), p + "bamboo_activation_factor",
+           "must be 1 or 2 (2: bf16/fp16 activations counted as fp32)");
   c.notice_s = r.quantity(t, p, "notice", c.notice_s, parse_seconds, "120s", false);
   return c;
 }

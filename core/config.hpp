@@ -86,6 +86,10 @@ struct ReplayConfig {
   double bamboo_reconfigure_s = 30;       ///< global rendezvous to re-form pipelines, s
   double bamboo_join_delay_s = 45;        ///< a joined node is usable after this, s
   double bamboo_memory_factor = 2;  ///< memory need with the redundant copy (§2.7.1: 2x)
+  /// Bamboo's activation bytes relative to the config's dtype: it trains without activation
+  /// checkpointing (§2.7.1 footnote 2), so configs whose 2-byte activations stand in for
+  /// TF32 + checkpointing (configs/paper/oobleck-gpt3-*.toml) set 2 (TF32: 4 bytes).
+  double bamboo_activation_factor = 1;
   double notice_s = 0;              ///< preemption notice given to every removal, s
 };
 

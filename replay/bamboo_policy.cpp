@@ -48,6 +48,7 @@ class BambooPolicy final : public ReplayPolicy {
     Layout grid = grid_layout(depth(), static_cast<int>(pipelines_.size()), s_);
     grid.state_memory_factor = s_.params.bamboo_memory_factor;
     grid.activation_checkpointing = false;  // footnote 2 of §2.7.1: it conflicts with RC
+    grid.activation_factor = s_.params.bamboo_activation_factor;  // so TF32 activations
     double t = 0;
     try {
       t = (*s_.timer)(grid);

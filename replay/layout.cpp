@@ -25,6 +25,7 @@ std::string Layout::key() const {
     key += (key.empty() ? "" : " ") + std::to_string(count) + "x" + g;
   if (activation_checkpointing) key += " recompute";
   if (state_memory_factor != 1) key += " mem*" + std::to_string(state_memory_factor);
+  if (activation_factor != 1) key += " act*" + std::to_string(activation_factor);
   return key;
 }
 

@@ -30,6 +30,9 @@ struct Layout {
   /// not: dissertation Table 2.1 and its footnote 2). Memory feasibility is then the
   /// planner's to judge, and a timer does not apply its own activation-memory check.
   bool activation_checkpointing = false;
+  /// Activation bytes relative to the config's dtype (Bamboo without checkpointing at TF32:
+  /// replay.bamboo_activation_factor); 1 or 2.
+  double activation_factor = 1;
 
   int nodes() const;
   /// Canonical text ("3x[2:12,12]/8 1x[3:8,8,8]/10"): equal keys time equally.

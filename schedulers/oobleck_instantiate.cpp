@@ -58,16 +58,38 @@ Instantiation skeleton(const std::vector<int>& counts) {
   return inst;
 }
 
+void assign_nodes(const std::vector<PipelineTemplate>& templates, const std::vector<int>& nodes,
+                  Instantiation& inst) {
+  size_t next = 0;
+  for (Pipeline& p : inst.pipelines) {
+    for (int k = 0; k < templates[static_cast<size_t>(p.template_index)].nodes; ++k)
+      p.nodes.push_back(nodes[next++]);
+  }
+}
+
+void check_enough_nodes(const std::vector<PipelineTemplate>& templates, int n_avail, int f) {
+  const int n0 = templates.empty() ? 1 : templates.front().nodes;
+  if (n_avail < (f + 1) * n0)
+    throw InfeasibleError("oobleck: " + too_few_nodes_message(n_avail, f, n0));
+}
+
 }  // namespace
 
 Instantiation instantiate(const PlanningProblem& problem,
                           const std::vector<PipelineTemplate>& templates,
                           const std::vector<int>& nodes) {
+  check_enough_nodes(templates, static_cast<int>(nodes.size()), problem.fault_tolerance);
+  Instantiation best = best_instantiation(problem, templates, static_cast<int>(nodes.size()));
+  assign_nodes(templates, nodes, best);
+  return best;
+}
+
+Instantiation instantiate_exhaustive(const PlanningProblem& problem,
+                                     const std::vector<PipelineTemplate>& templates,
+                                     const std::vector<int>& nodes) {
   const int n_avail = static_cast<int>(nodes.size());
-  const int n0 = templates.empty() ? 1 : templates.front().nodes;
   const int f = problem.fault_tolerance;
-  if (n_avail < (f + 1) * n0)
-    throw InfeasibleError("oobleck: " + too_few_nodes_message(n_avail, f, n0));
+  check_enough_nodes(templates, n_avail, f);
   const std::vector<std::vector<int>> all = feasible_counts(templates, n_avail, f);
   if (all.empty()) {
     throw InfeasibleError("oobleck: no combination of the templates (" +
@@ -99,11 +121,7 @@ Instantiation instantiate(const PlanningProblem& problem,
     Instantiation inst = skeleton(all.front());
     distribute_batch(problem, templates, inst);  // throws InputError with the recommendation
   }
-  size_t next = 0;
-  for (Pipeline& p : best.pipelines) {
-    for (int k = 0; k < templates[static_cast<size_t>(p.template_index)].nodes; ++k)
-      p.nodes.push_back(nodes[next++]);
-  }
+  assign_nodes(templates, nodes, best);
   return best;
 }
 

@@ -150,11 +150,26 @@ std::vector<std::vector<int>> feasible_counts(const std::vector<PipelineTemplate
 
 /// Chooses the X of Eq 2.5 with the highest throughput after batch distribution and
 /// assigns `nodes` (ids, in the given order) to its pipelines, larger templates first.
+/// Exact: a branch and bound (a lower bound from Eq 2.6's continuous relaxation prunes
+/// X without distributing the batch) returns the exhaustive search's X, ties going to the
+/// first X in feasible_counts' order; it stores no list of all X, so 55 nodes with
+/// n_0 = 1 (~450,000 X) plan in well under a second.
 /// Throws InfeasibleError "N' nodes are fewer than (f+1) n_0 = ..." when |nodes| <
 /// (f+1) n_0; InputError if the batch is not distributable (with the recommendation).
 Instantiation instantiate(const PlanningProblem& problem,
                           const std::vector<PipelineTemplate>& templates,
                           const std::vector<int>& nodes);
+
+/// The reference: feasible_counts (every X stored, at most 2,000,000 lists) and Eq 2.6
+/// for each. Same result as instantiate; for tests and small instances only.
+Instantiation instantiate_exhaustive(const PlanningProblem& problem,
+                                     const std::vector<PipelineTemplate>& templates,
+                                     const std::vector<int>& nodes);
+
+/// The search behind instantiate: the best X for `nodes` nodes, batch distributed,
+/// pipelines without node ids. Throws like instantiate (except the too-few-nodes check).
+Instantiation best_instantiation(const PlanningProblem& problem,
+                                 const std::vector<PipelineTemplate>& templates, int nodes);
 
 struct BatchDistribution {
   bool distributable = false;

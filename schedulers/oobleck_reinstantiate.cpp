@@ -182,15 +182,17 @@ std::vector<int> place_added(Steps& st, const std::vector<int>& added, int n0, i
   return {added.begin() + static_cast<long>(taken), added.end()};
 }
 
-/// Whether the steps left >= f+1 pipelines, each of a template's size.
-bool valid_layout(const Steps& st, int n0, int nmax, int f) {
+/// Whether the steps left >= f+1 pipelines, each of a template's size, and no more
+/// pipelines than microbatches (Eq 2.6 gives each at least one; many added nodes can
+/// form more n_0-node pipelines than that, and Eq 2.5 then decides afresh).
+bool valid_layout(const Steps& st, int n0, int nmax, int f, int microbatches) {
   int pipelines = 0;
   for (const auto& p : st.pipes) {
     if (p.empty()) continue;
     ++pipelines;
     if (static_cast<int>(p.size()) < n0 || static_cast<int>(p.size()) > nmax) return false;
   }
-  return pipelines >= f + 1;
+  return pipelines >= f + 1 && pipelines <= microbatches;
 }
 
 }  // namespace
@@ -215,7 +217,9 @@ Reinstantiation reinstantiate(const PlanningProblem& problem,
 
   Reinstantiation out;
   out.actions = std::move(st.actions);
-  if (unplaced.empty() && valid_layout(st, n0, nmax, f)) {
+  const int microbatches =
+      problem.microbatch_size > 0 ? problem.global_batch / problem.microbatch_size : 0;
+  if (unplaced.empty() && valid_layout(st, n0, nmax, f, microbatches)) {
     out.next.counts.assign(templates.size(), 0);
     for (auto& p : st.pipes) {
       if (p.empty()) continue;

@@ -212,5 +212,65 @@ TEST(ReplayCli, BadInputExitsTwoNamingWhatIsWrong) {
   EXPECT_FALSE(fs::exists(tmp.path("out")));
 }
 
+/// Replays a spot trace (traces/spot/) in simulation mode with the evaluator.
+Result spot(const std::string& config, const std::string& trace, const std::string& args) {
+  return run("replay " + test::source_path("configs/paper/" + config) + " --trace " +
+             test::source_path("traces/spot/" + trace) + " --backend evaluator -q " + args);
+}
+
+// 55 nodes with n_0 = 1: Eq 2.5's branch and bound plans where the exhaustive list of
+// template combinations (over 2,000,000) was refused.
+TEST(ReplayCli, OobleckPlansTheFiftyFiveNodeGcpA100Trace) {
+  test::TempDir tmp;
+  const std::string out = tmp.path("a100");
+  const Result r = spot("oobleck-gpt3-350m.toml", "gcp-a100x1-east1b.txt",
+                        "--policy oobleck --hours 2 --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json s = summary(out);
+  EXPECT_FALSE(s.contains("stopped")) << s.dump();
+  EXPECT_GT(s["iterations"].get<long long>(), 0);
+  EXPECT_EQ(s["samples_committed"].get<long long>(),
+            s["iterations"].get<long long>() * s["global_batch"].get<long long>());
+}
+
+// The GCP v100 trace goes back in time: an error naming the line unless --out-of-order drop.
+TEST(ReplayCli, OutOfOrderTraceNeedsDrop) {
+  test::TempDir tmp;
+  const Result bad = spot("oobleck-gpt3-350m.toml", "gcp-v100x1-east1c.txt",
+                          "--policy varuna-like --hours 1 --out " + tmp.path("v"));
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("gcp-v100x1-east1c.txt:"), std::string::npos) << bad.output;
+  EXPECT_FALSE(fs::exists(tmp.path("v")));
+  const Result ok =
+      spot("oobleck-gpt3-350m.toml", "gcp-v100x1-east1c.txt",
+           "--policy varuna-like --hours 1 --out-of-order drop --out " + tmp.path("v"));
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  const Result word = spot("oobleck-gpt3-350m.toml", "gcp-v100x1-east1c.txt",
+                           "--out-of-order maybe --out " + tmp.path("w"));
+  EXPECT_EQ(word.exit_code, 2);
+  EXPECT_NE(word.output.find("--out-of-order"), std::string::npos) << word.output;
+}
+
+// Bamboo keeps TF32 activations without checkpointing (§2.7.1 footnote 2) next to its
+// redundant copy: GPT-3 1.3B does not fit (Table 2.2: OOM), though it would with the
+// 2-byte activations that stand in for Oobleck's checkpointing.
+TEST(ReplayCli, BambooRunsOutOfMemoryForGpt3WithTf32Activations) {
+  test::TempDir tmp;
+  const std::string trace = "ec2-p3.csv";
+  ASSERT_EQ(spot("oobleck-gpt3-1.3b.toml", trace,
+                 "--policy bamboo-like --hours 1 --out " + tmp.path("oom"))
+                .exit_code,
+            0);
+  const nlohmann::json oom = summary(tmp.path("oom"));
+  ASSERT_TRUE(oom.contains("stopped")) << oom.dump();
+  EXPECT_NE(oom["stopped"]["reason"].get<std::string>().find("does not fit"), std::string::npos);
+  ASSERT_EQ(spot("oobleck-gpt3-1.3b.toml", trace,
+                 "--policy bamboo-like --hours 1 --set replay.bamboo_activation_factor=1 --out " +
+                     tmp.path("fits"))
+                .exit_code,
+            0);
+  EXPECT_FALSE(summary(tmp.path("fits")).contains("stopped"));
+}
+
 }  // namespace loom
 #endif  // LOOM_BINARY

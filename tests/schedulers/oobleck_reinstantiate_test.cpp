@@ -113,6 +113,19 @@ TEST(OobleckReinstantiate, AddedNodesFormPipelinesOrGrowOnes) {
   check_copies(fx, r, {});
 }
 
+// Added nodes would form more n_0-node pipelines than there are microbatches (B / b = 3
+// here): Eq 2.6 cannot give each one, so Eq 2.5 re-instantiates all nodes instead.
+TEST(OobleckReinstantiate, MorePipelinesThanMicrobatchesFallsBackToEq25) {
+  Fixture fx = fixture(12, 1);
+  fx.p.global_batch = 3;
+  const Instantiation cur = by_hand(fx, {{0, 1}, {2, 3}});
+  const Reinstantiation r = reinstantiate(fx.p, fx.ts, cur, {}, {4, 5, 6, 7, 8, 9});
+  EXPECT_EQ(r.kind, ReconfigurationCase::kFull);
+  EXPECT_EQ(r.next.num_nodes(), 10);
+  EXPECT_LE(r.next.pipelines.size(), 3u);
+  check_copies(fx, r, {});
+}
+
 TEST(OobleckReinstantiate, BelowFPlusOneN0StopsWithTheDocumentedMessage) {
   const Fixture fx = fixture(9, 1);
   const Instantiation cur = by_hand(fx, {{0, 1}, {2, 3}});
