@@ -50,6 +50,10 @@ struct ScheduleConfig {
   int dip_search_iterations = 200;  ///< dip: MCTS iterations (deterministic for a seed)
   double dip_search_budget_s = 2;   ///< dip: wall-clock cap on the search, s
   double dip_memory_cap_gb = 0;     ///< dip: per-rank memory cap, GB; 0 = the GPU's memory
+  // entrain (docs/entrain.md):
+  std::string entrain_pipeline = "1f1b";  ///< "1f1b" (fused B) or "zb" (split I/W)
+  bool entrain_defer = true;  ///< pairwise deferral (false: stratified assignment only)
+  bool entrain_eager = true;  ///< eager forward: warm-ups as long as memory allows
 };
 
 struct CostConfig {
