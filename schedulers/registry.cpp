@@ -5,6 +5,9 @@ namespace loom {
 
 Schedule generate_gpipe(const SchedulingProblem& problem);
 Schedule generate_1f1b(const SchedulingProblem& problem);
+Schedule generate_zb_h1(const SchedulingProblem& problem);
+Schedule generate_zb_h2(const SchedulingProblem& problem);
+Schedule generate_interleaved_1f1b(const SchedulingProblem& problem);
 Schedule generate_encoders_replicated(const SchedulingProblem& problem);
 Schedule generate_encoders_colocated(const SchedulingProblem& problem);
 Schedule generate_cornstarch(const SchedulingProblem& problem);
@@ -17,6 +20,18 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        generate_gpipe},
       {"1f1b", "1F1B: stage s warms up with p-s-1 forwards, then one forward, one backward",
        generate_1f1b},
+      {"zb-h1",
+       "ZB-H1 (zero-bubble PP §2.2): split backward I/W, 1F1B warm-up, stage s defers s W "
+       "into the cool-down; bubble (p-1)(T_F+T_B-T_W), peak p microbatches",
+       generate_zb_h1},
+      {"zb-h2",
+       "ZB-H2 (zero-bubble PP §2.2): 2(p-s)-1 warm-up F, W deferred to fill the tail; "
+       "bubble (p-1)(T_F+T_B-2T_W) within each stage's span, peak 2p-1 microbatches",
+       generate_zb_h2},
+      {"interleaved-1f1b",
+       "Megatron interleaved 1F1B: schedule.chunks = v virtual stages per rank (chunk c of "
+       "rank r = stage c*p+r), microbatches a multiple of pp; bubble/ideal (p-1)/(v m)",
+       generate_interleaved_1f1b},
       {"encoders-replicated",
        "Meta-Llama MLLM PP (cornstarch §2.2): LLM in pp stages, every encoder run on every "
        "stage (copies forward-only: reconstructed)",
