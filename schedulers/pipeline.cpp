@@ -126,6 +126,13 @@ class Lowering {
   }
 
   void assign_samples() {
+    if (!p_.assignment.empty()) {  // a scheduler's own batching (SchedulingProblem)
+      if (p_.assignment.size() != static_cast<size_t>(dp_) ||
+          p_.assignment.front().size() != static_cast<size_t>(m_))
+        throw std::logic_error("sample assignment does not match dp x microbatches");
+      schedule_.samples = p_.assignment;
+      return;
+    }
     const int mbs = p_.schedule.microbatch_size;
     const size_t needed = static_cast<size_t>(dp_) * m_ * mbs;
     if (p_.samples.size() < needed) {

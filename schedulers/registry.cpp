@@ -13,6 +13,9 @@ Schedule generate_encoders_colocated(const SchedulingProblem& problem);
 Schedule generate_cornstarch(const SchedulingProblem& problem);
 Schedule generate_hetero_colocated(const SchedulingProblem& problem);
 Schedule generate_hetero_noncolocated(const SchedulingProblem& problem);
+Schedule generate_disttrain(const SchedulingProblem& problem);
+Schedule generate_dip(const SchedulingProblem& problem);
+Schedule generate_omnibal(const SchedulingProblem& problem);
 
 const std::vector<SchedulerInfo>& scheduler_registry() {
   static const std::vector<SchedulerInfo> kSchedulers = {
@@ -55,6 +58,21 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        "heterogeneous parallelism §3.3: per-module grids on disjoint rank sets, graph-aware "
        "1F1B (warmup = stages to the sink), boundary leaders + local TP broadcast",
        generate_hetero_noncolocated},
+      {"disttrain",
+       "DistTrain-like (dissertation Fig 4.2b): encoders and LLM on disjoint stages, 1F1B, "
+       "planned on one sample; LPT intra- and smallest-first/best-fit inter-microbatch "
+       "reordering (reconstructed from secondhand descriptions)",
+       generate_disttrain},
+      {"dip",
+       "DIP-like (Fig 4.2c): modalities partitioned separately into K_i chunks per rank, "
+       "colocated; MCTS over segment order + greedy dual-queue interleaving under a memory "
+       "cap (alpha/beta, budget, sub-microbatch = microbatch: reconstructed)",
+       generate_dip},
+      {"omnibal",
+       "OmniBal: ISF balanced mini-batches (Alg 1-2), BMP partition search (Eq 4-5), "
+       "adaptive per-stage recompute (Q, r, K, normalization, recompute rule: "
+       "reconstructed)",
+       generate_omnibal},
   };
   return kSchedulers;
 }
