@@ -217,6 +217,7 @@ EntrainPlan plan_entrain(const SchedulingProblem& problem) {
   plan.graph = entrain_graph(model, branches, costs, p, plan.encoder_stages);
   DeferralOptions options;
   options.defer = problem.schedule.entrain_defer;
+  options.min_microbatches = p;  // K_eff >= pipeline depth (effective_microbatches())
   plan.assignment =
       entrain_assign(plan.work, problem.parallel.dp, problem.schedule.microbatches, options);
   plan.warmup = stages_downstream(model, plan.graph);

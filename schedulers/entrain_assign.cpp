@@ -61,7 +61,7 @@ std::vector<std::vector<int>> assign_replicas(const std::vector<SampleWork>& wor
 }
 
 int effective_microbatches(const std::vector<SampleWork>& work, const std::vector<int>& samples,
-                           int k) {
+                           int k, int k_min) {
   double max_enc = 0;
   for (int s : samples) max_enc = std::max(max_enc, work[static_cast<size_t>(s)].encoder);
   int k_eff = k;
@@ -69,6 +69,7 @@ int effective_microbatches(const std::vector<SampleWork>& work, const std::vecto
     // Algorithm 4 line 3; the small tolerance keeps sum/max = 4 exactly at 4 after rounding.
     const double ratio = encoder_work(work, samples) / max_enc;
     k_eff = std::min(k, static_cast<int>(std::floor(ratio * (1 + 1e-12))));
+    k_eff = std::max(k_eff, std::min(k, k_min));
   }
   return std::clamp(k_eff, 1, std::max(1, static_cast<int>(samples.size())));
 }

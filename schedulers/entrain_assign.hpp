@@ -30,10 +30,13 @@ struct SampleWork {
 /// first size % dp replicas take one more). Each list is sorted by sample index.
 std::vector<std::vector<int>> assign_replicas(const std::vector<SampleWork>& work, int dp);
 
-/// Algorithm 4 line 3: min(K, floor(sum w_enc / max w_enc)), at least 1 and at most the
-/// number of samples. A batch without encoder work keeps K.
+/// Algorithm 4 line 3: min(K, floor(sum w_enc / max w_enc)), at least min(K, k_min) and at
+/// most the number of samples. A batch without encoder work keeps K. k_min is Loom's guard
+/// (the scheduler passes the pipeline depth): one outlier sample can hold most of a
+/// replica's encoder work (an image of 37k patches in a SynthChartNet-like batch), and
+/// line 3 alone would then run the whole minibatch as one microbatch.
 int effective_microbatches(const std::vector<SampleWork>& work, const std::vector<int>& samples,
-                           int k);
+                           int k, int k_min = 1);
 
 /// Algorithm 4 lines 4-6: `k_eff` encoder microbatches. S_c = the ceil(n/2) samples of
 /// highest LLM workload, S_f the rest (the split point is not given in §4.5.1;
@@ -63,6 +66,8 @@ struct DeferralOptions {
   bool defer = true;  ///< false: stratified microbatches only, in LLM-workload order
   /// Discretization of the DP: units per heaviest microbatch LLM workload.
   int resolution = 1024;
+  /// Lower bound on K_eff (see effective_microbatches()).
+  int min_microbatches = 1;
 };
 
 /// One replica's plan, microbatches in execution order.

@@ -173,7 +173,7 @@ EntrainAssignment entrain_assign(const std::vector<SampleWork>& work, int dp, in
   const auto replicas = assign_replicas(work, dp);
   out.k_eff = k;
   for (const auto& r : replicas)
-    out.k_eff = std::min(out.k_eff, effective_microbatches(work, r, k));
+    out.k_eff = std::min(out.k_eff, effective_microbatches(work, r, k, options.min_microbatches));
   for (const auto& r : replicas)
     out.replicas.push_back(
         pairwise_deferral(work, stratified_assignment(work, r, out.k_eff), options));
