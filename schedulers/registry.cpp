@@ -16,6 +16,7 @@ Schedule generate_hetero_noncolocated(const SchedulingProblem& problem);
 Schedule generate_disttrain(const SchedulingProblem& problem);
 Schedule generate_dip(const SchedulingProblem& problem);
 Schedule generate_omnibal(const SchedulingProblem& problem);
+Schedule generate_entrain(const SchedulingProblem& problem);
 
 const std::vector<SchedulerInfo>& scheduler_registry() {
   static const std::vector<SchedulerInfo> kSchedulers = {
@@ -73,6 +74,12 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        "adaptive per-stage recompute (Q, r, K, normalization, recompute rule: "
        "reconstructed)",
        generate_omnibal},
+      {"entrain",
+       "Entrain (dissertation §4.5): E encoder + L LLM stages; Alg 4 DP-level + stratified "
+       "assignment (K_eff), pairwise deferral (subset-sum DP, Eq 4.3 bottleneck matching), "
+       "split backward, eager forward; entrain_pipeline = 1f1b | zb (S_c/S_f split at the "
+       "median, E by balance: reconstructed)",
+       generate_entrain},
   };
   return kSchedulers;
 }
