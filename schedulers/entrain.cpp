@@ -215,12 +215,30 @@ EntrainPlan plan_entrain(const SchedulingProblem& problem) {
                      " leaves no stage for the LLM (parallel.pp = " + std::to_string(p) + ")");
   if (plan.encoder_stages == 0) plan.encoder_stages = balanced_split(model, branches, costs, p);
   plan.graph = entrain_graph(model, branches, costs, p, plan.encoder_stages);
-  DeferralOptions options;
-  options.defer = problem.schedule.entrain_defer;
-  options.min_microbatches = p;  // K_eff >= pipeline depth (effective_microbatches())
-  plan.assignment =
-      entrain_assign(plan.work, problem.parallel.dp, problem.schedule.microbatches, options);
   plan.warmup = stages_downstream(model, plan.graph);
+  const int k = problem.schedule.microbatches;
+  auto assign = [&](int k_min) {
+    DeferralOptions options;
+    options.defer = problem.schedule.entrain_defer;
+    options.min_microbatches = k_min;
+    return entrain_assign(plan.work, problem.parallel.dp, k, options);
+  };
+  plan.assignment = assign(p);  // K_eff >= pipeline depth (effective_microbatches())
+  // Memory guard (Loom's): fewer, larger microbatches hold more activations per microbatch;
+  // if plain 1F1B does not fit at K_eff, take the smallest K' in (K_eff, K] that does.
+  if (plan.assignment.k_eff < k &&
+      !fits(lower_plan(problem, plan, q.samples, plan.warmup), *problem.cluster)) {
+    int lo = plan.assignment.k_eff + 1, hi = k;
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      plan.assignment = assign(mid);
+      if (fits(lower_plan(problem, plan, q.samples, plan.warmup), *problem.cluster))
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    plan.assignment = assign(lo);
+  }
   return plan;
 }
 

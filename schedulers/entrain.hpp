@@ -35,8 +35,9 @@ struct EntrainPlan {
 /// LLM through the cost model (core/workload_cost.hpp), on a stage of parallel.tp GPUs.
 std::vector<SampleWork> entrain_sample_work(const SchedulingProblem& problem);
 
-/// Everything but the lowering. Throws InputError on a model without encoder or LLM, too
-/// few stages or samples.
+/// Everything but the lowering. K_eff is Algorithm 4's, floored at parallel.pp, and raised
+/// towards K while plain 1F1B (no eager warm-up) would not fit in GPU memory. Throws
+/// InputError on a model without encoder or LLM, too few stages or samples.
 EntrainPlan plan_entrain(const SchedulingProblem& problem);
 
 /// Per-stage action order: 1F1B with the given warm-ups; with `zero_bubble`, each B
