@@ -57,7 +57,8 @@ DipOrder dip_greedy(const std::vector<DipTask>& tasks, const std::vector<DipChun
 /// MCTS over the order of (microbatch, modality) units (priority = position, DIP's
 /// "n - i"): UCB s^alpha + beta sqrt(ln N_parent / N_child), 10 random rollouts per
 /// expansion, each scored by dip_greedy. Stops after `iterations` or `budget_s` seconds,
-/// whichever comes first; deterministic for a seed when the budget does not bind.
+/// whichever comes first (an iteration is not started when the slowest one so far would
+/// overrun the time budget); deterministic for a seed when the time budget does not bind.
 struct DipSearchStats {
   int iterations = 0;
   int rollouts = 0;

@@ -6,6 +6,7 @@
 // makespan over the rollout's). Selection by UCB s^alpha + beta sqrt(ln N_x / N_v).
 // [AMBIG] alpha, beta and the budget are not published: alpha = 1, beta = 0.1 (rewards
 // are near 1), the budget from schedule.dip_search_iterations / dip_search_budget_s.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -74,10 +75,11 @@ class Search {
     nodes_.push_back(Node{});
     nodes_[0].untried = root_order;
     int it = 0, rollouts = 0;
+    double longest = 0;  // the slowest iteration so far: do not start one that would overrun
     for (; it < iterations; ++it) {
-      const double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (elapsed >= budget_s) break;
+      const auto now = std::chrono::steady_clock::now();
+      const double elapsed = std::chrono::duration<double>(now - start).count();
+      if (elapsed + longest > budget_s) break;
       int v = select();
       std::vector<int> prefix = prefix_of(v);
       if (!nodes_[static_cast<size_t>(v)].untried.empty()) v = expand(v, prefix);
@@ -87,6 +89,8 @@ class Search {
         nodes_[static_cast<size_t>(x)].visits += kRolloutsPerExpansion;
         nodes_[static_cast<size_t>(x)].reward += sum;
       }
+      longest = std::max(
+          longest, std::chrono::duration<double>(std::chrono::steady_clock::now() - now).count());
     }
     if (stats) {
       stats->iterations = it;

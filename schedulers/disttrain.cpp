@@ -22,15 +22,15 @@
 
 namespace loom {
 
-std::vector<SampleWork> sample_work(const SchedulingProblem& problem, const Branches& branches) {
+std::vector<ModalityWork> sample_work(const SchedulingProblem& problem, const Branches& branches) {
   const Model& model = *problem.model;
   std::vector<char> encoder_side(static_cast<size_t>(model.num_layers()), 0);
   for (const auto& layers : branches.encoders)
     for (int l : layers) encoder_side[static_cast<size_t>(l)] = 1;
-  std::vector<SampleWork> out;
+  std::vector<ModalityWork> out;
   out.reserve(problem.samples.size());
   for (const Sample& sample : problem.samples) {
-    SampleWork w;
+    ModalityWork w;
     const std::vector<const Sample*> one = {&sample};
     for (int l = 0; l < model.num_layers(); ++l) {
       const PassCost c =
@@ -43,7 +43,7 @@ std::vector<SampleWork> sample_work(const SchedulingProblem& problem, const Bran
   return out;
 }
 
-std::vector<std::vector<std::vector<int>>> intra_microbatch_lpt(const std::vector<SampleWork>& work,
+std::vector<std::vector<std::vector<int>>> intra_microbatch_lpt(const std::vector<ModalityWork>& work,
                                                                 int dp, int microbatches,
                                                                 int microbatch_size) {
   std::vector<std::vector<std::vector<int>>> out(
@@ -182,7 +182,7 @@ Schedule disttrain_schedule(const SchedulingProblem& problem, bool reorder) {
                      std::to_string(dp * m * mbs) + " samples, the workload has " +
                      std::to_string(problem.samples.size()));
   if (reorder) {
-    const std::vector<SampleWork> work = sample_work(problem, branches);
+    const std::vector<ModalityWork> work = sample_work(problem, branches);
     out.assignment = intra_microbatch_lpt(work, dp, m, mbs);
     int enc_depth = *std::max_element(a.encoders.begin(), a.encoders.end());
     for (auto& replica : out.assignment) {

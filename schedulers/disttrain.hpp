@@ -11,17 +11,17 @@ namespace loom {
 /// One sample's compute under the problem's cost model (frozen status applied, Eq 3.2):
 /// F + B seconds of its encoder-side layers (encoders and projectors) and of the LLM part,
 /// as if the sample were a microbatch of its own on a stage of parallel.tp GPUs.
-struct SampleWork {
+struct ModalityWork {
   double encoder_s = 0;
   double llm_s = 0;
   double total() const { return encoder_s + llm_s; }
 };
-std::vector<SampleWork> sample_work(const SchedulingProblem& problem, const Branches& branches);
+std::vector<ModalityWork> sample_work(const SchedulingProblem& problem, const Branches& branches);
 
 /// Intra-microbatch reordering [2nd]: the samples of global microbatch j (positions
 /// j*dp*mbs .. in arrival order) are spread over the dp replicas by LPT on encoder work,
 /// mbs samples each (the equal-cardinality variant). Returns assignment[replica][j].
-std::vector<std::vector<std::vector<int>>> intra_microbatch_lpt(const std::vector<SampleWork>& work,
+std::vector<std::vector<std::vector<int>>> intra_microbatch_lpt(const std::vector<ModalityWork>& work,
                                                                 int dp, int microbatches,
                                                                 int microbatch_size);
 

@@ -46,7 +46,7 @@ TEST(DistTrain, EncodersAndLlmOnDisjointRanksValidOnTheExamples) {
 // Intra-microbatch LPT: equal cardinality per replica, every sample once, and the
 // replicas' encoder loads within the largest sample of each other.
 TEST(DistTrain, IntraMicrobatchLptBalancesReplicas) {
-  std::vector<SampleWork> work;
+  std::vector<ModalityWork> work;
   for (int i = 0; i < 32; ++i) work.push_back({i < 16 ? 9.0 : 1.0, 1.0});
   const auto a = intra_microbatch_lpt(work, 2, 8, 2);
   std::multiset<int> seen;
