@@ -6,9 +6,10 @@
 // in reverse. Bubble time over ideal time drops from (p-1)/m to (p-1)/(v m), at the cost
 // of v times more point-to-point messages and a longer warm-up.
 //
-//   p = 2, v = 2, m = 4 (virtual stages: rank 0 holds 0 and 2, rank 1 holds 1 and 3):
-//   rank 0: 0F0 0F1 2F0 2F1 0F2 | 0F3 2B0 2F2 2B1 2F3 0B0 | 0B1 2B2 2B3 0B2 0B3
-//   rank 1:     1F0 1F1 3F0 | 3F1 3B0 1F2 3B1 1F3 1B0 ...
+//   p = 2, v = 2, m = 4 (virtual stages: rank 0 holds 0 and 2, rank 1 holds 1 and 3;
+//   warm-up | steady one F one B | cool-down):
+//   rank 0: 0F0 0F1 2F0 2F1 | 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 | 2B2 2B3 0B2 0B3
+//   rank 1: 1F0 1F1 | 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 | 1B2 1B3
 #include <algorithm>
 
 #include "core/errors.hpp"
@@ -18,9 +19,11 @@ namespace loom {
 
 RankOrders interleaved_1f1b_orders(int p, int m, int v) {
   if (m % p != 0) {
-    throw InputError("schedule.microbatches: interleaved-1f1b runs microbatches in groups of "
-                     "parallel.pp = " + std::to_string(p) + "; " + std::to_string(m) +
-                     " is not a multiple (Megatron's interleaved schedule has the same rule)");
+    throw InputError(
+        "schedule.microbatches: interleaved-1f1b runs microbatches in groups of "
+        "parallel.pp = " +
+        std::to_string(p) + "; " + std::to_string(m) +
+        " is not a multiple (Megatron's interleaved schedule has the same rule)");
   }
   const int total = m * v;  // virtual microbatches
   // Virtual microbatch k -> (chunk, microbatch); backward sweeps chunks in reverse.

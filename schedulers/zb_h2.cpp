@@ -32,9 +32,11 @@ StageOrders zb_h2_orders(int p, int m) {
       order.push_back({Pass::kF, nf++});
       order.push_back({Pass::kI, ni++});
     }
+    // Cool-down: W before each I, so this stage's I stay two slots behind the next
+    // stage's (an I,W order would ask for I before the downstream I can have arrived).
     while (ni < m) {
-      order.push_back({Pass::kI, ni++});
       order.push_back({Pass::kW, nw++});
+      order.push_back({Pass::kI, ni++});
     }
     while (nw < m) order.push_back({Pass::kW, nw++});
   }
