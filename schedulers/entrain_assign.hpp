@@ -11,7 +11,7 @@
 ///            half S_ul; per pair the subset-sum DP picks the samples of i whose LLM work is
 ///            closest to delta = (w_i - w_j) / 2; V_ij of Eq 4.3; bottleneck matching by
 ///            binary search over V u L with bipartite matching (Boost.Graph); execution
-///            order (ol_0, ul_0, ol_1, ul_1, ...)
+///            order (ol_0, ul_0, ol_1, ul_1, ...), pairs by heaviest encoder microbatch first
 ///
 /// Sample "workload" is whatever the caller measures (seconds from the cost model in the
 /// scheduler); samples are indices into the workload vector.
@@ -63,7 +63,7 @@ class SubsetSums {
 };
 
 struct DeferralOptions {
-  bool defer = true;  ///< false: stratified microbatches only, in LLM-workload order
+  bool defer = true;  ///< false: the same pairs and order, nothing deferred (ablation)
   /// Discretization of the DP: units per heaviest microbatch LLM workload.
   int resolution = 1024;
   /// Lower bound on K_eff (see effective_microbatches()).

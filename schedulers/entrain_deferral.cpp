@@ -96,13 +96,21 @@ DeferralPlan pairwise_deferral(const std::vector<SampleWork>& work,
   DeferralPlan plan;
   for (const auto& mb : encoder_microbatches)
     plan.max_llm_before_s = std::max(plan.max_llm_before_s, llm_work(work, mb));
-  auto push = [&](int mb, std::vector<int> deferred) {
-    plan.encoder.push_back(encoder_microbatches[static_cast<size_t>(mb)]);
-    plan.deferred.push_back(std::move(deferred));
+  // Units of execution: a pair (ol, ul) or a lone microbatch, each with its deferral set.
+  struct Unit {
+    std::vector<int> mbs;
+    std::vector<int> deferred;  ///< from mbs[0] to mbs[1]
+    double encoder = 0;         ///< the unit's heaviest encoder microbatch
   };
-  if (!options.defer || t.ol.empty()) {
-    for (int i : t.ol) push(i, {});
-    for (int j : t.ul) push(j, {});
+  std::vector<Unit> units;
+  auto push = [&](std::vector<int> mbs, std::vector<int> deferred) {
+    double enc = 0;
+    for (int mb : mbs)
+      enc = std::max(enc, encoder_work(work, encoder_microbatches[static_cast<size_t>(mb)]));
+    units.push_back({std::move(mbs), std::move(deferred), enc});
+  };
+  if (t.ol.empty()) {
+    for (int j : t.ul) push({j}, {});
   } else {
     // Candidates: V u L, at least the heaviest underloaded microbatch (which can never
     // shed work) and at most max L (always feasible: nothing is critical).
@@ -144,11 +152,21 @@ DeferralPlan pairwise_deferral(const std::vector<SampleWork>& work,
     }
     for (size_t i = 0; i < t.ol.size(); ++i) {  // line 14: (ol_0, ul_0, ol_1, ul_1, ...)
       const size_t j = static_cast<size_t>(partner[i]);
-      push(t.ol[i], t.deferred[i][j]);
-      push(t.ul[j], {});
+      push({t.ol[i], t.ul[j]}, options.defer ? t.deferred[i][j] : std::vector<int>{});
     }
     for (size_t j = 0; j < t.ul.size(); ++j)
-      if (!used[j]) push(t.ul[j], {});
+      if (!used[j]) push({t.ul[j]}, {});
+  }
+  // The order of the pairs is not given (line 14 fixes only ol_k, ul_k adjacency): Loom
+  // runs the pair with the heaviest encoder microbatch first, so that an outlier's long
+  // encoder stages overlap the rest of the iteration instead of extending its cool-down.
+  std::stable_sort(units.begin(), units.end(),
+                   [](const Unit& a, const Unit& b) { return a.encoder > b.encoder; });
+  for (Unit& u : units) {
+    for (size_t k = 0; k < u.mbs.size(); ++k) {
+      plan.encoder.push_back(encoder_microbatches[static_cast<size_t>(u.mbs[k])]);
+      plan.deferred.push_back(k == 0 ? std::move(u.deferred) : std::vector<int>{});
+    }
   }
   // Line 15: M^LLM_j = M^enc_j minus its deferred samples plus those deferred from j - 1.
   plan.llm.resize(plan.encoder.size());
