@@ -17,6 +17,7 @@
 #include "core/evaluator.hpp"
 #include "core/io.hpp"
 #include "core/timeline.hpp"
+#include "core/variability.hpp"
 #include "sim/simgrid_backend.hpp"
 
 extern char** environ;
@@ -89,6 +90,12 @@ nlohmann::json metrics_json(const Study& study, const Metrics& m, const std::str
                         {"peak_live_microbatches", r.peak_live_microbatches}});
   }
   const Config& c = study.config;
+  // Table 4.3: per-microbatch forward time of each component, summed over its stages.
+  nlohmann::json forward = nlohmann::json::object();
+  for (const ComponentForwardStats& f : component_forward_stats(study.schedule, c.model)) {
+    forward[f.component] = {
+        {"mean_s", f.mean_s}, {"std_s", f.std_s}, {"per_microbatch_s", f.per_microbatch}};
+  }
   return {{"iteration_time_s", m.iteration_time_s},
           {"throughput_samples_per_s", m.throughput_samples_per_s},
           {"bubble_fraction", m.bubble_fraction},
@@ -102,7 +109,8 @@ nlohmann::json metrics_json(const Study& study, const Metrics& m, const std::str
           {"microbatch_size", c.schedule.microbatch_size},
           {"partition_view", c.schedule.partition_view == PartitionView::kTrue ? "true" : "naive"},
           {"partition_views_evaluator_s", views},
-          {"cost_model", study.cost->describe()}};
+          {"cost_model", study.cost->describe()},
+          {"component_forward", forward}};
 }
 
 /// Per stage: its layers by module, and the F and B time of microbatch 0 (rank of replica 0).

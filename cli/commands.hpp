@@ -22,5 +22,6 @@ CommandRun attach_plan_cp(CLI::App& sub);         // cli/cmd_plan_cp.cpp
 CommandRun attach_trace(CLI::App& sub);           // cli/cmd_trace.cpp
 CommandRun attach_plan_templates(CLI::App& sub);  // cli/cmd_plan_templates.cpp
 CommandRun attach_replay(CLI::App& sub);          // cli/cmd_replay.cpp
+CommandRun attach_plan_layout(CLI::App& sub);     // cli/cmd_plan_layout.cpp
 
 }  // namespace loom

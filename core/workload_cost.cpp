@@ -68,10 +68,14 @@ std::vector<double> microbatch_component_forward(const Model& model, const CostM
 std::vector<double> macroscopic_proportions(const Model& model, const CostModel& cost,
                                             const std::vector<Component>& components,
                                             const std::vector<Sample>& batch, int tp) {
+  // One cost query per layer for the whole batch: a shape lists every sample as its own
+  // sequence, so the quadratic attention term stays per sample (the sum of the per-sample
+  // workloads, up to a per-invocation constant of `calibrated`).
+  std::vector<const Sample*> all;
+  for (const Sample& s : batch) all.push_back(&s);
   std::vector<double> sum(components.size(), 0.0);
-  for (const Sample& s : batch) {
-    const std::vector<double> w = sample_component_workload(model, cost, components, s, tp);
-    for (size_t i = 0; i < w.size(); ++i) sum[i] += w[i];
+  for (size_t i = 0; i < components.size(); ++i) {
+    for (int l : components[i].layers) sum[i] += layer_workload(model, cost, l, all, tp);
   }
   const double total = std::accumulate(sum.begin(), sum.end(), 0.0);
   for (double& v : sum) v = total > 0 ? v / total : 1.0 / static_cast<double>(sum.size());

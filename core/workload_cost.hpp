@@ -36,7 +36,8 @@ std::vector<double> microbatch_component_forward(const Model& model, const CostM
                                                  const std::vector<const Sample*>& samples, int tp);
 
 /// Workload proportions P_i of a batch (Alg 2 EstimateMacroscopicProportions): each
-/// component's summed per-sample workload over the total. Sums to 1.
+/// component's workload for the batch (every sample its own sequence, one cost query per
+/// layer) over the total. Sums to 1.
 std::vector<double> macroscopic_proportions(const Model& model, const CostModel& cost,
                                             const std::vector<Component>& components,
                                             const std::vector<Sample>& batch, int tp);

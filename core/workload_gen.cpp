@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <random>
 
 #include "core/errors.hpp"
@@ -55,8 +56,8 @@ const std::vector<DatasetSpec>& dataset_specs() {
       {"synthchartnet",
        "SynthChartNet: rendered charts of many sizes with long chart-to-table/code text; "
        "the most variable subset (section 4.7)",
-       {455, 0.9, 16, 8192},
-       {800, 0.5, 224, 3584},
+       {360, 0.6, 16, 8192},
+       {800, 0.3, 224, 3584},
        {0.75, 0.3, 0.25, 4},
        0.0},
       {"llava-150k",
@@ -131,6 +132,27 @@ std::vector<Sample> generate_samples(const DatasetSpec& spec, int count, std::ui
     samples.push_back(std::move(s));
   }
   return samples;
+}
+
+BatchSource generator_stream(const DatasetSpec& spec, std::uint64_t seed, int first_id) {
+  auto next = std::make_shared<int>(first_id);
+  return [spec, seed, next](int n) {
+    std::vector<Sample> batch = generate_samples(spec, n, seed, *next);
+    *next += n;
+    return batch;
+  };
+}
+
+BatchSource pool_stream(std::vector<Sample> pool, std::uint64_t seed) {
+  if (pool.empty()) throw InputError("cannot draw batches from an empty workload");
+  auto rng = std::make_shared<std::mt19937_64>(seed);
+  auto samples = std::make_shared<const std::vector<Sample>>(std::move(pool));
+  return [rng, samples](int n) {
+    std::vector<Sample> batch;
+    // rng() % size: the modulo bias is below 2^-40 for any pool Loom can hold.
+    for (int i = 0; i < n; ++i) batch.push_back((*samples)[(*rng)() % samples->size()]);
+    return batch;
+  };
 }
 
 }  // namespace loom

@@ -3,14 +3,17 @@
 /// dissertation §4.7 (SynthChartNet, LLaVA-150k, ChartQA, CocoQA). Per Fig 4.3, text and
 /// vision tokens vary independently: each sample draws its text length and its image(s)
 /// from separate distributions. The parameters are reconstructed (the dissertation plots
-/// the CDFs but prints no numbers); two are calibrated to ratios the text states (see
-/// docs/data-variability.md): LLaVA-150k's dataset-mean vision:LLM workload ratio 2.43
-/// (Fig 4.5; on Qwen2.5-Vision + Llama3-1b) and SynthChartNet's 1.27:1 (§4.7.3, on
-/// Qwen2.5-Vision + Llama3-3b), workloads from the analytical cost model at TP 2.
+/// the CDFs but prints no numbers); two are calibrated to what the text states (see
+/// docs/data-variability.md), workloads from the analytical cost model at TP 2:
+/// LLaVA-150k's dataset-mean vision:LLM workload ratio 2.43 (Fig 4.5; on Qwen2.5-Vision +
+/// Llama3-1b), and SynthChartNet's Table 4.2 on Qwen2.5-Vision + Llama3-3b (batches of 64
+/// and more all allocate 8:8 GPUs, smaller ones several allocations; mean ratio 0.98 --
+/// the stated 1.27:1 would round to 10:6 at TP 2, contradicting the table's 8:8).
 ///
 /// Deterministic across platforms: mt19937_64 plus Loom's own inverse-CDF sampling (the
 /// standard library's distributions are implementation-defined).
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,6 +51,17 @@ const DatasetSpec& find_dataset(const std::string& name);
 /// depends only on (seed, first_id + i): any window of the stream is reproducible.
 std::vector<Sample> generate_samples(const DatasetSpec& spec, int count, std::uint64_t seed,
                                      int first_id = 0);
+
+/// Draws a fresh random batch of `n` samples from a dataset (stateful, seeded): what the
+/// planners of dissertation §4.4 profile.
+using BatchSource = std::function<std::vector<Sample>(int n)>;
+
+/// Fresh samples from the generator: batch j holds the next n ids of the stream that
+/// starts at `first_id`.
+BatchSource generator_stream(const DatasetSpec& spec, std::uint64_t seed, int first_id);
+
+/// Draws with replacement from a fixed pool (a CSV dataset), mt19937_64-seeded.
+BatchSource pool_stream(std::vector<Sample> pool, std::uint64_t seed);
 
 /// Inverse of the standard normal CDF (Acklam's rational approximation refined by one
 /// Halley step; |error| < 1e-12 on (0, 1)).
