@@ -92,7 +92,9 @@ class DipLowering {
           " samples, the workload has " + std::to_string(p_.samples.size()));
     s_.scheduler = "dip";
     for (const Module& mod : model_.modules()) s_.module_names.push_back(mod.name);
-    s_.num_stages = static_cast<int>(layout_.chunks.size());  // stage = chunk (virtual stage)
+    // Ranks per replica, as the other lowerings; Compute::stage carries the chunk (virtual
+    // stage) index.
+    s_.num_stages = P_;
     s_.microbatches = m_;
     s_.programs.resize(static_cast<size_t>(P_ * dp_));
     for (int d = 0; d < dp_; ++d)
