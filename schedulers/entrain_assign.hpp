@@ -10,7 +10,7 @@
 ///   §4.5.2   pairwise deferral: microbatches sorted by LLM workload, top half S_ol, bottom
 ///            half S_ul; per pair the subset-sum DP picks the samples of i whose LLM work is
 ///            closest to delta = (w_i - w_j) / 2; V_ij of Eq 4.3; bottleneck matching by
-///            binary search over V u L with bipartite matching (Boost.Graph); execution
+///            binary search over V u L with DFS bipartite matching (Kuhn); execution
 ///            order (ol_0, ul_0, ol_1, ul_1, ...), pairs by heaviest encoder microbatch first
 ///
 /// Sample "workload" is whatever the caller measures (seconds from the cost model in the

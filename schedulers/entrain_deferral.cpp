@@ -7,8 +7,6 @@
 //   T* = min T in V u L such that every i with L_i > T matches a distinct j with V_ij <= T
 //   execution order:        ol_0 ul_0 ol_1 ul_1 ...  (ul_k runs ol_k's deferred LLM work)
 #include <algorithm>
-#include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/max_cardinality_matching.hpp>
 #include <numeric>
 #include <stdexcept>
 
@@ -60,30 +58,36 @@ PairTable build_pairs(const std::vector<SampleWork>& work, const std::vector<std
   return t;
 }
 
-/// BOTTLENECKMATCH's feasibility check at threshold T: every critical overloaded microbatch
-/// (L_i > T) gets a distinct underloaded partner with V_ij <= T. Returns mate[i] per
-/// overloaded position (-1: unmatched) or an empty vector when infeasible.
-std::vector<int> match_at(const PairTable& t, double threshold) {
-  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS>;
-  using Vertex = boost::graph_traits<Graph>::vertex_descriptor;
-  const size_t no = t.ol.size(), nu = t.ul.size();
-  Graph g(no + nu);
-  size_t critical = 0;
-  for (size_t i = 0; i < no; ++i) {
-    if (t.l[i] <= threshold) continue;  // runs within T alone
-    ++critical;
-    for (size_t j = 0; j < nu; ++j) {
-      if (t.v[i][j] <= threshold) boost::add_edge(i, no + j, g);
+/// Kuhn's augmenting path from overloaded position i over edges V_ij <= T.
+bool augment(const PairTable& t, size_t i, double threshold, std::vector<int>& mate_ul,
+             std::vector<char>& seen) {
+  for (size_t j = 0; j < t.ul.size(); ++j) {
+    if (seen[j] || t.v[i][j] > threshold) continue;
+    seen[j] = 1;
+    const int other = mate_ul[j];
+    if (other < 0 || augment(t, static_cast<size_t>(other), threshold, mate_ul, seen)) {
+      mate_ul[j] = static_cast<int>(i);
+      return true;
     }
   }
-  std::vector<Vertex> mate(no + nu);
-  boost::edmonds_maximum_cardinality_matching(g, mate.data());
-  if (boost::matching_size(g, mate.data()) != critical) return {};
-  std::vector<int> out(no, -1);
-  for (size_t i = 0; i < no; ++i) {
-    if (mate[i] != boost::graph_traits<Graph>::null_vertex())
-      out[i] = static_cast<int>(mate[i] - no);
+  return false;
+}
+
+/// BOTTLENECKMATCH's feasibility check at threshold T: every critical overloaded microbatch
+/// (L_i > T) gets a distinct underloaded partner with V_ij <= T, by DFS-based bipartite
+/// matching (§4.5.2). Returns mate[i] per overloaded position (-1: not critical) or an
+/// empty vector when infeasible (it stops at the first critical one left unmatched).
+std::vector<int> match_at(const PairTable& t, double threshold) {
+  std::vector<int> mate_ul(t.ul.size(), -1);
+  std::vector<char> seen(t.ul.size());
+  for (size_t i = 0; i < t.ol.size(); ++i) {
+    if (t.l[i] <= threshold) continue;  // runs within T alone
+    std::fill(seen.begin(), seen.end(), 0);
+    if (!augment(t, i, threshold, mate_ul, seen)) return {};
   }
+  std::vector<int> out(t.ol.size(), -1);
+  for (size_t j = 0; j < mate_ul.size(); ++j)
+    if (mate_ul[j] >= 0) out[static_cast<size_t>(mate_ul[j])] = static_cast<int>(j);
   return out;
 }
 
