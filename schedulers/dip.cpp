@@ -76,6 +76,34 @@ struct RankState {
   bool last_forward = false;
 };
 
+/// The dual-queue choice of one rank: the forward and the backward queue each offer
+/// their earliest-startable task (priority breaks ties; the memory cap disables a forward
+/// that would not fit); when both can start now they alternate as in 1F1B, otherwise the
+/// earlier one goes. -1 when the rank has nothing it may run.
+int pick_on_rank(const std::vector<DipTask>& tasks, const std::vector<int>& ready,
+                 const RankState& st, double static_bytes, double cap_bytes,
+                 const std::vector<double>& priority, const std::vector<double>& ready_at) {
+  int pick[2] = {-1, -1};  // [0] forward queue, [1] backward queue
+  double pick_start[2] = {0, 0};
+  for (int t : ready) {
+    const DipTask& task = tasks[static_cast<size_t>(t)];
+    const int q = task.forward ? 0 : 1;
+    if (task.forward && static_bytes + st.live_bytes + task.activation_bytes > cap_bytes)
+      continue;  // the memory cap disables the forward queue
+    const double start = std::max(st.free_at, ready_at[static_cast<size_t>(t)]);
+    if (pick[q] < 0 || start < pick_start[q] ||
+        (start == pick_start[q] &&
+         priority[static_cast<size_t>(t)] < priority[static_cast<size_t>(pick[q])])) {
+      pick[q] = t;
+      pick_start[q] = start;
+    }
+  }
+  if (pick[0] >= 0 && pick[1] >= 0 && pick_start[0] <= st.free_at && pick_start[1] <= st.free_at)
+    return st.last_forward ? pick[1] : pick[0];  // both ready: alternate as 1F1B
+  if (pick[0] >= 0 && (pick[1] < 0 || pick_start[0] < pick_start[1])) return pick[0];
+  return pick[1];
+}
+
 }  // namespace
 
 DipOrder dip_greedy(const std::vector<DipTask>& tasks, const std::vector<DipChunk>& chunks,
@@ -104,31 +132,9 @@ DipOrder dip_greedy(const std::vector<DipTask>& tasks, const std::vector<DipChun
     double best_start = std::numeric_limits<double>::infinity();
     for (int r = 0; r < ranks; ++r) {
       const RankState& st = state[static_cast<size_t>(r)];
-      int pick[2] = {-1, -1};  // [0] forward queue, [1] backward queue
-      double pick_start[2] = {0, 0};
-      for (int t : ready[static_cast<size_t>(r)]) {
-        const DipTask& task = tasks[static_cast<size_t>(t)];
-        const int q = task.forward ? 0 : 1;
-        if (task.forward &&
-            static_bytes[static_cast<size_t>(r)] + st.live_bytes + task.activation_bytes >
-                cap_bytes)
-          continue;  // the memory cap disables the forward queue
-        const double start = std::max(st.free_at, ready_at[static_cast<size_t>(t)]);
-        if (pick[q] < 0 || start < pick_start[q] ||
-            (start == pick_start[q] &&
-             priority[static_cast<size_t>(t)] < priority[static_cast<size_t>(pick[q])])) {
-          pick[q] = t;
-          pick_start[q] = start;
-        }
-      }
-      int chosen = -1;
-      if (pick[0] >= 0 && pick[1] >= 0 && pick_start[0] <= st.free_at &&
-          pick_start[1] <= st.free_at)
-        chosen = st.last_forward ? pick[1] : pick[0];  // both ready: alternate as 1F1B
-      else if (pick[0] >= 0 && (pick[1] < 0 || pick_start[0] < pick_start[1]))
-        chosen = pick[0];
-      else
-        chosen = pick[1];
+      const int chosen =
+          pick_on_rank(tasks, ready[static_cast<size_t>(r)], st,
+                       static_bytes[static_cast<size_t>(r)], cap_bytes, priority, ready_at);
       if (chosen < 0) continue;
       const double start = std::max(st.free_at, ready_at[static_cast<size_t>(chosen)]);
       if (start < best_start) {

@@ -63,7 +63,9 @@ struct DipSearchStats {
   int iterations = 0;
   int rollouts = 0;
   double seconds = 0;
-  double initial_makespan_s = 0;  ///< the root order: microbatch-major, encoders first
+  /// The root order: every encoder unit before the LLM (Fig 4.2c), or microbatch-major
+  /// when that cannot run under the memory cap.
+  double initial_makespan_s = 0;
   double best_makespan_s = 0;
 };
 std::vector<double> dip_search(const std::vector<std::vector<DipTask>>& replicas,

@@ -67,9 +67,20 @@ class Search {
 
   std::vector<int> run(int iterations, double budget_s, DipSearchStats* stats) {
     const auto start = std::chrono::steady_clock::now();
-    std::vector<int> root_order(static_cast<size_t>(units_));
-    std::iota(root_order.begin(), root_order.end(), 0);  // microbatch-major, encoders first
-    root_t_ = score(root_order);
+    // The root order is Fig 4.2c's: every encoder unit (all microbatches) before any LLM
+    // unit, so encoder forwards win ties against LLM work.
+    std::vector<int> root_order;
+    const int microbatches = units_ / modalities_;
+    for (int mod = 0; mod < modalities_; ++mod)
+      for (int j = 0; j < microbatches; ++j) root_order.push_back(j * modalities_ + mod);
+    try {
+      root_t_ = score(root_order);
+    } catch (const InfeasibleError&) {
+      // Encoder activations of every microbatch exceed the memory cap before any LLM
+      // backward frees memory: root at microbatch-major order instead (1F1B-like).
+      std::iota(root_order.begin(), root_order.end(), 0);
+      root_t_ = score(root_order);
+    }
     best_order_ = root_order;
     best_t_ = root_t_;
     nodes_.push_back(Node{});
