@@ -65,8 +65,9 @@ TEST(EntrainPlanner, Table42SmallBatchesVaryLargeOnesAgree) {
   EXPECT_EQ(t256.allocations, (std::vector<std::vector<int>>{{8, 8}}));  // Table 4.1: 4 + 4 stages
   const MacroscopicProfile alg2 = find_min_profiling_batch(
       s->in, generator_stream(find_dataset("synthchartnet"), 1, 0), 0.05, 0.05, 1, 4096);
+  // §4.4.2: "convergence occurs by batch size 256 across all evaluated datasets".
   EXPECT_GT(alg2.b_min, 4);
-  EXPECT_LE(alg2.b_min, 64);
+  EXPECT_LE(alg2.b_min, 256);
   EXPECT_FALSE(alg2.trials.front().pass);
 }
 
@@ -91,7 +92,9 @@ TEST(EntrainPlanner, ConfigurationSearchFollowsEq42) {
   }
   EXPECT_NEAR(p.iteration_s, sum + 31 * beta + p.reshard_s, 1e-9);
   for (const ParallelPlan& other : r.candidates) {
-    if (other.fits_memory) EXPECT_LE(other.throughput_samples_per_s, p.throughput_samples_per_s);
+    if (other.fits_memory) {
+      EXPECT_LE(other.throughput_samples_per_s, p.throughput_samples_per_s);
+    }
     // Differing TP degrees pay for resharding; equal ones do not.
     const bool differ = other.components[0].tp != other.components[1].tp;
     EXPECT_EQ(other.reshard_s > 0, differ);
