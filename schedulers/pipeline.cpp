@@ -309,7 +309,8 @@ class Lowering {
       int module = stage(s).segments.front().module;
       double bytes = 0;
       for (int v = s; v < pp_; v += ranks_)
-        bytes += trainable_parameters(v, &module) * p_.memory.gradient_bytes_per_param / stage_tp(v);
+        bytes +=
+            trainable_parameters(v, &module) * p_.memory.gradient_bytes_per_param / stage_tp(v);
       if (bytes <= 0) continue;
       const int group = static_cast<int>(schedule_.groups.size());
       std::vector<int> members;
@@ -380,10 +381,10 @@ std::vector<StageRange> plan_stages(const SchedulingProblem& problem, int stages
   }
   if (stages > model.num_layers()) {
     const bool virt = stages != problem.parallel.pp;
-    throw InputError(
-        (virt ? "schedule.chunks: parallel.pp x chunks = " : "parallel.pp: ") +
-        std::to_string(stages) + " pipeline stages but the model has only " +
-        std::to_string(model.num_layers()) + " layers (each stage needs at least one)");
+    throw InputError((virt ? "schedule.chunks: parallel.pp x chunks = " : "parallel.pp: ") +
+                     std::to_string(stages) + " pipeline stages but the model has only " +
+                     std::to_string(model.num_layers()) +
+                     " layers (each stage needs at least one)");
   }
   // The representative microbatch: the first one of the iteration.
   std::vector<const Sample*> first;
