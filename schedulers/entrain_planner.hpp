@@ -106,6 +106,12 @@ ConfigSearch search_configuration(const PlannerInputs& in,
 ConfigSearch colocated_configuration(const PlannerInputs& in,
                                      const std::vector<Sample>& profiling_batch);
 
+/// `plan` (its allocation, TP x PP and stage boundaries, as derived from its own profiling
+/// batch) rated on another batch, e.g. the dataset: tau from `batch`'s layer costs, then
+/// Eq 4.2 (+ the plan's resharding cost). What a micro-profiled plan is worth on the data.
+ParallelPlan rate_plan_on(const PlannerInputs& in, const ParallelPlan& plan,
+                          const std::vector<Sample>& batch);
+
 /// A name for an allocation: "8:8".
 std::string allocation_text(const std::vector<int>& allocation);
 

@@ -202,4 +202,36 @@ ConfigSearch colocated_configuration(const PlannerInputs& in,
   return out;
 }
 
+ParallelPlan rate_plan_on(const PlannerInputs& in, const ParallelPlan& plan,
+                          const std::vector<Sample>& batch) {
+  if (batch.empty()) throw InputError("the evaluation batch is empty");
+  const std::vector<Component> comps = model_components(*in.model);
+  ParallelPlan out = plan;
+  size_t stages = 0;
+  for (const ComponentConfig& c : plan.components) stages = std::max(stages, c.stages.size());
+  std::vector<double> colocated(stages, 0.0);
+  double sum = 0;
+  out.beta_max = 0;
+  for (size_t i = 0; i < out.components.size(); ++i) {
+    ComponentConfig& c = out.components[i];
+    const std::vector<double> costs = macroscopic_layer_costs(*in.model, *in.cost, comps[i].layers,
+                                                              batch, in.microbatch_size, c.tp);
+    for (size_t s = 0; s < c.stages.size(); ++s) {
+      double tau = 0;
+      for (int j = c.stages[s].first; j < c.stages[s].end; ++j)
+        tau += costs[static_cast<size_t>(j)];
+      c.tau[s] = tau;
+      colocated[s] += tau;
+      sum += tau;
+    }
+    c.beta = *std::max_element(c.tau.begin(), c.tau.end());
+    out.beta_max = std::max(out.beta_max, c.beta);
+  }
+  if (plan.colocated) out.beta_max = *std::max_element(colocated.begin(), colocated.end());
+  out.iteration_s = sum + (plan.microbatches - 1) * out.beta_max + plan.reshard_s;  // Eq 4.2
+  out.throughput_samples_per_s =
+      static_cast<double>(in.dp) * plan.microbatches * in.microbatch_size / out.iteration_s;
+  return out;
+}
+
 }  // namespace loom
