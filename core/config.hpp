@@ -47,8 +47,10 @@ struct ScheduleConfig {
   std::vector<int> stage_layers;  ///< optional explicit layers per stage (overrides the DP)
   // dip / omnibal (docs/baselines-disttrain-dip-omnibal.md):
   int dip_seed = 0;                 ///< dip MCTS rollouts and omnibal ISF sampling seed
-  int dip_search_iterations = 200;  ///< dip: MCTS iterations (deterministic for a seed)
-  double dip_search_budget_s = 2;   ///< dip: wall-clock cap on the search, s
+  int dip_search_iterations = 50;   ///< dip: MCTS iterations (deterministic for a seed)
+  /// dip: wall-clock cap on the search, s; generous so that the iteration budget binds
+  /// and outputs stay byte-identical (a binding time cap is machine-dependent).
+  double dip_search_budget_s = 30;
   double dip_memory_cap_gb = 0;     ///< dip: per-rank memory cap, GB; 0 = the GPU's memory
   // entrain (docs/entrain.md):
   std::string entrain_pipeline = "1f1b";  ///< "1f1b" (fused B) or "zb" (split I/W)
