@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/errors.hpp"
 #include "core/evaluator.hpp"
 #include "core/validate.hpp"
 #include "test_support.hpp"
@@ -141,6 +142,16 @@ TEST(Entrain, ZeroBubbleOrderSplitsEveryBackward) {
     }
     EXPECT_EQ(i, 4);
     EXPECT_EQ(w, 4);
+  }
+}
+
+TEST(Entrain, OneStageIsAnInputErrorNamingTheKey) {
+  try {
+    synthchartnet({"parallel.pp=1"});
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.pp"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("entrain"), std::string::npos) << e.what();
   }
 }
 
