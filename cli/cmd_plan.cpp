@@ -13,6 +13,10 @@ const Command kPlanCommands[] = {
     {"templates",
      "Oobleck pipeline templates and their instantiation for a node count (dissertation ch. 2)",
      attach_plan_templates},
+    {"layout",
+     "Entrain's macroscopic profiling and configuration search vs DistTrain/DIP (dissertation "
+     "4.4)",
+     attach_plan_layout},
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "core/io.hpp"
+#include "core/variability.hpp"
 
 extern char** environ;
 
@@ -45,6 +46,12 @@ nlohmann::json metrics_json(const Study& study, const Metrics& m, const std::str
                         {"peak_live_microbatches", r.peak_live_microbatches}});
   }
   const Config& c = study.config;
+  // Table 4.3: per-microbatch forward time of each component, summed over its stages.
+  nlohmann::json forward = nlohmann::json::object();
+  for (const ComponentForwardStats& f : component_forward_stats(study.schedule, c.model)) {
+    forward[f.component] = {
+        {"mean_s", f.mean_s}, {"std_s", f.std_s}, {"per_microbatch_s", f.per_microbatch}};
+  }
   nlohmann::json j = {
       {"iteration_time_s", m.iteration_time_s},
       {"throughput_samples_per_s", m.throughput_samples_per_s},
@@ -58,7 +65,8 @@ nlohmann::json metrics_json(const Study& study, const Metrics& m, const std::str
       {"microbatches", c.schedule.microbatches},
       {"microbatch_size", c.schedule.microbatch_size},
       {"partition_view", c.schedule.partition_view == PartitionView::kTrue ? "true" : "naive"},
-      {"cost_model", study.cost->describe()}};
+      {"cost_model", study.cost->describe()},
+      {"component_forward", forward}};
   for (const auto& [key, value] : extra.items()) j[key] = value;
   return j;
 }

@@ -6,6 +6,7 @@
 #include "core/evaluator.hpp"
 #include "core/validate.hpp"
 #include "core/workload.hpp"
+#include "core/workload_gen.hpp"
 
 namespace loom {
 namespace {
@@ -33,6 +34,15 @@ void check_modalities(const Config& config, const Sample& sample) {
 }
 
 std::vector<Sample> load_workload(const Config& config, size_t needed) {
+  if (!config.workload.dataset.empty()) {
+    // Ids stay global (offset + i): the generator's draw for a sample depends on its id.
+    std::vector<Sample> samples =
+        generate_samples(find_dataset(config.workload.dataset), static_cast<int>(needed),
+                         static_cast<std::uint64_t>(config.workload.seed), config.workload.offset);
+    for (size_t i = 0; i < samples.size(); ++i) samples[i].id = static_cast<int>(i);
+    check_modalities(config, samples.front());
+    return samples;
+  }
   if (config.workload.csv.empty()) {
     std::vector<Sample> samples =
         synthetic_samples(static_cast<int>(needed), config.workload.tokens);
@@ -41,11 +51,13 @@ std::vector<Sample> load_workload(const Config& config, size_t needed) {
   }
   std::vector<Sample> samples = load_samples_csv(config.workload.csv);
   check_modalities(config, samples.front());
-  if (samples.size() < needed) {
+  const size_t offset = static_cast<size_t>(config.workload.offset);
+  if (samples.size() < offset + needed) {
     throw InputError(config.workload.csv + ": has " + std::to_string(samples.size()) +
                      " samples but one iteration needs dp x microbatches x microbatch_size = " +
-                     std::to_string(needed));
+                     std::to_string(needed) + " from workload.offset = " + std::to_string(offset));
   }
+  samples.erase(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(offset));
   samples.resize(needed);
   // Renumber in order: sample ids in the schedule index the iteration's batch.
   for (size_t i = 0; i < samples.size(); ++i) samples[i].id = static_cast<int>(i);

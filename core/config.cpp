@@ -15,6 +15,7 @@
 #include "core/errors.hpp"
 #include "core/presets.hpp"
 #include "core/units.hpp"
+#include "core/workload_gen.hpp"
 
 namespace loom {
 namespace {
@@ -610,11 +611,23 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
       r.integer(s, "schedule.", "microbatch_size", c.schedule.microbatch_size, 1);
   c.schedule.encoder_stages =
       r.integer(s, "schedule.", "encoder_stages", c.schedule.encoder_stages, 0);
+  c.schedule.chunks = r.integer(s, "schedule.", "chunks", c.schedule.chunks, 1);
   c.schedule.partition_view =
       r.string(s, "schedule.", "partition_view", "true", {"true", "naive"}) == "true"
           ? PartitionView::kTrue
           : PartitionView::kNaive;
   c.schedule.stage_layers = r.int_list(s, "schedule.", "stage_layers");
+  c.schedule.dip_seed = r.integer(s, "schedule.", "dip_seed", c.schedule.dip_seed, 0);
+  c.schedule.dip_search_iterations = r.integer(s, "schedule.", "dip_search_iterations",
+                                               c.schedule.dip_search_iterations, 1);
+  c.schedule.entrain_pipeline =
+      r.string(s, "schedule.", "entrain_pipeline", "1f1b", {"1f1b", "zb"});
+  c.schedule.entrain_defer = r.boolean(s, "schedule.", "entrain_defer", true);
+  c.schedule.entrain_eager = r.boolean(s, "schedule.", "entrain_eager", true);
+  c.schedule.dip_search_budget_s = r.number(s, "schedule.", "dip_search_budget_s",
+                                            c.schedule.dip_search_budget_s, 0);
+  c.schedule.dip_memory_cap_gb =
+      r.number(s, "schedule.", "dip_memory_cap_gb", c.schedule.dip_memory_cap_gb, 0);
 
   const toml::table* wl = r.section(root, "", "workload");
   const toml::table& w = wl ? *wl : kEmpty;
@@ -626,6 +639,18 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     }
   }
   c.workload.csv = relative_to_config(path, r.string(w, "workload.", "csv", ""));
+  c.workload.dataset = r.string(w, "workload.", "dataset", "");
+  if (!c.workload.dataset.empty()) {
+    try {
+      find_dataset(c.workload.dataset);
+    } catch (const InputError& e) {
+      r.fail(w.get("dataset"), "workload.dataset", e.what());
+    }
+    if (!c.workload.csv.empty())
+      r.fail(w.get("dataset"), "workload.dataset", "give either workload.dataset or workload.csv");
+  }
+  c.workload.seed = r.integer(w, "workload.", "seed", c.workload.seed, 0);
+  c.workload.offset = r.integer(w, "workload.", "offset", c.workload.offset, 0);
 
   const toml::table* sim = r.section(root, "", "sim");
   const toml::table& sm = sim ? *sim : kEmpty;

@@ -41,8 +41,21 @@ struct ScheduleConfig {
   int microbatch_size = 1;    ///< samples per microbatch
   /// encoders-colocated: pipeline stages of the fused encoders (0 = chosen by search).
   int encoder_stages = 0;
+  /// interleaved-1f1b: model chunks (virtual stages) per pipeline rank, v (Megatron).
+  int chunks = 1;
   PartitionView partition_view = PartitionView::kTrue;
   std::vector<int> stage_layers;  ///< optional explicit layers per stage (overrides the DP)
+  // dip / omnibal (docs/baselines-disttrain-dip-omnibal.md):
+  int dip_seed = 0;                 ///< dip MCTS rollouts and omnibal ISF sampling seed
+  int dip_search_iterations = 50;   ///< dip: MCTS iterations (deterministic for a seed)
+  /// dip: wall-clock cap on the search, s; generous so that the iteration budget binds
+  /// and outputs stay byte-identical (a binding time cap is machine-dependent).
+  double dip_search_budget_s = 30;
+  double dip_memory_cap_gb = 0;     ///< dip: per-rank memory cap, GB; 0 = the GPU's memory
+  // entrain (docs/entrain.md):
+  std::string entrain_pipeline = "1f1b";  ///< "1f1b" (fused B) or "zb" (split I/W)
+  bool entrain_defer = true;  ///< pairwise deferral (false: stratified assignment only)
+  bool entrain_eager = true;  ///< eager forward: warm-ups as long as memory allows
 };
 
 struct CostConfig {
@@ -59,6 +72,11 @@ struct CostConfig {
 struct WorkloadConfig {
   std::map<std::string, int> tokens = {{"text", 1024}};  ///< per sample, synthetic
   std::string csv;  ///< samples CSV; replaces the synthetic samples when set
+  /// Seeded dataset-like generator (core/workload_gen.hpp): synthchartnet, llava-150k,
+  /// chartqa, cocoqa; replaces the synthetic samples when set (not with `csv`).
+  std::string dataset;
+  int seed = 1;    ///< generator seed
+  int offset = 0;  ///< first sample of the iteration (ids from the generator, rows of the CSV)
 };
 
 struct SimConfig {

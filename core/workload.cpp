@@ -1,5 +1,6 @@
 #include "core/workload.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -30,10 +31,74 @@ std::vector<std::string> split_commas(const std::string& line) {
   return cells;
 }
 
+long parse_count(const std::string& where, const std::string& column, const std::string& cell) {
+  constexpr long kMaxValue = 1L << 30;  // ids and token counts are ints downstream
+  long v = 0;
+  const char* b = cell.data();
+  const char* e = b + cell.size();
+  auto [ptr, ec] = std::from_chars(b, e, v);
+  if (ec != std::errc{} || ptr != e) {
+    throw InputError(where + ": column '" + column + "': '" + cell + "' is not an integer");
+  }
+  if (v < 0) throw InputError(where + ": column '" + column + "' is negative");
+  if (v > kMaxValue) {
+    throw InputError(where + ": column '" + column + "': " + cell + " is more than " +
+                     std::to_string(kMaxValue));
+  }
+  return v;
+}
+
+/// `WxH` or several images `WxH;WxH` (an empty cell: no image) -> vision tokens.
+long resolution_tokens(const std::string& where, const std::string& column,
+                       const std::string& cell) {
+  long total = 0;
+  std::stringstream ss(cell);
+  for (std::string image; std::getline(ss, image, ';');) {
+    const size_t x = image.find('x');
+    if (x == std::string::npos) {
+      throw InputError(where + ": column '" + column + "': '" + image +
+                       "' is not a resolution WIDTHxHEIGHT (e.g. 1280x720)");
+    }
+    const long w = parse_count(where, column, image.substr(0, x));
+    const long h = parse_count(where, column, image.substr(x + 1));
+    total += image_patch_tokens(static_cast<int>(w), static_cast<int>(h));
+  }
+  return total;
+}
+
+struct CsvColumn {
+  std::string modality;
+  bool resolution = false;  ///< cells are image resolutions, not token counts
+};
+
+/// `<modality>_tokens` or `<modality>_resolution`; `image` is an alias of `vision` (the
+/// modality Loom's vision encoders read).
+CsvColumn parse_column(const std::string& path, const std::string& col) {
+  for (const auto& [suffix, resolution] :
+       {std::pair<std::string, bool>{"_tokens", false}, {"_resolution", true}}) {
+    if (col.size() > suffix.size() &&
+        col.compare(col.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      std::string modality = col.substr(0, col.size() - suffix.size());
+      if (modality == "image") modality = "vision";
+      return {modality, resolution};
+    }
+  }
+  throw InputError(path + ":1: column '" + col +
+                   "' must be named <modality>_tokens or <modality>_resolution");
+}
+
 }  // namespace
 
+int image_patch_tokens(int width, int height) {
+  // Qwen2-VL / Qwen2.5-VL (the encoders of dissertation §4.7): 14-pixel patches, sides
+  // rounded up to a multiple of 28 so that 2x2 patches merge; at least one 28x28 block.
+  constexpr long kPatch = 14, kMerge = 28;
+  const long w = std::max(kMerge, (width + kMerge - 1) / kMerge * kMerge);
+  const long h = std::max(kMerge, (height + kMerge - 1) / kMerge * kMerge);
+  return static_cast<int>(std::min<long>((w / kPatch) * (h / kPatch), 1L << 30));
+}
+
 std::vector<Sample> load_samples_csv(const std::string& path) {
-  constexpr long kMaxTokens = 1L << 30;  // ids and token counts are ints downstream
   // The modality columns vary per file, so fccp's fixed-arity CSVReader does not fit; its
   // LineReader does the buffered reading and line counting, the cells are split here.
   std::unique_ptr<io::LineReader> reader;
@@ -53,17 +118,10 @@ std::vector<Sample> load_samples_csv(const std::string& path) {
   if (columns.empty() || columns[0] != "sample_id") {
     throw InputError(path + ":1: the first column must be 'sample_id'");
   }
-  std::vector<std::string> modalities;
-  const std::string suffix = "_tokens";
-  for (size_t c = 1; c < columns.size(); ++c) {
-    const std::string& col = columns[c];
-    if (col.size() <= suffix.size() ||
-        col.compare(col.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      throw InputError(path + ":1: column '" + col + "' must be named <modality>_tokens");
-    }
-    modalities.push_back(col.substr(0, col.size() - suffix.size()));
-  }
+  std::vector<CsvColumn> modalities;
+  for (size_t c = 1; c < columns.size(); ++c) modalities.push_back(parse_column(path, columns[c]));
   std::vector<Sample> samples;
+  constexpr long kMaxTokens = 1L << 30;  // ids and token counts are ints downstream
   while (const char* line = reader->next_line()) {
     const std::string where = path + ":" + std::to_string(reader->get_file_line());
     std::string text(line);
@@ -74,27 +132,21 @@ std::vector<Sample> load_samples_csv(const std::string& path) {
       throw InputError(where + ": expected " + std::to_string(columns.size()) + " columns, found " +
                        std::to_string(cells.size()));
     }
-    std::vector<long> values;
-    for (size_t c = 0; c < cells.size(); ++c) {
-      long v = 0;
-      const char* b = cells[c].data();
-      const char* e = b + cells[c].size();
-      auto [ptr, ec] = std::from_chars(b, e, v);
-      if (ec != std::errc{} || ptr != e) {
-        throw InputError(where + ": column '" + columns[c] + "': '" + cells[c] +
-                         "' is not an integer");
-      }
-      if (v < 0) throw InputError(where + ": column '" + columns[c] + "' is negative");
-      if (v > kMaxTokens) {
-        throw InputError(where + ": column '" + columns[c] + "': " + cells[c] + " is more than " +
-                         std::to_string(kMaxTokens));
-      }
-      values.push_back(v);
-    }
     Sample s;
-    s.id = static_cast<int>(values[0]);
-    for (size_t m = 0; m < modalities.size(); ++m)
-      s.tokens[modalities[m]] = static_cast<int>(values[m + 1]);
+    s.id = static_cast<int>(parse_count(where, columns[0], cells[0]));
+    long total = 0;
+    for (size_t m = 0; m < modalities.size(); ++m) {
+      const std::string& col = columns[m + 1];
+      const long v = modalities[m].resolution ? resolution_tokens(where, col, cells[m + 1])
+                                              : parse_count(where, col, cells[m + 1]);
+      if (v > kMaxTokens) {
+        throw InputError(where + ": column '" + col + "': " + std::to_string(v) +
+                         " tokens is more than " + std::to_string(kMaxTokens));
+      }
+      s.tokens[modalities[m].modality] += static_cast<int>(v);
+      total += v;
+    }
+    if (total == 0) throw InputError(where + ": sample " + cells[0] + " has no tokens");
     samples.push_back(std::move(s));
   }
   if (samples.empty()) throw InputError(path + ": no samples after the header");

@@ -18,8 +18,15 @@ struct Sample {
 std::vector<Sample> synthetic_samples(int count, const std::map<std::string, int>& tokens);
 
 /// Reads `sample_id,text_tokens,<modality>_tokens,...`. Column names ending in `_tokens`
-/// name modalities. Throws InputError naming the file and line on malformed input.
+/// name modalities (`image_tokens` is read as `vision`); a `<modality>_resolution` column
+/// holds image sizes `WxH` (several images `WxH;WxH`) converted by image_patch_tokens().
+/// Throws InputError naming the file and line on malformed input or a sample with no
+/// tokens at all.
 std::vector<Sample> load_samples_csv(const std::string& path);
+
+/// Vision tokens of one image of `width` x `height` pixels: Qwen2-VL-style 14-pixel
+/// patches, sides rounded up to a multiple of 28 (2x2 patch merge).
+int image_patch_tokens(int width, int height);
 
 /// Tokens a module processes for one sample: an encoder its modality's tokens; a module
 /// with inputs the sum of its inputs' output tokens (the LLM adds the text tokens); the

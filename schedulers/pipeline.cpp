@@ -43,7 +43,7 @@ struct MicrobatchCosts {
 class Lowering {
  public:
   Lowering(const SchedulingProblem& problem, const char* name, const StageGraph& graph,
-           const StageOrders& orders, LoweringCosts costs)
+           const RankOrders& orders, LoweringCosts costs)
       : p_(problem),
         model_(*problem.model),
         graph_(graph),
@@ -51,13 +51,14 @@ class Lowering {
         naive_(costs == LoweringCosts::kNaive) {
     schedule_.scheduler = name;
     pp_ = static_cast<int>(graph.size());
+    ranks_ = static_cast<int>(orders.size());
     dp_ = p_.parallel.dp;
     tp_ = p_.parallel.tp;
     m_ = p_.schedule.microbatches;
   }
 
   Schedule run() {
-    if (static_cast<int>(orders_.size()) != pp_)
+    if (ranks_ < 1 || pp_ % ranks_ != 0)
       throw std::logic_error("stage orders do not match the stage graph");
     place_ranks();
     assign_samples();
@@ -68,8 +69,12 @@ class Lowering {
     }
     cost_microbatches();
     for (int d = 0; d < dp_; ++d) {
-      for (int s = 0; s < pp_; ++s) {
-        for (const StageAction& a : orders_[static_cast<size_t>(s)]) emit(d, s, a);
+      for (int r = 0; r < ranks_; ++r) {
+        for (const RankAction& a : orders_[static_cast<size_t>(r)]) {
+          if (a.stage < 0 || a.stage >= pp_ || a.stage % ranks_ != r)
+            throw std::logic_error("rank order names a virtual stage of another rank");
+          emit(d, a.stage, {a.pass, a.microbatch});
+        }
       }
     }
     add_gradient_allreduce();
@@ -78,7 +83,8 @@ class Lowering {
   }
 
  private:
-  int rank(int replica, int stage) const { return replica * pp_ + stage; }
+  /// Virtual stage s lives on rank s mod p of its replica (chunk s div p).
+  int rank(int replica, int stage) const { return replica * ranks_ + stage % ranks_; }
   const StageSpec& stage(int s) const { return graph_[static_cast<size_t>(s)]; }
   /// p(L) of Eq 3.3; a frozen-unaware planner believes every layer needs a backward.
   bool upstream(int layer) const { return naive_ || model_.has_trainable_upstream(layer); }
@@ -89,13 +95,13 @@ class Lowering {
 
   void place_ranks() {
     for (const Module& mod : model_.modules()) schedule_.module_names.push_back(mod.name);
-    schedule_.num_stages = pp_;
+    schedule_.num_stages = ranks_;
     schedule_.microbatches = m_;
-    schedule_.programs.resize(static_cast<size_t>(pp_ * dp_));
+    schedule_.programs.resize(static_cast<size_t>(ranks_ * dp_));
     if (!graph_.empty() && !graph_.front().gpu.empty()) {
       // Explicit placement; check_placement() vets it against the cluster.
       for (int d = 0; d < dp_; ++d) {
-        for (int s = 0; s < pp_; ++s)
+        for (int s = 0; s < ranks_; ++s)
           schedule_.ranks.push_back({stage(s).gpu.at(static_cast<size_t>(d)), stage_tp(s), d});
       }
       return;
@@ -106,20 +112,27 @@ class Lowering {
                        " must divide cluster.gpus_per_node (" + std::to_string(c.gpus_per_node) +
                        "): a tensor-parallel group stays inside one node");
     }
-    const int needed = pp_ * dp_ * tp_;
+    const int needed = ranks_ * dp_ * tp_;
     if (needed > c.num_gpus()) {
-      throw InfeasibleError("parallel: " + std::to_string(pp_) + " stages x dp " +
+      throw InfeasibleError("parallel: " + std::to_string(ranks_) + " stages x dp " +
                             std::to_string(dp_) + " x tp " + std::to_string(tp_) + " = " +
                             std::to_string(needed) + " GPUs, but the cluster has " +
                             std::to_string(c.num_gpus()) + " (" + std::to_string(c.nodes) +
                             " nodes x " + std::to_string(c.gpus_per_node) + ")");
     }
     for (int d = 0; d < dp_; ++d) {
-      for (int s = 0; s < pp_; ++s) schedule_.ranks.push_back({rank(d, s) * tp_, tp_, d});
+      for (int s = 0; s < ranks_; ++s) schedule_.ranks.push_back({rank(d, s) * tp_, tp_, d});
     }
   }
 
   void assign_samples() {
+    if (!p_.assignment.empty()) {  // a scheduler's own batching (SchedulingProblem)
+      if (p_.assignment.size() != static_cast<size_t>(dp_) ||
+          p_.assignment.front().size() != static_cast<size_t>(m_))
+        throw std::logic_error("sample assignment does not match dp x microbatches");
+      schedule_.samples = p_.assignment;
+      return;
+    }
     const int mbs = p_.schedule.microbatch_size;
     const size_t needed = static_cast<size_t>(dp_) * m_ * mbs;
     if (p_.samples.size() < needed) {
@@ -198,7 +211,7 @@ class Lowering {
     for (const Segment& seg : stage(s).segments) {
       for (int prod : producers_[static_cast<size_t>(seg.first)]) {
         const int from = stage_of_layer_[static_cast<size_t>(prod)];
-        if (from != s)
+        if (rank(d, from) != rank(d, s))
           program.push_back(Recv{rank(d, from),
                                  s,
                                  seg.module,
@@ -214,7 +227,7 @@ class Lowering {
       const int last = seg.end - 1;
       for (int cons : consumers_[static_cast<size_t>(last)]) {
         const int to = stage_of_layer_[static_cast<size_t>(cons)];
-        if (to != s)
+        if (rank(d, to) != rank(d, s))
           program.push_back(Send{rank(d, to),
                                  s,
                                  seg.module,
@@ -234,7 +247,7 @@ class Lowering {
       if (a.pass != Pass::kW && upstream(last)) {
         for (int cons : consumers_[static_cast<size_t>(last)]) {
           const int from = stage_of_layer_[static_cast<size_t>(cons)];
-          if (from != s)
+          if (rank(d, from) != rank(d, s))
             program.push_back(Recv{rank(d, from),
                                    s,
                                    seg.module,
@@ -256,7 +269,7 @@ class Lowering {
       if (a.pass == Pass::kW) continue;
       for (int prod : producers_[static_cast<size_t>(seg.first)]) {
         const int to = stage_of_layer_[static_cast<size_t>(prod)];
-        if (to != s && upstream(prod)) {
+        if (rank(d, to) != rank(d, s) && upstream(prod)) {
           program.push_back(Send{rank(d, to),
                                  s,
                                  seg.module,
@@ -291,10 +304,13 @@ class Lowering {
 
   void add_gradient_allreduce() {
     if (dp_ <= 1) return;
-    for (int s = 0; s < pp_; ++s) {
+    for (int s = 0; s < ranks_; ++s) {
+      // One all-reduce per rank over the gradients of all its chunks (s, s + p, ...).
       int module = stage(s).segments.front().module;
-      const double bytes =
-          trainable_parameters(s, &module) * p_.memory.gradient_bytes_per_param / stage_tp(s);
+      double bytes = 0;
+      for (int v = s; v < pp_; v += ranks_)
+        bytes +=
+            trainable_parameters(v, &module) * p_.memory.gradient_bytes_per_param / stage_tp(v);
       if (bytes <= 0) continue;
       const int group = static_cast<int>(schedule_.groups.size());
       std::vector<int> members;
@@ -325,18 +341,27 @@ class Lowering {
       for (const Segment& seg : stage(s).redundant) add(seg, false);
       for (const Segment& seg : stage(s).segments) add(seg, true);
     }
+    // A rank holds every chunk (virtual stage) placed on it.
+    std::vector<StaticMemory> per_rank(static_cast<size_t>(ranks_));
+    for (int s = 0; s < pp_; ++s) {
+      StaticMemory& mem = per_rank[static_cast<size_t>(s % ranks_)];
+      mem.parameters += per_stage[static_cast<size_t>(s)].parameters;
+      mem.gradients += per_stage[static_cast<size_t>(s)].gradients;
+      mem.optimizer += per_stage[static_cast<size_t>(s)].optimizer;
+    }
     for (int d = 0; d < dp_; ++d) {
-      for (int s = 0; s < pp_; ++s)
-        schedule_.static_memory.push_back(per_stage[static_cast<size_t>(s)]);
+      for (int s = 0; s < ranks_; ++s)
+        schedule_.static_memory.push_back(per_rank[static_cast<size_t>(s)]);
     }
   }
 
   const SchedulingProblem& p_;
   const Model& model_;
   const StageGraph& graph_;
-  const StageOrders& orders_;
+  const RankOrders& orders_;
   bool naive_ = false;
   int pp_ = 1, dp_ = 1, tp_ = 1, m_ = 1;
+  int ranks_ = 1;  ///< ranks per replica; pp_ / ranks_ chunks each
   Schedule schedule_;
   std::vector<int> stage_of_layer_;
   std::vector<std::vector<int>> producers_, consumers_;
@@ -346,14 +371,18 @@ class Lowering {
 }  // namespace
 
 std::vector<StageRange> plan_stages(const SchedulingProblem& problem) {
+  return plan_stages(problem, problem.parallel.pp);
+}
+
+std::vector<StageRange> plan_stages(const SchedulingProblem& problem, int stages) {
   const Model& model = *problem.model;
   if (!problem.schedule.stage_layers.empty()) {
-    return partition_explicit(problem.schedule.stage_layers, model.num_layers(),
-                              problem.parallel.pp);
+    return partition_explicit(problem.schedule.stage_layers, model.num_layers(), stages);
   }
-  if (problem.parallel.pp > model.num_layers()) {
-    throw InputError("parallel.pp: " + std::to_string(problem.parallel.pp) +
-                     " pipeline stages but the model has only " +
+  if (stages > model.num_layers()) {
+    const bool virt = stages != problem.parallel.pp;
+    throw InputError((virt ? "schedule.chunks: parallel.pp x chunks = " : "parallel.pp: ") +
+                     std::to_string(stages) + " pipeline stages but the model has only " +
                      std::to_string(model.num_layers()) +
                      " layers (each stage needs at least one)");
   }
@@ -365,7 +394,7 @@ std::vector<StageRange> plan_stages(const SchedulingProblem& problem) {
   }
   const auto costs = layer_costs(model, *problem.cost, problem.schedule.partition_view, first,
                                  problem.parallel.tp);
-  return partition_min_bottleneck(costs, problem.parallel.pp);
+  return partition_min_bottleneck(costs, stages);
 }
 
 StageGraph chain_stages(const Model& model, const std::vector<StageRange>& ranges) {
@@ -438,6 +467,18 @@ StageOrders one_f_one_b_orders(const std::vector<int>& warmup, int microbatches)
 Schedule lower_stage_graph(const SchedulingProblem& problem, const char* scheduler_name,
                            const StageGraph& graph, const StageOrders& orders,
                            LoweringCosts costs) {
+  // One rank per stage: v = 1 of the virtual-stage lowering.
+  RankOrders per_rank(orders.size());
+  for (size_t s = 0; s < orders.size(); ++s) {
+    for (const StageAction& a : orders[s])
+      per_rank[s].push_back({static_cast<int>(s), a.pass, a.microbatch});
+  }
+  return Lowering(problem, scheduler_name, graph, per_rank, costs).run();
+}
+
+Schedule lower_virtual_stages(const SchedulingProblem& problem, const char* scheduler_name,
+                              const StageGraph& graph, const RankOrders& orders,
+                              LoweringCosts costs) {
   return Lowering(problem, scheduler_name, graph, orders, costs).run();
 }
 
@@ -450,6 +491,18 @@ Schedule lower_pipeline(const SchedulingProblem& problem, const char* scheduler_
   }
   const StageGraph graph = chain_stages(*problem.model, plan_stages(problem));
   return lower_stage_graph(problem, scheduler_name, graph, orders);
+}
+
+Schedule lower_virtual_pipeline(const SchedulingProblem& problem, const char* scheduler_name,
+                                const RankOrders& orders, int chunks) {
+  if (!problem.parallel.module_layouts.empty()) {
+    throw InputError("parallel.modules: scheduler '" + std::string(scheduler_name) +
+                     "' runs the single layout parallel.pp/dp/tp; per-module layouts are "
+                     "for the per-module schedulers (see loom schedulers)");
+  }
+  const int stages = problem.parallel.pp * chunks;
+  const StageGraph graph = chain_stages(*problem.model, plan_stages(problem, stages));
+  return lower_virtual_stages(problem, scheduler_name, graph, orders);
 }
 
 }  // namespace loom

@@ -25,12 +25,32 @@
 
 namespace loom {
 
+/// One pass of one microbatch on a stage. Backward is either one fused `kB`, or split
+/// (zero-bubble; Entrain's split backward) into `kI` then `kW`, which a scheduler places
+/// independently, e.g. every I before any W, or a W deferred past later microbatches:
+///   kB  receives the output gradients, computes input + weight gradients, sends the input
+///       gradients upstream, frees the forward's activations
+///   kI  receives the output gradients, computes input gradients (Bd), sends them upstream;
+///       the activations stay alive (W still needs them)
+///   kW  computes weight gradients (Bw) only, no messages, frees the activations; it may
+///       run any time after the I of the same (stage, microbatch)
+/// On a stage of several segments (modules), I and W each cover all its segments.
 struct StageAction {
   Pass pass = Pass::kF;
   int microbatch = 0;
 };
 /// orders[s]: the actions of stage s in execution order (the same in every replica).
 using StageOrders = std::vector<std::vector<StageAction>>;
+
+/// One action of a rank that holds several virtual stages (Megatron's interleaved
+/// schedule): the virtual stage it runs, then the pass and microbatch as in StageAction.
+struct RankAction {
+  int stage = 0;  ///< virtual stage index (the IR's Compute::stage)
+  Pass pass = Pass::kF;
+  int microbatch = 0;
+};
+/// orders[r]: rank r's actions in execution order (the same in every replica).
+using RankOrders = std::vector<std::vector<RankAction>>;
 
 /// Global layers [first, end) of one module.
 struct Segment {
@@ -54,6 +74,9 @@ using StageGraph = std::vector<StageSpec>;
 
 /// The stage partition the problem asks for (explicit or Eq 3.5 with its cost view).
 std::vector<StageRange> plan_stages(const SchedulingProblem& problem);
+/// The same into `stages` stages (parallel.pp x chunks for virtual stages); the explicit
+/// schedule.stage_layers must then list `stages` entries.
+std::vector<StageRange> plan_stages(const SchedulingProblem& problem, int stages);
 
 /// Contiguous global-layer ranges as stages, cut into segments at module boundaries.
 StageGraph chain_stages(const Model& model, const std::vector<StageRange>& ranges);
@@ -80,6 +103,23 @@ enum class LoweringCosts { kTrue, kNaive };
 Schedule lower_stage_graph(const SchedulingProblem& problem, const char* scheduler_name,
                            const StageGraph& graph, const StageOrders& orders,
                            LoweringCosts costs = LoweringCosts::kTrue);
+
+/// Virtual stages (Megatron interleaved, v chunks per rank): `graph` has p x v stages for
+/// the p = orders.size() ranks of a replica; virtual stage s lives on rank s mod p as its
+/// chunk s div p, so chunk c of rank r is virtual stage c p + r. Ops carry the virtual
+/// stage; messages flow only between distinct ranks (p = 1 keeps them local); each rank
+/// holds the static memory of all its chunks and all-reduces their gradients once
+/// (labelled with its chunk-0 stage); Schedule::num_stages is p, the pipeline depth.
+/// lower_stage_graph() is the case v = 1 (orders[s] all on stage s), byte for byte.
+Schedule lower_virtual_stages(const SchedulingProblem& problem, const char* scheduler_name,
+                              const StageGraph& graph, const RankOrders& orders,
+                              LoweringCosts costs = LoweringCosts::kTrue);
+
+/// The single-layout chain cut into parallel.pp x `chunks` virtual stages (Eq 3.5 or
+/// schedule.stage_layers), lowered by lower_virtual_stages() with orders for parallel.pp
+/// ranks. Rejects per-module layouts like lower_pipeline().
+Schedule lower_virtual_pipeline(const SchedulingProblem& problem, const char* scheduler_name,
+                                const RankOrders& orders, int chunks);
 
 /// The single-layout chain: plan_stages() + chain_stages() + lower_stage_graph(). Rejects
 /// per-module layouts (parallel.modules) with InputError.

@@ -5,11 +5,18 @@ namespace loom {
 
 Schedule generate_gpipe(const SchedulingProblem& problem);
 Schedule generate_1f1b(const SchedulingProblem& problem);
+Schedule generate_zb_h1(const SchedulingProblem& problem);
+Schedule generate_zb_h2(const SchedulingProblem& problem);
+Schedule generate_interleaved_1f1b(const SchedulingProblem& problem);
 Schedule generate_encoders_replicated(const SchedulingProblem& problem);
 Schedule generate_encoders_colocated(const SchedulingProblem& problem);
 Schedule generate_cornstarch(const SchedulingProblem& problem);
 Schedule generate_hetero_colocated(const SchedulingProblem& problem);
 Schedule generate_hetero_noncolocated(const SchedulingProblem& problem);
+Schedule generate_disttrain(const SchedulingProblem& problem);
+Schedule generate_dip(const SchedulingProblem& problem);
+Schedule generate_omnibal(const SchedulingProblem& problem);
+Schedule generate_entrain(const SchedulingProblem& problem);
 
 const std::vector<SchedulerInfo>& scheduler_registry() {
   static const std::vector<SchedulerInfo> kSchedulers = {
@@ -17,6 +24,18 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        generate_gpipe},
       {"1f1b", "1F1B: stage s warms up with p-s-1 forwards, then one forward, one backward",
        generate_1f1b},
+      {"zb-h1",
+       "ZB-H1 (zero-bubble PP §2.2): split backward I/W, 1F1B warm-up, stage s defers s W "
+       "into the cool-down; bubble (p-1)(T_F+T_B-T_W), peak p microbatches",
+       generate_zb_h1},
+      {"zb-h2",
+       "ZB-H2 (zero-bubble PP §2.2): 2(p-s)-1 warm-up F, W deferred to fill the tail; "
+       "bubble (p-1)(T_F+T_B-2T_W) within each stage's span, peak 2p-1 microbatches",
+       generate_zb_h2},
+      {"interleaved-1f1b",
+       "Megatron interleaved 1F1B: schedule.chunks = v virtual stages per rank (chunk c of "
+       "rank r = stage c*p+r), microbatches a multiple of pp; bubble/ideal (p-1)/(v m)",
+       generate_interleaved_1f1b},
       {"encoders-replicated",
        "Meta-Llama MLLM PP (cornstarch §2.2): LLM in pp stages, every encoder run on every "
        "stage (copies forward-only: reconstructed)",
@@ -40,6 +59,27 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        "heterogeneous parallelism §3.3: per-module grids on disjoint rank sets, graph-aware "
        "1F1B (warmup = stages to the sink), boundary leaders + local TP broadcast",
        generate_hetero_noncolocated},
+      {"disttrain",
+       "DistTrain-like (dissertation Fig 4.2b): encoders and LLM on disjoint stages, 1F1B, "
+       "planned on one sample; LPT intra- and smallest-first/best-fit inter-microbatch "
+       "reordering (reconstructed from secondhand descriptions)",
+       generate_disttrain},
+      {"dip",
+       "DIP-like (Fig 4.2c): modalities partitioned separately into K_i chunks per rank, "
+       "colocated; MCTS over segment order + greedy dual-queue interleaving under a memory "
+       "cap (alpha/beta, budget, sub-microbatch = microbatch: reconstructed)",
+       generate_dip},
+      {"omnibal",
+       "OmniBal: ISF balanced mini-batches (Alg 1-2), BMP partition search (Eq 4-5), "
+       "adaptive per-stage recompute (Q, r, K, normalization, recompute rule: "
+       "reconstructed)",
+       generate_omnibal},
+      {"entrain",
+       "Entrain (dissertation §4.5): E encoder + L LLM stages; Alg 4 DP-level + stratified "
+       "assignment (K_eff), pairwise deferral (subset-sum DP, Eq 4.3 bottleneck matching), "
+       "split backward, eager forward; entrain_pipeline = 1f1b | zb (S_c/S_f split at the "
+       "median, E by balance: reconstructed)",
+       generate_entrain},
   };
   return kSchedulers;
 }

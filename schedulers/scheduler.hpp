@@ -24,6 +24,10 @@ struct SchedulingProblem {
   /// The iteration's global batch: parallel.dp x schedule.microbatches x microbatch_size
   /// samples, assigned to replicas and microbatches in order.
   std::vector<Sample> samples;
+  /// Optional explicit batching, set by schedulers that reorder or rebatch samples
+  /// (disttrain, omnibal): assignment[replica][microbatch] -> indices into `samples`
+  /// (microbatches may differ in size). Empty = in order, microbatch_size each.
+  std::vector<std::vector<std::vector<int>>> assignment;
 };
 
 using SchedulerFn = Schedule (*)(const SchedulingProblem&);

@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""Dissertation Table 4.3 side by side: variability of modality forward time, and throughput.
+
+For the eight configs configs/paper/entrain-<dataset>-llama3-<1b|3b>.toml (Qwen2.5-Vision +
+Llama3-1b/3b, 64 emulated A40s: TP 2, DP 4, global batch 512, microbatch 4; §4.7.1) this
+runs `loom sim` with each of the schedulers `disttrain`, `dip` and `entrain` over several
+iterations drawn from the dataset-like workload (workload.offset = i x 512), and prints
+
+  - the standard deviation across microbatches (all replicas) of each component's forward
+    time, summed over its pipeline stages (metrics.json `component_forward`, §4.7.4), next
+    to the paper's Table 4.3 (ms);
+  - the mean throughput (samples/s) over the iterations; the paper gives no absolute
+    throughputs (Fig 4.12 is a plot), only "up to 1.40x" for Entrain (§4.7.2).
+
+A scheduler that is not registered (or fails) prints "n/a".
+
+    /usr/bin/python3 analysis/table_4_3.py [--loom build/cli/loom] [--iterations 3]
+        [--backend evaluator] [--datasets synthchartnet,...] [--llms 1b,3b]
+
+Exit status 0 unless --check is given; with --check, 1 when on SynthChartNet Entrain does
+not have the lowest vision and LLM std and the highest throughput among those that ran.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEDULERS = ("disttrain", "dip", "entrain")
+DATASETS = ("synthchartnet", "chartqa", "cocoqa", "llava-150k")  # Table 4.3's column order
+
+# Dissertation Table 4.3 (std of forward time, ms). Its "Vision" row does not name the
+# LLM; Loom compares it with the vision encoder of the Llama3-1b configs.
+PAPER = {
+    ("vision", "disttrain"): (208.07, 61.34, 22.82, 17.98),
+    ("vision", "dip"): (102.13, 73.42, 28.79, 14.82),
+    ("vision", "entrain"): (19.60, 15.23, 22.11, 8.11),
+    ("llm-1b", "disttrain"): (77.92, 61.34, 22.82, 17.98),
+    ("llm-1b", "dip"): (37.45, 73.42, 28.79, 14.82),
+    ("llm-1b", "entrain"): (18.79, 15.23, 22.11, 8.11),
+    ("llm-3b", "disttrain"): (164.55, 35.44, 5.37, 32.92),
+    ("llm-3b", "dip"): (84.36, 40.56, 7.77, 33.27),
+    ("llm-3b", "entrain"): (40.24, 25.72, 5.52, 31.66),
+}
+
+
+def default_loom():
+    for build in ("build", "build-w1", "build-w2", "build-w3", "build-w4"):
+        candidate = ROOT / build / "cli" / "loom"
+        if candidate.exists():
+            return str(candidate)
+    return "loom"
+
+
+def run_once(loom, config, scheduler, backend, offset, out_dir):
+    cmd = [loom, "sim", str(config), "--backend", backend, "--no-plot", "-q", "--out", out_dir,
+           "--set", f"schedule.name={scheduler}", "--set", f"workload.offset={offset}"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        return None, done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"
+    with open(Path(out_dir) / "metrics.json") as f:
+        return json.load(f), None
+
+
+def measure(loom, config, scheduler, backend, iterations, batch):
+    """Mean over iterations of the std per component (s) and of the throughput."""
+    stds, throughputs = {}, []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(iterations):
+            metrics, error = run_once(loom, config, scheduler, backend, i * batch,
+                                      str(Path(tmp) / f"it{i}"))
+            if metrics is None:
+                return None, error
+            throughputs.append(metrics["throughput_samples_per_s"])
+            for name, stats in metrics.get("component_forward", {}).items():
+                stds.setdefault(name, []).append(stats["std_s"])
+    return {"std_ms": {k: 1e3 * sum(v) / len(v) for k, v in stds.items()},
+            "throughput": sum(throughputs) / len(throughputs)}, None
+
+
+def cell(value, fmt="{:8.2f}"):
+    return fmt.format(value) if value is not None else "     n/a"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--loom", default=default_loom())
+    ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--backend", default="evaluator", choices=("evaluator", "simgrid"))
+    ap.add_argument("--datasets", default=",".join(DATASETS))
+    ap.add_argument("--llms", default="1b,3b")
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args()
+    results, errors = {}, {}
+    for llm in args.llms.split(","):
+        for ds in args.datasets.split(","):
+            config = ROOT / "configs" / "paper" / f"entrain-{ds}-llama3-{llm}.toml"
+            for s in SCHEDULERS:
+                print(f"table_4_3: {config.name} {s}", file=sys.stderr)
+                results[(llm, ds, s)], errors[(llm, ds, s)] = measure(
+                    args.loom, config, s, args.backend, args.iterations, 512)
+    datasets = args.datasets.split(",")
+    print(f"Table 4.3 (std of forward time across microbatches, ms): Loom | paper; "
+          f"{args.iterations} iterations, {args.backend}")
+    print(f"{'row':<22}" + "".join(f"{d:>22}" for d in datasets))
+    for llm in args.llms.split(","):
+        for comp in ("vision", "llm"):
+            paper_key = "vision" if comp == "vision" else f"llm-{llm}"
+            for s in SCHEDULERS:
+                line = f"{comp + ' (' + llm + ') ' + s:<22}"
+                for d in datasets:
+                    r = results[(llm, d, s)]
+                    mine = r["std_ms"].get(comp) if r else None
+                    paper = PAPER.get((paper_key, s))
+                    theirs = paper[DATASETS.index(d)] if paper and d in DATASETS else None
+                    line += f"{cell(mine)} | {cell(theirs)}  "
+                print(line)
+    print("\nThroughput (samples/s, mean over iterations); paper: Entrain up to 1.40x (Fig 4.12)")
+    print(f"{'config':<22}" + "".join(f"{s:>12}" for s in SCHEDULERS))
+    for llm in args.llms.split(","):
+        for d in datasets:
+            row = f"{d + ' ' + llm:<22}"
+            for s in SCHEDULERS:
+                r = results[(llm, d, s)]
+                row += f"{r['throughput']:12.2f}" if r else f"{'n/a':>12}"
+            print(row)
+    missing = sorted({f"{s}: {e}" for (llm, d, s), e in errors.items() if e})
+    for m in missing:
+        print(f"n/a {m}")
+    if args.check:
+        return check(results, args.llms.split(","))
+    return 0
+
+
+def check(results, llms):
+    """Entrain lowest variability and highest throughput on SynthChartNet (§4.7.2, 4.7.4)."""
+    ok = True
+    for llm in llms:
+        ran = {s: results.get((llm, "synthchartnet", s)) for s in SCHEDULERS}
+        ran = {s: r for s, r in ran.items() if r}
+        if "entrain" not in ran:
+            continue
+        e = ran["entrain"]
+        for s, r in ran.items():
+            if s == "entrain":
+                continue
+            for comp in ("vision", "llm"):
+                if e["std_ms"].get(comp, 0) > r["std_ms"].get(comp, 0):
+                    print(f"check: {llm} {comp} std entrain > {s}", file=sys.stderr)
+                    ok = False
+            if e["throughput"] < r["throughput"]:
+                print(f"check: {llm} throughput entrain < {s}", file=sys.stderr)
+                ok = False
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

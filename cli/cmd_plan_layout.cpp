@@ -1,0 +1,181 @@
+// loom plan layout: Entrain's macroscopic profiling (dissertation §4.4.2, Alg 2, printed
+// like Table 4.2) and configuration search (§4.4.3, Alg 3), next to the configurations
+// the DistTrain-like (1 profiled sample) and DIP-like (1 profiled microbatch) planners
+// derive (Table 4.1).
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "core/config.hpp"
+#include "core/errors.hpp"
+#include "core/workload_gen.hpp"
+#include "schedulers/entrain_planner.hpp"
+
+namespace loom {
+namespace {
+
+constexpr int kEvaluationSamples = 4096;  // the "dataset" every plan is rated on
+
+struct Options {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::vector<int> sizes = {1, 4, 16, 64, 256};  // Table 4.2's rows
+  double confidence = 0.95;                      // 1 - alpha (§4.7.3: 95%)
+  double p_error = 0.05;                         // §4.7.3: 5% -> k = 59
+  int n0 = 1;
+  int max_batch = 4096;
+  bool search_tp = false;
+};
+
+BatchSource make_source(const Config& c) {
+  const auto seed = static_cast<std::uint64_t>(c.workload.seed);
+  // Profiling draws start far from the ids training iterations use (offset + i).
+  constexpr int kProfilingIds = 1 << 28;
+  if (!c.workload.dataset.empty())
+    return generator_stream(find_dataset(c.workload.dataset), seed, kProfilingIds);
+  if (!c.workload.csv.empty()) return pool_stream(load_samples_csv(c.workload.csv), seed);
+  return pool_stream(synthetic_samples(1, c.workload.tokens), seed);
+}
+
+std::string ms(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", s * 1e3);
+  return buf;
+}
+
+void print_trials(const std::vector<Component>& comps, const std::vector<BernoulliTrial>& trials,
+                  int k) {
+  std::printf("\nBernoulli trials (Alg 2; k = %d validation batches each), like Table 4.2\n", k);
+  std::printf("%10s  %-5s  %-28s  %s\n", "batch size", "pass", "allocations shown (GPUs)",
+              "workload ratio range");
+  for (const BernoulliTrial& t : trials) {
+    std::string shown;
+    for (const auto& a : t.allocations) shown += (shown.empty() ? "" : ", ") + allocation_text(a);
+    std::printf("%10d  %-5s  %-28s  %.3f - %.3f\n", t.batch_size, t.pass ? "yes" : "no",
+                shown.c_str(), t.min_ratio, t.max_ratio);
+  }
+  std::string names;
+  for (const Component& c : comps) names += (names.empty() ? "" : ":") + c.name;
+  std::printf("(allocations and ratios are %s)\n", names.c_str());
+}
+
+void print_plan(const char* planner, const ConfigSearch& s, const ParallelPlan& p) {
+  std::string layout;
+  for (const ComponentConfig& c : p.components) {
+    layout += c.name + " TP" + std::to_string(c.tp) + " x PP" + std::to_string(c.pp) +
+              (p.colocated ? "*" : "") + "  ";
+  }
+  std::printf("%-10s %8d  %-10s %-34s %9s %9s %10.2f %s\n", planner, s.profiling_size,
+              p.colocated ? "colocated" : allocation_text(s.allocation).c_str(), layout.c_str(),
+              ms(p.beta_max).c_str(), ms(p.iteration_s).c_str(), p.throughput_samples_per_s,
+              p.fits_memory ? "fits" : "OOM");
+}
+
+void print_stages(const Model& model, const ParallelPlan& p) {
+  const std::vector<Component> comps = model_components(model);
+  std::printf("\nChosen layout (entrain), per replica; stages as [first, end) global layers:\n");
+  for (size_t i = 0; i < p.components.size(); ++i) {
+    const ComponentConfig& c = p.components[i];
+    std::printf("  %s: %d GPUs = TP %d x PP %d, beta %s ms\n", c.name.c_str(), c.gpus, c.tp, c.pp,
+                ms(c.beta).c_str());
+    for (size_t s = 0; s < c.stages.size(); ++s) {
+      const auto& layers = comps[i].layers;
+      std::printf("    stage %zu: [%d,%d)  tau %s ms\n", s,
+                  layers[static_cast<size_t>(c.stages[s].first)],
+                  layers[static_cast<size_t>(c.stages[s].end - 1)] + 1, ms(c.tau[s]).c_str());
+    }
+  }
+}
+
+int run(const Options& o) {
+  const Config c = load_config(o.config, o.overrides);
+  const auto cost = make_cost_model(c);
+  PlannerInputs in;
+  in.model = &c.model;
+  in.cost = cost.get();
+  in.cluster = &c.cluster;
+  in.dp = c.parallel.dp;
+  in.granularity = c.parallel.tp;
+  in.profile_tp = c.parallel.tp;
+  in.global_batch = c.parallel.dp * c.schedule.microbatches * c.schedule.microbatch_size;
+  in.microbatch_size = c.schedule.microbatch_size;
+  if (!o.search_tp) in.tp_choices = {c.parallel.tp};
+  in.memory = c.cost.memory;
+  const std::vector<Component> comps = model_components(c.model);
+  const int k = validation_trials(1 - o.confidence, o.p_error);
+  std::printf(
+      "%s: %d GPUs, DP %d -> %d per replica in units of TP %d; global batch %d, "
+      "microbatch %d\n",
+      o.config.c_str(), c.cluster.num_gpus(), in.dp, c.cluster.num_gpus() / in.dp, in.granularity,
+      in.global_batch, in.microbatch_size);
+  std::fprintf(stderr, "loom plan layout: Bernoulli trials at %zu batch sizes...\n",
+               o.sizes.size());
+  BatchSource table_source = make_source(c);
+  std::vector<BernoulliTrial> table;
+  for (int n : o.sizes) table.push_back(bernoulli_trial(in, comps, table_source, n, k));
+  print_trials(comps, table, k);
+
+  const MacroscopicProfile alg2 =
+      find_min_profiling_batch(in, make_source(c), 1 - o.confidence, o.p_error, o.n0, o.max_batch);
+  if (alg2.b_min == 0) {
+    throw InfeasibleError("Alg 2 found no stable profiling batch up to --max-batch " +
+                          std::to_string(o.max_batch));
+  }
+  std::printf("\nb_min = %d (Alg 2 from n0 = %d, doubling; confidence %.2f, p_error %.2f)\n",
+              alg2.b_min, o.n0, o.confidence, o.p_error);
+  if (in.global_batch < alg2.b_min) {
+    std::printf("warning: global batch %d < b_min: Entrain does not guarantee balance (4.4)\n",
+                in.global_batch);
+  }
+  BatchSource source = make_source(c);
+  const ConfigSearch entrain = search_configuration(in, source(alg2.b_min));
+  const ConfigSearch disttrain = search_configuration(in, source(1));
+  const ConfigSearch dip = colocated_configuration(in, source(in.microbatch_size));
+  std::printf(
+      "\nParallel configurations (Alg 3; Eq 4.2 + P_reshard, analytical), like "
+      "Table 4.1;\nbeta and iteration rated on %d fresh samples of the workload\n",
+      kEvaluationSamples);
+  std::printf("%-10s %8s  %-10s %-34s %9s %9s %10s\n", "planner", "profiled", "allocation",
+              "layout per replica", "beta ms", "iter ms", "samples/s");
+  // Every plan rated on the same large fresh batch: what its layout is worth on the data.
+  const std::vector<Sample> dataset = source(kEvaluationSamples);
+  print_plan("entrain", entrain, rate_plan_on(in, entrain.best(), dataset));
+  print_plan("disttrain", disttrain, rate_plan_on(in, disttrain.best(), dataset));
+  print_plan("dip", dip, rate_plan_on(in, dip.best(), dataset));
+  print_stages(c.model, entrain.best());
+  return 0;
+}
+
+}  // namespace
+
+CommandRun attach_plan_layout(CLI::App& sub) {
+  auto o = std::make_shared<Options>();
+  sub.footer(
+      "Entrain's macroscopic planner (dissertation 4.4). Draws k = ceil(ln alpha /\n"
+      "ln(1 - p_error)) random batches per profiling size from the config's workload\n"
+      "(workload.dataset, workload.csv or the fixed tokens), estimates each component's\n"
+      "share of the F + B workload with the config's cost model, rounds it to GPUs\n"
+      "(ProportionalAllocation, units of parallel.tp) and prints which allocations appear\n"
+      "(Table 4.2). Alg 2 then doubles the profiling size from --n0 until all k draws\n"
+      "agree (b_min); Alg 3 searches TP x PP per component on a b_min batch (Eq 4.1 stage\n"
+      "DP, Eq 4.2 iteration time + resharding). The DistTrain-like planner does the same on\n"
+      "1 sample, the DIP-like one colocates all components on every stage, profiled on one\n"
+      "microbatch (Table 4.1). Exit 3 when Alg 2 does not converge by --max-batch.");
+  sub.add_option("CONFIG", o->config, "TOML config (model, cluster, cost, workload)")->required();
+  sub.add_option("--set", o->overrides, "Override a config key: section.key=value (repeatable)");
+  sub.add_option("--sizes", o->sizes, "Profiling batch sizes of the trial table (1 4 16 64 256)")
+      ->check(CLI::Range(1, 1 << 20));
+  sub.add_option("--confidence", o->confidence, "1 - alpha of Alg 2 (0.95)")
+      ->check(CLI::Range(0.5, 0.999999));
+  sub.add_option("--p-error", o->p_error, "p_error of Alg 2 (0.05)")->check(CLI::Range(1e-6, 0.5));
+  sub.add_option("--n0", o->n0, "Alg 2's initial profiling batch (1)")
+      ->check(CLI::Range(1, 1 << 20));
+  sub.add_option("--max-batch", o->max_batch, "Give up Alg 2 beyond this batch (4096)")
+      ->check(CLI::Range(1, 1 << 22));
+  sub.add_flag("--search-tp", o->search_tp,
+               "Let Alg 3 choose TP in {1,2,4,8} per component (default: parallel.tp)");
+  return [o]() { return run(*o); };
+}
+
+}  // namespace loom
