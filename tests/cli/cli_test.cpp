@@ -2,14 +2,11 @@
 // key, byte-identical reruns, nothing half-written on failure, and the golden summary of
 // the textbook example.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
+#include "cli_support.hpp"
 #include "test_support.hpp"
 
 namespace loom {
@@ -17,38 +14,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = test::CliResult;
 
 Result run(const std::string& args) {
-  const std::string command = std::string(LOOM_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return test::run_loom(args);
 }
 
 std::string example(const std::string& name) {
   return test::source_path("configs/examples/" + name);
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::slurp;
 
 void expect_error(const std::string& args, int code, const std::vector<std::string>& mentions) {
-  const Result r = run(args);
-  EXPECT_EQ(r.exit_code, code) << args << "\n" << r.output;
-  for (const std::string& m : mentions)
-    EXPECT_NE(r.output.find(m), std::string::npos) << "missing '" << m << "' in:\n" << r.output;
+  test::expect_exit(args, code, mentions);
 }
 
 }  // namespace

@@ -1,44 +1,27 @@
 // End-to-end: invalid per-module layouts exit 2 naming the module; every multimodal
 // scheduler runs on a paper config through the `loom` binary.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "cli_support.hpp"
 #include "test_support.hpp"
 
 namespace loom {
 namespace {
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Outcome = test::CliResult;
 
 Outcome loom(const std::string& args) {
-  const std::string command = std::string(LOOM_BINARY) + " " + args + " 2>&1";
-  Outcome r;
-  FILE* pipe = popen(command.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return test::run_loom(args);
 }
 
 const std::string kTwoEncoders = test::source_path("tests/data/two-encoders.toml");
 
-void expect_exit(const std::string& args, int code, const std::vector<std::string>& mentions) {
-  const Outcome r = loom(args);
-  EXPECT_EQ(r.exit_code, code) << args << "\n" << r.output;
-  for (const std::string& m : mentions)
-    EXPECT_NE(r.output.find(m), std::string::npos) << "missing '" << m << "' in:\n" << r.output;
-}
+using test::expect_exit;
 
 }  // namespace
 

@@ -1,66 +1,49 @@
 // `loom plan cp`: exit codes, option names in errors, JSON owners, determinism.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli_support.hpp"
+
 namespace loom {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out;  // stdout only
-};
+using Result = test::CliResult;
 
 Result loom_plan_cp(const std::string& args) {
-  const std::string command = std::string(LOOM_BINARY) + " plan cp " + args + " 2>/dev/null";
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return test::run_loom("plan cp " + args, "2>/dev/null");
 }
 
 std::string stderr_of(const std::string& args) {
-  const std::string command = std::string(LOOM_BINARY) + " plan cp " + args + " 2>&1 >/dev/null";
-  std::string err;
-  FILE* pipe = popen(command.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) err.append(buf.data(), n);
-  pclose(pipe);
-  return err;
+  return test::run_loom("plan cp " + args, "2>&1 >/dev/null").output;
 }
 
 TEST(PlanCp, PrintsEveryDistributionSideBySide) {
   const Result r = loom_plan_cp("--mask embedded --seq 8192 --cp 4 --distribution all");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* name : {"zigzag", "lpt", "ilp", "makespan"})
-    EXPECT_NE(r.out.find(name), std::string::npos) << name << " in\n" << r.out;
+    EXPECT_NE(r.output.find(name), std::string::npos) << name << " in\n" << r.output;
 }
 
 TEST(PlanCp, JsonGivesTheOwnerOfEveryQueryBlockAndIsDeterministic) {
   const std::string args = "--mask packed --seq 10000 --cp 3 --query-block 100 --json";
   const Result r = loom_plan_cp(args);
   ASSERT_EQ(r.exit_code, 0);
-  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json j = nlohmann::json::parse(r.output);
   const auto& owners = j["plans"][0]["owner"];
   ASSERT_EQ(owners.size(), 100u);
   for (const auto& o : owners) EXPECT_TRUE(o.get<int>() >= 0 && o.get<int>() < 3);
-  EXPECT_EQ(loom_plan_cp(args).out, r.out);
+  EXPECT_EQ(loom_plan_cp(args).output, r.output);
 }
 
 TEST(PlanCp, GpuAddsPerRankAttentionTimes) {
   const Result r = loom_plan_cp("--mask embedded --seq 16384 --cp 4 --gpu A40 --json");
   ASSERT_EQ(r.exit_code, 0);
-  const auto times = nlohmann::json::parse(r.out)["plans"][0]["rank_attention_s"];
+  const auto times = nlohmann::json::parse(r.output)["plans"][0]["rank_attention_s"];
   ASSERT_EQ(times.size(), 4u);
   for (const auto& t : times) EXPECT_GT(t.get<double>(), 0);
   EXPECT_EQ(loom_plan_cp("--gpu A40 --heads 40 --kv-heads 7").exit_code, 2);
@@ -96,7 +79,7 @@ TEST(PlanCp, MaskFileIsReadAndBadLinesAreNamed) {
       loom_plan_cp("--mask-file " + good.string() + " --query-block 2 --key-block 2 --cp 2 --json");
   ASSERT_EQ(r.exit_code, 0);
   // Rows: t0-1 see key block 0; A2-3 see block 1; t4-5 see all three.
-  EXPECT_EQ(nlohmann::json::parse(r.out)["block_workload"], nlohmann::json({1, 1, 3}));
+  EXPECT_EQ(nlohmann::json::parse(r.output)["block_workload"], nlohmann::json({1, 1, 3}));
   const auto bad = dir / "bad.txt";
   std::ofstream(bad) << "1\n0xZZ\n";
   EXPECT_EQ(loom_plan_cp("--mask-file " + bad.string()).exit_code, 2);

@@ -1,19 +1,15 @@
 // End-to-end tests of `loom plan layout`: the Table 4.2-style trial table, the Table
 // 4.1-style layouts, byte-identical reruns, and exit 2 for a bad workload CSV.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
+
+#include "cli_support.hpp"
 
 namespace loom {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out;
-};
+using Result = test::CliResult;
 
 std::string temp(const std::string& suffix) {
   return ::testing::TempDir() + "plan_layout_" +
@@ -21,15 +17,7 @@ std::string temp(const std::string& suffix) {
 }
 
 Result plan(const std::string& args) {
-  const std::string command =
-      std::string(LOOM_BINARY) + " plan layout " + args + " 2>" + temp(".err");
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return test::run_loom("plan layout " + args, "2>" + temp(".err"));
 }
 
 std::string stderr_text() {
@@ -43,14 +31,14 @@ const std::string kSynth =
 TEST(CliPlanLayout, PrintsTable42TrialsAndTheLayouts) {
   const Result r = plan(kSynth);
   ASSERT_EQ(r.exit_code, 0) << stderr_text();
-  EXPECT_NE(r.out.find("k = 59"), std::string::npos);
-  EXPECT_NE(r.out.find("        64  yes    8:8 "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("       256  yes    8:8 "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("         1  no "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("b_min = "), std::string::npos);
+  EXPECT_NE(r.output.find("k = 59"), std::string::npos);
+  EXPECT_NE(r.output.find("        64  yes    8:8 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("       256  yes    8:8 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("         1  no "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("b_min = "), std::string::npos);
   for (const char* planner : {"entrain ", "disttrain ", "dip "})
-    EXPECT_NE(r.out.find(planner), std::string::npos) << planner;
-  EXPECT_EQ(plan(kSynth).out, r.out);  // deterministic
+    EXPECT_NE(r.output.find(planner), std::string::npos) << planner;
+  EXPECT_EQ(plan(kSynth).output, r.output);  // deterministic
 }
 
 TEST(CliPlanLayout, MalformedWorkloadCsvExits2NamingTheLine) {

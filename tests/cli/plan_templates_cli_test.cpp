@@ -1,20 +1,16 @@
 // End-to-end tests of `loom plan templates`: both input forms, JSON stage ranges, exit codes
 // (2 bad input naming file:line, 3 too few nodes) and byte-identical reruns.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "cli_support.hpp"
 
 namespace loom {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out;  // stdout only
-};
+using Result = test::CliResult;
 
 /// Per-test file names: ctest runs these tests in parallel processes.
 std::string temp(const std::string& suffix) {
@@ -23,15 +19,7 @@ std::string temp(const std::string& suffix) {
 }
 
 Result plan(const std::string& args) {
-  const std::string command =
-      std::string(LOOM_BINARY) + " plan templates " + args + " 2>" + temp(".err");
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return test::run_loom("plan templates " + args, "2>" + temp(".err"));
 }
 
 std::string stderr_text() {
@@ -52,7 +40,7 @@ TEST(CliPlanTemplates, ProfileJsonListsStagesAsLayerRanges) {
   const Result r = plan("--profile " + profile(24) +
                         " --nodes 8 --gpus-per-node 2 --gpu-memory 40GB --f 1 --json");
   ASSERT_EQ(r.exit_code, 0) << stderr_text();
-  const auto j = nlohmann::json::parse(r.out);
+  const auto j = nlohmann::json::parse(r.output);
   const int n0 = j["n0"];
   EXPECT_EQ(n0, 1);                      // 72 GB over 2 x 40 GB
   ASSERT_EQ(j["templates"].size(), 7u);  // n_0 .. N - f n_0 = 1 .. 7
@@ -70,8 +58,8 @@ TEST(CliPlanTemplates, ProfileJsonListsStagesAsLayerRanges) {
   EXPECT_EQ(j["instantiation"]["nodes"], 8);
   EXPECT_EQ(plan("--profile " + profile(24) +
                  " --nodes 8 --gpus-per-node 2 --gpu-memory 40GB --f 1 --json")
-                .out,
-            r.out)
+                .output,
+            r.output)
       << "deterministic";
 }
 
@@ -79,8 +67,8 @@ TEST(CliPlanTemplates, ConfigFormPrintsTemplatesAndInstantiation) {
   const Result r =
       plan(std::string(LOOM_SOURCE_DIR) + "/configs/examples/uniform-1f1b.toml --nodes 4");
   ASSERT_EQ(r.exit_code, 0) << stderr_text();
-  EXPECT_NE(r.out.find("template 0:"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("instantiation on 4 nodes"), std::string::npos) << r.out;
+  EXPECT_NE(r.output.find("template 0:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("instantiation on 4 nodes"), std::string::npos) << r.output;
 }
 
 TEST(CliPlanTemplates, TooFewNodesExitsThree) {

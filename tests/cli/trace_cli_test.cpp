@@ -1,40 +1,22 @@
 // End-to-end tests of `loom trace`: a malformed trace exits 2 naming file:line, generated
 // traces are byte-identical for one seed, and `info` reports the shipped files' counts.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
-#include <sstream>
 
+#include "cli_support.hpp"
 #include "test_support.hpp"
 
 namespace loom {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = test::CliResult;
 
 Result loom_trace(const std::string& args) {
-  const std::string command = std::string(LOOM_BINARY) + " trace " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return test::run_loom("trace " + args);
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::slurp;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -4,15 +4,14 @@
 // reruns, Oobleck's stop below (f+1) n0, and exit 2 on bad input naming what is wrong.
 #ifdef LOOM_BINARY
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli_support.hpp"
 #include "test_support.hpp"
 
 namespace loom {
@@ -20,28 +19,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;
-};
+using Result = test::CliResult;
 
 Result run(const std::string& args) {
-  const std::string command = std::string(LOOM_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return test::run_loom(args);
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::slurp;
 
 nlohmann::json summary(const std::string& dir) {
   return nlohmann::json::parse(slurp(fs::path(dir) / "summary.json"));
