@@ -38,19 +38,6 @@ struct Allocation {
   std::vector<int> encoders;  ///< stages per branch
 };
 
-StageGraph modality_parallel_graph(const Model& model, const Branches& branches,
-                                   const std::vector<double>& costs, const Allocation& a) {
-  StageGraph graph;
-  for (size_t b = 0; b < branches.encoders.size(); ++b) {
-    for (auto& piece : partition_branch(model, branches.encoders[b], costs, a.encoders[b],
-                                        "encoder '" + branches.names[b] + "'"))
-      graph.push_back(StageSpec{piece, {}, 0, {}});
-  }
-  for (auto& piece : partition_branch(model, branches.llm, costs, a.llm, "LLM"))
-    graph.push_back(StageSpec{piece, {}, 0, {}});
-  return graph;
-}
-
 /// Algorithm 1, lines 3-7: the candidate allocations.
 std::vector<Allocation> candidates(const Branches& branches, const std::vector<double>& costs,
                                    int budget) {
@@ -155,7 +142,7 @@ Schedule generate_cornstarch(const SchedulingProblem& problem) {
   double best = std::numeric_limits<double>::infinity();
   StageGraph chosen;
   for (const Allocation& a : options) {
-    StageGraph graph = modality_parallel_graph(model, branches, costs, a);
+    StageGraph graph = disaggregated_graph(model, branches, costs, a.encoders, a.llm);
     const double t = predicted_iteration_s(problem, graph);
     if (t < best) {
       best = t;

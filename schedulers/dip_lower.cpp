@@ -161,8 +161,7 @@ class DipLowering {
   };
 
   void emit(int d, const std::vector<DipTask>& tasks, const DipOrder& order);
-  void emit_task(int d, int r, const DipTask& t, std::map<EdgeKey, Edge>& sent,
-                 bool record);
+  void emit_task(int d, int r, const DipTask& t, std::map<EdgeKey, Edge>& sent, bool record);
   void fill_static_memory();
   void add_allreduce();
 
@@ -184,8 +183,8 @@ void DipLowering::emit(int d, const std::vector<DipTask>& tasks, const DipOrder&
   }
 }
 
-void DipLowering::emit_task(int d, int r, const DipTask& t,
-                            std::map<EdgeKey, Edge>& sent, bool record) {
+void DipLowering::emit_task(int d, int r, const DipTask& t, std::map<EdgeKey, Edge>& sent,
+                            bool record) {
   auto& program = s_.programs[static_cast<size_t>(rank(d, r))];
   const LayerCosts& lc = costs(d, t.microbatch);
   const int mb = t.microbatch;

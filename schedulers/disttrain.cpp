@@ -43,9 +43,8 @@ std::vector<ModalityWork> sample_work(const SchedulingProblem& problem, const Br
   return out;
 }
 
-std::vector<std::vector<std::vector<int>>> intra_microbatch_lpt(const std::vector<ModalityWork>& work,
-                                                                int dp, int microbatches,
-                                                                int microbatch_size) {
+std::vector<std::vector<std::vector<int>>> intra_microbatch_lpt(
+    const std::vector<ModalityWork>& work, int dp, int microbatches, int microbatch_size) {
   std::vector<std::vector<std::vector<int>>> out(
       static_cast<size_t>(dp), std::vector<std::vector<int>>(static_cast<size_t>(microbatches)));
   const int group = dp * microbatch_size;
@@ -146,19 +145,6 @@ Allocation plan_allocation(const SchedulingProblem& problem, const Branches& bra
   return best;
 }
 
-StageGraph disaggregated_graph(const Model& model, const Branches& branches,
-                               const std::vector<double>& costs, const Allocation& a) {
-  StageGraph graph;
-  for (size_t b = 0; b < branches.encoders.size(); ++b) {
-    for (auto& piece : partition_branch(model, branches.encoders[b], costs, a.encoders[b],
-                                        "encoder '" + branches.names[b] + "'"))
-      graph.push_back(StageSpec{piece, {}, 0, {}});
-  }
-  for (auto& piece : partition_branch(model, branches.llm, costs, a.llm, "LLM"))
-    graph.push_back(StageSpec{piece, {}, 0, {}});
-  return graph;
-}
-
 }  // namespace
 
 Schedule disttrain_schedule(const SchedulingProblem& problem, bool reorder) {
@@ -172,7 +158,7 @@ Schedule disttrain_schedule(const SchedulingProblem& problem, bool reorder) {
   one.schedule.microbatch_size = 1;
   const std::vector<double> costs = view_costs(one);
   const Allocation a = plan_allocation(problem, branches, costs);
-  const StageGraph graph = disaggregated_graph(*problem.model, branches, costs, a);
+  const StageGraph graph = disaggregated_graph(*problem.model, branches, costs, a.encoders, a.llm);
 
   SchedulingProblem out = problem;
   const int dp = problem.parallel.dp, m = problem.schedule.microbatches;

@@ -87,9 +87,7 @@ int balanced_encoder_stages(const Model& model, const Branches& branches,
 
 Schedule generate_encoders_colocated(const SchedulingProblem& problem) {
   const char* name = "encoders-colocated";
-  if (!problem.parallel.module_layouts.empty())
-    throw InputError(std::string("parallel.modules: '") + name +
-                     "' runs the single layout parallel.pp/dp/tp");
+  require_single_layout(problem, name);
   const Model& model = *problem.model;
   const Branches branches = split_branches(model, name);
   const int p = problem.parallel.pp;

@@ -11,16 +11,13 @@
 // model graph feeds projected tokens into the LLM's first layer, so only stage 0's copy
 // has a consumer (and a backward); the others are Compute::redundant forward-only ops
 // that cost time and hold their weights (parameters, no gradients).
-#include "core/errors.hpp"
 #include "schedulers/multimodal.hpp"
 
 namespace loom {
 
 Schedule generate_encoders_replicated(const SchedulingProblem& problem) {
   const char* name = "encoders-replicated";
-  if (!problem.parallel.module_layouts.empty())
-    throw InputError(std::string("parallel.modules: '") + name +
-                     "' runs the single layout parallel.pp/dp/tp");
+  require_single_layout(problem, name);
   const Model& model = *problem.model;
   const Branches branches = split_branches(model, name);
   const int p = problem.parallel.pp;

@@ -191,9 +191,7 @@ StageOrders entrain_orders(const std::vector<int>& warmup, const std::vector<int
 }
 
 EntrainPlan plan_entrain(const SchedulingProblem& problem) {
-  if (!problem.parallel.module_layouts.empty())
-    throw InputError(std::string("parallel.modules: '") + kName +
-                     "' runs the single layout parallel.pp/dp/tp (E encoder + L LLM stages)");
+  require_single_layout(problem, kName);  // E encoder + L LLM stages of parallel.pp
   const Model& model = *problem.model;
   const Branches branches = split_branches(model, kName);
   const int p = problem.parallel.pp;

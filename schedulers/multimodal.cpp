@@ -84,6 +84,20 @@ std::vector<std::vector<Segment>> partition_branch(const Model& model,
   return out;
 }
 
+StageGraph disaggregated_graph(const Model& model, const Branches& branches,
+                               const std::vector<double>& costs,
+                               const std::vector<int>& encoder_stages, int llm_stages) {
+  StageGraph graph;
+  for (size_t b = 0; b < branches.encoders.size(); ++b) {
+    for (auto& piece : partition_branch(model, branches.encoders[b], costs, encoder_stages[b],
+                                        "encoder '" + branches.names[b] + "'"))
+      graph.push_back(StageSpec{piece, {}, 0, {}});
+  }
+  for (auto& piece : partition_branch(model, branches.llm, costs, llm_stages, "LLM"))
+    graph.push_back(StageSpec{piece, {}, 0, {}});
+  return graph;
+}
+
 double branch_bottleneck(const std::vector<int>& layers, const std::vector<double>& costs,
                          int stages) {
   const std::vector<double> sub = sub_costs(layers, costs);

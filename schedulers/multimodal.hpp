@@ -34,6 +34,13 @@ std::vector<std::vector<Segment>> partition_branch(const Model& model,
                                                    const std::vector<double>& costs, int stages,
                                                    const std::string& what);
 
+/// Modality parallelism's stage graph (cornstarch-arxiv §4.1; DistTrain's disaggregated
+/// encoder and LLM stages): encoder branch b cut into encoder_stages[b] stages of its own,
+/// then the LLM part into llm_stages stages, each partitioned by Eq 3.5.
+StageGraph disaggregated_graph(const Model& model, const Branches& branches,
+                               const std::vector<double>& costs,
+                               const std::vector<int>& encoder_stages, int llm_stages);
+
 /// The bottleneck (largest stage sum of T_l) of that partition: t_i of Algorithm 1.
 double branch_bottleneck(const std::vector<int>& layers, const std::vector<double>& costs,
                          int stages);

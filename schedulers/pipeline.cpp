@@ -482,12 +482,21 @@ Schedule lower_virtual_stages(const SchedulingProblem& problem, const char* sche
   return Lowering(problem, scheduler_name, graph, orders, costs).run();
 }
 
-Schedule lower_pipeline(const SchedulingProblem& problem, const char* scheduler_name,
-                        const StageOrders& orders) {
+void require_single_layout(const SchedulingProblem& problem, const char* scheduler_name) {
   if (!problem.parallel.module_layouts.empty()) {
     throw InputError("parallel.modules: scheduler '" + std::string(scheduler_name) +
                      "' runs the single layout parallel.pp/dp/tp; per-module layouts are "
                      "for the per-module schedulers (see loom schedulers)");
+  }
+}
+
+Schedule lower_pipeline(const SchedulingProblem& problem, const char* scheduler_name,
+                        const StageOrders& orders) {
+  require_single_layout(problem, scheduler_name);
+  if (problem.schedule.chunks != 1) {
+    throw InputError("schedule.chunks: " + std::string(scheduler_name) +
+                     " runs one chunk per rank (got " + std::to_string(problem.schedule.chunks) +
+                     "); virtual stages are for interleaved-1f1b");
   }
   const StageGraph graph = chain_stages(*problem.model, plan_stages(problem));
   return lower_stage_graph(problem, scheduler_name, graph, orders);
@@ -495,11 +504,7 @@ Schedule lower_pipeline(const SchedulingProblem& problem, const char* scheduler_
 
 Schedule lower_virtual_pipeline(const SchedulingProblem& problem, const char* scheduler_name,
                                 const RankOrders& orders, int chunks) {
-  if (!problem.parallel.module_layouts.empty()) {
-    throw InputError("parallel.modules: scheduler '" + std::string(scheduler_name) +
-                     "' runs the single layout parallel.pp/dp/tp; per-module layouts are "
-                     "for the per-module schedulers (see loom schedulers)");
-  }
+  require_single_layout(problem, scheduler_name);
   const int stages = problem.parallel.pp * chunks;
   const StageGraph graph = chain_stages(*problem.model, plan_stages(problem, stages));
   return lower_virtual_stages(problem, scheduler_name, graph, orders);

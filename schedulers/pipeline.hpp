@@ -121,8 +121,12 @@ Schedule lower_virtual_stages(const SchedulingProblem& problem, const char* sche
 Schedule lower_virtual_pipeline(const SchedulingProblem& problem, const char* scheduler_name,
                                 const RankOrders& orders, int chunks);
 
+/// Throws InputError when the config has per-module layouts (parallel.modules): every
+/// scheduler but the per-module ones (hetero-*) runs the single parallel.pp/dp/tp layout.
+void require_single_layout(const SchedulingProblem& problem, const char* scheduler_name);
+
 /// The single-layout chain: plan_stages() + chain_stages() + lower_stage_graph(). Rejects
-/// per-module layouts (parallel.modules) with InputError.
+/// per-module layouts (parallel.modules) and schedule.chunks != 1 with InputError.
 Schedule lower_pipeline(const SchedulingProblem& problem, const char* scheduler_name,
                         const StageOrders& orders);
 

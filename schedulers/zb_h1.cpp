@@ -8,7 +8,6 @@
 //   stage 3:          F0 I0 F1 I1 F2 I2 F3 I3 W0 F4 I4 W1 F5 I5 W2 W3 W4 W5
 #include <algorithm>
 
-#include "core/errors.hpp"
 #include "schedulers/zero_bubble.hpp"
 
 namespace loom {
@@ -38,10 +37,6 @@ StageOrders zb_h1_orders(int p, int m) {
 }
 
 Schedule generate_zb_h1(const SchedulingProblem& problem) {
-  if (problem.schedule.chunks != 1)
-    throw InputError("schedule.chunks: zb-h1 runs one chunk per rank (got " +
-                     std::to_string(problem.schedule.chunks) +
-                     "); virtual stages are for interleaved-1f1b");
   return lower_pipeline(problem, "zb-h1",
                         zb_h1_orders(problem.parallel.pp, problem.schedule.microbatches));
 }

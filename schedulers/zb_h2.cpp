@@ -9,7 +9,6 @@
 //   stage 2:       F0 I0 F1 I1 F2 I2 F3 I3 F4 I4 W0 F5 I5 W1 W2 W3 W4 W5
 #include <algorithm>
 
-#include "core/errors.hpp"
 #include "schedulers/zero_bubble.hpp"
 
 namespace loom {
@@ -44,10 +43,6 @@ StageOrders zb_h2_orders(int p, int m) {
 }
 
 Schedule generate_zb_h2(const SchedulingProblem& problem) {
-  if (problem.schedule.chunks != 1)
-    throw InputError("schedule.chunks: zb-h2 runs one chunk per rank (got " +
-                     std::to_string(problem.schedule.chunks) +
-                     "); virtual stages are for interleaved-1f1b");
   return lower_pipeline(problem, "zb-h2",
                         zb_h2_orders(problem.parallel.pp, problem.schedule.microbatches));
 }
