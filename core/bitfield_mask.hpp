@@ -44,7 +44,7 @@ constexpr std::uint64_t modality_bit(int index) {
 }
 
 /// The word-level part of the predicate (modality subset test), without positions.
-constexpr bool modalities_compatible(std::uint64_t query_word, std::uint64_t key_word) {
+LOOM_HD constexpr bool modalities_compatible(std::uint64_t query_word, std::uint64_t key_word) {
   const std::uint64_t qb = query_word & kModalityBits;
   const std::uint64_t kb = key_word & kModalityBits;
   return kb != 0 && (kb & ~qb) == 0;
@@ -54,9 +54,7 @@ constexpr bool modalities_compatible(std::uint64_t query_word, std::uint64_t key
 /// an optional sliding window (0 = none).
 LOOM_HD bool may_attend(std::uint64_t mask_q, std::uint64_t mask_k, std::int64_t pos_q,
                         std::int64_t pos_k, std::int64_t window = 0) {
-  const std::uint64_t qb = mask_q & kModalityBits;
-  const std::uint64_t kb = mask_k & kModalityBits;
-  if (kb == 0 || (kb & ~qb) != 0) return false;  // modalities_compatible, device-callable
+  if (!modalities_compatible(mask_q, mask_k)) return false;
   if ((mask_q & kCausalBit) == 0) return true;
   if (pos_k > pos_q) return false;
   return window == 0 || pos_q - pos_k < window || (mask_k & kSinkBit) != 0;
