@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/bitfield_mask.hpp"
+#include "core/bitfield_mask.hpp"
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/check.hpp"
 #include "kernels/cuda/device.hpp"
@@ -21,6 +21,8 @@
 namespace {
 
 using namespace loom::kernels;
+using loom::kCausalBit;
+using loom::modality_bit;
 
 struct MaskCase {
   std::string name;

@@ -31,6 +31,7 @@ struct ExecCliOptions {
   bool no_check = false;
   bool no_plot = false;
   bool quiet = false;
+  std::string rendezvous;  ///< cuda: meet through this shared file instead of TCP
 };
 
 nlohmann::json check_json(const exec::GradientCheck& c) {
@@ -59,15 +60,37 @@ double iteration_flops(const Study& study) {
   return 2 * flops;
 }
 
+/// Runs `iterations` iterations and returns the one with the median time; timing noise
+/// (other processes on the cores) is cut that way, numerics are identical in every run.
+exec::ExecResult run_median(exec::Executor& executor, const exec::ExecProblem& problem,
+                            const exec::ExecOptions& options, int iterations,
+                            std::vector<double>& iteration_s) {
+  std::vector<exec::ExecResult> runs;
+  for (int i = 0; i < iterations; ++i) {
+    runs.push_back(executor.run(problem, options));
+    iteration_s.push_back(runs.back().timeline.iteration_time_s());
+  }
+  std::vector<size_t> order(runs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return iteration_s[a] < iteration_s[b]; });
+  return std::move(runs[order[order.size() / 2]]);
+}
+
 int run_exec(const ExecCliOptions& o) {
-  if (!o.quiet) std::cerr << "loom: planning " << o.config << " ...\n";
-  const auto study = prepare_study(o.config, o.overrides);
   const auto executor = exec::make_executor(o.backend);
+  // cuda runs one process per GPU and every process ends with the same complete result:
+  // only rank 0 reports, checks and writes --out; the others exit 0 once their part ran.
+  const bool writer = executor->process_rank() == 0;
+  const bool quiet = o.quiet || !writer;
+  if (!quiet) std::cerr << "loom: planning " << o.config << " ...\n";
+  const auto study = prepare_study(o.config, o.overrides);
   keep_freed_memory();
   const exec::ExecProblem problem{&study->schedule, &study->config.model, &study->problem.samples,
                                   o.seed};
   exec::ExecOptions options;
   options.timeout_s = o.timeout_s;
+  options.rendezvous_file = o.rendezvous;
   if (!o.fault.empty()) {
     const Schedule& s = study->schedule;
     if (o.fault[0] < 0 || o.fault[0] >= s.num_ranks() || o.fault[1] < 0 ||
@@ -87,7 +110,7 @@ int run_exec(const ExecCliOptions& o) {
               << " s at the host's ~5 GFLOP/s; "
                  "configs/exec/ has host-scale models\n";
   }
-  if (!o.quiet) {
+  if (!quiet) {
     std::cerr << "loom: executing " << study->schedule.num_ops() << " operations on "
               << study->schedule.num_ranks() << " ranks with the " << executor->name()
               << " backend ...\n";
@@ -95,27 +118,17 @@ int run_exec(const ExecCliOptions& o) {
   exec::ExecResult result;
   std::vector<double> iteration_s;
   try {
-    // Timing noise (other processes on the cores) is cut by running several iterations
-    // and keeping the one with the median time; numerics are identical in every run.
-    std::vector<exec::ExecResult> runs;
-    for (int i = 0; i < o.iterations; ++i) {
-      runs.push_back(executor->run(problem, options));
-      iteration_s.push_back(runs.back().timeline.iteration_time_s());
-    }
-    std::vector<size_t> order(runs.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return iteration_s[a] < iteration_s[b]; });
-    result = std::move(runs[order[order.size() / 2]]);
+    result = run_median(*executor, problem, options, o.iterations, iteration_s);
   } catch (const exec::ExecError& e) {
     std::cerr << "loom: exec failed: " << e.what() << "\n";
     return 1;
   }
+  if (!writer) return 0;
   nlohmann::json extra = {
       {"seed", o.seed}, {"executor", executor->name()}, {"iterations_s", iteration_s}};
   exec::GradientCheck check;
   if (!o.no_check) {
-    if (!o.quiet) std::cerr << "loom: sequential reference run for the gradient check ...\n";
+    if (!quiet) std::cerr << "loom: sequential reference run for the gradient check ...\n";
     try {
       check = exec::check_gradients(problem, result, exec::reference_gradients(problem, options));
     } catch (const exec::ExecError& e) {
@@ -175,7 +188,8 @@ CommandRun attach_exec(CLI::App& sub) {
       ->required()
       ->check(CLI::ExistingFile);
   sub.add_option("--out", o->out,
-                 "Output directory, replaced as a whole (default: out/exec-<config name>)");
+                 "Output directory, replaced as a whole (default: out/exec-<config name>); in a "
+                 "multi-process cuda launch only rank 0 writes it");
   sub.add_option(
          "--backend", o->backend,
          "host (threads as ranks, float math on the CPU) or cuda (this build: " + backends + ")")
@@ -191,6 +205,11 @@ CommandRun attach_exec(CLI::App& sub) {
   sub.add_option("--iterations", o->iterations,
                  "Run this many iterations and write the one with the median time (default 1)")
       ->check(CLI::Range(1, 1000));
+  sub.add_option("--rendezvous", o->rendezvous,
+                 "cuda, several processes: FILE on a file system all ranks share, through which "
+                 "rank 0 hands out the NCCL id (instead of TCP to MASTER_ADDR:MASTER_PORT; "
+                 "overrides LOOM_RENDEZVOUS_FILE). It must not exist at launch; rank 0 removes "
+                 "it once all ranks joined. Only rank 0 writes --out and prints the summary");
   sub.add_flag("--no-check", o->no_check, "Skip the sequential reference and gradient check");
   sub.add_flag("--no-plot", o->no_plot, "Skip the Gantt and memory PNGs");
   sub.add_flag("--quiet,-q", o->quiet, "No progress messages on stderr");

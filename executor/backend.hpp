@@ -92,6 +92,10 @@ struct FaultInjection {
 struct ExecOptions {
   double timeout_s = 60;  ///< the longest any Recv or collective waits for its peers
   std::optional<FaultInjection> fault;
+  /// Multi-process backends (cuda): meet through this file on a shared file system instead
+  /// of TCP (executor/cuda/bootstrap.hpp); empty = the environment decides. Single-process
+  /// backends (host) have nothing to meet and reject it.
+  std::string rendezvous_file;
 };
 
 /// A run that could not complete: a rank failed or a wait timed out. The message names
@@ -146,6 +150,11 @@ class Executor {
   /// hardware (`loom profile`). The default throws InputError: the backend cannot profile.
   virtual std::vector<ProfileRow> profile(const Model& model, const Sample& first_sample,
                                           const ProfileRequest& request);
+  /// This process's rank in a multi-process launch (cuda: one process per GPU, rank from
+  /// the launcher's environment); 0 for backends that run every rank in one process.
+  /// Every process returns the same complete ExecResult, so only rank 0 writes outputs.
+  /// Throws InputError when the launcher's variables are malformed.
+  virtual int process_rank() const { return 0; }
 };
 
 /// "host" always; "cuda" when the CUDA backend was built (CMake target loom_executor_cuda

@@ -116,6 +116,10 @@ class HostExecutor final : public Executor {
   }
 
   ExecResult run(const ExecProblem& problem, const ExecOptions& options) override {
+    if (!options.rendezvous_file.empty())
+      throw InputError("--rendezvous " + options.rendezvous_file +
+                       ": the host backend runs every rank as a thread of one process, so "
+                       "there is nothing to meet; it is for --backend cuda launches");
     const Schedule& schedule = *problem.schedule;
     check_model_executable(*problem.model);
     const Matching matching = match_operations(schedule);  // InfeasibleError if unmatched

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "core/errors.hpp"
+#include "executor/synthetic_data.hpp"
 
 namespace loom::exec {
 namespace {
@@ -72,11 +73,6 @@ bool is_module_last(const Model& model, int layer) {
   return ref.local_index + 1 == static_cast<int>(model.module(ref.module).layers.size());
 }
 
-int tokens_of(const Sample& s, const std::string& modality) {
-  const auto it = s.tokens.find(modality);
-  return it == s.tokens.end() ? 0 : it->second;
-}
-
 }  // namespace
 
 void check_model_executable(const Model& model) {
@@ -123,26 +119,8 @@ Activation HostModelState::synthetic(int module, const std::vector<int>& samples
                                      const std::string& modality, int width,
                                      const std::vector<int>* lengths) const {
   Activation a;
-  if (lengths) {
-    a.lengths = *lengths;
-  } else {
-    for (int id : samples)
-      a.lengths.push_back(tokens_of(problem_.samples->at(static_cast<size_t>(id)), modality));
-  }
-  int total = 0;
-  for (int t : a.lengths) total += t;
-  a.x = Matrix(total, width);
-  int row = 0;
-  for (size_t s = 0; s < samples.size(); ++s) {
-    // A pure function of (seed, module, modality, sample): the same in every schedule.
-    const std::uint64_t key = hash_combine(
-        hash_combine(hash_combine(problem_.seed, 0x1234), static_cast<std::uint64_t>(module)),
-        hash_combine(std::hash<std::string>{}(modality), static_cast<std::uint64_t>(samples[s])));
-    for (int r = 0; r < a.lengths[s]; ++r, ++row) {
-      for (int c = 0; c < width; ++c)
-        a.x.at(row, c) = hash_uniform(hash_combine(key, static_cast<std::uint64_t>(r) * width + c));
-    }
-  }
+  a.lengths = lengths ? *lengths : modality_lengths(*problem_.samples, samples, modality);
+  a.x = synthetic_data(problem_.seed, module, modality, samples, a.lengths, width);
   return a;
 }
 

@@ -3,7 +3,7 @@
 /// elementwise kernels and the CPU references (one formula, two callers).
 #include <cmath>
 
-#include "kernels/bitfield_mask.hpp"  // LOOM_HD
+#include "core/host_device.hpp"  // LOOM_HD
 
 namespace loom::kernels {
 

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/bitfield_mask.hpp"  // LOOM_HD
+#include "core/host_device.hpp"  // LOOM_HD
 
 namespace loom::kernels {
 

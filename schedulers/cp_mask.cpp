@@ -23,12 +23,8 @@ constexpr KindName kKindNames[] = {
 }  // namespace
 
 bool AttentionMask::attends(std::int64_t q, std::int64_t k) const {
-  const std::uint64_t wq = words[static_cast<std::size_t>(q)];
-  const std::uint64_t wk = words[static_cast<std::size_t>(k)];
-  if (!modalities_compatible(wq, wk)) return false;
-  if ((wq & kCausalBit) == 0) return true;
-  if (k > q) return false;
-  return window == 0 || q - k < window || (wk & kSinkBit) != 0;
+  return may_attend(words[static_cast<std::size_t>(q)], words[static_cast<std::size_t>(k)], q, k,
+                    window);
 }
 
 const char* to_string(MaskKind kind) {

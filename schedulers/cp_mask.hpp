@@ -1,58 +1,25 @@
 #pragma once
-/// Bitfield attention mask (dissertation §3.4.2, Fig 3.4): one 64-bit word per token.
-///
-///   bit 0        LLM / text                      } "modality bits" (kModalityBits):
-///   bits 1..61   modality encoders (A, B, ...)   } which modalities' tokens this token sees
-///   bit 62       sink  (Loom extension, lambda mask: a key every windowed query may see)
-///   bit 63       causal (the token attends only to keys at or before its position)
-///
-/// Decode predicate (the seeds give none: [AMBIG] in the reading notes). Loom reads a
-/// token's modality bits as "the modalities it may attend to" and requires the *key's*
-/// modality bits to be a non-empty subset of the query's:
-///
-///   attends(q, k) =  kb != 0  &&  (kb & ~qb) == 0                    qb, kb = modality bits
-///                 && (!causal(q) || k <= q)
-///                 && (window == 0 || !causal(q) || q - k < window || sink(k))
-///
-/// This reproduces the §3.4.2 example exactly: encoder-A tokens (bit A only, no causal
-/// bit) see only encoder-A tokens, in both directions; text tokens (causal, all bits) see
-/// every earlier token. The notes' alternative "(qb & kb) != 0" would let an image token
-/// see text tokens (their words share bit A), contradicting the example, so it is not used.
-/// A token with no modality bits is padding: it attends to nothing and nobody attends to it.
-/// The sliding window is a mask-level parameter (no bit pattern can express it); it binds
-/// causal queries only.
+/// Attention masks for context-parallel planning: a bitfield word per token (dissertation
+/// §3.4.2, Fig 3.4; the bit layout and the decode predicate live in core/bitfield_mask.hpp,
+/// shared with the attention kernels) plus the mask-level sliding window, and the
+/// generators of the mask families the CP experiments use.
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/bitfield_mask.hpp"
+
 namespace loom {
-
-inline constexpr std::uint64_t kTextBit = 1ULL << 0;
-inline constexpr std::uint64_t kSinkBit = 1ULL << 62;
-inline constexpr std::uint64_t kCausalBit = 1ULL << 63;
-inline constexpr std::uint64_t kModalityBits = (1ULL << 62) - 1;  ///< bits 0..61
-inline constexpr int kMaxModalityBits = 62;
-
-/// The bit of modality `index` (0 = LLM/text, 1.. = encoders). Index must be < 62.
-constexpr std::uint64_t modality_bit(int index) {
-  return 1ULL << index;
-}
 
 struct AttentionMask {
   std::vector<std::uint64_t> words;  ///< one per token, in sequence order
   std::int64_t window = 0;           ///< sliding window for causal queries; 0 = none
 
   std::int64_t size() const { return static_cast<std::int64_t>(words.size()); }
-  /// The decode predicate above, for tokens at positions q and k.
+  /// may_attend (core/bitfield_mask.hpp) for the tokens at positions q and k, with this
+  /// mask's window.
   bool attends(std::int64_t q, std::int64_t k) const;
 };
-
-/// The word-level part of the predicate (modality subset test), without positions.
-constexpr bool modalities_compatible(std::uint64_t query_word, std::uint64_t key_word) {
-  const std::uint64_t qb = query_word & kModalityBits;
-  const std::uint64_t kb = key_word & kModalityBits;
-  return kb != 0 && (kb & ~qb) == 0;
-}
 
 /// Mask families. The first four are the dissertation's Fig 3.5 / §3.5.4 (causal and its
 /// multimodal variants); the last three are DCP's patterns used in Table 3.4. Their exact

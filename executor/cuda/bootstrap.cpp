@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "core/errors.hpp"
@@ -201,6 +202,12 @@ std::vector<char> broadcast_from_rank0(const LaunchInfo& info, const std::vector
                                                         std::chrono::duration<double>(timeout_s));
   if (!info.rendezvous_file.empty()) return via_file(info, blob, deadline);
   return info.rank == 0 ? serve_tcp(info, blob, deadline) : fetch_tcp(info, deadline);
+}
+
+void release_rendezvous(const LaunchInfo& info) {
+  if (info.rank != 0 || info.world_size == 1 || info.rendezvous_file.empty()) return;
+  std::error_code ignored;  // already gone is fine: the goal is only that it not exist
+  std::filesystem::remove(info.rendezvous_file, ignored);
 }
 
 }  // namespace loom::exec::cuda

@@ -12,8 +12,9 @@
 ///
 /// How we meet: rank 0 broadcasts a small blob (the ncclUniqueId) to every rank either
 /// over TCP (rank 0 listens on MASTER_PORT, the others connect to MASTER_ADDR) or through
-/// a shared file (LOOM_RENDEZVOUS_FILE / `--rendezvous FILE`: rank 0 writes it atomically,
-/// the others poll for it; the file must not exist before the launch).
+/// a shared file (`loom exec --rendezvous FILE`, else LOOM_RENDEZVOUS_FILE: rank 0 writes
+/// it atomically, the others poll for it; the file must not exist before the launch, and
+/// rank 0 removes it once every rank has joined: release_rendezvous).
 #include <string>
 #include <vector>
 
@@ -38,5 +39,11 @@ LaunchInfo launch_info_from_env(const std::string& rendezvous_file = "");
 /// (rank 0: not every rank connected; others: rank 0 unreachable or file never written).
 std::vector<char> broadcast_from_rank0(const LaunchInfo& info, const std::vector<char>& blob,
                                        double timeout_s);
+
+/// Rank 0 removes the rendezvous file; call it only after a collective every rank has
+/// joined (so every rank has read the file). The next bootstrap (another iteration of the
+/// same launch, or the next launch with the same path) then starts from no file, as
+/// broadcast_from_rank0 requires. A no-op on other ranks, over TCP, or for a missing file.
+void release_rendezvous(const LaunchInfo& info);
 
 }  // namespace loom::exec::cuda

@@ -2,10 +2,10 @@
 // schedule (RANK / WORLD_SIZE from the launcher, bootstrap.hpp), on GPU LOCAL_RANK mod
 // the visible device count. After the iteration every process gathers all ranks'
 // timings and gradients, so each returns the same complete ExecResult (timeline and
-// gradient check alike); with several processes on one file system, give each its own
-// --out (or let only RANK 0 write).
+// gradient check alike); process_rank() tells the CLI which process writes (rank 0).
 #include <algorithm>
 #include <exception>
+#include <optional>
 
 #include "core/errors.hpp"
 #include "executor/backend.hpp"
@@ -64,6 +64,7 @@ void check_launch(const Schedule& schedule, const LaunchInfo& info) {
 class CudaExecutor final : public Executor {
  public:
   std::string name() const override { return "cuda"; }
+  int process_rank() const override { return cuda::launch_info_from_env().rank; }
 
   std::vector<ProfileRow> profile(const Model& model, const Sample& first_sample,
                                   const ProfileRequest& request) override {
@@ -77,12 +78,22 @@ class CudaExecutor final : public Executor {
     const Schedule& schedule = *problem.schedule;
     check_model_executable(*problem.model);
     (void)match_operations(schedule);  // InfeasibleError when messages do not pair up
-    const LaunchInfo info = cuda::launch_info_from_env();
+    const LaunchInfo info = cuda::launch_info_from_env(options.rendezvous_file);
     check_launch(schedule, info);
     LOOM_CUDA_CHECK(cudaSetDevice(info.local_rank % kernels::cuda_device_count()));
     const LayerGraph graph(*problem.model);
     Stream compute;
-    RankComms comms(schedule, info, options.timeout_s);
+    std::optional<RankComms> comms_or;
+    try {
+      comms_or.emplace(schedule, info, options.timeout_s);
+    } catch (...) {
+      cuda::release_rendezvous(info);  // a failed launch leaves no stale file behind
+      throw;
+    }
+    RankComms& comms = *comms_or;
+    // Communicator setup is collective: every rank has read the rendezvous file by now.
+    // Removing it lets the next iteration (--iterations) and the next launch meet anew.
+    cuda::release_rendezvous(info);
     CudaRankBackend backend(problem, graph, comms, info.rank, compute.stream, options.timeout_s);
     try {
       backend.start_epoch();

@@ -1,7 +1,7 @@
 #include "executor/cuda/layer_cuda.hpp"
 
+#include "core/bitfield_mask.hpp"
 #include "kernels/attention_shape.hpp"
-#include "kernels/bitfield_mask.hpp"
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/check.hpp"
 #include "kernels/cuda/elementwise.hpp"
@@ -45,7 +45,7 @@ const std::uint64_t* LayerRunner::mask(int tokens, bool causal) {
   auto it = masks_.find({tokens, causal});
   if (it == masks_.end()) {
     // executor/attention.cpp: a causal layer lets token i see j <= i, else every token.
-    const std::uint64_t word = causal ? (k::kCausalBit | k::modality_bit(0)) : k::modality_bit(1);
+    const std::uint64_t word = causal ? (kCausalBit | modality_bit(0)) : modality_bit(1);
     DeviceMatrix words(1, 2 * tokens, stream_);
     k::fill_mask(tokens, word, reinterpret_cast<std::uint64_t*>(words.data()), stream_);
     it = masks_.emplace(std::make_pair(tokens, causal), std::move(words)).first;

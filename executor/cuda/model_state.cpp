@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <stdexcept>
 
 #include "core/workload.hpp"
 #include "executor/cuda/data_ops.hpp"
 #include "executor/layer_math.hpp"
+#include "executor/synthetic_data.hpp"
 #include "executor/tensor.hpp"
 #include "kernels/cuda/check.hpp"
 #include "kernels/cuda/elementwise.hpp"
@@ -20,24 +20,10 @@ bool is_module_last(const Model& model, int layer) {
   return ref.local_index + 1 == static_cast<int>(model.module(ref.module).layers.size());
 }
 
-int tokens_of(const Sample& s, const std::string& modality) {
-  const auto it = s.tokens.find(modality);
-  return it == s.tokens.end() ? 0 : it->second;
-}
-
 int total(const std::vector<int>& v) {
   int t = 0;
   for (int x : v) t += x;
   return t;
-}
-
-/// The host backend's synthetic value of (seed, module key, modality, sample, element):
-/// HostModelState::synthetic's formula, so both backends feed identical data.
-std::uint64_t synthetic_key(std::uint64_t seed, int module_key, const std::string& modality,
-                            int sample) {
-  return hash_combine(
-      hash_combine(hash_combine(seed, 0x1234), static_cast<std::uint64_t>(module_key)),
-      hash_combine(std::hash<std::string>{}(modality), static_cast<std::uint64_t>(sample)));
 }
 
 const std::string kTarget = "target", kTargetScale = "target-scale";
@@ -84,14 +70,6 @@ std::vector<int> CudaModelState::samples_of(int microbatch) const {
       .at(static_cast<size_t>(microbatch));
 }
 
-std::vector<int> CudaModelState::lengths_of(const std::vector<int>& samples,
-                                            const std::string& modality) const {
-  std::vector<int> lengths;
-  for (int id : samples)
-    lengths.push_back(tokens_of(problem_.samples->at(static_cast<size_t>(id)), modality));
-  return lengths;
-}
-
 const DeviceTensors& CudaModelState::params(int layer) {
   auto it = params_.find(layer);
   if (it == params_.end()) {  // a redundant copy holds the weights too
@@ -110,16 +88,11 @@ void CudaModelState::prefetch_one(int module_key, int microbatch, const std::str
                                   int width, const std::vector<int>* given) {
   if (data_.count({module_key, microbatch, modality}) > 0) return;
   const std::vector<int> samples = samples_of(microbatch);
-  const std::vector<int> lengths = given != nullptr ? *given : lengths_of(samples, modality);
-  std::vector<float> host(static_cast<size_t>(total(lengths)) * width);
-  size_t pos = 0;
-  for (size_t s = 0; s < samples.size(); ++s) {
-    const std::uint64_t key = synthetic_key(problem_.seed, module_key, modality, samples[s]);
-    for (int r = 0; r < lengths[s]; ++r)
-      for (int c = 0; c < width; ++c)
-        host[pos++] = hash_uniform(hash_combine(key, static_cast<std::uint64_t>(r) * width + c));
-  }
-  DeviceActivation a{DeviceMatrix::upload(total(lengths), width, host, stream_), lengths};
+  const std::vector<int> lengths =
+      given != nullptr ? *given : modality_lengths(*problem_.samples, samples, modality);
+  // executor/synthetic_data.hpp: the host backend's and the reference's data, bit for bit.
+  const Matrix host = synthetic_data(problem_.seed, module_key, modality, samples, lengths, width);
+  DeviceActivation a{DeviceMatrix::upload(host.rows, host.cols, host.data, stream_), lengths};
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   data_[{module_key, microbatch, modality}] = std::move(a);
 }

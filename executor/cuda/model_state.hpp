@@ -54,7 +54,6 @@ class CudaModelState {
  private:
   using DataKey = std::tuple<int, int, std::string>;  ///< (module key, microbatch, modality)
   std::vector<int> samples_of(int microbatch) const;
-  std::vector<int> lengths_of(const std::vector<int>& samples, const std::string& modality) const;
   void prefetch(const std::vector<Op>& program);
   /// Uploads the synthetic (module key, microbatch, modality) tensor: `lengths` rows per
   /// sample, or the samples' tokens of `modality` when null.

@@ -13,7 +13,7 @@
 #include <cfloat>
 #include <stdexcept>
 
-#include "kernels/bitfield_mask.hpp"
+#include "core/bitfield_mask.hpp"
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/check.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 /// Bitfield-mask attention on the GPU (dissertation §3.4.2), fp32, forward and backward,
 /// with block skipping: a (query tile, key tile) pair whose mask is provably empty
-/// (tile_is_empty in kernels/bitfield_mask.hpp) is neither loaded nor computed.
+/// (tile_is_empty in core/bitfield_mask.hpp) is neither loaded nor computed.
 /// Same layout, predicate and results as kernels/reference/attention_ref.hpp.
 /// Requires head_dim <= kMaxHeadDim. All pointers are device pointers; launches are
 /// asynchronous on `stream` and checked (CudaError).

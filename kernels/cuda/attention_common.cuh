@@ -3,8 +3,8 @@
 // geometry, warp reductions, the device-side tile summary and shared-memory tile loads.
 #include <cstdint>
 
+#include "core/bitfield_mask.hpp"
 #include "kernels/attention_shape.hpp"
-#include "kernels/bitfield_mask.hpp"
 
 namespace loom::kernels::attention_detail {
 

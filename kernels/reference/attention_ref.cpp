@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/bitfield_mask.hpp"
+#include "core/bitfield_mask.hpp"
 
 namespace loom::kernels {
 namespace {

@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "kernels/attention_shape.hpp"
-#include "kernels/bitfield_mask.hpp"
+#include "core/bitfield_mask.hpp"
 
 namespace loom::kernels {
 

@@ -101,6 +101,17 @@ TEST(ExecCli, KilledRankExitsOneNamingRankAndOperation) {
   EXPECT_NE(bad.output.find("--inject-fault 9 0"), std::string::npos) << bad.output;
 }
 
+TEST(ExecCli, RendezvousIsForMultiProcessBackendsOnly) {
+  test::TempDir dir;
+  const Result r = loom("exec " + host_config() + " -q --no-plot --rendezvous " + dir.path("rdv") +
+                        " --out " + dir.path("out"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--rendezvous"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--backend cuda"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir.path("out")));
+  EXPECT_FALSE(fs::exists(dir.path("rdv")));
+}
+
 TEST(ExecCli, CudaWithoutTheCudaBackendIsAClearUsageError) {
   const auto names = exec::executor_names();
   if (std::find(names.begin(), names.end(), "cuda") != names.end())

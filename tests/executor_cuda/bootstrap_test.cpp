@@ -147,6 +147,26 @@ TEST(Bootstrap, FileRendezvousReachesEveryRankAndRefusesAStaleFile) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Bootstrap, ReleasedRendezvousLetsTheNextIterationMeetThroughTheSamePath) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("loom-rdv2-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  LaunchInfo base;
+  base.rendezvous_file = (dir / "id").string();
+  base.world_size = 2;
+  for (int iteration = 0; iteration < 3; ++iteration) {  // loom exec --iterations 3
+    broadcast_on_threads(base, 2);
+    LaunchInfo other = base;
+    other.rank = 1;
+    release_rendezvous(other);  // not rank 0: leaves the file
+    EXPECT_TRUE(std::filesystem::exists(base.rendezvous_file));
+    release_rendezvous(base);  // rank 0, after the collective setup
+    EXPECT_FALSE(std::filesystem::exists(base.rendezvous_file));
+  }
+  release_rendezvous(base);  // already gone: fine
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Bootstrap, AMissingRankZeroTimesOutNamingTheRank) {
   LaunchInfo info;
   info.rank = 1;

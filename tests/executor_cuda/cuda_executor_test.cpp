@@ -2,11 +2,13 @@
 // InputError (exit 2) that says why, never crash or hang.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "core/errors.hpp"
 #include "executor/backend.hpp"
 #include "executor/cuda/model_state.hpp"
+#include "executor/host_backend.hpp"
 #include "kernels/cuda/device.hpp"
 #include "test_support.hpp"
 
@@ -26,6 +28,18 @@ TEST(CudaExecutor, WithoutADeviceTheFactoryThrowsInputError) {
 TEST(CudaExecutor, WithADeviceTheFactoryNamesTheBackend) {
   if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   EXPECT_EQ(make_cuda_executor()->name(), "cuda");
+}
+
+TEST(CudaExecutor, ProcessRankComesFromTheLauncherSoOnlyRankZeroWrites) {
+  if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const auto executor = make_cuda_executor();
+  EXPECT_EQ(executor->process_rank(), 0);  // no launcher: one process
+  ::setenv("RANK", "1", 1);
+  ::setenv("WORLD_SIZE", "2", 1);
+  EXPECT_EQ(executor->process_rank(), 1);
+  ::unsetenv("RANK");
+  ::unsetenv("WORLD_SIZE");
+  EXPECT_EQ(make_host_executor()->process_rank(), 0);  // every rank in one process
 }
 
 TEST(CudaExecutor, ReceiversSizeMessagesFromTheScheduleAlone) {

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/bitfield_mask.hpp"
+#include "core/bitfield_mask.hpp"
 #include "tests/kernels/kernel_test_support.hpp"
 
 namespace loom::kernels {

@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/bitfield_mask.hpp"
+#include "core/bitfield_mask.hpp"
 
 namespace loom::kernels::test {
 

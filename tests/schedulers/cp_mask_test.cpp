@@ -50,6 +50,23 @@ TEST(CpMask, WindowBindsCausalQueriesExceptForSinks) {
   EXPECT_TRUE(m.attends(9, 0));   // sink
 }
 
+TEST(CpMask, PlansWithTheKernelsPredicate) {
+  // The planner's workloads must count exactly the pairs the kernels compute: with the
+  // window the kernels do not have set to 0, attends() is the kernels' may_attend.
+  for (const std::string& name : mask_kind_names()) {
+    MaskSpec spec;
+    spec.kind = parse_mask_kind(name);
+    spec.seq = 300;
+    spec.sink_tokens = 8;
+    spec.window = 50;
+    AttentionMask m = generate_mask(spec);
+    m.window = 0;
+    for (std::int64_t q = 0; q < m.size(); q += 7)
+      for (std::int64_t k = 0; k < m.size(); k += 3)
+        ASSERT_EQ(m.attends(q, k), may_attend(m.words[q], m.words[k], q, k)) << name;
+  }
+}
+
 TEST(CpMask, GeneratorsProduceTheRequestedLengthsAndShares) {
   for (const std::string& name : mask_kind_names()) {
     MaskSpec spec;
