@@ -2,16 +2,14 @@
 // `loom sim`'s, the gradient check passes, a killed rank ends the run with exit 1 naming
 // the rank and operation (nothing written), and profile -> calibrated -> sim is one loop.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli_support.hpp"
 #include "executor/backend.hpp"
 #include "test_support.hpp"
 
@@ -20,32 +18,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = test::CliResult;
 
 Result loom(const std::string& args) {
-  const std::string command = std::string(LOOM_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return test::run_loom(args);
 }
 
 std::string host_config() {
   return test::source_path("configs/exec/vlm-host.toml");
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::slurp;
 
 /// timeline.csv without the times: rank,kind,module,stage,microbatch per line.
 std::string structure(const fs::path& csv) {
