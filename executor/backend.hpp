@@ -105,6 +105,18 @@ class ExecError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A Compute op's passes on a backend's model state (host or CUDA): F forward, I input
+/// gradients, W weight gradients, B both (I then W, as the fused backward).
+template <class ModelState>
+void run_passes(ModelState& state, const Compute& op) {
+  if (op.pass == Pass::kF) {
+    state.forward(op);
+    return;
+  }
+  if (op.pass == Pass::kI || op.pass == Pass::kB) state.backward_input(op);
+  if (op.pass == Pass::kW || op.pass == Pass::kB) state.backward_weight(op);
+}
+
 /// One rank's side of a backend: the interpreter calls exactly one method per op, in
 /// program order. `index` is the op's position in the rank's program.
 class RankBackend {

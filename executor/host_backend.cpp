@@ -35,21 +35,7 @@ class HostRankBackend final : public RankBackend {
 
   void compute(int index, const Compute& op) override {
     const double start = now();
-    switch (op.pass) {
-      case Pass::kF:
-        state_.forward(op);
-        break;
-      case Pass::kI:
-        state_.backward_input(op);
-        break;
-      case Pass::kW:
-        state_.backward_weight(op);
-        break;
-      case Pass::kB:
-        state_.backward_input(op);
-        state_.backward_weight(op);
-        break;
-    }
+    run_passes(state_, op);
     timings_[static_cast<size_t>(index)] = {start, now()};
   }
 

@@ -67,21 +67,7 @@ void CudaRankBackend::start_epoch() {
 
 void CudaRankBackend::compute(int index, const Compute& op) {
   record_start(index, compute_);
-  switch (op.pass) {
-    case Pass::kF:
-      state_.forward(op);
-      break;
-    case Pass::kI:
-      state_.backward_input(op);
-      break;
-    case Pass::kW:
-      state_.backward_weight(op);
-      break;
-    case Pass::kB:
-      state_.backward_input(op);
-      state_.backward_weight(op);
-      break;
-  }
+  run_passes(state_, op);
   record_end(index, compute_);
 }
 
