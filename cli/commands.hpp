@@ -25,6 +25,6 @@ CommandRun attach_replay(CLI::App& sub);          // cli/cmd_replay.cpp
 CommandRun attach_exec(CLI::App& sub);
 CommandRun attach_profile(CLI::App& sub);
 CommandRun attach_compare(CLI::App& sub);
-CommandRun attach_plan_layout(CLI::App& sub);     // cli/cmd_plan_layout.cpp
+CommandRun attach_plan_layout(CLI::App& sub);  // cli/cmd_plan_layout.cpp
 
 }  // namespace loom

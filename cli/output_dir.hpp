@@ -9,7 +9,8 @@ namespace loom {
 class OutputDir {
  public:
   /// Refuses (InputError) a destination that exists and does not look like a Loom output
-  /// directory (no metrics.json, or summary.json for a replay), so `--out .` cannot wipe a source tree.
+  /// directory (no metrics.json, or summary.json for a replay), so `--out .` cannot wipe a source
+  /// tree.
   explicit OutputDir(const std::string& destination);
   ~OutputDir();  ///< removes the staging directory if commit() was not reached
   OutputDir(const OutputDir&) = delete;

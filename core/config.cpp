@@ -618,14 +618,14 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
           : PartitionView::kNaive;
   c.schedule.stage_layers = r.int_list(s, "schedule.", "stage_layers");
   c.schedule.dip_seed = r.integer(s, "schedule.", "dip_seed", c.schedule.dip_seed, 0);
-  c.schedule.dip_search_iterations = r.integer(s, "schedule.", "dip_search_iterations",
-                                               c.schedule.dip_search_iterations, 1);
+  c.schedule.dip_search_iterations =
+      r.integer(s, "schedule.", "dip_search_iterations", c.schedule.dip_search_iterations, 1);
   c.schedule.entrain_pipeline =
       r.string(s, "schedule.", "entrain_pipeline", "1f1b", {"1f1b", "zb"});
   c.schedule.entrain_defer = r.boolean(s, "schedule.", "entrain_defer", true);
   c.schedule.entrain_eager = r.boolean(s, "schedule.", "entrain_eager", true);
-  c.schedule.dip_search_budget_s = r.number(s, "schedule.", "dip_search_budget_s",
-                                            c.schedule.dip_search_budget_s, 0);
+  c.schedule.dip_search_budget_s =
+      r.number(s, "schedule.", "dip_search_budget_s", c.schedule.dip_search_budget_s, 0);
   c.schedule.dip_memory_cap_gb =
       r.number(s, "schedule.", "dip_memory_cap_gb", c.schedule.dip_memory_cap_gb, 0);
 

@@ -46,16 +46,16 @@ struct ScheduleConfig {
   PartitionView partition_view = PartitionView::kTrue;
   std::vector<int> stage_layers;  ///< optional explicit layers per stage (overrides the DP)
   // dip / omnibal (docs/baselines-disttrain-dip-omnibal.md):
-  int dip_seed = 0;                 ///< dip MCTS rollouts and omnibal ISF sampling seed
-  int dip_search_iterations = 50;   ///< dip: MCTS iterations (deterministic for a seed)
+  int dip_seed = 0;                ///< dip MCTS rollouts and omnibal ISF sampling seed
+  int dip_search_iterations = 50;  ///< dip: MCTS iterations (deterministic for a seed)
   /// dip: wall-clock cap on the search, s; generous so that the iteration budget binds
   /// and outputs stay byte-identical (a binding time cap is machine-dependent).
   double dip_search_budget_s = 30;
-  double dip_memory_cap_gb = 0;     ///< dip: per-rank memory cap, GB; 0 = the GPU's memory
+  double dip_memory_cap_gb = 0;  ///< dip: per-rank memory cap, GB; 0 = the GPU's memory
   // entrain (docs/entrain.md):
   std::string entrain_pipeline = "1f1b";  ///< "1f1b" (fused B) or "zb" (split I/W)
-  bool entrain_defer = true;  ///< pairwise deferral (false: stratified assignment only)
-  bool entrain_eager = true;  ///< eager forward: warm-ups as long as memory allows
+  bool entrain_defer = true;              ///< pairwise deferral (false: stratified assignment only)
+  bool entrain_eager = true;              ///< eager forward: warm-ups as long as memory allows
 };
 
 struct CostConfig {
@@ -88,27 +88,27 @@ struct SimConfig {
 /// are explicit parameters; the per-model values of the Oobleck artifact (dissertation
 /// Table 2.2) are in configs/paper/oobleck-*-measured.toml.
 struct ReplayConfig {
-  int fault_tolerance = 1;  ///< f: Oobleck keeps >= f+1 pipelines (§2.3)
-  int global_batch = 0;     ///< samples per iteration; 0 = dp x microbatches x microbatch_size
+  int fault_tolerance = 1;       ///< f: Oobleck keeps >= f+1 pipelines (§2.3)
+  int global_batch = 0;          ///< samples per iteration; 0 = dp x microbatches x microbatch_size
   int min_pipeline_nodes = 0;    ///< n0 (nodes of the smallest pipeline); 0 = from the plan
   std::string throughput_table;  ///< measured samples/s by live nodes (JSON or CSV)
   std::string throughput_model;  ///< model key inside a JSON table holding several
   double reconfiguration_s = 2;  ///< Oobleck: fixed reinstantiation cost, s (artifact)
   int checkpoint_interval = 10;  ///< Varuna-like: iterations between checkpoints (§2.7.1)
-  double checkpoint_save_s = 11.2;  ///< Varuna-like: synchronous save, s (artifact, GPT-3 med.)
-  double restart_s = 78.7;          ///< full restart + checkpoint load, s (artifact, GPT-3 med.)
-  int baseline_pp = 0;              ///< Varuna/Bamboo pipeline depth; 0 = parallel.pp (sim)
+  double checkpoint_save_s = 11.2;     ///< Varuna-like: synchronous save, s (artifact, GPT-3 med.)
+  double restart_s = 78.7;             ///< full restart + checkpoint load, s (artifact, GPT-3 med.)
+  int baseline_pp = 0;                 ///< Varuna/Bamboo pipeline depth; 0 = parallel.pp (sim)
   double bamboo_redundancy = 1.0 / 3;  ///< Bamboo: extra step time of forward RC (fraction)
   double bamboo_failover_slowdown = 1.5;  ///< step time with a stage on its neighbour
   double bamboo_failover_s = 20;          ///< local rendezvous after a failover, s
   double bamboo_reconfigure_s = 30;       ///< global rendezvous to re-form pipelines, s
   double bamboo_join_delay_s = 45;        ///< a joined node is usable after this, s
-  double bamboo_memory_factor = 2;  ///< memory need with the redundant copy (§2.7.1: 2x)
+  double bamboo_memory_factor = 2;        ///< memory need with the redundant copy (§2.7.1: 2x)
   /// Bamboo's activation bytes relative to the config's dtype: it trains without activation
   /// checkpointing (§2.7.1 footnote 2), so configs whose 2-byte activations stand in for
   /// TF32 + checkpointing (configs/paper/oobleck-gpt3-*.toml) set 2 (TF32: 4 bytes).
   double bamboo_activation_factor = 1;
-  double notice_s = 0;              ///< preemption notice given to every removal, s
+  double notice_s = 0;  ///< preemption notice given to every removal, s
 };
 
 struct Config {

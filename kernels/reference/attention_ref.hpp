@@ -9,8 +9,8 @@
 /// O = 0, lse = -inf and zero gradients.
 #include <cstdint>
 
-#include "kernels/attention_shape.hpp"
 #include "core/bitfield_mask.hpp"
+#include "kernels/attention_shape.hpp"
 
 namespace loom::kernels {
 
