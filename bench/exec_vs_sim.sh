@@ -17,9 +17,13 @@ for pp in $(seq 1 "$max_pp"); do
   set_pp=(--set "parallel.pp=$pp")
   load=$(cut -d' ' -f1 /proc/loadavg)
   "$loom" profile "$config" "${set_pp[@]}" --out "$work/p$pp.csv" --repeats 21 -q >/dev/null
-  "$loom" sim "$config" "${set_pp[@]}" --set cost.model=calibrated --set "cost.profile=$work/p$pp.csv" \
+  # Both plan with the calibrated costs, so they run one schedule (the stage partition
+  # follows the cost model; loom compare rejects runs of different schedules).
+  calibrated=(--set cost.model=calibrated --set "cost.profile=$work/p$pp.csv")
+  "$loom" sim "$config" "${set_pp[@]}" "${calibrated[@]}" \
     --backend evaluator --no-plot -q --out "$work/pred$pp" >/dev/null
-  "$loom" exec "$config" "${set_pp[@]}" --iterations 9 --no-check --no-plot -q --out "$work/meas$pp" >/dev/null
+  "$loom" exec "$config" "${set_pp[@]}" "${calibrated[@]}" --iterations 9 --no-check --no-plot -q \
+    --out "$work/meas$pp" >/dev/null
   out=$("$loom" compare "$work/pred$pp" "$work/meas$pp" --no-plot)
   /usr/bin/python3 - "$pp" "$load" "$out" <<'PY'
 import re, sys

@@ -99,7 +99,32 @@ struct CompareOptions {
   bool no_plot = false;
 };
 
+/// Both runs must have executed one schedule. timeline.csv rows name rank, kind, module,
+/// stage and microbatch but not the layers, so two runs planned with different cost models
+/// (a stage boundary one layer apart) would match row by row; schedule.txt names the
+/// layer edges of every message and tells them apart.
+void require_same_schedule(const CompareOptions& o) {
+  const auto pred_path = std::filesystem::path(o.pred) / "schedule.txt";
+  const auto meas_path = std::filesystem::path(o.meas) / "schedule.txt";
+  if (!std::filesystem::exists(pred_path) || !std::filesystem::exists(meas_path)) return;
+  auto lines = [](const std::filesystem::path& path) {
+    std::vector<std::string> out;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  };
+  const std::vector<std::string> pred = lines(pred_path), meas = lines(meas_path);
+  for (size_t i = 0; i < std::max(pred.size(), meas.size()); ++i) {
+    if (i < pred.size() && i < meas.size() && pred[i] == meas[i]) continue;
+    throw InputError(meas_path.string() + ":" + std::to_string(i + 1) + ": differs from " +
+                     pred_path.string() +
+                     ": the runs executed different schedules (different stage partitions "
+                     "come from different cost models: plan both with the same --set cost.*)");
+  }
+}
+
 int run_compare(const CompareOptions& o) {
+  require_same_schedule(o);
   const std::vector<Row> pred = read_timeline(o.pred), meas = read_timeline(o.meas);
   if (pred.size() != meas.size()) {
     throw InputError(o.meas + ": " + std::to_string(meas.size()) + " operations but " + o.pred +

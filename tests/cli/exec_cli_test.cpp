@@ -71,6 +71,24 @@ TEST(ExecCli, WritesSimsFilesAndPassesTheGradientCheck) {
   EXPECT_NE(c.output.find("F vision"), std::string::npos) << c.output;
 }
 
+TEST(CompareCli, RunsOfDifferentStagePartitionsAreRejected) {
+  // Same scheduler, ranks and microbatches, so timeline.csv rows match one by one; only the
+  // stage boundary differs (explicit stage_layers), which schedule.txt shows.
+  test::TempDir dir;
+  auto sim = [&](const std::string& out, const std::string& stage_layers) {
+    const Result r = loom("sim " + host_config() + " -q --no-plot --backend evaluator" +
+                          " --set parallel.pp=2 --set 'schedule.stage_layers=" + stage_layers +
+                          "'" + " --out " + dir.path(out));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  };
+  sim("a", "[3,4]");
+  sim("b", "[4,3]");
+  const Result c = loom("compare " + dir.path("a") + " " + dir.path("b") + " --no-plot");
+  EXPECT_EQ(c.exit_code, 2) << c.output;
+  EXPECT_NE(c.output.find("schedule.txt:2: differs"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("different schedules"), std::string::npos) << c.output;
+}
+
 TEST(ExecCli, KilledRankExitsOneNamingRankAndOperation) {
   test::TempDir dir;
   const Result r = loom("exec " + host_config() +
