@@ -115,16 +115,24 @@ void sort_best_first(std::vector<ParallelPlan>& plans) {
   });
 }
 
+/// Alg 3 lines 1-3, shared by every planner: the profiling batch's size and each
+/// component's share of the F + B workload under the config's cost model.
+ConfigSearch profiled(const PlannerInputs& in, const std::vector<Component>& comps,
+                      const std::vector<Sample>& profiling_batch) {
+  if (profiling_batch.empty()) throw InputError("the profiling batch is empty");
+  ConfigSearch out;
+  out.profiling_size = static_cast<int>(profiling_batch.size());
+  out.proportions =
+      macroscopic_proportions(*in.model, *in.cost, comps, profiling_batch, in.profile_tp);
+  return out;
+}
+
 }  // namespace
 
 ConfigSearch search_configuration(const PlannerInputs& in,
                                   const std::vector<Sample>& profiling_batch) {
-  if (profiling_batch.empty()) throw InputError("the profiling batch is empty");
-  ConfigSearch out;
-  out.profiling_size = static_cast<int>(profiling_batch.size());
   const std::vector<Component> comps = model_components(*in.model);
-  out.proportions =
-      macroscopic_proportions(*in.model, *in.cost, comps, profiling_batch, in.profile_tp);
+  ConfigSearch out = profiled(in, comps, profiling_batch);
   out.allocation = proportional_allocation(in.cluster->num_gpus(), in.dp, in.granularity,
                                            out.proportions);  // line 4
   const int k = microbatch_count(in);
@@ -161,12 +169,8 @@ ConfigSearch search_configuration(const PlannerInputs& in,
 
 ConfigSearch colocated_configuration(const PlannerInputs& in,
                                      const std::vector<Sample>& profiling_batch) {
-  if (profiling_batch.empty()) throw InputError("the profiling batch is empty");
-  ConfigSearch out;
-  out.profiling_size = static_cast<int>(profiling_batch.size());
   const std::vector<Component> comps = model_components(*in.model);
-  out.proportions =
-      macroscopic_proportions(*in.model, *in.cost, comps, profiling_batch, in.profile_tp);
+  ConfigSearch out = profiled(in, comps, profiling_batch);
   const int budget = in.cluster->num_gpus() / in.dp;
   const int tp = in.granularity;
   const int k = microbatch_count(in);

@@ -24,6 +24,25 @@ inline std::unique_ptr<Study> fixture(const std::string& name,
   return prepare_study(source_path("tests/data/" + name), overrides);
 }
 
+/// A small transformer module (hidden 64, ffn 256, 4 heads) of `layers` identical layers,
+/// for model and cost tests that build the module graph by hand.
+inline Module tiny_module(const std::string& name, ModuleKind kind, int layers, bool frozen,
+                          std::vector<std::string> inputs = {}) {
+  Module m;
+  m.name = name;
+  m.kind = kind;
+  m.modality = kind == ModuleKind::kLlm ? "text" : "vision";
+  m.inputs = std::move(inputs);
+  LayerSpec l;
+  l.hidden = 64;
+  l.ffn = 256;
+  l.heads = 4;
+  l.kv_heads = 4;
+  l.frozen = frozen;
+  m.layers.assign(static_cast<size_t>(layers), l);
+  return m;
+}
+
 /// A bare one-module schedule with one rank per entry of `gpus` (rank r on gpus[r]) and
 /// empty programs, for tests that write the ops by hand.
 inline Schedule ranks_on(const std::vector<int>& gpus) {

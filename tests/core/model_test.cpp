@@ -4,25 +4,14 @@
 
 #include "core/cost_table.hpp"
 #include "core/errors.hpp"
+#include "test_support.hpp"
 
 namespace loom {
 namespace {
 
 Module module(const std::string& name, ModuleKind kind, int layers, bool frozen,
               std::vector<std::string> inputs = {}) {
-  Module m;
-  m.name = name;
-  m.kind = kind;
-  m.modality = kind == ModuleKind::kLlm ? "text" : "vision";
-  m.inputs = std::move(inputs);
-  LayerSpec l;
-  l.hidden = 64;
-  l.ffn = 256;
-  l.heads = 4;
-  l.kv_heads = 4;
-  l.frozen = frozen;
-  m.layers.assign(static_cast<size_t>(layers), l);
-  return m;
+  return test::tiny_module(name, kind, layers, frozen, std::move(inputs));
 }
 
 }  // namespace
