@@ -11,7 +11,7 @@
 
 #include "cli/study.hpp"
 #include "core/errors.hpp"
-#include "schedulers/dip.hpp"
+#include "schedulers/variability/dip.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 2) {

@@ -7,7 +7,7 @@
 // runs on K microbatches; the lognormal tails would otherwise lower K_eff (line 3).
 //
 //   loom_bench_entrain [reps=20] [mbs=4]
-#include "schedulers/entrain_assign.hpp"
+#include "schedulers/variability/entrain_assign.hpp"
 
 #include <algorithm>
 #include <chrono>

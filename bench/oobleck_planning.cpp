@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "schedulers/oobleck_planner.hpp"
+#include "schedulers/planners/oobleck/oobleck_planner.hpp"
 
 namespace {
 

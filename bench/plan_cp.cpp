@@ -14,7 +14,7 @@
 
 #include "core/cluster.hpp"
 #include "core/presets.hpp"
-#include "schedulers/cp_plan.hpp"
+#include "schedulers/planners/cp/cp_plan.hpp"
 
 namespace {
 

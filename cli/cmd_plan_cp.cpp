@@ -10,7 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "core/errors.hpp"
-#include "schedulers/cp_plan.hpp"
+#include "schedulers/planners/cp/cp_plan.hpp"
 
 namespace loom {
 namespace {

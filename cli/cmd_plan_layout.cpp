@@ -10,7 +10,7 @@
 #include "core/config.hpp"
 #include "core/errors.hpp"
 #include "core/workload_gen.hpp"
-#include "schedulers/entrain_planner.hpp"
+#include "schedulers/planners/layout/entrain_planner.hpp"
 
 namespace loom {
 namespace {

@@ -12,7 +12,7 @@
 #include "core/errors.hpp"
 #include "core/units.hpp"
 #include "core/workload.hpp"
-#include "schedulers/oobleck_planner.hpp"
+#include "schedulers/planners/oobleck/oobleck_planner.hpp"
 
 namespace loom {
 namespace {

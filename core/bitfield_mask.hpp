@@ -1,8 +1,8 @@
 #pragma once
 /// Bitfield attention mask (dissertation §3.4.2, Fig 3.4): one 64-bit word per token.
 /// This header is the ONE definition of the predicate and of the tile-skip test: the
-/// context-parallel planner (schedulers/cp_mask.hpp, cp_workload*.cpp), the CUDA kernels
-/// (kernels/cuda/) and the CPU references (kernels/reference/) all include it, so the
+/// context-parallel planner (schedulers/planners/cp/cp_mask.hpp, cp_workload*.cpp), the CUDA
+/// kernels (kernels/cuda/) and the CPU references (kernels/reference/) all include it, so the
 /// planner's workloads and the kernels' masks cannot drift apart. Header-only and
 /// host+device (core/host_device.hpp), so core still links no CUDA.
 ///

@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "core/dataflow.hpp"
 #include "core/errors.hpp"
 #include "core/matching.hpp"
 #include "core/overloaded.hpp"
@@ -33,52 +34,6 @@ std::string describe(const Schedule& schedule, int rank, int index) {
 std::uint64_t key(int microbatch, int layer) {
   return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(microbatch)) << 32) |
          static_cast<std::uint32_t>(layer);
-}
-
-/// A message on the edge producer -> consumer of one microbatch.
-std::pair<std::uint64_t, int> edge_key(int microbatch, int producer, int consumer) {
-  return {key(microbatch, consumer), producer};
-}
-
-struct EdgeHash {
-  size_t operator()(const std::pair<std::uint64_t, int>& e) const {
-    return std::hash<std::uint64_t>()(e.first * 1000003u + static_cast<std::uint64_t>(e.second));
-  }
-};
-
-/// Producers of a layer's input: the previous layer of its module, or the last layer of
-/// each input module (the DAG's edges).
-std::vector<int> producers(const Model& model, int layer) {
-  const LayerRef& ref = model.layers()[static_cast<size_t>(layer)];
-  if (ref.local_index > 0) return {layer - 1};
-  std::vector<int> out;
-  int first = 0;
-  std::vector<int> module_end(model.modules().size());
-  for (size_t m = 0; m < model.modules().size(); ++m) {
-    first += static_cast<int>(model.modules()[m].layers.size());
-    module_end[m] = first - 1;
-  }
-  for (const std::string& input : model.module(ref.module).inputs) {
-    out.push_back(module_end[static_cast<size_t>(model.module_index(input))]);
-  }
-  return out;
-}
-
-/// Consumers of a layer's output: the next layer of its module, or the first layer of each
-/// module that takes this module as input.
-std::vector<int> consumers(const Model& model, int layer) {
-  const LayerRef& ref = model.layers()[static_cast<size_t>(layer)];
-  const Module& mod = model.module(ref.module);
-  if (ref.local_index + 1 < static_cast<int>(mod.layers.size())) return {layer + 1};
-  std::vector<int> out;
-  int first = 0;
-  for (const Module& other : model.modules()) {
-    for (const std::string& input : other.inputs) {
-      if (input == mod.name) out.push_back(first);
-    }
-    first += static_cast<int>(other.layers.size());
-  }
-  return out;
 }
 
 struct BackEdgeFound {
@@ -168,78 +123,62 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
   }
 }
 
+/// Each rank's program reads only data it computed earlier or received: the dependency
+/// oracle (core/dataflow.hpp) names what every op needs.
 void check_data_dependencies(const Schedule& schedule, const Model& model) {
+  const LayerGraph graph(model);
   for (int r = 0; r < schedule.num_ranks(); ++r) {
     const auto& program = schedule.programs[static_cast<size_t>(r)];
     std::unordered_set<std::uint64_t> forward_done, input_grad_done;
-    std::unordered_set<std::pair<std::uint64_t, int>, EdgeHash> recv_f, recv_b;  // edge_key
+    std::set<DataEdge> received;
+    // Whether the data of `edge` is on this rank: received, or computed here (a forward
+    // computes the F edges out of its layers, a backward the B edges into them).
+    auto available = [&](const DataEdge& e) {
+      if (received.count(e)) return true;
+      return e.pass == Pass::kF ? forward_done.count(key(e.microbatch, e.producer)) > 0
+                                : input_grad_done.count(key(e.microbatch, e.boundary)) > 0;
+    };
     for (int i = 0; i < static_cast<int>(program.size()); ++i) {
       auto fail = [&](const std::string& what) {
         throw InfeasibleError("data dependency violated at " + describe(schedule, r, i) + "\n  " +
                               what);
       };
-      std::visit(
-          Overloaded{
-              [&](const Compute& c) {
-                if (c.redundant) return;  // its output feeds nothing
-                const int mb = c.microbatch;
-                if (c.pass == Pass::kF) {
-                  for (int p : producers(model, c.first_layer)) {
-                    if (!forward_done.count(key(mb, p)) &&
-                        !recv_f.count(edge_key(mb, p, c.first_layer))) {
-                      fail("forward needs the output of layer " + std::to_string(p) +
-                           ": not computed earlier on this rank and not received");
-                    }
-                  }
-                  for (int l = c.first_layer; l < c.end_layer; ++l) forward_done.insert(key(mb, l));
-                  return;
-                }
-                if (c.pass == Pass::kW) {
-                  for (int l = c.first_layer; l < c.end_layer; ++l) {
-                    if (!input_grad_done.count(key(mb, l)))
-                      fail("W runs before the I of layer " + std::to_string(l));
-                  }
-                  return;
-                }
-                for (int l = c.first_layer; l < c.end_layer; ++l) {
-                  if (!forward_done.count(key(mb, l)))
-                    fail("backward runs before the forward of layer " + std::to_string(l));
-                }
-                const int last = c.end_layer - 1;
-                if (model.has_trainable_upstream(last)) {
-                  for (int consumer : consumers(model, last)) {
-                    if (!input_grad_done.count(key(mb, consumer)) &&
-                        !recv_b.count(edge_key(mb, last, consumer))) {
-                      fail("backward needs the input gradient of layer " +
-                           std::to_string(consumer) +
-                           ": not computed earlier on this rank and not received");
-                    }
-                  }
-                }
-                for (int l = c.first_layer; l < c.end_layer; ++l)
-                  input_grad_done.insert(key(mb, l));
-              },
-              [&](const Send& s) {
-                const int mb = s.tag.microbatch;
-                const auto edge = edge_key(mb, s.tag.producer(), s.tag.boundary_layer);
-                if (s.tag.pass == Pass::kF) {
-                  if (!forward_done.count(key(mb, s.tag.producer())) && !recv_f.count(edge)) {
-                    fail("sends activations of layer " + std::to_string(s.tag.producer()) +
-                         " before computing them");
-                  }
-                } else if (!input_grad_done.count(key(mb, s.tag.boundary_layer)) &&
-                           !recv_b.count(edge)) {
-                  fail("sends the input gradient of layer " + std::to_string(s.tag.boundary_layer) +
-                       " before computing it");
-                }
-              },
-              [&](const Recv& rv) {
-                (rv.tag.pass == Pass::kF ? recv_f : recv_b)
-                    .insert(edge_key(rv.tag.microbatch, rv.tag.producer(), rv.tag.boundary_layer));
-              },
-              [&](const Collective&) {},
-          },
-          program[static_cast<size_t>(i)]);
+      std::visit(Overloaded{
+                     [&](const Compute& c) {
+                       if (c.redundant) return;  // its output feeds nothing
+                       const int mb = c.microbatch;
+                       for (int l = c.first_layer; l < c.end_layer; ++l) {
+                         if (c.pass == Pass::kW && !input_grad_done.count(key(mb, l)))
+                           fail("W runs before the I of layer " + std::to_string(l));
+                         if (c.pass != Pass::kF && !forward_done.count(key(mb, l)))
+                           fail("backward runs before the forward of layer " + std::to_string(l));
+                       }
+                       for (const DataEdge& e : op_inputs(graph, c)) {
+                         if (available(e)) continue;
+                         if (e.pass == Pass::kF)
+                           fail("forward needs the output of layer " + std::to_string(e.producer) +
+                                ": not computed earlier on this rank and not received");
+                         fail("backward needs the input gradient of layer " +
+                              std::to_string(e.boundary) +
+                              ": not computed earlier on this rank and not received");
+                       }
+                       if (c.pass == Pass::kW) return;
+                       auto& done = c.pass == Pass::kF ? forward_done : input_grad_done;
+                       for (int l = c.first_layer; l < c.end_layer; ++l) done.insert(key(mb, l));
+                     },
+                     [&](const Send& s) {
+                       const DataEdge e = edge_of(s.tag);
+                       if (available(e)) return;
+                       if (e.pass == Pass::kF)
+                         fail("sends activations of layer " + std::to_string(e.producer) +
+                              " before computing them");
+                       fail("sends the input gradient of layer " + std::to_string(e.boundary) +
+                            " before computing it");
+                     },
+                     [&](const Recv& rv) { received.insert(edge_of(rv.tag)); },
+                     [&](const Collective&) {},
+                 },
+                 program[static_cast<size_t>(i)]);
     }
   }
 }

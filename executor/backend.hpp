@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dataflow.hpp"
 #include "core/model.hpp"
 #include "core/schedule.hpp"
 #include "core/timeline.hpp"
@@ -51,18 +52,9 @@
 
 namespace loom::exec {
 
-/// The tensor between two ops: output of `producer` consumed by `boundary` (global layer
-/// indices) of one microbatch; kF activations, kB the gradient along the same edge.
-struct EdgeKey {
-  Pass pass = Pass::kF;
-  int microbatch = 0;
-  int producer = 0;
-  int boundary = 0;
-  auto operator<=>(const EdgeKey&) const = default;
-};
-inline EdgeKey edge_of(const MessageTag& tag) {
-  return {tag.pass, tag.microbatch, tag.producer(), tag.boundary_layer};
-}
+/// The tensor between two ops (core/dataflow.hpp: the one dependency oracle).
+using EdgeKey = DataEdge;
+using loom::edge_of;
 
 /// Names one parameter tensor: global layer index and the parameter's name inside the
 /// layer ("wq", "w1", "norm1", ...; executor/layer_math.hpp lists them).

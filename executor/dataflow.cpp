@@ -6,58 +6,6 @@
 
 namespace loom::exec {
 
-LayerGraph::LayerGraph(const Model& model) : model_(&model) {
-  const int n = model.num_layers();
-  producers_.resize(static_cast<size_t>(n));
-  consumers_.resize(static_cast<size_t>(n));
-  std::vector<int> last_of_module(model.modules().size(), -1);
-  for (int l = 0; l < n; ++l)
-    last_of_module[static_cast<size_t>(model.layers()[static_cast<size_t>(l)].module)] = l;
-  for (int l = 0; l < n; ++l) {
-    const LayerRef& ref = model.layers()[static_cast<size_t>(l)];
-    auto& producers = producers_[static_cast<size_t>(l)];
-    if (ref.local_index > 0) {
-      producers.push_back(l - 1);
-    } else {
-      for (const std::string& input : model.module(ref.module).inputs)
-        producers.push_back(last_of_module[static_cast<size_t>(model.module_index(input))]);
-      std::sort(producers.begin(), producers.end());
-    }
-    for (int p : producers) consumers_[static_cast<size_t>(p)].push_back(l);
-  }
-}
-
-std::vector<EdgeKey> forward_inputs(const LayerGraph& graph, const Compute& op) {
-  std::vector<EdgeKey> out;
-  for (int p : graph.producers(op.first_layer))
-    out.push_back({Pass::kF, op.microbatch, p, op.first_layer});
-  return out;
-}
-
-std::vector<EdgeKey> forward_outputs(const LayerGraph& graph, const Compute& op) {
-  std::vector<EdgeKey> out;
-  const int last = op.end_layer - 1;
-  for (int c : graph.consumers(last)) out.push_back({Pass::kF, op.microbatch, last, c});
-  return out;
-}
-
-std::vector<EdgeKey> backward_inputs(const LayerGraph& graph, const Compute& op) {
-  std::vector<EdgeKey> out;
-  const int last = op.end_layer - 1;
-  if (!graph.model().has_trainable_upstream(last)) return out;
-  for (int c : graph.consumers(last)) out.push_back({Pass::kB, op.microbatch, last, c});
-  return out;
-}
-
-std::vector<EdgeKey> backward_outputs(const LayerGraph& graph, const Compute& op) {
-  std::vector<EdgeKey> out;
-  for (int p : graph.producers(op.first_layer)) {
-    if (graph.model().has_trainable_upstream(p))
-      out.push_back({Pass::kB, op.microbatch, p, op.first_layer});
-  }
-  return out;
-}
-
 std::vector<int> rank_layers(const Schedule& schedule, int rank) {
   std::set<int> layers;
   for (const Op& op : schedule.programs.at(static_cast<size_t>(rank))) {

@@ -13,7 +13,7 @@
 #include "core/config.hpp"
 #include "replay/layout.hpp"
 #include "replay/policy.hpp"
-#include "schedulers/oobleck_planner.hpp"
+#include "schedulers/planners/oobleck/oobleck_planner.hpp"
 
 namespace loom {
 

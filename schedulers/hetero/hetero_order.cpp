@@ -1,0 +1,64 @@
+#include "schedulers/hetero/hetero_order.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <stdexcept>
+
+namespace loom {
+
+std::vector<std::vector<int>> stages_to_sink(const std::vector<StageGraphGroup>& groups) {
+  // Distance of a group's first stage to the sink, memoized over the (acyclic) group graph.
+  std::vector<int> first(groups.size(), -1);
+  std::vector<bool> visiting(groups.size(), false);
+  std::function<int(int)> from_first = [&](int g) {
+    const size_t gi = static_cast<size_t>(g);
+    if (first[gi] >= 0) return first[gi];
+    if (visiting[gi]) throw std::logic_error("stage graph has a cycle");
+    visiting[gi] = true;
+    int below = 0;  // the sink's last stage has nothing downstream
+    for (int v : groups[gi].consumers) below = std::max(below, 1 + from_first(v));
+    visiting[gi] = false;
+    first[gi] = groups[gi].pp - 1 + below;
+    return first[gi];
+  };
+  std::vector<std::vector<int>> out(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const int d0 = from_first(static_cast<int>(g));
+    for (int p = 0; p < groups[g].pp; ++p) out[g].push_back(d0 - p);
+  }
+  return out;
+}
+
+std::vector<StageAction> one_f_one_b_order(int downstream, int microbatches) {
+  return one_f_one_b_orders({downstream}, microbatches).front();
+}
+
+std::vector<StageOrders> graph_aware_1f1b(const std::vector<StageGraphGroup>& groups,
+                                          int microbatches) {
+  const auto distance = stages_to_sink(groups);
+  std::vector<StageOrders> orders(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (int d : distance[g]) orders[g].push_back(one_f_one_b_order(d, microbatches));
+  }
+  return orders;
+}
+
+std::vector<PhaseStep> three_phase_order(const std::vector<int>& encoders, int llm,
+                                         const std::vector<StageAction>& llm_order,
+                                         int microbatches) {
+  std::vector<PhaseStep> steps;
+  for (int e : encoders) {
+    for (int j = 0; j < microbatches; ++j)
+      steps.push_back({Phase::kEncoderForward, e, false, {Pass::kF, j}});
+    steps.push_back({Phase::kEncoderForward, e, true, {Pass::kF, 0}});
+  }
+  for (const StageAction& a : llm_order) steps.push_back({Phase::kLlm, llm, false, a});
+  for (auto it = encoders.rbegin(); it != encoders.rend(); ++it) {
+    steps.push_back({Phase::kEncoderBackward, *it, true, {Pass::kB, 0}});
+    for (int j = 0; j < microbatches; ++j)
+      steps.push_back({Phase::kEncoderBackward, *it, false, {Pass::kB, j}});
+  }
+  return steps;
+}
+
+}  // namespace loom

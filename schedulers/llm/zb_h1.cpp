@@ -1,0 +1,44 @@
+// ZB-H1 (zero-bubble pipeline parallelism, Qi et al. ICLR'24 §2.2, Fig 3): backward split
+// into I (input gradients) and W (weight gradients). Stage s keeps 1F1B's warm-up and
+// memory, but defers its first s W so that the cool-down bubble of 1F1B is filled with
+// them; bubble (p-1)(T_F+T_B-T_W) instead of (p-1)(T_F+T_B+T_W) (paper Table 2).
+//
+//   p = 4, m = 6 (stage 0 and stage 3; W of the oldest pending microbatch):
+//   stage 0: F0 F1 F2 F3 I0 W0 F4 I1 W1 F5 I2 W2 I3 W3 I4 W4 I5 W5
+//   stage 3:          F0 I0 F1 I1 F2 I2 F3 I3 W0 F4 I4 W1 F5 I5 W2 W3 W4 W5
+#include <algorithm>
+
+#include "schedulers/llm/zero_bubble.hpp"
+
+namespace loom {
+
+StageOrders zb_h1_orders(int p, int m) {
+  StageOrders orders(static_cast<size_t>(p));
+  for (int s = 0; s < p; ++s) {
+    auto& order = orders[static_cast<size_t>(s)];
+    int nf = 0, ni = 0, nw = 0;
+    // W of the oldest pending microbatch once more than s are pending.
+    auto w_beyond = [&](int deferred) {
+      if (ni - nw > deferred) order.push_back({Pass::kW, nw++});
+    };
+    for (; nf < std::min(p - s - 1, m); ++nf) order.push_back({Pass::kF, nf});
+    while (nf < m) {
+      order.push_back({Pass::kF, nf++});
+      order.push_back({Pass::kI, ni++});
+      w_beyond(s);
+    }
+    while (ni < m) {
+      order.push_back({Pass::kI, ni++});
+      w_beyond(s);
+    }
+    while (nw < m) order.push_back({Pass::kW, nw++});
+  }
+  return orders;
+}
+
+Schedule generate_zb_h1(const SchedulingProblem& problem) {
+  return lower_pipeline(problem, "zb-h1",
+                        zb_h1_orders(problem.parallel.pp, problem.schedule.microbatches));
+}
+
+}  // namespace loom

@@ -1,0 +1,36 @@
+#pragma once
+/// LLM-level reference schedules with split backward or virtual stages, as stage orders
+/// that any lowering (lower_pipeline, lower_virtual_pipeline, a multimodal stage graph)
+/// can take. Notation: p pipeline ranks, m microbatches, v chunks per rank; stage s is
+/// 0-indexed. Backward is split into I (input gradients, the zero-bubble paper's B) and W
+/// (weight gradients); see StageAction in schedulers/lowering/lowering.hpp.
+#include "schedulers/lowering/lowering.hpp"
+
+namespace loom {
+
+/// ZB-H1 (zero-bubble PP, Qi et al. ICLR'24 §2.2 / Table 2): stage s runs min(p-s-1, m)
+/// warm-up forwards, then one F and one I per step; the first s W are deferred and every
+/// later step ends with the W of the oldest pending microbatch; cool-down I,W pairs; the s
+/// deferred W drain last. Same warm-up (hence peak activations, p microbatches on stage 0)
+/// as 1F1B; the bubble shrinks from (p-1)(T_F+T_B+T_W) to (p-1)(T_F+T_B-T_W).
+StageOrders zb_h1_orders(int p, int m);
+
+/// ZB-H2 (same paper, §2.2 / Table 2): stage s runs min(2(p-s)-1, m) warm-up forwards,
+/// then alternates I and F until 2s+1 I are done (W all deferred), then steady W,F,I with
+/// W on the oldest pending microbatch; cool-down I,W pairs; the 2s+1 pending W drain
+/// last. Every stage holds 2p-1 microbatches at the peak; the bubble inside each stage's
+/// own span is (p-1)(T_F+T_B-2T_W), zero when T_F + T_B = 2 T_W (the paper removes the
+/// optimizer-step synchronisation so stages need not end together).
+StageOrders zb_h2_orders(int p, int m);
+
+/// Megatron-LM interleaved 1F1B (schedules.py, forward_backward_pipelining_with_
+/// interleaving; Narayanan et al. SC'21 §2.2): p x v virtual stages, chunk c of rank r is
+/// virtual stage c p + r. Rank r runs the T = m v virtual microbatches k = 0..T-1 with
+/// forward chunk (k mod pv) div p, backward chunk v-1 minus that, microbatch
+/// (k div pv) p + (k mod p): min(T, 2(p-r-1) + (v-1)p) warm-up forwards, then one F and
+/// one B per step, then the remaining B. Requires m to be a multiple of p (throws
+/// InputError naming schedule.microbatches otherwise); v = 1 is 1F1B with a longer
+/// warm-up. Bubble time over ideal time (Megatron's bubble fraction): (p-1)/(v m).
+RankOrders interleaved_1f1b_orders(int p, int m, int v);
+
+}  // namespace loom

@@ -1,0 +1,73 @@
+// The lowering driver: runs the named passes of lowering.hpp in order.
+#include "schedulers/lowering/lowering.hpp"
+
+#include "core/errors.hpp"
+#include "schedulers/lowering/passes.hpp"
+
+namespace loom {
+
+Schedule lower(const SchedulingProblem& problem, const char* scheduler_name,
+               const PipelinePrograms& programs, LoweringCosts costs) {
+  lowering::Context ctx(problem, programs, costs);
+  Schedule schedule;
+  schedule.scheduler = scheduler_name;
+  lowering::place_ranks(ctx, schedule);
+  lowering::assign_samples(ctx, schedule);
+  lowering::cost_microbatches(ctx, schedule);
+  lowering::expand_actions(ctx, schedule);
+  lowering::add_point_to_point(ctx, schedule);
+  lowering::add_gradient_allreduce(ctx, schedule);
+  lowering::fill_static_memory(ctx, schedule);
+  return schedule;
+}
+
+PipelinePrograms one_stage_per_rank(StageGraph stages, const StageOrders& orders) {
+  PipelinePrograms programs{.stages = std::move(stages),
+                            .ranks = static_cast<int>(orders.size()),
+                            .stage_rank = {},
+                            .replicas = {RankOrders(orders.size())}};
+  for (size_t s = 0; s < orders.size(); ++s) {
+    for (const StageAction& a : orders[s])
+      programs.replicas.front()[s].push_back(
+          {.stage = static_cast<int>(s), .pass = a.pass, .microbatch = a.microbatch});
+  }
+  return programs;
+}
+
+Schedule lower_stage_graph(const SchedulingProblem& problem, const char* scheduler_name,
+                           const StageGraph& graph, const StageOrders& orders,
+                           LoweringCosts costs) {
+  return lower(problem, scheduler_name, one_stage_per_rank(graph, orders), costs);
+}
+
+Schedule lower_virtual_stages(const SchedulingProblem& problem, const char* scheduler_name,
+                              const StageGraph& graph, const RankOrders& orders,
+                              LoweringCosts costs) {
+  const PipelinePrograms programs{.stages = graph,
+                                  .ranks = static_cast<int>(orders.size()),
+                                  .stage_rank = {},
+                                  .replicas = {orders}};
+  return lower(problem, scheduler_name, programs, costs);
+}
+
+Schedule lower_pipeline(const SchedulingProblem& problem, const char* scheduler_name,
+                        const StageOrders& orders) {
+  require_single_layout(problem, scheduler_name);
+  if (problem.schedule.chunks != 1) {
+    throw InputError("schedule.chunks: " + std::string(scheduler_name) +
+                     " runs one chunk per rank (got " + std::to_string(problem.schedule.chunks) +
+                     "); virtual stages are for interleaved-1f1b");
+  }
+  const StageGraph graph = chain_stages(*problem.model, plan_stages(problem));
+  return lower_stage_graph(problem, scheduler_name, graph, orders);
+}
+
+Schedule lower_virtual_pipeline(const SchedulingProblem& problem, const char* scheduler_name,
+                                const RankOrders& orders, int chunks) {
+  require_single_layout(problem, scheduler_name);
+  const int stages = problem.parallel.pp * chunks;
+  const StageGraph graph = chain_stages(*problem.model, plan_stages(problem, stages));
+  return lower_virtual_stages(problem, scheduler_name, graph, orders);
+}
+
+}  // namespace loom

@@ -1,0 +1,125 @@
+// Passes 3 and 4: the cost of every layer for every microbatch, and the compute
+// operations each rank's actions expand into.
+#include <algorithm>
+
+#include "core/errors.hpp"
+#include "schedulers/lowering/passes.hpp"
+
+namespace loom::lowering {
+
+void cost_microbatches(Context& ctx, const Schedule& schedule) {
+  const SchedulingProblem& p = ctx.problem;
+  ctx.costs.resize(static_cast<size_t>(ctx.replicas * ctx.microbatches));
+  for (int d = 0; d < ctx.replicas; ++d) {
+    for (int j = 0; j < ctx.microbatches; ++j) {
+      std::vector<const Sample*> batch;
+      for (int id : schedule.samples[static_cast<size_t>(d)][static_cast<size_t>(j)])
+        batch.push_back(&p.samples[static_cast<size_t>(id)]);
+      MicrobatchCosts& mc = ctx.costs[static_cast<size_t>(d * ctx.microbatches + j)];
+      for (int l = 0; l < ctx.model.num_layers(); ++l) {
+        const MicrobatchShape shape = layer_shape(ctx.model, l, batch);
+        const int tp = ctx.stage_tp(ctx.stage_of_layer[static_cast<size_t>(l)]);
+        PassCost c = effective_cost(*p.cost, ctx.model, l, shape, tp);
+        if (ctx.naive) {  // §3.3.1: "backward passes take roughly twice as long as forward"
+          c = p.cost->layer_cost(l, shape, tp);
+          c.input_grad_s = c.weight_grad_s = c.forward_s;
+        }
+        mc.layer.push_back(c);
+        mc.activation.push_back(p.cost->activation_bytes(l, shape, tp));
+        mc.output.push_back(p.cost->output_bytes(l, shape));
+      }
+    }
+  }
+}
+
+namespace {
+
+void expand_forward(const Context& ctx, std::vector<Op>& program, int s, const MicrobatchCosts& mc,
+                    int mb) {
+  for (const Segment& seg : ctx.stage(s).redundant) {
+    Compute c{.pass = Pass::kF,
+              .stage = s,
+              .microbatch = mb,
+              .module = seg.module,
+              .first_layer = seg.first,
+              .end_layer = seg.end,
+              .redundant = true};
+    for (int l = seg.first; l < seg.end; ++l)
+      c.seconds += mc.layer[static_cast<size_t>(l)].forward_s;
+    program.push_back(c);
+  }
+  for (const Segment& seg : ctx.stage(s).segments) {
+    Compute c{.pass = Pass::kF,
+              .stage = s,
+              .microbatch = mb,
+              .module = seg.module,
+              .first_layer = seg.first,
+              .end_layer = seg.end};
+    const bool kept = ctx.needs_backward(seg);
+    for (int l = seg.first; l < seg.end; ++l) {
+      c.seconds += mc.layer[static_cast<size_t>(l)].forward_s;
+      if (kept) c.activation_bytes += mc.activation[static_cast<size_t>(l)];
+    }
+    program.push_back(c);
+  }
+}
+
+/// B, I or W: the stage's segments in reverse.
+void expand_backward(const Context& ctx, std::vector<Op>& program, int s, const MicrobatchCosts& mc,
+                     Pass pass, int mb) {
+  std::vector<Segment> segs = ctx.stage(s).segments;
+  std::reverse(segs.begin(), segs.end());
+  for (const Segment& seg : segs) {
+    Compute c{.pass = pass,
+              .stage = s,
+              .microbatch = mb,
+              .module = seg.module,
+              .first_layer = seg.first,
+              .end_layer = seg.end};
+    for (int l = seg.first; l < seg.end; ++l) {
+      const PassCost& pc = mc.layer[static_cast<size_t>(l)];
+      if (pass != Pass::kW) c.seconds += pc.input_grad_s;
+      if (pass != Pass::kI) {
+        c.seconds += pc.weight_grad_s;
+        c.weight_grad_s += pc.weight_grad_s;
+      }
+    }
+    c.releases_activation = pass != Pass::kI && ctx.needs_backward(seg);
+    program.push_back(c);
+  }
+}
+
+}  // namespace
+
+void expand_actions(const Context& ctx, Schedule& schedule) {
+  const int ranks = ctx.programs.ranks;
+  for (int d = 0; d < ctx.replicas; ++d) {
+    const RankOrders& orders = ctx.programs.orders(d);
+    for (int r = 0; r < ranks; ++r) {
+      auto& program = schedule.programs[static_cast<size_t>(d * ranks + r)];
+      const auto& order = orders[static_cast<size_t>(r)];
+      for (size_t step = 0; step < order.size(); ++step) {
+        const RankAction& a = order[step];
+        auto where = [&] {
+          return "rank " + std::to_string(r) + " step " + std::to_string(step) + " (" +
+                 std::to_string(a.stage) + to_string(a.pass) + std::to_string(a.microbatch) + ")";
+        };
+        if (a.stage < 0 || a.stage >= ctx.num_stages() || ctx.programs.rank_of(a.stage) != r)
+          throw InputError(where() + ": stage " + std::to_string(a.stage) +
+                           " is not on this rank (the schedule has " +
+                           std::to_string(ctx.num_stages()) + " stages over " +
+                           std::to_string(ranks) + " ranks)");
+        if (a.microbatch < 0 || a.microbatch >= ctx.microbatches)
+          throw InputError(where() + ": microbatch out of range (schedule.microbatches = " +
+                           std::to_string(ctx.microbatches) + ")");
+        const MicrobatchCosts& mc = ctx.cost(d, a.microbatch);
+        if (a.pass == Pass::kF)
+          expand_forward(ctx, program, a.stage, mc, a.microbatch);
+        else
+          expand_backward(ctx, program, a.stage, mc, a.pass, a.microbatch);
+      }
+    }
+  }
+}
+
+}  // namespace loom::lowering

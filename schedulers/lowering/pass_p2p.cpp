@@ -1,0 +1,120 @@
+// Pass 5: point-to-point communication. Every data edge (core/dataflow.hpp) a compute
+// reads from another rank becomes a Recv just before it, every edge it writes for another
+// rank a Send just after it. The IR matches the k-th Send on a channel (ordered rank pair
+// and layer edge) with the k-th Recv, so a receiver takes a channel's messages in the
+// order the sender sent them: before a compute that needs message x it receives every
+// message sent before x on that channel (a schedule whose ranks consume in another order
+// than their producers send, like DIP's, stays matched).
+#include <deque>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "core/errors.hpp"
+#include "schedulers/lowering/passes.hpp"
+
+namespace loom::lowering {
+namespace {
+
+/// (from rank, to rank, pass, producer layer, consumer layer) inside one replica.
+using Channel = std::tuple<int, int, int, int, int>;
+
+struct ChannelState {
+  std::deque<int> pending;  ///< microbatches sent and not yet received, in send order
+  std::set<int> received;
+};
+
+/// The rank (inside the replica) that holds the other end of `edge` for a compute on
+/// `rank`: an input comes from the producer's (F) or the consumer's (B) rank; an output
+/// goes to the consumer's (F) or the producer's (B) rank.
+int remote_rank(const Context& ctx, const DataEdge& edge, bool input) {
+  const bool at_producer = (edge.pass == Pass::kF) == input;
+  const int layer = at_producer ? edge.producer : edge.boundary;
+  return ctx.programs.rank_of(ctx.stage_of_layer[static_cast<size_t>(layer)]);
+}
+
+Channel channel(int from, int to, const DataEdge& e) {
+  return {from, to, static_cast<int>(e.pass), e.producer, e.boundary};
+}
+
+MessageTag tag_of(const DataEdge& e) {
+  return {.pass = e.pass,
+          .microbatch = e.microbatch,
+          .boundary_layer = e.boundary,
+          .producer_layer = e.producer};
+}
+
+void lower_replica(const Context& ctx, Schedule& schedule, int d) {
+  const int ranks = ctx.programs.ranks;
+  auto global = [&](int r) { return d * ranks + r; };
+  // The send order of every channel: the senders' compute order.
+  std::map<Channel, ChannelState> channels;
+  for (int r = 0; r < ranks; ++r) {
+    for (const Op& op : schedule.programs[static_cast<size_t>(global(r))]) {
+      const Compute& c = std::get<Compute>(op);
+      if (c.redundant) continue;
+      for (const DataEdge& e : op_outputs(ctx.graph, c)) {
+        const int to = remote_rank(ctx, e, false);
+        if (to != r) channels[channel(r, to, e)].pending.push_back(e.microbatch);
+      }
+    }
+  }
+  for (int r = 0; r < ranks; ++r) {
+    auto& program = schedule.programs[static_cast<size_t>(global(r))];
+    std::vector<Op> computes = std::move(program);
+    program.clear();
+    for (size_t step = 0; step < computes.size(); ++step) {
+      const Compute& c = std::get<Compute>(computes[step]);
+      if (!c.redundant) {
+        for (const DataEdge& e : op_inputs(ctx.graph, c)) {
+          const int from = remote_rank(ctx, e, true);
+          if (from == r) continue;
+          ChannelState& ch = channels[channel(from, r, e)];
+          if (ch.received.count(e.microbatch)) continue;  // taken earlier, in send order
+          bool found = false;
+          while (!found && !ch.pending.empty()) {
+            const int k = ch.pending.front();
+            ch.pending.pop_front();
+            ch.received.insert(k);
+            DataEdge sent = e;
+            sent.microbatch = k;
+            program.push_back(
+                Recv{.peer = global(from),
+                     .stage = c.stage,
+                     .module = c.module,
+                     .tag = tag_of(sent),
+                     .bytes = ctx.cost(d, k).output[static_cast<size_t>(e.producer)]});
+            found = k == e.microbatch;
+          }
+          if (!found)
+            throw InputError("rank " + std::to_string(global(r)) + " op " + std::to_string(step) +
+                             " (" + to_string(computes[step], schedule) + ") needs " +
+                             (e.pass == Pass::kF ? "the output" : "the gradient") + " of layer " +
+                             std::to_string(e.pass == Pass::kF ? e.producer : e.boundary) +
+                             " for microbatch " + std::to_string(e.microbatch) + " from rank " +
+                             std::to_string(global(from)) + ", which never computes it");
+        }
+      }
+      program.push_back(c);
+      if (c.redundant) continue;
+      for (const DataEdge& e : op_outputs(ctx.graph, c)) {
+        const int to = remote_rank(ctx, e, false);
+        if (to == r) continue;
+        program.push_back(
+            Send{.peer = global(to),
+                 .stage = c.stage,
+                 .module = c.module,
+                 .tag = tag_of(e),
+                 .bytes = ctx.cost(d, e.microbatch).output[static_cast<size_t>(e.producer)]});
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void add_point_to_point(const Context& ctx, Schedule& schedule) {
+  for (int d = 0; d < ctx.replicas; ++d) lower_replica(ctx, schedule, d);
+}
+
+}  // namespace loom::lowering

@@ -1,0 +1,221 @@
+// Passes 1, 2, 6 and 7: where ranks run, which samples each microbatch holds, the
+// data-parallel gradient reduction and the static memory of every rank.
+#include "core/errors.hpp"
+#include "schedulers/lowering/passes.hpp"
+
+namespace loom::lowering {
+
+Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, LoweringCosts c)
+    : problem(p),
+      model(*p.model),
+      programs(progs),
+      graph(*p.model,
+            c == LoweringCosts::kNaive ? BackwardRule::kEveryLayer : BackwardRule::kFrozenAware),
+      naive(c == LoweringCosts::kNaive),
+      replicas(p.parallel.dp),
+      microbatches(p.schedule.microbatches) {
+  // No orders yet is allowed: a planner costs the stages before it orders them (dip).
+  if (progs.ranks < 1 ||
+      (progs.replicas.size() > 1 && progs.replicas.size() != static_cast<size_t>(replicas)))
+    throw std::logic_error("lowering: programs need one order set, or one per replica");
+  for (const RankOrders& orders : progs.replicas) {
+    if (orders.size() != static_cast<size_t>(progs.ranks))
+      throw std::logic_error("lowering: rank orders do not match the ranks per replica");
+  }
+  stage_of_layer.assign(static_cast<size_t>(model.num_layers()), -1);
+  for (int s = 0; s < num_stages(); ++s) {
+    const int r = programs.rank_of(s);
+    if (r < 0 || r >= programs.ranks)
+      throw std::logic_error("lowering: stage " + std::to_string(s) + " on no rank");
+    for (const Segment& seg : stage(s).segments) {
+      for (int l = seg.first; l < seg.end; ++l) {
+        if (stage_of_layer[static_cast<size_t>(l)] >= 0)
+          throw std::logic_error("stage graph: layer " + std::to_string(l) + " on two stages");
+        stage_of_layer[static_cast<size_t>(l)] = s;
+      }
+    }
+  }
+  for (int l = 0; l < model.num_layers(); ++l) {
+    if (stage_of_layer[static_cast<size_t>(l)] < 0)
+      throw std::logic_error("stage graph: layer " + std::to_string(l) + " on no stage");
+  }
+}
+
+bool Context::needs_backward(const Segment& seg) const {
+  for (int l = seg.first; l < seg.end; ++l) {
+    if (graph.needs_backward(l)) return true;
+  }
+  return false;
+}
+
+namespace {
+/// The first stage a rank of the replica holds (its chunk 0).
+int first_stage_of(const Context& ctx, int r) {
+  for (int s = 0; s < ctx.num_stages(); ++s) {
+    if (ctx.programs.rank_of(s) == r) return s;
+  }
+  throw std::logic_error("lowering: rank " + std::to_string(r) + " holds no stage");
+}
+}  // namespace
+
+void place_ranks(const Context& ctx, Schedule& schedule) {
+  const int ranks = ctx.programs.ranks;
+  const int dp = ctx.replicas;
+  const int tp = ctx.problem.parallel.tp;
+  for (const Module& mod : ctx.model.modules()) schedule.module_names.push_back(mod.name);
+  schedule.num_stages = ranks;
+  schedule.microbatches = ctx.microbatches;
+  schedule.programs.resize(static_cast<size_t>(ranks * dp));
+  if (!ctx.programs.stages.empty() && !ctx.programs.stages.front().gpu.empty()) {
+    // Explicit placement; check_placement() vets it against the cluster.
+    for (int d = 0; d < dp; ++d) {
+      for (int r = 0; r < ranks; ++r) {
+        const int s = first_stage_of(ctx, r);
+        schedule.ranks.push_back({.gpu = ctx.stage(s).gpu.at(static_cast<size_t>(d)),
+                                  .tp = ctx.stage_tp(s),
+                                  .replica = d});
+      }
+    }
+    return;
+  }
+  const Cluster& c = *ctx.problem.cluster;
+  if (tp > c.gpus_per_node || c.gpus_per_node % tp != 0) {
+    throw InputError("parallel.tp: " + std::to_string(tp) + " must divide cluster.gpus_per_node (" +
+                     std::to_string(c.gpus_per_node) +
+                     "): a tensor-parallel group stays inside one node");
+  }
+  const int needed = ranks * dp * tp;
+  if (needed > c.num_gpus()) {
+    throw InfeasibleError("parallel: " + std::to_string(ranks) + " stages x dp " +
+                          std::to_string(dp) + " x tp " + std::to_string(tp) + " = " +
+                          std::to_string(needed) + " GPUs, but the cluster has " +
+                          std::to_string(c.num_gpus()) + " (" + std::to_string(c.nodes) +
+                          " nodes x " + std::to_string(c.gpus_per_node) + ")");
+  }
+  for (int d = 0; d < dp; ++d) {
+    for (int r = 0; r < ranks; ++r)
+      schedule.ranks.push_back({.gpu = (d * ranks + r) * tp, .tp = tp, .replica = d});
+  }
+}
+
+void assign_samples(const Context& ctx, Schedule& schedule) {
+  const SchedulingProblem& p = ctx.problem;
+  const int dp = ctx.replicas, m = ctx.microbatches;
+  if (!p.assignment.empty()) {  // a scheduler's own batching (SchedulingProblem)
+    if (p.assignment.size() != static_cast<size_t>(dp) ||
+        p.assignment.front().size() != static_cast<size_t>(m))
+      throw std::logic_error("sample assignment does not match dp x microbatches");
+    schedule.samples = p.assignment;
+    return;
+  }
+  const int mbs = p.schedule.microbatch_size;
+  const size_t needed = static_cast<size_t>(dp) * m * mbs;
+  if (p.samples.size() < needed) {
+    throw InputError("workload: the iteration needs dp x microbatches x microbatch_size = " +
+                     std::to_string(needed) + " samples but the workload has " +
+                     std::to_string(p.samples.size()));
+  }
+  schedule.samples.assign(static_cast<size_t>(dp),
+                          std::vector<std::vector<int>>(static_cast<size_t>(m)));
+  for (int d = 0; d < dp; ++d) {
+    for (int j = 0; j < m; ++j) {
+      for (int k = 0; k < mbs; ++k) {
+        schedule.samples[static_cast<size_t>(d)][static_cast<size_t>(j)].push_back(
+            (d * m + j) * mbs + k);
+      }
+    }
+  }
+}
+
+namespace {
+/// Trainable parameters of stage `s`; `label` becomes the stage and module of its last
+/// trainable segment.
+double trainable_parameters(const Context& ctx, int s, int* label_stage, int* label_module) {
+  double params = 0;
+  for (const Segment& seg : ctx.stage(s).segments) {
+    for (int l = seg.first; l < seg.end; ++l) {
+      if (!ctx.model.layer(l).frozen) {
+        params += ctx.problem.cost->parameters(l);
+        *label_stage = s;
+        *label_module = seg.module;
+      }
+    }
+  }
+  return params;
+}
+}  // namespace
+
+void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
+  const int dp = ctx.replicas;
+  if (dp <= 1) return;
+  const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
+  for (int r = 0; r < ctx.programs.ranks; ++r) {
+    // One all-reduce per rank over the gradients of all its chunks, labelled with the
+    // stage and module of the last trainable parameters it holds.
+    const int first = first_stage_of(ctx, r);
+    int label = first;
+    int module = ctx.stage(first).segments.front().module;
+    double bytes = 0;
+    for (int s = first; s < ctx.num_stages(); ++s) {
+      if (ctx.programs.rank_of(s) == r)
+        bytes += trainable_parameters(ctx, s, &label, &module) * grad_bytes / ctx.stage_tp(s);
+    }
+    if (bytes <= 0) continue;
+    const int group = static_cast<int>(schedule.groups.size());
+    std::vector<int> members;
+    for (int d = 0; d < dp; ++d) members.push_back(ctx.rank(d, first));
+    schedule.groups.push_back(members);
+    for (int member : members) {
+      schedule.programs[static_cast<size_t>(member)].push_back(
+          Collective{.kind = CollectiveKind::kAllReduce,
+                     .group = group,
+                     .stage = label,
+                     .module = module,
+                     .bytes = bytes});
+    }
+  }
+}
+
+void fill_static_memory(const Context& ctx, Schedule& schedule) {
+  const auto per_rank = static_memory_per_rank(ctx.problem, ctx.programs);
+  for (int d = 0; d < ctx.replicas; ++d)
+    schedule.static_memory.insert(schedule.static_memory.end(), per_rank.begin(), per_rank.end());
+}
+
+}  // namespace loom::lowering
+
+namespace loom {
+
+std::vector<StaticMemory> static_memory_per_rank(const SchedulingProblem& problem,
+                                                 const PipelinePrograms& programs) {
+  const Model& model = *problem.model;
+  auto stage_tp = [&](const StageSpec& spec) {
+    return spec.tp > 0 ? spec.tp : problem.parallel.tp;
+  };
+  std::vector<StaticMemory> per_rank(static_cast<size_t>(programs.ranks));
+  for (size_t s = 0; s < programs.stages.size(); ++s) {
+    const StageSpec& spec = programs.stages[s];
+    StaticMemory stage;
+    auto add = [&](const Segment& seg, bool trained) {
+      for (int l = seg.first; l < seg.end; ++l) {
+        const double params = problem.cost->parameters(l) / stage_tp(spec);
+        stage.parameters += params * model.layer(l).dtype_bytes;
+        if (trained && !model.layer(l).frozen) {
+          stage.gradients += params * problem.memory.gradient_bytes_per_param;
+          stage.optimizer += params * problem.memory.optimizer_bytes_per_param;
+        }
+      }
+    };
+    // A redundant copy holds the weights; only the real copy is trained.
+    for (const Segment& seg : spec.redundant) add(seg, false);
+    for (const Segment& seg : spec.segments) add(seg, true);
+    // A rank holds every chunk placed on it.
+    StaticMemory& mem = per_rank[static_cast<size_t>(programs.rank_of(static_cast<int>(s)))];
+    mem.parameters += stage.parameters;
+    mem.gradients += stage.gradients;
+    mem.optimizer += stage.optimizer;
+  }
+  return per_rank;
+}
+
+}  // namespace loom

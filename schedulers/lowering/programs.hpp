@@ -1,0 +1,88 @@
+#pragma once
+/// What a scheduler decides, and nothing else: the stages (which layers each holds), where
+/// each stage runs, and the order of compute actions on every rank. The lowering
+/// (schedulers/lowering/lowering.hpp) turns it into the Schedule IR; no scheduler writes a
+/// send, a receive, a collective or a memory figure.
+///
+/// Glossary (Megatron's, as in docs/architecture.md):
+///   stage      a contiguous piece of the model's layers, possibly spanning modules
+///              (segments); with several chunks per rank it is a "virtual stage"
+///   chunk      one of the stages a rank holds (Megatron's model chunk)
+///   rank       one pipeline position of a data-parallel replica: a tensor-parallel group
+///   microbatch the unit the pipeline moves; numbered from 0 in every replica
+#include <vector>
+
+#include "core/schedule.hpp"
+
+namespace loom {
+
+/// Global layers [first, end) of one module.
+struct Segment {
+  int module = 0;
+  int first = 0;
+  int end = 0;
+};
+
+/// One pipeline stage: the segments it owns (forward runs them in this order, backward in
+/// reverse) and forward-only redundant copies it runs before them.
+struct StageSpec {
+  std::vector<Segment> segments;
+  std::vector<Segment> redundant;
+  /// Explicit placement (per-module layouts): the stage's TP width and its first GPU in
+  /// each replica. 0 / empty = the single layout (parallel.tp, ranks packed in order).
+  int tp = 0;
+  std::vector<int> gpu;
+};
+/// Every layer in exactly one stage's `segments`.
+using StageGraph = std::vector<StageSpec>;
+
+/// One pass of one microbatch on a stage. Backward is either one fused `kB`, or split
+/// (zero-bubble; Entrain's split backward) into `kI` then `kW`, which a scheduler places
+/// independently, e.g. every I before any W, or a W deferred past later microbatches:
+///   kB  receives the output gradients, computes input + weight gradients, sends the input
+///       gradients upstream, frees the forward's activations
+///   kI  receives the output gradients, computes input gradients (Bd), sends them upstream;
+///       the activations stay alive (W still needs them)
+///   kW  computes weight gradients (Bw) only, no messages, frees the activations; it may
+///       run any time after the I of the same (stage, microbatch)
+/// On a stage of several segments (modules), I and W each cover all its segments.
+struct StageAction {
+  Pass pass = Pass::kF;
+  int microbatch = 0;
+};
+/// orders[s]: the actions of stage s in execution order (one stage per rank).
+using StageOrders = std::vector<std::vector<StageAction>>;
+
+/// One action of a rank that may hold several stages: the stage it runs, the pass and
+/// the microbatch.
+struct RankAction {
+  int stage = 0;
+  Pass pass = Pass::kF;
+  int microbatch = 0;
+};
+/// orders[r]: rank r's actions in execution order.
+using RankOrders = std::vector<std::vector<RankAction>>;
+
+/// A scheduler's whole decision.
+struct PipelinePrograms {
+  StageGraph stages;
+  /// Ranks per data-parallel replica.
+  int ranks = 1;
+  /// stage -> rank inside the replica. Empty: stage s on rank s mod `ranks` (Megatron's
+  /// interleaved placement; one stage per rank when there are `ranks` stages).
+  std::vector<int> stage_rank;
+  /// Per replica, every rank's order. One entry: the same order in every replica.
+  std::vector<RankOrders> replicas;
+
+  int rank_of(int stage) const {
+    return stage_rank.empty() ? stage % ranks : stage_rank[static_cast<size_t>(stage)];
+  }
+  const RankOrders& orders(int replica) const {
+    return replicas.size() == 1 ? replicas.front() : replicas[static_cast<size_t>(replica)];
+  }
+};
+
+/// One stage per rank (rank s runs stage s): the orders as rank actions.
+PipelinePrograms one_stage_per_rank(StageGraph stages, const StageOrders& orders);
+
+}  // namespace loom

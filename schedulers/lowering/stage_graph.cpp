@@ -1,0 +1,113 @@
+#include "schedulers/lowering/stage_graph.hpp"
+
+#include <algorithm>
+
+#include "core/dataflow.hpp"
+#include "core/errors.hpp"
+
+namespace loom {
+
+std::vector<StageRange> plan_stages(const SchedulingProblem& problem) {
+  return plan_stages(problem, problem.parallel.pp);
+}
+
+std::vector<StageRange> plan_stages(const SchedulingProblem& problem, int stages) {
+  const Model& model = *problem.model;
+  if (!problem.schedule.stage_layers.empty()) {
+    return partition_explicit(problem.schedule.stage_layers, model.num_layers(), stages);
+  }
+  if (stages > model.num_layers()) {
+    const bool virt = stages != problem.parallel.pp;
+    throw InputError((virt ? "schedule.chunks: parallel.pp x chunks = " : "parallel.pp: ") +
+                     std::to_string(stages) + " pipeline stages but the model has only " +
+                     std::to_string(model.num_layers()) +
+                     " layers (each stage needs at least one)");
+  }
+  // The representative microbatch: the first one of the iteration.
+  std::vector<const Sample*> first;
+  for (int k = 0;
+       k < problem.schedule.microbatch_size && k < static_cast<int>(problem.samples.size()); ++k) {
+    first.push_back(&problem.samples[static_cast<size_t>(k)]);
+  }
+  const auto costs = layer_costs(model, *problem.cost, problem.schedule.partition_view, first,
+                                 problem.parallel.tp);
+  return partition_min_bottleneck(costs, stages);
+}
+
+StageGraph chain_stages(const Model& model, const std::vector<StageRange>& ranges) {
+  StageGraph graph;
+  for (const StageRange& r : ranges) {
+    StageSpec spec;
+    for (int l = r.first; l < r.end; ++l) {
+      const int module = model.layers()[static_cast<size_t>(l)].module;
+      if (spec.segments.empty() || spec.segments.back().module != module)
+        spec.segments.push_back({.module = module, .first = l, .end = l + 1});
+      else
+        spec.segments.back().end = l + 1;
+    }
+    graph.push_back(spec);
+  }
+  return graph;
+}
+
+std::vector<int> stages_downstream(const Model& model, const StageGraph& graph) {
+  const int stages = static_cast<int>(graph.size());
+  const LayerGraph layers(model);
+  std::vector<int> stage_of(static_cast<size_t>(model.num_layers()), 0);
+  for (int s = 0; s < stages; ++s) {
+    for (const Segment& seg : graph[static_cast<size_t>(s)].segments) {
+      for (int l = seg.first; l < seg.end; ++l) stage_of[static_cast<size_t>(l)] = s;
+    }
+  }
+  // Stage edges s -> t wherever a layer on s feeds a layer on t; longest path by
+  // relaxation (the stage graph of a DAG model is a DAG).
+  std::vector<std::vector<int>> next(static_cast<size_t>(stages));
+  for (int l = 0; l < model.num_layers(); ++l) {
+    for (int c : layers.consumers(l)) {
+      const int a = stage_of[static_cast<size_t>(l)], b = stage_of[static_cast<size_t>(c)];
+      if (a != b) next[static_cast<size_t>(a)].push_back(b);
+    }
+  }
+  std::vector<int> depth(static_cast<size_t>(stages), 0);
+  for (int round = 0; round < stages; ++round) {
+    bool changed = false;
+    for (int s = 0; s < stages; ++s) {
+      for (int t : next[static_cast<size_t>(s)]) {
+        if (depth[static_cast<size_t>(t)] + 1 > depth[static_cast<size_t>(s)]) {
+          depth[static_cast<size_t>(s)] = depth[static_cast<size_t>(t)] + 1;
+          changed = true;
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  return depth;
+}
+
+StageOrders one_f_one_b_orders(const std::vector<int>& warmup, int microbatches) {
+  const int m = microbatches;
+  StageOrders orders(warmup.size());
+  for (size_t s = 0; s < warmup.size(); ++s) {
+    auto& order = orders[s];
+    const int w = std::min(warmup[s], m);
+    int next_f = 0;
+    int next_b = 0;
+    for (; next_f < w; ++next_f) order.push_back({Pass::kF, next_f});
+    while (next_f < m) {
+      order.push_back({Pass::kF, next_f++});
+      order.push_back({Pass::kB, next_b++});
+    }
+    while (next_b < m) order.push_back({Pass::kB, next_b++});
+  }
+  return orders;
+}
+
+void require_single_layout(const SchedulingProblem& problem, const char* scheduler_name) {
+  if (!problem.parallel.module_layouts.empty()) {
+    throw InputError("parallel.modules: scheduler '" + std::string(scheduler_name) +
+                     "' runs the single layout parallel.pp/dp/tp; per-module layouts are "
+                     "for the per-module schedulers (see loom schedulers)");
+  }
+}
+
+}  // namespace loom

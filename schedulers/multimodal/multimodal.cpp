@@ -1,0 +1,130 @@
+#include "schedulers/multimodal/multimodal.hpp"
+
+#include <algorithm>
+
+#include "core/errors.hpp"
+#include "core/evaluator.hpp"
+
+namespace loom {
+
+Branches split_branches(const Model& model, const char* scheduler_name) {
+  Branches out;
+  const int n = static_cast<int>(model.modules().size());
+  std::vector<int> branch_of(static_cast<size_t>(n), -1);
+  for (int m = 0; m < n; ++m) {
+    const Module& mod = model.module(m);
+    if (mod.kind == ModuleKind::kEncoder && mod.inputs.empty()) {
+      branch_of[static_cast<size_t>(m)] = static_cast<int>(out.encoders.size());
+      out.encoders.emplace_back();
+      out.names.push_back(mod.name);
+    } else if (mod.kind == ModuleKind::kProjector && !mod.inputs.empty()) {
+      // A projector rides with its (first) input's branch, as in Cornstarch's
+      // ModalityModule(encoder, projector).
+      branch_of[static_cast<size_t>(m)] =
+          branch_of[static_cast<size_t>(model.module_index(mod.inputs.front()))];
+    }
+  }
+  for (int l = 0; l < model.num_layers(); ++l) {
+    const int b = branch_of[static_cast<size_t>(model.layers()[static_cast<size_t>(l)].module)];
+    if (b >= 0)
+      out.encoders[static_cast<size_t>(b)].push_back(l);
+    else
+      out.llm.push_back(l);
+  }
+  if (out.encoders.empty() || out.llm.empty()) {
+    throw InputError("schedule.name: '" + std::string(scheduler_name) +
+                     "' pipelines a multimodal model: it needs at least one encoder module "
+                     "(kind = \"encoder\", no inputs) and an LLM it feeds");
+  }
+  return out;
+}
+
+std::vector<double> view_costs(const SchedulingProblem& problem) {
+  // The representative microbatch: the first one of the iteration (as plan_stages()).
+  std::vector<const Sample*> first;
+  for (int k = 0;
+       k < problem.schedule.microbatch_size && k < static_cast<int>(problem.samples.size()); ++k) {
+    first.push_back(&problem.samples[static_cast<size_t>(k)]);
+  }
+  return layer_costs(*problem.model, *problem.cost, problem.schedule.partition_view, first,
+                     problem.parallel.tp);
+}
+
+namespace {
+
+std::vector<double> sub_costs(const std::vector<int>& layers, const std::vector<double>& costs) {
+  std::vector<double> out;
+  for (int l : layers) out.push_back(costs[static_cast<size_t>(l)]);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<Segment>> partition_branch(const Model& model,
+                                                   const std::vector<int>& layers,
+                                                   const std::vector<double>& costs, int stages,
+                                                   const std::string& what) {
+  if (stages > static_cast<int>(layers.size())) {
+    throw InputError(what + ": " + std::to_string(stages) + " pipeline stages but it has only " +
+                     std::to_string(layers.size()) + " layers (each stage needs at least one)");
+  }
+  std::vector<std::vector<Segment>> out;
+  for (const StageRange& r : partition_min_bottleneck(sub_costs(layers, costs), stages)) {
+    std::vector<Segment> segs;
+    for (int i = r.first; i < r.end; ++i) {
+      const int l = layers[static_cast<size_t>(i)];
+      const int module = model.layers()[static_cast<size_t>(l)].module;
+      if (segs.empty() || segs.back().module != module || segs.back().end != l)
+        segs.push_back({module, l, l + 1});
+      else
+        segs.back().end = l + 1;
+    }
+    out.push_back(segs);
+  }
+  return out;
+}
+
+StageGraph disaggregated_graph(const Model& model, const Branches& branches,
+                               const std::vector<double>& costs,
+                               const std::vector<int>& encoder_stages, int llm_stages) {
+  StageGraph graph;
+  for (size_t b = 0; b < branches.encoders.size(); ++b) {
+    for (auto& piece : partition_branch(model, branches.encoders[b], costs, encoder_stages[b],
+                                        "encoder '" + branches.names[b] + "'"))
+      graph.push_back(StageSpec{piece, {}, 0, {}});
+  }
+  for (auto& piece : partition_branch(model, branches.llm, costs, llm_stages, "LLM"))
+    graph.push_back(StageSpec{piece, {}, 0, {}});
+  return graph;
+}
+
+double branch_bottleneck(const std::vector<int>& layers, const std::vector<double>& costs,
+                         int stages) {
+  const std::vector<double> sub = sub_costs(layers, costs);
+  double worst = 0;
+  for (const StageRange& r : partition_min_bottleneck(sub, stages)) {
+    double sum = 0;
+    for (int i = r.first; i < r.end; ++i) sum += sub[static_cast<size_t>(i)];
+    worst = std::max(worst, sum);
+  }
+  return worst;
+}
+
+double predicted_iteration_s(const SchedulingProblem& problem, const StageGraph& graph) {
+  const StageOrders orders =
+      one_f_one_b_orders(stages_downstream(*problem.model, graph), problem.schedule.microbatches);
+  const LoweringCosts view = problem.schedule.partition_view == PartitionView::kTrue
+                                 ? LoweringCosts::kTrue
+                                 : LoweringCosts::kNaive;
+  const Schedule s = lower_stage_graph(problem, "prediction", graph, orders, view);
+  return evaluate(s, *problem.cluster).iteration_time_s();
+}
+
+Schedule lower_multimodal(const SchedulingProblem& problem, const char* scheduler_name,
+                          const StageGraph& graph) {
+  const StageOrders orders =
+      one_f_one_b_orders(stages_downstream(*problem.model, graph), problem.schedule.microbatches);
+  return lower_stage_graph(problem, scheduler_name, graph, orders);
+}
+
+}  // namespace loom

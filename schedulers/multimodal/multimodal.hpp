@@ -1,0 +1,59 @@
+#pragma once
+/// Planning helpers shared by the multimodal pipeline schedulers (encoders-replicated,
+/// encoders-colocated, cornstarch): the model graph seen as encoder branches joining an
+/// LLM, Eq 3.5 partitioning of one branch, and the planner's view of a candidate
+/// allocation's iteration time (cornstarch-arxiv §5.2 Algorithm 1, get_iteration_time).
+/// Lowering itself (messages along the module DAG, fan-in at the LLM) is
+/// lower_stage_graph() in schedulers/lowering/lowering.hpp, shared with the linear schedulers.
+#include <vector>
+
+#include "schedulers/lowering/lowering.hpp"
+
+namespace loom {
+
+/// Encoder branches (an encoder with the projectors that follow it; cornstarch-arxiv §4.1:
+/// "sets of encoder + projector" have no dependency on each other) and the LLM part
+/// (every other module: the sink and anything between the projectors and it).
+struct Branches {
+  std::vector<std::vector<int>> encoders;  ///< per branch, its global layers in order
+  std::vector<int> llm;                    ///< the LLM part's global layers in order
+  std::vector<std::string> names;          ///< per branch, the encoder module's name
+};
+/// Throws InputError when the model has no encoder branch or no LLM part.
+Branches split_branches(const Model& model, const char* scheduler_name);
+
+/// Per-layer costs T_l (F + B) under the problem's partition view for its first microbatch
+/// (dissertation §3.3.1 Eq 3.2-3.3 for `true`; F + 2F for `naive`), index = global layer.
+std::vector<double> view_costs(const SchedulingProblem& problem);
+
+/// Eq 3.5 over the ordered `layers` (not necessarily contiguous in the global order) cut
+/// into `stages` pieces; each piece as segments cut where the module changes. Throws
+/// InputError naming `what` when there are fewer layers than stages.
+std::vector<std::vector<Segment>> partition_branch(const Model& model,
+                                                   const std::vector<int>& layers,
+                                                   const std::vector<double>& costs, int stages,
+                                                   const std::string& what);
+
+/// Modality parallelism's stage graph (cornstarch-arxiv §4.1; DistTrain's disaggregated
+/// encoder and LLM stages): encoder branch b cut into encoder_stages[b] stages of its own,
+/// then the LLM part into llm_stages stages, each partitioned by Eq 3.5.
+StageGraph disaggregated_graph(const Model& model, const Branches& branches,
+                               const std::vector<double>& costs,
+                               const std::vector<int>& encoder_stages, int llm_stages);
+
+/// The bottleneck (largest stage sum of T_l) of that partition: t_i of Algorithm 1.
+double branch_bottleneck(const std::vector<int>& layers, const std::vector<double>& costs,
+                         int stages);
+
+/// What the planner believes one iteration of `graph` takes: the stage graph lowered with
+/// cross-modality 1F1B and the costs of the problem's partition view, run through the
+/// contention-free evaluator. Under `true` this is the real iteration time (minus link
+/// contention); under `naive` it is a frozen-unaware system's estimate.
+double predicted_iteration_s(const SchedulingProblem& problem, const StageGraph& graph);
+
+/// The stage graph lowered with cross-modality 1F1B (stages_downstream warm-ups) and the
+/// real frozen-aware costs.
+Schedule lower_multimodal(const SchedulingProblem& problem, const char* scheduler_name,
+                          const StageGraph& graph);
+
+}  // namespace loom

@@ -1,0 +1,141 @@
+// Token distributions over the CP group: zigzag (the LLM baseline) and LPT (dissertation
+// Alg 1), and the plan that gathers their per-rank totals. The ILP is in cp_ilp.cpp.
+#include <algorithm>
+#include <functional>
+#include <numeric>
+#include <queue>
+
+#include "core/errors.hpp"
+#include "schedulers/planners/cp/cp_plan.hpp"
+
+namespace loom {
+namespace {
+
+void check_cp(int cp) {
+  if (cp < 1) throw InputError("--cp: the context-parallel degree must be >= 1");
+}
+
+}  // namespace
+
+const char* to_string(CpDistribution distribution) {
+  switch (distribution) {
+    case CpDistribution::kZigzag:
+      return "zigzag";
+    case CpDistribution::kLpt:
+      return "lpt";
+    case CpDistribution::kIlp:
+      return "ilp";
+  }
+  return "?";
+}
+
+CpDistribution parse_cp_distribution(const std::string& name) {
+  for (CpDistribution d : {CpDistribution::kZigzag, CpDistribution::kLpt, CpDistribution::kIlp}) {
+    if (name == to_string(d)) return d;
+  }
+  throw InputError("--distribution: unknown distribution '" + name + "' (valid: zigzag, lpt, ilp)");
+}
+
+std::vector<int> zigzag_owners(std::int64_t num_blocks, int cp) {
+  check_cp(cp);
+  // Chunk c covers blocks [c*n/(2G), (c+1)*n/(2G)); rank i owns chunks i and 2G-1-i,
+  // which pairs an early (light, causal) chunk with a late (heavy) one.
+  const std::int64_t chunks = 2 * static_cast<std::int64_t>(cp);
+  std::vector<int> owners(static_cast<std::size_t>(num_blocks));
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const int rank = static_cast<int>(c < cp ? c : chunks - 1 - c);
+    for (std::int64_t b = c * num_blocks / chunks; b < (c + 1) * num_blocks / chunks; ++b)
+      owners[static_cast<std::size_t>(b)] = rank;
+  }
+  return owners;
+}
+
+std::vector<int> lpt_owners(const std::vector<std::int64_t>& workloads, int cp) {
+  check_cp(cp);
+  // Alg 1 pops the least-loaded GPU for each block; its text sorts blocks by workload
+  // descending first (the listing omits it: [AMBIG] in the reading notes). A stable sort
+  // keeps equal workloads in sequence order, and the heap orders (load, rank) so ties go
+  // to the lowest rank id: the result is fully determined by the workloads.
+  std::vector<std::size_t> order(workloads.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return workloads[a] > workloads[b]; });
+  using Load = std::pair<std::int64_t, int>;  // (assigned workload, rank)
+  std::priority_queue<Load, std::vector<Load>, std::greater<>> heap;
+  for (int g = 0; g < cp; ++g) heap.emplace(0, g);
+  std::vector<int> owners(workloads.size());
+  for (std::size_t b : order) {
+    auto [load, rank] = heap.top();
+    heap.pop();
+    owners[b] = rank;
+    heap.emplace(load + workloads[b], rank);
+  }
+  return owners;
+}
+
+std::int64_t makespan_lower_bound(const std::vector<std::int64_t>& workloads, int cp) {
+  check_cp(cp);
+  std::int64_t total = 0;
+  std::int64_t largest = 0;
+  for (std::int64_t w : workloads) {
+    total += w;
+    largest = std::max(largest, w);
+  }
+  return std::max(largest, (total + cp - 1) / cp);
+}
+
+double CpPlan::time_fraction(int rank) const {
+  if (makespan == 0) return 1;
+  return static_cast<double>(rank_workload[static_cast<std::size_t>(rank)]) /
+         static_cast<double>(makespan);
+}
+
+double CpPlan::imbalance() const {
+  if (total_workload == 0) return 1;
+  return static_cast<double>(makespan) * cp / static_cast<double>(total_workload);
+}
+
+CpPlan plan_cp_from_workloads(const std::vector<std::int64_t>& workloads, std::int64_t seq,
+                              const CpPlanRequest& request) {
+  check_cp(request.cp);
+  CpPlan plan;
+  plan.distribution = request.distribution;
+  plan.cp = request.cp;
+  plan.sizes = request.sizes;
+  plan.block_workload = workloads;
+  switch (request.distribution) {
+    case CpDistribution::kZigzag:
+      plan.owner = zigzag_owners(static_cast<std::int64_t>(workloads.size()), request.cp);
+      break;
+    case CpDistribution::kLpt:
+      plan.owner = lpt_owners(workloads, request.cp);
+      break;
+    case CpDistribution::kIlp: {
+      IlpResult ilp = ilp_owners(workloads, request.cp, request.ilp);
+      plan.owner = std::move(ilp.owners);
+      plan.lower_bound = ilp.lower_bound;
+      plan.optimal = ilp.optimal;
+      break;
+    }
+  }
+  plan.rank_workload.assign(static_cast<std::size_t>(request.cp), 0);
+  plan.rank_tokens.assign(static_cast<std::size_t>(request.cp), 0);
+  for (std::size_t b = 0; b < workloads.size(); ++b) {
+    const auto rank = static_cast<std::size_t>(plan.owner[b]);
+    plan.rank_workload[rank] += workloads[b];
+    const std::int64_t first = static_cast<std::int64_t>(b) * request.sizes.query_block;
+    plan.rank_tokens[rank] += std::min(request.sizes.query_block, seq - first);
+    plan.total_workload += workloads[b];
+  }
+  plan.makespan = *std::max_element(plan.rank_workload.begin(), plan.rank_workload.end());
+  plan.lower_bound = std::max(plan.lower_bound, makespan_lower_bound(workloads, request.cp));
+  plan.optimal = plan.optimal || plan.makespan == plan.lower_bound;
+  return plan;
+}
+
+CpPlan plan_cp(const AttentionMask& mask, const CpPlanRequest& request) {
+  check_cp(request.cp);
+  return plan_cp_from_workloads(block_workloads(mask, request.sizes), mask.size(), request);
+}
+
+}  // namespace loom

@@ -1,0 +1,121 @@
+// Intra-GPU workload balancing (dissertation §3.3.2.2, Fig 3.3b).
+//
+// An attention kernel runs one thread block per query row per head; a CU that gets a heavy
+// row (b5: 5 key blocks) keeps the whole head waiting while the others idle (Fig 3.7's
+// downward spikes). Splitting each row into sub-blocks of at most s key blocks lets the
+// CUs share a heavy row, at the price of writing s partial outputs that an aggregation
+// kernel reads back and combines.
+//
+//   CU0 |b1|b2|b2|      no split: head ends with b5      CU0 |b1|b5a|b5c|     split, s = 2
+//   CU1 |b5        |                                     CU1 |b2|b5b|b2 | + aggregation
+#include <algorithm>
+#include <functional>
+#include <queue>
+
+#include "core/errors.hpp"
+#include "schedulers/planners/cp/cp_plan.hpp"
+
+namespace loom {
+namespace {
+
+std::vector<std::int64_t> near_equal(std::int64_t w, std::int64_t pieces) {
+  std::vector<std::int64_t> sizes(static_cast<std::size_t>(pieces), w / pieces);
+  for (std::int64_t i = 0; i < w % pieces; ++i) ++sizes[static_cast<std::size_t>(i)];
+  return sizes;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> split_row(std::int64_t w, std::int64_t sub_block) {
+  if (w < 0) throw InputError("row workload must be >= 0");
+  if (sub_block < 0) throw InputError("--sub-block: must be >= 0 key blocks");
+  if (sub_block == 0 || w <= sub_block) return {w};
+  // ceil(w / s) near-equal pieces: the balance of s-sized pieces with the fewest partials.
+  return near_equal(w, (w + sub_block - 1) / sub_block);
+}
+
+std::vector<std::int64_t> split_row_into(std::int64_t w, int n) {
+  if (w < 0) throw InputError("row workload must be >= 0");
+  if (n < 0) throw InputError("--sub-blocks: must be >= 0");
+  if (n == 0 || w == 0) return {w};
+  return near_equal(w, std::min<std::int64_t>(w, n));
+}
+
+double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
+                        const IntraGpuOptions& options) {
+  if (options.compute_units < 1) throw InputError("compute units must be >= 1");
+  if (options.heads < 1 || options.heads_per_kernel < 1 ||
+      options.heads % options.heads_per_kernel != 0)
+    throw InputError("heads must be >= 1 and a multiple of heads_per_kernel (>= 1)");
+  if (options.sub_block > 0 && options.sub_blocks_per_row > 0)
+    throw InputError("intra-GPU split: give sub_block or sub_blocks_per_row, not both");
+  // The hardware dispatches thread blocks in launch order (head-major, then rows) to
+  // whichever CU frees first: list scheduling in that order, not a sorted (LPT) one.
+  using Cu = std::pair<std::int64_t, int>;  // (busy until, in key blocks; CU id)
+  std::priority_queue<Cu, std::vector<Cu>, std::greater<>> cus;
+  for (int c = 0; c < options.compute_units; ++c) cus.emplace(0, c);
+  std::int64_t partials = 0;
+  std::int64_t kernel_end = 0;
+  for (int h = 0; h < options.heads_per_kernel; ++h) {
+    for (std::int64_t w : row_workloads) {
+      const std::vector<std::int64_t> pieces = options.sub_blocks_per_row > 0
+                                                   ? split_row_into(w, options.sub_blocks_per_row)
+                                                   : split_row(w, options.sub_block);
+      if (pieces.size() > 1) partials += static_cast<std::int64_t>(pieces.size());
+      for (std::int64_t piece : pieces) {
+        auto [busy, cu] = cus.top();
+        cus.pop();
+        kernel_end = std::max(kernel_end, busy + piece);
+        cus.emplace(busy + piece, cu);
+      }
+    }
+  }
+  // Aggregation: one read-combine of every partial output, spread over all CUs.
+  const double aggregation_s =
+      static_cast<double>(partials) * options.aggregation_time_s / options.compute_units;
+  const double kernel_s = static_cast<double>(kernel_end) * options.block_time_s + aggregation_s;
+  return kernel_s * (options.heads / options.heads_per_kernel);
+}
+
+int sm_count(const std::string& gpu_name) {
+  if (gpu_name == "A40") return 84;
+  if (gpu_name == "A100") return 108;
+  if (gpu_name == "H100" || gpu_name == "H200") return 132;
+  return 0;
+}
+
+IntraGpuOptions intra_gpu_options(const GpuSpec& gpu, const AttentionShape& shape,
+                                  const BlockSizes& sizes) {
+  IntraGpuOptions options;
+  options.compute_units = sm_count(gpu.name);
+  if (options.compute_units == 0)
+    throw InputError("CP attention: no SM count known for GPU '" + gpu.name + "'");
+  if (shape.heads < 1 || shape.kv_heads < 1 || shape.heads % shape.kv_heads != 0 ||
+      shape.head_dim < 1)
+    throw InputError("CP attention: heads must be a positive multiple of kv_heads");
+  const double sm_flops = gpu.peak_flops / options.compute_units;
+  const double sm_bandwidth = gpu.hbm_bandwidth / options.compute_units;
+  const auto qb = static_cast<double>(sizes.query_block);
+  options.block_time_s =
+      4.0 * qb * static_cast<double>(sizes.key_block) * shape.head_dim / sm_flops;
+  options.aggregation_time_s = 2.0 * qb * (shape.head_dim + 1) * 4 / sm_bandwidth;
+  options.heads = shape.heads;
+  options.heads_per_kernel = shape.heads / shape.kv_heads;
+  return options;
+}
+
+std::vector<double> rank_attention_times_s(const CpPlan& plan, const IntraGpuOptions& options) {
+  std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(plan.cp));
+  for (std::size_t b = 0; b < plan.owner.size(); ++b)
+    rows[static_cast<std::size_t>(plan.owner[b])].push_back(plan.block_workload[b]);
+  std::vector<double> times;
+  for (const auto& r : rows) times.push_back(intra_gpu_time_s(r, options));
+  return times;
+}
+
+double cp_attention_time_s(const CpPlan& plan, const IntraGpuOptions& options) {
+  const std::vector<double> times = rank_attention_times_s(plan, options);
+  return *std::max_element(times.begin(), times.end());
+}
+
+}  // namespace loom

@@ -1,0 +1,182 @@
+// Pipeline instantiation (dissertation §2.4.2.1, Eq 2.5) and the layer-granular gradient
+// synchronisation between heterogeneous pipelines (§2.6.1, Fig 2.9).
+#include <algorithm>
+#include <map>
+
+#include "core/errors.hpp"
+#include "schedulers/planners/oobleck/oobleck_planner.hpp"
+
+namespace loom::oobleck {
+
+int Instantiation::num_nodes() const {
+  int n = 0;
+  for (const Pipeline& p : pipelines) n += static_cast<int>(p.nodes.size());
+  return n;
+}
+
+std::vector<std::vector<int>> feasible_counts(const std::vector<PipelineTemplate>& templates,
+                                              int nodes, int fault_tolerance) {
+  // Eq 2.5: X(p', N') = X(p'-1, N') ++ theta(X(p', N' - n_p'), p'), filled for p' over the
+  // templates and N' = 0 .. nodes; X(., 0) = { 0 }. Row p' only needs row p'-1, so one row
+  // is kept and updated in place with N' ascending (X(p', N' - n_p') is already row p').
+  const size_t p = templates.size();
+  constexpr size_t kMaxLists = 2'000'000;  // beyond this, enumeration is not the tool
+  std::vector<std::vector<std::vector<int>>> row(static_cast<size_t>(std::max(nodes, 0)) + 1);
+  row[0].push_back(std::vector<int>(p, 0));
+  size_t stored = 1;
+  for (size_t j = 0; j < p; ++j) {
+    const int nj = templates[j].nodes;
+    for (int n = nj; n <= nodes; ++n) {
+      for (std::vector<int> x : row[static_cast<size_t>(n - nj)]) {
+        ++x[j];  // theta
+        row[static_cast<size_t>(n)].push_back(std::move(x));
+        if (++stored > kMaxLists) {
+          throw InputError("oobleck: more than 2,000,000 template combinations for " +
+                           std::to_string(nodes) + " nodes; use fewer nodes or larger n_0");
+        }
+      }
+    }
+  }
+  std::vector<std::vector<int>> out;
+  for (std::vector<int>& x : row[static_cast<size_t>(std::max(nodes, 0))]) {
+    int pipelines = 0;
+    for (int c : x) pipelines += c;
+    if (pipelines >= fault_tolerance + 1) out.push_back(std::move(x));  // Requirement 2
+  }
+  return out;
+}
+
+namespace {
+
+/// Pipelines of X, larger templates first, without nodes.
+Instantiation skeleton(const std::vector<int>& counts) {
+  Instantiation inst;
+  inst.counts = counts;
+  for (size_t j = counts.size(); j-- > 0;) {
+    for (int c = 0; c < counts[j]; ++c) inst.pipelines.push_back({static_cast<int>(j), {}, 0});
+  }
+  return inst;
+}
+
+void assign_nodes(const std::vector<PipelineTemplate>& templates, const std::vector<int>& nodes,
+                  Instantiation& inst) {
+  size_t next = 0;
+  for (Pipeline& p : inst.pipelines) {
+    for (int k = 0; k < templates[static_cast<size_t>(p.template_index)].nodes; ++k)
+      p.nodes.push_back(nodes[next++]);
+  }
+}
+
+void check_enough_nodes(const std::vector<PipelineTemplate>& templates, int n_avail, int f) {
+  const int n0 = templates.empty() ? 1 : templates.front().nodes;
+  if (n_avail < (f + 1) * n0)
+    throw InfeasibleError("oobleck: " + too_few_nodes_message(n_avail, f, n0));
+}
+
+}  // namespace
+
+Instantiation instantiate(const PlanningProblem& problem,
+                          const std::vector<PipelineTemplate>& templates,
+                          const std::vector<int>& nodes) {
+  check_enough_nodes(templates, static_cast<int>(nodes.size()), problem.fault_tolerance);
+  Instantiation best = best_instantiation(problem, templates, static_cast<int>(nodes.size()));
+  assign_nodes(templates, nodes, best);
+  return best;
+}
+
+Instantiation instantiate_exhaustive(const PlanningProblem& problem,
+                                     const std::vector<PipelineTemplate>& templates,
+                                     const std::vector<int>& nodes) {
+  const int n_avail = static_cast<int>(nodes.size());
+  const int f = problem.fault_tolerance;
+  check_enough_nodes(templates, n_avail, f);
+  const std::vector<std::vector<int>> all = feasible_counts(templates, n_avail, f);
+  if (all.empty()) {
+    throw InfeasibleError("oobleck: no combination of the templates (" +
+                          std::to_string(templates.front().nodes) + ".." +
+                          std::to_string(templates.back().nodes) + " nodes) uses exactly " +
+                          std::to_string(n_avail) + " nodes with >= f+1 pipelines");
+  }
+  // §2.4.2.2: the X with the highest throughput after batch distribution.
+  Instantiation best;
+  bool found = false;
+  for (const std::vector<int>& counts : all) {
+    Instantiation inst = skeleton(counts);
+    std::vector<const PipelineTemplate*> pipes;
+    for (const Pipeline& p : inst.pipelines)
+      pipes.push_back(&templates[static_cast<size_t>(p.template_index)]);
+    const BatchDistribution d =
+        distribute_batch(pipes, problem.global_batch, problem.microbatch_size);
+    if (!d.distributable) continue;
+    for (size_t i = 0; i < pipes.size(); ++i) inst.pipelines[i].microbatches = d.microbatches[i];
+    inst.global_batch = problem.global_batch;
+    evaluate(problem, templates, inst);
+    if (!found || inst.iteration_time_s < best.iteration_time_s) {
+      best = std::move(inst);
+      found = true;
+    }
+  }
+  if (!found) {
+    // Report the recommendation for the fewest pipelines (the easiest to satisfy).
+    Instantiation inst = skeleton(all.front());
+    distribute_batch(problem, templates, inst);  // throws InputError with the recommendation
+  }
+  assign_nodes(templates, nodes, best);
+  return best;
+}
+
+std::vector<LayerSyncGroup> gradient_sync_groups(const PlanningProblem& problem,
+                                                 const std::vector<PipelineTemplate>& templates,
+                                                 const Instantiation& inst) {
+  std::vector<LayerSyncGroup> groups;
+  const int r = static_cast<int>(inst.pipelines.size());
+  for (int l = 0; l < static_cast<int>(problem.layers.size()); ++l) {
+    LayerSyncGroup g;
+    g.layer = l;
+    for (const Pipeline& p : inst.pipelines) {
+      const TemplateStage& s = templates[static_cast<size_t>(p.template_index)].stage_of_layer(l);
+      // A pipeline without node ids (during planning) is numbered by its stage's node.
+      g.nodes.push_back(p.nodes.empty() ? s.node : p.nodes[static_cast<size_t>(s.node)]);
+    }
+    // Ring of r members: 2(r-1)/r times the two-member time of the profile.
+    g.time_s =
+        r > 1 ? problem.layers[static_cast<size_t>(l)].allreduce_across_nodes_s * 2.0 * (r - 1) / r
+              : 0;
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+double gradient_sync_time_s(const PlanningProblem& problem,
+                            const std::vector<PipelineTemplate>& templates,
+                            const Instantiation& inst) {
+  if (inst.pipelines.size() < 2) return 0;
+  // Each node's NIC carries the rings of the layers it holds one after another; different
+  // nodes run theirs in parallel. Per pipeline, the busiest of its nodes.
+  double worst = 0;
+  for (const Pipeline& p : inst.pipelines) {
+    const PipelineTemplate& t = templates[static_cast<size_t>(p.template_index)];
+    std::vector<double> per_node(static_cast<size_t>(t.nodes), 0);
+    for (const TemplateStage& s : t.stages) {
+      for (int l = s.layer_begin; l < s.layer_end; ++l)
+        per_node[static_cast<size_t>(s.node)] +=
+            problem.layers[static_cast<size_t>(l)].allreduce_across_nodes_s;
+    }
+    for (double v : per_node) worst = std::max(worst, v);
+  }
+  const double r = static_cast<double>(inst.pipelines.size());
+  return worst * 2.0 * (r - 1) / r;
+}
+
+void evaluate(const PlanningProblem& problem, const std::vector<PipelineTemplate>& templates,
+              Instantiation& inst) {
+  double slowest = 0;
+  for (const Pipeline& p : inst.pipelines) {
+    slowest = std::max(
+        slowest, templates[static_cast<size_t>(p.template_index)].iteration_time_s(p.microbatches));
+  }
+  inst.sync_time_s = gradient_sync_time_s(problem, templates, inst);
+  inst.iteration_time_s = slowest + inst.sync_time_s;
+}
+
+}  // namespace loom::oobleck

@@ -1,0 +1,80 @@
+#pragma once
+/// DIP-like dynamic interleaved pipeline (baseline-schedules.md §5, DIP ASPLOS'26;
+/// dissertation §4.2.1 Fig 4.2c, §4.7.2). Modalities are partitioned separately and
+/// colocated on the same P ranks; per iteration a search orders their segments and a
+/// greedy dual-queue list scheduler interleaves them under a memory cap.
+#include <cstdint>
+#include <vector>
+
+#include "schedulers/variability/disttrain.hpp"
+
+namespace loom {
+
+/// One model chunk: a piece of one modality's layers on one rank of the replica.
+struct DipChunk {
+  int modality = 0;  ///< index into DipLayout::modality_names order (encoders, then LLM)
+  int rank = 0;      ///< rank inside the replica (chunk c of a modality: c mod P)
+  std::vector<Segment> segments;
+  std::vector<int> producers;  ///< chunks whose forward output this chunk's forward needs
+  std::vector<int> gradients;  ///< chunks whose input gradients this chunk's backward needs
+};
+
+/// Separated partitioning: modality i gets K_i = floor(T_i / T_1) segments per rank
+/// (T sorted ascending, one-microbatch profile), its layers cut into P x K_i chunks by
+/// Eq 3.5, chunk c on rank c mod P.
+struct DipLayout {
+  int ranks = 1;       ///< P
+  std::vector<int> k;  ///< K_i per modality
+  std::vector<DipChunk> chunks;
+};
+DipLayout dip_layout(const SchedulingProblem& problem);
+
+/// One F or B of one chunk for one microbatch of one replica: a node of the search's DAG.
+struct DipTask {
+  int chunk = 0;
+  int microbatch = 0;
+  bool forward = true;
+  double seconds = 0;
+  double activation_bytes = 0;  ///< held from the F's start to the B's end
+  std::vector<int> deps;        ///< task indices that must finish first
+};
+
+/// Greedy dual-queue interleaving (DIP §schedule search step 2): repeatedly take the rank
+/// whose next task can start earliest; a rank with both a forward and a backward ready
+/// alternates them as 1F1B does; a forward that would push the rank past `cap_bytes`
+/// (static + live activations) waits. `priority[t]` ranks tasks inside a queue (lower
+/// first). Returns per-rank task order and the makespan; throws InfeasibleError when the
+/// cap admits no order.
+struct DipOrder {
+  std::vector<std::vector<int>> per_rank;
+  double makespan_s = 0;
+  double peak_bytes = 0;  ///< the largest static + live activation bytes on any rank
+};
+DipOrder dip_greedy(const std::vector<DipTask>& tasks, const std::vector<DipChunk>& chunks,
+                    int ranks, const std::vector<double>& static_bytes, double cap_bytes,
+                    const std::vector<double>& priority);
+
+/// MCTS over the order of (microbatch, modality) units (priority = position, DIP's
+/// "n - i"): UCB s^alpha + beta sqrt(ln N_parent / N_child), 10 random rollouts per
+/// expansion, each scored by dip_greedy. Stops after `iterations` or `budget_s` seconds,
+/// whichever comes first (an iteration is not started when the slowest one so far would
+/// overrun the time budget); deterministic for a seed when the time budget does not bind.
+struct DipSearchStats {
+  int iterations = 0;
+  int rollouts = 0;
+  double seconds = 0;
+  /// The root order: every encoder unit before the LLM (Fig 4.2c), or microbatch-major
+  /// when that cannot run under the memory cap.
+  double initial_makespan_s = 0;
+  double best_makespan_s = 0;
+};
+std::vector<double> dip_search(const std::vector<std::vector<DipTask>>& replicas,
+                               const DipLayout& layout, int microbatches, int modalities,
+                               const std::vector<double>& static_bytes, double cap_bytes,
+                               int iterations, double budget_s, std::uint64_t seed,
+                               DipSearchStats* stats);
+
+/// The dip schedule and what its search did.
+Schedule dip_schedule(const SchedulingProblem& problem, DipSearchStats* stats);
+
+}  // namespace loom

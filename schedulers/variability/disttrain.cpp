@@ -1,0 +1,196 @@
+// DistTrain-like (baseline-schedules.md §4, mostly secondhand [2nd]; dissertation §4.2.1
+// Fig 4.2b, §4.7.2): disaggregated model orchestration, i.e. the encoders and the LLM
+// backbone on disjoint rank sets chained into one pipeline, 1F1B across the chain, and
+// disaggregated data preprocessing that reorders samples within and between microbatches.
+//
+//   encoder stages e0 .. ──> LLM stages l0 l1 ..      (own GPUs each, as cornstarch's
+//                                                      non-colocated modality parallelism)
+//
+// Planner (dissertation §4.7.2, Table 4.1): DistTrain profiles a single sample to size
+// its components. For each LLM stage count i the encoders get the fewest stages whose
+// Eq 3.5 bottleneck (one-sample costs) is at most the LLM's; the allocation with the
+// least (m + depth - 1) x bottleneck wins (reconstructed: the paper's cost formula is
+// not public).
+#include "schedulers/variability/disttrain.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "core/errors.hpp"
+
+namespace loom {
+
+std::vector<ModalityWork> sample_work(const SchedulingProblem& problem, const Branches& branches) {
+  const Model& model = *problem.model;
+  std::vector<char> encoder_side(static_cast<size_t>(model.num_layers()), 0);
+  for (const auto& layers : branches.encoders)
+    for (int l : layers) encoder_side[static_cast<size_t>(l)] = 1;
+  std::vector<ModalityWork> out;
+  out.reserve(problem.samples.size());
+  for (const Sample& sample : problem.samples) {
+    ModalityWork w;
+    const std::vector<const Sample*> one = {&sample};
+    for (int l = 0; l < model.num_layers(); ++l) {
+      const PassCost c =
+          effective_cost(*problem.cost, model, l, layer_shape(model, l, one), problem.parallel.tp);
+      const double t = c.forward_s + c.backward_s();
+      (encoder_side[static_cast<size_t>(l)] ? w.encoder_s : w.llm_s) += t;
+    }
+    out.push_back(w);
+  }
+  return out;
+}
+
+std::vector<std::vector<std::vector<int>>> intra_microbatch_lpt(
+    const std::vector<ModalityWork>& work, int dp, int microbatches, int microbatch_size) {
+  std::vector<std::vector<std::vector<int>>> out(
+      static_cast<size_t>(dp), std::vector<std::vector<int>>(static_cast<size_t>(microbatches)));
+  const int group = dp * microbatch_size;
+  for (int j = 0; j < microbatches; ++j) {
+    std::vector<int> ids(static_cast<size_t>(group));
+    std::iota(ids.begin(), ids.end(), j * group);
+    // LPT: longest encoder work first, to the least-loaded replica with room (stable
+    // tie-breaks keep it deterministic).
+    std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) {
+      return work[static_cast<size_t>(a)].encoder_s > work[static_cast<size_t>(b)].encoder_s;
+    });
+    std::vector<double> load(static_cast<size_t>(dp), 0);
+    for (int id : ids) {
+      int best = -1;
+      for (int d = 0; d < dp; ++d) {
+        if (static_cast<int>(out[static_cast<size_t>(d)][static_cast<size_t>(j)].size()) >=
+            microbatch_size)
+          continue;
+        if (best < 0 || load[static_cast<size_t>(d)] < load[static_cast<size_t>(best)]) best = d;
+      }
+      out[static_cast<size_t>(best)][static_cast<size_t>(j)].push_back(id);
+      load[static_cast<size_t>(best)] += work[static_cast<size_t>(id)].encoder_s;
+    }
+    for (auto& replica : out)
+      std::sort(replica[static_cast<size_t>(j)].begin(), replica[static_cast<size_t>(j)].end());
+  }
+  return out;
+}
+
+std::vector<int> inter_microbatch_order(const std::vector<double>& encoder_stage_s,
+                                        const std::vector<double>& llm_stage_s, int tail) {
+  const int m = static_cast<int>(encoder_stage_s.size());
+  std::vector<int> by_size(static_cast<size_t>(m));
+  std::iota(by_size.begin(), by_size.end(), 0);
+  auto size = [&](int j) {
+    return encoder_stage_s[static_cast<size_t>(j)] + llm_stage_s[static_cast<size_t>(j)];
+  };
+  std::stable_sort(by_size.begin(), by_size.end(), [&](int a, int b) { return size(a) < size(b); });
+  if (m <= 1) return by_size;
+  // Smallest first (short warm-up fill); the next `tail` smallest drain the pipeline.
+  const int reserved = std::min(tail, m - 1);
+  std::vector<int> order = {by_size.front()};
+  std::vector<int> rest(by_size.begin() + 1 + reserved, by_size.end());
+  std::vector<int> cool(by_size.begin() + 1, by_size.begin() + 1 + reserved);
+  // Middle: best fit. In the 1F1B steady state the encoder forwards the next microbatch
+  // while the backbone works on the previous one; the closest fit idles neither.
+  while (!rest.empty()) {
+    const double period = llm_stage_s[static_cast<size_t>(order.back())];
+    auto best = std::min_element(rest.begin(), rest.end(), [&](int a, int b) {
+      return std::abs(encoder_stage_s[static_cast<size_t>(a)] - period) <
+             std::abs(encoder_stage_s[static_cast<size_t>(b)] - period);
+    });
+    order.push_back(*best);
+    rest.erase(best);
+  }
+  // The reserved ones run last, largest of them first so the drain shrinks.
+  std::reverse(cool.begin(), cool.end());
+  order.insert(order.end(), cool.begin(), cool.end());
+  return order;
+}
+
+namespace {
+
+struct Allocation {
+  int llm = 1;
+  std::vector<int> encoders;
+  double estimate = std::numeric_limits<double>::infinity();
+};
+
+/// The DistTrain-like planner on one-sample costs (see the file comment).
+Allocation plan_allocation(const SchedulingProblem& problem, const Branches& branches,
+                           const std::vector<double>& costs) {
+  const int budget = problem.parallel.pp;
+  const int nb = static_cast<int>(branches.encoders.size());
+  Allocation best;
+  for (int i = 1; i <= budget - nb && i <= static_cast<int>(branches.llm.size()); ++i) {
+    Allocation a{i, {}, 0};
+    double bottleneck = branch_bottleneck(branches.llm, costs, i);
+    int used = i, depth = 0;
+    for (const auto& layers : branches.encoders) {
+      int k = 1;
+      const double t_i = branch_bottleneck(branches.llm, costs, i);
+      while (k < static_cast<int>(layers.size()) && branch_bottleneck(layers, costs, k) > t_i) ++k;
+      a.encoders.push_back(k);
+      used += k;
+      depth = std::max(depth, k);
+      bottleneck = std::max(bottleneck, branch_bottleneck(layers, costs, k));
+    }
+    if (used > budget) continue;
+    a.estimate = (problem.schedule.microbatches + depth + i - 1) * bottleneck;
+    if (a.estimate < best.estimate) best = a;
+  }
+  if (best.encoders.empty()) {
+    throw InputError("parallel.pp: " + std::to_string(budget) +
+                     " stages cannot give the encoder(s) and the LLM backbone stages of their "
+                     "own (disttrain disaggregates them); raise parallel.pp");
+  }
+  return best;
+}
+
+}  // namespace
+
+Schedule disttrain_schedule(const SchedulingProblem& problem, bool reorder) {
+  const char* name = "disttrain";
+  if (!problem.parallel.module_layouts.empty())
+    throw InputError(
+        "parallel.modules: disttrain plans its own disaggregated layout from "
+        "parallel.pp/dp/tp; per-module layouts are for cornstarch and hetero-*");
+  const Branches branches = split_branches(*problem.model, name);
+  SchedulingProblem one = problem;  // the planner's view: a single sample (Table 4.1)
+  one.schedule.microbatch_size = 1;
+  const std::vector<double> costs = view_costs(one);
+  const Allocation a = plan_allocation(problem, branches, costs);
+  const StageGraph graph = disaggregated_graph(*problem.model, branches, costs, a.encoders, a.llm);
+
+  SchedulingProblem out = problem;
+  const int dp = problem.parallel.dp, m = problem.schedule.microbatches;
+  const int mbs = problem.schedule.microbatch_size;
+  if (problem.samples.size() < static_cast<size_t>(dp * m * mbs))
+    throw InputError("workload: disttrain needs dp x microbatches x microbatch_size = " +
+                     std::to_string(dp * m * mbs) + " samples, the workload has " +
+                     std::to_string(problem.samples.size()));
+  if (reorder) {
+    const std::vector<ModalityWork> work = sample_work(problem, branches);
+    out.assignment = intra_microbatch_lpt(work, dp, m, mbs);
+    int enc_depth = *std::max_element(a.encoders.begin(), a.encoders.end());
+    for (auto& replica : out.assignment) {
+      std::vector<double> enc(static_cast<size_t>(m), 0), llm(static_cast<size_t>(m), 0);
+      for (int j = 0; j < m; ++j) {
+        for (int id : replica[static_cast<size_t>(j)]) {
+          enc[static_cast<size_t>(j)] += work[static_cast<size_t>(id)].encoder_s / enc_depth;
+          llm[static_cast<size_t>(j)] += work[static_cast<size_t>(id)].llm_s / a.llm;
+        }
+      }
+      const std::vector<int> order = inter_microbatch_order(enc, llm, enc_depth + a.llm - 1);
+      std::vector<std::vector<int>> reordered;
+      for (int j : order) reordered.push_back(replica[static_cast<size_t>(j)]);
+      replica = std::move(reordered);
+    }
+  }
+  const StageOrders orders = one_f_one_b_orders(stages_downstream(*problem.model, graph), m);
+  return lower_stage_graph(out, name, graph, orders);
+}
+
+Schedule generate_disttrain(const SchedulingProblem& problem) {
+  return disttrain_schedule(problem, true);
+}
+
+}  // namespace loom

@@ -1,0 +1,270 @@
+// Entrain (dissertation ch. 4): Algorithm 4's assignment lowered onto disaggregated
+// encoder / LLM stages with split backward and eager forward (§4.5.3).
+//
+//   encoder stage  F0 F1 F2 F3 ........ B0  B1' ..      B1' = M^enc_1 \ D_0  u  D_0's
+//   LLM stages        F0 F1 F2 ...   B0  B1 ..          encoder backward after LLM B1
+//          (0 = ol_0 defers D_0 to 1 = ul_0: LLM F1 runs M^enc_1 u D_0)
+#include "schedulers/variability/entrain.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/errors.hpp"
+#include "core/validate.hpp"
+#include "core/workload_cost.hpp"
+#include "schedulers/multimodal/multimodal.hpp"
+
+namespace loom {
+namespace {
+
+constexpr const char* kName = "entrain";
+
+/// Stage k of the first E holds piece k of every encoder branch (the unified encoder of
+/// §4.5); the LLM takes the other pp - E stages. Eq 3.5 cuts each branch.
+StageGraph entrain_graph(const Model& model, const Branches& b, const std::vector<double>& costs,
+                         int p, int e) {
+  StageGraph graph(static_cast<size_t>(p));
+  for (size_t k = 0; k < b.encoders.size(); ++k) {
+    const auto pieces = partition_branch(model, b.encoders[k], costs, e,
+                                         "encoder stages (encoder '" + b.names[k] + "')");
+    for (int s = 0; s < e; ++s) {
+      auto& segs = graph[static_cast<size_t>(s)].segments;
+      segs.insert(segs.end(), pieces[static_cast<size_t>(s)].begin(),
+                  pieces[static_cast<size_t>(s)].end());
+    }
+  }
+  const auto llm = partition_branch(model, b.llm, costs, p - e, "LLM stages");
+  for (int s = e; s < p; ++s)
+    graph[static_cast<size_t>(s)].segments = llm[static_cast<size_t>(s - e)];
+  return graph;
+}
+
+/// E minimizing the slowest stage under the batch's macroscopic per-layer costs (§4.4.3's
+/// balance between the encoder and LLM pipelines; ties: fewer encoder stages).
+int balanced_split(const Model& model, const Branches& b, const std::vector<double>& costs, int p) {
+  size_t shortest = b.encoders.front().size();
+  for (const auto& e : b.encoders) shortest = std::min(shortest, e.size());
+  int best_e = 0;
+  double best = std::numeric_limits<double>::infinity();
+  for (int e = 1; e < p; ++e) {
+    if (e > static_cast<int>(shortest) || p - e > static_cast<int>(b.llm.size())) continue;
+    std::vector<double> stage(static_cast<size_t>(e), 0.0);
+    for (const auto& branch : b.encoders) {
+      const auto pieces = partition_branch(model, branch, costs, e, "encoders");
+      for (int s = 0; s < e; ++s) {
+        for (const Segment& seg : pieces[static_cast<size_t>(s)])
+          for (int l = seg.first; l < seg.end; ++l)
+            stage[static_cast<size_t>(s)] += costs[static_cast<size_t>(l)];
+      }
+    }
+    const double t = std::max(*std::max_element(stage.begin(), stage.end()),
+                              branch_bottleneck(b.llm, costs, p - e));
+    if (best_e == 0 || t < best * (1 - 1e-9)) {
+      best = t;
+      best_e = e;
+    }
+  }
+  if (best_e == 0)
+    throw InputError("parallel.pp: " + std::to_string(p) +
+                     " stages cannot hold the encoders and the LLM of 'entrain' (too few layers)");
+  return best_e;
+}
+
+/// The samples of the iteration: dp x microbatches x microbatch_size (as every scheduler).
+std::vector<Sample> iteration_samples(const SchedulingProblem& problem) {
+  const size_t n = static_cast<size_t>(problem.parallel.dp) * problem.schedule.microbatches *
+                   problem.schedule.microbatch_size;
+  if (problem.samples.size() < n)
+    throw InputError(
+        "workload: the iteration needs dp x microbatches x microbatch_size = " + std::to_string(n) +
+        " samples but the workload has " + std::to_string(problem.samples.size()));
+  return {problem.samples.begin(), problem.samples.begin() + static_cast<long>(n)};
+}
+
+std::vector<const Sample*> pointers(const std::vector<Sample>& samples,
+                                    const std::vector<int>& ids) {
+  std::vector<const Sample*> out;
+  for (int id : ids) out.push_back(&samples[static_cast<size_t>(id)]);
+  return out;
+}
+
+/// The lowering costs every op on M^LLM_j (the assignment); the encoders' forwards and the
+/// activations they pass between encoder stages run on M^enc_j instead.
+void cost_encoder_forwards(Schedule& schedule, const SchedulingProblem& q, const EntrainPlan& plan,
+                           const std::vector<bool>& is_llm) {
+  const Model& model = *q.model;
+  auto enc_set = [&](int rank, int mb) {
+    const int d = schedule.ranks[static_cast<size_t>(rank)].replica;
+    return pointers(
+        q.samples,
+        plan.assignment.replicas[static_cast<size_t>(d)].encoder[static_cast<size_t>(mb)]);
+  };
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const int tp = schedule.ranks[static_cast<size_t>(r)].tp;
+    for (Op& op : schedule.programs[static_cast<size_t>(r)]) {
+      if (auto* c = std::get_if<Compute>(&op);
+          c && c->pass == Pass::kF && !is_llm[static_cast<size_t>(c->first_layer)]) {
+        const auto batch = enc_set(r, c->microbatch);
+        c->seconds = 0;
+        for (int l = c->first_layer; l < c->end_layer; ++l)
+          c->seconds +=
+              effective_cost(*q.cost, model, l, layer_shape(model, l, batch), tp).forward_s;
+      }
+      auto fix_message = [&](MessageTag& tag, double& bytes) {
+        if (tag.pass != Pass::kF || is_llm[static_cast<size_t>(tag.boundary_layer)]) return;
+        bytes = q.cost->output_bytes(
+            tag.producer(), layer_shape(model, tag.producer(), enc_set(r, tag.microbatch)));
+      };
+      if (auto* s = std::get_if<Send>(&op)) fix_message(s->tag, s->bytes);
+      if (auto* v = std::get_if<Recv>(&op)) fix_message(v->tag, v->bytes);
+    }
+  }
+}
+
+Schedule lower_plan(const SchedulingProblem& problem, const EntrainPlan& plan,
+                    const std::vector<Sample>& samples, const std::vector<int>& warmup) {
+  SchedulingProblem q = problem;
+  q.samples = samples;
+  q.schedule.microbatches = plan.assignment.k_eff;
+  q.assignment.clear();
+  for (const DeferralPlan& r : plan.assignment.replicas) q.assignment.push_back(r.llm);
+  const int p = static_cast<int>(plan.graph.size());
+  std::vector<int> lag(static_cast<size_t>(p));
+  const auto downstream = stages_downstream(*problem.model, plan.graph);
+  for (int s = 0; s < p; ++s)
+    lag[static_cast<size_t>(s)] = p - 1 - downstream[static_cast<size_t>(s)];
+  Schedule schedule = lower_stage_graph(q, kName, plan.graph,
+                                        entrain_orders(warmup, lag, q.schedule.microbatches,
+                                                       problem.schedule.entrain_pipeline == "zb"));
+  std::vector<bool> is_llm(static_cast<size_t>(problem.model->num_layers()), false);
+  for (int l : split_branches(*problem.model, kName).llm) is_llm[static_cast<size_t>(l)] = true;
+  cost_encoder_forwards(schedule, q, plan, is_llm);
+  return schedule;
+}
+
+bool fits(const Schedule& schedule, const Cluster& cluster) {
+  try {
+    check_fits_memory(schedule, cluster.gpu.memory_bytes);
+    return true;
+  } catch (const InfeasibleError&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+std::vector<SampleWork> entrain_sample_work(const SchedulingProblem& problem) {
+  const Model& model = *problem.model;
+  const auto components = model_components(model);
+  std::vector<SampleWork> work;
+  for (const Sample& s : problem.samples) {
+    const auto w =
+        sample_component_workload(model, *problem.cost, components, s, problem.parallel.tp);
+    SampleWork sw;
+    for (size_t c = 0; c + 1 < w.size(); ++c) sw.encoder += w[c];  // encoders: all but the LLM
+    sw.llm = w.empty() ? 0 : w.back();
+    work.push_back(sw);
+  }
+  return work;
+}
+
+StageOrders entrain_orders(const std::vector<int>& warmup, const std::vector<int>& w_lag,
+                           int microbatches, bool zero_bubble) {
+  StageOrders orders = one_f_one_b_orders(warmup, microbatches);
+  if (!zero_bubble) return orders;
+  for (size_t s = 0; s < orders.size(); ++s) {
+    std::vector<StageAction> split;
+    int next_w = 0, issued_i = 0;
+    for (const StageAction& a : orders[s]) {
+      if (a.pass != Pass::kB) {
+        split.push_back(a);
+        continue;
+      }
+      split.push_back({Pass::kI, a.microbatch});
+      // ZB-H1: W trails its I so the next I (on the critical path) is not delayed.
+      if (++issued_i > w_lag[s]) split.push_back({Pass::kW, next_w++});
+    }
+    while (next_w < microbatches) split.push_back({Pass::kW, next_w++});
+    orders[s] = std::move(split);
+  }
+  return orders;
+}
+
+EntrainPlan plan_entrain(const SchedulingProblem& problem) {
+  require_single_layout(problem, kName);  // E encoder + L LLM stages of parallel.pp
+  const Model& model = *problem.model;
+  const Branches branches = split_branches(model, kName);
+  const int p = problem.parallel.pp;
+  if (p < 2)
+    throw InputError(std::string("parallel.pp: '") + kName +
+                     "' needs at least 2 stages (encoders, then the LLM)");
+  SchedulingProblem q = problem;
+  q.samples = iteration_samples(problem);
+  EntrainPlan plan;
+  plan.work = entrain_sample_work(q);
+  // Macroscopic per-layer costs: the whole global batch as one shape (§4.4: the batch-level
+  // ratio, not one microbatch's).
+  std::vector<const Sample*> all;
+  for (const Sample& s : q.samples) all.push_back(&s);
+  const auto costs = layer_costs(model, *q.cost, q.schedule.partition_view, all, q.parallel.tp);
+  plan.encoder_stages = problem.schedule.encoder_stages;
+  if (plan.encoder_stages >= p)
+    throw InputError("schedule.encoder_stages: " + std::to_string(plan.encoder_stages) +
+                     " leaves no stage for the LLM (parallel.pp = " + std::to_string(p) + ")");
+  if (plan.encoder_stages == 0) plan.encoder_stages = balanced_split(model, branches, costs, p);
+  plan.graph = entrain_graph(model, branches, costs, p, plan.encoder_stages);
+  plan.warmup = stages_downstream(model, plan.graph);
+  const int k = problem.schedule.microbatches;
+  auto assign = [&](int k_min) {
+    DeferralOptions options;
+    options.defer = problem.schedule.entrain_defer;
+    options.min_microbatches = k_min;
+    return entrain_assign(plan.work, problem.parallel.dp, k, options);
+  };
+  plan.assignment = assign(p);  // K_eff >= pipeline depth (effective_microbatches())
+  // Memory guard (Loom's): fewer, larger microbatches hold more activations per microbatch;
+  // if plain 1F1B does not fit at K_eff, take the smallest K' in (K_eff, K] that does.
+  if (plan.assignment.k_eff < k &&
+      !fits(lower_plan(problem, plan, q.samples, plan.warmup), *problem.cluster)) {
+    int lo = plan.assignment.k_eff + 1, hi = k;
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      plan.assignment = assign(mid);
+      if (fits(lower_plan(problem, plan, q.samples, plan.warmup), *problem.cluster))
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    plan.assignment = assign(lo);
+  }
+  return plan;
+}
+
+Schedule generate_entrain(const SchedulingProblem& problem) {
+  EntrainPlan plan = plan_entrain(problem);
+  const std::vector<Sample> samples = iteration_samples(problem);
+  const int m = plan.assignment.k_eff;
+  auto with_extra = [&](int extra) {
+    std::vector<int> w = plan.warmup;
+    for (int& x : w) x = std::min(m, x + extra);
+    return w;
+  };
+  Schedule best = lower_plan(problem, plan, samples, with_extra(0));
+  if (!problem.schedule.entrain_eager || !fits(best, *problem.cluster)) return best;
+  // Eager forward (§4.5.3): the most extra warm-up forwards that still fit in memory
+  // (peak activations grow with the warm-up, so fitting is monotone: binary search).
+  int lo = 0, hi = m;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    Schedule s = lower_plan(problem, plan, samples, with_extra(mid));
+    if (fits(s, *problem.cluster)) {
+      lo = mid;
+      best = std::move(s);
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return best;
+}
+
+}  // namespace loom

@@ -1,0 +1,151 @@
+// Entrain: DP-level assignment (§4.3), stratified assignment (§4.5.1) and the subset-sum DP
+// of pairwise deferral (§4.5.2). The matching itself is in entrain_deferral.cpp.
+#include "schedulers/variability/entrain_assign.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <numeric>
+#include <stdexcept>
+
+namespace loom {
+
+double encoder_work(const std::vector<SampleWork>& work, const std::vector<int>& samples) {
+  double sum = 0;
+  for (int s : samples) sum += work[static_cast<size_t>(s)].encoder;
+  return sum;
+}
+
+double llm_work(const std::vector<SampleWork>& work, const std::vector<int>& samples) {
+  double sum = 0;
+  for (int s : samples) sum += work[static_cast<size_t>(s)].llm;
+  return sum;
+}
+
+namespace {
+
+/// Indices of `samples` sorted by encoder workload descending (ties: lower index first, so
+/// the assignment is deterministic).
+std::vector<int> by_encoder_descending(const std::vector<SampleWork>& work,
+                                       std::vector<int> samples) {
+  std::stable_sort(samples.begin(), samples.end(), [&](int a, int b) {
+    return work[static_cast<size_t>(a)].encoder > work[static_cast<size_t>(b)].encoder;
+  });
+  return samples;
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> assign_replicas(const std::vector<SampleWork>& work, int dp) {
+  if (dp < 1) throw std::invalid_argument("assign_replicas: dp < 1");
+  std::vector<int> all(work.size());
+  std::iota(all.begin(), all.end(), 0);
+  const size_t n = work.size();
+  std::vector<size_t> capacity(static_cast<size_t>(dp), n / static_cast<size_t>(dp));
+  for (size_t d = 0; d < n % static_cast<size_t>(dp); ++d) ++capacity[d];
+  std::vector<std::vector<int>> replicas(static_cast<size_t>(dp));
+  std::vector<double> llm(static_cast<size_t>(dp), 0.0);
+  // §4.3: heaviest encoder samples first, each to the replica with the least LLM work so
+  // far among those with room (the minibatch size is B_global / DP).
+  for (int s : by_encoder_descending(work, all)) {
+    size_t best = replicas.size();
+    for (size_t d = 0; d < replicas.size(); ++d) {
+      if (replicas[d].size() >= capacity[d]) continue;
+      if (best == replicas.size() || llm[d] < llm[best]) best = d;
+    }
+    replicas[best].push_back(s);
+    llm[best] += work[static_cast<size_t>(s)].llm;
+  }
+  for (auto& r : replicas) std::sort(r.begin(), r.end());
+  return replicas;
+}
+
+int effective_microbatches(const std::vector<SampleWork>& work, const std::vector<int>& samples,
+                           int k, int k_min) {
+  double max_enc = 0;
+  for (int s : samples) max_enc = std::max(max_enc, work[static_cast<size_t>(s)].encoder);
+  int k_eff = k;
+  if (max_enc > 0) {
+    // Algorithm 4 line 3; the small tolerance keeps sum/max = 4 exactly at 4 after rounding.
+    const double ratio = encoder_work(work, samples) / max_enc;
+    k_eff = std::min(k, static_cast<int>(std::floor(ratio * (1 + 1e-12))));
+    k_eff = std::max(k_eff, std::min(k, k_min));
+  }
+  return std::clamp(k_eff, 1, std::max(1, static_cast<int>(samples.size())));
+}
+
+std::vector<std::vector<int>> stratified_assignment(const std::vector<SampleWork>& work,
+                                                    const std::vector<int>& samples, int k_eff) {
+  if (k_eff < 1) throw std::invalid_argument("stratified_assignment: k_eff < 1");
+  // Line 4: S_c = the half with the highest LLM workload, S_f the rest.
+  std::vector<int> by_llm = samples;
+  std::stable_sort(by_llm.begin(), by_llm.end(), [&](int a, int b) {
+    return work[static_cast<size_t>(a)].llm > work[static_cast<size_t>(b)].llm;
+  });
+  const size_t coarse = (by_llm.size() + 1) / 2;
+  const std::vector<int> s_c(by_llm.begin(), by_llm.begin() + static_cast<long>(coarse));
+  const std::vector<int> s_f(by_llm.begin() + static_cast<long>(coarse), by_llm.end());
+
+  std::vector<std::vector<int>> mbs(static_cast<size_t>(k_eff));
+  std::vector<double> load(static_cast<size_t>(k_eff), 0.0);
+  // Lines 5-6: S_c then S_f, each by w_enc descending, Min-Max greedy (an LPT list
+  // schedule, within (2 - 1/K) of the optimal makespan by Graham's bound).
+  for (const auto* set : {&s_c, &s_f}) {
+    for (int s : by_encoder_descending(work, *set)) {
+      size_t best = 0;
+      for (size_t j = 1; j < mbs.size(); ++j) {
+        if (load[j] < load[best] || (load[j] == load[best] && mbs[j].size() < mbs[best].size()))
+          best = j;
+      }
+      mbs[best].push_back(s);
+      load[best] += work[static_cast<size_t>(s)].encoder;
+    }
+  }
+  for (auto& mb : mbs) std::sort(mb.begin(), mb.end());
+  return mbs;
+}
+
+SubsetSums::SubsetSums(const std::vector<double>& workloads, double unit) : unit_(unit) {
+  if (!(unit > 0)) throw std::invalid_argument("SubsetSums: unit must be positive");
+  int total = 0;
+  for (double w : workloads) {
+    units_.push_back(static_cast<int>(std::lround(std::max(0.0, w) / unit)));
+    total += units_.back();
+  }
+  // D[x] reachable; from_[x] = the item that first reached x, so that walking back from x
+  // visits items in decreasing index (classic 0/1 knapsack reconstruction).
+  from_.assign(static_cast<size_t>(total) + 1, -1);
+  from_[0] = -2;
+  int reach = 0;
+  for (int i = 0; i < static_cast<int>(units_.size()); ++i) {
+    const int w = units_[static_cast<size_t>(i)];
+    if (w == 0) continue;  // contributes nothing to any sum: never worth deferring
+    for (int x = reach; x >= 0; --x) {
+      if (from_[static_cast<size_t>(x)] != -1 && from_[static_cast<size_t>(x + w)] == -1)
+        from_[static_cast<size_t>(x + w)] = i;
+    }
+    reach += w;
+  }
+  for (int x = 0; x < static_cast<int>(from_.size()); ++x) {
+    if (from_[static_cast<size_t>(x)] != -1) sums_.push_back(x);
+  }
+}
+
+std::vector<int> SubsetSums::closest(double target) const {
+  const double t = target / unit_;
+  // The reachable sums around t: the first at or above it and the one below (ties: smaller).
+  auto it = std::lower_bound(sums_.begin(), sums_.end(), static_cast<int>(std::ceil(t)));
+  int best = it == sums_.end() ? sums_.back() : *it;
+  if (it != sums_.begin() && std::abs(t - *std::prev(it)) <= std::abs(t - best))
+    best = *std::prev(it);
+  std::vector<int> items;
+  for (int x = best; x > 0;) {
+    const int i = from_[static_cast<size_t>(x)];
+    items.push_back(i);
+    x -= units_[static_cast<size_t>(i)];
+  }
+  std::reverse(items.begin(), items.end());
+  return items;
+}
+
+}  // namespace loom

@@ -1,0 +1,107 @@
+// OmniBal §4.3, balanced adaptive recomputation (reconstructed: appendix A.1.1 is
+// missing). After data and model balance each stage's memory need is stable, so a stage
+// recomputes only as many layers as its free memory demands instead of the most
+// aggressive setting everywhere. Per-layer choice, most bytes saved per recompute second
+// first: the layer then keeps only its input (s x h, as core/cost_recompute.hpp) and its
+// backward (B, or I when split) re-runs its forward.
+#include <algorithm>
+#include <map>
+
+#include "core/errors.hpp"
+#include "core/timeline.hpp"
+#include "schedulers/variability/omnibal.hpp"
+
+namespace loom {
+namespace {
+
+struct LayerEffect {
+  double saved_bytes = 0;  ///< activation bytes no longer kept
+  double forward_s = 0;    ///< recompute time added to the backward
+};
+
+/// The effect of recomputing `layer` for microbatch `mb` of `replica` on a stage of `tp`.
+LayerEffect effect(const Schedule& schedule, const SchedulingProblem& problem, int replica, int mb,
+                   int layer, int tp) {
+  const Model& model = *problem.model;
+  std::vector<const Sample*> batch;
+  for (int id : schedule.samples[static_cast<size_t>(replica)][static_cast<size_t>(mb)])
+    batch.push_back(&problem.samples[static_cast<size_t>(id)]);
+  const MicrobatchShape shape = layer_shape(model, layer, batch);
+  const double kept = problem.cost->activation_bytes(layer, shape, tp);
+  const double input = layer > 0 && model.layers()[static_cast<size_t>(layer)].local_index > 0
+                           ? problem.cost->output_bytes(layer - 1, shape)
+                           : problem.cost->output_bytes(layer, shape);
+  return {std::max(0.0, kept - input),
+          effective_cost(*problem.cost, model, layer, shape, tp).forward_s};
+}
+
+/// Applies recomputation of `layer` (on stage `stage`) to every replica's ops.
+void apply(Schedule& schedule, const SchedulingProblem& problem, int stage, int layer) {
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const RankInfo& info = schedule.ranks[static_cast<size_t>(r)];
+    for (Op& op : schedule.programs[static_cast<size_t>(r)]) {
+      auto* c = std::get_if<Compute>(&op);
+      if (!c || c->redundant || c->stage != stage || layer < c->first_layer ||
+          layer >= c->end_layer)
+        continue;
+      const LayerEffect e = effect(schedule, problem, info.replica, c->microbatch, layer, info.tp);
+      if (c->pass == Pass::kF)
+        c->activation_bytes = std::max(0.0, c->activation_bytes - e.saved_bytes);
+      if (c->pass == Pass::kB || c->pass == Pass::kI) c->seconds += e.forward_s;
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<int> adaptive_recompute(Schedule& schedule, const SchedulingProblem& problem,
+                                    double memory_bytes) {
+  const Model& model = *problem.model;
+  std::vector<int> recomputed(static_cast<size_t>(schedule.num_stages), 0);
+  auto over = [&](int stage) {
+    const auto peaks = activation_peaks(schedule);
+    for (int r = 0; r < schedule.num_ranks(); ++r) {
+      const bool on_stage = std::any_of(schedule.programs[static_cast<size_t>(r)].begin(),
+                                        schedule.programs[static_cast<size_t>(r)].end(),
+                                        [&](const Op& op) { return op_stage(op) == stage; });
+      if (on_stage && schedule.static_memory[static_cast<size_t>(r)].total() +
+                              peaks[static_cast<size_t>(r)].bytes >
+                          memory_bytes)
+        return true;
+    }
+    return false;
+  };
+  for (int s = 0; s < schedule.num_stages; ++s) {
+    if (!over(s)) continue;
+    // Candidate layers of the stage that keep activations, from replica 0's first
+    // microbatch op that covers them, most bytes saved per second first.
+    std::map<int, LayerEffect> cand;
+    for (int r = 0; r < schedule.num_ranks(); ++r) {
+      for (const Op& op : schedule.programs[static_cast<size_t>(r)]) {
+        const auto* c = std::get_if<Compute>(&op);
+        if (!c || c->pass != Pass::kF || c->stage != s || c->activation_bytes <= 0) continue;
+        for (int l = c->first_layer; l < c->end_layer; ++l) {
+          if (!cand.count(l) && model.has_trainable_upstream(l))
+            cand[l] = effect(schedule, problem, schedule.ranks[static_cast<size_t>(r)].replica,
+                             c->microbatch, l, schedule.ranks[static_cast<size_t>(r)].tp);
+        }
+      }
+    }
+    std::vector<std::pair<int, LayerEffect>> order(cand.begin(), cand.end());
+    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+      return a.second.saved_bytes / std::max(a.second.forward_s, 1e-12) >
+             b.second.saved_bytes / std::max(b.second.forward_s, 1e-12);
+    });
+    for (const auto& [layer, e] : order) {
+      if (!over(s)) break;
+      apply(schedule, problem, s, layer);
+      ++recomputed[static_cast<size_t>(s)];
+    }
+    if (over(s))
+      throw InfeasibleError("omnibal: stage " + std::to_string(s) +
+                            " does not fit GPU memory even with every layer recomputed");
+  }
+  return recomputed;
+}
+
+}  // namespace loom

@@ -1,0 +1,89 @@
+// Orders of the heterogeneous schedules (heterogeneous-parallelism-megatron §3.3, Fig 4,
+// Fig 14, App. D).
+#include "schedulers/hetero/hetero_order.hpp"
+
+#include <gtest/gtest.h>
+
+namespace loom {
+namespace {
+
+TEST(HeteroOrder, DistanceToSinkOfFigure4a) {
+  // Encoder 1 with two PP stages, encoder 2 with one, the LLM with three (Fig 4a / Fig 14).
+  const std::vector<StageGraphGroup> graph = {{2, {2}}, {1, {2}}, {3, {}}};
+  const auto d = stages_to_sink(graph);
+  EXPECT_EQ(d[0], (std::vector<int>{4, 3}));
+  EXPECT_EQ(d[1], (std::vector<int>{3}));
+  EXPECT_EQ(d[2], (std::vector<int>{2, 1, 0}));
+}
+
+TEST(HeteroOrder, GraphAware1F1BWarmsUpByDistanceAndRunsEveryMicrobatchOnce) {
+  const std::vector<StageGraphGroup> graph = {{2, {2}}, {1, {2}}, {3, {}}};
+  const int m = 6;
+  const auto orders = graph_aware_1f1b(graph, m);
+  const int expected_warmup[3][3] = {{4, 3, -1}, {3, -1, -1}, {2, 1, 0}};
+  for (size_t g = 0; g < graph.size(); ++g) {
+    for (size_t s = 0; s < orders[g].size(); ++s) {
+      const auto& order = orders[g][s];
+      int warmup = 0;
+      while (warmup < static_cast<int>(order.size()) &&
+             order[static_cast<size_t>(warmup)].pass == Pass::kF)
+        ++warmup;
+      // The leading run of forwards is the warmup plus the first steady-state forward.
+      EXPECT_EQ(warmup, std::min(expected_warmup[g][s] + 1, m)) << "group " << g << " stage " << s;
+      std::vector<int> f(m, 0), b(m, 0);
+      int live = 0, peak = 0;
+      for (const StageAction& a : order) {
+        (a.pass == Pass::kF ? f : b)[static_cast<size_t>(a.microbatch)]++;
+        live += a.pass == Pass::kF ? 1 : -1;
+        peak = std::max(peak, live);
+        EXPECT_GE(live, 0);
+      }
+      for (int j = 0; j < m; ++j) {
+        EXPECT_EQ(f[static_cast<size_t>(j)], 1);
+        EXPECT_EQ(b[static_cast<size_t>(j)], 1);
+      }
+      // 1F1B's memory bound: at most distance + 1 microbatches alive.
+      EXPECT_EQ(peak, std::min(expected_warmup[g][s] + 1, m));
+    }
+  }
+}
+
+TEST(HeteroOrder, LinearChainReducesToOrdinary1F1B) {
+  const auto orders = graph_aware_1f1b({{4, {}}}, 8);
+  for (int s = 0; s < 4; ++s) {
+    const auto expected = one_f_one_b_order(4 - s - 1, 8);
+    ASSERT_EQ(orders[0][static_cast<size_t>(s)].size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_EQ(orders[0][static_cast<size_t>(s)][i].pass, expected[i].pass);
+      EXPECT_EQ(orders[0][static_cast<size_t>(s)][i].microbatch, expected[i].microbatch);
+    }
+  }
+}
+
+TEST(HeteroOrder, ThreePhaseOrderRunsEncoderForwardThenLlmThenEncoderBackward) {
+  const int m = 3;
+  const auto steps = three_phase_order({0, 1}, 2, one_f_one_b_order(0, m), m);
+  int phase = 1;
+  int llm_steps = 0;
+  for (const PhaseStep& s : steps) {
+    const int p = static_cast<int>(s.phase);
+    EXPECT_GE(p, phase) << "phases never go back";
+    phase = p;
+    if (s.phase == Phase::kLlm) {
+      EXPECT_EQ(s.group, 2);
+      ++llm_steps;
+    } else if (!s.boundary) {
+      EXPECT_EQ(s.action.pass, s.phase == Phase::kEncoderForward ? Pass::kF : Pass::kB);
+    }
+  }
+  EXPECT_EQ(llm_steps, 2 * m);
+  // Each encoder: m forwards and its forward transform; after the LLM: the backward
+  // transform and m backwards, encoders in reverse order.
+  EXPECT_EQ(steps.size(), static_cast<size_t>(2 * (m + 1) + 2 * m + 2 * (m + 1)));
+  EXPECT_TRUE(steps[static_cast<size_t>(m)].boundary);
+  EXPECT_EQ(steps[static_cast<size_t>(4 * m + 2)].group, 1);  // first phase-3 step
+  EXPECT_TRUE(steps[static_cast<size_t>(4 * m + 2)].boundary);
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,128 @@
+// Intra-GPU sub-block splitting (dissertation §3.3.2.2, Fig 3.3b) and the K/V all-gather
+// of All-Gather CP (§3.4.3).
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "core/errors.hpp"
+#include "schedulers/planners/cp/cp_plan.hpp"
+
+namespace loom {
+namespace {
+
+TEST(CpIntraGpu, SplitConservesWorkAndBoundsPieces) {
+  for (std::int64_t w : {0, 1, 5, 31, 32, 33, 1000}) {
+    for (std::int64_t s : {0, 1, 2, 16, 32}) {
+      const std::vector<std::int64_t> pieces = split_row(w, s);
+      EXPECT_EQ(std::accumulate(pieces.begin(), pieces.end(), std::int64_t{0}), w);
+      if (s > 0) {
+        for (std::int64_t p : pieces) EXPECT_LE(p, s);
+        EXPECT_EQ(static_cast<std::int64_t>(pieces.size()), w > s ? (w + s - 1) / s : 1);
+      }
+    }
+  }
+}
+
+TEST(CpIntraGpu, SplitIntoACountConservesWork) {
+  EXPECT_EQ(split_row_into(10, 4), (std::vector<std::int64_t>{3, 3, 2, 2}));
+  EXPECT_EQ(split_row_into(3, 16), (std::vector<std::int64_t>{1, 1, 1}));
+  EXPECT_EQ(split_row_into(0, 16), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(split_row_into(7, 0), (std::vector<std::int64_t>{7}));
+  IntraGpuOptions both;
+  both.sub_block = 2;
+  both.sub_blocks_per_row = 2;
+  EXPECT_THROW(intra_gpu_time_s({4}, both), InputError);
+}
+
+TEST(CpIntraGpu, SplittingRemovesTheStragglerOfFigure33b) {
+  // GPU0 of Fig 3.3: b1 (1 block) and b5 (5 blocks) on two CUs.
+  IntraGpuOptions o;
+  o.compute_units = 2;
+  o.block_time_s = 1;
+  o.aggregation_time_s = 0;
+  EXPECT_DOUBLE_EQ(intra_gpu_time_s({1, 5}, o), 5);  // CU1 runs b5 alone
+  o.sub_block = 2;
+  EXPECT_DOUBLE_EQ(intra_gpu_time_s({1, 5}, o), 3);  // pieces 1 | 2 2 1 over two CUs
+}
+
+TEST(CpIntraGpu, AggregationCostsPerPartialAndHeadsRunInSequence) {
+  IntraGpuOptions o;
+  o.compute_units = 4;
+  o.block_time_s = 1;
+  o.aggregation_time_s = 0.5;
+  o.sub_block = 4;
+  // One row of 16 -> 4 partials of 4: compute 4, aggregation 4 x 0.5 / 4 CUs.
+  EXPECT_DOUBLE_EQ(intra_gpu_time_s({16}, o), 4.5);
+  o.heads = 3;
+  EXPECT_DOUBLE_EQ(intra_gpu_time_s({16}, o), 13.5);
+  // Without a split there is nothing to aggregate.
+  o.sub_block = 0;
+  o.heads = 1;
+  EXPECT_DOUBLE_EQ(intra_gpu_time_s({16}, o), 16);
+}
+
+TEST(CpIntraGpu, TooSmallSubBlocksCostMoreThanTheyBalance) {
+  // The trade-off of §3.3.2.2: with a costly aggregation the finest split loses.
+  IntraGpuOptions o;
+  o.compute_units = 8;
+  o.block_time_s = 1;
+  o.aggregation_time_s = 4;
+  const std::vector<std::int64_t> rows{64, 8, 8, 8, 8, 8, 8, 8};
+  o.sub_block = 8;
+  const double moderate = intra_gpu_time_s(rows, o);
+  o.sub_block = 1;
+  EXPECT_GT(intra_gpu_time_s(rows, o), moderate);
+  o.sub_block = 0;
+  EXPECT_GT(intra_gpu_time_s(rows, o), moderate);
+}
+
+TEST(CpIntraGpu, OptionsFromTheGpuAndTheGroupTime) {
+  const IntraGpuOptions o = intra_gpu_options(gpu_preset("A40"), {40, 8, 128}, BlockSizes{});
+  EXPECT_EQ(o.compute_units, 84);
+  EXPECT_EQ(o.heads_per_kernel, 5);
+  EXPECT_DOUBLE_EQ(o.block_time_s, 4.0 * 128 * 32 * 128 / (149.7e12 / 84));
+  GpuSpec unknown;
+  unknown.name = "X1";
+  EXPECT_THROW(intra_gpu_options(unknown, {40, 8, 128}, BlockSizes{}), InputError);
+  // The group's time is its slowest rank's.
+  CpPlanRequest request;
+  request.cp = 2;
+  request.distribution = CpDistribution::kZigzag;
+  const CpPlan plan = plan_cp_from_workloads({1, 9, 9, 1}, 4 * 128, request);
+  IntraGpuOptions one_cu;
+  one_cu.compute_units = 1;
+  one_cu.block_time_s = 1;
+  EXPECT_DOUBLE_EQ(cp_attention_time_s(plan, one_cu), 18);  // rank 1 owns 9 + 9
+}
+
+Cluster two_nodes() {
+  Cluster c;
+  c.nodes = 2;
+  c.gpus_per_node = 4;
+  c.intra_node = {100e9, 2e-6};
+  c.inter_node = {25e9, 5e-6};
+  return c;
+}
+
+TEST(CpAllGather, EqualShardsCostGMinusOneSteps) {
+  CpPlanRequest request;
+  request.cp = 4;
+  request.distribution = CpDistribution::kZigzag;
+  const CpPlan plan = plan_cp_from_workloads(std::vector<std::int64_t>(8, 1), 8 * 128, request);
+  const KvShape shape;  // 8 KV heads x 128 x bf16: 4 KiB per token for K and V
+  const Cluster cluster = two_nodes();
+  const AllGatherCost cost = kv_allgather_cost(plan, shape, cluster, {0, 1, 2, 3});
+  const double shard = 256 * shape.bytes_per_token();
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_DOUBLE_EQ(cost.local_bytes[static_cast<std::size_t>(r)], shard);
+    EXPECT_DOUBLE_EQ(cost.received_bytes[static_cast<std::size_t>(r)], 3 * shard);
+  }
+  EXPECT_NEAR(cost.time_s, 3 * transfer_time(cluster, 0, 1, shard), 1e-15);
+  // Across nodes the slowest hop (IB) sets every step.
+  const AllGatherCost spread = kv_allgather_cost(plan, shape, cluster, {0, 1, 4, 5});
+  EXPECT_NEAR(spread.time_s, 3 * transfer_time(cluster, 1, 4, shard), 1e-15);
+  EXPECT_THROW(kv_allgather_cost(plan, shape, cluster, {0, 1}), InputError);
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,106 @@
+// Per-query-block workload W_b (dissertation Alg 1): closed forms and agreement with a
+// brute-force count over token pairs.
+#include <gtest/gtest.h>
+
+#include "core/errors.hpp"
+#include "schedulers/planners/cp/cp_plan.hpp"
+
+namespace loom {
+namespace {
+
+/// W_b by testing every token pair: the definition, O(T^2).
+std::vector<std::int64_t> brute_force(const AttentionMask& mask, const BlockSizes& sizes) {
+  const std::int64_t n = mask.size();
+  const std::int64_t rows = (n + sizes.query_block - 1) / sizes.query_block;
+  const std::int64_t cols = (n + sizes.key_block - 1) / sizes.key_block;
+  std::vector<std::int64_t> w(static_cast<std::size_t>(rows), 0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      bool any = false;
+      for (std::int64_t q = r * sizes.query_block;
+           q < std::min(n, (r + 1) * sizes.query_block) && !any; ++q)
+        for (std::int64_t k = c * sizes.key_block;
+             k < std::min(n, (c + 1) * sizes.key_block) && !any; ++k)
+          any = mask.attends(q, k);
+      w[static_cast<std::size_t>(r)] += any;
+    }
+  }
+  return w;
+}
+
+TEST(CpWorkload, CausalRowBHasBPlusOneBlocksAtEqualBlockSizes) {
+  MaskSpec spec;
+  spec.seq = 64 * 100;
+  const std::vector<std::int64_t> w = block_workloads(generate_mask(spec), {64, 64});
+  ASSERT_EQ(w.size(), 100u);
+  for (std::size_t b = 0; b < w.size(); ++b) EXPECT_EQ(w[b], static_cast<std::int64_t>(b) + 1);
+}
+
+TEST(CpWorkload, CausalRowBHasFourBPlusFourBlocksAtTheDefaultSizes) {
+  MaskSpec spec;
+  spec.seq = 128 * 50;
+  const std::vector<std::int64_t> w = block_workloads(generate_mask(spec), BlockSizes{});
+  for (std::size_t b = 0; b < w.size(); ++b) EXPECT_EQ(w[b], 4 * static_cast<std::int64_t>(b) + 4);
+}
+
+TEST(CpWorkload, FullyVisibleRowCountsEveryKeyBlockIncludingAShortLastOne) {
+  // One encoder only, no causal bit: every token sees every token.
+  const AttentionMask mask{std::vector<std::uint64_t>(1000, modality_bit(1)), 0};
+  const std::vector<std::int64_t> w = block_workloads(mask, {128, 32});
+  ASSERT_EQ(w.size(), 8u);                    // 7 full query blocks + 104 tokens
+  for (std::int64_t x : w) EXPECT_EQ(x, 32);  // ceil(1000 / 32)
+}
+
+TEST(CpWorkload, MatchesBruteForceOnEveryMaskFamily) {
+  for (const std::string& name : mask_kind_names()) {
+    MaskSpec spec;
+    spec.kind = parse_mask_kind(name);
+    spec.seq = 1500;  // not a multiple of either block
+    spec.window = 200;
+    spec.sink_tokens = 20;
+    spec.segments = 3;
+    for (BlockSizes sizes : {BlockSizes{128, 32}, BlockSizes{50, 7}, BlockSizes{1, 1}}) {
+      if (sizes.query_block == 1 && spec.seq > 600) spec.seq = 600;
+      const AttentionMask mask = generate_mask(spec);
+      const std::vector<std::int64_t> expected = brute_force(mask, sizes);
+      for (WorkloadMethod method : {WorkloadMethod::kSegments, WorkloadMethod::kBitsets})
+        EXPECT_EQ(block_workloads(mask, sizes, method), expected)
+            << name << " " << sizes.query_block << "x" << sizes.key_block << " method "
+            << static_cast<int>(method);
+    }
+  }
+}
+
+TEST(CpWorkload, WordsChangingEveryTokenAgreeWithBruteForce) {
+  // A mask file can alternate words token by token (the bitset method's case), with
+  // padding, sinks and a window mixed in.
+  AttentionMask mask;
+  std::uint64_t x = 12345;
+  for (int i = 0; i < 700; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    const std::uint64_t bits = (x >> 33) % 8;  // 0 = padding
+    mask.words.push_back(bits | ((x >> 40) % 2 ? kCausalBit : 0) |
+                         ((x >> 45) % 16 == 0 ? kSinkBit : 0));
+  }
+  for (std::int64_t window : {0, 37}) {
+    mask.window = window;
+    for (BlockSizes sizes : {BlockSizes{128, 32}, BlockSizes{20, 9}}) {
+      const std::vector<std::int64_t> expected = brute_force(mask, sizes);
+      EXPECT_EQ(block_workloads(mask, sizes, WorkloadMethod::kSegments), expected) << window;
+      EXPECT_EQ(block_workloads(mask, sizes, WorkloadMethod::kBitsets), expected) << window;
+      EXPECT_EQ(block_workloads(mask, sizes), expected) << window;
+    }
+  }
+}
+
+TEST(CpWorkload, BadBlockSizesAreInputErrors) {
+  MaskSpec spec;
+  spec.seq = 100;
+  const AttentionMask mask = generate_mask(spec);
+  EXPECT_THROW(block_workloads(mask, {0, 32}), InputError);
+  EXPECT_THROW(block_workloads(mask, {128, 0}), InputError);
+  EXPECT_THROW(block_workloads(AttentionMask{}, {128, 32}), InputError);
+}
+
+}  // namespace
+}  // namespace loom
