@@ -87,7 +87,7 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
             found = k == e.microbatch;
           }
           if (!found)
-            throw InputError("rank " + std::to_string(global(r)) + " op " + std::to_string(step) +
+            throw InputError("rank " + std::to_string(global(r)) + " step " + std::to_string(step) +
                              " (" + to_string(computes[step], schedule) + ") needs " +
                              (e.pass == Pass::kF ? "the output" : "the gradient") + " of layer " +
                              std::to_string(e.pass == Pass::kF ? e.producer : e.boundary) +

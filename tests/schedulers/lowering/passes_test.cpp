@@ -102,7 +102,7 @@ TEST(LoweringPasses, AMissingProducerNamesRankStepAndLayer) {
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("rank 1 op 4 (1F1)"), std::string::npos) << what;
+    EXPECT_NE(what.find("rank 1 step 2 (1F1)"), std::string::npos) << what;
     EXPECT_NE(what.find("output of layer 3 for microbatch 1 from rank 0"), std::string::npos)
         << what;
   }
@@ -122,7 +122,7 @@ TEST(LoweringPasses, AStageOnAnotherRankIsRejected) {
 
 TEST(LoweringPasses, ChunksOnOneRankShareOneAllReduceAndTheirMemory) {
   // Four virtual stages on two ranks (Megatron's placement: stage s on rank s mod 2).
-  TwoStages t({"parallel.dp=2"});
+  TwoStages t({"parallel.dp=2", "cost.model=analytical"});  // layers with parameters
   t.programs.stages = chain_stages(*t.study->problem.model, {{0, 2}, {2, 4}, {4, 6}, {6, 8}});
   const auto per_rank = static_memory_per_rank(t.study->problem, t.programs);
   ASSERT_EQ(per_rank.size(), 2u);
