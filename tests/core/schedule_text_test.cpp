@@ -19,6 +19,7 @@ namespace {
 class ScheduleTextRoundTrip : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ScheduleTextRoundTrip, EverySchedulerParsesBackEqual) {
+  if (test::skip_slow(GetParam())) GTEST_SKIP() << GetParam() << ": slow, set LOOM_SLOW_TESTS=1";
   int planned = 0;
   for (const SchedulerInfo& info : scheduler_registry()) {
     const test::Planned p = test::plan(GetParam(), info.name);
