@@ -197,7 +197,8 @@ Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view t
   const int pp = problem.parallel.pp;
   const int m = problem.schedule.microbatches;
   if (static_cast<int>(rows.size()) != pp) {
-    fail(source, static_cast<int>(rows.size()) + (rows.size() < static_cast<size_t>(pp) ? 1 : 0), 1,
+    // At the first row too many, or just past the last one.
+    fail(source, std::min(static_cast<int>(rows.size()), pp) + 1, 1,
          "the file has " + std::to_string(rows.size()) +
              " row(s), one per pipeline rank, but "
              "parallel.pp = " +
