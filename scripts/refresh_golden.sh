@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates the golden outputs in tests/golden/ (one file per config of configs/examples
-# and configs/paper: every registered scheduler's evaluator iteration time, bubble fraction,
-# per-rank busy time and peak memory, and per-rank op order). Run it after a deliberate
+# Regenerates the golden outputs in tests/golden/: one file per config of configs/examples
+# and configs/paper (every registered scheduler's evaluator iteration time, bubble fraction,
+# per-rank busy time and peak memory, and per-rank op order), and tests/golden/simgrid/ for
+# the examples under SimGrid with their own scheduler. Run it after a deliberate
 # change to a scheduler, a cost model or a config, then review and commit `git diff
 # tests/golden`. tests/core/golden_test.cpp compares; it writes the files instead when
 # LOOM_REFRESH_GOLDEN is set.
@@ -17,8 +18,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 [ -f "$build/CMakeCache.txt" ] || cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
-cmake --build "$build" -j2 --target loom_unit_tests
+cmake --build "$build" -j2 --target loom_unit_tests loom_sim_tests
 LOOM_SLOW_TESTS=1 LOOM_REFRESH_GOLDEN=1 "$build/tests/loom_unit_tests" --gtest_filter='Configs/Golden.*' \
   --gtest_brief=1 >/dev/null
 LOOM_SLOW_TESTS=1 "$build/tests/loom_unit_tests" --gtest_filter='Configs/Golden.*' --gtest_brief=1
+# SimGrid, examples only (one engine per process: one test per run).
+for t in Uniform1f1b VlmFrozen; do
+  LOOM_REFRESH_GOLDEN=1 "$build/tests/sim/loom_sim_tests" --gtest_filter="GoldenSimGrid.$t" \
+    --gtest_brief=1 >/dev/null
+  "$build/tests/sim/loom_sim_tests" --gtest_filter="GoldenSimGrid.$t" --gtest_brief=1
+done
 git status --short tests/golden
