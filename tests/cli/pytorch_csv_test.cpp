@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <regex>
+#include <sstream>
+
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
 #include "core/timeline.hpp"
@@ -76,6 +79,29 @@ TEST(PytorchCsv, RoundTripGivesTheSameScheduleAndTimeline) {
       EXPECT_EQ(a.bubble_fraction, b.bubble_fraction) << c.scheduler;
       EXPECT_EQ(format_pytorch_csv(imported, comms), csv) << c.scheduler;
     }
+  }
+}
+
+TEST(PytorchCsv, EveryExportedActionMatchesPytorchsActionPattern) {
+  // torch.distributed.pipelining's _Action.from_str pattern; csv.reader splits at commas.
+  const std::regex action(
+      "(\\d+)(F|I|B|W|UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)"
+      "(\\d*)");
+  for (const char* scheduler : {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved-1f1b"}) {
+    const auto study =
+        uniform(scheduler, 4, 8, std::string(scheduler) == "interleaved-1f1b" ? 2 : 1, 2);
+    int actions = 0;
+    for (bool comms : {false, true}) {
+      std::stringstream csv(format_pytorch_csv(study->schedule, comms));
+      for (std::string row; std::getline(csv, row);) {
+        std::stringstream cells(row);
+        for (std::string cell; std::getline(cells, cell, ',');) {
+          EXPECT_TRUE(std::regex_match(cell, action)) << scheduler << ": '" << cell << "'";
+          ++actions;
+        }
+      }
+    }
+    EXPECT_GT(actions, 4 * 8 * 2) << scheduler;
   }
 }
 
