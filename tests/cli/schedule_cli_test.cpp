@@ -57,15 +57,16 @@ TEST(ScheduleCli, PytorchCsvRunsThroughLoomsLowering) {
         config("examples/uniform-1f1b.toml") + " --set schedule.name=" + scheduler +
         (std::string(scheduler) == "interleaved-1f1b" ? " --set schedule.chunks=2" : "");
     export_to(cfg + " --format pytorch-csv", dir.path("s.csv"));
-    export_to(cfg + " --format pytorch-csv --comms", dir.path("c.csv"));
     EXPECT_EQ(slurp(dir.path("s.csv")).rfind("0F0,", 0), 0u) << slurp(dir.path("s.csv"));
     sim(cfg, dir.path("planned"));
     sim(cfg + " --schedule " + dir.path("s.csv"), dir.path("csv"));
-    sim(cfg + " --schedule " + dir.path("c.csv"), dir.path("comms"));
     EXPECT_EQ(slurp(dir.path("planned/timeline.csv")), slurp(dir.path("csv/timeline.csv")))
         << scheduler;
-    EXPECT_EQ(slurp(dir.path("planned/timeline.csv")), slurp(dir.path("comms/timeline.csv")))
-        << scheduler;
+    if (std::string(scheduler) != "zb-h1") continue;
+    export_to(cfg + " --format pytorch-csv --comms", dir.path("c.csv"));
+    EXPECT_NE(slurp(dir.path("c.csv")).find("0F0,0SEND_F0,"), std::string::npos);
+    sim(cfg + " --schedule " + dir.path("c.csv"), dir.path("comms"));
+    EXPECT_EQ(slurp(dir.path("planned/timeline.csv")), slurp(dir.path("comms/timeline.csv")));
   }
 }
 
