@@ -16,6 +16,7 @@
 #include "cli/commands.hpp"
 #include "cli/output_dir.hpp"
 #include "cli/run_output.hpp"
+#include "cli/schedule_import.hpp"
 #include "cli/study.hpp"
 #include "core/evaluator.hpp"
 #include "core/io.hpp"
@@ -29,6 +30,7 @@ struct SimOptions {
   std::string config;
   std::string out;
   std::string backend;
+  std::string schedule;  ///< a schedule file to run instead of planning one
   std::vector<std::string> overrides;
   std::vector<std::string> simgrid_cfg;
   bool no_plot = false;
@@ -187,9 +189,13 @@ void print_stages(const Study& study, std::ostream& os) {
 int run_sim(const SimOptions& o) {
   std::vector<std::string> overrides = o.overrides;
   if (!o.backend.empty()) overrides.push_back("sim.backend=" + o.backend);
-  if (!o.quiet) std::cerr << "loom: planning " << o.config << " ...\n";
+  if (!o.quiet)
+    std::cerr << "loom: " << (o.schedule.empty() ? "planning " + o.config : "loading " + o.schedule)
+              << " ...\n";
   const auto plan_start = std::chrono::steady_clock::now();
-  const auto study = prepare_study(o.config, overrides);
+  auto study =
+      o.schedule.empty() ? prepare_study(o.config, overrides) : load_study(o.config, overrides);
+  if (!o.schedule.empty()) study->schedule = load_schedule_file(*study, o.schedule);
   const double planning_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - plan_start).count();
   const std::string backend = study->config.sim.backend;
@@ -222,7 +228,7 @@ int run_sim(const SimOptions& o) {
   }
   const Metrics metrics = compute_metrics(study->schedule, run.timeline);
   nlohmann::json views = nullptr;
-  if (study->config.schedule.stage_layers.empty()) {
+  if (study->config.schedule.stage_layers.empty() && o.schedule.empty()) {
     views = {{"true", evaluate_with_view(*study, PartitionView::kTrue)},
              {"naive", evaluate_with_view(*study, PartitionView::kNaive)}};
   }
@@ -276,6 +282,10 @@ CommandRun attach_sim(CLI::App& sub) {
   sub.add_option("--backend", o->backend,
                  "simgrid (link contention, default) or evaluator (contention-free, fast)")
       ->check(CLI::IsMember({"simgrid", "evaluator"}));
+  sub.add_option("--schedule", o->schedule,
+                 "Run this schedule file instead of planning one: the `loom` format or "
+                 "PyTorch's action CSV, detected from the content (docs/schedule-ir.md)")
+      ->check(CLI::ExistingFile);
   sub.add_option("--set", o->overrides,
                  "Override a config key: section.key=value (repeatable), "
                  "e.g. --set parallel.pp=8 --set schedule.name=gpipe");

@@ -14,6 +14,10 @@ const loom::Command kCommands[] = {
     {"config", "Check a config and print it resolved (file, --set overrides and defaults)",
      loom::attach_config},
     {"schedulers", "List the registered schedulers", loom::attach_schedulers},
+    {"schedule",
+     "Export a config's schedule to a file: the loom IR text or PyTorch's action CSV (see loom "
+     "schedule export --help); loom sim --schedule FILE runs one",
+     loom::attach_schedule},
     {"plan", "Run one planner on its own and print its plan (see loom plan --help)",
      loom::attach_plan},
     {"replay", "Replay a node-availability trace under a fault-tolerance policy (oobleck, ...)",

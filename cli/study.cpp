@@ -66,8 +66,8 @@ std::vector<Sample> load_workload(const Config& config, size_t needed) {
 
 }  // namespace
 
-std::unique_ptr<Study> prepare_study(const std::string& config_path,
-                                     const std::vector<std::string>& overrides) {
+std::unique_ptr<Study> load_study(const std::string& config_path,
+                                  const std::vector<std::string>& overrides) {
   auto study = std::make_unique<Study>();
   study->config = load_config(config_path, overrides);
   const Config& c = study->config;
@@ -89,6 +89,14 @@ std::unique_ptr<Study> prepare_study(const std::string& config_path,
                      std::to_string(kMaxSamples));
   }
   p.samples = load_workload(c, needed);
+  return study;
+}
+
+std::unique_ptr<Study> prepare_study(const std::string& config_path,
+                                     const std::vector<std::string>& overrides) {
+  auto study = load_study(config_path, overrides);
+  const Config& c = study->config;
+  SchedulingProblem& p = study->problem;
   // Planning errors name config keys ("parallel.tp: ..."); say which file they are in.
   try {
     const SchedulerInfo& scheduler = find_scheduler(c.schedule.name);

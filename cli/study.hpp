@@ -18,6 +18,11 @@ struct Study {
   Schedule schedule;
 };
 
+/// Loads the config and builds the cost model, workload and scheduling problem; the
+/// schedule stays empty (for a schedule read from a file: cli/schedule_import.hpp).
+std::unique_ptr<Study> load_study(const std::string& config_path,
+                                  const std::vector<std::string>& overrides);
+
 /// Loads the config, builds the cost model and workload, runs the configured scheduler,
 /// validates the schedule and checks it fits GPU memory. Throws InputError /
 /// InfeasibleError with messages that name the file and key.

@@ -82,6 +82,7 @@ struct Compute {
   /// runs every encoder on every pipeline stage, cornstarch-arxiv §2.2 Fig 1b): it costs
   /// time but its output feeds nothing, so exactly-once and data checks skip it.
   bool redundant = false;
+  bool operator==(const Compute&) const = default;
 };
 
 struct Send {
@@ -90,6 +91,7 @@ struct Send {
   int module = 0;  ///< module of the data
   MessageTag tag;
   double bytes = 0;
+  bool operator==(const Send&) const = default;
 };
 
 struct Recv {
@@ -98,6 +100,7 @@ struct Recv {
   int module = 0;
   MessageTag tag;
   double bytes = 0;
+  bool operator==(const Recv&) const = default;
 };
 
 struct Collective {
@@ -106,6 +109,7 @@ struct Collective {
   int stage = 0;  ///< the stage whose data is reduced (for labels)
   int module = 0;
   double bytes = 0;  ///< the full buffer size per member
+  bool operator==(const Collective&) const = default;
 };
 
 using Op = std::variant<Compute, Send, Recv, Collective>;
@@ -116,6 +120,7 @@ struct RankInfo {
   int gpu = 0;
   int tp = 1;
   int replica = 0;
+  bool operator==(const RankInfo&) const = default;
 };
 
 /// Bytes a rank holds for the whole iteration (parameters, their gradients and optimizer
@@ -125,6 +130,7 @@ struct StaticMemory {
   double gradients = 0;
   double optimizer = 0;
   double total() const { return parameters + gradients + optimizer; }
+  bool operator==(const StaticMemory&) const = default;
 };
 
 struct Schedule {
@@ -141,6 +147,9 @@ struct Schedule {
 
   int num_ranks() const { return static_cast<int>(programs.size()); }
   size_t num_ops() const;
+  /// Field by field (ops compare exactly, MessageTag by its producer()): what the text
+  /// form's round trip preserves (core/schedule_text.hpp).
+  bool operator==(const Schedule&) const = default;
 };
 
 /// "2F0", "1SEND_F3->2", ... (see the header comment). Stable: used in errors and diffs.

@@ -1,0 +1,62 @@
+// `loom schedule export CONFIG --format loom|pytorch-csv --out FILE`: plans the config's
+// schedule (validated as for `loom sim`) and writes it to a file that `loom sim CONFIG
+// --schedule FILE` runs back, that a person can edit and diff, or that PyTorch pipelining
+// loads (`_load_csv`). Formats: docs/schedule-ir.md.
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "cli/schedule_import.hpp"
+#include "cli/study.hpp"
+#include "core/io.hpp"
+
+namespace loom {
+namespace {
+
+struct ExportOptions {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string format = "loom";
+  bool comms = false;
+  std::string out;
+};
+
+int run_export(const ExportOptions& o) {
+  const auto study = prepare_study(o.config, o.overrides);
+  const ScheduleFormat format =
+      o.format == "loom" ? ScheduleFormat::kLoom : ScheduleFormat::kPytorchCsv;
+  const std::string text = export_schedule(study->schedule, format, o.comms);
+  std::ofstream out = open_for_write(o.out);
+  out << text;
+  finish_write(out, o.out);
+  std::cout << "wrote " << o.out << ": " << study->schedule.scheduler << ", "
+            << study->schedule.num_ranks() << " ranks, " << study->schedule.num_ops()
+            << " operations (" << o.format << ")\n";
+  return 0;
+}
+
+}  // namespace
+
+CommandRun attach_schedule(CLI::App& sub) {
+  sub.require_subcommand(1);
+  auto o = std::make_shared<ExportOptions>();
+  CLI::App* export_cmd = sub.add_subcommand(
+      "export", "Plan a config's schedule and write it to a file (loom IR or PyTorch CSV)");
+  export_cmd->add_option("CONFIG", o->config, "TOML config (see configs/examples/)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  export_cmd->add_option("--set", o->overrides,
+                         "Override a config key: section.key=value (repeatable), "
+                         "e.g. --set schedule.name=zb-h1");
+  export_cmd
+      ->add_option("--format", o->format,
+                   "loom (the full IR, read back by loom sim --schedule) or pytorch-csv "
+                   "(PyTorch pipelining's action CSV, one row per rank)")
+      ->check(CLI::IsMember({"loom", "pytorch-csv"}));
+  export_cmd->add_flag(
+      "--comms", o->comms,
+      "pytorch-csv: also write SEND_F/RECV_F/SEND_B/RECV_B and REDUCE_GRAD actions");
+  export_cmd->add_option("--out", o->out, "File to write")->required();
+  return [o, export_cmd]() { return export_cmd->parsed() ? run_export(*o) : 2; };
+}
+
+}  // namespace loom

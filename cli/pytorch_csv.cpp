@@ -1,0 +1,242 @@
+// PyTorch pipelining's action CSV, both ways (see pytorch_csv.hpp). Export reads the
+// compute order (and optionally the messages) straight off the IR; import parses the
+// actions and hands the per-rank order to the same lowering the schedulers use, so an
+// imported schedule gets Loom's messages, all-reduces, samples and memory events.
+#include "cli/pytorch_csv.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+#include <vector>
+
+#include "core/errors.hpp"
+#include "core/overloaded.hpp"
+
+namespace loom {
+namespace {
+
+std::string compute_action(const Compute& c) {
+  return std::to_string(c.stage) + to_string(c.pass) + std::to_string(c.microbatch);
+}
+
+/// PyTorch's communication action for a Loom op ("" when it has none).
+std::string comm_action(const Op& op) {
+  return std::visit(
+      Overloaded{
+          [](const Compute&) { return std::string(); },
+          [](const Send& s) {
+            return std::to_string(s.stage) + (s.tag.pass == Pass::kF ? "SEND_F" : "SEND_B") +
+                   std::to_string(s.tag.microbatch);
+          },
+          [](const Recv& r) {
+            return std::to_string(r.stage) + (r.tag.pass == Pass::kF ? "RECV_F" : "RECV_B") +
+                   std::to_string(r.tag.microbatch);
+          },
+          [](const Collective& c) {
+            return c.kind == CollectiveKind::kAllReduce ? std::to_string(c.stage) + "REDUCE_GRAD"
+                                                        : std::string();
+          },
+      },
+      op);
+}
+
+/// One parsed action with where it was, for import errors.
+struct Located {
+  RankAction action;
+  int line = 0;
+  int column = 0;
+};
+
+[[noreturn]] void fail(const std::string& source, int line, int column, const std::string& what) {
+  throw InputError(source + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
+                   what);
+}
+
+/// Parses one `_Action` string (already trimmed); appends compute actions to `out`.
+void parse_action(std::string_view text, const std::string& source, int line, int column,
+                  std::vector<Located>& out) {
+  if (!text.empty() && text.front() == '(') {  // "(0F1;1B0)OVERLAP_F_B"
+    const size_t close = text.find(')');
+    if (close == std::string_view::npos || text.substr(close + 1) != "OVERLAP_F_B")
+      fail(source, line, column,
+           "expected '(ACTION;ACTION)OVERLAP_F_B', found '" + std::string(text) + "'");
+    size_t at = 1;
+    while (at < close) {
+      size_t end = std::min(text.find(';', at), close);
+      parse_action(text.substr(at, end - at), source, line, column + static_cast<int>(at), out);
+      at = end + 1;
+    }
+    return;
+  }
+  int stage = 0;
+  const auto [after_stage, ec] = std::from_chars(text.data(), text.data() + text.size(), stage);
+  const size_t type_at = static_cast<size_t>(after_stage - text.data());
+  if (ec != std::errc() || type_at == 0 || text.front() == '-') {
+    fail(source, line, column,
+         "expected an action [stage][type][microbatch] such as 0F0, 1B3, 0I2, 0W2 or 0SEND_F0, "
+         "found '" +
+             std::string(text) + "'");
+  }
+  // No type is a prefix of another, so the first that matches is the one.
+  static const char* const kTypes[] = {"UNSHARD", "RESHARD", "REDUCE_GRAD", "SEND_F", "RECV_F",
+                                       "SEND_B",  "RECV_B",  "F",           "B",      "I",
+                                       "W"};
+  std::string_view type;
+  for (const char* t : kTypes) {
+    if (text.substr(type_at).rfind(t, 0) == 0) {
+      type = t;
+      break;
+    }
+  }
+  if (type.empty()) {
+    fail(source, line, column + static_cast<int>(type_at),
+         "unknown action type in '" + std::string(text) +
+             "' (valid: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, REDUCE_GRAD, UNSHARD, "
+             "RESHARD)");
+  }
+  const std::string_view rest = text.substr(type_at + type.size());
+  const bool compute = type.size() == 1;
+  const bool takes_microbatch = compute || type.rfind("SEND", 0) == 0 || type.rfind("RECV", 0) == 0;
+  int microbatch = 0;
+  const auto [end, mec] = std::from_chars(rest.data(), rest.data() + rest.size(), microbatch);
+  const bool ok = takes_microbatch ? (mec == std::errc() && end == rest.data() + rest.size() &&
+                                      !rest.empty() && rest.front() != '-')
+                                   : rest.empty();
+  if (!ok) {
+    fail(source, line, column + static_cast<int>(type_at + type.size()),
+         std::string(takes_microbatch ? "expected a microbatch number" : "expected nothing") +
+             " after '" + std::string(type) + "' in '" + std::string(text) + "'");
+  }
+  if (!compute) return;  // communication: Loom's lowering adds its own
+  const Pass pass = type == "F"   ? Pass::kF
+                    : type == "B" ? Pass::kB
+                    : type == "I" ? Pass::kI
+                                  : Pass::kW;
+  out.push_back({{stage, pass, microbatch}, line, column});
+}
+
+std::vector<std::vector<Located>> parse_rows(std::string_view text, const std::string& source) {
+  std::vector<std::vector<Located>> rows;
+  int number = 0;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view row = text.substr(at, end - at);
+    if (!row.empty() && row.back() == '\r') row.remove_suffix(1);  // csv.writer's "\r\n"
+    if (number == 0 && row.rfind("\xEF\xBB\xBF", 0) == 0) row.remove_prefix(3);  // BOM
+    ++number;
+    at = end + 1;
+    std::vector<Located> actions;
+    for (size_t field = 0; field <= row.size();) {
+      size_t comma = row.find(',', field);
+      if (comma == std::string_view::npos) comma = row.size();
+      std::string_view cell = row.substr(field, comma - field);
+      size_t lead = 0;
+      while (lead < cell.size() && (cell[lead] == ' ' || cell[lead] == '"')) ++lead;
+      cell.remove_prefix(lead);
+      while (!cell.empty() && (cell.back() == ' ' || cell.back() == '"')) cell.remove_suffix(1);
+      if (!cell.empty())  // an empty field is an idle step
+        parse_action(cell, source, number, static_cast<int>(field + lead) + 1, actions);
+      field = comma + 1;
+    }
+    rows.push_back(std::move(actions));
+  }
+  while (!rows.empty() && rows.back().empty()) rows.pop_back();  // trailing blank lines
+  return rows;
+}
+
+std::string microbatch_mismatch(int max_microbatch, int m) {
+  return "the actions use microbatches 0.." + std::to_string(max_microbatch) +
+         " but schedule.microbatches = " + std::to_string(m) +
+         " (run with --set schedule.microbatches=" + std::to_string(max_microbatch + 1) + ")";
+}
+
+}  // namespace
+
+std::string format_pytorch_csv(const Schedule& schedule, bool comms) {
+  std::string out;
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    if (schedule.ranks[static_cast<size_t>(r)].replica != 0) continue;
+    std::vector<std::string> row;
+    std::string last_compute;
+    for (const Op& op : schedule.programs[static_cast<size_t>(r)]) {
+      std::string action;
+      if (const auto* c = std::get_if<Compute>(&op)) {
+        if (c->redundant) continue;
+        action = compute_action(*c);
+        // One action per (stage, pass, microbatch): a multi-module stage's segments and
+        // the messages between them belong to it.
+        if (action == last_compute) continue;
+        last_compute = action;
+      } else if (comms) {
+        action = comm_action(op);
+        if (action.empty() || (!row.empty() && row.back() == action)) continue;
+      } else {
+        continue;
+      }
+      row.push_back(action);
+    }
+    for (size_t i = 0; i < row.size(); ++i) out += (i ? "," : "") + row[i];
+    out += "\n";
+  }
+  return out;
+}
+
+RankOrders parse_pytorch_csv(std::string_view text, const std::string& source) {
+  RankOrders orders;
+  for (const auto& row : parse_rows(text, source)) {
+    orders.emplace_back();
+    for (const Located& a : row) orders.back().push_back(a.action);
+  }
+  return orders;
+}
+
+Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view text,
+                            const std::string& source) {
+  const auto rows = parse_rows(text, source);
+  const int pp = problem.parallel.pp;
+  const int m = problem.schedule.microbatches;
+  if (static_cast<int>(rows.size()) != pp) {
+    // At the first row too many, or just past the last one.
+    fail(source, std::min(static_cast<int>(rows.size()), pp) + 1, 1,
+         "the file has " + std::to_string(rows.size()) +
+             " row(s), one per pipeline rank, but "
+             "parallel.pp = " +
+             std::to_string(pp) + " (run with --set parallel.pp=" + std::to_string(rows.size()) +
+             ")");
+  }
+  std::set<int> stages;
+  int max_microbatch = -1;
+  for (const auto& row : rows) {
+    for (const Located& a : row) {
+      stages.insert(a.action.stage);
+      max_microbatch = std::max(max_microbatch, a.action.microbatch);
+    }
+  }
+  const int count = static_cast<int>(stages.size());
+  if (stages.empty() || *stages.rbegin() != count - 1 || count % pp != 0) {
+    fail(source, 1, 1,
+         "the actions name " + std::to_string(count) + " distinct stage(s) (highest " +
+             std::to_string(stages.empty() ? -1 : *stages.rbegin()) +
+             "); Loom needs stages 0..pp*v-1, v chunks on each of parallel.pp = " +
+             std::to_string(pp) + " ranks");
+  }
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (const Located& a : rows[r]) {
+      if (a.action.stage % pp != static_cast<int>(r)) {
+        fail(source, a.line, a.column,
+             "stage " + std::to_string(a.action.stage) + " on rank " + std::to_string(r) +
+                 ": Loom places virtual stage s on rank s mod pp (" +
+                 std::to_string(a.action.stage % pp) +
+                 "); other placements (V-shaped, e.g. ZBV) are not supported");
+      }
+      if (a.action.microbatch >= m)
+        fail(source, a.line, a.column, microbatch_mismatch(max_microbatch, m));
+    }
+  }
+  if (max_microbatch + 1 != m) fail(source, 1, 1, microbatch_mismatch(max_microbatch, m));
+  return lower_virtual_pipeline(problem, "pytorch-csv", parse_pytorch_csv(text, source),
+                                count / pp);
+}
+
+}  // namespace loom

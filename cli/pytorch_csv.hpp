@@ -1,0 +1,41 @@
+#pragma once
+/// PyTorch pipelining's action CSV (torch.distributed.pipelining, `_dump_csv` /
+/// `_load_csv`): one row per pipeline rank, comma-separated actions in `_Action`'s string
+/// form, [stage][type][microbatch]:
+///   compute        "0F0" forward, "1B3" full backward, "0I2" backward for inputs,
+///                  "0W2" backward for weights
+///   communication  "0SEND_F0" / "1RECV_F0" (activations), "1SEND_B0" / "0RECV_B0"
+///                  (gradients), "0REDUCE_GRAD", "0UNSHARD", "0RESHARD" (no microbatch)
+/// An empty field is an idle step (PyTorch writes None that way). Stage indices are the
+/// IR's (virtual) stages; with v chunks per rank, stage s runs on rank s mod pp (Megatron's
+/// and PyTorch's looped placement).
+#include <string>
+#include <string_view>
+
+#include "core/schedule.hpp"
+#include "schedulers/pipeline.hpp"
+
+namespace loom {
+
+/// One row per rank of replica 0 (data-parallel replicas run the same program), in rank
+/// order. Compute actions only, or with `comms` also SEND_F/RECV_F/SEND_B/RECV_B for the
+/// schedule's point-to-point messages and REDUCE_GRAD for its gradient all-reduces (other
+/// collectives have no PyTorch action and are left out). A stage of several modules is
+/// one action per (stage, pass, microbatch); redundant copies are left out.
+std::string format_pytorch_csv(const Schedule& schedule, bool comms);
+
+/// The compute actions of each row, in order (communication actions are checked and
+/// dropped: Loom's lowering inserts its own). Throws InputError "SOURCE:LINE:COL: ..." on
+/// an action that does not parse. OVERLAP_F_B "(a;b)OVERLAP_F_B" runs a then b.
+RankOrders parse_pytorch_csv(std::string_view text, const std::string& source);
+
+/// A full Schedule from a compute-only action CSV: the rows must be the problem's
+/// parallel.pp ranks, the stages 0..pp*v-1 with stage s on row s mod pp, and the
+/// microbatches 0..schedule.microbatches-1; then Loom's lowering (lower_virtual_pipeline,
+/// v = stages / pp) adds messages, all-reduces, samples and memory. The scheduler name is
+/// "pytorch-csv". Throws InputError naming the line and column of the first action that
+/// breaks a rule, with the --set that would fix a mismatch.
+Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view text,
+                            const std::string& source);
+
+}  // namespace loom

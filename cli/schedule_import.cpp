@@ -1,0 +1,78 @@
+// Loading a schedule file and holding it to the rules a planned schedule meets (see
+// schedule_import.hpp). A file is user input, so a schedule that deadlocks or misses a
+// dependency is an input error (exit 2) rather than an infeasible request (exit 3).
+#include "cli/schedule_import.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include "cli/pytorch_csv.hpp"
+#include "core/errors.hpp"
+#include "core/schedule_stall.hpp"
+#include "core/schedule_text.hpp"
+#include "core/validate.hpp"
+
+namespace loom {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot read the schedule file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void check_modules(const Schedule& s, const Model& model, const std::string& path) {
+  std::vector<std::string> names;
+  for (const Module& m : model.modules()) names.push_back(m.name);
+  if (s.module_names == names) return;
+  auto list = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& n : v) out += (out.empty() ? "" : " ") + n;
+    return out;
+  };
+  throw InputError(path + ": the schedule's modules (" + list(s.module_names) +
+                   ") are not the config's model (" + list(names) +
+                   "): export it from the same config");
+}
+
+}  // namespace
+
+std::string export_schedule(const Schedule& schedule, ScheduleFormat format, bool comms) {
+  return format == ScheduleFormat::kLoom ? format_schedule(schedule)
+                                         : format_pytorch_csv(schedule, comms);
+}
+
+Schedule load_schedule_file(const Study& study, const std::string& path) {
+  const std::string text = read_file(path);
+  const Model& model = study.config.model;
+  Schedule schedule;
+  if (is_loom_schedule_text(text)) {
+    schedule = parse_schedule(text, path);
+  } else {
+    try {
+      schedule = import_pytorch_csv(study.problem, text, path);
+    } catch (const InputError& e) {
+      throw InputError(std::string(e.what()) +
+                       "\n  (read as PyTorch's action CSV: the file does not start with '" +
+                       std::string(kScheduleTextMagic) + "')");
+    }
+  }
+  check_modules(schedule, model, path);
+  try {
+    check_placement(schedule, study.config.cluster);
+    check_runs_to_completion(schedule);
+    validate(schedule, model);
+  } catch (const InfeasibleError& e) {
+    throw InputError(path + ": " + e.what());
+  }
+  try {
+    check_fits_memory(schedule, study.config.cluster.gpu.memory_bytes);
+  } catch (const InfeasibleError& e) {
+    throw InfeasibleError(path + ": " + e.what());
+  }
+  return schedule;
+}
+
+}  // namespace loom

@@ -1,0 +1,445 @@
+// Reading the `loom` text form back (core/schedule_text.hpp). A strict recursive reader:
+// every section comes in the order format_schedule() writes it, every count is checked
+// against what follows, and every error names the line and column of the offending token
+// so that a hand-edited file says where it went wrong.
+#include <charconv>
+#include <map>
+#include <vector>
+
+#include "core/errors.hpp"
+#include "core/schedule_text.hpp"
+
+namespace loom {
+namespace {
+
+struct Token {
+  std::string_view text;
+  int column = 1;  ///< 1-based
+};
+
+struct Line {
+  int number = 0;  ///< 1-based
+  std::vector<Token> tokens;
+};
+
+/// The key=value fields of one line, each with its token for error positions.
+using Fields = std::map<std::string, Token, std::less<>>;
+
+class Reader {
+ public:
+  Reader(std::string_view text, std::string source) : source_(std::move(source)) {
+    int number = 0;
+    for (size_t at = 0; at <= text.size();) {
+      size_t end = text.find('\n', at);
+      if (end == std::string_view::npos) end = text.size();
+      std::string_view raw = text.substr(at, end - at);
+      if (!raw.empty() && raw.back() == '\r') raw.remove_suffix(1);
+      ++number;
+      Line line{number, {}};
+      for (size_t i = 0; i < raw.size();) {
+        if (raw[i] == ' ' || raw[i] == '\t') {
+          ++i;
+          continue;
+        }
+        const size_t start = i;
+        while (i < raw.size() && raw[i] != ' ' && raw[i] != '\t') ++i;
+        line.tokens.push_back({raw.substr(start, i - start), static_cast<int>(start) + 1});
+      }
+      if (!line.tokens.empty() && line.tokens.front().text.front() != '#')
+        lines_.push_back(std::move(line));
+      at = end + 1;
+    }
+    last_line_ = number;
+  }
+
+  [[noreturn]] void fail(int line, int column, const std::string& what) const {
+    throw InputError(source_ + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
+                     what);
+  }
+  [[noreturn]] void fail(const Line& line, const Token& token, const std::string& what) const {
+    fail(line.number, token.column, what);
+  }
+
+  bool at_end() const { return next_ >= lines_.size(); }
+  /// The first word of the next line ("" at the end).
+  std::string_view peek() const {
+    return at_end() ? std::string_view() : lines_[next_].tokens.front().text;
+  }
+
+  /// The next non-blank, non-comment line; `expected` says what should have come.
+  const Line& next(const std::string& expected) {
+    if (at_end()) fail(last_line_, 1, "unexpected end of file, expected " + expected);
+    return lines_[next_++];
+  }
+
+  /// The next line, which must be `keyword` followed by `values` more tokens.
+  const Line& keyword(const std::string& word, size_t values, const std::string& expected) {
+    const Line& line = next(expected);
+    if (line.tokens.front().text != word) {
+      fail(line, line.tokens.front(),
+           "expected " + expected + ", found '" + std::string(line.tokens.front().text) + "'");
+    }
+    if (line.tokens.size() != values + 1) {
+      const Token& at =
+          line.tokens.size() > values + 1 ? line.tokens[values + 1] : line.tokens.back();
+      fail(line, at,
+           "'" + word + "' takes " + std::to_string(values) + " value(s): expected " + expected);
+    }
+    return line;
+  }
+
+  int integer(const Line& line, const Token& token, std::string_view text, int offset = 0) const {
+    int value = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || ptr != text.data() + text.size() || value < 0) {
+      fail(line.number, token.column + offset,
+           "expected a non-negative integer, found '" + std::string(text) + "'");
+    }
+    return value;
+  }
+  int integer(const Line& line, const Token& token) const {
+    return integer(line, token, token.text);
+  }
+
+  double real(const Line& line, const Token& token, std::string_view text, int offset) const {
+    double value = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || ptr != text.data() + text.size()) {
+      fail(line.number, token.column + offset,
+           "expected a number, found '" + std::string(text) + "'");
+    }
+    return value;
+  }
+
+  /// "N:" as written before a list ("group 0:", "mb 3:"); must equal `expected`.
+  void index_colon(const Line& line, const Token& token, int expected) const {
+    if (token.text.empty() || token.text.back() != ':')
+      fail(line, token, "expected '" + std::to_string(expected) + ":'");
+    const int value = integer(line, token, token.text.substr(0, token.text.size() - 1));
+    if (value != expected) {
+      fail(line, token,
+           "expected index " + std::to_string(expected) + ", found " + std::to_string(value) +
+               " (entries are numbered in order from 0)");
+    }
+  }
+
+  std::vector<int> int_list(const Line& line, size_t from) const {
+    std::vector<int> out;
+    for (size_t i = from; i < line.tokens.size(); ++i) out.push_back(integer(line, line.tokens[i]));
+    return out;
+  }
+
+  /// key=value tokens from `from` on; keys must be in `allowed`, each at most once.
+  Fields fields(const Line& line, size_t from, std::initializer_list<const char*> allowed) const {
+    Fields out;
+    for (size_t i = from; i < line.tokens.size(); ++i) {
+      const Token& t = line.tokens[i];
+      const size_t eq = t.text.find('=');
+      if (eq == std::string_view::npos || eq == 0)
+        fail(line, t, "expected key=value, found '" + std::string(t.text) + "'");
+      const std::string key(t.text.substr(0, eq));
+      bool known = false;
+      std::string keys;
+      for (const char* k : allowed) {
+        known = known || key == k;
+        keys += (keys.empty() ? "" : ", ") + std::string(k);
+      }
+      if (!known) fail(line, t, "unknown key '" + key + "' (valid here: " + keys + ")");
+      if (!out.emplace(key, Token{t.text.substr(eq + 1), t.column + static_cast<int>(eq) + 1})
+               .second)
+        fail(line, t, "key '" + key + "' given twice");
+    }
+    return out;
+  }
+
+  const Token& require(const Line& line, const Fields& f, const char* key) const {
+    const auto it = f.find(key);
+    if (it == f.end()) fail(line, line.tokens.front(), std::string("missing key '") + key + "='");
+    return it->second;
+  }
+  double real_field(const Line& line, const Fields& f, const char* key, bool required) const {
+    const auto it = f.find(key);
+    if (it == f.end()) {
+      if (required) require(line, f, key);
+      return 0;
+    }
+    return real(line, it->second, it->second.text, 0);
+  }
+  int int_field(const Line& line, const Fields& f, const char* key) const {
+    const Token& t = require(line, f, key);
+    return integer(line, t, t.text);
+  }
+
+ private:
+  std::string source_;
+  std::vector<Line> lines_;
+  size_t next_ = 0;
+  int last_line_ = 0;
+};
+
+/// Reads one op line's short form and fields (see schedule_text.hpp).
+class OpReader {
+ public:
+  OpReader(const Reader& in, const Schedule& s, const Line& line)
+      : in_(in), s_(s), line_(line), token_(line.tokens.front()), text_(token_.text) {}
+
+  Op read() {
+    if (text_.rfind("ALLREDUCE_s", 0) == 0 || text_.rfind("ALLGATHER_s", 0) == 0)
+      return collective();
+    const int stage = number();
+    if (eat("SEND_")) return message<Send>(stage, "->");
+    if (eat("RECV_")) return message<Recv>(stage, "<-");
+    return compute(stage);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    in_.fail(line_.number, token_.column + static_cast<int>(pos_), what);
+  }
+  bool eat(std::string_view word) {
+    if (text_.substr(pos_, word.size()) != word) return false;
+    pos_ += word.size();
+    return true;
+  }
+  void expect(std::string_view word) {
+    if (!eat(word)) fail("expected '" + std::string(word) + "' in '" + std::string(text_) + "'");
+  }
+  int number() {
+    size_t end = pos_;
+    while (end < text_.size() && text_[end] >= '0' && text_[end] <= '9') ++end;
+    if (end == pos_) fail("expected a number in '" + std::string(text_) + "'");
+    const int value =
+        in_.integer(line_, token_, text_.substr(pos_, end - pos_), static_cast<int>(pos_));
+    pos_ = end;
+    return value;
+  }
+  Pass pass() {
+    const char c = pos_ < text_.size() ? text_[pos_] : '\0';
+    const Pass p = c == 'F' ? Pass::kF : c == 'B' ? Pass::kB : c == 'I' ? Pass::kI : Pass::kW;
+    if (c != 'F' && c != 'B' && c != 'I' && c != 'W')
+      fail("expected a pass F, B, I or W in '" + std::string(text_) + "'");
+    ++pos_;
+    return p;
+  }
+  void finish() {
+    if (pos_ != text_.size())
+      fail("unexpected '" + std::string(text_.substr(pos_)) + "' after the operation");
+  }
+  int module_index(std::string_view name, int column) const {
+    for (size_t m = 0; m < s_.module_names.size(); ++m) {
+      if (s_.module_names[m] == name) return static_cast<int>(m);
+    }
+    in_.fail(line_.number, column, "unknown module '" + std::string(name) + "'");
+  }
+  int module_field(const Fields& f) const {
+    const auto it = f.find("module");
+    if (it == f.end()) return 0;
+    return module_index(it->second.text, it->second.column);
+  }
+
+  Op compute(int stage) {
+    Compute c;
+    c.stage = stage;
+    c.pass = pass();
+    c.microbatch = number();
+    const Fields f = in_.fields(
+        line_, 1, {"layers", "seconds", "activation", "weight_grad", "release", "module"});
+    if (eat("@")) {
+      const size_t end = std::min(text_.find('(', pos_), text_.size());
+      c.module =
+          module_index(text_.substr(pos_, end - pos_), token_.column + static_cast<int>(pos_));
+      pos_ = end;
+    } else {
+      c.module = module_field(f);
+    }
+    c.redundant = eat("(copy)");
+    finish();
+    const Token& layers = in_.require(line_, f, "layers");
+    const size_t colon = layers.text.find(':');
+    if (colon == std::string_view::npos) in_.fail(line_, layers, "expected layers=FIRST:END");
+    c.first_layer = in_.integer(line_, layers, layers.text.substr(0, colon));
+    c.end_layer =
+        in_.integer(line_, layers, layers.text.substr(colon + 1), static_cast<int>(colon) + 1);
+    c.seconds = in_.real_field(line_, f, "seconds", true);
+    c.activation_bytes = in_.real_field(line_, f, "activation", false);
+    c.weight_grad_s = in_.real_field(line_, f, "weight_grad", false);
+    if (const auto it = f.find("release"); it != f.end()) {
+      if (it->second.text != "1" && it->second.text != "0")
+        in_.fail(line_, it->second, "release takes 0 or 1");
+      c.releases_activation = it->second.text == "1";
+    }
+    return c;
+  }
+
+  template <class Message>
+  Op message(int stage, std::string_view arrow) {
+    Message m;
+    m.stage = stage;
+    m.tag.pass = pass();
+    m.tag.microbatch = number();
+    expect(":L");
+    const int first = number();
+    if (eat(">")) {
+      m.tag.producer_layer = first;
+      m.tag.boundary_layer = number();
+    } else {
+      m.tag.boundary_layer = first;
+    }
+    expect(arrow);
+    const size_t peer_at = pos_;
+    m.peer = number();
+    finish();
+    if (m.peer >= s_.num_ranks()) {
+      in_.fail(line_.number, token_.column + static_cast<int>(peer_at),
+               "peer rank " + std::to_string(m.peer) + " does not exist (the schedule has " +
+                   std::to_string(s_.num_ranks()) + " ranks)");
+    }
+    const Fields f = in_.fields(line_, 1, {"module", "bytes"});
+    m.module = module_field(f);
+    m.bytes = in_.real_field(line_, f, "bytes", true);
+    return m;
+  }
+
+  Op collective() {
+    Collective c;
+    c.kind = text_[3] == 'R' ? CollectiveKind::kAllReduce : CollectiveKind::kAllGather;
+    pos_ = 11;  // past "ALLREDUCE_s" / "ALLGATHER_s"
+    c.stage = number();
+    expect("[g");
+    const size_t group_at = pos_;
+    c.group = number();
+    expect("]");
+    finish();
+    if (c.group >= static_cast<int>(s_.groups.size())) {
+      in_.fail(line_.number, token_.column + static_cast<int>(group_at),
+               "group " + std::to_string(c.group) + " does not exist (the schedule has " +
+                   std::to_string(s_.groups.size()) + " groups)");
+    }
+    const Fields f = in_.fields(line_, 1, {"module", "bytes"});
+    c.module = module_field(f);
+    c.bytes = in_.real_field(line_, f, "bytes", true);
+    return c;
+  }
+
+  const Reader& in_;
+  const Schedule& s_;
+  const Line& line_;
+  const Token& token_;
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
+void read_header(Reader& in, Schedule& s) {
+  const Line& magic = in.next("'" + std::string(kScheduleTextMagic) + "'");
+  if (magic.tokens.size() != 2 || magic.tokens[0].text != "loom-schedule" ||
+      magic.tokens[1].text != "1") {
+    in.fail(magic, magic.tokens.front(),
+            "expected '" + std::string(kScheduleTextMagic) +
+                "' (not a Loom schedule file, or another version of the format)");
+  }
+  s.scheduler = std::string(in.keyword("scheduler", 1, "'scheduler NAME'").tokens[1].text);
+  const Line& modules = in.next("'modules COUNT NAME...'");
+  if (modules.tokens.front().text != "modules" || modules.tokens.size() < 2)
+    in.fail(modules, modules.tokens.front(), "expected 'modules COUNT NAME...'");
+  const int count = in.integer(modules, modules.tokens[1]);
+  if (modules.tokens.size() != static_cast<size_t>(count) + 2) {
+    in.fail(modules, modules.tokens[1],
+            "says " + std::to_string(count) + " module(s) but names " +
+                std::to_string(modules.tokens.size() - 2));
+  }
+  for (size_t i = 2; i < modules.tokens.size(); ++i)
+    s.module_names.emplace_back(modules.tokens[i].text);
+  const Line& stages = in.keyword("num_stages", 1, "'num_stages N'");
+  s.num_stages = in.integer(stages, stages.tokens[1]);
+  const Line& mbs = in.keyword("microbatches", 1, "'microbatches N'");
+  s.microbatches = in.integer(mbs, mbs.tokens[1]);
+}
+
+void read_groups_and_samples(Reader& in, Schedule& s) {
+  const Line& groups = in.keyword("groups", 1, "'groups COUNT'");
+  s.groups.resize(static_cast<size_t>(in.integer(groups, groups.tokens[1])));
+  for (size_t g = 0; g < s.groups.size(); ++g) {
+    const Line& line = in.next("'group " + std::to_string(g) + ": RANK...'");
+    if (line.tokens.front().text != "group" || line.tokens.size() < 2)
+      in.fail(line, line.tokens.front(), "expected 'group " + std::to_string(g) + ": RANK...'");
+    in.index_colon(line, line.tokens[1], static_cast<int>(g));
+    s.groups[g] = in.int_list(line, 2);
+  }
+  const Line& samples = in.keyword("samples", 1, "'samples REPLICAS'");
+  s.samples.resize(static_cast<size_t>(in.integer(samples, samples.tokens[1])));
+  for (size_t d = 0; d < s.samples.size(); ++d) {
+    const Line& head =
+        in.keyword("replica", 3, "'replica " + std::to_string(d) + " microbatches K'");
+    if (in.integer(head, head.tokens[1]) != static_cast<int>(d) ||
+        head.tokens[2].text != "microbatches")
+      in.fail(head, head.tokens[1], "expected 'replica " + std::to_string(d) + " microbatches K'");
+    s.samples[d].resize(static_cast<size_t>(in.integer(head, head.tokens[3])));
+    for (size_t j = 0; j < s.samples[d].size(); ++j) {
+      const Line& line = in.next("'mb " + std::to_string(j) + ": SAMPLE...'");
+      if (line.tokens.front().text != "mb" || line.tokens.size() < 2)
+        in.fail(line, line.tokens.front(), "expected 'mb " + std::to_string(j) + ": SAMPLE...'");
+      in.index_colon(line, line.tokens[1], static_cast<int>(j));
+      s.samples[d][j] = in.int_list(line, 2);
+    }
+  }
+}
+
+void read_ranks(Reader& in, Schedule& s) {
+  const Line& ranks = in.keyword("ranks", 1, "'ranks COUNT'");
+  const size_t n = static_cast<size_t>(in.integer(ranks, ranks.tokens[1]));
+  s.ranks.resize(n);
+  s.static_memory.resize(n);
+  s.programs.resize(n);
+  for (size_t r = 0; r < n; ++r) {
+    const std::string expected = "'rank " + std::to_string(r) + " gpu=.. tp=.. ...'";
+    const Line& head = in.next(expected);
+    if (head.tokens.front().text != "rank" || head.tokens.size() < 2)
+      in.fail(head, head.tokens.front(), "expected " + expected);
+    if (in.integer(head, head.tokens[1]) != static_cast<int>(r))
+      in.fail(head, head.tokens[1], "expected " + expected + " (ranks come in order from 0)");
+    const Fields f =
+        in.fields(head, 2, {"gpu", "tp", "replica", "parameters", "gradients", "optimizer"});
+    s.ranks[r] = {in.int_field(head, f, "gpu"), in.int_field(head, f, "tp"),
+                  in.int_field(head, f, "replica")};
+    s.static_memory[r] = {in.real_field(head, f, "parameters", true),
+                          in.real_field(head, f, "gradients", true),
+                          in.real_field(head, f, "optimizer", true)};
+    // The rank's ops run to the next rank line (or 'end'), so a hand edit adds or removes
+    // op lines without counting them.
+    while (!in.at_end() && in.peek() != "rank" && in.peek() != "end")
+      s.programs[r].push_back(OpReader(in, s, in.next("an operation")).read());
+  }
+}
+
+}  // namespace
+
+Schedule parse_schedule(std::string_view text, const std::string& source) {
+  Reader in(text, source);
+  Schedule s;
+  read_header(in, s);
+  read_groups_and_samples(in, s);
+  read_ranks(in, s);
+  const Line& end = in.keyword("end", 0, "'end' after the last rank's operations");
+  (void)end;
+  if (!in.at_end()) {
+    const Line& extra = in.next("nothing");
+    in.fail(extra, extra.tokens.front(), "unexpected text after 'end'");
+  }
+  return s;
+}
+
+bool is_loom_schedule_text(std::string_view text) {
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(at, end - at);
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!line.empty() && line.front() != '#') return line.rfind(kScheduleTextMagic, 0) == 0;
+    at = end + 1;
+  }
+  return false;
+}
+
+}  // namespace loom

@@ -1,0 +1,143 @@
+// PyTorch pipelining's action CSV: export from the IR, import through Loom's lowering, and
+// the round trip 1F1B / interleaved 1F1B / ZB-H1 -> CSV -> Loom giving the same schedule.
+#include "cli/pytorch_csv.hpp"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+
+#include "core/errors.hpp"
+#include "core/evaluator.hpp"
+#include "core/timeline.hpp"
+#include "test_support.hpp"
+
+namespace loom {
+namespace {
+
+std::unique_ptr<Study> uniform(const std::string& scheduler, int pp, int m, int chunks = 1,
+                               int dp = 1) {
+  return test::example(
+      "uniform-1f1b.toml",
+      {"schedule.name=" + scheduler, "parallel.pp=" + std::to_string(pp),
+       "schedule.microbatches=" + std::to_string(m), "schedule.chunks=" + std::to_string(chunks),
+       "parallel.dp=" + std::to_string(dp)});
+}
+
+std::string import_error(const Study& study, const std::string& csv) {
+  try {
+    import_pytorch_csv(study.problem, csv, "s.csv");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PytorchCsv, ExportsOneRowOfActionsPerRank) {
+  const auto study = uniform("1f1b", 2, 3, 1, 2);
+  // Replica 0 only (replica 1 runs the same program); stage 0 warms up with one forward.
+  EXPECT_EQ(format_pytorch_csv(study->schedule, false),
+            "0F0,0F1,0B0,0F2,0B1,0B2\n"
+            "1F0,1B0,1F1,1B1,1F2,1B2\n");
+  EXPECT_EQ(format_pytorch_csv(study->schedule, true),
+            "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0F2,0SEND_F2,0RECV_B1,0B1,0RECV_B2,0B2\n"
+            "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1,1RECV_F2,1F2,1B2,1SEND_B2\n");
+  // Gradient all-reduces are REDUCE_GRAD (this table's layers have no parameters: none
+  // above); the segments of a multi-module stage are one action; copies are left out.
+  Schedule s = test::ranks_on({0, 1});
+  s.module_names = {"vision", "llm"};
+  s.groups = {{0, 1}};
+  const Compute copy{Pass::kF, 0, 0, 0, 0, 1, 1e-3, 0, false, 0, true};
+  s.programs[0] = {copy, Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3},
+                   Compute{Pass::kF, 0, 0, 1, 1, 2, 1e-3},
+                   Collective{CollectiveKind::kAllReduce, 0, 0, 1, 1e6}};
+  s.programs[1] = {Collective{CollectiveKind::kAllReduce, 0, 0, 1, 1e6}};
+  s.ranks[1].replica = 1;
+  EXPECT_EQ(format_pytorch_csv(s, true), "0F0,0REDUCE_GRAD\n");
+  EXPECT_EQ(format_pytorch_csv(s, false), "0F0\n");
+}
+
+TEST(PytorchCsv, RoundTripGivesTheSameScheduleAndTimeline) {
+  struct Case {
+    const char* scheduler;
+    int pp, m, chunks, dp;
+  };
+  for (const Case& c : {Case{"1f1b", 4, 8, 1, 2}, Case{"interleaved-1f1b", 2, 4, 2, 1},
+                        Case{"interleaved-1f1b", 4, 8, 2, 1}, Case{"zb-h1", 4, 6, 1, 1},
+                        Case{"zb-h1", 2, 5, 1, 2}}) {
+    const auto study = uniform(c.scheduler, c.pp, c.m, c.chunks, c.dp);
+    const Schedule& original = study->schedule;
+    for (bool comms : {false, true}) {
+      const std::string csv = format_pytorch_csv(original, comms);
+      Schedule imported = import_pytorch_csv(study->problem, csv, "s.csv");
+      EXPECT_EQ(imported.scheduler, "pytorch-csv");
+      imported.scheduler = original.scheduler;
+      EXPECT_TRUE(imported == original) << c.scheduler << " pp " << c.pp << "\n" << csv;
+      const Metrics a = compute_metrics(original, evaluate(original, study->config.cluster));
+      const Metrics b = compute_metrics(imported, evaluate(imported, study->config.cluster));
+      EXPECT_EQ(a.iteration_time_s, b.iteration_time_s) << c.scheduler;
+      EXPECT_EQ(a.bubble_fraction, b.bubble_fraction) << c.scheduler;
+      EXPECT_EQ(format_pytorch_csv(imported, comms), csv) << c.scheduler;
+    }
+  }
+}
+
+TEST(PytorchCsv, EveryExportedActionMatchesPytorchsActionPattern) {
+  // torch.distributed.pipelining's _Action.from_str pattern; csv.reader splits at commas.
+  const std::regex action(
+      "(\\d+)(F|I|B|W|UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)"
+      "(\\d*)");
+  for (const char* scheduler : {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved-1f1b"}) {
+    const auto study =
+        uniform(scheduler, 4, 8, std::string(scheduler) == "interleaved-1f1b" ? 2 : 1, 2);
+    int actions = 0;
+    for (bool comms : {false, true}) {
+      std::stringstream csv(format_pytorch_csv(study->schedule, comms));
+      for (std::string row; std::getline(csv, row);) {
+        std::stringstream cells(row);
+        for (std::string cell; std::getline(cells, cell, ',');) {
+          EXPECT_TRUE(std::regex_match(cell, action)) << scheduler << ": '" << cell << "'";
+          ++actions;
+        }
+      }
+    }
+    EXPECT_GT(actions, 4 * 8 * 2) << scheduler;
+  }
+}
+
+TEST(PytorchCsv, ReadsWhatPytorchWrites) {
+  // csv.writer ends rows with "\r\n"; None (an idle step) is an empty field; compute_comms
+  // rows carry communication actions; DualPipeV overlaps an F and a B in one action.
+  const RankOrders orders = parse_pytorch_csv(
+      "0F0,,0SEND_F0,0UNSHARD,0RECV_B0,0B0,0REDUCE_GRAD\r\n"
+      "1RECV_F0,(1F0;1B0)OVERLAP_F_B,1SEND_B0, 1I1 ,1W1\r\n",
+      "p.csv");
+  ASSERT_EQ(orders.size(), 2u);
+  ASSERT_EQ(orders[0].size(), 2u);
+  EXPECT_EQ(orders[0][1].pass, Pass::kB);
+  ASSERT_EQ(orders[1].size(), 4u);
+  EXPECT_EQ(orders[1][1].pass, Pass::kB);
+  EXPECT_EQ(orders[1][2].pass, Pass::kI);
+  EXPECT_EQ(orders[1][2].microbatch, 1);
+  EXPECT_EQ(orders[1][3].stage, 1);
+}
+
+TEST(PytorchCsv, ErrorsNameLineColumnAndTheFix) {
+  const auto study = uniform("1f1b", 2, 2);
+  auto expect = [&](const std::string& csv, const std::string& at, const std::string& what) {
+    const std::string error = import_error(*study, csv);
+    EXPECT_EQ(error.rfind(at, 0), 0u) << error;
+    EXPECT_NE(error.find(what), std::string::npos) << error;
+  };
+  expect("0F0,0F1,0B0,0B1\n1F0,1X0\n", "s.csv:2:6:", "unknown action type in '1X0'");
+  expect("0F0,0F1,0B0,0B1\n1F0,1Bx\n", "s.csv:2:7:", "expected a microbatch number");
+  expect("0F0,0F1,0B0,0B1\n", "s.csv:2:1:", "--set parallel.pp=1");
+  expect("0F0,0F1,0B0,0B1\n1F0,1B0,0F1\n", "s.csv:2:9:", "stage 0 on rank 1");
+  expect("0F0,0F2,0B0,0B2\n1F0,1B0,1F2,1B2\n", "s.csv:1:5:", "--set schedule.microbatches=3");
+  // A well-formed file whose order cannot run is the validator's to reject (exit 2 in
+  // loom sim --schedule): here microbatch 1 never runs its backward on stage 1.
+  EXPECT_EQ(import_error(*study, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1\n"), "");
+}
+
+}  // namespace
+}  // namespace loom

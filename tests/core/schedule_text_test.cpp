@@ -1,0 +1,189 @@
+// The `loom` text form of the Schedule IR: parse(format(s)) == s for every registered
+// scheduler on every shipped config, exact doubles, and parse errors that name the line
+// and column.
+#include "core/schedule_text.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "config_sweep.hpp"
+#include "core/errors.hpp"
+#include "schedulers/scheduler.hpp"
+
+namespace loom {
+namespace {
+
+class ScheduleTextRoundTrip : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ScheduleTextRoundTrip, EverySchedulerParsesBackEqual) {
+  if (test::skip_slow(GetParam())) GTEST_SKIP() << GetParam() << ": slow, set LOOM_SLOW_TESTS=1";
+  int planned = 0;
+  for (const SchedulerInfo& info : scheduler_registry()) {
+    const test::Planned p = test::plan(GetParam(), info.name);
+    if (!p.study) continue;  // the scheduler rejects this config (see MultimodalCli)
+    ++planned;
+    const Schedule& s = p.study->schedule;
+    const std::string text = format_schedule(s);
+    const Schedule back = parse_schedule(text, GetParam());
+    EXPECT_TRUE(back == s) << info.name << " on " << GetParam();
+    EXPECT_EQ(format_schedule(back), text) << info.name << " on " << GetParam();
+  }
+  EXPECT_GE(planned, 1) << GetParam() << ": no scheduler accepts it";
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, ScheduleTextRoundTrip,
+                         ::testing::ValuesIn(test::shipped_configs({"examples", "paper", "exec"})),
+                         [](const auto& param) { return test::test_name(param.param); });
+
+TEST(ScheduleText, RerunsAreByteIdentical) {
+  for (const char* scheduler : {"1f1b", "zb-h1", "interleaved-1f1b", "cornstarch"}) {
+    const std::string config = "paper/cornstarch-sss";
+    const auto a = test::plan(config, scheduler), b = test::plan(config, scheduler);
+    if (!a.study) continue;
+    ASSERT_TRUE(b.study);
+    EXPECT_EQ(format_schedule(a.study->schedule), format_schedule(b.study->schedule)) << scheduler;
+  }
+}
+
+TEST(ScheduleText, DoublesReadBackBitForBit) {
+  for (double v : {0.0, 0.1, 1.0 / 3, 1e-300, 4.9e-324, 123456789.123456789, 6.02214076e23,
+                   std::numeric_limits<double>::max()}) {
+    Schedule s = test::ranks_on({0});
+    s.scheduler = "hand";
+    s.programs[0] = {Compute{Pass::kF, 0, 0, 0, 0, 1, v, v, false, v}};
+    s.static_memory[0] = {v, v, v};
+    const Schedule back = parse_schedule(format_schedule(s));
+    EXPECT_EQ(std::get<Compute>(back.programs[0][0]).seconds, v) << exact_double(v);
+    EXPECT_TRUE(back == s) << exact_double(v);
+  }
+  EXPECT_EQ(exact_double(0.1), "0.1");
+  EXPECT_EQ(exact_double(1e-6), "1e-06");
+}
+
+/// Two ranks, two modules, every op kind, every optional field.
+Schedule every_kind() {
+  Schedule s = test::ranks_on({0, 1});
+  s.scheduler = "hand";
+  s.module_names = {"vision", "llm"};
+  s.groups = {{0, 1}};
+  s.samples = {{{0, 1}, {}}};
+  s.microbatches = 2;
+  s.static_memory[1] = {1e9, 2e9, 4e9};
+  s.programs[0] = {Compute{Pass::kF, 0, 0, 0, 0, 2, 1e-3, 5e6, false, 0, true},
+                   Compute{Pass::kF, 0, 0, 0, 0, 2, 1e-3, 5e6},
+                   Send{1, 0, 0, {Pass::kF, 0, 3, 1}, 4096},
+                   Recv{1, 0, 0, {Pass::kB, 0, 3, 1}, 4096},
+                   Compute{Pass::kI, 0, 0, 0, 0, 2, 2e-3},
+                   Compute{Pass::kW, 0, 0, 0, 0, 2, 2e-3, 0, true, 2e-3},
+                   Collective{CollectiveKind::kAllGather, 0, 0, 0, 1e6}};
+  s.programs[1] = {Recv{0, 1, 1, {Pass::kF, 0, 3, 1}, 4096},
+                   Compute{Pass::kB, 1, 0, 1, 2, 4, 3e-3, 0, true, 1e-3},
+                   Send{0, 1, 1, {Pass::kB, 0, 3, 1}, 4096},
+                   Collective{CollectiveKind::kAllReduce, 0, 1, 1, 2e6}};
+  return s;
+}
+
+TEST(ScheduleText, EveryOpKindAndFieldRoundTrips) {
+  const Schedule s = every_kind();
+  const std::string text = format_schedule(s);
+  EXPECT_NE(text.find("0F0@vision(copy) layers=0:2"), std::string::npos) << text;
+  EXPECT_NE(text.find("0SEND_F0:L1>3->1 module=vision bytes=4096"), std::string::npos) << text;
+  EXPECT_NE(text.find("ALLREDUCE_s1[g0] module=llm bytes=2e+06"), std::string::npos) << text;
+  EXPECT_TRUE(parse_schedule(text) == s) << text;
+  EXPECT_TRUE(is_loom_schedule_text(text));
+  EXPECT_FALSE(is_loom_schedule_text("0F0,0B0\n"));
+  // A field that changes must make the schedules differ (equality is not vacuous).
+  Schedule other = s;
+  std::get<Compute>(other.programs[1][1]).weight_grad_s = 2e-3;
+  EXPECT_FALSE(other == s);
+  other = s;
+  std::get<Send>(other.programs[0][2]).tag.producer_layer = 2;
+  EXPECT_FALSE(other == s);
+}
+
+/// The message parse_schedule throws for `text`, or "" when it parses.
+std::string parse_error(const std::string& text) {
+  try {
+    parse_schedule(text, "f.loom");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// `text` with the first `from` after `after` replaced by `to`.
+std::string edit(std::string text, const std::string& from, const std::string& to,
+                 const std::string& after = "") {
+  const size_t at = text.find(from, text.find(after));
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+/// "f.loom:LINE:COL:" of the first `needle` in `text` (1-based), plus `shift` columns.
+std::string position(const std::string& text, const std::string& needle, int shift = 0) {
+  const size_t at = text.find(needle);
+  const size_t line_start =
+      text.rfind('\n', at) == std::string::npos ? 0 : text.rfind('\n', at) + 1;
+  const int line =
+      1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'));
+  return "f.loom:" + std::to_string(line) + ":" +
+         std::to_string(static_cast<int>(at - line_start) + 1 + shift) + ":";
+}
+
+TEST(ScheduleText, ParseErrorsNameLineAndColumn) {
+  const std::string text = format_schedule(every_kind());
+  struct Case {
+    std::string text, at, mentions;
+  };
+  const std::string bad_pass = edit(text, "1B0", "1X0");
+  const std::string bad_number = edit(text, "bytes=4096", "bytes=4k");
+  const std::string bad_key = edit(text, "bytes=4096", "size=4096");
+  const std::string bad_module = edit(text, "0F0@vision(copy)", "0F0@audio(copy)");
+  const std::string bad_peer = edit(text, "->1 module", "->7 module");
+  const std::string bad_group = edit(text, "[g0] module=llm", "[g3] module=llm");
+  const std::string bad_magic = edit(text, "loom-schedule 1", "loom-schedule 2");
+  const std::string trailing = edit(text, "0I0@", "0I0x@");
+  for (const Case& c : std::vector<Case>{
+           {bad_pass, position(bad_pass, "1X0", 1), "expected a pass"},
+           {bad_number, position(bad_number, "4k", 0), "expected a number, found '4k'"},
+           {bad_key, position(bad_key, "size="), "unknown key 'size'"},
+           {bad_module, position(bad_module, "audio"), "unknown module 'audio'"},
+           {bad_peer, position(bad_peer, "7 module"), "peer rank 7 does not exist"},
+           {bad_group, position(bad_group, "3] module"), "group 3 does not exist"},
+           {bad_magic, position(bad_magic, "loom-schedule"), "not a Loom schedule file"},
+           {trailing, position(trailing, "x@"), "unexpected 'x@vision' after the operation"},
+       }) {
+    const std::string error = parse_error(c.text);
+    EXPECT_EQ(error.rfind(c.at, 0), 0u) << "expected at " << c.at << ": " << error;
+    EXPECT_NE(error.find(c.mentions), std::string::npos) << error;
+  }
+}
+
+TEST(ScheduleText, CountsAndSectionsAreChecked) {
+  const std::string text = format_schedule(every_kind());
+  // Op lines are free to add or drop; the rank lines must stay in order.
+  const std::string dropped = edit(text, "  0I0@vision layers=0:2 seconds=0.002\n", "");
+  EXPECT_EQ(parse_error(dropped), "");
+  EXPECT_EQ(parse_schedule(dropped).programs[0].size(), 6u);
+  const std::string swapped = edit(text, "rank 1 gpu", "rank 2 gpu");
+  std::string error = parse_error(swapped);
+  EXPECT_EQ(error.rfind(position(swapped, "2 gpu"), 0), 0u) << error;
+  EXPECT_NE(error.find("ranks come in order from 0"), std::string::npos) << error;
+  error = parse_error(edit(text, "end\n", ""));
+  EXPECT_NE(error.find("unexpected end of file, expected 'end'"), std::string::npos) << error;
+  error = parse_error(text + "rank 2\n");
+  EXPECT_NE(error.find("unexpected text after 'end'"), std::string::npos) << error;
+  error = parse_error(edit(text, "modules 2 vision llm", "modules 3 vision llm"));
+  EXPECT_NE(error.find("says 3 module(s) but names 2"), std::string::npos) << error;
+  // Comments, blank lines, CRLF and indentation are free.
+  std::string loose = "# a comment\n\n" + edit(text, "  0I0", "\t\t0I0") + "# done\n";
+  for (size_t at = 0; (at = loose.find('\n', at)) != std::string::npos; at += 2)
+    loose.insert(at, "\r");
+  EXPECT_EQ(parse_error(loose), "");
+}
+
+}  // namespace
+}  // namespace loom
