@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "core/schedule.hpp"
-#include "schedulers/pipeline.hpp"
+#include "schedulers/lowering/lowering.hpp"
 
 namespace loom {
 
