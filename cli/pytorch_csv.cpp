@@ -221,22 +221,49 @@ Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view t
              "); Loom needs stages 0..pp*v-1, v chunks on each of parallel.pp = " +
              std::to_string(pp) + " ranks");
   }
+  // Each stage runs on the one row that names it: the looped placement (stage s on rank
+  // s mod pp), a V (ZB-V: rank r holds r and 2pp-1-r) or any other.
+  std::vector<int> stage_rank(static_cast<size_t>(count), -1);
+  std::vector<const Located*> first_seen(static_cast<size_t>(count), nullptr);
   for (size_t r = 0; r < rows.size(); ++r) {
     for (const Located& a : rows[r]) {
-      if (a.action.stage % pp != static_cast<int>(r)) {
+      int& owner = stage_rank[static_cast<size_t>(a.action.stage)];
+      if (owner >= 0 && owner != static_cast<int>(r)) {
+        const Located& before = *first_seen[static_cast<size_t>(a.action.stage)];
         fail(source, a.line, a.column,
              "stage " + std::to_string(a.action.stage) + " on rank " + std::to_string(r) +
-                 ": Loom places virtual stage s on rank s mod pp (" +
-                 std::to_string(a.action.stage % pp) +
-                 "); other placements (V-shaped, e.g. ZBV) are not supported");
+                 ", but line " + std::to_string(before.line) + " column " +
+                 std::to_string(before.column) + " runs it on rank " + std::to_string(owner) +
+                 ": a stage lives on one rank");
       }
+      owner = static_cast<int>(r);
+      if (!first_seen[static_cast<size_t>(a.action.stage)])
+        first_seen[static_cast<size_t>(a.action.stage)] = &a;
       if (a.action.microbatch >= m)
         fail(source, a.line, a.column, microbatch_mismatch(max_microbatch, m));
     }
   }
+  std::vector<int> held(static_cast<size_t>(pp), 0);
+  for (int r : stage_rank) ++held[static_cast<size_t>(r)];
+  for (int r = 0; r < pp; ++r) {
+    if (held[static_cast<size_t>(r)] != count / pp)
+      fail(source, r + 1, 1,
+           "rank " + std::to_string(r) + " runs " + std::to_string(held[static_cast<size_t>(r)]) +
+               " stage(s); Loom needs the same number of chunks (" + std::to_string(count / pp) +
+               ") on every rank");
+  }
   if (max_microbatch + 1 != m) fail(source, 1, 1, microbatch_mismatch(max_microbatch, m));
-  return lower_virtual_pipeline(problem, "pytorch-csv", parse_pytorch_csv(text, source),
-                                count / pp);
+  require_single_layout(problem, "pytorch-csv");
+  const PipelinePrograms programs{
+      .stages = chain_stages(*problem.model, plan_stages(problem, count)),
+      .ranks = pp,
+      .stage_rank = std::move(stage_rank),
+      .replicas = {parse_pytorch_csv(text, source)}};
+  try {
+    return lower(problem, "pytorch-csv", programs);
+  } catch (const InputError& e) {  // an order that misses a producer: name the file too
+    throw InputError(source + ": " + e.what());
+  }
 }
 
 }  // namespace loom

@@ -7,8 +7,9 @@
 ///   communication  "0SEND_F0" / "1RECV_F0" (activations), "1SEND_B0" / "0RECV_B0"
 ///                  (gradients), "0REDUCE_GRAD", "0UNSHARD", "0RESHARD" (no microbatch)
 /// An empty field is an idle step (PyTorch writes None that way). Stage indices are the
-/// IR's (virtual) stages; with v chunks per rank, stage s runs on rank s mod pp (Megatron's
-/// and PyTorch's looped placement).
+/// IR's (virtual) stages; with v chunks per rank a stage runs on the row that names it:
+/// the looped placement (stage s on rank s mod pp, Megatron's and PyTorch's interleaved
+/// schedules), the V of ZB-V / DualPipeV, or any other with v stages per rank.
 #include <string>
 #include <string_view>
 
@@ -30,9 +31,10 @@ std::string format_pytorch_csv(const Schedule& schedule, bool comms);
 RankOrders parse_pytorch_csv(std::string_view text, const std::string& source);
 
 /// A full Schedule from a compute-only action CSV: the rows must be the problem's
-/// parallel.pp ranks, the stages 0..pp*v-1 with stage s on row s mod pp, and the
-/// microbatches 0..schedule.microbatches-1; then Loom's lowering (lower_virtual_pipeline,
-/// v = stages / pp) adds messages, all-reduces, samples and memory. The scheduler name is
+/// parallel.pp ranks, the stages 0..pp*v-1 each on one row, v per row, and the
+/// microbatches 0..schedule.microbatches-1; then Loom's lowering (schedulers/lowering,
+/// the chain cut into pp*v stages, each on the row that runs it) adds messages,
+/// all-reduces, samples and memory. The scheduler name is
 /// "pytorch-csv". Throws InputError naming the line and column of the first action that
 /// breaks a rule, with the --set that would fix a mismatch.
 Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view text,

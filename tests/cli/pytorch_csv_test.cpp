@@ -10,6 +10,7 @@
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
 #include "core/timeline.hpp"
+#include "core/validate.hpp"
 #include "test_support.hpp"
 
 namespace loom {
@@ -134,9 +135,32 @@ TEST(PytorchCsv, ErrorsNameLineColumnAndTheFix) {
   expect("0F0,0F1,0B0,0B1\n", "s.csv:2:1:", "--set parallel.pp=1");
   expect("0F0,0F1,0B0,0B1\n1F0,1B0,0F1\n", "s.csv:2:9:", "stage 0 on rank 1");
   expect("0F0,0F2,0B0,0B2\n1F0,1B0,1F2,1B2\n", "s.csv:1:5:", "--set schedule.microbatches=3");
-  // A well-formed file whose order cannot run is the validator's to reject (exit 2 in
-  // loom sim --schedule): here microbatch 1 never runs its backward on stage 1.
-  EXPECT_EQ(import_error(*study, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1\n"), "");
+  // A well-formed file whose order misses a producer is rejected by the lowering, naming
+  // the rank, its step and what never arrives: microbatch 1 never runs B on stage 1.
+  EXPECT_NE(import_error(*study, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1\n")
+                .find("rank 0 step 3 (0B1) needs the gradient of layer 4 for microbatch 1 from "
+                      "rank 1, which never computes it"),
+            std::string::npos);
+}
+
+TEST(PytorchCsv, ImportsAVShapedPlacement) {
+  // ZB-V's placement: pp 2, four stages, rank 0 holds stages 0 and 3, rank 1 stages 1 and
+  // 2, so a microbatch goes down and back up the ranks. Each stage runs where its row
+  // says; the lowering sends stage 1 -> 2 within rank 1 without a message.
+  const auto study = uniform("1f1b", 2, 2);
+  const Schedule s = import_pytorch_csv(study->problem,
+                                        "0F0,0F1,3F0,3B0,3F1,3B1,0B0,0B1\n"
+                                        "1F0,2F0,1F1,2F1,2B0,1B0,2B1,1B1\n",
+                                        "v.csv");
+  std::string rank1;
+  for (const Op& op : s.programs[1]) rank1 += to_string(op, s) + " ";
+  EXPECT_EQ(rank1.find("SEND_F0:L4->"), std::string::npos) << rank1;  // 1 -> 2 stays local
+  EXPECT_NE(rank1.find("2SEND_F0"), std::string::npos) << rank1;      // 2 -> 3 crosses
+  EXPECT_NO_THROW(validate(s, *study->problem.model));
+  EXPECT_GT(evaluate(s, *study->problem.cluster).iteration_time_s(), 0);
+  // A stage named on two rows is an error at the second.
+  EXPECT_NE(import_error(*study, "0F0,3F0\n1F0,2F0,3F1\n").find("s.csv:2:9: stage 3 on rank 1"),
+            std::string::npos);
 }
 
 }  // namespace
