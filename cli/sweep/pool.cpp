@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 namespace loom::sweep {
@@ -22,15 +24,42 @@ extern "C" void on_stop_signal(int) {
   g_stop = 1;
 }
 
-struct Running {
+/// Worker protocol: the parent writes a job index (uint64) to `to_worker`; the worker
+/// answers on `from_worker` with a uint32 length and the message. EOF on `to_worker`
+/// ends the worker.
+struct Worker {
   pid_t pid = -1;
-  int fd = -1;
-  size_t job = 0;
-  std::string message;
+  int to_worker = -1;
+  int from_worker = -1;
+  std::optional<size_t> job;  ///< the job it is running
 };
 
-/// In the child: run the job, send its message, never return.
-[[noreturn]] void child(size_t index, int fd, const JobFn& job) {
+bool write_all(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+/// Reads exactly `size` bytes; false at end of file or on error.
+bool read_all(int fd, void* data, size_t size) {
+  char* p = static_cast<char*>(data);
+  while (size > 0) {
+    const ssize_t n = read(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+[[noreturn]] void worker_loop(int in, int out, bool fresh_process, const JobFn& job) {
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   // Library code does not print, but SimGrid logs: keep the parent's terminal clean.
@@ -39,18 +68,44 @@ struct Running {
     dup2(null, STDOUT_FILENO);
     dup2(null, STDERR_FILENO);
   }
-  try {
-    const std::string message = job(index);
-    for (size_t sent = 0; sent < message.size();) {
-      const ssize_t n = write(fd, message.data() + sent, message.size() - sent);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) _exit(1);
-      sent += static_cast<size_t>(n);
+  std::uint64_t index = 0;
+  while (read_all(in, &index, sizeof index)) {
+    std::string message;
+    try {
+      message = job(static_cast<size_t>(index));
+    } catch (...) {
+      _exit(1);
     }
-    _exit(0);
-  } catch (...) {
-    _exit(1);
+    const auto size = static_cast<std::uint32_t>(message.size());
+    if (!write_all(out, &size, sizeof size) || !write_all(out, message.data(), size)) _exit(1);
+    if (fresh_process) break;
   }
+  _exit(0);
+}
+
+Worker spawn(bool fresh_process, const JobFn& job, const std::vector<Worker>& others) {
+  int down[2], up[2];
+  if (pipe2(down, O_CLOEXEC) != 0 || pipe2(up, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    // Siblings' pipes must not stay open here, or a sibling would never see EOF.
+    for (const Worker& w : others) {
+      close(w.to_worker);
+      close(w.from_worker);
+    }
+    close(down[1]);
+    close(up[0]);
+    worker_loop(down[0], up[1], fresh_process, job);
+  }
+  close(down[0]);
+  close(up[1]);
+  Worker w;
+  w.pid = pid;
+  w.to_worker = down[1];
+  w.from_worker = up[0];
+  return w;
 }
 
 std::string how_it_died(int status) {
@@ -61,43 +116,17 @@ std::string how_it_died(int status) {
          " without a result";
 }
 
-void start(size_t index, const JobFn& job, std::vector<Running>& running) {
-  int fds[2];
-  if (pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    close(fds[0]);
-    child(index, fds[1], job);
+int reap(pid_t pid, bool terminate) {
+  if (terminate) kill(pid, SIGTERM);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  close(fds[1]);
-  running.push_back({pid, fds[0], index, {}});
+  return status;
 }
 
-void terminate_all(std::vector<Running>& running) {
-  for (Running& r : running) kill(r.pid, SIGTERM);
-  for (Running& r : running) {
-    int status = 0;
-    while (waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    close(r.fd);
-  }
-  running.clear();
-}
-
-/// Reads `r` to end of file: a child writes its whole message and exits, so this blocks
-/// for that child only briefly.
-void drain(Running& r) {
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = read(r.fd, buf, sizeof buf);
-    if (n > 0) {
-      r.message.append(buf, static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    return;
-  }
+void close_worker(Worker& w) {
+  close(w.to_worker);
+  close(w.from_worker);
 }
 
 }  // namespace
@@ -108,43 +137,66 @@ int core_count() {
   return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
 }
 
-bool run_pool(size_t count, int jobs, const JobFn& job, const DoneFn& done) {
+bool run_pool(size_t count, int jobs, bool fresh_process, const JobFn& job, const DoneFn& done) {
   g_stop = 0;
   struct sigaction action {};
   action.sa_handler = on_stop_signal;  // no SA_RESTART: poll returns EINTR
   sigemptyset(&action.sa_mask);
   struct sigaction old_int {
-  }, old_term{};
+  }, old_term{}, old_pipe{};
   sigaction(SIGINT, &action, &old_int);
   sigaction(SIGTERM, &action, &old_term);
-  std::vector<Running> running;
-  size_t next = 0;
-  while (!g_stop && (next < count || !running.empty())) {
-    while (!g_stop && next < count && running.size() < static_cast<size_t>(std::max(1, jobs)))
-      start(next++, job, running);
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, &old_pipe);  // a dead worker's pipe: an error, not a signal
+  std::vector<Worker> workers;
+  size_t next = 0, finished = 0;
+  const size_t width = std::min(count, static_cast<size_t>(std::max(1, jobs)));
+  while (!g_stop && finished < count) {
+    // Keep `width` workers, each with a job, while jobs remain.
+    while (!g_stop && next < count && workers.size() < width)
+      workers.push_back(spawn(fresh_process, job, workers));
+    for (Worker& w : workers) {
+      if (w.job || next >= count) continue;
+      const std::uint64_t index = next;
+      if (write_all(w.to_worker, &index, sizeof index)) w.job = next++;
+    }
     std::vector<pollfd> polls;
-    for (const Running& r : running) polls.push_back({r.fd, POLLIN, 0});
+    for (const Worker& w : workers) polls.push_back({w.from_worker, POLLIN, 0});
     if (poll(polls.data(), polls.size(), -1) < 0) continue;  // EINTR: check g_stop
-    for (size_t i = running.size(); i-- > 0;) {
+    for (size_t i = workers.size(); i-- > 0;) {
       if (!(polls[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Running& r = running[i];
-      drain(r);
-      close(r.fd);
-      int status = 0;
-      while (waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
+      Worker& w = workers[i];
+      std::uint32_t size = 0;
+      std::string message;
+      bool answered = read_all(w.from_worker, &size, sizeof size);
+      if (answered) {
+        message.resize(size);
+        answered = read_all(w.from_worker, message.data(), size);
       }
-      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !r.message.empty();
-      Running finished = std::move(r);
-      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
-      // A child killed by the same Ctrl-C is not a failed point: drop it.
-      if (g_stop) continue;
-      done(finished.job, ok, ok ? finished.message : how_it_died(status));
+      if (answered && w.job) {
+        const size_t j = *w.job;
+        w.job.reset();
+        ++finished;
+        if (!g_stop) done(j, true, message);
+        if (!fresh_process) continue;
+      }
+      // The worker is gone (a fresh-process worker after its job, or a crash).
+      close_worker(w);
+      const int status = reap(w.pid, false);
+      if (w.job && !g_stop) {
+        ++finished;
+        done(*w.job, false, how_it_died(status));
+      }
+      workers.erase(workers.begin() + static_cast<std::ptrdiff_t>(i));
     }
   }
   const bool complete = !g_stop;
-  terminate_all(running);
+  for (Worker& w : workers) close_worker(w);  // EOF ends idle workers
+  for (Worker& w : workers) reap(w.pid, w.job.has_value());
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  sigaction(SIGPIPE, &old_pipe, nullptr);
   return complete;
 }
 

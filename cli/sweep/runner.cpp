@@ -108,7 +108,7 @@ SweepSummary run_sweep(const SweepOptions& o) {
   const int fd = open_for_append(o.out, table);
   Progress progress(todo.size(), o.quiet);
   const bool complete = run_pool(
-      todo.size(), o.jobs,
+      todo.size(), o.jobs, study.backend == "simgrid",
       [&](size_t i) {
         const Point& p = *todo[i]->point;
         return to_message(run_point(study.bases[p.base], p.overrides));

@@ -33,11 +33,12 @@ std::vector<std::string> scheduler_list(const std::string& text) {
 
 std::vector<SchedulerRow> run_schedulers(const std::string& config,
                                          const std::vector<std::string>& overrides,
-                                         const std::vector<std::string>& schedulers, int jobs) {
+                                         const std::vector<std::string>& schedulers, int jobs,
+                                         bool fresh_process) {
   std::vector<SchedulerRow> rows(schedulers.size());
   std::vector<bool> finished(schedulers.size());
   run_pool(
-      schedulers.size(), jobs,
+      schedulers.size(), jobs, fresh_process,
       [&](size_t i) {
         std::vector<std::string> o = overrides;
         o.push_back("schedule.name=\"" + schedulers[i] + "\"");

@@ -20,11 +20,13 @@ struct SchedulerRow {
 /// names) for an unknown one.
 std::vector<std::string> scheduler_list(const std::string& text);
 
-/// Runs `config` with `overrides` once per scheduler, `jobs` at a time; rows in the order of
-/// `schedulers`. Returns early with what finished if interrupted (SIGINT).
+/// Runs `config` with `overrides` once per scheduler, `jobs` at a time (each in a fresh
+/// process when `fresh_process`: SimGrid); rows in the order of `schedulers`. Returns
+/// early with what finished if interrupted (SIGINT).
 std::vector<SchedulerRow> run_schedulers(const std::string& config,
                                          const std::vector<std::string>& overrides,
-                                         const std::vector<std::string>& schedulers, int jobs);
+                                         const std::vector<std::string>& schedulers, int jobs,
+                                         bool fresh_process);
 
 /// The text table: ok rows sorted by iteration time with their speed-up over the slowest,
 /// then the infeasible and not-applicable schedulers with their reasons.
