@@ -207,6 +207,45 @@ TEST(Sweep, BadStudyInputExits2NamingTheLineBeforeAnyPointRuns) {
   test::expect_exit("sweep " + unknown + " --shard 4/4", 2, {"--shard '4/4'"});
 }
 
+TEST(Sweep, SimGridPointsEachRunInAFreshProcess) {
+  // SimGrid allows one simulation per process: a worker reused for a second SimGrid point
+  // would fail it. 4 points on 2 jobs reuse nothing.
+  test::TempDir dir;
+  const std::string study = dir.write(
+      "simgrid.toml", "base = \"" + test::source_path("configs/examples/uniform-1f1b.toml") +
+                          "\"\nbackend = \"simgrid\"\nschedulers = [\"1f1b\", \"zb-h1\"]\n"
+                          "[axes]\n\"schedule.microbatches\" = [4, 8]\n");
+  const auto r = run_loom("sweep " + study + " -q -j 2 --out " + dir.path("o"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ok 4, infeasible 0, failed 0"), std::string::npos) << r.output;
+  // 8 microbatches of 1f1b on the textbook config: 33 ms (README golden summary).
+  const auto j = nlohmann::json::parse(slurp(dir.path("o") + "/results.json"));
+  EXPECT_NEAR(j["rows"][2]["iteration_time_s"].get<double>(), 0.033, 1e-12) << j["rows"][2];
+}
+
+TEST(SimSchedulers, EverySchedulerInOneTableAndTheInapplicableWithTheirReason) {
+  test::TempDir dir;
+  const auto r =
+      run_loom("sim " + test::source_path("configs/examples/uniform-1f1b.toml") +
+                   " -q --no-plot --schedulers 1f1b,gpipe,zb-h1,cornstarch --out " + dir.path("o"),
+               "2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // SimGrid (the config's backend) for each: 1f1b and gpipe take 33 ms, zb-h1 27 ms.
+  EXPECT_NE(r.output.find("zb-h1                        27.000"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1f1b                         33.000"), std::string::npos) << r.output;
+  EXPECT_LT(r.output.find("zb-h1"), r.output.find("1f1b")) << "sorted by iteration time";
+  EXPECT_NE(r.output.find("not applicable  cornstarch: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("needs at least one encoder module"), std::string::npos) << r.output;
+  const std::string csv = slurp(dir.path("o") + "/schedulers.csv");
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "scheduler,status,iteration_time_s,throughput_samples_per_s,bubble_fraction,"
+            "peak_memory_max_bytes,peak_memory_mean_bytes,reason");
+  EXPECT_NE(csv.find("\ncornstarch,failed,"), std::string::npos) << csv;
+  test::expect_exit(
+      "sim " + test::source_path("configs/examples/uniform-1f1b.toml") + " --schedulers 1f1b,2f2b",
+      2, {"--schedulers", "2f2b"});
+}
+
 TEST(Sweep, SlurmScriptRunsOneShardPerArrayTask) {
   test::TempDir dir;
   const auto r = run_loom("sweep " + small_study(dir) + " --slurm --tasks 3 --cpus-per-task 2 " +
