@@ -1,6 +1,7 @@
 #include "cli/sweep/point.hpp"
 
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -69,7 +70,10 @@ PointResult failure(const std::string& status, const std::string& reason) {
 
 }  // namespace
 
-PointResult run_point(const std::string& config, const std::vector<std::string>& overrides) {
+namespace {
+
+PointResult run_point_untimed(const std::string& config,
+                              const std::vector<std::string>& overrides) {
   try {
     return measure(*prepare_study(config, overrides));
   } catch (const InputError& e) {
@@ -81,6 +85,15 @@ PointResult run_point(const std::string& config, const std::vector<std::string>&
   }
 }
 
+}  // namespace
+
+PointResult run_point(const std::string& config, const std::vector<std::string>& overrides) {
+  const auto start = std::chrono::steady_clock::now();
+  PointResult r = run_point_untimed(config, overrides);
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
 std::string to_message(const PointResult& r) {
   const nlohmann::json j = {{"status", r.status},
                             {"iteration_time_s", r.iteration_time_s},
@@ -88,7 +101,8 @@ std::string to_message(const PointResult& r) {
                             {"bubble_fraction", r.bubble_fraction},
                             {"peak_memory_max_bytes", r.peak_memory_max_bytes},
                             {"peak_memory_mean_bytes", r.peak_memory_mean_bytes},
-                            {"reason", r.reason}};
+                            {"reason", r.reason},
+                            {"wall_s", r.wall_s}};
   // Invalid UTF-8 in a message must not turn a result into an exception.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -103,6 +117,7 @@ PointResult from_message(const std::string& text) {
   r.peak_memory_max_bytes = j.at("peak_memory_max_bytes");
   r.peak_memory_mean_bytes = j.at("peak_memory_mean_bytes");
   r.reason = j.at("reason");
+  r.wall_s = j.at("wall_s");
   return r;
 }
 

@@ -16,6 +16,8 @@ struct PointResult {
   std::string peak_memory_max_bytes;   ///< max over ranks
   std::string peak_memory_mean_bytes;  ///< mean over ranks
   std::string reason;                  ///< why a point is infeasible or failed; "" when ok
+  /// Host seconds run_point took (plan + simulate); not written to results (it varies).
+  double wall_s = 0;
 };
 
 /// Shortest text that reads back as `v` ("0.30092", "1.6697e+09").

@@ -12,7 +12,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
-#include <optional>
+#include <deque>
 #include <stdexcept>
 
 namespace loom::sweep {
@@ -31,8 +31,12 @@ struct Worker {
   pid_t pid = -1;
   int to_worker = -1;
   int from_worker = -1;
-  std::optional<size_t> job;  ///< the job it is running
+  std::deque<size_t> jobs;  ///< sent to it, not answered yet (the first is running)
 };
+
+/// Jobs queued per reused worker: with two, a worker starts its next job while the parent
+/// handles the last result, so ~1 ms evaluator points do not wait for the parent.
+constexpr size_t kQueueDepth = 2;
 
 bool write_all(int fd, const void* data, size_t size) {
   const char* p = static_cast<const char*>(data);
@@ -150,16 +154,22 @@ bool run_pool(size_t count, int jobs, bool fresh_process, const JobFn& job, cons
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGPIPE, &ignore, &old_pipe);  // a dead worker's pipe: an error, not a signal
   std::vector<Worker> workers;
-  size_t next = 0, finished = 0;
+  std::deque<size_t> pending;  // jobs to hand out, in order
+  for (size_t i = 0; i < count; ++i) pending.push_back(i);
+  size_t finished = 0;
   const size_t width = std::min(count, static_cast<size_t>(std::max(1, jobs)));
+  const size_t depth = fresh_process ? 1 : kQueueDepth;
   while (!g_stop && finished < count) {
-    // Keep `width` workers, each with a job, while jobs remain.
-    while (!g_stop && next < count && workers.size() < width)
+    // Keep `width` workers with queued jobs while jobs remain.
+    while (!g_stop && !pending.empty() && workers.size() < width)
       workers.push_back(spawn(fresh_process, job, workers));
     for (Worker& w : workers) {
-      if (w.job || next >= count) continue;
-      const std::uint64_t index = next;
-      if (write_all(w.to_worker, &index, sizeof index)) w.job = next++;
+      while (w.jobs.size() < depth && !pending.empty()) {
+        const std::uint64_t index = pending.front();
+        if (!write_all(w.to_worker, &index, sizeof index)) break;  // dead: found below
+        w.jobs.push_back(pending.front());
+        pending.pop_front();
+      }
     }
     std::vector<pollfd> polls;
     for (const Worker& w : workers) polls.push_back({w.from_worker, POLLIN, 0});
@@ -174,26 +184,29 @@ bool run_pool(size_t count, int jobs, bool fresh_process, const JobFn& job, cons
         message.resize(size);
         answered = read_all(w.from_worker, message.data(), size);
       }
-      if (answered && w.job) {
-        const size_t j = *w.job;
-        w.job.reset();
+      if (answered && !w.jobs.empty()) {
+        const size_t j = w.jobs.front();
+        w.jobs.pop_front();
         ++finished;
         if (!g_stop) done(j, true, message);
         if (!fresh_process) continue;
       }
-      // The worker is gone (a fresh-process worker after its job, or a crash).
+      // The worker is gone (a fresh-process worker after its job, or a crash): the job it
+      // was running failed; the ones queued behind it go to another worker.
       close_worker(w);
       const int status = reap(w.pid, false);
-      if (w.job && !g_stop) {
+      if (!w.jobs.empty() && !g_stop) {
         ++finished;
-        done(*w.job, false, how_it_died(status));
+        done(w.jobs.front(), false, how_it_died(status));
+        w.jobs.pop_front();
       }
+      pending.insert(pending.begin(), w.jobs.begin(), w.jobs.end());
       workers.erase(workers.begin() + static_cast<std::ptrdiff_t>(i));
     }
   }
   const bool complete = !g_stop;
   for (Worker& w : workers) close_worker(w);  // EOF ends idle workers
-  for (Worker& w : workers) reap(w.pid, w.job.has_value());
+  for (Worker& w : workers) reap(w.pid, !w.jobs.empty());
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   sigaction(SIGPIPE, &old_pipe, nullptr);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <chrono>
 #include <filesystem>
 #include <map>
 
@@ -83,6 +84,7 @@ std::pair<int, int> parse_shard(const std::string& text) {
 }
 
 SweepSummary run_sweep(const SweepOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
   const StudyFile study = parse_study(o.study);
   check_axes(study);
   std::vector<Point> points = expand(study);
@@ -106,6 +108,8 @@ SweepSummary run_sweep(const SweepOptions& o) {
     ++sum.resumed;
   }
   const int fd = open_for_append(o.out, table);
+  const auto run_start = std::chrono::steady_clock::now();
+  sum.prepare_s = std::chrono::duration<double>(run_start - start).count();
   Progress progress(todo.size(), o.quiet);
   const bool complete = run_pool(
       todo.size(), o.jobs, study.backend == "simgrid",
@@ -126,10 +130,12 @@ SweepSummary run_sweep(const SweepOptions& o) {
         append_row(fd, cells);
         table.rows.push_back(std::move(cells));
         ++sum.ran;
+        sum.point_s += r.wall_s;
         progress.done(r.status, label(cols, *rp.point));
       });
   progress.finish();
   close(fd);
+  sum.run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   sum.interrupted = !complete;
   const int status = table.find("status");
   for (const auto& row : table.rows) {

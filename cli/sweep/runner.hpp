@@ -26,6 +26,9 @@ struct SweepSummary {
   size_t ran = 0;
   size_t ok = 0, infeasible = 0, failed = 0;  ///< over the shard's rows
   bool interrupted = false;
+  double prepare_s = 0;  ///< parsing, checking and resolving the study (every point's config)
+  double run_s = 0;      ///< running the points (pool start to last row)
+  double point_s = 0;    ///< sum over the points run of their plan + simulate time
 };
 
 /// Runs the sweep. Bad input throws InputError before any point runs (the study file's

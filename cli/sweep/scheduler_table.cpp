@@ -47,7 +47,7 @@ std::vector<SchedulerRow> run_schedulers(const std::string& config,
       [&](size_t i, bool ok, const std::string& message) {
         rows[i].scheduler = schedulers[i];
         rows[i].result =
-            ok ? from_message(message) : PointResult{"failed", "", "", "", "", "", message};
+            ok ? from_message(message) : PointResult{"failed", "", "", "", "", "", message, 0};
         finished[i] = true;
       });
   std::vector<SchedulerRow> out;

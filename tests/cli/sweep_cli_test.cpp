@@ -59,8 +59,9 @@ pid_t start_loom(const test::TempDir& dir, const std::string& args) {
 /// Waits until `csv` holds at least `rows` rows (or 60 s).
 void wait_for_rows(const std::string& csv, size_t rows) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  // Poll often: the whole sweep takes about a second, and the kill must land inside it.
   while (data_rows(slurp(csv)) < rows && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
 }
 
 void wait_exit(pid_t pid) {
