@@ -9,7 +9,8 @@ The kind follows the axis type unless --kind says otherwise: a numeric --x gives
 per --hue value; a categorical --x gives grouped bars; `heatmap` puts --x on the columns,
 --hue on the rows and --y as the colour. Only rows with status ok are drawn. Rows that
 differ in other columns are averaged (the title says over how many); `--where KEY=VALUE`
-(repeatable) picks a slice instead. The PNG appears only once complete.
+(repeatable) picks a slice instead. The PNG appears only once complete, and the same CSV
+gives the same bytes.
 """
 
 import argparse
@@ -17,6 +18,8 @@ import csv
 import os
 import sys
 from collections import defaultdict
+
+import loom_plot as lp
 
 
 def build_parser():
@@ -131,9 +134,8 @@ def draw(rows, args, out):
         title += f" (mean of {averaged} rows per value)"
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    tmp = out + ".tmp.png"
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, out)
+    lp.save_png(fig, out)  # atomic, and the same bytes for the same CSV
+    plt.close(fig)
 
 
 def main(argv=None):

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -198,8 +199,15 @@ int run_schedulers(const SimOptions& o, const std::vector<std::string>& override
   if (!o.quiet)
     std::cerr << "loom: running " << names.size() << " schedulers on " << o.config << " with the "
               << config.sim.backend << " backend ...\n";
-  const auto rows = sweep::run_schedulers(o.config, overrides, names, sweep::core_count(),
-                                          config.sim.backend == "simgrid");
+  // Staged before the run: each scheduler's process writes its timeline into it.
+  std::unique_ptr<OutputDir> out;
+  if (!o.out.empty()) {
+    out = std::make_unique<OutputDir>(o.out);
+    std::filesystem::create_directories(out->file("timelines"));
+  }
+  const auto rows =
+      sweep::run_schedulers(o.config, overrides, names, sweep::core_count(),
+                            config.sim.backend == "simgrid", out ? out->file("timelines") : "");
   std::cout << layout_summary(config) << ", " << config.schedule.microbatches << " microbatches of "
             << config.schedule.microbatch_size << ", backend " << config.sim.backend << "\n";
   sweep::print_scheduler_table(rows, std::cout);
@@ -207,16 +215,18 @@ int run_schedulers(const SimOptions& o, const std::vector<std::string>& override
     std::cerr << "loom: interrupted\n";
     return 130;
   }
-  if (o.out.empty()) return 0;
-  OutputDir out(o.out);
-  std::ofstream(out.file("schedulers.csv")) << sweep::scheduler_csv(rows);
+  if (!out) return 0;
+  std::ofstream(out->file("schedulers.csv")) << sweep::scheduler_csv(rows);
   if (!o.no_plot) {
-    run_analysis_script("sweep_plot.py", {out.file("schedulers.csv"), "--x", "scheduler", "--y",
-                                          "iteration_time_s", "--out", out.file("schedulers.png")});
+    run_analysis_script("sweep_plot.py",
+                        {out->file("schedulers.csv"), "--x", "scheduler", "--y", "iteration_time_s",
+                         "--out", out->file("schedulers.png")});
+    run_analysis_script("schedulers_gantt.py", {out->file("")});
   }
-  out.commit();
-  std::cout << "wrote " << out.destination().string() << "/{schedulers.csv"
-            << (o.no_plot ? "" : ", schedulers.png") << "}\n";
+  out->commit();
+  std::cout << "wrote " << out->destination().string()
+            << "/{schedulers.csv, timelines/<scheduler>.csv"
+            << (o.no_plot ? "" : ", schedulers.png, schedulers_gantt.png") << "}\n";
   return 0;
 }
 

@@ -38,13 +38,14 @@ Resolved resolve(const std::string& config, const std::vector<std::string>& over
 
 namespace {
 
-PointResult measure(const Study& study) {
+PointResult measure(const Study& study, const std::string& timeline_csv) {
   SimGridOptions options;
   options.network_model = study.config.sim.network_model;
   const Timeline timeline = study.config.sim.backend == "evaluator"
                                 ? evaluate(study.schedule, study.config.cluster)
                                 : run_simgrid(study.schedule, study.config.cluster, options);
   const Metrics m = compute_metrics(study.schedule, timeline);
+  if (!timeline_csv.empty()) write_timeline_csv(timeline_csv, study.schedule, timeline);
   double peak_max = 0, peak_sum = 0;
   for (const RankMetrics& r : m.per_rank) {
     peak_max = std::max(peak_max, r.peak_memory_bytes);
@@ -72,10 +73,10 @@ PointResult failure(const std::string& status, const std::string& reason) {
 
 namespace {
 
-PointResult run_point_untimed(const std::string& config,
-                              const std::vector<std::string>& overrides) {
+PointResult run_point_untimed(const std::string& config, const std::vector<std::string>& overrides,
+                              const std::string& timeline_csv) {
   try {
-    return measure(*prepare_study(config, overrides));
+    return measure(*prepare_study(config, overrides), timeline_csv);
   } catch (const InputError& e) {
     return failure("failed", e.what());
   } catch (const InfeasibleError& e) {
@@ -87,9 +88,10 @@ PointResult run_point_untimed(const std::string& config,
 
 }  // namespace
 
-PointResult run_point(const std::string& config, const std::vector<std::string>& overrides) {
+PointResult run_point(const std::string& config, const std::vector<std::string>& overrides,
+                      const std::string& timeline_csv) {
   const auto start = std::chrono::steady_clock::now();
-  PointResult r = run_point_untimed(config, overrides);
+  PointResult r = run_point_untimed(config, overrides, timeline_csv);
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

@@ -35,8 +35,10 @@ Resolved resolve(const std::string& config, const std::vector<std::string>& over
 /// Plans and runs one point in this process (the backend is `sim.backend` of the resolved
 /// config). Errors become results: InputError -> "failed", InfeasibleError ->
 /// "infeasible", anything else -> "failed" with "internal error: ...". SimGrid allows one
-/// simulation per process: run SimGrid points each in a fresh process (pool.hpp).
-PointResult run_point(const std::string& config, const std::vector<std::string>& overrides);
+/// simulation per process: run SimGrid points each in a fresh process (pool.hpp). When
+/// `timeline_csv` is given, an ok point also writes its timeline.csv there.
+PointResult run_point(const std::string& config, const std::vector<std::string>& overrides,
+                      const std::string& timeline_csv = "");
 
 /// PointResult as one JSON line and back (the worker-to-parent message).
 std::string to_message(const PointResult& r);

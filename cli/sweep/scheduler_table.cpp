@@ -34,7 +34,7 @@ std::vector<std::string> scheduler_list(const std::string& text) {
 std::vector<SchedulerRow> run_schedulers(const std::string& config,
                                          const std::vector<std::string>& overrides,
                                          const std::vector<std::string>& schedulers, int jobs,
-                                         bool fresh_process) {
+                                         bool fresh_process, const std::string& timeline_dir) {
   std::vector<SchedulerRow> rows(schedulers.size());
   std::vector<bool> finished(schedulers.size());
   run_pool(
@@ -42,7 +42,8 @@ std::vector<SchedulerRow> run_schedulers(const std::string& config,
       [&](size_t i) {
         std::vector<std::string> o = overrides;
         o.push_back("schedule.name=\"" + schedulers[i] + "\"");
-        return to_message(run_point(config, o));
+        return to_message(run_point(
+            config, o, timeline_dir.empty() ? "" : timeline_dir + "/" + schedulers[i] + ".csv"));
       },
       [&](size_t i, bool ok, const std::string& message) {
         rows[i].scheduler = schedulers[i];

@@ -22,11 +22,12 @@ std::vector<std::string> scheduler_list(const std::string& text);
 
 /// Runs `config` with `overrides` once per scheduler, `jobs` at a time (each in a fresh
 /// process when `fresh_process`: SimGrid); rows in the order of `schedulers`. Returns
-/// early with what finished if interrupted (SIGINT).
+/// early with what finished if interrupted (SIGINT). With `timeline_dir`, each ok
+/// scheduler's timeline goes to `timeline_dir/<scheduler>.csv` (for the Gantt grid).
 std::vector<SchedulerRow> run_schedulers(const std::string& config,
                                          const std::vector<std::string>& overrides,
                                          const std::vector<std::string>& schedulers, int jobs,
-                                         bool fresh_process);
+                                         bool fresh_process, const std::string& timeline_dir = "");
 
 /// The text table: ok rows sorted by iteration time with their speed-up over the slowest,
 /// then the infeasible and not-applicable schedulers with their reasons.

@@ -16,6 +16,7 @@ ANALYSIS_DIR = Path(__file__).resolve().parents[2] / "analysis"
 if str(ANALYSIS_DIR) not in sys.path:
     sys.path.insert(0, str(ANALYSIS_DIR))
 
+import schedulers_gantt as sg  # noqa: E402
 import sweep_plot as sp  # noqa: E402
 
 RESULTS = """\
@@ -72,6 +73,25 @@ class SweepPlotTest(unittest.TestCase):
             sp.main([str(self.csv), "--x", "parallel.ppp"])
         self.assertEqual(e.exception.code, 2)
         self.assertIn("results.csv:1: no column 'parallel.ppp'", err.getvalue())
+
+
+class SchedulersGanttTest(unittest.TestCase):
+    def test_one_row_per_scheduler_that_ran(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            (d / "timelines").mkdir()
+            (d / "schedulers.csv").write_text(
+                "scheduler,status,iteration_time_s,throughput_samples_per_s,bubble_fraction,"
+                "peak_memory_max_bytes,peak_memory_mean_bytes,reason\n"
+                "gpipe,ok,0.004,1,0,1,1,\n1f1b,ok,0.003,1,0,1,1,\ncornstarch,failed,,,,,,no\n")
+            for name, end in (("gpipe", 0.004), ("1f1b", 0.003)):
+                (d / "timelines" / f"{name}.csv").write_text(
+                    "rank,kind,module,stage,microbatch,start_s,end_s\n"
+                    f"0,F,llm,0,0,0,0.001\n1,F,llm,1,0,0.001,0.002\n1,B,llm,1,0,0.002,{end}\n")
+            self.assertEqual([s for s, _ in sg.ok_schedulers(str(d / "schedulers.csv"))],
+                             ["1f1b", "gpipe"])  # fastest first, failed ones left out
+            self.assertEqual(sg.main([str(d)]), 0)
+            self.assertGreater((d / "schedulers_gantt.png").stat().st_size, 1000)
 
 
 if __name__ == "__main__":

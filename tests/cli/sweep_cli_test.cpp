@@ -242,6 +242,9 @@ TEST(SimSchedulers, EverySchedulerInOneTableAndTheInapplicableWithTheirReason) {
             "scheduler,status,iteration_time_s,throughput_samples_per_s,bubble_fraction,"
             "peak_memory_max_bytes,peak_memory_mean_bytes,reason");
   EXPECT_NE(csv.find("\ncornstarch,failed,"), std::string::npos) << csv;
+  // The Gantt grid's input: one timeline per scheduler that ran.
+  EXPECT_TRUE(fs::exists(dir.path("o") + "/timelines/zb-h1.csv"));
+  EXPECT_FALSE(fs::exists(dir.path("o") + "/timelines/cornstarch.csv"));
   test::expect_exit(
       "sim " + test::source_path("configs/examples/uniform-1f1b.toml") + " --schedulers 1f1b,2f2b",
       2, {"--schedulers", "2f2b"});
