@@ -4,7 +4,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string_view>
 
 #include "cli/study.hpp"
 #include "core/config.hpp"
@@ -21,15 +24,32 @@ std::string number_text(double v) {
   return std::string(buf, r.ptr);
 }
 
+namespace {
+
+void fnv1a(std::uint64_t& h, std::string_view bytes) {
+  for (const char c : bytes) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+}
+
+}  // namespace
+
 Resolved resolve(const std::string& config, const std::vector<std::string>& overrides) {
   const Config c = load_config(config, overrides);
   // The dump's first line names the file; the hash covers the values only.
   const std::string& text = c.resolved_toml;
   const size_t body = text.find('\n');
   std::uint64_t h = 1469598103934665603ULL;  // FNV-1a 64
-  for (size_t i = body == std::string::npos ? 0 : body + 1; i < text.size(); ++i) {
-    h ^= static_cast<unsigned char>(text[i]);
-    h *= 1099511628211ULL;
+  fnv1a(h, std::string_view(text).substr(body == std::string::npos ? 0 : body + 1));
+  // Files the config names are part of what a point computes: an edited workload CSV or
+  // profile reruns its points under --resume.
+  for (const std::string& file : {c.workload.csv, c.cost.profile}) {
+    if (file.empty()) continue;
+    std::ifstream in(file, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    fnv1a(h, ss.str());
   }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));

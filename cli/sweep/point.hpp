@@ -24,8 +24,9 @@ struct PointResult {
 std::string number_text(double v);
 
 /// The resolved configuration of `config` with `overrides` and the 16-hex-digit FNV-1a hash
-/// of it (every key with its resolved value, defaults included; the file's path is not
-/// part of it, so a moved config keeps its hash). Throws InputError as load_config does.
+/// of it (every key with its resolved value, defaults included, and the contents of the
+/// workload CSV and cost profile it names; the config file's path is not part of it, so a
+/// moved config keeps its hash). Throws InputError as load_config does.
 struct Resolved {
   std::string hash;
   std::string scheduler;  ///< schedule.name

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/sweep/point.hpp"
+#include "cli_support.hpp"
 #include "core/errors.hpp"
 #include "test_support.hpp"
 
@@ -135,6 +136,17 @@ TEST(StudyFile, ConfigHashFollowsTheResolvedValuesNotTheirSpelling) {
   EXPECT_NE(a.hash, c.hash);
   EXPECT_NE(a.hash, d.hash);
   EXPECT_EQ(a.scheduler, "1f1b");
+}
+
+TEST(StudyFile, ConfigHashCoversTheWorkloadCsvItNames) {
+  test::TempDir dir;
+  const std::string config =
+      dir.write("c.toml", test::slurp(base()) + "\n[workload]\ncsv = \"w.csv\"\n");
+  dir.write("w.csv", "sample_id,text_tokens\n0,1024\n");
+  const std::string before = resolve(config, {}).hash;
+  EXPECT_EQ(resolve(config, {}).hash, before);
+  dir.write("w.csv", "sample_id,text_tokens\n0,2048\n");
+  EXPECT_NE(resolve(config, {}).hash, before) << "an edited workload must rerun under --resume";
 }
 
 }  // namespace
