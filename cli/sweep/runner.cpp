@@ -16,19 +16,19 @@
 namespace loom::sweep {
 namespace {
 
-struct Resolved_point {
+struct ResolvedPoint {
   const Point* point;
   std::string hash;
 };
 
 /// Resolves every point of the shard (hash, scheduler cell). A combination of axis values
 /// the config reader rejects is bad input: named with the point's assignments.
-std::vector<Resolved_point> resolve_points(const StudyFile& study, std::vector<Point>& points,
-                                           const SweepOptions& o) {
+std::vector<ResolvedPoint> resolve_points(const StudyFile& study, std::vector<Point>& points,
+                                          const SweepOptions& o) {
   const std::vector<std::string> cols = axis_columns(study);
   const size_t scheduler_col =
       static_cast<size_t>(std::find(cols.begin(), cols.end(), "scheduler") - cols.begin());
-  std::vector<Resolved_point> out;
+  std::vector<ResolvedPoint> out;
   for (Point& p : points) {
     if (p.index % static_cast<size_t>(o.shards) != static_cast<size_t>(o.shard)) continue;
     Resolved r;
@@ -88,7 +88,7 @@ SweepSummary run_sweep(const SweepOptions& o) {
   const StudyFile study = parse_study(o.study);
   check_axes(study);
   std::vector<Point> points = expand(study);
-  const std::vector<Resolved_point> shard = resolve_points(study, points, o);
+  const std::vector<ResolvedPoint> shard = resolve_points(study, points, o);
   const std::vector<std::string> cols = axis_columns(study);
 
   SweepSummary sum;
@@ -97,8 +97,8 @@ SweepSummary run_sweep(const SweepOptions& o) {
   const auto earlier = o.resume ? earlier_results(o.out) : std::map<std::string, PointResult>{};
   Table table;
   table.columns = all_columns(cols);
-  std::vector<const Resolved_point*> todo;
-  for (const Resolved_point& rp : shard) {
+  std::vector<const ResolvedPoint*> todo;
+  for (const ResolvedPoint& rp : shard) {
     const auto it = earlier.find(rp.hash);
     if (it == earlier.end()) {
       todo.push_back(&rp);
@@ -125,7 +125,7 @@ SweepSummary run_sweep(const SweepOptions& o) {
           r.status = "failed";
           r.reason = message;
         }
-        const Resolved_point& rp = *todo[i];
+        const ResolvedPoint& rp = *todo[i];
         std::vector<std::string> cells = row_cells(rp.point->index, rp.point->cells, rp.hash, r);
         append_row(fd, cells);
         table.rows.push_back(std::move(cells));

@@ -70,7 +70,7 @@ void wait_exit(pid_t pid) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
-TEST(Sweep, ResultsAreByteIdenticalForOneOrFourJobs) {
+TEST(SweepCli, ResultsAreByteIdenticalForOneOrFourJobs) {
   test::TempDir dir;
   const std::string study = small_study(dir);
   for (const char* j : {"1", "4"}) {
@@ -83,7 +83,7 @@ TEST(Sweep, ResultsAreByteIdenticalForOneOrFourJobs) {
   EXPECT_EQ(data_rows(slurp(dir.path("1") + "/results.csv")), 18u);
 }
 
-TEST(Sweep, FailedAndInfeasiblePointsAreRowsWithTheirReason) {
+TEST(SweepCli, FailedAndInfeasiblePointsAreRowsWithTheirReason) {
   test::TempDir dir;
   const auto r = run_loom("sweep " + small_study(dir) + " -q -j 2 --out " + dir.path("o"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -114,7 +114,7 @@ TEST(Sweep, FailedAndInfeasiblePointsAreRowsWithTheirReason) {
   }
 }
 
-TEST(Sweep, ResumeAfterAKilledRunLosesAndDuplicatesNoRow) {
+TEST(SweepCli, ResumeAfterAKilledRunLosesAndDuplicatesNoRow) {
   test::TempDir dir;
   const std::string study = large_study(dir);
   const auto full = run_loom("sweep " + study + " -q -j 2 --out " + dir.path("full"));
@@ -136,7 +136,7 @@ TEST(Sweep, ResumeAfterAKilledRunLosesAndDuplicatesNoRow) {
   EXPECT_EQ(slurp(dir.path("part") + "/results.json"), slurp(dir.path("full") + "/results.json"));
 }
 
-TEST(Sweep, CtrlCLeavesAValidSortedCsvAndResumeFinishesIt) {
+TEST(SweepCli, CtrlCLeavesAValidSortedCsvAndResumeFinishesIt) {
   test::TempDir dir;
   const std::string study = large_study(dir);
   const std::string csv = dir.path("o") + "/results.csv";
@@ -156,7 +156,7 @@ TEST(Sweep, CtrlCLeavesAValidSortedCsvAndResumeFinishesIt) {
   EXPECT_EQ(data_rows(slurp(csv)), 768u);
 }
 
-TEST(Sweep, ShardsMergedEqualTheFullRun) {
+TEST(SweepCli, ShardsMergedEqualTheFullRun) {
   test::TempDir dir;
   const std::string study = small_study(dir);
   ASSERT_EQ(run_loom("sweep " + study + " -q --out " + dir.path("full")).exit_code, 0);
@@ -178,7 +178,7 @@ TEST(Sweep, ShardsMergedEqualTheFullRun) {
   EXPECT_EQ(slurp(dir.path("merged") + "/results.json"), slurp(dir.path("full") + "/results.json"));
 }
 
-TEST(Sweep, AnEditedStudyRerunsOnlyTheNewPoints) {
+TEST(SweepCli, AnEditedStudyRerunsOnlyTheNewPoints) {
   test::TempDir dir;
   const std::string study = small_study(dir);
   ASSERT_EQ(run_loom("sweep " + study + " -q --out " + dir.path("o")).exit_code, 0);
@@ -191,7 +191,7 @@ TEST(Sweep, AnEditedStudyRerunsOnlyTheNewPoints) {
       << r.output;
 }
 
-TEST(Sweep, BadStudyInputExits2NamingTheLineBeforeAnyPointRuns) {
+TEST(SweepCli, BadStudyInputExits2NamingTheLineBeforeAnyPointRuns) {
   test::TempDir dir;
   const std::string base = test::source_path("configs/examples/uniform-1f1b.toml");
   const std::string unknown =
@@ -208,7 +208,7 @@ TEST(Sweep, BadStudyInputExits2NamingTheLineBeforeAnyPointRuns) {
   test::expect_exit("sweep " + unknown + " --shard 4/4", 2, {"--shard '4/4'"});
 }
 
-TEST(Sweep, SimGridPointsEachRunInAFreshProcess) {
+TEST(SweepCli, SimGridPointsEachRunInAFreshProcess) {
   // SimGrid allows one simulation per process: a worker reused for a second SimGrid point
   // would fail it. 4 points on 2 jobs reuse nothing.
   test::TempDir dir;
@@ -250,7 +250,7 @@ TEST(SimSchedulers, EverySchedulerInOneTableAndTheInapplicableWithTheirReason) {
       2, {"--schedulers", "2f2b"});
 }
 
-TEST(Sweep, SlurmScriptRunsOneShardPerArrayTask) {
+TEST(SweepCli, SlurmScriptRunsOneShardPerArrayTask) {
   test::TempDir dir;
   const auto r = run_loom("sweep " + small_study(dir) + " --slurm --tasks 3 --cpus-per-task 2 " +
                           "--time 00:10:00 --out " + dir.path("o"));
