@@ -3,6 +3,7 @@
 // throughput.csv, events.csv and summary.json (replay/report.hpp).
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "cli/commands.hpp"
@@ -31,6 +32,7 @@ struct ReplayCliOptions {
   std::vector<std::string> overrides;
   TraceCliOptions trace_options;
   bool quiet = false;
+  bool json = false;  ///< print summary.json instead of the text summary
 };
 
 /// Oobleck's planning problem for the config's model (simulation mode).
@@ -148,6 +150,11 @@ int run_replay_command(ReplayCliOptions o) {
   OutputDir out(out_dir);
   write_replay_outputs(result, out.file(""));
   out.commit();
+  if (o.json) {
+    std::ifstream in(out.destination() / "summary.json");
+    std::cout << in.rdbuf();
+    return 0;
+  }
 
   std::printf("policy %s, trace %s, %.2f h, global batch %d\n", result.policy.c_str(),
               o.trace.c_str(), result.duration_s / 3600, result.global_batch);
@@ -203,6 +210,8 @@ CommandRun attach_replay(CLI::App& sub) {
   sub.add_option("--set", o->overrides,
                  "Override a config key (repeatable), e.g. --set replay.fault_tolerance=2");
   sub.add_flag("--quiet,-q", o->quiet, "No progress messages on stderr");
+  sub.add_flag("--json", o->json,
+               "Print summary.json (the same fields) instead of the text summary");
   return [o]() { return run_replay_command(*o); };
 }
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -18,6 +19,9 @@
 #include "cli/run_output.hpp"
 #include "cli/schedule_import.hpp"
 #include "cli/study.hpp"
+#include "cli/sweep/pool.hpp"
+#include "cli/sweep/scheduler_table.hpp"
+#include "core/errors.hpp"
 #include "core/evaluator.hpp"
 #include "core/io.hpp"
 #include "core/timeline.hpp"
@@ -36,6 +40,7 @@ struct SimOptions {
   bool no_plot = false;
   bool bench = false;
   bool quiet = false;
+  std::string schedulers;  ///< --schedulers: all | a,b,c
 };
 
 double peak_rss_bytes() {
@@ -186,9 +191,51 @@ void print_stages(const Study& study, std::ostream& os) {
   }
 }
 
+/// `--schedulers`: every listed scheduler on the config, one table; with --out also
+/// schedulers.csv and the bar chart schedulers.png.
+int run_schedulers(const SimOptions& o, const std::vector<std::string>& overrides) {
+  if (!o.simgrid_cfg.empty() || o.bench)
+    throw InputError("--schedulers: --simgrid-cfg and --bench apply to one scheduler only");
+  const Config config = load_config(o.config, overrides);  // bad keys: exit 2 before any run
+  const std::vector<std::string> names = sweep::scheduler_list(o.schedulers);
+  if (!o.quiet)
+    std::cerr << "loom: running " << names.size() << " schedulers on " << o.config << " with the "
+              << config.sim.backend << " backend ...\n";
+  // Staged before the run: each scheduler's process writes its timeline into it.
+  std::unique_ptr<OutputDir> out;
+  if (!o.out.empty()) {
+    out = std::make_unique<OutputDir>(o.out);
+    std::filesystem::create_directories(out->file("timelines"));
+  }
+  const auto rows =
+      sweep::run_schedulers(o.config, overrides, names, sweep::core_count(),
+                            config.sim.backend == "simgrid", out ? out->file("timelines") : "");
+  std::cout << layout_summary(config) << ", " << config.schedule.microbatches << " microbatches of "
+            << config.schedule.microbatch_size << ", backend " << config.sim.backend << "\n";
+  sweep::print_scheduler_table(rows, std::cout);
+  if (rows.size() < names.size()) {
+    std::cerr << "loom: interrupted\n";
+    return 130;
+  }
+  if (!out) return 0;
+  std::ofstream(out->file("schedulers.csv")) << sweep::scheduler_csv(rows);
+  if (!o.no_plot) {
+    run_analysis_script("sweep_plot.py",
+                        {out->file("schedulers.csv"), "--x", "scheduler", "--y", "iteration_time_s",
+                         "--out", out->file("schedulers.png")});
+    run_analysis_script("schedulers_gantt.py", {out->file("")});
+  }
+  out->commit();
+  std::cout << "wrote " << out->destination().string()
+            << "/{schedulers.csv, timelines/<scheduler>.csv"
+            << (o.no_plot ? "" : ", schedulers.png, schedulers_gantt.png") << "}\n";
+  return 0;
+}
+
 int run_sim(const SimOptions& o) {
   std::vector<std::string> overrides = o.overrides;
   if (!o.backend.empty()) overrides.push_back("sim.backend=" + o.backend);
+  if (!o.schedulers.empty()) return run_schedulers(o, overrides);
   if (!o.quiet)
     std::cerr << "loom: " << (o.schedule.empty() ? "planning " + o.config : "loading " + o.schedule)
               << " ...\n";
@@ -295,6 +342,9 @@ CommandRun attach_sim(CLI::App& sub) {
   sub.add_flag("--bench", o->bench,
                "Time the backend only: print wall time, peak RSS and activities/s as JSON");
   sub.add_flag("--quiet,-q", o->quiet, "No progress messages on stderr");
+  sub.add_option("--schedulers", o->schedulers,
+                 "Run every scheduler listed (all, or a,b,c) on the config: one table, and "
+                 "schedulers.csv + schedulers.png in --out; those that do not apply say why");
   return [o]() { return run_sim(*o); };
 }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli/commands.hpp"
@@ -85,6 +86,26 @@ void print_info(const AvailabilityTrace& t, const TraceOptions& o) {
             << " nodes over " << t.duration_s / 3600 << " h\n";
 }
 
+/// `trace info --json`: the numbers print_info shows, one field each.
+void print_info_json(const AvailabilityTrace& t, const TraceOptions& o) {
+  const AliveStats s = alive_stats(t);
+  const nlohmann::json j = {{"trace", t.source},
+                            {"format", t.format},
+                            {"duration_s", t.duration_s},
+                            {"initial_nodes", t.initial.size()},
+                            {"events", t.events.size()},
+                            {"adds", s.adds},
+                            {"removes", s.removes},
+                            {"removal_instants", distinct_removal_times(t)},
+                            {"dropped_out_of_order", t.dropped_out_of_order},
+                            {"distinct_nodes", s.distinct_nodes},
+                            {"min_alive", s.min_alive},
+                            {"max_alive", s.max_alive},
+                            {"mean_alive", s.mean_alive},
+                            {"notice_s", o.notice_s}};
+  std::cout << j.dump(1) << "\n";
+}
+
 double seconds_option(const std::string& text, const char* flag) {
   const auto v = parse_seconds(text);
   if (!v || *v < 0) {
@@ -118,6 +139,7 @@ CommandRun attach_info(CLI::App& sub) {
     std::string file, format = "auto", out_of_order = "error", notice = "0", scale_text;
     std::string start = "0", max_duration = "0";
     double scale = 1;
+    bool json = false;
   };
   auto o = std::make_shared<Options>();
   sub.add_option("FILE", o->file,
@@ -131,6 +153,7 @@ CommandRun attach_info(CLI::App& sub) {
   sub.add_option("--time-scale", o->scale, "Multiply every time by this factor (default 1)");
   sub.add_option("--start", o->start, "Start the trace at this time (e.g. 2h; default 0)");
   sub.add_option("--max-duration", o->max_duration, "Cut the trace after this long (0 = all)");
+  sub.add_flag("--json", o->json, "Print the summary as JSON (one field per number)");
   return [o]() {
     TraceOptions opts;
     opts.format = parse_trace_format(o->format, "--format");
@@ -142,7 +165,11 @@ CommandRun attach_info(CLI::App& sub) {
     opts.time_scale = o->scale;
     opts.start_s = seconds_option(o->start, "--start");
     opts.max_duration_s = seconds_option(o->max_duration, "--max-duration");
-    print_info(load_availability_trace(o->file, opts), opts);
+    const AvailabilityTrace trace = load_availability_trace(o->file, opts);
+    if (o->json)
+      print_info_json(trace, opts);
+    else
+      print_info(trace, opts);
     return 0;
   };
 }

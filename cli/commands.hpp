@@ -27,5 +27,6 @@ CommandRun attach_profile(CLI::App& sub);
 CommandRun attach_compare(CLI::App& sub);
 CommandRun attach_plan_layout(CLI::App& sub);  // cli/cmd_plan_layout.cpp
 CommandRun attach_schedule(CLI::App& sub);     // cli/cmd_schedule.cpp
+CommandRun attach_sweep(CLI::App& sub);        // cli/cmd_sweep.cpp
 
 }  // namespace loom

@@ -17,7 +17,8 @@ OutputDir::OutputDir(const std::string& destination)
     if (!fs::is_directory(destination_))
       throw InputError("--out " + destination + ": exists and is not a directory");
     if (!fs::is_empty(destination_) && !fs::exists(destination_ / "metrics.json") &&
-        !fs::exists(destination_ / "summary.json")) {  // summary.json: a `loom replay` output
+        !fs::exists(destination_ / "summary.json") &&    // summary.json: a `loom replay` output
+        !fs::exists(destination_ / "schedulers.csv")) {  // `loom sim --schedulers`
       throw InputError("--out " + destination +
                        ": exists and is not a Loom output directory (no metrics.json); "
                        "refusing to replace it");

@@ -51,6 +51,18 @@ TEST(CliTrace, InfoOnTheShippedP3Trace) {
   EXPECT_TRUE(contains(v100.output, "dropped    15 samples")) << v100.output;
 }
 
+TEST(CliTrace, InfoJsonHasTheSameNumbers) {
+  const Result r =
+      test::run_loom("trace info --json " + test::source_path("traces/spot/ec2-p3.csv"), "2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["initial_nodes"].get<int>() + j["events"].get<int>(), 344);
+  EXPECT_NEAR(j["duration_s"].get<double>() / 3600, 11.37, 0.005);
+  EXPECT_EQ(j["max_alive"], 32);
+  EXPECT_EQ(j["adds"].get<int>() + j["removes"].get<int>(), j["events"].get<int>());
+  EXPECT_EQ(j["format"], "events");
+}
+
 TEST(CliTrace, GenerateIsDeterministicAndReadable) {
   test::TempDir dir;
   for (const char* out : {"a.csv", "b.csv"}) {

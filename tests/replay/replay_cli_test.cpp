@@ -256,5 +256,16 @@ TEST(ReplayCli, BambooRunsOutOfMemoryForGpt3WithTf32Activations) {
   EXPECT_FALSE(summary(tmp.path("fits")).contains("stopped"));
 }
 
+TEST(ReplayCli, JsonPrintsTheSummaryWithItsFieldNames) {
+  test::TempDir tmp;
+  const auto r = test::run_loom(
+      "replay " + test::source_path("configs/paper/oobleck-gpt2-measured.toml") + " --trace " +
+          test::source_path("traces/oobleck/10m.csv") + " -q --json --out " + tmp.path("o"),
+      "2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, test::slurp(tmp.path("o") + "/summary.json"));
+  EXPECT_TRUE(nlohmann::json::parse(r.output).contains("average_throughput_samples_per_s"));
+}
+
 }  // namespace loom
 #endif  // LOOM_BINARY

@@ -1,0 +1,146 @@
+#include "cli/sweep/point.hpp"
+
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string_view>
+
+#include "cli/study.hpp"
+#include "core/config.hpp"
+#include "core/errors.hpp"
+#include "core/evaluator.hpp"
+#include "core/timeline.hpp"
+#include "sim/simgrid_backend.hpp"
+
+namespace loom::sweep {
+
+std::string number_text(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+namespace {
+
+void fnv1a(std::uint64_t& h, std::string_view bytes) {
+  for (const char c : bytes) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+}
+
+}  // namespace
+
+Resolved resolve(const std::string& config, const std::vector<std::string>& overrides) {
+  const Config c = load_config(config, overrides);
+  // The dump's first line names the file; the hash covers the values only.
+  const std::string& text = c.resolved_toml;
+  const size_t body = text.find('\n');
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a 64
+  fnv1a(h, std::string_view(text).substr(body == std::string::npos ? 0 : body + 1));
+  // Files the config names are part of what a point computes: an edited workload CSV or
+  // profile reruns its points under --resume.
+  for (const std::string& file : {c.workload.csv, c.cost.profile}) {
+    if (file.empty()) continue;
+    std::ifstream in(file, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    fnv1a(h, ss.str());
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return {hex, c.schedule.name};
+}
+
+namespace {
+
+PointResult measure(const Study& study, const std::string& timeline_csv) {
+  SimGridOptions options;
+  options.network_model = study.config.sim.network_model;
+  const Timeline timeline = study.config.sim.backend == "evaluator"
+                                ? evaluate(study.schedule, study.config.cluster)
+                                : run_simgrid(study.schedule, study.config.cluster, options);
+  const Metrics m = compute_metrics(study.schedule, timeline);
+  if (!timeline_csv.empty()) write_timeline_csv(timeline_csv, study.schedule, timeline);
+  double peak_max = 0, peak_sum = 0;
+  for (const RankMetrics& r : m.per_rank) {
+    peak_max = std::max(peak_max, r.peak_memory_bytes);
+    peak_sum += r.peak_memory_bytes;
+  }
+  PointResult out;
+  out.status = "ok";
+  out.iteration_time_s = number_text(m.iteration_time_s);
+  out.throughput_samples_per_s = number_text(m.throughput_samples_per_s);
+  out.bubble_fraction = number_text(m.bubble_fraction);
+  out.peak_memory_max_bytes = number_text(peak_max);
+  out.peak_memory_mean_bytes =
+      number_text(m.per_rank.empty() ? 0 : peak_sum / static_cast<double>(m.per_rank.size()));
+  return out;
+}
+
+PointResult failure(const std::string& status, const std::string& reason) {
+  PointResult out;
+  out.status = status;
+  out.reason = reason;
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+PointResult run_point_untimed(const std::string& config, const std::vector<std::string>& overrides,
+                              const std::string& timeline_csv) {
+  try {
+    return measure(*prepare_study(config, overrides), timeline_csv);
+  } catch (const InputError& e) {
+    return failure("failed", e.what());
+  } catch (const InfeasibleError& e) {
+    return failure("infeasible", e.what());
+  } catch (const std::exception& e) {
+    return failure("failed", std::string("internal error: ") + e.what());
+  }
+}
+
+}  // namespace
+
+PointResult run_point(const std::string& config, const std::vector<std::string>& overrides,
+                      const std::string& timeline_csv) {
+  const auto start = std::chrono::steady_clock::now();
+  PointResult r = run_point_untimed(config, overrides, timeline_csv);
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+std::string to_message(const PointResult& r) {
+  const nlohmann::json j = {{"status", r.status},
+                            {"iteration_time_s", r.iteration_time_s},
+                            {"throughput_samples_per_s", r.throughput_samples_per_s},
+                            {"bubble_fraction", r.bubble_fraction},
+                            {"peak_memory_max_bytes", r.peak_memory_max_bytes},
+                            {"peak_memory_mean_bytes", r.peak_memory_mean_bytes},
+                            {"reason", r.reason},
+                            {"wall_s", r.wall_s}};
+  // Invalid UTF-8 in a message must not turn a result into an exception.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+PointResult from_message(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  PointResult r;
+  r.status = j.at("status");
+  r.iteration_time_s = j.at("iteration_time_s");
+  r.throughput_samples_per_s = j.at("throughput_samples_per_s");
+  r.bubble_fraction = j.at("bubble_fraction");
+  r.peak_memory_max_bytes = j.at("peak_memory_max_bytes");
+  r.peak_memory_mean_bytes = j.at("peak_memory_mean_bytes");
+  r.reason = j.at("reason");
+  r.wall_s = j.at("wall_s");
+  return r;
+}
+
+}  // namespace loom::sweep

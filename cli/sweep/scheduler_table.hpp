@@ -1,0 +1,40 @@
+#pragma once
+/// `loom sim CONFIG --schedulers all|a,b,c`: every scheduler on the same workload and
+/// cluster, one table. Each scheduler runs in its own process (pool.hpp), so SimGrid runs
+/// too; a scheduler that does not apply to the config is a row with the reason (the
+/// InputError it raised).
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cli/sweep/point.hpp"
+
+namespace loom::sweep {
+
+struct SchedulerRow {
+  std::string scheduler;
+  PointResult result;
+};
+
+/// "all" -> every registered scheduler; "a,b" -> those. Throws InputError (listing the valid
+/// names) for an unknown one.
+std::vector<std::string> scheduler_list(const std::string& text);
+
+/// Runs `config` with `overrides` once per scheduler, `jobs` at a time (each in a fresh
+/// process when `fresh_process`: SimGrid); rows in the order of `schedulers`. Returns
+/// early with what finished if interrupted (SIGINT). With `timeline_dir`, each ok
+/// scheduler's timeline goes to `timeline_dir/<scheduler>.csv` (for the Gantt grid).
+std::vector<SchedulerRow> run_schedulers(const std::string& config,
+                                         const std::vector<std::string>& overrides,
+                                         const std::vector<std::string>& schedulers, int jobs,
+                                         bool fresh_process, const std::string& timeline_dir = "");
+
+/// The text table: ok rows sorted by iteration time with their speed-up over the slowest,
+/// then the infeasible and not-applicable schedulers with their reasons.
+void print_scheduler_table(const std::vector<SchedulerRow>& rows, std::ostream& os);
+
+/// schedulers.csv: `scheduler,status,iteration_time_s,throughput_samples_per_s,
+/// bubble_fraction,peak_memory_max_bytes,peak_memory_mean_bytes,reason`, in `rows` order.
+std::string scheduler_csv(const std::vector<SchedulerRow>& rows);
+
+}  // namespace loom::sweep
