@@ -34,27 +34,27 @@ void cost_microbatches(Context& ctx, const Schedule& schedule) {
 
 namespace {
 
+/// The Compute of one segment of stage `s`, costs still zero.
+Compute segment_op(Pass pass, int s, int mb, const Segment& seg) {
+  return Compute{.pass = pass,
+                 .stage = s,
+                 .microbatch = mb,
+                 .module = seg.module,
+                 .first_layer = seg.first,
+                 .end_layer = seg.end};
+}
+
 void expand_forward(const Context& ctx, std::vector<Op>& program, int s, const MicrobatchCosts& mc,
                     int mb) {
   for (const Segment& seg : ctx.stage(s).redundant) {
-    Compute c{.pass = Pass::kF,
-              .stage = s,
-              .microbatch = mb,
-              .module = seg.module,
-              .first_layer = seg.first,
-              .end_layer = seg.end,
-              .redundant = true};
+    Compute c = segment_op(Pass::kF, s, mb, seg);
+    c.redundant = true;
     for (int l = seg.first; l < seg.end; ++l)
       c.seconds += mc.layer[static_cast<size_t>(l)].forward_s;
     program.push_back(c);
   }
   for (const Segment& seg : ctx.stage(s).segments) {
-    Compute c{.pass = Pass::kF,
-              .stage = s,
-              .microbatch = mb,
-              .module = seg.module,
-              .first_layer = seg.first,
-              .end_layer = seg.end};
+    Compute c = segment_op(Pass::kF, s, mb, seg);
     const bool kept = ctx.needs_backward(seg);
     for (int l = seg.first; l < seg.end; ++l) {
       c.seconds += mc.layer[static_cast<size_t>(l)].forward_s;
@@ -70,12 +70,7 @@ void expand_backward(const Context& ctx, std::vector<Op>& program, int s, const 
   std::vector<Segment> segs = ctx.stage(s).segments;
   std::reverse(segs.begin(), segs.end());
   for (const Segment& seg : segs) {
-    Compute c{.pass = pass,
-              .stage = s,
-              .microbatch = mb,
-              .module = seg.module,
-              .first_layer = seg.first,
-              .end_layer = seg.end};
+    Compute c = segment_op(pass, s, mb, seg);
     for (int l = seg.first; l < seg.end; ++l) {
       const PassCost& pc = mc.layer[static_cast<size_t>(l)];
       if (pass != Pass::kW) c.seconds += pc.input_grad_s;
