@@ -97,6 +97,7 @@ struct CompareOptions {
   std::string png = "compare.png";
   bool all_ops = false;
   bool no_plot = false;
+  bool json = false;
 };
 
 /// Both runs must have executed one schedule. timeline.csv rows name rank, kind, module,
@@ -136,7 +137,9 @@ int run_compare(const CompareOptions& o) {
   };
   std::map<std::string, Group> groups;  // "kind module"
   std::vector<double> all_abs;
-  std::ostream& os = std::cout;
+  nlohmann::json ops = nlohmann::json::array();
+  std::ostringstream text;  // the human-readable report; --json prints JSON instead
+  std::ostream& os = text;
   for (size_t i = 0; i < pred.size(); ++i) {
     const Row& p = pred[i];
     const Row& m = meas[i];
@@ -152,9 +155,38 @@ int run_compare(const CompareOptions& o) {
     g.pred_s += p.duration();
     g.meas_s += m.duration();
     all_abs.push_back(std::abs(err));
+    if (o.json && o.all_ops)
+      ops.push_back({{"op", p.label()},
+                     {"predicted_s", p.duration()},
+                     {"measured_s", m.duration()},
+                     {"error", err}});
     if (o.all_ops)
       os << p.label() << ": predicted " << ms(p.duration()) << ", measured " << ms(m.duration())
          << " (" << pct(err) << ")\n";
+  }
+  const double tp = iteration_time(o.pred, pred), tm = iteration_time(o.meas, meas);
+  if (o.json) {
+    nlohmann::json by_kind = nlohmann::json::array();
+    for (const auto& [name, g] : groups) {
+      const size_t space = name.find(' ');
+      by_kind.push_back({{"kind", name.substr(0, space)},
+                         {"module", name.substr(space + 1)},
+                         {"ops", g.abs_err.size()},
+                         {"median_abs_error", median(g.abs_err)},
+                         {"mean_error", g.signed_sum / static_cast<double>(g.abs_err.size())},
+                         {"predicted_s", g.pred_s},
+                         {"measured_s", g.meas_s}});
+    }
+    nlohmann::json out = {{"prediction", o.pred},
+                          {"measurement", o.meas},
+                          {"compute_ops", all_abs.size()},
+                          {"median_abs_error", median(all_abs)},
+                          {"by_kind", by_kind},
+                          {"iteration_time_s", {{"predicted", tp}, {"measured", tm}}},
+                          {"iteration_error", tp > 0 ? (tm - tp) / tp : 0}};
+    if (o.all_ops) out["per_op"] = ops;
+    std::cout << out.dump(2) << "\n";
+    return 0;
   }
   os << "per-operation error of compute ops (measured vs predicted duration):\n";
   for (const auto& [name, g] : groups) {
@@ -170,12 +202,12 @@ int run_compare(const CompareOptions& o) {
   std::snprintf(all, sizeof all, "  all compute ops: %zu, median |err| %.2f%%\n", all_abs.size(),
                 median(all_abs) * 100);
   os << all;
-  const double tp = iteration_time(o.pred, pred), tm = iteration_time(o.meas, meas);
   os << "iteration time: predicted " << ms(tp) << ", measured " << ms(tm) << ", error "
      << pct(tp > 0 ? (tm - tp) / tp : 0) << "\n";
+  std::cout << text.str();
   if (!o.no_plot &&
       run_analysis_script("compare_plot.py", {o.pred, o.meas, "-o", o.png, "--quiet"}))
-    os << "wrote " << o.png << " (predicted above, measured below)\n";
+    std::cout << "wrote " << o.png << " (predicted above, measured below)\n";
   return 0;
 }
 
@@ -197,6 +229,8 @@ CommandRun attach_compare(CLI::App& sub) {
   sub.add_option("--png", o->png, "Where to draw both timelines (default compare.png)");
   sub.add_flag("--ops", o->all_ops, "Also print every compute operation's error");
   sub.add_flag("--no-plot", o->no_plot, "Skip the PNG");
+  sub.add_flag("--json", o->json,
+               "Print the errors as JSON instead (no PNG; with --ops every op's error too)");
   return [o]() { return run_compare(*o); };
 }
 

@@ -4,6 +4,7 @@
 // derive (Table 4.1).
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli/commands.hpp"
@@ -26,6 +27,7 @@ struct Options {
   int n0 = 1;
   int max_batch = 4096;
   bool search_tp = false;
+  bool json = false;
 };
 
 BatchSource make_source(const Config& c) {
@@ -88,6 +90,52 @@ void print_stages(const Model& model, const ParallelPlan& p) {
   }
 }
 
+nlohmann::json trials_json(const std::vector<BernoulliTrial>& trials) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const BernoulliTrial& t : trials) {
+    out.push_back({{"batch_size", t.batch_size},
+                   {"pass", t.pass},
+                   {"reference", t.reference},
+                   {"allocations", t.allocations},
+                   {"min_ratio", t.min_ratio},
+                   {"max_ratio", t.max_ratio}});
+  }
+  return out;
+}
+
+/// One planner's row: the same quantities the text table prints, in SI units.
+nlohmann::json plan_json(const char* planner, const ConfigSearch& s, const ParallelPlan& p,
+                         const Model& model) {
+  const std::vector<Component> comps = model_components(model);
+  nlohmann::json components = nlohmann::json::array();
+  for (size_t i = 0; i < p.components.size(); ++i) {
+    const ComponentConfig& c = p.components[i];
+    nlohmann::json stages = nlohmann::json::array();
+    for (size_t k = 0; k < c.stages.size(); ++k) {
+      const auto& layers = comps[i].layers;
+      stages.push_back({{"first_layer", layers[static_cast<size_t>(c.stages[k].first)]},
+                        {"end_layer", layers[static_cast<size_t>(c.stages[k].end - 1)] + 1},
+                        {"tau_s", c.tau[k]}});
+    }
+    components.push_back({{"name", c.name},
+                          {"gpus", c.gpus},
+                          {"tp", c.tp},
+                          {"pp", c.pp},
+                          {"beta_s", c.beta},
+                          {"peak_memory_bytes", c.peak_memory_bytes},
+                          {"stages", stages}});
+  }
+  return {{"planner", planner},
+          {"profiling_size", s.profiling_size},
+          {"allocation", s.allocation},
+          {"colocated", p.colocated},
+          {"components", components},
+          {"beta_max_s", p.beta_max},
+          {"iteration_time_s", p.iteration_s},
+          {"throughput_samples_per_s", p.throughput_samples_per_s},
+          {"fits_memory", p.fits_memory}};
+}
+
 int run(const Options& o) {
   const Config c = load_config(o.config, o.overrides);
   const auto cost = make_cost_model(c);
@@ -104,17 +152,19 @@ int run(const Options& o) {
   in.memory = c.cost.memory;
   const std::vector<Component> comps = model_components(c.model);
   const int k = validation_trials(1 - o.confidence, o.p_error);
-  std::printf(
-      "%s: %d GPUs, DP %d -> %d per replica in units of TP %d; global batch %d, "
-      "microbatch %d\n",
-      o.config.c_str(), c.cluster.num_gpus(), in.dp, c.cluster.num_gpus() / in.dp, in.granularity,
-      in.global_batch, in.microbatch_size);
+  if (!o.json) {
+    std::printf(
+        "%s: %d GPUs, DP %d -> %d per replica in units of TP %d; global batch %d, "
+        "microbatch %d\n",
+        o.config.c_str(), c.cluster.num_gpus(), in.dp, c.cluster.num_gpus() / in.dp, in.granularity,
+        in.global_batch, in.microbatch_size);
+  }
   std::fprintf(stderr, "loom plan layout: Bernoulli trials at %zu batch sizes...\n",
                o.sizes.size());
   BatchSource table_source = make_source(c);
   std::vector<BernoulliTrial> table;
   for (int n : o.sizes) table.push_back(bernoulli_trial(in, comps, table_source, n, k));
-  print_trials(comps, table, k);
+  if (!o.json) print_trials(comps, table, k);
 
   const MacroscopicProfile alg2 =
       find_min_profiling_batch(in, make_source(c), 1 - o.confidence, o.p_error, o.n0, o.max_batch);
@@ -122,27 +172,49 @@ int run(const Options& o) {
     throw InfeasibleError("Alg 2 found no stable profiling batch up to --max-batch " +
                           std::to_string(o.max_batch));
   }
+  BatchSource source = make_source(c);
+  const ConfigSearch entrain = search_configuration(in, source(alg2.b_min));
+  const ConfigSearch disttrain = search_configuration(in, source(1));
+  const ConfigSearch dip = colocated_configuration(in, source(in.microbatch_size));
+  // Every plan rated on the same large fresh batch: what its layout is worth on the data.
+  const std::vector<Sample> dataset = source(kEvaluationSamples);
+  const ParallelPlan rated[] = {rate_plan_on(in, entrain.best(), dataset),
+                                rate_plan_on(in, disttrain.best(), dataset),
+                                rate_plan_on(in, dip.best(), dataset)};
+  if (o.json) {
+    std::vector<std::string> names;
+    for (const Component& comp : comps) names.push_back(comp.name);
+    const nlohmann::json out = {{"config", o.config},
+                                {"cost_model", cost->describe()},
+                                {"components", names},
+                                {"global_batch", in.global_batch},
+                                {"microbatch_size", in.microbatch_size},
+                                {"validation_batches", k},
+                                {"trials", trials_json(table)},
+                                {"b_min", alg2.b_min},
+                                {"evaluation_samples", kEvaluationSamples},
+                                {"plans",
+                                 {plan_json("entrain", entrain, rated[0], c.model),
+                                  plan_json("disttrain", disttrain, rated[1], c.model),
+                                  plan_json("dip", dip, rated[2], c.model)}}};
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
   std::printf("\nb_min = %d (Alg 2 from n0 = %d, doubling; confidence %.2f, p_error %.2f)\n",
               alg2.b_min, o.n0, o.confidence, o.p_error);
   if (in.global_batch < alg2.b_min) {
     std::printf("warning: global batch %d < b_min: Entrain does not guarantee balance (4.4)\n",
                 in.global_batch);
   }
-  BatchSource source = make_source(c);
-  const ConfigSearch entrain = search_configuration(in, source(alg2.b_min));
-  const ConfigSearch disttrain = search_configuration(in, source(1));
-  const ConfigSearch dip = colocated_configuration(in, source(in.microbatch_size));
   std::printf(
-      "\nParallel configurations (Alg 3; Eq 4.2 + P_reshard, analytical), like "
+      "\nParallel configurations (Alg 3; Eq 4.2 + P_reshard, %s cost model), like "
       "Table 4.1;\nbeta and iteration rated on %d fresh samples of the workload\n",
-      kEvaluationSamples);
+      cost->name().c_str(), kEvaluationSamples);
   std::printf("%-10s %8s  %-10s %-34s %9s %9s %10s\n", "planner", "profiled", "allocation",
               "layout per replica", "beta ms", "iter ms", "samples/s");
-  // Every plan rated on the same large fresh batch: what its layout is worth on the data.
-  const std::vector<Sample> dataset = source(kEvaluationSamples);
-  print_plan("entrain", entrain, rate_plan_on(in, entrain.best(), dataset));
-  print_plan("disttrain", disttrain, rate_plan_on(in, disttrain.best(), dataset));
-  print_plan("dip", dip, rate_plan_on(in, dip.best(), dataset));
+  print_plan("entrain", entrain, rated[0]);
+  print_plan("disttrain", disttrain, rated[1]);
+  print_plan("dip", dip, rated[2]);
   print_stages(c.model, entrain.best());
   return 0;
 }
@@ -173,6 +245,8 @@ CommandRun attach_plan_layout(CLI::App& sub) {
       ->check(CLI::Range(1, 1 << 20));
   sub.add_option("--max-batch", o->max_batch, "Give up Alg 2 beyond this batch (4096)")
       ->check(CLI::Range(1, 1 << 22));
+  sub.add_flag("--json", o->json,
+               "Print the trials, b_min and every planner's layout as JSON (SI units)");
   sub.add_flag("--search-tp", o->search_tp,
                "Let Alg 3 choose TP in {1,2,4,8} per component (default: parallel.tp)");
   return [o]() { return run(*o); };

@@ -69,6 +69,18 @@ TEST(ExecCli, WritesSimsFilesAndPassesTheGradientCheck) {
   ASSERT_EQ(c.exit_code, 0) << c.output;
   EXPECT_NE(c.output.find("iteration time: predicted"), std::string::npos) << c.output;
   EXPECT_NE(c.output.find("F vision"), std::string::npos) << c.output;
+  // --json: the same figures for scripts.
+  const Result cj = loom("compare " + dir.path("pred") + " " + dir.path("meas") + " --json --ops");
+  ASSERT_EQ(cj.exit_code, 0) << cj.output;
+  const auto j = nlohmann::json::parse(cj.output);
+  EXPECT_EQ(j["iteration_time_s"]["predicted"].get<double>(),
+            nlohmann::json::parse(slurp(dir.path("pred") + "/metrics.json"))["iteration_time_s"]
+                .get<double>());
+  EXPECT_GT(j["compute_ops"].get<int>(), 0);
+  EXPECT_EQ(j["per_op"].size(), j["compute_ops"].get<size_t>());
+  bool vision_forward = false;
+  for (const auto& g : j["by_kind"]) vision_forward |= g["kind"] == "F" && g["module"] == "vision";
+  EXPECT_TRUE(vision_forward) << cj.output;
 }
 
 TEST(CompareCli, RunsOfDifferentStagePartitionsAreRejected) {

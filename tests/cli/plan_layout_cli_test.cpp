@@ -2,7 +2,9 @@
 // 4.1-style layouts, byte-identical reruns, and exit 2 for a bad workload CSV.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
 
@@ -39,6 +41,29 @@ TEST(CliPlanLayout, PrintsTable42TrialsAndTheLayouts) {
   for (const char* planner : {"entrain ", "disttrain ", "dip "})
     EXPECT_NE(r.output.find(planner), std::string::npos) << planner;
   EXPECT_EQ(plan(kSynth).output, r.output);  // deterministic
+}
+
+TEST(CliPlanLayout, JsonCarriesTheTableAndEveryPlannersLayout) {
+  const Result text = plan(kSynth + " --sizes 1 64");
+  const Result r = plan(kSynth + " --sizes 1 64 --json");
+  ASSERT_EQ(r.exit_code, 0) << stderr_text();
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["validation_batches"], 59);
+  ASSERT_EQ(j["trials"].size(), 2u);
+  EXPECT_FALSE(j["trials"][0]["pass"].get<bool>());  // one sample: the allocation varies
+  EXPECT_TRUE(j["trials"][1]["pass"].get<bool>());
+  EXPECT_EQ(j["trials"][1]["reference"], nlohmann::json::array({8, 8}));
+  EXPECT_NE(text.output.find("b_min = " + std::to_string(j["b_min"].get<int>())),
+            std::string::npos);
+  ASSERT_EQ(j["plans"].size(), 3u);
+  for (const auto& p : j["plans"]) {
+    // The text table prints the same plan's throughput, to two decimals.
+    char row[32];
+    std::snprintf(row, sizeof row, "%.2f", p["throughput_samples_per_s"].get<double>());
+    EXPECT_NE(text.output.find(row), std::string::npos) << p["planner"] << " " << row;
+    EXPECT_GT(p["iteration_time_s"].get<double>(), 0);
+  }
+  EXPECT_EQ(j["cost_model"]["name"], "analytical");
 }
 
 TEST(CliPlanLayout, MalformedWorkloadCsvExits2NamingTheLine) {
