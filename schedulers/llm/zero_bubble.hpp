@@ -45,4 +45,11 @@ RankOrders zb_v_orders(int p, int m);
 /// ZB-V's placement: stage s of 2p on rank s for s < p, on rank 2p-1-s otherwise.
 std::vector<int> zb_v_stage_ranks(int p);
 
+/// Breadth-first looped schedule (Lamy-Poirier, MLSys'23, arXiv 2211.05953; PyTorch
+/// ScheduleLoopedBFS): v chunks per rank, chunk c of rank r is stage c p + r; rank r runs F of
+/// chunk 0 for microbatches 0..m-1, then chunk 1, ..., chunk v-1; then B of chunk v-1 for
+/// microbatches m-1 down to 0, ..., chunk 0. Peak v m chunk-microbatches per rank (GPipe's memory);
+/// bubble over ideal (p-1)/(v m) for m >= p and equal chunk costs, as interleaved 1F1B.
+RankOrders looped_bfs_orders(int p, int m, int v);
+
 }  // namespace loom
