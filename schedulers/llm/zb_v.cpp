@@ -101,6 +101,13 @@ Schedule generate_zb_v(const SchedulingProblem& problem) {
                      "); leave it at 1 or set 2 (use interleaved-1f1b for v chunks)");
   }
   const int p = problem.parallel.pp;
+  const int layers = problem.model->num_layers();
+  if (problem.schedule.stage_layers.empty() && 2 * p > layers) {
+    throw InputError(
+        "parallel.pp: zb-v cuts the model into 2 x parallel.pp = " + std::to_string(2 * p) +
+        " stages but it has only " + std::to_string(layers) +
+        " layers (each stage needs one); use parallel.pp <= " + std::to_string(layers / 2));
+  }
   const PipelinePrograms programs{
       .stages = chain_stages(*problem.model, plan_stages(problem, 2 * p)),
       .ranks = p,

@@ -192,8 +192,15 @@ TEST(ZbV, OtherChunkCountsAndPerModuleLayoutsAreInputErrors) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("parallel.modules"), std::string::npos) << e.what();
   }
-  // 2p stages need 2p layers.
-  EXPECT_THROW(uniform("zb-v", 4, 8, 6), InputError);
+  // 2p stages need 2p layers: the message names the scheduler and the largest valid pp.
+  try {
+    uniform("zb-v", 4, 8, 6);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("parallel.pp: zb-v"), std::string::npos) << what;
+    EXPECT_NE(what.find("parallel.pp <= 3"), std::string::npos) << what;
+  }
 }
 
 }  // namespace
