@@ -30,7 +30,9 @@
 //   rank 0: 3W3 0I2 0W2 0I3 0W3
 //   rank 1: 1I2 2I3 1I3 1W2 2W3 1W3
 #include <algorithm>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "core/errors.hpp"
 #include "schedulers/llm/zero_bubble.hpp"
