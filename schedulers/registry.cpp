@@ -8,6 +8,8 @@ Schedule generate_1f1b(const SchedulingProblem& problem);
 Schedule generate_zb_h1(const SchedulingProblem& problem);
 Schedule generate_zb_h2(const SchedulingProblem& problem);
 Schedule generate_interleaved_1f1b(const SchedulingProblem& problem);
+Schedule generate_zb_v(const SchedulingProblem& problem);
+Schedule generate_looped_bfs(const SchedulingProblem& problem);
 Schedule generate_encoders_replicated(const SchedulingProblem& problem);
 Schedule generate_encoders_colocated(const SchedulingProblem& problem);
 Schedule generate_cornstarch(const SchedulingProblem& problem);
@@ -36,6 +38,16 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        "Megatron interleaved 1F1B: schedule.chunks = v virtual stages per rank (chunk c of "
        "rank r = stage c*p+r), microbatches a multiple of pp; bubble/ideal (p-1)/(v m)",
        generate_interleaved_1f1b},
+      {"zb-v",
+       "ZB-V (zero-bubble PP arXiv 2401.10241 §6; PyTorch ScheduleZBVZeroBubble): 2p stages "
+       "in a V (rank r holds r and 2p-1-r), split backward I/W; peak = 1F1B's rank 0, zero "
+       "bubble within each rank's span for T_F = T_I = T_W",
+       generate_zb_v},
+      {"looped-bfs",
+       "breadth-first looped PP (Lamy-Poirier MLSys'23; PyTorch ScheduleLoopedBFS): "
+       "schedule.chunks = v stages per rank (stage s on rank s mod p), all F chunk by chunk, "
+       "then all B in reverse; bubble/ideal (p-1)/(v m) for m >= p, peak v m chunk-microbatches",
+       generate_looped_bfs},
       {"encoders-replicated",
        "Meta-Llama MLLM PP (cornstarch §2.2): LLM in pp stages, every encoder run on every "
        "stage (copies forward-only: reconstructed)",

@@ -33,4 +33,23 @@ StageOrders zb_h2_orders(int p, int m);
 /// warm-up. Bubble time over ideal time (Megatron's bubble fraction): (p-1)/(v m).
 RankOrders interleaved_1f1b_orders(int p, int m, int v);
 
+/// ZB-V (Qi et al., zero-bubble PP arXiv 2401.10241 §6; PyTorch ScheduleZBVZeroBubble): p
+/// ranks, 2p stages, rank r holds stage r (chunk 0) and 2p-1-r (chunk 1), split backward.
+/// The order is built for n = max(2p-1, m) microbatches: 2(p-r)-1 F0; r x (F1, F0); p-r x
+/// (F1, I1, W1); steady [F0], I0, W0, F1, I1, W1 until all F are done; r x (I0, I1); p-r x
+/// (I0, W0); the remaining W1, then W0; actions on microbatches >= m are then dropped.
+/// Every rank keeps at most min(2p, 2m) chunk-microbatches alive (1F1B's rank-0 peak in
+/// bytes when the 2p chunks are equal). orders[r] names stages, placed by zb_v_stage_ranks.
+RankOrders zb_v_orders(int p, int m);
+
+/// ZB-V's placement: stage s of 2p on rank s for s < p, on rank 2p-1-s otherwise.
+std::vector<int> zb_v_stage_ranks(int p);
+
+/// Breadth-first looped schedule (Lamy-Poirier, MLSys'23, arXiv 2211.05953; PyTorch
+/// ScheduleLoopedBFS): v chunks per rank, chunk c of rank r is stage c p + r; rank r runs F of
+/// chunk 0 for microbatches 0..m-1, then chunk 1, ..., chunk v-1; then B of chunk v-1 for
+/// microbatches m-1 down to 0, ..., chunk 0. Peak v m chunk-microbatches per rank (GPipe's memory);
+/// bubble over ideal (p-1)/(v m) for m >= p and equal chunk costs, as interleaved 1F1B.
+RankOrders looped_bfs_orders(int p, int m, int v);
+
 }  // namespace loom

@@ -1,5 +1,6 @@
 // PyTorch pipelining's action CSV: export from the IR, import through Loom's lowering, and
-// the round trip 1F1B / interleaved 1F1B / ZB-H1 -> CSV -> Loom giving the same schedule.
+// the round trip 1F1B / interleaved 1F1B / ZB-H1 / ZB-V (V placement) / looped BFS -> CSV ->
+// Loom giving the same schedule.
 #include "cli/pytorch_csv.hpp"
 
 #include <gtest/gtest.h>
@@ -63,9 +64,11 @@ TEST(PytorchCsv, RoundTripGivesTheSameScheduleAndTimeline) {
     const char* scheduler;
     int pp, m, chunks, dp;
   };
-  for (const Case& c : {Case{"1f1b", 4, 8, 1, 2}, Case{"interleaved-1f1b", 2, 4, 2, 1},
-                        Case{"interleaved-1f1b", 4, 8, 2, 1}, Case{"zb-h1", 4, 6, 1, 1},
-                        Case{"zb-h1", 2, 5, 1, 2}}) {
+  for (const Case& c :
+       {Case{"1f1b", 4, 8, 1, 2}, Case{"interleaved-1f1b", 2, 4, 2, 1},
+        Case{"interleaved-1f1b", 4, 8, 2, 1}, Case{"zb-h1", 4, 6, 1, 1}, Case{"zb-h1", 2, 5, 1, 2},
+        Case{"zb-v", 4, 8, 1, 1}, Case{"zb-v", 2, 3, 1, 2}, Case{"looped-bfs", 4, 8, 2, 1},
+        Case{"looped-bfs", 2, 3, 2, 2}}) {
     const auto study = uniform(c.scheduler, c.pp, c.m, c.chunks, c.dp);
     const Schedule& original = study->schedule;
     for (bool comms : {false, true}) {
@@ -88,9 +91,11 @@ TEST(PytorchCsv, EveryExportedActionMatchesPytorchsActionPattern) {
   const std::regex action(
       "(\\d+)(F|I|B|W|UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)"
       "(\\d*)");
-  for (const char* scheduler : {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved-1f1b"}) {
-    const auto study =
-        uniform(scheduler, 4, 8, std::string(scheduler) == "interleaved-1f1b" ? 2 : 1, 2);
+  for (const char* scheduler :
+       {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved-1f1b", "zb-v", "looped-bfs"}) {
+    const bool looped =
+        std::string(scheduler) == "interleaved-1f1b" || std::string(scheduler) == "looped-bfs";
+    const auto study = uniform(scheduler, 4, 8, looped ? 2 : 1, 2);
     int actions = 0;
     for (bool comms : {false, true}) {
       std::stringstream csv(format_pytorch_csv(study->schedule, comms));

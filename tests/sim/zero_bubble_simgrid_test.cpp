@@ -1,5 +1,5 @@
-// zb-h1, zb-h2 and interleaved-1f1b in the SimGrid backend against the contention-free
-// evaluator: with messages that cost latency but (almost) no bandwidth no link is
+// zb-h1, zb-h2, interleaved-1f1b, zb-v and looped-bfs in the SimGrid backend against the
+// contention-free evaluator: with messages that cost latency but (almost) no bandwidth no link is
 // contended, so the two agree op by op. Each test runs in its own process (one SimGrid
 // engine per process).
 #include <gtest/gtest.h>
@@ -51,6 +51,14 @@ TEST(ZeroBubbleSimGrid, ZbH2AgreesWithTheEvaluator) {
 
 TEST(ZeroBubbleSimGrid, InterleavedAgreesWithTheEvaluator) {
   expect_backends_agree("interleaved-1f1b", 2);
+}
+
+TEST(ZeroBubbleSimGrid, ZbVAgreesWithTheEvaluator) {
+  expect_backends_agree("zb-v", 1);  // the V: stage p-1 -> p stays on rank p-1
+}
+
+TEST(ZeroBubbleSimGrid, LoopedBfsAgreesWithTheEvaluator) {
+  expect_backends_agree("looped-bfs", 2);
 }
 
 }  // namespace loom
