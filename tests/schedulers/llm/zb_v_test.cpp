@@ -16,6 +16,7 @@
 #include "core/evaluator.hpp"
 #include "core/timeline.hpp"
 #include "core/validate.hpp"
+#include "schedulers/llm/span_bubble.hpp"
 #include "schedulers/llm/zero_bubble.hpp"
 #include "test_support.hpp"
 
@@ -43,22 +44,7 @@ std::unique_ptr<Study> uniform(const std::string& scheduler, int pp, int m, int 
                         "schedule.chunks=" + std::to_string(chunks), "sim.backend=evaluator"});
 }
 
-/// Idle time inside a rank's own span (first compute start to last compute end), worst rank.
-double max_span_bubble(const Schedule& s, const Timeline& t) {
-  double worst = 0;
-  for (int r = 0; r < s.num_ranks(); ++r) {
-    double first = 1e300, last = 0, busy = 0;
-    for (size_t k = 0; k < s.programs[static_cast<size_t>(r)].size(); ++k) {
-      if (!std::holds_alternative<Compute>(s.programs[static_cast<size_t>(r)][k])) continue;
-      const OpTiming& o = t.timings[static_cast<size_t>(r)][k];
-      first = std::min(first, o.start_s);
-      last = std::max(last, o.end_s);
-      busy += o.end_s - o.start_s;
-    }
-    worst = std::max(worst, last - first - busy);
-  }
-  return worst;
-}
+using test::max_span_bubble;
 
 TEST(ZbV, OrdersForTwoRanksAndFourMicrobatchesByHand) {
   // Rank 0 holds stages 0 and 3, rank 1 stages 1 and 2. Rank 0: 2p-1 = 3 F of chunk 0,

@@ -14,6 +14,7 @@
 #include "core/evaluator.hpp"
 #include "core/timeline.hpp"
 #include "core/validate.hpp"
+#include "schedulers/llm/span_bubble.hpp"
 #include "test_support.hpp"
 
 namespace loom {
@@ -44,24 +45,7 @@ std::unique_ptr<Study> uniform(const test::TempDir& dir, const std::string& sche
   return prepare_study(dir.write("uniform.toml", config), {});
 }
 
-/// Idle time inside a rank's own span (first compute start to last compute end): the
-/// zero-bubble paper's per-stage bubble, which does not count a stage's late start or early
-/// finish (ZB-H2 relaxes the optimizer-step synchronisation). The worst rank's.
-double max_span_bubble(const Schedule& s, const Timeline& t) {
-  double worst = 0;
-  for (int r = 0; r < s.num_ranks(); ++r) {
-    double first = 1e300, last = 0, busy = 0;
-    for (size_t k = 0; k < s.programs[static_cast<size_t>(r)].size(); ++k) {
-      if (!std::holds_alternative<Compute>(s.programs[static_cast<size_t>(r)][k])) continue;
-      const OpTiming& o = t.timings[static_cast<size_t>(r)][k];
-      first = std::min(first, o.start_s);
-      last = std::max(last, o.end_s);
-      busy += o.end_s - o.start_s;
-    }
-    worst = std::max(worst, last - first - busy);
-  }
-  return worst;
-}
+using test::max_span_bubble;
 
 struct ZbCase {
   int p;
