@@ -97,11 +97,11 @@ SweepSummary run_sweep(const SweepOptions& o) {
   const auto earlier = o.resume ? earlier_results(o.out) : std::map<std::string, PointResult>{};
   Table table;
   table.columns = all_columns(cols);
-  std::vector<const ResolvedPoint*> todo;
+  std::vector<const ResolvedPoint*> pending;
   for (const ResolvedPoint& rp : shard) {
     const auto it = earlier.find(rp.hash);
     if (it == earlier.end()) {
-      todo.push_back(&rp);
+      pending.push_back(&rp);
       continue;
     }
     table.rows.push_back(row_cells(rp.point->index, rp.point->cells, rp.hash, it->second));
@@ -110,11 +110,11 @@ SweepSummary run_sweep(const SweepOptions& o) {
   const int fd = open_for_append(o.out, table);
   const auto run_start = std::chrono::steady_clock::now();
   sum.prepare_s = std::chrono::duration<double>(run_start - start).count();
-  Progress progress(todo.size(), o.quiet);
+  Progress progress(pending.size(), o.quiet);
   const bool complete = run_pool(
-      todo.size(), o.jobs, study.backend == "simgrid",
+      pending.size(), o.jobs, study.backend == "simgrid",
       [&](size_t i) {
-        const Point& p = *todo[i]->point;
+        const Point& p = *pending[i]->point;
         return to_message(run_point(study.bases[p.base], p.overrides));
       },
       [&](size_t i, bool ok, const std::string& message) {
@@ -125,7 +125,7 @@ SweepSummary run_sweep(const SweepOptions& o) {
           r.status = "failed";
           r.reason = message;
         }
-        const ResolvedPoint& rp = *todo[i];
+        const ResolvedPoint& rp = *pending[i];
         std::vector<std::string> cells = row_cells(rp.point->index, rp.point->cells, rp.hash, r);
         append_row(fd, cells);
         table.rows.push_back(std::move(cells));
