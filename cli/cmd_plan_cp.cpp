@@ -95,9 +95,9 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(0.001, 86400.0));
   sub.add_option("--gpu", o.gpu,
-                 "Also estimate each rank's attention time for one layer on this GPU (A40, "
-                 "A100, H100, H200): CU list-scheduling model, one kernel per K/V head group")
-      ->check(CLI::IsMember({"A40", "A100", "H100", "H200"}));
+                 "Also estimate each rank's attention time for one layer on this GPU (a "
+                 "cluster.gpu preset: A40, A100-80GB, H100-SXM, ...): CU list-scheduling "
+                 "model, one kernel per K/V head group");
   sub.add_option("--heads", o.shape.heads, "With --gpu: query heads")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
@@ -128,7 +128,13 @@ std::vector<std::vector<double>> attention_times(const PlanCpOptions& o,
   if (o.gpu.empty()) return times;
   if (o.shape.heads % o.shape.kv_heads != 0)
     throw InputError("--kv-heads: must divide --heads (" + std::to_string(o.shape.heads) + ")");
-  IntraGpuOptions options = intra_gpu_options(gpu_preset(o.gpu), o.shape, o.request.sizes);
+  GpuSpec gpu;
+  try {
+    gpu = gpu_preset(o.gpu);
+  } catch (const InputError& e) {
+    throw InputError(std::string("--gpu: ") + e.what());
+  }
+  IntraGpuOptions options = intra_gpu_options(gpu, o.shape, o.request.sizes);
   options.sub_blocks_per_row = o.sub_blocks;
   for (const CpPlan& p : plans) times.push_back(rank_attention_times_s(p, options));
   return times;

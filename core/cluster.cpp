@@ -8,26 +8,70 @@
 namespace loom {
 namespace {
 
-// Dense bf16 tensor-core peak without sparsity, memory bandwidth and capacity, from the
-// vendors' datasheets: A40 (PCIe, GDDR6), A100 SXM4 80GB, H100 SXM5, H200 SXM.
+// Vendor datasheets (dense peaks, no sparsity; NVLink total both directions halved to one
+// direction); ../shared/research/hardware.md lists the same figures:
+//   V100 SXM2 32GB: NVIDIA V100 datasheet (2020): 125 TFLOPS fp16 tensor, 15.7 fp32, no TF32,
+//     900 GB/s HBM2, 80 SMs, 6 MB L2, NVLink2 300 GB/s.
+//   A100 SXM4 40/80GB: NVIDIA A100 datasheet (2021) and Ampere whitepaper: 312 fp16/bf16,
+//     156 TF32, 19.5 fp32; 1,555 / 2,039 GB/s; 108 SMs; 40 MB L2; NVLink3 600 GB/s.
+//   A40: NVIDIA A40 datasheet: 149.7 fp16, 74.8 TF32, 37.4 fp32; 696 GB/s GDDR6, 48 GB;
+//     84 SMs; 6 MB L2; NVLink bridge 112.5 GB/s (pairs); PCIe card: one NIC per node.
+//   H100 SXM5: NVIDIA H100 datasheet: 989.4 fp16/bf16, 494.7 TF32, 66.9 fp32; 3,350 GB/s;
+//     132 SMs; 50 MB L2; NVLink4 900 GB/s.
+//   H200 SXM: NVIDIA H200 product brief: H100's compute; 4,800 GB/s HBM3e, 141 GB.
+GpuSpec gpu(const char* name, double fp16, double tf32, double fp32, double bandwidth,
+            double memory, int sms, double l2, double nvlink_total, bool nic_per_gpu) {
+  return GpuSpec{.name = name,
+                 .peak_flops = fp16,
+                 .hbm_bandwidth = bandwidth,
+                 .memory_bytes = memory,
+                 .peak_tf32_flops = tf32,
+                 .peak_fp32_flops = fp32,
+                 .sms = sms,
+                 .l2_bytes = l2,
+                 .nvlink_bandwidth = nvlink_total / 2,
+                 .nic_per_gpu = nic_per_gpu};
+}
+
 const std::vector<GpuSpec>& presets() {
   static const std::vector<GpuSpec> kPresets = {
-      {"A40", 149.7e12, 696e9, 48e9},
-      {"A100", 312e12, 2039e9, 80e9},
-      {"H100", 989.4e12, 3350e9, 80e9},
-      {"H200", 989.4e12, 4800e9, 141e9},
+      gpu("V100-32GB", 125e12, 0, 15.7e12, 900e9, 32e9, 80, 6e6, 300e9, false),
+      gpu("A100-40GB", 312e12, 156e12, 19.5e12, 1555e9, 40e9, 108, 40e6, 600e9, true),
+      gpu("A100-80GB", 312e12, 156e12, 19.5e12, 2039e9, 80e9, 108, 40e6, 600e9, true),
+      gpu("A40", 149.7e12, 74.8e12, 37.4e12, 696e9, 48e9, 84, 6e6, 112.5e9, false),
+      gpu("H100-SXM", 989.4e12, 494.7e12, 66.9e12, 3350e9, 80e9, 132, 50e6, 900e9, true),
+      gpu("H200", 989.4e12, 494.7e12, 66.9e12, 4800e9, 141e9, 132, 50e6, 900e9, true),
   };
   return kPresets;
 }
 
+// Short names kept where they name one preset; "A100" does not (40 or 80 GB).
+const char* alias_of(const std::string& name) {
+  if (name == "H100") return "H100-SXM";
+  return nullptr;
+}
+
 }  // namespace
 
+double GpuSpec::peak_for_dtype(int dtype_bytes) const {
+  const double peak = dtype_bytes <= 2 ? peak_flops : peak_tf32_flops;
+  if (peak > 0) return peak;
+  throw InputError("cluster.gpu: preset '" + name + "' has no tensor-core peak for " +
+                   std::to_string(dtype_bytes) + "-byte elements (" +
+                   (dtype_bytes <= 2 ? "fp16/bf16" : "TF32") +
+                   "); set cluster.peak_flops or use a 2-byte dtype");
+}
+
 GpuSpec gpu_preset(const std::string& name) {
+  const char* alias = alias_of(name);
+  const std::string resolved = alias ? alias : name;
   for (const GpuSpec& spec : presets()) {
-    if (spec.name == name) return spec;
+    if (spec.name == resolved) return spec;
   }
   std::string valid;
   for (const std::string& n : gpu_preset_names()) valid += (valid.empty() ? "" : ", ") + n;
+  if (name == "A100")
+    throw InputError("GPU preset 'A100' is ambiguous: say A100-40GB or A100-80GB");
   throw InputError("unknown GPU preset '" + name + "' (valid: " + valid + ")");
 }
 
@@ -42,8 +86,10 @@ NetworkLink network_link(const Cluster& cluster, int index) {
     return {"gpu-" + std::to_string(index), cluster.intra_node.bandwidth,
             cluster.intra_node.latency / 2};
   }
-  return {"nic-" + std::to_string(index - cluster.num_gpus()), cluster.inter_node.bandwidth,
-          cluster.inter_node.latency / 2};
+  // A node's NICs (rails) as one uplink of their summed bandwidth; flow_rate_cap() holds
+  // each rank's flow to what its GPUs' rails can carry.
+  return {"nic-" + std::to_string(index - cluster.num_gpus()),
+          cluster.nics_per_node * cluster.inter_node.bandwidth, cluster.inter_node.latency / 2};
 }
 
 std::vector<NetworkLink> network_links(const Cluster& cluster) {
@@ -64,14 +110,20 @@ std::vector<Hop> route(const Cluster& cluster, int src_gpu, int dst_gpu) {
       {src_gpu, true}, {nic_base + src_node, true}, {nic_base + dst_node, false}, {dst_gpu, false}};
 }
 
-double transfer_time(const Cluster& cluster, int src_gpu, int dst_gpu, double bytes) {
+double flow_rate_cap(const Cluster& cluster, int src_gpu, int dst_gpu, int tp) {
+  if (cluster.node_of(src_gpu) == cluster.node_of(dst_gpu)) return 0;
+  return cluster.inter_node_flow_cap(tp);
+}
+
+double transfer_time(const Cluster& cluster, int src_gpu, int dst_gpu, double bytes, int tp) {
   if (src_gpu == dst_gpu) return 0.0;
   const bool same_node = cluster.node_of(src_gpu) == cluster.node_of(dst_gpu);
   double latency = cluster.intra_node.latency;
   double bandwidth = cluster.intra_node.bandwidth;
   if (!same_node) {
     latency += cluster.inter_node.latency;
-    bandwidth = std::min(bandwidth, cluster.inter_node.bandwidth);
+    bandwidth = std::min({bandwidth, cluster.nics_per_node * cluster.inter_node.bandwidth,
+                          cluster.inter_node_flow_cap(tp)});
   }
   if (bytes <= 0) return latency;
   return latency + bytes / bandwidth;

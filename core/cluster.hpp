@@ -14,20 +14,36 @@
 ///   inter-node route: gpu-a(up), nic-x(up), nic-y(down), gpu-b(down)
 ///                                                           -> latency = intra + inter
 /// and the bandwidth of a route is the minimum over its links.
+#include <algorithm>
 #include <string>
 #include <vector>
 
 namespace loom {
 
+/// One GPU model, from its vendor's datasheet (sources in core/cluster.cpp). Peaks are
+/// dense (no sparsity); 0 means the datasheet gives no such peak.
 struct GpuSpec {
   std::string name;
-  double peak_flops = 0;     ///< dense bf16 FLOP/s (tensor cores, no sparsity)
-  double hbm_bandwidth = 0;  ///< bytes/s
-  double memory_bytes = 0;   ///< device memory
+  double peak_flops = 0;       ///< dense fp16/bf16 tensor-core FLOP/s
+  double hbm_bandwidth = 0;    ///< device memory bandwidth, bytes/s
+  double memory_bytes = 0;     ///< device memory
+  double peak_tf32_flops = 0;  ///< dense TF32 tensor-core FLOP/s (what fp32 training uses)
+  double peak_fp32_flops = 0;  ///< fp32 without tensor cores
+  int sms = 0;                 ///< streaming multiprocessors (GEMM wave quantization)
+  double l2_bytes = 0;
+  double nvlink_bandwidth = 0;  ///< per direction, bytes/s (0: no NVLink)
+  /// NICs of the usual server for this part: one per GPU in DGX/HGX boxes (SXM parts),
+  /// 0 = one per node (PCIe parts). The default of `cluster.nics_per_node`.
+  bool nic_per_gpu = false;
+
+  /// Tensor-core peak for a dtype of `dtype_bytes` (2: fp16/bf16, 4: TF32). Throws
+  /// InputError naming `cluster.gpu` when the preset has no such peak.
+  double peak_for_dtype(int dtype_bytes) const;
 };
 
-/// Known GPU presets: "A40", "A100", "H100", "H200". Throws InputError on an unknown name,
-/// listing the valid ones.
+/// Known GPU presets: "V100-32GB", "A100-40GB", "A100-80GB", "A40", "H100-SXM", "H200";
+/// "H100" is an alias of "H100-SXM". Throws InputError on an unknown or ambiguous name
+/// ("A100": 40 or 80 GB?), listing the valid ones.
 GpuSpec gpu_preset(const std::string& name);
 std::vector<std::string> gpu_preset_names();
 
@@ -41,10 +57,20 @@ struct Cluster {
   int gpus_per_node = 1;
   GpuSpec gpu;
   LinkSpec intra_node;
-  LinkSpec inter_node;
+  LinkSpec inter_node;  ///< one NIC (rail)
+  /// NICs (rails) per node; the node's uplink carries nics x inter_node.bandwidth.
+  int nics_per_node = 1;
 
   int num_gpus() const { return nodes * gpus_per_node; }
   int node_of(int gpu_index) const { return gpu_index / gpus_per_node; }
+  /// Fastest rate of one rank's inter-node flow, for a rank of `tp` GPUs. A rank's flow
+  /// stands for the tp flows of its GPUs, each carrying its shard: one GPU reaches at most
+  /// one NIC's bandwidth (its own rail in a DGX, the shared NIC elsewhere), and the tp
+  /// flows together at most the node's NICs: min(bw, nics x bw / tp).
+  double inter_node_flow_cap(int tp) const {
+    const double nic = inter_node.bandwidth;
+    return std::min(nic, nics_per_node * nic / std::max(tp, 1));
+  }
 };
 
 /// One direction of one link on a route.
@@ -66,7 +92,10 @@ NetworkLink network_link(const Cluster& cluster, int index);
 /// The hops from one GPU to another (empty when src == dst).
 std::vector<Hop> route(const Cluster& cluster, int src_gpu, int dst_gpu);
 /// Time to move `bytes` from src to dst with nothing else on the route:
-/// sum of latencies + bytes / min bandwidth (what SimGrid's CM02 model computes).
-double transfer_time(const Cluster& cluster, int src_gpu, int dst_gpu, double bytes);
+/// sum of latencies + bytes / min bandwidth (what SimGrid's CM02 model computes), the
+/// bandwidth of an inter-node route held to inter_node_flow_cap(tp) for ranks of `tp` GPUs.
+double transfer_time(const Cluster& cluster, int src_gpu, int dst_gpu, double bytes, int tp = 1);
+/// The rate cap of a flow between two ranks (0: none, an intra-node route).
+double flow_rate_cap(const Cluster& cluster, int src_gpu, int dst_gpu, int tp);
 
 }  // namespace loom

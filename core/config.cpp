@@ -340,6 +340,14 @@ Module read_module(Reader& r, const toml::table& t, int index) {
            "the llm sees one sequence per sample)");
   }
 
+  if (const toml::node* v = t.get("vocab")) {
+    if (m.kind != ModuleKind::kLlm)
+      r.fail(v, path + "vocab", "only llm modules have a vocabulary (embedding and LM head)");
+    m.vocab = r.integer(t, path, "vocab", 0, 0);
+    if (m.vocab < 1)
+      r.fail(v, path + "vocab", "must be >= 1 (e.g. 51200); leave it out for no embedding");
+  }
+
   LayerSpec base = preset ? preset->layer : LayerSpec{};
   if (!preset) {
     base.kind = m.kind == ModuleKind::kProjector ? LayerKind::kMlp : LayerKind::kTransformer;
@@ -368,6 +376,7 @@ Module read_module(Reader& r, const toml::table& t, int index) {
   }
   base.gated_mlp = r.boolean(t, path, "gated_mlp", base.gated_mlp);
   base.causal = r.boolean(t, path, "causal", base.causal);
+  base.bias = r.boolean(t, path, "bias", base.bias);
   base.dtype_bytes = dtype_bytes(r, t, path);
   if (base.hidden <= 0) r.fail(&t, path + "hidden", "required (> 0) unless a preset gives it");
   base.frozen = r.boolean(t, path, "frozen", false);
@@ -434,7 +443,7 @@ Cluster read_cluster(Reader& r, const toml::table& root) {
            std::to_string(c.nodes) + " nodes x " + std::to_string(c.gpus_per_node) +
                " GPUs is more than Loom models (" + std::to_string(kMaxGpus) + " GPUs)");
   }
-  const std::string gpu = r.string(t, "cluster.", "gpu", "A100");
+  const std::string gpu = r.string(t, "cluster.", "gpu", "A100-80GB");
   try {
     c.gpu = gpu_preset(gpu);
   } catch (const InputError& e) {
@@ -448,6 +457,9 @@ Cluster read_cluster(Reader& r, const toml::table& root) {
                            *link_preset("nvlink3"));
   c.inter_node = read_link(r, r.section(t, "cluster.", "inter_node"), "cluster.inter_node.",
                            *link_preset("ib-hdr"));
+  // DGX/HGX boxes of SXM parts have one NIC per GPU; PCIe servers one per node.
+  c.nics_per_node =
+      r.integer(t, "cluster.", "nics_per_node", c.gpu.nic_per_gpu ? c.gpus_per_node : 1, 1);
   return c;
 }
 
@@ -464,12 +476,28 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
   const toml::table& t = found ? *found : kEmpty;
   CostConfig c;
   c.model = r.string(t, "cost.", "model", c.model, {"analytical", "table", "calibrated"});
-  c.efficiency = r.number(t, "cost.", "efficiency", c.efficiency, true);
-  if (!(c.efficiency > 0 && c.efficiency <= 1))
-    r.fail(t.get("efficiency"), "cost.efficiency", "must be in (0, 1]");
+  if (t.get("efficiency")) {
+    c.efficiency = r.number(t, "cost.", "efficiency", c.efficiency, true);
+    if (!(c.efficiency > 0 && c.efficiency <= 1))
+      r.fail(t.get("efficiency"), "cost.efficiency",
+             "must be in (0, 1]; leave it out for the kernel-level model");
+  }
   c.profile = relative_to_config(r.file(), r.string(t, "cost.", "profile", ""));
-  c.activation_checkpointing =
-      r.boolean(t, "cost.", "activation_checkpointing", c.activation_checkpointing);
+  if (const toml::node* old = t.get("activation_checkpointing"))
+    r.fail(old, "cost.activation_checkpointing",
+           "renamed: use cost.recompute = \"full\" (or \"selective\", \"none\")");
+  const std::string recompute =
+      r.string(t, "cost.", "recompute", "none", {"none", "selective", "full"});
+  c.recompute = recompute == "full"        ? Recompute::kFull
+                : recompute == "selective" ? Recompute::kSelective
+                                           : Recompute::kNone;
+  if (c.recompute == Recompute::kSelective && (c.model != "analytical" || c.efficiency > 0))
+    r.fail(t.get("recompute"), "cost.recompute",
+           "selective recompute needs the kernel-level analytical model (cost.model = "
+           "\"analytical\" without cost.efficiency): only it knows the attention core's share");
+  c.flash_attention =
+      r.string(t, "cost.", "attention", "flash", {"flash", "unfused"}) == "flash";
+  c.tp_comm_overlap = r.boolean(t, "cost.", "tp_comm_overlap", false);
   c.memory.gradient_bytes_per_param = r.number(t, "cost.", "gradient_bytes_per_param", 4);
   c.memory.optimizer_bytes_per_param = r.number(t, "cost.", "optimizer_bytes_per_param", 12);
   if (c.model == "calibrated" && c.profile.empty())
@@ -601,6 +629,18 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.parallel.pp = r.integer(p, "parallel.", "pp", 1, 1);
   c.parallel.dp = r.integer(p, "parallel.", "dp", 1, 1);
   c.parallel.tp = r.integer(p, "parallel.", "tp", 1, 1);
+  c.parallel.sequence_parallel = r.boolean(p, "parallel.", "sequence_parallel", false);
+  if (c.parallel.sequence_parallel && c.parallel.tp == 1)
+    r.fail(p.get("sequence_parallel"), "parallel.sequence_parallel",
+           "needs tensor parallelism: set parallel.tp > 1 or turn it off");
+  for (const Module& m : c.model.modules()) {
+    const LayerSpec& l = m.layers.front();
+    if (l.kind == LayerKind::kTransformer && l.heads % c.parallel.tp != 0)
+      r.fail(p.get("tp"), "parallel.tp",
+             "tp = " + std::to_string(c.parallel.tp) + " does not divide the " +
+                 std::to_string(l.heads) + " heads of module '" + m.name +
+                 "': use a divisor of the head count");
+  }
   read_module_layouts(r, p, c);
 
   const toml::table* sch = r.section(root, "", "schedule");
@@ -658,6 +698,13 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.sim.network_model =
       r.string(sm, "sim.", "network_model", c.sim.network_model, {"CM02", "LV08"});
   c.replay = read_replay(r, root);
+  if (const toml::table* v = r.section(root, "", "validation")) {
+    c.validation.measured_iteration_s =
+        r.quantity(*v, "validation.", "measured_iteration", 0, parse_seconds, "3.528s", true);
+    c.validation.source = r.string(*v, "validation.", "source", "");
+    if (c.validation.source.empty())
+      r.fail(v, "validation.source", "name the paper, table and row of the measured run");
+  }
 
   r.check_unknown(root, "");
   std::string dump = "# resolved configuration of " + path + " (file, --set and defaults)\n";
@@ -674,15 +721,31 @@ std::unique_ptr<CostModel> make_base_cost_model(const Config& config) {
   if (config.cost.model == "calibrated") {
     return std::make_unique<CalibratedCostModel>(config.model, config.cluster, config.cost.profile);
   }
-  return std::make_unique<AnalyticalCostModel>(config.model, config.cluster,
-                                               config.cost.efficiency);
+  if (config.cost.efficiency > 0) {
+    return std::make_unique<AnalyticalCostModel>(config.model, config.cluster,
+                                                 config.cost.efficiency);
+  }
+  return std::make_unique<AnalyticalCostModel>(
+      config.model, config.cluster,
+      AnalyticalOptions{.efficiency = 0,
+                        .flash_attention = config.cost.flash_attention,
+                        .sequence_parallel = config.parallel.sequence_parallel,
+                        .tp_comm_overlap = config.cost.tp_comm_overlap,
+                        .recompute = config.cost.recompute,
+                        .gradient_bytes_per_param = config.cost.memory.gradient_bytes_per_param});
+}
+
+/// The kernel-level analytical model handles recompute itself (it knows what selective
+/// recompute re-runs); every other model gets full recompute from the decorator.
+bool recompute_inside(const Config& config) {
+  return config.cost.model == "analytical" && config.cost.efficiency <= 0;
 }
 
 }  // namespace
 
 std::unique_ptr<CostModel> make_cost_model(const Config& config) {
   auto base = make_base_cost_model(config);
-  if (!config.cost.activation_checkpointing) return base;
+  if (config.cost.recompute != Recompute::kFull || recompute_inside(config)) return base;
   return std::make_unique<RecomputeCostModel>(config.model, std::move(base));
 }
 

@@ -13,6 +13,7 @@
 #include "core/cluster.hpp"
 #include "core/cost_model.hpp"
 #include "core/cost_table.hpp"
+#include "core/layer_kernels.hpp"
 #include "core/layout.hpp"
 #include "core/model.hpp"
 
@@ -26,6 +27,9 @@ struct ParallelConfig {
   int pp = 1;  ///< pipeline stages per replica
   int dp = 1;  ///< data-parallel replicas of the pipeline
   int tp = 1;  ///< tensor-parallel GPUs per stage (within one node)
+  /// Megatron sequence parallelism: TP reduce-scatter/all-gather instead of all-reduce,
+  /// norm and dropout activations split over the TP group (Korthikanti et al. 2022).
+  bool sequence_parallel = false;
   /// Resolved per-module layouts, index = module index; empty = single layout.
   std::vector<ModuleLayout> module_layouts;
 };
@@ -59,13 +63,16 @@ struct ScheduleConfig {
 };
 
 struct CostConfig {
-  std::string model = "analytical";         ///< analytical | table | calibrated
-  double efficiency = 0.5;                  ///< fraction of peak FLOP/s reached (analytical)
+  std::string model = "analytical";  ///< analytical | table | calibrated
+  /// analytical: fraction of peak FLOP/s reached; 0 (unset) = the kernel-level model.
+  double efficiency = 0;
   std::string profile;                      ///< profile CSV (calibrated)
   std::map<std::string, TableEntry> table;  ///< per module (table)
-  /// Full recompute: layers keep only their input; backward re-runs the forward
-  /// (core/cost_recompute.hpp).
-  bool activation_checkpointing = false;
+  /// none | selective (attention core re-run; analytical kernel-level only) | full (layers
+  /// keep only their input; backward re-runs the forward, core/cost_recompute.hpp).
+  Recompute recompute = Recompute::kNone;
+  bool flash_attention = true;  ///< cost.attention = "flash" | "unfused"
+  bool tp_comm_overlap = false;
   MemoryConstants memory;
 };
 
@@ -111,6 +118,12 @@ struct ReplayConfig {
   double notice_s = 0;  ///< preemption notice given to every removal, s
 };
 
+/// `[validation]`: a published run this config reproduces (validation/, `loom validate`).
+struct ValidationConfig {
+  double measured_iteration_s = 0;  ///< 0 = the config is not a validation run
+  std::string source;               ///< paper, table and row
+};
+
 struct Config {
   std::string path;
   Model model;
@@ -121,6 +134,7 @@ struct Config {
   WorkloadConfig workload;
   SimConfig sim;
   ReplayConfig replay;
+  ValidationConfig validation;
   std::string resolved_toml;  ///< the configuration as resolved, for --dump
 };
 

@@ -1,27 +1,120 @@
 #include "core/cost_analytical.hpp"
 
+#include <algorithm>
+
 #include "core/errors.hpp"
 
 namespace loom {
 
+namespace {
+
+bool same_shape(const LayerSpec& a, const LayerSpec& b) {
+  return a.kind == b.kind && a.hidden == b.hidden && a.ffn == b.ffn && a.heads == b.heads &&
+         a.kv_heads == b.kv_heads && a.gated_mlp == b.gated_mlp && a.causal == b.causal &&
+         a.out_hidden == b.out_hidden && a.dtype_bytes == b.dtype_bytes && a.bias == b.bias &&
+         a.frozen == b.frozen;
+}
+
+}  // namespace
+
+AnalyticalCostModel::AnalyticalCostModel(const Model& model, const Cluster& cluster,
+                                         AnalyticalOptions options)
+    : model_(model), cluster_(cluster), options_(options) {
+  if (!(options.efficiency >= 0 && options.efficiency <= 1)) {
+    throw InputError("cost.efficiency: must be in (0, 1], got " +
+                     std::to_string(options.efficiency));
+  }
+  // Classes of layers that cost the same: equal shapes and the same embedding / LM-head role.
+  std::vector<std::tuple<LayerSpec, int, int>> classes;
+  for (int l = 0; l < model.num_layers(); ++l) {
+    const LayerKernelOptions o = kernel_options(l);
+    int id = -1;
+    for (size_t c = 0; c < classes.size(); ++c) {
+      const auto& [spec, in, out] = classes[c];
+      if (same_shape(spec, model.layer(l)) && in == o.vocab_in && out == o.vocab_out)
+        id = static_cast<int>(c);
+    }
+    if (id < 0) {
+      id = static_cast<int>(classes.size());
+      classes.emplace_back(model.layer(l), o.vocab_in, o.vocab_out);
+    }
+    layer_class_.push_back(id);
+  }
+}
+
 AnalyticalCostModel::AnalyticalCostModel(const Model& model, const Cluster& cluster,
                                          double efficiency)
-    : model_(model), cluster_(cluster), efficiency_(efficiency) {
+    : AnalyticalCostModel(model, cluster, AnalyticalOptions{.efficiency = efficiency}) {
   if (!(efficiency > 0 && efficiency <= 1)) {
     throw InputError("cost.efficiency: must be in (0, 1], got " + std::to_string(efficiency));
   }
 }
 
-namespace {
-
-double ring_allreduce_s(double bytes, int tp, const LinkSpec& link) {
-  if (tp <= 1) return 0.0;
-  return 2.0 * (tp - 1) / tp * bytes / link.bandwidth + 2.0 * (tp - 1) * link.latency;
+LayerKernelOptions AnalyticalCostModel::kernel_options(int layer) const {
+  LayerKernelOptions o;
+  o.flash_attention = options_.flash_attention;
+  o.sequence_parallel = options_.sequence_parallel;
+  o.gradient_bytes = model_.layer(layer).frozen ? 0 : options_.gradient_bytes_per_param;
+  const LayerRef& ref = model_.layers()[static_cast<size_t>(layer)];
+  const Module& module = model_.module(ref.module);
+  if (module.vocab > 0) {
+    if (ref.local_index == 0) o.vocab_in = module.vocab;
+    if (ref.local_index + 1 == static_cast<int>(module.layers.size())) o.vocab_out = module.vocab;
+  }
+  return o;
 }
 
-}  // namespace
+std::vector<Kernel> AnalyticalCostModel::kernels(int layer, const MicrobatchShape& shape,
+                                                 int tp) const {
+  const LayerSpec& spec = model_.layer(layer);
+  const GpuPerformance gpu(cluster_.gpu, spec.dtype_bytes);
+  return layer_kernels(spec, shape, tp, gpu, cluster_.intra_node, kernel_options(layer));
+}
 
 PassCost AnalyticalCostModel::layer_cost(int layer, const MicrobatchShape& shape, int tp) const {
+  if (!kernel_level()) return fixed_fraction_cost(layer, shape, tp);
+  auto key = std::make_tuple(layer_class_[static_cast<size_t>(layer)], tp,
+                             shape.sequence_lengths);
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  }
+  const PassCost c = kernel_cost(layer, shape, tp);
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  cache_.emplace(std::move(key), c);
+  return c;
+}
+
+PassCost AnalyticalCostModel::kernel_cost(int layer, const MicrobatchShape& shape, int tp) const {
+  struct PassSum {
+    double compute = 0;  ///< GEMMs and fused attention (what TP overlap hides behind)
+    double memory = 0;
+    double comm = 0;
+    double recompute = 0;  ///< forward kernels selective recompute re-runs
+    double total(bool overlap) const {
+      return compute + memory + (overlap ? std::max(0.0, comm - compute) : comm);
+    }
+  };
+  PassSum pass[3];
+  for (const Kernel& k : kernels(layer, shape, tp)) {
+    PassSum& p = pass[static_cast<int>(k.pass)];
+    (k.bound == KernelBound::kCompute  ? p.compute
+     : k.bound == KernelBound::kMemory ? p.memory
+                                       : p.comm) += k.seconds;
+    if (k.attention_core && k.pass == KernelPass::kForward) p.recompute += k.seconds;
+  }
+  const bool overlap = options_.tp_comm_overlap;
+  PassCost c;
+  c.forward_s = pass[0].total(overlap);
+  c.input_grad_s = pass[1].total(overlap);
+  c.weight_grad_s = pass[2].total(overlap);
+  if (options_.recompute == Recompute::kFull) c.input_grad_s += c.forward_s;
+  if (options_.recompute == Recompute::kSelective) c.input_grad_s += pass[0].recompute;
+  return c;
+}
+
+PassCost AnalyticalCostModel::fixed_fraction_cost(int layer, const MicrobatchShape& shape,
+                                                  int tp) const {
   const LayerSpec& spec = model_.layer(layer);
   const double tokens = shape.total_tokens();
   const double linear_flops = 2.0 * tokens * layer_parameters(spec);
@@ -29,12 +122,14 @@ PassCost AnalyticalCostModel::layer_cost(int layer, const MicrobatchShape& shape
   if (spec.kind == LayerKind::kTransformer) {
     attention_flops = 4.0 * shape.sum_squared() * spec.hidden * (spec.causal ? 0.5 : 1.0);
   }
-  const double rate = tp * cluster_.gpu.peak_flops * efficiency_;
-  // Megatron-style TP: two all-reduces of the layer's activations per pass.
+  const double rate = tp * cluster_.gpu.peak_flops * options_.efficiency;
+  // Megatron-style TP: two all-reduces of the layer's activations per pass, on the raw
+  // link bandwidth (what this mode has always assumed).
   double tp_comm = 0;
-  if (spec.kind == LayerKind::kTransformer) {
-    tp_comm =
-        2 * ring_allreduce_s(tokens * spec.hidden * spec.dtype_bytes, tp, cluster_.intra_node);
+  if (spec.kind == LayerKind::kTransformer && tp > 1) {
+    const double bytes = tokens * spec.hidden * spec.dtype_bytes;
+    const LinkSpec& link = cluster_.intra_node;
+    tp_comm = 2 * (2.0 * (tp - 1) / tp * bytes / link.bandwidth + 2.0 * (tp - 1) * link.latency);
   }
   PassCost c;
   c.forward_s = (linear_flops + attention_flops) / rate + tp_comm;
@@ -47,8 +142,23 @@ double AnalyticalCostModel::activation_bytes(int layer, const MicrobatchShape& s
                                              int tp) const {
   const LayerSpec& spec = model_.layer(layer);
   const double tokens = shape.total_tokens();
-  if (spec.kind == LayerKind::kMlp) return tokens * (spec.hidden + spec.ffn) * spec.dtype_bytes;
-  return tokens * spec.hidden * (10.0 + 24.0 / tp) * spec.dtype_bytes / 2.0;
+  if (!kernel_level()) {
+    if (spec.kind == LayerKind::kMlp) return tokens * (spec.hidden + spec.ffn) * spec.dtype_bytes;
+    return tokens * spec.hidden * (10.0 + 24.0 / tp) * spec.dtype_bytes / 2.0;
+  }
+  double bytes = 0;
+  if (spec.kind == LayerKind::kMlp) {
+    bytes = options_.recompute == Recompute::kFull
+                ? tokens * spec.hidden * spec.dtype_bytes
+                : tokens * (spec.hidden + double(spec.ffn) / tp) * spec.dtype_bytes;
+  } else {
+    bytes = transformer_activation_bytes(spec, shape, tp, options_.flash_attention,
+                                         options_.sequence_parallel, options_.recompute);
+  }
+  // The LM head keeps its fp32 softmax for the cross-entropy's backward.
+  if (const int vocab = kernel_options(layer).vocab_out; vocab > 0)
+    bytes += tokens * double(vocab) / tp * 4;
+  return bytes;
 }
 
 double AnalyticalCostModel::output_bytes(int layer, const MicrobatchShape& shape) const {
@@ -58,14 +168,27 @@ double AnalyticalCostModel::output_bytes(int layer, const MicrobatchShape& shape
 }
 
 double AnalyticalCostModel::parameters(int layer) const {
-  return layer_parameters(model_.layer(layer));
+  // The (tied) embedding counts once, with the first layer of its module.
+  const LayerKernelOptions o = kernel_options(layer);
+  return layer_parameters(model_.layer(layer)) + double(o.vocab_in) * model_.layer(layer).hidden;
 }
 
 nlohmann::json AnalyticalCostModel::describe() const {
-  return {{"name", name()},
-          {"efficiency", efficiency_},
-          {"gpu", cluster_.gpu.name},
-          {"peak_flops", cluster_.gpu.peak_flops}};
+  nlohmann::json j = {{"name", name()},
+                      {"gpu", cluster_.gpu.name},
+                      {"peak_flops", cluster_.gpu.peak_flops}};
+  if (kernel_level()) {
+    j["model"] = "kernel";
+    j["attention"] = options_.flash_attention ? "flash" : "unfused";
+    j["sequence_parallel"] = options_.sequence_parallel;
+    j["tp_comm_overlap"] = options_.tp_comm_overlap;
+    j["recompute"] = options_.recompute == Recompute::kFull        ? "full"
+                     : options_.recompute == Recompute::kSelective ? "selective"
+                                                                   : "none";
+  } else {
+    j["efficiency"] = options_.efficiency;
+  }
+  return j;
 }
 
 }  // namespace loom

@@ -1,23 +1,47 @@
 #pragma once
-/// `analytical`: FLOP counts at a stated fraction of the GPU's peak.
+/// `analytical`: per-layer costs from the layer's shapes, two ways.
 ///
+/// Kernel-level (the default): the layer is the list of kernels of core/layer_kernels.hpp,
+/// each timed by core/gpu_perf.hpp (GEMMs by tile and wave quantization over the SMs,
+/// memory-bound kernels by bytes over bandwidth, launches, TP collectives on the intra-node
+/// links). Efficiency emerges from the shapes. F sums the forward kernels, Bd (I) the
+/// data-gradient kernels and the backward TP collectives, Bw (W) the weight-gradient GEMMs.
+/// Recompute adds to Bd what it re-runs: the whole forward (full) or the attention core
+/// (selective, Korthikanti et al. 2022 §4.2).
+///
+/// Fixed fraction (`cost.efficiency` set): FLOPs at that fraction of peak.
 /// Per transformer layer and sample of s tokens (h hidden, f FFN, GQA width k):
 ///   linear FLOPs    2 s (2h^2 + 2hk + m h f)      m = 3 gated MLP, 2 otherwise
 ///   attention FLOPs 4 s^2 h x (1/2 if causal)      QK^T and AV
 ///   F  = (linear + attention) / (tp x peak x efficiency) + 2 TP all-reduces of s h
-///   Bd = (linear + 2 attention) / (...)             + 2 TP all-reduces  (input grads;
-///                                                     attention has no weights)
-///   Bw = linear / (...)                                                 (weight grads)
-/// TP all-reduce: ring on the intra-node links, 2(tp-1)/tp x bytes / bw + 2(tp-1) x lat.
+///   Bd = (linear + 2 attention) / (...)             + 2 TP all-reduces
+///   Bw = linear / (...)
 /// Activations kept per layer: s h (10 + 24/tp) x dtype/2 bytes (Korthikanti et al. 2022,
-/// "Reducing Activation Recomputation", Eq 2 without the s^2 score term, which
-/// FlashAttention-style kernels do not store). An MLP layer keeps s (h + f) x dtype.
+/// Eq 2 without the s^2 score term). An MLP layer keeps s (h + f) x dtype.
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
 #include "core/cost_model.hpp"
+#include "core/layer_kernels.hpp"
 
 namespace loom {
 
+struct AnalyticalOptions {
+  double efficiency = 0;  ///< > 0: fixed fraction of peak; 0: the kernel-level model
+  bool flash_attention = true;
+  bool sequence_parallel = false;
+  bool tp_comm_overlap = false;  ///< TP collectives hidden behind the pass's GEMMs
+  Recompute recompute = Recompute::kNone;
+  /// Gradient buffer bytes per parameter (weight-gradient accumulation per microbatch).
+  double gradient_bytes_per_param = 0;
+};
+
 class AnalyticalCostModel final : public CostModel {
  public:
+  AnalyticalCostModel(const Model& model, const Cluster& cluster, AnalyticalOptions options);
+  /// Fixed-fraction model (what `cost.efficiency` selects).
   AnalyticalCostModel(const Model& model, const Cluster& cluster, double efficiency);
   std::string name() const override { return "analytical"; }
   PassCost layer_cost(int layer, const MicrobatchShape& shape, int tp) const override;
@@ -26,10 +50,23 @@ class AnalyticalCostModel final : public CostModel {
   double parameters(int layer) const override;
   nlohmann::json describe() const override;
 
+  /// The kernels of one layer for one microbatch (kernel-level mode; `loom cost`).
+  std::vector<Kernel> kernels(int layer, const MicrobatchShape& shape, int tp) const;
+  bool kernel_level() const { return options_.efficiency <= 0; }
+  const AnalyticalOptions& options() const { return options_; }
+
  private:
+  PassCost fixed_fraction_cost(int layer, const MicrobatchShape& shape, int tp) const;
+  PassCost kernel_cost(int layer, const MicrobatchShape& shape, int tp) const;
+  LayerKernelOptions kernel_options(int layer) const;
+
   const Model& model_;
   Cluster cluster_;
-  double efficiency_;
+  AnalyticalOptions options_;
+  /// Layers with equal shapes and vocabulary roles share one class (and one cache entry).
+  std::vector<int> layer_class_;
+  mutable std::mutex cache_mutex_;
+  mutable std::map<std::tuple<int, int, std::vector<int>>, PassCost> cache_;
 };
 
 }  // namespace loom

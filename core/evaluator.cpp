@@ -48,6 +48,11 @@ class ListScheduler {
   }
   bool reached(OpRef ref) const { return pos_[static_cast<size_t>(ref.rank)] > ref.index; }
   int gpu(int rank) const { return schedule_.ranks[static_cast<size_t>(rank)].gpu; }
+  /// A flow between two ranks stands for the flows of the larger TP group's GPUs.
+  int pair_tp(int a, int b) const {
+    return std::max(schedule_.ranks[static_cast<size_t>(a)].tp,
+                    schedule_.ranks[static_cast<size_t>(b)].tp);
+  }
 
   /// Executes rank r's ops until it blocks or finishes.
   void advance(int r) {
@@ -67,7 +72,8 @@ class ListScheduler {
               [&](const Send& s) {
                 // Eager: the transfer starts now and costs the rank nothing.
                 timing(here) = {clock,
-                                clock + transfer_time(cluster_, gpu(r), gpu(s.peer), s.bytes)};
+                                clock + transfer_time(cluster_, gpu(r), gpu(s.peer), s.bytes,
+                                                      pair_tp(r, s.peer))};
                 const OpRef recv = peer(here);
                 if (pos_[static_cast<size_t>(recv.rank)] == recv.index) wake(recv.rank);
                 return true;

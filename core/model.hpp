@@ -33,6 +33,7 @@ struct LayerSpec {
   int out_hidden = 0;      ///< output width (MLP layers; == hidden for transformers)
   int dtype_bytes = 2;     ///< bytes per element of weights and activations (bf16 = 2)
   bool frozen = false;     ///< no weight gradient (Bw = 0)
+  bool bias = false;       ///< linear layers carry biases (GPT/BERT; Llama-style has none)
 };
 
 /// Default tokens per encoder input item: a 448 x 448 image in 14 x 14 patches
@@ -56,6 +57,9 @@ struct Module {
   /// schedulers; projectors follow their encoder (scaled by its token_ratio), the LLM
   /// always sees one sequence per sample.
   int item_tokens = kDefaultItemTokens;
+  /// LLM modules: vocabulary size; > 0 puts the (tied) embedding before the first layer
+  /// and the LM head + cross-entropy after the last (analytical kernel-level costs).
+  int vocab = 0;
   std::vector<LayerSpec> layers;
 };
 

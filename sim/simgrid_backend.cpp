@@ -52,6 +52,7 @@ struct OpMailboxes {
   sg::Mailbox* out = nullptr;
   sg::Mailbox* in = nullptr;
   uint64_t out_bytes = 0;  ///< simulated size of what goes out (checked before the run)
+  double out_rate = 0;     ///< rate cap of what goes out (flow_rate_cap), 0 = none
 };
 
 /// One collective instance: its members meet at `start` (the ring begins when all have
@@ -120,6 +121,19 @@ class Simulation {
                          schedule_.ranks[static_cast<size_t>(dst_rank)].gpu, 0);
   }
 
+  double rate_cap(int src_rank, int dst_rank) const {
+    const RankInfo& src = schedule_.ranks[static_cast<size_t>(src_rank)];
+    const RankInfo& dst = schedule_.ranks[static_cast<size_t>(dst_rank)];
+    return flow_rate_cap(cluster_, src.gpu, dst.gpu, std::max(src.tp, dst.tp));
+  }
+
+  /// Posts an eager message (its receiver is permanent), held to the flow's rate cap.
+  static void put(const OpMailboxes& boxes, void* payload) {
+    sg::CommPtr comm = boxes.out->put_init(payload, boxes.out_bytes);
+    if (boxes.out_rate > 0) comm->set_rate(boxes.out_rate);
+    comm->detach();
+  }
+
   /// Every microbatch reuses its channels: look each name up once.
   sg::Mailbox* p2p_mailbox(const MessageChannel& c) {
     sg::Mailbox*& box = channel_mailboxes_[c];
@@ -148,6 +162,7 @@ class Simulation {
                        [&](const Send& s) {
                          boxes[i].out = p2p_mailbox(channel_of(r, s.peer, s.tag));
                          boxes[i].out_bytes = simulated_bytes(s.bytes, latency(r, s.peer));
+                         boxes[i].out_rate = rate_cap(r, s.peer);
                        },
                        [&](const Recv& rv) {
                          boxes[i].in = p2p_mailbox(channel_of(rv.peer, r, rv.tag));
@@ -162,6 +177,7 @@ class Simulation {
                          boxes[i].out_bytes = simulated_bytes(
                              ring_stream_bytes(c.kind, static_cast<int>(n), c.bytes),
                              latency(r, members[(k + 1) % n]));
+                         boxes[i].out_rate = rate_cap(r, members[(k + 1) % n]);
                          boxes[i].in = ring_mailbox(c.group, members[(k + n - 1) % n], r);
                          boxes[i].in->set_receiver(actors[static_cast<size_t>(r)]);
                        },
@@ -203,7 +219,7 @@ class Simulation {
               [&](const Send&) {
                 // The payload names the Send so the receiver can check the match
                 // and record when the data arrived.
-                boxes[i].out->put_init(const_cast<Op*>(&ops[i]), boxes[i].out_bytes)->detach();
+                put(boxes[i], const_cast<Op*>(&ops[i]));
                 ++activities_;
               },
               [&](const Recv&) { receive(here, boxes[i].in); },
@@ -256,7 +272,7 @@ class Simulation {
         rings_[static_cast<size_t>(matching_.collective_instance[static_cast<size_t>(here.rank)]
                                                                 [static_cast<size_t>(here.index)])];
     instance.start->wait();
-    boxes.out->put_init(const_cast<Collective*>(&c), boxes.out_bytes)->detach();
+    put(boxes, const_cast<Collective*>(&c));
     boxes.in->get<void>();
     instance.end->wait();
     if (instance.handshake_s > 0) sg::this_actor::sleep_for(instance.handshake_s);
@@ -296,7 +312,9 @@ void configure(sg::Engine& engine, const SimGridOptions& options) {
   engine.set_config("cpu/optim:TI");
   if (options.network_model == "CM02") {
     // No TCP window bound and no reverse-direction traffic: latency + size / bandwidth.
-    engine.set_config("network/TCP-gamma:0");
+    // The window is made unbounding rather than 0: with 0, CM02 also drops a comm's own
+    // rate cap (Comm::set_rate, the per-GPU rail share of cluster.hpp).
+    engine.set_config("network/TCP-gamma:1e30");
     engine.set_config("network/crosstraffic:0");
   }
   for (const std::string& setting : options.extra_cfg) {

@@ -18,7 +18,7 @@ void expect_backends_agree(const std::string& scheduler, int chunks) {
       "[[model.modules]]\nname = \"llm\"\nkind = \"llm\"\nlayers = 16\nhidden = 1024\n"
       "[cost]\nmodel = \"table\"\n[cost.table.llm]\nforward = \"1ms\"\ninput_grad = \"1ms\"\n"
       "weight_grad = \"0.5ms\"\nactivation_bytes = \"1MiB\"\noutput_bytes = \"1KiB\"\n"
-      "[cluster]\nnodes = 2\ngpus_per_node = 4\ngpu = \"A100\"\n"
+      "[cluster]\nnodes = 2\ngpus_per_node = 4\ngpu = \"A100-80GB\"\n"
       "intra_node = { bandwidth = \"300GBps\", latency = \"5us\" }\n"
       "inter_node = { bandwidth = \"25GBps\", latency = \"20us\" }\n"
       "[parallel]\npp = 4\ndp = 2\n[schedule]\nname = \"" +

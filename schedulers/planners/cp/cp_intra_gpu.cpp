@@ -77,17 +77,10 @@ double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
   return kernel_s * (options.heads / options.heads_per_kernel);
 }
 
-int sm_count(const std::string& gpu_name) {
-  if (gpu_name == "A40") return 84;
-  if (gpu_name == "A100") return 108;
-  if (gpu_name == "H100" || gpu_name == "H200") return 132;
-  return 0;
-}
-
 IntraGpuOptions intra_gpu_options(const GpuSpec& gpu, const AttentionShape& shape,
                                   const BlockSizes& sizes) {
   IntraGpuOptions options;
-  options.compute_units = sm_count(gpu.name);
+  options.compute_units = gpu.sms;
   if (options.compute_units == 0)
     throw InputError("CP attention: no SM count known for GPU '" + gpu.name + "'");
   if (shape.heads < 1 || shape.kv_heads < 1 || shape.heads % shape.kv_heads != 0 ||

@@ -143,10 +143,6 @@ struct IntraGpuOptions {
 double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
                         const IntraGpuOptions& options);
 
-/// Streaming multiprocessors of the GPU presets of core/cluster.hpp (A40 84, A100 108,
-/// H100 132, H200 132, from the vendors' datasheets); 0 for an unknown name.
-int sm_count(const std::string& gpu_name);
-
 /// The attention shape of one layer on one GPU of the CP group.
 struct AttentionShape {
   int heads = 32;    ///< query heads

@@ -22,7 +22,7 @@ std::unique_ptr<Study> interleaved(const test::TempDir& dir, int p, int m, int v
       "[[model.modules]]\nname = \"llm\"\nkind = \"llm\"\nlayers = " + std::to_string(layers) +
       "\nhidden = 1024\n[cost]\nmodel = \"table\"\n[cost.table.llm]\nforward = \"1ms\"\n"
       "backward = \"2ms\"\nactivation_bytes = \"1MiB\"\noutput_bytes = 0\n"
-      "[cluster]\nnodes = 1\ngpus_per_node = 8\ngpu = \"A100\"\n"
+      "[cluster]\nnodes = 1\ngpus_per_node = 8\ngpu = \"A100-80GB\"\n"
       "intra_node = { bandwidth = \"300GBps\", latency = \"0s\" }\n"
       "inter_node = { bandwidth = \"25GBps\", latency = \"0s\" }\n[parallel]\npp = " +
       std::to_string(p) + "\n[schedule]\nname = \"" + scheduler +

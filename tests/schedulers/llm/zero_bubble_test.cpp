@@ -35,7 +35,7 @@ std::unique_ptr<Study> uniform(const test::TempDir& dir, const std::string& sche
       std::to_string(u.f) + "ms\"\ninput_grad = \"" + std::to_string(u.i) +
       "ms\"\nweight_grad = \"" + std::to_string(u.w) +
       "ms\"\nactivation_bytes = \"1MiB\"\noutput_bytes = 0\n"
-      "[cluster]\nnodes = 1\ngpus_per_node = 8\ngpu = \"A100\"\n"
+      "[cluster]\nnodes = 1\ngpus_per_node = 8\ngpu = \"A100-80GB\"\n"
       "intra_node = { bandwidth = \"300GBps\", latency = \"0s\" }\n"
       "inter_node = { bandwidth = \"25GBps\", latency = \"0s\" }\n"
       "[parallel]\npp = " +

@@ -1,0 +1,97 @@
+#include "core/gpu_perf.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace loom {
+namespace {
+
+// Largest fraction of the tensor-core peak a large, well-shaped fp16 GEMM reaches in cuBLAS:
+// ../shared/research/hardware.md gives "roughly 70-90 % of peak" on A100; we take the
+// midpoint. Not tuned to any validation run.
+constexpr double kGemmPeakFraction = 0.80;
+// Achievable fraction of datasheet memory bandwidth for streaming kernels: hardware.md
+// "~80-90 % of the datasheet figure"; the midpoint.
+constexpr double kBandwidthFraction = 0.85;
+// Launch plus tail of one kernel: hardware.md "a few microseconds of launch and tail per
+// kernel"; we take 4 us.
+constexpr double kLaunchSeconds = 4e-6;
+// FlashAttention-2 on A100 (Dao 2023, "FlashAttention-2", §4.1): up to 73 % of the
+// theoretical peak in the forward pass and 63 % in the backward.
+constexpr double kFlashForwardFraction = 0.73;
+constexpr double kFlashBackwardFraction = 0.63;
+// NCCL all-reduce bus bandwidth reached on NVLink3 for large messages, ~230 GB/s of the
+// link's 300 GB/s per direction (hardware.md), as a fraction of any link's bandwidth.
+constexpr double kNcclBusFraction = 230.0 / 300.0;
+
+struct Tile {
+  int m;
+  int n;
+};
+// cuBLAS's usual tensor-core tiles (NVIDIA, "Matrix Multiplication Background User's
+// Guide", §2.3 "Typical Tile Dimensions in cuBLAS and Performance").
+constexpr std::array<Tile, 8> kTiles = {
+    {{256, 128}, {128, 256}, {128, 128}, {256, 64}, {64, 256}, {128, 64}, {64, 128}, {64, 64}}};
+
+/// A tile's main loop reuses each loaded element tm x tn / (tm + tn) times; the same guide
+/// (§2.3) shows smaller tiles running less efficiently for that reason. Tiles of at least
+/// 128 x 128 reuse enough to reach the large-GEMM fraction; smaller ones scale with reuse.
+double tile_fraction(const Tile& t) {
+  const double reuse = double(t.m) * t.n / (t.m + t.n);
+  constexpr double kFullReuse = 128.0 * 128 / (128 + 128);
+  return kGemmPeakFraction * std::min(1.0, reuse / kFullReuse);
+}
+
+}  // namespace
+
+GpuPerformance::GpuPerformance(const GpuSpec& gpu, int dtype_bytes)
+    : gpu_(gpu), dtype_bytes_(dtype_bytes), peak_(gpu.peak_for_dtype(dtype_bytes)) {}
+
+double GpuPerformance::achievable_bandwidth() const {
+  return gpu_.hbm_bandwidth * kBandwidthFraction;
+}
+
+double GpuPerformance::gemm_seconds(const GemmShape& s) const {
+  if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) return 0;
+  const double sms = std::max(1, gpu_.sms);
+  double best = INFINITY;
+  for (const Tile& t : kTiles) {
+    // Tile quantization: partial tiles cost a whole tile; wave quantization: the last
+    // wave of tiles occupies the SMs as long as a full one.
+    const double tiles = std::ceil(s.m / t.m) * std::ceil(s.n / t.n) * s.batch;
+    const double waves = std::ceil(tiles / sms);
+    const double tile_seconds = 2.0 * t.m * t.n * s.k / (peak_ / sms * tile_fraction(t));
+    best = std::min(best, waves * tile_seconds);
+  }
+  const double bytes = dtype_bytes_ * (s.m * s.k + s.k * s.n + s.m * s.n) * s.batch;
+  return std::max(best, bytes / achievable_bandwidth()) + kLaunchSeconds;
+}
+
+double GpuPerformance::gemm_efficiency(const GemmShape& s) const {
+  const double t = gemm_seconds(s);
+  return t > 0 ? s.flops() / (t * peak_) : 0;
+}
+
+double GpuPerformance::memory_seconds(double bytes) const {
+  if (bytes <= 0) return 0;
+  return bytes / achievable_bandwidth() + kLaunchSeconds;
+}
+
+double GpuPerformance::flash_attention_seconds(double flops, double blocks, bool backward) const {
+  if (flops <= 0) return 0;
+  const double sms = std::max(1, gpu_.sms);
+  // Wave quantization over the (head, query block) grid, as for a GEMM's tiles.
+  const double waves = std::ceil(std::max(blocks, 1.0) / sms);
+  const double fill = std::max(blocks, 1.0) / (waves * sms);
+  const double fraction = backward ? kFlashBackwardFraction : kFlashForwardFraction;
+  return flops / (peak_ * fraction * fill) + kLaunchSeconds;
+}
+
+double ring_allreduce_seconds(double bytes, int n, const LinkSpec& link) {
+  if (n <= 1 || bytes <= 0) return 0;
+  return 2.0 * (n - 1) / n * bytes / (link.bandwidth * kNcclBusFraction) +
+         2.0 * (n - 1) * link.latency;
+}
+
+}  // namespace loom

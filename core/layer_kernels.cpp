@@ -1,0 +1,213 @@
+#include "core/layer_kernels.hpp"
+
+#include <cmath>
+
+namespace loom {
+
+const char* to_string(KernelPass pass) {
+  switch (pass) {
+    case KernelPass::kForward: return "F";
+    case KernelPass::kInputGrad: return "I";
+    case KernelPass::kWeightGrad: return "W";
+  }
+  return "?";
+}
+
+const char* to_string(KernelBound bound) {
+  switch (bound) {
+    case KernelBound::kCompute: return "compute";
+    case KernelBound::kMemory: return "memory";
+    case KernelBound::kCommunication: return "communication";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr KernelPass kF = KernelPass::kForward;
+constexpr KernelPass kI = KernelPass::kInputGrad;
+constexpr KernelPass kW = KernelPass::kWeightGrad;
+
+/// Builds the list; one GEMM of the forward brings its data-gradient (I) and
+/// weight-gradient (W) GEMMs with it.
+class KernelList {
+ public:
+  KernelList(const GpuPerformance& gpu, int dtype_bytes) : gpu_(gpu), e_(dtype_bytes) {}
+
+  void gemm(const std::string& name, KernelPass pass, GemmShape s, bool core = false) {
+    add({name, pass, KernelBound::kCompute, s.flops(), e_ * (s.m * s.k + s.k * s.n + s.m * s.n),
+         gpu_.gemm_seconds(s), core});
+  }
+  /// A linear layer y[tokens x n] = x[tokens x k] W[k x n]: forward, dX, dW; with a bias,
+  /// its gradient is a reduction over the tokens of dY (the forward add is fused into the
+  /// next element-wise kernel, or added here when `bias_add`).
+  void linear(const std::string& name, double tokens, double n, double k, bool bias = false,
+              bool bias_add = false) {
+    gemm(name, kF, {tokens, n, k});
+    gemm(name + " dgrad", kI, {tokens, k, n});
+    gemm(name + " wgrad", kW, {k, n, tokens});
+    if (bias_add) memory(name + " bias", kF, 2 * tokens * n * e_);
+    if (bias) memory(name + " bias grad", kW, tokens * n * e_);
+  }
+  void memory(const std::string& name, KernelPass pass, double bytes, bool core = false) {
+    add({name, pass, KernelBound::kMemory, 0, bytes, gpu_.memory_seconds(bytes), core});
+  }
+  void comm(const std::string& name, KernelPass pass, double bytes, int tp, const LinkSpec& link) {
+    if (tp <= 1) return;
+    add({name, pass, KernelBound::kCommunication, 0, bytes, ring_allreduce_seconds(bytes, tp, link),
+         false});
+  }
+  void add(Kernel k) {
+    // Kernels of one name accumulate (per-sample attention kernels of a microbatch).
+    for (Kernel& existing : kernels_) {
+      if (existing.name == k.name && existing.pass == k.pass) {
+        existing.flops += k.flops;
+        existing.bytes += k.bytes;
+        existing.seconds += k.seconds;
+        return;
+      }
+    }
+    kernels_.push_back(std::move(k));
+  }
+  std::vector<Kernel> take() { return std::move(kernels_); }
+
+ private:
+  const GpuPerformance& gpu_;
+  double e_;
+  std::vector<Kernel> kernels_;
+};
+
+void unfused_attention(KernelList& list, const LayerSpec& l, const MicrobatchShape& shape, int tp,
+                       double e) {
+  const double heads = double(l.heads) / tp;
+  const double d = double(l.hidden) / l.heads;
+  // Unfused (Megatron-LM 2021): score and context GEMMs batched over the heads, a fused
+  // scale-mask-softmax, and dropout on the probabilities, all over full s x s scores.
+  for (int s : shape.sequence_lengths) {
+    const double scores = heads * double(s) * s;
+    list.gemm("attention scores", kF, {double(s), double(s), d, heads}, true);
+    list.memory("softmax", kF, scores * 2 * e, true);
+    list.memory("attention dropout", kF, scores * (2 * e + 1), true);
+    list.gemm("attention context", kF, {double(s), d, double(s), heads}, true);
+    // Backward: dQ, dK from the scores' gradient; dP, dV from the context's.
+    list.gemm("attention scores backward", kI, {double(s), d, double(s), 2 * heads}, true);
+    list.memory("softmax backward", kI, scores * 3 * e, true);
+    list.memory("attention dropout backward", kI, scores * (2 * e + 1), true);
+    list.gemm("attention context backward", kI, {double(s), double(s), d, heads}, true);
+    list.gemm("attention context backward", kI, {double(s), d, double(s), heads}, true);
+  }
+}
+
+}  // namespace
+
+std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& shape, int tp,
+                                  const GpuPerformance& gpu, const LinkSpec& intra,
+                                  const LayerKernelOptions& o) {
+  KernelList list(gpu, l.dtype_bytes);
+  const double e = l.dtype_bytes;
+  const double T = shape.total_tokens();
+  const double h = l.hidden;
+  const double t = tp;
+  // Tokens an element-wise kernel outside the TP region touches: all of them, or 1/tp
+  // under sequence parallelism.
+  const double Tr = o.sequence_parallel ? T / t : T;
+  const std::string tp_comm = o.sequence_parallel ? "tp reduce-scatter + all-gather"
+                                                  : "tp all-reduce";
+  if (o.vocab_in > 0) {
+    list.memory("embedding", kF, 2 * T * h * e);
+    list.comm(tp_comm + " (embedding)", kF, T * h * e, tp, intra);
+    list.memory("embedding grad", kW, 2 * T * h * e);
+  }
+  if (l.kind == LayerKind::kMlp) {
+    list.linear("projector fc1", T, l.ffn / t, h);
+    list.memory("activation", kF, T * 2 * l.ffn / t * e);
+    list.memory("activation backward", kI, T * 3 * l.ffn / t * e);
+    list.linear("projector fc2", T, l.out_hidden, l.ffn / t);
+    list.comm(tp_comm + " (projector)", kF, T * l.out_hidden * e, tp, intra);
+    list.comm(tp_comm + " (projector)", kI, T * h * e, tp, intra);
+  } else {
+    const double d = h / l.heads;
+    const double kv = double(l.kv_heads) * d;
+    const double gate = l.gated_mlp ? 2 : 1;
+    const double f = l.ffn;
+    for (const char* norm : {"layernorm 1", "layernorm 2"}) {
+      list.memory(norm, kF, Tr * 2 * h * e);
+      list.memory(std::string(norm) + " backward", kI, Tr * 3 * h * e);
+    }
+    list.linear("qkv", T, (h + 2 * kv) / t, h, l.bias, l.bias);
+    if (!o.flash_attention) {
+      unfused_attention(list, l, shape, tp, e);
+    } else {
+      double flops = 0;
+      double blocks = 0;
+      const double heads = double(l.heads) / t;
+      for (int s : shape.sequence_lengths) {
+        flops += 4.0 * s * s * d * heads * (l.causal ? 0.5 : 1.0);
+        blocks += std::ceil(s / 128.0) * heads;
+      }
+      list.add({"flash attention", kF, KernelBound::kCompute, flops, 0,
+                gpu.flash_attention_seconds(flops, blocks, false), true});
+      // Its backward recomputes the scores: 2.5x the forward FLOPs (Dao 2023, §4.1).
+      list.add({"flash attention backward", kI, KernelBound::kCompute, 2.5 * flops, 0,
+                gpu.flash_attention_seconds(2.5 * flops, blocks, true), true});
+    }
+    if (!o.flash_attention) {
+      // Heads back to [tokens, hidden]: a copy in and out of the attention core.
+      list.memory("context transpose", kF, 2 * T * h / t * e);
+      list.memory("context transpose backward", kI, 2 * T * h / t * e);
+    }
+    list.linear("attention output", T, h, h / t, l.bias);
+    list.comm(tp_comm + " (attention)", kF, T * h * e, tp, intra);
+    list.comm(tp_comm + " (attention)", kI, T * h * e, tp, intra);
+    for (const char* dropout : {"dropout + residual 1", "dropout + residual 2"}) {
+      list.memory(dropout, kF, Tr * h * (3 * e + 1));
+      list.memory(std::string(dropout) + " backward", kI, Tr * h * (2 * e + 1));
+    }
+    list.linear("mlp fc1", T, f * gate / t, h, l.bias);
+    list.memory(l.gated_mlp ? "swiglu" : "bias + gelu", kF, T * (gate + 1) * f / t * e);
+    list.memory(l.gated_mlp ? "swiglu backward" : "bias + gelu backward", kI,
+                T * (2 * gate + 1) * f / t * e);
+    list.linear("mlp fc2", T, h, f / t, l.bias);
+    list.comm(tp_comm + " (mlp)", kF, T * h * e, tp, intra);
+    list.comm(tp_comm + " (mlp)", kI, T * h * e, tp, intra);
+  }
+  if (o.gradient_bytes > 0) {
+    // Each microbatch's weight gradient (dtype) is added into the gradient buffer: read it,
+    // read and write the buffer (autograd's accumulation, or Megatron's main_grad add,
+    // before gradient-accumulation fusion existed).
+    const double params = layer_parameters(l) / t + double(o.vocab_in) * h / t;
+    list.memory("weight-gradient accumulation", kW, params * (e + 2 * o.gradient_bytes));
+  }
+  if (o.vocab_out > 0) {
+    const double v = o.vocab_out / t;
+    list.memory("final layernorm", kF, Tr * 2 * h * e);
+    list.memory("final layernorm backward", kI, Tr * 3 * h * e);
+    list.linear("lm head", T, v, h);
+    // Vocabulary-parallel cross-entropy in fp32: read the logits, write fp32 softmax,
+    // then its gradient.
+    list.memory("cross-entropy", kF, T * v * (e + 8));
+    list.memory("cross-entropy backward", kI, T * v * (4 + e));
+  }
+  return list.take();
+}
+
+double transformer_activation_bytes(const LayerSpec& l, const MicrobatchShape& shape, int tp,
+                                    bool flash, bool sp, Recompute recompute) {
+  const double T = shape.total_tokens();
+  const double h = l.hidden;
+  const double t = tp;
+  const double scale = l.dtype_bytes / 2.0;
+  if (recompute == Recompute::kFull) return T * h * 2 * scale / (sp ? t : 1);
+  const double d = h / l.heads;
+  const double kv = double(l.kv_heads) * d;
+  const double gate = l.gated_mlp ? 2 : 1;
+  const double replicated = 10 * h / (sp ? t : 1);
+  const double inside_tp = (2 * h + 4 * kv + 2 * h + 2 * l.ffn * (gate + 1)) / t;
+  double bytes = T * (replicated + inside_tp);
+  if (!flash && recompute == Recompute::kNone) {
+    for (int s : shape.sequence_lengths) bytes += 5.0 * l.heads * double(s) * s / t;
+  }
+  return bytes * scale;
+}
+
+}  // namespace loom

@@ -1,0 +1,63 @@
+#pragma once
+/// One layer as the list of kernels a Megatron-style training step runs on one GPU of its
+/// tensor-parallel group, for one microbatch: GEMMs (QKV, attention output, MLP), the
+/// attention core (fused FlashAttention, or unfused score GEMMs + softmax + dropout),
+/// norms and element-wise kernels, the TP collectives, and, on the first / last layer of a
+/// module with a vocabulary, the embedding and the LM head with its cross-entropy.
+/// Each kernel belongs to a pass: forward (F), backward for inputs (I: data gradients,
+/// attention backward, TP collectives of the backward) or for weights (W: weight-gradient
+/// GEMMs). `loom cost` prints the list.
+#include <string>
+#include <vector>
+
+#include "core/gpu_perf.hpp"
+#include "core/model.hpp"
+#include "core/workload.hpp"
+
+namespace loom {
+
+enum class KernelPass : std::uint8_t { kForward, kInputGrad, kWeightGrad };
+enum class KernelBound : std::uint8_t { kCompute, kMemory, kCommunication };
+const char* to_string(KernelPass pass);
+const char* to_string(KernelBound bound);
+
+struct Kernel {
+  std::string name;
+  KernelPass pass = KernelPass::kForward;
+  KernelBound bound = KernelBound::kCompute;
+  double flops = 0;
+  double bytes = 0;  ///< memory traffic (compute, memory) or bytes on the wire (communication)
+  double seconds = 0;
+  /// Part of the attention core (scores, softmax, dropout, context): what selective
+  /// recompute re-runs (Korthikanti et al. 2022, §4.2).
+  bool attention_core = false;
+};
+
+struct LayerKernelOptions {
+  bool flash_attention = true;     ///< cost.attention = "flash" (else "unfused")
+  bool sequence_parallel = false;  ///< parallel.sequence_parallel
+  int vocab_in = 0;                ///< embedding of this vocabulary before the layer
+  int vocab_out = 0;               ///< LM head + cross-entropy of this vocabulary after it
+  /// Bytes per parameter of the gradient buffer each microbatch's weight gradient is
+  /// added into (cost.gradient_bytes_per_param); 0 = no accumulation kernel.
+  double gradient_bytes = 0;
+};
+
+std::vector<Kernel> layer_kernels(const LayerSpec& layer, const MicrobatchShape& shape, int tp,
+                                  const GpuPerformance& gpu, const LinkSpec& intra_node,
+                                  const LayerKernelOptions& options);
+
+/// Activation bytes one GPU keeps for the backward of a transformer layer, per microbatch
+/// (Korthikanti et al. 2022, "Reducing Activation Recomputation", §4, Table 2, generalized to
+/// any FFN width, gated MLPs and GQA): 10 s h of norm inputs, dropout masks and replicated
+/// GEMM inputs (divided by tp under sequence parallelism) plus the tensors inside the TP
+/// region, 2h + 4h_kv + 2h + 2f(g + 1) per token (24 s h for MHA with f = 4h), divided by
+/// tp; unfused attention adds 5 a s^2 / tp (softmax, its dropout mask and output); selective
+/// recompute drops that term; full recompute keeps only the layer input (/tp under SP).
+/// Scaled by dtype_bytes / 2.
+enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
+double transformer_activation_bytes(const LayerSpec& layer, const MicrobatchShape& shape, int tp,
+                                    bool flash_attention, bool sequence_parallel,
+                                    Recompute recompute);
+
+}  // namespace loom

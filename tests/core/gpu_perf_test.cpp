@@ -1,0 +1,100 @@
+#include "core/gpu_perf.hpp"
+
+#include <gtest/gtest.h>
+
+#include "core/cluster.hpp"
+#include "core/errors.hpp"
+
+namespace loom {
+namespace {
+
+TEST(GpuPresets, DatasheetFactsAndNames) {
+  const GpuSpec a100 = gpu_preset("A100-80GB");
+  EXPECT_EQ(a100.sms, 108);
+  EXPECT_DOUBLE_EQ(a100.peak_flops, 312e12);
+  EXPECT_DOUBLE_EQ(a100.hbm_bandwidth, 2039e9);
+  EXPECT_DOUBLE_EQ(gpu_preset("A100-40GB").memory_bytes, 40e9);
+  EXPECT_EQ(gpu_preset("H100").name, "H100-SXM");  // an unambiguous alias
+  EXPECT_EQ(gpu_preset("V100-32GB").sms, 80);
+  for (const std::string& name : gpu_preset_names()) {
+    const GpuSpec g = gpu_preset(name);
+    EXPECT_GT(g.sms, 0) << name;
+    EXPECT_GT(g.peak_flops, 0) << name;
+    EXPECT_GT(g.l2_bytes, 0) << name;
+  }
+}
+
+TEST(GpuPresets, UnknownAndAmbiguousNamesSayWhatIsValid) {
+  try {
+    gpu_preset("A100");
+    FAIL() << "A100 is ambiguous";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("A100-80GB"), std::string::npos) << e.what();
+  }
+  try {
+    gpu_preset("B200");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("H100-SXM"), std::string::npos) << e.what();
+  }
+  // V100 has no TF32: an fp32 model on it has no tensor-core peak to run at.
+  EXPECT_THROW(gpu_preset("V100-32GB").peak_for_dtype(4), InputError);
+  EXPECT_DOUBLE_EQ(gpu_preset("A100-80GB").peak_for_dtype(4), 156e12);
+}
+
+TEST(GpuPerformance, GemmEfficiencyRisesWithSizeAndStaysBelowOne) {
+  const GpuPerformance gpu(gpu_preset("A100-80GB"), 2);
+  double previous = 0;
+  for (double n : {128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0}) {
+    const double eff = gpu.gemm_efficiency({n, n, n});
+    EXPECT_GE(eff, previous * 0.999) << n;  // rises (up to wave-quantization wiggles)
+    EXPECT_LT(eff, 1.0) << n;
+    previous = eff;
+  }
+  EXPECT_GT(previous, 0.7);  // large square GEMMs near the large-GEMM fraction
+}
+
+TEST(GpuPerformance, WaveQuantization) {
+  // 108 tiles of 256 x 128 fill the A100's SMs exactly once; one row more leaves a partial
+  // wave whatever tile is chosen: the time jumps and the efficiency drops.
+  const GpuPerformance gpu(gpu_preset("A100-80GB"), 2);
+  const GemmShape full{256 * 108, 128, 8192};
+  const GemmShape one_more{256 * 108 + 1, 128, 8192};
+  EXPECT_GT(gpu.gemm_seconds(one_more), 1.15 * gpu.gemm_seconds(full));
+  EXPECT_LT(gpu.gemm_efficiency(one_more), 0.9 * gpu.gemm_efficiency(full));
+}
+
+TEST(GpuPerformance, FasterHardwareNeverPredictsMoreTime) {
+  GpuSpec base = gpu_preset("A100-80GB");
+  GpuSpec faster = base;
+  faster.peak_flops *= 2;
+  GpuSpec wider = base;
+  wider.hbm_bandwidth *= 2;
+  const GpuPerformance b(base, 2), f(faster, 2), w(wider, 2);
+  for (const GemmShape& s : {GemmShape{2048, 4608, 12288}, GemmShape{2048, 2048, 128, 12},
+                             GemmShape{16, 50000, 1024}}) {
+    EXPECT_LE(f.gemm_seconds(s), b.gemm_seconds(s));
+    EXPECT_LE(w.gemm_seconds(s), b.gemm_seconds(s));
+  }
+  EXPECT_LT(w.memory_seconds(1e9), b.memory_seconds(1e9));
+  EXPECT_LE(f.memory_seconds(1e9), b.memory_seconds(1e9));
+}
+
+TEST(GpuPerformance, SkinnyGemmsAreMemoryBound) {
+  const GpuPerformance gpu(gpu_preset("A100-80GB"), 2);
+  // 16 tokens through a 1024 x 50000 matrix: reading the weights dominates.
+  const GemmShape s{16, 50000, 1024};
+  const double weight_read = 2.0 * 1024 * 50000 / gpu.achievable_bandwidth();
+  EXPECT_GE(gpu.gemm_seconds(s), weight_read);
+  EXPECT_LT(gpu.gemm_efficiency(s), 0.1);
+}
+
+TEST(RingAllReduce, ClosedForm) {
+  const LinkSpec link{300e9, 2e-6};
+  EXPECT_EQ(ring_allreduce_seconds(1e9, 1, link), 0);
+  // 2 (n-1)/n bytes at the NCCL bus bandwidth (230 of 300 GB/s) + 2 (n-1) latencies.
+  EXPECT_NEAR(ring_allreduce_seconds(1e9, 8, link), 2.0 * 7 / 8 * 1e9 / 230e9 + 14 * 2e-6, 1e-12);
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,154 @@
+#include "core/layer_kernels.hpp"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "core/cost_analytical.hpp"
+#include "core/errors.hpp"
+
+namespace loom {
+namespace {
+
+LayerSpec gpt_layer(int h, int heads) {
+  LayerSpec l;
+  l.hidden = h;
+  l.ffn = 4 * h;
+  l.heads = heads;
+  l.kv_heads = heads;
+  l.causal = true;
+  l.out_hidden = h;
+  return l;
+}
+
+Model gpt(int layers, int h, int heads, int vocab) {
+  Module m;
+  m.name = "gpt";
+  m.vocab = vocab;
+  m.layers.assign(static_cast<size_t>(layers), gpt_layer(h, heads));
+  return Model({m});
+}
+
+Cluster a100_node() {
+  Cluster c;
+  c.gpus_per_node = 8;
+  c.gpu = gpu_preset("A100-80GB");
+  c.intra_node = {300e9, 2e-6};
+  c.inter_node = {25e9, 5e-6};
+  c.nics_per_node = 8;
+  return c;
+}
+
+double sum_flops(const std::vector<Kernel>& ks, KernelPass pass) {
+  double f = 0;
+  for (const Kernel& k : ks)
+    if (k.pass == pass) f += k.flops;
+  return f;
+}
+
+TEST(LayerKernels, GemmFlopsMatchTheParameterCount) {
+  const LayerSpec l = gpt_layer(1024, 16);
+  const GpuPerformance gpu(gpu_preset("A100-80GB"), 2);
+  const double s = 2048;
+  for (int tp : {1, 2, 4}) {
+    const auto ks = layer_kernels(l, MicrobatchShape{{2048}}, tp, gpu, {300e9, 2e-6},
+                                  LayerKernelOptions{.flash_attention = false});
+    // Forward: 2 s x 12 h^2 (linear) + 4 s^2 h (scores and context, unfused: full s x s),
+    // per GPU of the TP group.
+    const double h = 1024;
+    EXPECT_NEAR(sum_flops(ks, KernelPass::kForward), (24 * s * h * h + 4 * s * s * h) / tp, 1e3);
+    EXPECT_NEAR(sum_flops(ks, KernelPass::kWeightGrad), 24 * s * h * h / tp, 1e3);
+    EXPECT_NEAR(sum_flops(ks, KernelPass::kInputGrad), (24 * s * h * h + 8 * s * s * h) / tp, 1e3);
+  }
+}
+
+TEST(LayerKernels, VocabularyOnTheFirstAndLastLayerOnly) {
+  const Model model = gpt(3, 1024, 16, 51200);
+  AnalyticalCostModel cost(model, a100_node(), AnalyticalOptions{});
+  auto names = [&](int layer) {
+    std::string all;
+    for (const Kernel& k : cost.kernels(layer, MicrobatchShape{{1024}}, 1)) all += k.name + ";";
+    return all;
+  };
+  EXPECT_NE(names(0).find("embedding"), std::string::npos);
+  EXPECT_EQ(names(0).find("lm head"), std::string::npos);
+  EXPECT_EQ(names(1).find("embedding"), std::string::npos);
+  EXPECT_NE(names(2).find("lm head"), std::string::npos);
+  EXPECT_NE(names(2).find("cross-entropy"), std::string::npos);
+  EXPECT_DOUBLE_EQ(cost.parameters(0) - cost.parameters(1), 51200.0 * 1024);
+  EXPECT_GT(cost.layer_cost(2, MicrobatchShape{{1024}}, 1).forward_s,
+            cost.layer_cost(1, MicrobatchShape{{1024}}, 1).forward_s);
+}
+
+TEST(ActivationMemory, KorthikantiClosedFormsByHand) {
+  // h 64, 4 heads, f 256, s 128, tp 2, fp16: Table 2 of Korthikanti et al. 2022 per layer.
+  const LayerSpec l = [] {
+    LayerSpec x = gpt_layer(64, 4);
+    return x;
+  }();
+  const MicrobatchShape shape{{128}};
+  const double s = 128, h = 64, a = 4, t = 2;
+  auto bytes = [&](bool flash, bool sp, Recompute r) {
+    return transformer_activation_bytes(l, shape, 2, flash, sp, r);
+  };
+  EXPECT_DOUBLE_EQ(bytes(false, false, Recompute::kNone),
+                   s * h * (10 + 24 / t + 5 * a * s / (h * t)));
+  EXPECT_DOUBLE_EQ(bytes(false, true, Recompute::kNone), s * h * (34 / t + 5 * a * s / (h * t)));
+  EXPECT_DOUBLE_EQ(bytes(false, false, Recompute::kSelective), s * h * (10 + 24 / t));
+  EXPECT_DOUBLE_EQ(bytes(false, true, Recompute::kSelective), s * h * 34 / t);
+  EXPECT_DOUBLE_EQ(bytes(false, false, Recompute::kFull), s * h * 2);
+  EXPECT_DOUBLE_EQ(bytes(false, true, Recompute::kFull), s * h * 2 / t);
+  // FlashAttention keeps no s x s scores.
+  EXPECT_DOUBLE_EQ(bytes(true, false, Recompute::kNone), s * h * (10 + 24 / t));
+}
+
+TEST(Recompute, SelectiveCostsLessTimeThanFullAndLessMemoryThanNone) {
+  const Model model = gpt(2, 4096, 32, 0);
+  const MicrobatchShape shape{{2048}};
+  auto model_with = [&](Recompute r) {
+    return AnalyticalCostModel(model, a100_node(),
+                               AnalyticalOptions{.flash_attention = false, .recompute = r});
+  };
+  const auto none = model_with(Recompute::kNone);
+  const auto selective = model_with(Recompute::kSelective);
+  const auto full = model_with(Recompute::kFull);
+  const double t_none = none.layer_cost(0, shape, 4).backward_s();
+  const double t_sel = selective.layer_cost(0, shape, 4).backward_s();
+  const double t_full = full.layer_cost(0, shape, 4).backward_s();
+  EXPECT_LT(t_none, t_sel);
+  EXPECT_LT(t_sel, t_full);
+  EXPECT_LT(selective.activation_bytes(0, shape, 4), none.activation_bytes(0, shape, 4));
+  EXPECT_LT(full.activation_bytes(0, shape, 4), selective.activation_bytes(0, shape, 4));
+}
+
+TEST(SequenceParallel, SameCommunicationTimeLessNormTime) {
+  const Model model = gpt(1, 4096, 32, 0);
+  const MicrobatchShape shape{{2048}};
+  const AnalyticalCostModel plain(model, a100_node(), AnalyticalOptions{});
+  const AnalyticalCostModel sp(model, a100_node(), AnalyticalOptions{.sequence_parallel = true});
+  auto seconds = [&](const AnalyticalCostModel& cost, KernelBound bound) {
+    double total = 0;
+    for (const Kernel& k : cost.kernels(0, shape, 4))
+      if (k.bound == bound) total += k.seconds;
+    return total;
+  };
+  const double comm_plain = seconds(plain, KernelBound::kCommunication);
+  const double comm_sp = seconds(sp, KernelBound::kCommunication);
+  const double mem_plain = seconds(plain, KernelBound::kMemory);
+  const double mem_sp = seconds(sp, KernelBound::kMemory);
+  // Reduce-scatter + all-gather move what one all-reduce moves (Korthikanti et al. §4.2.2).
+  EXPECT_DOUBLE_EQ(comm_plain, comm_sp);
+  EXPECT_LT(mem_sp, mem_plain);
+}
+
+TEST(AnalyticalCost, KernelLevelIsCachedPerShape) {
+  const Model model = gpt(4, 1024, 16, 0);
+  const AnalyticalCostModel cost(model, a100_node(), AnalyticalOptions{});
+  const PassCost a = cost.layer_cost(1, MicrobatchShape{{512}}, 1);
+  const PassCost b = cost.layer_cost(2, MicrobatchShape{{512}}, 1);  // same class: cache hit
+  EXPECT_EQ(a.forward_s, b.forward_s);
+  EXPECT_EQ(a.input_grad_s, b.input_grad_s);
+}
+
+}  // namespace
+}  // namespace loom
