@@ -1,7 +1,4 @@
 // The simulation-mode iteration timer of `loom replay` (see replay_timer.hpp).
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -9,10 +6,8 @@
 #include <memory>
 
 #include "cli/replay_timer.hpp"
-#include "cli/study.hpp"
+#include "cli/study_run.hpp"
 #include "core/errors.hpp"
-#include "core/evaluator.hpp"
-#include "sim/simgrid_backend.hpp"
 
 namespace loom {
 namespace {
@@ -71,68 +66,6 @@ std::vector<std::string> group_overrides(const StudyTimerOptions& o, const Group
   return v;
 }
 
-double run_study(const StudyTimerOptions& o, const std::vector<std::string>& overrides) {
-  const auto study = prepare_study(o.config, overrides);
-  if (o.backend == "evaluator")
-    return evaluate(study->schedule, study->config.cluster).iteration_time_s();
-  SimGridOptions sg;
-  sg.network_model = study->config.sim.network_model;
-  return run_simgrid(study->schedule, study->config.cluster, sg).iteration_time_s();
-}
-
-/// Runs `o`'s study in a child process and rethrows its error kind in the parent.
-double run_study_forked(const StudyTimerOptions& o, const std::vector<std::string>& overrides) {
-  int fds[2];
-  if (pipe(fds) != 0) throw std::runtime_error("replay: pipe() failed");
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("replay: fork() failed");
-  if (pid == 0) {
-    close(fds[0]);
-    std::string reply;
-    try {
-      const double t = run_study(o, overrides);
-      reply = "O" + std::string(reinterpret_cast<const char*>(&t), sizeof t);
-    } catch (const InfeasibleError& e) {
-      reply = std::string("I") + e.what();
-    } catch (const InputError& e) {
-      reply = std::string("E") + e.what();
-    } catch (const std::exception& e) {
-      reply = std::string("X") + e.what();
-    }
-    size_t done = 0;
-    while (done < reply.size()) {
-      const ssize_t n = write(fds[1], reply.data() + done, reply.size() - done);
-      if (n <= 0) break;
-      done += static_cast<size_t>(n);
-    }
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string reply;
-  char buf[4096];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;)
-    reply.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (reply.empty()) throw std::runtime_error("replay: the SimGrid child process died");
-  const std::string message = reply.substr(1);
-  switch (reply[0]) {
-    case 'O': {
-      double t = 0;
-      std::memcpy(&t, message.data(), sizeof t);
-      return t;
-    }
-    case 'I':
-      throw InfeasibleError(message);
-    case 'E':
-      throw InputError(message);
-    default:
-      throw std::runtime_error(message);
-  }
-}
-
 }  // namespace
 
 IterationTimer make_study_timer(const StudyTimerOptions& options) {
@@ -154,8 +87,7 @@ IterationTimer make_study_timer(const StudyTimerOptions& options) {
       if (it == cache->end()) {
         double t = 0;
         try {
-          t = options.backend == "simgrid" ? run_study_forked(options, overrides)
-                                           : run_study(options, overrides);
+          t = iteration_time(options.config, overrides, options.backend);
         } catch (const InfeasibleError& e) {
           if (options.progress)
             std::cerr << "loom: " << g.count << " x " << key << " cannot run: " << e.what() << "\n";

@@ -28,5 +28,7 @@ CommandRun attach_compare(CLI::App& sub);
 CommandRun attach_plan_layout(CLI::App& sub);  // cli/cmd_plan_layout.cpp
 CommandRun attach_schedule(CLI::App& sub);     // cli/cmd_schedule.cpp
 CommandRun attach_sweep(CLI::App& sub);        // cli/cmd_sweep.cpp
+CommandRun attach_validate(CLI::App& sub);     // cli/cmd_validate.cpp
+CommandRun attach_cost(CLI::App& sub);         // cli/cmd_cost.cpp
 
 }  // namespace loom

@@ -34,6 +34,14 @@ const loom::Command kCommands[] = {
      loom::attach_profile},
     {"compare", "Compare a prediction (loom sim) with a measurement (loom exec)",
      loom::attach_compare},
+    {"cost",
+     "Break a config's costs down: one layer's kernels, then the iteration (compute, TP/PP/DP "
+     "communication, bubble, recompute)",
+     loom::attach_cost},
+    {"validate",
+     "Predict published measured runs (a folder of configs with [validation]) and print the "
+     "errors per run and backend",
+     loom::attach_validate},
 };
 
 }  // namespace

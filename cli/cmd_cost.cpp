@@ -1,0 +1,176 @@
+// `loom cost CONFIG`: why an iteration costs what it does. First the kernels of one layer
+// for one microbatch (time, FLOPs, bytes, compute- or memory-bound, achieved TFLOP/s), from
+// the kernel-level analytical model; then the iteration on the evaluator, on its busiest
+// rank: compute split into GEMM/attention, memory-bound kernels, TP communication and
+// recompute, pipeline waits (bubble and exposed sends), and the data-parallel all-reduce.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <variant>
+
+#include "cli/commands.hpp"
+#include "cli/study.hpp"
+#include "core/cost_analytical.hpp"
+#include "core/errors.hpp"
+#include "core/evaluator.hpp"
+#include "core/overloaded.hpp"
+
+namespace loom {
+namespace {
+
+struct Options {
+  std::string config;
+  std::vector<std::string> overrides;
+  int layer = -1;  ///< global layer index; -1 = the first layer of the last module
+  bool json = false;
+};
+
+/// Seconds of one microbatch over all layers, by what the time is spent on.
+struct Shares {
+  double compute = 0;  ///< GEMMs and fused attention
+  double memory = 0;
+  double tp_comm = 0;
+  double recompute = 0;
+  double total() const { return compute + memory + tp_comm + recompute; }
+};
+
+MicrobatchShape shape_of(const Study& s, int layer) {
+  const std::vector<Sample> samples =
+      synthetic_samples(s.config.schedule.microbatch_size, s.config.workload.tokens);
+  std::vector<const Sample*> refs;
+  for (const Sample& x : samples) refs.push_back(&x);
+  return layer_shape(s.config.model, layer, refs);
+}
+
+Shares model_shares(const Study& s, const AnalyticalCostModel& cost) {
+  Shares sh;
+  const Recompute rc = cost.options().recompute;
+  for (int l = 0; l < s.config.model.num_layers(); ++l) {
+    const MicrobatchShape shape = shape_of(s, l);
+    for (const Kernel& k : cost.kernels(l, shape, s.config.parallel.tp)) {
+      double& slot = k.bound == KernelBound::kCompute  ? sh.compute
+                     : k.bound == KernelBound::kMemory ? sh.memory
+                                                       : sh.tp_comm;
+      slot += k.seconds;
+      const bool rerun = k.pass == KernelPass::kForward &&
+                         (rc == Recompute::kFull || (rc == Recompute::kSelective && k.attention_core));
+      if (rerun) sh.recompute += k.seconds;
+    }
+  }
+  return sh;
+}
+
+int run_cost(const Options& o) {
+  auto study = prepare_study(o.config, o.overrides);
+  const Model& model = study->config.model;
+  const int layer = o.layer >= 0 ? o.layer : model.num_layers() - static_cast<int>(
+                                                 model.modules().back().layers.size());
+  if (layer >= model.num_layers())
+    throw InputError("--layer: " + std::to_string(o.layer) + " is past the model's " +
+                     std::to_string(model.num_layers()) + " layers");
+  const auto* analytical = dynamic_cast<const AnalyticalCostModel*>(study->cost.get());
+  const bool kernels = analytical && analytical->kernel_level();
+  const int tp = study->config.parallel.tp;
+
+  nlohmann::json j;
+  j["config"] = o.config;
+  j["cost_model"] = study->cost->describe();
+  if (kernels) {
+    const MicrobatchShape shape = shape_of(*study, layer);
+    j["layer"] = layer;
+    j["kernels"] = nlohmann::json::array();
+    for (const Kernel& k : analytical->kernels(layer, shape, tp)) {
+      j["kernels"].push_back({{"name", k.name},
+                              {"pass", to_string(k.pass)},
+                              {"bound", to_string(k.bound)},
+                              {"seconds", k.seconds},
+                              {"flops", k.flops},
+                              {"bytes", k.bytes}});
+    }
+  }
+
+  const Timeline timeline = evaluate(study->schedule, study->config.cluster);
+  const Metrics metrics = compute_metrics(study->schedule, timeline);
+  int busiest = 0;
+  for (const RankMetrics& r : metrics.per_rank)
+    if (r.busy_s > metrics.per_rank[static_cast<size_t>(busiest)].busy_s) busiest = r.rank;
+  double recv_s = 0;
+  double collective_s = 0;
+  const auto& ops = study->schedule.programs[static_cast<size_t>(busiest)];
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const OpTiming& t = timeline.timings[static_cast<size_t>(busiest)][i];
+    std::visit(Overloaded{[&](const Recv&) { recv_s += t.end_s - t.start_s; },
+                          [&](const Collective&) { collective_s += t.end_s - t.start_s; },
+                          [](const auto&) {}},
+               ops[i]);
+  }
+  const double busy = metrics.per_rank[static_cast<size_t>(busiest)].busy_s;
+  nlohmann::json it = {{"iteration_s", metrics.iteration_time_s},
+                       {"rank", busiest},
+                       {"compute_s", busy},
+                       {"pipeline_wait_s", recv_s},
+                       {"dp_allreduce_s", collective_s},
+                       {"other_idle_s",
+                        std::max(0.0, metrics.iteration_time_s - busy - recv_s - collective_s)},
+                       {"bubble_fraction", metrics.bubble_fraction}};
+  if (kernels) {
+    // Split the rank's compute in the proportions of one microbatch over the whole model.
+    const Shares sh = model_shares(*study, *analytical);
+    const double scale = sh.total() > 0 ? busy / sh.total() : 0;
+    it["compute_split_s"] = {{"gemm_and_attention", sh.compute * scale},
+                             {"memory_bound", sh.memory * scale},
+                             {"tp_communication", sh.tp_comm * scale},
+                             {"recompute", sh.recompute * scale}};
+  }
+  j["iteration"] = it;
+  if (o.json) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  if (kernels) {
+    std::printf("kernels of layer %d for one microbatch (tp %d, %s):\n", layer, tp,
+                study->cost->describe().dump().c_str());
+    std::printf("%-40s %4s %-13s %10s %10s %10s %8s\n", "kernel", "pass", "bound", "ms",
+                "GFLOP", "MB", "TFLOP/s");
+    for (const auto& k : j["kernels"]) {
+      const double s = k["seconds"].get<double>();
+      const double flops = k["flops"].get<double>();
+      std::printf("%-40s %4s %-13s %10.3f %10.2f %10.2f %8.1f\n",
+                  k["name"].get<std::string>().c_str(), k["pass"].get<std::string>().c_str(),
+                  k["bound"].get<std::string>().c_str(), s * 1e3, flops / 1e9,
+                  k["bytes"].get<double>() / 1e6, s > 0 ? flops / s / 1e12 : 0.0);
+    }
+  } else {
+    std::printf("(no kernel list: the %s cost model has no kernels; the kernel-level analytical "
+                "model is the default when cost.efficiency is not set)\n",
+                study->cost->name().c_str());
+  }
+  std::printf("\niteration on the evaluator: %.3f s; busiest rank %d:\n",
+              metrics.iteration_time_s, busiest);
+  std::printf("  compute                 %10.3f s\n", busy);
+  if (kernels) {
+    for (const auto& [name, v] : it["compute_split_s"].items())
+      std::printf("    %-21s %10.3f s\n", name.c_str(), v.get<double>());
+  }
+  std::printf("  pipeline waits (bubble, exposed sends) %.3f s\n", recv_s);
+  std::printf("  data-parallel all-reduce %9.3f s\n", collective_s);
+  std::printf("  bubble fraction (all ranks) %.1f %%\n", metrics.bubble_fraction * 100);
+  return 0;
+}
+
+}  // namespace
+
+CommandRun attach_cost(CLI::App& sub) {
+  auto o = std::make_shared<Options>();
+  sub.add_option("config", o->config, "Config TOML")->required()->check(CLI::ExistingFile);
+  sub.add_option("--set", o->overrides, "Override a config key: section.key=value");
+  sub.add_option("--layer", o->layer,
+                 "Global layer index whose kernels to list (default: the first layer of the "
+                 "last module, usually the LLM)")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_flag("--json", o->json, "Print the breakdown as JSON");
+  return [o] { return run_cost(*o); };
+}
+
+}  // namespace loom

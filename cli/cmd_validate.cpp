@@ -1,0 +1,175 @@
+// `loom validate DIR`: every config in DIR that names a published run ([validation]) is
+// planned and run on the evaluator and SimGrid; prints predicted vs measured seconds per
+// iteration, the signed error per run, and the mean and max absolute error per backend.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/run_output.hpp"
+#include "cli/study_run.hpp"
+#include "core/config.hpp"
+#include "core/errors.hpp"
+
+namespace loom {
+namespace {
+
+struct Options {
+  std::string dir;
+  std::string backend = "both";
+  std::vector<std::string> overrides;
+  std::string png;
+  bool json = false;
+  bool quiet = false;
+};
+
+struct Run {
+  std::string name;
+  std::string path;
+  std::string source;
+  int gpus = 0;
+  std::string layout;
+  double measured_s = 0;
+  std::map<std::string, double> predicted_s;  ///< by backend
+};
+
+std::vector<Run> find_runs(const Options& o) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(o.dir))
+    throw InputError(o.dir + ": not a folder (give a folder of validation configs, e.g. "
+                             "validation/megatron-narayanan-2021)");
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(o.dir)) {
+    if (entry.path().extension() == ".toml") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<Run> runs;
+  for (const fs::path& file : files) {
+    const Config c = load_config(file.string(), o.overrides);
+    if (c.validation.measured_iteration_s <= 0) continue;
+    Run r;
+    r.name = file.stem().string();
+    r.path = file.string();
+    r.source = c.validation.source;
+    r.gpus = c.parallel.pp * c.parallel.dp * c.parallel.tp;
+    r.layout = "TP" + std::to_string(c.parallel.tp) + " PP" + std::to_string(c.parallel.pp) +
+               " DP" + std::to_string(c.parallel.dp);
+    r.measured_s = c.validation.measured_iteration_s;
+    runs.push_back(r);
+  }
+  if (runs.empty())
+    throw InputError(o.dir + ": no config with a [validation] table (measured_iteration, source)");
+  return runs;
+}
+
+double error_pct(const Run& r, const std::string& backend) {
+  return 100.0 * (r.predicted_s.at(backend) - r.measured_s) / r.measured_s;
+}
+
+nlohmann::json summary(const std::vector<Run>& runs, const std::string& backend) {
+  double sum = 0;
+  double worst = 0;
+  for (const Run& r : runs) {
+    sum += std::abs(error_pct(r, backend));
+    worst = std::max(worst, std::abs(error_pct(r, backend)));
+  }
+  return {{"mean_abs_error_pct", sum / static_cast<double>(runs.size())},
+          {"max_abs_error_pct", worst}};
+}
+
+void print_table(const std::vector<Run>& runs, const std::vector<std::string>& backends) {
+  std::printf("%-14s %5s  %-15s %10s", "run", "GPUs", "layout", "measured s");
+  for (const std::string& b : backends) std::printf(" %11s %7s", (b + " s").c_str(), "error");
+  std::printf("\n");
+  for (const Run& r : runs) {
+    std::printf("%-14s %5d  %-15s %10.3f", r.name.c_str(), r.gpus, r.layout.c_str(), r.measured_s);
+    for (const std::string& b : backends)
+      std::printf(" %11.3f %+6.1f%%", r.predicted_s.at(b), error_pct(r, b));
+    std::printf("\n");
+  }
+  for (const std::string& b : backends) {
+    const nlohmann::json s = summary(runs, b);
+    std::printf("%s: mean |error| %.1f %%, max |error| %.1f %% over %zu runs\n", b.c_str(),
+                s["mean_abs_error_pct"].get<double>(), s["max_abs_error_pct"].get<double>(),
+                runs.size());
+  }
+}
+
+void write_png(const Options& o, const std::vector<Run>& runs,
+               const std::vector<std::string>& backends) {
+  namespace fs = std::filesystem;
+  const fs::path png = fs::absolute(o.png);
+  if (!png.parent_path().empty() && !fs::is_directory(png.parent_path()))
+    throw InputError("--png: folder " + png.parent_path().string() + " does not exist");
+  const fs::path csv = png.parent_path() / ("." + png.stem().string() + ".csv");
+  {
+    std::ofstream out(csv);
+    out << "run,backend,measured_s,predicted_s\n";
+    for (const Run& r : runs)
+      for (const std::string& b : backends)
+        out << r.name << "," << b << "," << r.measured_s << "," << r.predicted_s.at(b) << "\n";
+  }
+  const bool ok = run_analysis_script("validate_plot.py", {csv.string(), "--out", png.string()});
+  fs::remove(csv);
+  if (!ok) throw std::runtime_error("validate_plot.py failed; no PNG written");
+}
+
+int run_validate(const Options& o) {
+  std::vector<std::string> backends;
+  if (o.backend == "both" || o.backend == "evaluator") backends.push_back("evaluator");
+  if (o.backend == "both" || o.backend == "simgrid") backends.push_back("simgrid");
+  std::vector<Run> runs = find_runs(o);
+  for (Run& r : runs) {
+    for (const std::string& b : backends) {
+      if (!o.quiet) std::cerr << "loom: " << r.name << " on " << b << " ...\n";
+      r.predicted_s[b] = iteration_time(r.path, o.overrides, b);
+    }
+  }
+  if (o.json) {
+    nlohmann::json j = {{"folder", o.dir}, {"runs", nlohmann::json::array()}};
+    for (const Run& r : runs) {
+      nlohmann::json run = {{"run", r.name},         {"source", r.source},
+                            {"gpus", r.gpus},        {"layout", r.layout},
+                            {"measured_s", r.measured_s}};
+      for (const std::string& b : backends) {
+        run["predicted_s"][b] = r.predicted_s.at(b);
+        run["error_pct"][b] = error_pct(r, b);
+      }
+      j["runs"].push_back(run);
+    }
+    for (const std::string& b : backends) j["summary"][b] = summary(runs, b);
+    std::cout << j.dump(2) << "\n";
+  } else {
+    print_table(runs, backends);
+  }
+  if (!o.png.empty()) {
+    write_png(o, runs, backends);
+    if (!o.json) std::cout << "wrote " << o.png << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+CommandRun attach_validate(CLI::App& sub) {
+  auto o = std::make_shared<Options>();
+  sub.add_option("dir", o->dir,
+                 "Folder of validation configs: each names a published run in [validation] "
+                 "(measured_iteration, source), e.g. validation/megatron-narayanan-2021")
+      ->required();
+  sub.add_option("--backend", o->backend, "evaluator, simgrid or both")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"evaluator", "simgrid", "both"}));
+  sub.add_option("--set", o->overrides, "Override a key in every config: section.key=value");
+  sub.add_flag("--json", o->json, "Print runs and summary as JSON");
+  sub.add_option("--png", o->png,
+                 "Also draw predicted vs measured (log-log, with the +-10 % band) into this PNG");
+  sub.add_flag("--quiet", o->quiet, "No progress lines on stderr");
+  return [o] { return run_validate(*o); };
+}
+
+}  // namespace loom

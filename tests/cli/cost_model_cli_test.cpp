@@ -1,0 +1,73 @@
+// `loom validate` against the published Megatron-LM runs, `loom cost`, and the cost-model
+// keys' bad-input messages.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_support.hpp"
+#include "test_support.hpp"
+
+namespace loom {
+namespace {
+
+const std::string kNarayanan = "validation/megatron-narayanan-2021";
+
+std::string example() { return test::source_path("configs/examples/uniform-1f1b.toml"); }
+
+nlohmann::json json_of(const test::CliResult& r) {
+  const auto start = r.output.find('{');
+  EXPECT_NE(start, std::string::npos) << r.output;
+  return nlohmann::json::parse(r.output.substr(start));
+}
+
+TEST(Validate, NarayananRunsWithinTheErrorBudgetOnTheEvaluator) {
+  const auto r = test::run_loom("validate " + test::source_path(kNarayanan) +
+                                " --backend evaluator --json --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = json_of(r);
+  ASSERT_EQ(j["runs"].size(), 16u);
+  const auto& s = j["summary"]["evaluator"];
+  // Issue 13's budget on published runs no constant was fitted to.
+  EXPECT_LE(s["mean_abs_error_pct"].get<double>(), 5.0) << j.dump(1);
+  EXPECT_LE(s["max_abs_error_pct"].get<double>(), 10.0) << j.dump(1);
+}
+
+TEST(Validate, AFolderWithoutValidationRunsIsAnError) {
+  test::expect_exit("validate " + test::source_path("configs/examples"), 2, {"[validation]"});
+  test::expect_exit("validate /nonexistent-folder", 2, {"not a folder"});
+}
+
+TEST(Cost, ListsTheKernelsOfALayerAndTheIteration) {
+  const auto r = test::run_loom("cost " + test::source_path(kNarayanan + "/n1-1.7b.toml") +
+                                " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = json_of(r);
+  std::string names;
+  for (const auto& k : j["kernels"]) names += k["name"].get<std::string>() + ";";
+  for (const char* k : {"qkv", "attention scores", "softmax", "mlp fc1", "mlp fc2 wgrad"})
+    EXPECT_NE(names.find(k), std::string::npos) << k << " in " << names;
+  EXPECT_GT(j["iteration"]["compute_s"].get<double>(), 0);
+  EXPECT_GT(j["iteration"]["dp_allreduce_s"].get<double>(), 0);
+  EXPECT_GT(j["iteration"]["compute_split_s"]["recompute"].get<double>(), 0);
+}
+
+TEST(CostKeys, BadInputNamesTheKeyAndTheFix) {
+  test::expect_exit("sim " + example() + " --set cost.model=analytical --set parallel.tp=3", 2,
+                    {"parallel.tp", "divide"});
+  test::expect_exit("sim " + example() + " --set parallel.sequence_parallel=true", 2,
+                    {"parallel.sequence_parallel", "parallel.tp"});
+  test::expect_exit("sim " + example() + " --set model.modules.llm.vocab=0", 2,
+                    {"vocab", ">= 1"});
+  test::expect_exit("sim " + example() + " --set cost.activation_checkpointing=true", 2,
+                    {"cost.recompute"});
+  test::expect_exit("sim " + example() + " --set cluster.gpu=A100", 2, {"A100-80GB"});
+  test::expect_exit("sim " + example() +
+                        " --set cost.model=analytical --set cluster.gpu=V100-32GB"
+                        " --set model.modules.llm.dtype=fp32",
+                    2, {"cluster.gpu", "TF32"});
+  test::expect_exit("sim " + example() + " --set cost.recompute=selective", 2,
+                    {"cost.recompute", "kernel-level"});
+}
+
+}  // namespace
+}  // namespace loom
