@@ -652,6 +652,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.schedule.encoder_stages =
       r.integer(s, "schedule.", "encoder_stages", c.schedule.encoder_stages, 0);
   c.schedule.chunks = r.integer(s, "schedule.", "chunks", c.schedule.chunks, 1);
+  c.schedule.microbatch_group_size =
+      r.integer(s, "schedule.", "microbatch_group_size", c.schedule.microbatch_group_size, 0);
   c.schedule.partition_view =
       r.string(s, "schedule.", "partition_view", "true", {"true", "naive"}) == "true"
           ? PartitionView::kTrue

@@ -47,6 +47,9 @@ struct ScheduleConfig {
   int encoder_stages = 0;
   /// interleaved-1f1b: model chunks (virtual stages) per pipeline rank, v (Megatron).
   int chunks = 1;
+  /// interleaved-1f1b: microbatches per group that sweeps every chunk before the next group
+  /// (Megatron's microbatch_group_size_per_vp_stage), N in [pp, microbatches]; 0 = pp.
+  int microbatch_group_size = 0;
   PartitionView partition_view = PartitionView::kTrue;
   std::vector<int> stage_layers;  ///< optional explicit layers per stage (overrides the DP)
   // dip / omnibal (docs/baselines-disttrain-dip-omnibal.md):

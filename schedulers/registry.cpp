@@ -10,6 +10,7 @@ Schedule generate_zb_h2(const SchedulingProblem& problem);
 Schedule generate_interleaved_1f1b(const SchedulingProblem& problem);
 Schedule generate_zb_v(const SchedulingProblem& problem);
 Schedule generate_looped_bfs(const SchedulingProblem& problem);
+Schedule generate_interleaved_zb(const SchedulingProblem& problem);
 Schedule generate_encoders_replicated(const SchedulingProblem& problem);
 Schedule generate_encoders_colocated(const SchedulingProblem& problem);
 Schedule generate_cornstarch(const SchedulingProblem& problem);
@@ -36,7 +37,8 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        generate_zb_h2},
       {"interleaved-1f1b",
        "Megatron interleaved 1F1B: schedule.chunks = v virtual stages per rank (chunk c of "
-       "rank r = stage c*p+r), microbatches a multiple of pp; bubble/ideal (p-1)/(v m)",
+       "rank r = stage c*p+r), microbatches in groups of schedule.microbatch_group_size N "
+       "(default pp; last group 0 or >= pp); bubble/ideal (p-1)/(v m)",
        generate_interleaved_1f1b},
       {"zb-v",
        "ZB-V (zero-bubble PP arXiv 2401.10241 §6; PyTorch ScheduleZBVZeroBubble): 2p stages "
@@ -48,6 +50,11 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        "schedule.chunks = v stages per rank (stage s on rank s mod p), all F chunk by chunk, "
        "then all B in reverse; bubble/ideal (p-1)/(v m) for m >= p, peak v m chunk-microbatches",
        generate_looped_bfs},
+      {"interleaved-zb",
+       "interleaved zero bubble (PyTorch ScheduleInterleavedZeroBubble, ZB1P of zero-bubble "
+       "PP): schedule.chunks = v looped stages per rank, split backward I/W, warm-up "
+       "(v-1)R+p-1-r, rank r defers r W into the cool-down (v = 1 is zb-h1)",
+       generate_interleaved_zb},
       {"encoders-replicated",
        "Meta-Llama MLLM PP (cornstarch §2.2): LLM in pp stages, every encoder run on every "
        "stage (copies forward-only: reconstructed)",

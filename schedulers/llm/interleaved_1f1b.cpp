@@ -1,44 +1,109 @@
-// Megatron-LM interleaved 1F1B (Narayanan et al. SC'21 §2.2; Megatron-LM
-// core/pipeline_parallel/schedules.py): each rank holds v model chunks, so a microbatch
-// crosses p x v virtual stages and the pipeline fills v times faster. The rank runs
-// microbatches in groups of p per chunk: forwards sweep chunk 0 for microbatches 0..p-1,
-// chunk 1 for the same p, ..., then the next p microbatches; backwards sweep the chunks
-// in reverse. Bubble time over ideal time drops from (p-1)/m to (p-1)/(v m), at the cost
-// of v times more point-to-point messages and a longer warm-up.
+// Megatron-LM interleaved 1F1B (Narayanan et al. SC'21 §2.2, Figure 4; Megatron-LM
+// core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving): each
+// rank holds v model chunks, so a microbatch crosses p x v virtual stages and the pipeline
+// fills v times faster. The rank runs microbatches in groups of N (Megatron's
+// microbatch_group_size_per_vp_stage, default p): forwards sweep chunk 0 for the group's
+// microbatches, chunk 1 for the same ones, ..., then the next group; the last group takes
+// whatever is left (between p and N microbatches, Megatron's rule). Backwards follow the
+// same table with the chunks reversed. Bubble time over ideal time drops from (p-1)/m to
+// (p-1)/(v m), at the cost of v times more point-to-point messages and a longer warm-up.
 //
-//   p = 2, v = 2, m = 4 (virtual stages: rank 0 holds 0 and 2, rank 1 holds 1 and 3;
-//   warm-up | steady one F one B | cool-down):
-//   rank 0: 0F0 0F1 2F0 2F1 | 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 | 2B2 2B3 0B2 0B3
-//   rank 1: 1F0 1F1 | 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 | 1B2 1B3
+// Megatron's schedule table (get_schedule_table) maps virtual microbatch k to (microbatch,
+// chunk); its docstring's example, p = 2, N = 3, m = 5, v = 2:
+//   k           0 1 2 3 4 5 6 7 8 9
+//   microbatch  0 1 2 0 1 2 3 4 3 4
+//   chunk       0 0 0 1 1 1 0 0 1 1
+// Rank r runs min(m v, 2(p-r-1) + (v-1) N) warm-up forwards (get_pp_rank_microbatches),
+// then forward k = warm-up + j and backward k = j for each step j, then the rest of the
+// backwards. For that example (rank 0 holds stages 0 and 2, rank 1 holds 1 and 3):
+//   rank 0: 0F0 0F1 0F2 2F0 2F1 | 2F2 2B0 0F3 2B1 0F4 2B2 2F3 0B0 2F4 0B1 | 0B2 2B3 2B4 0B3 0B4
+//   rank 1: 1F0 1F1 1F2 | 3F0 3B0 3F1 3B1 3F2 3B2 1F3 1B0 1F4 1B1 3F3 1B2 3F4 3B3 | 3B4 1B3 1B4
+// With N = p and m a multiple of p this is the original schedule (microbatch
+// (k div pv) p + k mod p, chunk (k mod pv) div p).
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "core/errors.hpp"
 #include "schedulers/llm/zero_bubble.hpp"
 
 namespace loom {
 
-RankOrders interleaved_1f1b_orders(int p, int m, int v) {
-  if (m % p != 0) {
-    throw InputError(
-        "schedule.microbatches: interleaved-1f1b runs microbatches in groups of "
-        "parallel.pp = " +
-        std::to_string(p) + "; " + std::to_string(m) +
-        " is not a multiple (Megatron's interleaved schedule has the same rule)");
+namespace {
+
+std::string str(int x) {
+  return std::to_string(x);
+}
+
+/// Megatron's rule for the last group: empty or at least p microbatches.
+bool last_group_ok(int p, int m, int group) {
+  return m % group == 0 || m % group >= p;
+}
+
+}  // namespace
+
+std::string interleaved_group_error(int p, int m, int group) {
+  if (m < p) {
+    return "schedule.microbatches: interleaved-1f1b needs at least parallel.pp = " + str(p) +
+           " microbatches (Megatron: one group of microbatch_group_size >= pp microbatches "
+           "must fit), got " +
+           str(m) + "; use schedule.microbatches = " + str(p);
   }
+  if (group < p || group > m) {
+    return "schedule.microbatch_group_size: must be from parallel.pp = " + str(p) +
+           " to schedule.microbatches = " + str(m) + " (Megatron's range), got " + str(group) +
+           "; use " + str(std::clamp(group, p, m));
+  }
+  if (!last_group_ok(p, m, group)) {
+    // The nearest counts whose last group is empty or holds >= p: m - last (a multiple of
+    // N) or m + p - last (a last group of exactly p); and the nearest valid group size
+    // (m itself always is).
+    const int last = m % group, down = m - last, up = m + p - last;
+    int nearest_group = m;
+    for (int g = p; g <= m; ++g) {
+      if (last_group_ok(p, m, g) && std::abs(g - group) < std::abs(nearest_group - group))
+        nearest_group = g;
+    }
+    return "schedule.microbatches: interleaved-1f1b runs microbatches in groups of "
+           "schedule.microbatch_group_size = " +
+           str(group) + " (default parallel.pp = " + str(p) + "); " + str(m) +
+           " leaves a last group of " + str(last) + " < parallel.pp = " + str(p) +
+           ", which Megatron rejects (dependency bubbles); use schedule.microbatches = " +
+           str(last <= p - last ? down : up) + " (or " + str(last <= p - last ? up : down) +
+           "), or schedule.microbatch_group_size = " + str(nearest_group);
+  }
+  return "";
+}
+
+std::vector<VirtualMicrobatch> megatron_schedule_table(int m, int v, int group) {
+  std::vector<VirtualMicrobatch> table;
+  table.reserve(static_cast<size_t>(m * v));
+  for (int first = 0; first < m; first += group) {
+    // The last group takes what is left (Megatron: first + N >= m).
+    const int end = first + group >= m ? m : first + group;
+    for (int c = 0; c < v; ++c) {
+      for (int j = first; j < end; ++j) table.push_back({.microbatch = j, .chunk = c});
+    }
+  }
+  return table;
+}
+
+RankOrders interleaved_1f1b_orders(int p, int m, int v, int group) {
+  if (group == 0) group = p;
+  if (const std::string error = interleaved_group_error(p, m, group); !error.empty())
+    throw InputError(error);
   const int total = m * v;  // virtual microbatches
-  // Virtual microbatch k -> (chunk, microbatch); backward sweeps chunks in reverse.
-  auto chunk_of = [&](int k, bool forward) {
-    const int c = (k % (p * v)) / p;
-    return forward ? c : v - 1 - c;
-  };
-  auto microbatch_of = [&](int k) { return (k / (p * v)) * p + k % p; };
+  const std::vector<VirtualMicrobatch> table = megatron_schedule_table(m, v, group);
   RankOrders orders(static_cast<size_t>(p));
   for (int r = 0; r < p; ++r) {
     auto& order = orders[static_cast<size_t>(r)];
+    // Virtual microbatch k; the backward of k runs the mirrored chunk v-1-c.
     auto push = [&](int k, Pass pass) {
-      order.push_back({chunk_of(k, pass == Pass::kF) * p + r, pass, microbatch_of(k)});
+      const VirtualMicrobatch& t = table[static_cast<size_t>(k)];
+      const int chunk = pass == Pass::kF ? t.chunk : v - 1 - t.chunk;
+      order.push_back({.stage = chunk * p + r, .pass = pass, .microbatch = t.microbatch});
     };
-    const int warmup = std::min(total, 2 * (p - r - 1) + (v - 1) * p);
+    const int warmup = std::min(total, 2 * (p - r - 1) + (v - 1) * group);
     for (int k = 0; k < warmup; ++k) push(k, Pass::kF);
     for (int j = 0; j < total - warmup; ++j) {
       push(warmup + j, Pass::kF);
@@ -53,7 +118,9 @@ Schedule generate_interleaved_1f1b(const SchedulingProblem& problem) {
   const int p = problem.parallel.pp;
   const int v = problem.schedule.chunks;
   return lower_virtual_pipeline(problem, "interleaved-1f1b",
-                                interleaved_1f1b_orders(p, problem.schedule.microbatches, v), v);
+                                interleaved_1f1b_orders(p, problem.schedule.microbatches, v,
+                                                        problem.schedule.microbatch_group_size),
+                                v);
 }
 
 }  // namespace loom

@@ -4,6 +4,9 @@
 /// can take. Notation: p pipeline ranks, m microbatches, v chunks per rank; stage s is
 /// 0-indexed. Backward is split into I (input gradients, the zero-bubble paper's B) and W
 /// (weight gradients); see StageAction in schedulers/lowering/lowering.hpp.
+#include <string>
+#include <vector>
+
 #include "schedulers/lowering/lowering.hpp"
 
 namespace loom {
@@ -25,13 +28,29 @@ StageOrders zb_h2_orders(int p, int m);
 
 /// Megatron-LM interleaved 1F1B (schedules.py, forward_backward_pipelining_with_
 /// interleaving; Narayanan et al. SC'21 §2.2): p x v virtual stages, chunk c of rank r is
-/// virtual stage c p + r. Rank r runs the T = m v virtual microbatches k = 0..T-1 with
-/// forward chunk (k mod pv) div p, backward chunk v-1 minus that, microbatch
-/// (k div pv) p + (k mod p): min(T, 2(p-r-1) + (v-1)p) warm-up forwards, then one F and
-/// one B per step, then the remaining B. Requires m to be a multiple of p (throws
-/// InputError naming schedule.microbatches otherwise); v = 1 is 1F1B with a longer
-/// warm-up. Bubble time over ideal time (Megatron's bubble fraction): (p-1)/(v m).
-RankOrders interleaved_1f1b_orders(int p, int m, int v);
+/// virtual stage c p + r. Virtual microbatch k = 0..m v-1 is megatron_schedule_table(m, v,
+/// N)[k] for the forward and the same microbatch on chunk v-1-c for the backward; rank r runs
+/// min(m v, 2(p-r-1) + (v-1) N) warm-up forwards, then one F and one B per step, then the
+/// remaining B. `group` is N (Megatron's microbatch_group_size_per_vp_stage; 0 = p). Throws
+/// InputError (interleaved_group_error) unless p <= N <= m and m mod N is 0 or >= p. With
+/// equal chunks, bubble time over ideal time (Megatron's bubble fraction) is (p-1)/(v m)
+/// for every valid N; v = 1 is 1F1B with a longer warm-up.
+RankOrders interleaved_1f1b_orders(int p, int m, int v, int group = 0);
+
+/// One entry of Megatron's schedule table: a virtual microbatch's microbatch and chunk.
+struct VirtualMicrobatch {
+  int microbatch = 0;
+  int chunk = 0;
+};
+/// Megatron's get_schedule_table: groups of `group` microbatches (the last one takes what
+/// is left), each swept over chunks 0..v-1: for m = 5, v = 2, N = 3 the microbatches are
+/// 0 1 2 0 1 2 3 4 3 4 and the chunks 0 0 0 1 1 1 0 0 1 1.
+std::vector<VirtualMicrobatch> megatron_schedule_table(int m, int v, int group);
+
+/// Megatron's rules for the group size N on p ranks and m microbatches, as the InputError
+/// message naming the key and the nearest valid values ("" when valid): m >= p,
+/// p <= N <= m, and a last group (m mod N) of 0 or >= p microbatches.
+std::string interleaved_group_error(int p, int m, int group);
 
 /// ZB-V (Qi et al., zero-bubble PP arXiv 2401.10241 §6; PyTorch ScheduleZBVZeroBubble): p
 /// ranks, 2p stages, rank r holds stage r (chunk 0) and 2p-1-r (chunk 1), split backward.
@@ -51,5 +70,18 @@ std::vector<int> zb_v_stage_ranks(int p);
 /// microbatches m-1 down to 0, ..., chunk 0. Peak v m chunk-microbatches per rank (GPipe's memory);
 /// bubble over ideal (p-1)/(v m) for m >= p and equal chunk costs, as interleaved 1F1B.
 RankOrders looped_bfs_orders(int p, int m, int v);
+
+/// Interleaved zero bubble (PyTorch ScheduleInterleavedZeroBubble, ZB1P of Qi et al. ICLR'24 on
+/// the looped placement): chunk c of rank r is stage c p + r, split backward. R =
+/// interleaved_zb_round_size(p, m); the F and I sequences are interleaved 1F1B's with group R
+/// (megatron_schedule_table(m, v, R)), the warm-up is min(m v, (v-1) R + p-1-r) forwards, and
+/// after each steady or cool-down I, once more than r W are pending, the W of the oldest I;
+/// the r deferred W drain last. v = 1 is zb-h1's order.
+RankOrders interleaved_zb_orders(int p, int m, int v);
+
+/// PyTorch's round size for interleaved-zb: m / max(1, m div p). Throws InputError naming
+/// schedule.microbatches and the nearest valid counts when m does not divide evenly into its
+/// max(1, m div p) rounds (PyTorch's rule: 9 on 4 ranks, 2 rounds of 4.5, is rejected).
+int interleaved_zb_round_size(int p, int m);
 
 }  // namespace loom

@@ -142,6 +142,29 @@ TEST(Cli, MoreStagesThanLayers) {
       2, {"parallel.pp", "9 pipeline stages", "8 layers"});
 }
 
+TEST(Cli, InterleavedGroupAndRoundRulesAreExitTwoWithTheNearestValidValue) {
+  const std::string base = "config " + example("uniform-1f1b.toml") + " --set schedule.chunks=2";
+  // Megatron: the last group (6 mod 4 = 2) must be 0 or >= pp.
+  expect_error(base + " --set schedule.name=interleaved-1f1b --set schedule.microbatches=6", 2,
+               {"schedule.microbatches: interleaved-1f1b", "last group of 2 < parallel.pp = 4",
+                "use schedule.microbatches = 4 (or 8), or schedule.microbatch_group_size = 6"});
+  expect_error(base + " --set schedule.name=interleaved-1f1b --set schedule.microbatches=3", 2,
+               {"needs at least parallel.pp = 4", "use schedule.microbatches = 4"});
+  expect_error(
+      base + " --set schedule.name=interleaved-1f1b --set schedule.microbatch_group_size=3", 2,
+      {"schedule.microbatch_group_size: must be from parallel.pp = 4", "got 3; use 4"});
+  // PyTorch: 9 on 4 ranks is 2 rounds of 4.5.
+  expect_error(base + " --set schedule.name=interleaved-zb --set schedule.microbatches=9", 2,
+               {"schedule.microbatches: interleaved-zb", "use schedule.microbatches = 8 (or 10)"});
+  // Valid: Megatron's groups of 6 for m = 6, PyTorch's one round of 6.
+  EXPECT_EQ(run(base + " --set schedule.name=interleaved-1f1b --set schedule.microbatches=6 "
+                       "--set schedule.microbatch_group_size=6")
+                .exit_code,
+            0);
+  EXPECT_EQ(
+      run(base + " --set schedule.name=interleaved-zb --set schedule.microbatches=6").exit_code, 0);
+}
+
 TEST(Cli, LayoutsThatDoNotFitAreInfeasible) {
   test::TempDir dir;
   expect_error("sim " + example("vlm-frozen.toml") + " --set cluster.gpu_memory=2GB --out " +

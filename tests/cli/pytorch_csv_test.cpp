@@ -1,6 +1,6 @@
 // PyTorch pipelining's action CSV: export from the IR, import through Loom's lowering, and
-// the round trip 1F1B / interleaved 1F1B / ZB-H1 / ZB-V (V placement) / looped BFS -> CSV ->
-// Loom giving the same schedule.
+// the round trip 1F1B / interleaved 1F1B (Megatron's groups too) / ZB-H1 / ZB-V (V
+// placement) / looped BFS / interleaved ZB -> CSV -> Loom giving the same schedule.
 #include "cli/pytorch_csv.hpp"
 
 #include <gtest/gtest.h>
@@ -18,12 +18,13 @@ namespace loom {
 namespace {
 
 std::unique_ptr<Study> uniform(const std::string& scheduler, int pp, int m, int chunks = 1,
-                               int dp = 1) {
+                               int dp = 1, int group = 0) {
   return test::example(
       "uniform-1f1b.toml",
       {"schedule.name=" + scheduler, "parallel.pp=" + std::to_string(pp),
        "schedule.microbatches=" + std::to_string(m), "schedule.chunks=" + std::to_string(chunks),
-       "parallel.dp=" + std::to_string(dp)});
+       "parallel.dp=" + std::to_string(dp),
+       "schedule.microbatch_group_size=" + std::to_string(group)});
 }
 
 std::string import_error(const Study& study, const std::string& csv) {
@@ -62,14 +63,20 @@ TEST(PytorchCsv, ExportsOneRowOfActionsPerRank) {
 TEST(PytorchCsv, RoundTripGivesTheSameScheduleAndTimeline) {
   struct Case {
     const char* scheduler;
-    int pp, m, chunks, dp;
+    int pp, m, chunks, dp, group = 0;
   };
+  // interleaved-1f1b with m = 6 on 4 ranks in one group of 6 is PyTorch's
+  // ScheduleInterleaved1F1B for 6 microbatches (one round of 6); 5 on 2 ranks in groups of 3
+  // is Megatron's docstring example (a last group of 2).
   for (const Case& c :
        {Case{"1f1b", 4, 8, 1, 2}, Case{"interleaved-1f1b", 2, 4, 2, 1},
-        Case{"interleaved-1f1b", 4, 8, 2, 1}, Case{"zb-h1", 4, 6, 1, 1}, Case{"zb-h1", 2, 5, 1, 2},
-        Case{"zb-v", 4, 8, 1, 1}, Case{"zb-v", 2, 3, 1, 2}, Case{"looped-bfs", 4, 8, 2, 1},
-        Case{"looped-bfs", 2, 3, 2, 2}}) {
-    const auto study = uniform(c.scheduler, c.pp, c.m, c.chunks, c.dp);
+        Case{"interleaved-1f1b", 4, 8, 2, 1}, Case{"interleaved-1f1b", 4, 6, 2, 1, 6},
+        Case{"interleaved-1f1b", 2, 5, 2, 2, 3}, Case{"zb-h1", 4, 6, 1, 1},
+        Case{"zb-h1", 2, 5, 1, 2}, Case{"zb-v", 4, 8, 1, 1}, Case{"zb-v", 2, 3, 1, 2},
+        Case{"looped-bfs", 4, 8, 2, 1}, Case{"looped-bfs", 2, 3, 2, 2},
+        Case{"interleaved-zb", 4, 8, 2, 1}, Case{"interleaved-zb", 2, 3, 2, 2},
+        Case{"interleaved-zb", 4, 6, 2, 1}}) {
+    const auto study = uniform(c.scheduler, c.pp, c.m, c.chunks, c.dp, c.group);
     const Schedule& original = study->schedule;
     for (bool comms : {false, true}) {
       const std::string csv = format_pytorch_csv(original, comms);
@@ -91,10 +98,11 @@ TEST(PytorchCsv, EveryExportedActionMatchesPytorchsActionPattern) {
   const std::regex action(
       "(\\d+)(F|I|B|W|UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)"
       "(\\d*)");
-  for (const char* scheduler :
-       {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved-1f1b", "zb-v", "looped-bfs"}) {
+  for (const char* scheduler : {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved-1f1b", "zb-v",
+                                "looped-bfs", "interleaved-zb"}) {
+    const std::string name = scheduler;
     const bool looped =
-        std::string(scheduler) == "interleaved-1f1b" || std::string(scheduler) == "looped-bfs";
+        name == "interleaved-1f1b" || name == "looped-bfs" || name == "interleaved-zb";
     const auto study = uniform(scheduler, 4, 8, looped ? 2 : 1, 2);
     int actions = 0;
     for (bool comms : {false, true}) {

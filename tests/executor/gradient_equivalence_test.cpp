@@ -74,6 +74,28 @@ INSTANTIATE_TEST_SUITE_P(Registry, EveryScheduler, ::testing::ValuesIn(scheduler
                            return n;
                          });
 
+TEST(GradientCheck, LoopedSchedulesWithTwoChunksEqualSequentialRun) {
+  // The registry sweep above runs schedule.chunks = 1; here two chunks per rank (4 stages of
+  // the 7 layers), a trainable LLM and two replicas: interleaved 1F1B in Megatron's groups
+  // (5 microbatches in groups of 3: a last group of 2 = pp) and interleaved zero bubble.
+  struct Case {
+    const char* scheduler;
+    int microbatches, group;
+  };
+  for (const Case& c : {Case{"interleaved-1f1b", 5, 3}, Case{"interleaved-1f1b", 4, 0},
+                        Case{"interleaved-zb", 8, 0}, Case{"interleaved-zb", 3, 0}}) {
+    const auto study =
+        host_study({"schedule.name=" + std::string(c.scheduler), "schedule.chunks=2",
+                    "schedule.microbatches=" + std::to_string(c.microbatches),
+                    "schedule.microbatch_group_size=" + std::to_string(c.group),
+                    "model.modules.llm.frozen=false", "parallel.dp=2", "cluster.gpus_per_node=4"});
+    const GradientCheck check = run_and_check(*study);
+    EXPECT_TRUE(check.passed()) << c.scheduler << " m " << c.microbatches << "\n"
+                                << failures(check);
+    EXPECT_GT(check.tensors_checked, 4) << c.scheduler;
+  }
+}
+
 TEST(GradientCheck, ScheduleThatDropsAMicrobatchBackwardFails) {
   const auto study =
       host_study({"schedule.name=gpipe", "parallel.pp=1", "cluster.gpus_per_node=1"});

@@ -1,7 +1,7 @@
-// zb-h1, zb-h2, interleaved-1f1b, zb-v and looped-bfs in the SimGrid backend against the
-// contention-free evaluator: with messages that cost latency but (almost) no bandwidth no link is
-// contended, so the two agree op by op. Each test runs in its own process (one SimGrid
-// engine per process).
+// zb-h1, zb-h2, interleaved-1f1b (Megatron's groups too), zb-v, looped-bfs and interleaved-zb
+// in the SimGrid backend against the contention-free evaluator: with messages that cost
+// latency but (almost) no bandwidth no link is contended, so the two agree op by op. Each test runs
+// in its own process (one SimGrid engine per process).
 #include <gtest/gtest.h>
 
 #include "core/evaluator.hpp"
@@ -12,7 +12,8 @@
 namespace loom {
 namespace {
 
-void expect_backends_agree(const std::string& scheduler, int chunks) {
+void expect_backends_agree(const std::string& scheduler, int chunks, int microbatches = 8,
+                           int group = 0) {
   test::TempDir dir;
   const std::string config =
       "[[model.modules]]\nname = \"llm\"\nkind = \"llm\"\nlayers = 16\nhidden = 1024\n"
@@ -22,7 +23,9 @@ void expect_backends_agree(const std::string& scheduler, int chunks) {
       "intra_node = { bandwidth = \"300GBps\", latency = \"5us\" }\n"
       "inter_node = { bandwidth = \"25GBps\", latency = \"20us\" }\n"
       "[parallel]\npp = 4\ndp = 2\n[schedule]\nname = \"" +
-      scheduler + "\"\nmicrobatches = 8\nchunks = " + std::to_string(chunks) + "\n";
+      scheduler + "\"\nmicrobatches = " + std::to_string(microbatches) +
+      "\nchunks = " + std::to_string(chunks) +
+      "\nmicrobatch_group_size = " + std::to_string(group) + "\n";
   const auto study = prepare_study(dir.write("zb.toml", config), {});
   const Schedule& s = study->schedule;
   validate(s, study->config.model);
@@ -59,6 +62,14 @@ TEST(ZeroBubbleSimGrid, ZbVAgreesWithTheEvaluator) {
 
 TEST(ZeroBubbleSimGrid, LoopedBfsAgreesWithTheEvaluator) {
   expect_backends_agree("looped-bfs", 2);
+}
+
+TEST(ZeroBubbleSimGrid, InterleavedInGroupsOfFiveAgreesWithTheEvaluator) {
+  expect_backends_agree("interleaved-1f1b", 2, 9, 5);  // Megatron: groups of 5 and 4
+}
+
+TEST(ZeroBubbleSimGrid, InterleavedZbAgreesWithTheEvaluator) {
+  expect_backends_agree("interleaved-zb", 2);
 }
 
 }  // namespace loom
