@@ -45,6 +45,9 @@ int main(int argc, char** argv) {
       "a backend (SimGrid cluster model, or the contention-free evaluator) runs it and writes\n"
       "metrics.json, timeline.json (open in ui.perfetto.dev), timeline.csv, memory.csv and plots.\n"
       "Example: loom sim configs/examples/vlm-frozen.toml --out out/vlm"};
+  app.set_version_flag("--version", std::string("loom ") + LOOM_VERSION + " (SimGrid " +
+                                        LOOM_SIMGRID_VERSION + ", CUDA backend " +
+                                        (LOOM_CUDA_BUILT ? "built" : "not built") + ")");
   app.require_subcommand(1);
   app.footer(
       "Exit codes: 0 ok; 2 bad usage or invalid input (the message names file and key or line);\n"
@@ -64,6 +67,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);

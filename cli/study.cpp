@@ -31,6 +31,26 @@ void check_modalities(const Config& config, const Sample& sample) {
                                "_tokens': no module reads modality '" + modality +
                                "' (the model reads: " + known + ")");
   }
+  // The other way round: a modality the model reads but the workload never gives would
+  // leave its encoder with 0 tokens (0 ms forward) without a word.
+  const bool synthetic = config.workload.csv.empty() && config.workload.dataset.empty();
+  for (const std::string& modality : read) {
+    const auto it = sample.tokens.find(modality);
+    if (it == sample.tokens.end()) {
+      throw InputError(config.workload.csv.empty()
+                           ? config.path + ": key 'workload.tokens." + modality +
+                                 "': missing, but the model reads modality '" + modality +
+                                 "'; add workload.tokens." + modality + " = N (tokens per sample)"
+                           : config.workload.csv + ":1: no column for modality '" + modality +
+                                 "', which the model reads; add a '" + modality +
+                                 "_tokens' column (0 for samples without it)");
+    }
+    if (synthetic && it->second == 0) {
+      throw InputError(config.path + ": key 'workload.tokens." + modality +
+                       "': 0 tokens, so every sample leaves the modules reading '" + modality +
+                       "' without work; give at least 1");
+    }
+  }
 }
 
 std::vector<Sample> load_workload(const Config& config, size_t needed) {
