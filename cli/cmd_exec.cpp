@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cli/checks.hpp"
 #include "cli/commands.hpp"
 #include "cli/output_dir.hpp"
 #include "cli/run_output.hpp"
@@ -198,7 +199,7 @@ CommandRun attach_exec(CLI::App& sub) {
   sub.add_option("--seed", o->seed, "Seed of the parameters and synthetic data (default 0)");
   sub.add_option("--timeout", o->timeout_s,
                  "Seconds any receive or collective waits before the run fails (default 60)")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_range(0.001, 365 * 86400.0, " s"));
   sub.add_option("--inject-fault", o->fault,
                  "RANK OP: make rank RANK fail at its operation OP (tests the fault path)")
       ->expected(2);

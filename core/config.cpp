@@ -13,6 +13,7 @@
 #include "core/cost_calibrated.hpp"
 #include "core/cost_recompute.hpp"
 #include "core/errors.hpp"
+#include "core/io.hpp"
 #include "core/presets.hpp"
 #include "core/units.hpp"
 #include "core/workload_gen.hpp"
@@ -248,6 +249,7 @@ class Reader {
 };
 
 toml::table parse_file(const std::string& path) {
+  check_readable_file(path, "config file");
   try {
     return toml::parse_file(path);
   } catch (const toml::parse_error& e) {
