@@ -125,6 +125,16 @@ void require_same_schedule(const CompareOptions& o) {
 }
 
 int run_compare(const CompareOptions& o) {
+  if (!o.no_plot && !o.json) {
+    // Checked first: the plot comes last, after the comparison was printed.
+    const std::filesystem::path folder = std::filesystem::absolute(o.png).parent_path();
+    if (!std::filesystem::is_directory(folder))
+      throw InputError("--png " + o.png + ": the folder " + folder.string() +
+                       " does not exist (create it, or choose another --png)");
+    if (std::filesystem::is_directory(o.png))
+      throw InputError("--png " + o.png + ": is a folder; give a file name such as " +
+                       (std::filesystem::path(o.png) / "compare.png").string());
+  }
   require_same_schedule(o);
   const std::vector<Row> pred = read_timeline(o.pred), meas = read_timeline(o.meas);
   if (pred.size() != meas.size()) {
@@ -205,9 +215,12 @@ int run_compare(const CompareOptions& o) {
   os << "iteration time: predicted " << ms(tp) << ", measured " << ms(tm) << ", error "
      << pct(tp > 0 ? (tm - tp) / tp : 0) << "\n";
   std::cout << text.str();
-  if (!o.no_plot &&
-      run_analysis_script("compare_plot.py", {o.pred, o.meas, "-o", o.png, "--quiet"}))
-    std::cout << "wrote " << o.png << " (predicted above, measured below)\n";
+  if (o.no_plot) return 0;
+  if (!run_analysis_script("compare_plot.py", {o.pred, o.meas, "-o", o.png, "--quiet"})) {
+    std::cerr << "loom: error: --png " << o.png << ": the plot was not written\n";
+    return 1;
+  }
+  std::cout << "wrote " << o.png << " (predicted above, measured below)\n";
   return 0;
 }
 

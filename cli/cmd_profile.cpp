@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/run_output.hpp"
+#include "cli/staging.hpp"
 #include "cli/study.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
@@ -55,10 +56,10 @@ int run_profile(const ProfileCliOptions& o) {
   if (rows.empty())
     throw InputError("--tp: no requested TP degree divides the model's heads and ffn");
   // Written beside the destination and renamed: never a half-written profile.
-  const std::filesystem::path dest(o.out);
-  const std::filesystem::path tmp = dest.string() + ".tmp";
-  exec::write_profile_csv(tmp.string(), rows);
-  std::filesystem::rename(tmp, dest);
+  StagedFile out(o.out, "profile.csv");
+  exec::write_profile_csv(out.path(), rows);
+  out.commit();
+  const std::filesystem::path& dest = out.destination();
   std::cout << "wrote " << dest.string() << " (" << rows.size()
             << " rows: layer,phase,tokens,tp,seconds)\n"
             << "use it: loom sim " << o.config << " --set cost.model=calibrated --set cost.profile="

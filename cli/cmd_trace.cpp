@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/staging.hpp"
 #include "core/errors.hpp"
 #include "core/units.hpp"
 #include "traces/generators.hpp"
@@ -115,23 +116,13 @@ double seconds_option(const std::string& text, const char* flag) {
   return *v;
 }
 
-/// Writes beside `path` and renames onto it, so a failure leaves no half-written trace.
-void write_atomically(const AvailabilityTrace& trace, const std::string& path) {
-  const std::filesystem::path target(path);
-  const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
-  if (!std::filesystem::is_directory(dir)) {
-    throw InputError("--out " + path + ": directory '" + dir.string() + "' does not exist");
-  }
-  const std::filesystem::path tmp =
-      target.parent_path() / ("." + target.filename().string() + ".tmp");
-  try {
-    write_availability_csv(trace, tmp.string());
-    std::filesystem::rename(tmp, target);
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw;
-  }
+/// Writes through a staging file renamed onto the destination (cli/staging.hpp), so a
+/// failure or an interrupt leaves no half-written trace; `--out DIR` writes DIR/trace.csv.
+std::string write_atomically(const AvailabilityTrace& trace, const std::string& path) {
+  StagedFile out(path, "trace.csv");
+  write_availability_csv(trace, out.path());
+  out.commit();
+  return out.destination().string();
 }
 
 CommandRun attach_info(CLI::App& sub) {
@@ -221,9 +212,9 @@ CommandRun attach_generate(CLI::App& sub) {
     } else {
       throw InputError("--kind: expected periodic or poisson, got '" + o->kind + "'");
     }
-    write_atomically(trace, o->out);
+    const std::string written = write_atomically(trace, o->out);
     const AliveStats s = alive_stats(trace);
-    std::cout << "wrote " << o->out << ": " << trace.source << "; " << s.removes << " removals, "
+    std::cout << "wrote " << written << ": " << trace.source << "; " << s.removes << " removals, "
               << s.adds << " re-joins over " << std::fixed << std::setprecision(2)
               << trace.duration_s / 3600 << " h, alive min " << s.min_alive << "\n";
     return 0;

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "cli/staging.hpp"
 #include "core/errors.hpp"
 
 namespace {
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
+  loom::install_interrupt_handler();  // Ctrl-C: exit 130, no staging left behind
   try {
     for (size_t i = 0; i < subs.size(); ++i) {
       if (subs[i]->parsed()) return runs[i]();
