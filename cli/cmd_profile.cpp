@@ -11,6 +11,7 @@
 #include "cli/study.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
+#include "core/resources.hpp"
 #include "core/workload.hpp"
 #include "executor/backend.hpp"
 #include "executor/profile.hpp"
@@ -29,8 +30,27 @@ struct ProfileCliOptions {
   bool quiet = false;
 };
 
+/// Refuses token counts whose tensors do not fit (exit 3): one layer at a time in fp32,
+/// its activations (x, the MLP's inner width, gradients: ~8 copies) and, for attention,
+/// the heads x tokens^2 scores.
+void check_profile_size(const Model& model, const std::vector<int>& tokens) {
+  for (const Module& m : model.modules()) {
+    const LayerSpec& l = m.layers.front();
+    for (const int t : tokens) {
+      const double n = t;
+      const double scores = l.kind == LayerKind::kTransformer ? n * n * l.heads * 4.0 : 0;
+      const double bytes = scores + n * (l.hidden + l.ffn) * 4.0 * 8 +
+                           static_cast<double>(l.hidden) * l.ffn * 4.0 * 3 * 3;
+      check_memory_estimate("profile --tokens " + std::to_string(t) + " of module '" + m.name +
+                                "' (" + std::to_string(l.heads) + " heads x tokens^2 scores)",
+                            bytes, "profile fewer --tokens");
+    }
+  }
+}
+
 int run_profile(const ProfileCliOptions& o) {
   const Config config = load_config(o.config, o.overrides);
+  check_profile_size(config.model, o.tokens);
   // The operating point: the workload's first sample (what the schedules run).
   Sample first;
   if (config.workload.csv.empty()) {

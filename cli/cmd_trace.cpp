@@ -9,9 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/checks.hpp"
 #include "cli/commands.hpp"
 #include "cli/staging.hpp"
 #include "core/errors.hpp"
+#include "core/resources.hpp"
 #include "core/units.hpp"
 #include "traces/generators.hpp"
 #include "traces/trace_io.hpp"
@@ -141,7 +143,8 @@ CommandRun attach_info(CLI::App& sub) {
   sub.add_option("--out-of-order", o->out_of_order,
                  "Count samples that go back in time: error (default) or drop");
   sub.add_option("--notice", o->notice, "Preemption notice before each removal, e.g. 120s");
-  sub.add_option("--time-scale", o->scale, "Multiply every time by this factor (default 1)");
+  sub.add_option("--time-scale", o->scale, "Multiply every time by this factor (default 1)")
+      ->check(finite_range(1e-6, 1e6));
   sub.add_option("--start", o->start, "Start the trace at this time (e.g. 2h; default 0)");
   sub.add_option("--max-duration", o->max_duration, "Cut the trace after this long (0 = all)");
   sub.add_flag("--json", o->json, "Print the summary as JSON (one field per number)");
@@ -194,6 +197,15 @@ CommandRun attach_generate(CLI::App& sub) {
                  "Trace length (periodic default: the last failure; poisson default 6h)");
   sub.add_option("--seed", o->seed, "Random seed (default 1); same seed, same trace");
   return [o, interval, failures, min_alive, rate, rejoin]() {
+    // A node name and an event take ~100 bytes each (strings, vectors, the writer).
+    const double hours =
+        (o->duration.empty() ? 6 * 3600.0 : seconds_option(o->duration, "--duration")) / 3600;
+    const double events =
+        o->kind == "periodic" ? std::max(1.0 * o->failures, 1.0 * o->nodes) : o->rate * hours * 2;
+    check_memory_estimate("trace generate --nodes " + std::to_string(o->nodes) + " (about " +
+                              std::to_string(static_cast<long long>(events)) + " events)",
+                          (static_cast<double>(o->nodes) + events) * 128,
+                          "use fewer --nodes (or a lower --rate or shorter --duration)");
     AvailabilityTrace trace;
     const double duration = o->duration.empty() ? 0 : seconds_option(o->duration, "--duration");
     if (o->kind == "periodic") {

@@ -1,9 +1,12 @@
 #include "cli/study.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
+#include "core/resources.hpp"
 #include "core/validate.hpp"
 #include "core/workload.hpp"
 #include "core/workload_gen.hpp"
@@ -53,6 +56,35 @@ void check_modalities(const Config& config, const Sample& sample) {
   }
 }
 
+/// Refuses (exit 3) a plan too big for this machine before building it: about 6 ops
+/// (F, B or I + W, a send and a receive each way) per stage, microbatch and replica, a few
+/// hundred bytes each through planning, the backend and the writers (~215 measured on
+/// configs/bench/pp16-dp64.toml, doubled), plus per-layer costs of every microbatch and,
+/// for SimGrid, the platform's hosts and links.
+void check_plan_size(const Config& c) {
+  const ParallelConfig& p = c.parallel;
+  double rank_stages = static_cast<double>(p.pp) * p.dp * c.schedule.chunks;
+  for (const ModuleLayout& l : p.module_layouts)
+    rank_stages = std::max(rank_stages, static_cast<double>(l.end_gpu()) * c.schedule.chunks);
+  const double microbatches = c.schedule.microbatches;
+  const double ops = rank_stages * microbatches * 6;
+  constexpr double kBytesPerOp = 450;
+  constexpr double kBytesPerLayerCost = 64;  // per layer, microbatch and replica
+  constexpr double kBytesPerSimGpu = 4096;   // a SimGrid host with its links
+  const double gpus = static_cast<double>(c.cluster.nodes) * c.cluster.gpus_per_node;
+  const double bytes =
+      ops * kBytesPerOp +
+      static_cast<double>(c.model.num_layers()) * microbatches * p.dp * kBytesPerLayerCost +
+      (c.sim.backend == "simgrid" ? gpus * kBytesPerSimGpu : 0);
+  char estimate[160];
+  std::snprintf(estimate, sizeof estimate,
+                "the schedule (about %.3g operations from %.0f rank-stages x %.0f microbatches; "
+                "%.0f layers; %.0f GPUs)",
+                ops, rank_stages, microbatches, static_cast<double>(c.model.num_layers()), gpus);
+  check_memory_estimate(c.path + ": " + estimate, bytes,
+                        "lower schedule.microbatches, parallel.dp/pp or the layer count");
+}
+
 std::vector<Sample> load_workload(const Config& config, size_t needed) {
   if (!config.workload.dataset.empty()) {
     // Ids stay global (offset + i): the generator's draw for a sample depends on its id.
@@ -99,6 +131,7 @@ std::unique_ptr<Study> load_study(const std::string& config_path,
   p.parallel = c.parallel;
   p.schedule = c.schedule;
   p.memory = c.cost.memory;
+  check_plan_size(c);
   const size_t needed =
       static_cast<size_t>(c.parallel.dp) * c.schedule.microbatches * c.schedule.microbatch_size;
   constexpr size_t kMaxSamples = 10'000'000;  // beyond this the plan alone would not fit in memory

@@ -15,6 +15,7 @@
 #include "core/errors.hpp"
 #include "core/io.hpp"
 #include "core/presets.hpp"
+#include "core/resources.hpp"
 #include "core/units.hpp"
 #include "core/workload_gen.hpp"
 
@@ -385,6 +386,9 @@ Module read_module(Reader& r, const toml::table& t, int index) {
   base.dtype_bytes = dtype_bytes(r, t, path);
   if (base.hidden <= 0) r.fail(&t, path + "hidden", "required (> 0) unless a preset gives it");
   base.frozen = r.boolean(t, path, "frozen", false);
+  // A layer costs a few hundred bytes through the model, its graph and the cost tables.
+  check_memory_estimate(r.file() + ": " + path + "layers = " + std::to_string(count),
+                        static_cast<double>(count) * 512, "use fewer layers");
   m.layers.assign(static_cast<size_t>(count), base);
   for (const auto& [key, frozen] :
        {std::pair{"frozen_layers", true}, std::pair{"trainable_layers", false}}) {
