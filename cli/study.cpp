@@ -85,6 +85,35 @@ void check_plan_size(const Config& c) {
                         "lower schedule.microbatches, parallel.dp/pp or the layer count");
 }
 
+/// Tensor parallelism splits a layer's attention heads over its TP GPUs: a degree that
+/// does not divide them (tp = 3 with 16 heads) is no layout a framework can run.
+void check_tp_divides_heads(const Config& c) {
+  const Model& model = c.model;
+  for (int m = 0; m < static_cast<int>(model.modules().size()); ++m) {
+    const Module& mod = model.module(m);
+    const bool own = !c.parallel.module_layouts.empty();
+    const int tp = own ? c.parallel.module_layouts[static_cast<size_t>(m)].tp : c.parallel.tp;
+    const std::string key = own ? "parallel.modules." + mod.name + ".tp" : "parallel.tp";
+    for (const LayerSpec& l : mod.layers) {
+      if (l.kind != LayerKind::kTransformer || tp == 1) continue;
+      std::string divisors;
+      for (int d = 1; d <= l.heads; ++d)
+        if (l.heads % d == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(d);
+      if (l.heads % tp != 0)
+        throw InputError(c.path + ": key '" + key + "': " + std::to_string(tp) +
+                         " does not divide module '" + mod.name + "''s " + std::to_string(l.heads) +
+                         " attention heads (tensor parallelism splits the heads over its "
+                         "GPUs); use one of " +
+                         divisors);
+      if (l.kv_heads % tp != 0 && tp % l.kv_heads != 0)
+        throw InputError(c.path + ": key '" + key + "': " + std::to_string(tp) +
+                         " neither divides nor is a multiple of module '" + mod.name + "''s " +
+                         std::to_string(l.kv_heads) + " key/value heads");
+      break;  // a module's layers share their shape
+    }
+  }
+}
+
 std::vector<Sample> load_workload(const Config& config, size_t needed) {
   if (!config.workload.dataset.empty()) {
     // Ids stay global (offset + i): the generator's draw for a sample depends on its id.
@@ -132,6 +161,7 @@ std::unique_ptr<Study> load_study(const std::string& config_path,
   p.schedule = c.schedule;
   p.memory = c.cost.memory;
   check_plan_size(c);
+  check_tp_divides_heads(c);
   const size_t needed =
       static_cast<size_t>(c.parallel.dp) * c.schedule.microbatches * c.schedule.microbatch_size;
   constexpr size_t kMaxSamples = 10'000'000;  // beyond this the plan alone would not fit in memory

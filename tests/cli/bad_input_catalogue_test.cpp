@@ -42,6 +42,7 @@ const Case kCatalogue[] = {
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.tokens.text=0", 2, "0 tokens"},
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.tokens={text=1024}", 2, "workload.tokens.vision': missing"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set schedule.name=nope", 2, "schedule.name"},
+    {"config {s}/configs/examples/vlm-frozen.toml --set parallel.tp=3 --set cluster.gpus_per_node=12", 2, "does not divide module 'vision''s 16 attention heads"},
     // --- workload CSV ---
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/text-only.csv", 2, "no column for modality 'vision'"},
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/bad-number.csv", 2, "bad-number.csv:3"},
@@ -83,6 +84,7 @@ const Case kCatalogue[] = {
     {"sim {s}/configs/examples/uniform-1f1b.toml --out {d}/o --max-memory lots", 2, "--max-memory: expected a size"},
     {"plan layout {s}/configs/examples/uniform-1f1b.toml --confidence nan", 2, "--confidence"},
     {"compare {d} {d} --png {d}/missing/compare.png", 2, "does not exist"},
+    {"sweep {s}/studies/vlm-microbatches.toml --out {d}", 2, "--resume to finish it, --force to start over"},
     {"sim {s}/configs/examples/uniform-1f1b.toml --out {d}/mine.txt", 2, "not a folder"},
     // --- resource guards: estimated before anything is built (exit 3, the knob named) ---
     {"plan templates {s}/configs/paper/oobleck-gpt3-1.3b.toml --nodes 100000", 3, "use at most"},
