@@ -94,7 +94,7 @@ std::string pct(double x) {
 
 struct CompareOptions {
   std::string pred, meas;
-  std::string png = "compare.png";
+  std::string png;  ///< default out/compare.png, like every command's out/
   bool all_ops = false;
   bool no_plot = false;
   bool json = false;
@@ -124,7 +124,11 @@ void require_same_schedule(const CompareOptions& o) {
   }
 }
 
-int run_compare(const CompareOptions& o) {
+int run_compare(CompareOptions o) {
+  if (o.png.empty()) {
+    o.png = "out/compare.png";
+    if (!o.no_plot && !o.json) std::filesystem::create_directories("out");
+  }
   if (!o.no_plot && !o.json) {
     // Checked first: the plot comes last, after the comparison was printed.
     const std::filesystem::path folder = std::filesystem::absolute(o.png).parent_path();
@@ -239,7 +243,7 @@ CommandRun attach_compare(CLI::App& sub) {
   sub.add_option("MEAS_DIR", o->meas, "Output directory of the measurement (loom exec --out)")
       ->required()
       ->check(CLI::ExistingDirectory);
-  sub.add_option("--png", o->png, "Where to draw both timelines (default compare.png)");
+  sub.add_option("--png", o->png, "Where to draw both timelines (default out/compare.png)");
   sub.add_flag("--ops", o->all_ops, "Also print every compute operation's error");
   sub.add_flag("--no-plot", o->no_plot, "Skip the PNG");
   sub.add_flag("--json", o->json,

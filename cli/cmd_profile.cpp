@@ -21,7 +21,7 @@ namespace {
 
 struct ProfileCliOptions {
   std::string config;
-  std::string out = "profile.csv";
+  std::string out;  ///< default out/profile-<config name>.csv, like every command's out/
   std::string backend = "host";
   std::vector<std::string> overrides;
   std::vector<int> tokens;
@@ -76,7 +76,10 @@ int run_profile(const ProfileCliOptions& o) {
   if (rows.empty())
     throw InputError("--tp: no requested TP degree divides the model's heads and ffn");
   // Written beside the destination and renamed: never a half-written profile.
-  StagedFile out(o.out, "profile.csv");
+  StagedFile out(o.out.empty()
+                     ? "out/profile-" + std::filesystem::path(o.config).stem().string() + ".csv"
+                     : o.out,
+                 "profile.csv");
   exec::write_profile_csv(out.path(), rows);
   out.commit();
   const std::filesystem::path& dest = out.destination();
@@ -99,7 +102,9 @@ CommandRun attach_profile(CLI::App& sub) {
   sub.add_option("CONFIG", o->config, "TOML config whose model is profiled")
       ->required()
       ->check(CLI::ExistingFile);
-  sub.add_option("--out", o->out, "Profile CSV to write (default profile.csv)");
+  sub.add_option("--out", o->out,
+                 "Profile CSV to write, or a folder for FOLDER/profile.csv (default "
+                 "out/profile-<config name>.csv)");
   sub.add_option("--backend", o->backend, "host or cuda")->check(CLI::IsMember({"host", "cuda"}));
   sub.add_option("--set", o->overrides, "Override a config key: section.key=value (repeatable)");
   sub.add_option("--tokens", o->tokens,

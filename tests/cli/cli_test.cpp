@@ -211,7 +211,7 @@ TEST(Cli, ConfigDumpListsResolvedDefaults) {
 TEST(Cli, SimGridSettingsPassThroughAndBadOnesAreInputErrors) {
   test::TempDir dir;
   const std::string base =
-      "sim " + example("uniform-1f1b.toml") + " --no-plot -q --out " + dir.path("o");
+      "sim " + example("uniform-1f1b.toml") + " --no-plot -q --force --out " + dir.path("o");
   // Communication is free in this example, so a valid network setting leaves 33 ms.
   const Result ok = run(base + " --simgrid-cfg network/TCP-gamma:4194304");
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
