@@ -21,7 +21,7 @@ OUT="${2:-out/gantt-all}"
 mkdir -p "$OUT"
 status=0
 for s in $("$LOOM" schedulers | cut -f1); do
-  if ! "$LOOM" sim "$CONFIG" --backend "$BACKEND" --no-plot -q --out "$OUT/$s" \
+  if ! "$LOOM" sim "$CONFIG" --backend "$BACKEND" --no-plot -q --force --out "$OUT/$s" \
        --set "schedule.name=$s" > "$OUT/$s.log" 2>&1; then
     echo "skipped $s: $(tail -1 "$OUT/$s.log")" >&2
     status=1

@@ -39,7 +39,7 @@ def layout_sets(module, layout, gpus):
 
 def run(loom, config, sets, backend, out):
     cmd = [loom, "sim", os.path.join(ROOT, "configs/paper", config), "--backend", backend,
-           "--out", out, "--no-plot", "-q"]
+           "--out", out, "--force", "--no-plot", "-q"]  # one folder reused for every run
     for s in sets:
         cmd += ["--set", s]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)

@@ -50,7 +50,7 @@ SIMULATED = [("350m", "GPT-3 350M", 2), ("1.3b", "GPT-3 1.3B", None),
 def replay(loom, config, freq, policy, out, extra):
     out_dir = os.path.join(out, f"{os.path.basename(config)[:-5]}-{freq}-{policy}")
     cmd = [loom, "replay", config, "--trace", os.path.join(ROOT, "traces/oobleck", freq + ".csv"),
-           "--policy", policy, "--out", out_dir, "-q"] + extra
+           "--policy", policy, "--out", out_dir, "--force", "-q"] + extra
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         sys.exit(f"table_2_2: {' '.join(cmd)} failed ({run.returncode}):\n{run.stderr}")
@@ -119,7 +119,13 @@ def main():
     a = ap.parse_args()
     if not os.path.exists(a.loom):
         sys.exit(f"table_2_2: {a.loom} not found (build Loom or pass --loom)")
-    out = a.out or tempfile.mkdtemp(prefix="loom-table-2-2-")
+    if a.out:
+        return tables(a, a.out)
+    with tempfile.TemporaryDirectory(prefix="loom-table-2-2-") as out:  # removed afterwards
+        return tables(a, out)
+
+
+def tables(a, out):
     print("Dissertation Table 2.2: throughput (samples/s) with one failure every 6 h, 1 h, "
           "10 min; paper | Loom; Oobleck's deviation from the paper in parentheses")
     status = 0

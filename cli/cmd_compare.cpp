@@ -94,7 +94,7 @@ std::string pct(double x) {
 
 struct CompareOptions {
   std::string pred, meas;
-  std::string png = "compare.png";
+  std::string png;  ///< default out/compare.png, like every command's out/
   bool all_ops = false;
   bool no_plot = false;
   bool json = false;
@@ -124,7 +124,21 @@ void require_same_schedule(const CompareOptions& o) {
   }
 }
 
-int run_compare(const CompareOptions& o) {
+int run_compare(CompareOptions o) {
+  if (o.png.empty()) {
+    o.png = "out/compare.png";
+    if (!o.no_plot && !o.json) std::filesystem::create_directories("out");
+  }
+  if (!o.no_plot && !o.json) {
+    // Checked first: the plot comes last, after the comparison was printed.
+    const std::filesystem::path folder = std::filesystem::absolute(o.png).parent_path();
+    if (!std::filesystem::is_directory(folder))
+      throw InputError("--png " + o.png + ": the folder " + folder.string() +
+                       " does not exist (create it, or choose another --png)");
+    if (std::filesystem::is_directory(o.png))
+      throw InputError("--png " + o.png + ": is a folder; give a file name such as " +
+                       (std::filesystem::path(o.png) / "compare.png").string());
+  }
   require_same_schedule(o);
   const std::vector<Row> pred = read_timeline(o.pred), meas = read_timeline(o.meas);
   if (pred.size() != meas.size()) {
@@ -205,9 +219,12 @@ int run_compare(const CompareOptions& o) {
   os << "iteration time: predicted " << ms(tp) << ", measured " << ms(tm) << ", error "
      << pct(tp > 0 ? (tm - tp) / tp : 0) << "\n";
   std::cout << text.str();
-  if (!o.no_plot &&
-      run_analysis_script("compare_plot.py", {o.pred, o.meas, "-o", o.png, "--quiet"}))
-    std::cout << "wrote " << o.png << " (predicted above, measured below)\n";
+  if (o.no_plot) return 0;
+  if (!run_analysis_script("compare_plot.py", {o.pred, o.meas, "-o", o.png, "--quiet"})) {
+    std::cerr << "loom: error: --png " << o.png << ": the plot was not written\n";
+    return 1;
+  }
+  std::cout << "wrote " << o.png << " (predicted above, measured below)\n";
   return 0;
 }
 
@@ -226,7 +243,7 @@ CommandRun attach_compare(CLI::App& sub) {
   sub.add_option("MEAS_DIR", o->meas, "Output directory of the measurement (loom exec --out)")
       ->required()
       ->check(CLI::ExistingDirectory);
-  sub.add_option("--png", o->png, "Where to draw both timelines (default compare.png)");
+  sub.add_option("--png", o->png, "Where to draw both timelines (default out/compare.png)");
   sub.add_flag("--ops", o->all_ops, "Also print every compute operation's error");
   sub.add_flag("--no-plot", o->no_plot, "Skip the PNG");
   sub.add_flag("--json", o->json,

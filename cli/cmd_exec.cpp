@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
+#include "cli/checks.hpp"
 #include "cli/commands.hpp"
 #include "cli/output_dir.hpp"
 #include "cli/run_output.hpp"
@@ -31,6 +33,7 @@ struct ExecCliOptions {
   bool no_check = false;
   bool no_plot = false;
   bool quiet = false;
+  bool force = false;      ///< replace an existing --out folder
   std::string rendezvous;  ///< cuda: meet through this shared file instead of TCP
 };
 
@@ -115,6 +118,13 @@ int run_exec(const ExecCliOptions& o) {
               << study->schedule.num_ranks() << " ranks with the " << executor->name()
               << " backend ...\n";
   }
+  // Staged before the run: a refused --out fails now, and an interrupt removes the staging.
+  std::optional<OutputDir> out;
+  if (writer) {
+    out.emplace(
+        o.out.empty() ? "out/exec-" + std::filesystem::path(o.config).stem().string() : o.out,
+        o.force);
+  }
   exec::ExecResult result;
   std::vector<double> iteration_s;
   try {
@@ -138,12 +148,9 @@ int run_exec(const ExecCliOptions& o) {
     extra["gradient_check"] = check_json(check);
   }
   const Metrics metrics = compute_metrics(study->schedule, result.timeline);
-  const std::string out_dir =
-      o.out.empty() ? "out/exec-" + std::filesystem::path(o.config).stem().string() : o.out;
-  OutputDir out(out_dir);
-  write_run_files(out, *study, result.timeline,
+  write_run_files(*out, *study, result.timeline,
                   metrics_json(*study, metrics, "exec-" + executor->name(), extra), !o.no_plot);
-  out.commit();
+  out->commit();
 
   std::ostream& os = std::cout;
   const Config& c = study->config;
@@ -164,7 +171,7 @@ int run_exec(const ExecCliOptions& o) {
       os << "  " << check.failures[i] << "\n";
     if (check.failures.size() > 5) os << "  ... " << check.failures.size() - 5 << " more\n";
   }
-  os << "wrote " << out.destination().string()
+  os << "wrote " << out->destination().string()
      << "/{metrics.json, timeline.json, timeline.csv, memory.csv, schedule.txt"
      << (o.no_plot ? "" : ", gantt.png, memory.png") << "}\n";
   return check.passed() ? 0 : 1;
@@ -198,7 +205,7 @@ CommandRun attach_exec(CLI::App& sub) {
   sub.add_option("--seed", o->seed, "Seed of the parameters and synthetic data (default 0)");
   sub.add_option("--timeout", o->timeout_s,
                  "Seconds any receive or collective waits before the run fails (default 60)")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_range(0.001, 365 * 86400.0, " s"));
   sub.add_option("--inject-fault", o->fault,
                  "RANK OP: make rank RANK fail at its operation OP (tests the fault path)")
       ->expected(2);
@@ -213,6 +220,7 @@ CommandRun attach_exec(CLI::App& sub) {
   sub.add_flag("--no-check", o->no_check, "Skip the sequential reference and gradient check");
   sub.add_flag("--no-plot", o->no_plot, "Skip the Gantt and memory PNGs");
   sub.add_flag("--quiet,-q", o->quiet, "No progress messages on stderr");
+  sub.add_flag("--force", o->force, "Replace --out if it holds the output of an earlier run");
   return [o]() { return run_exec(*o); };
 }
 

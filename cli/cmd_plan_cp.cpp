@@ -8,6 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/checks.hpp"
 #include "cli/commands.hpp"
 #include "core/errors.hpp"
 #include "schedulers/planners/cp/cp_plan.hpp"
@@ -44,7 +45,7 @@ void add_mask_options(CLI::App& sub, PlanCpOptions& o) {
   sub.add_option("--modality-fraction", o.spec.modality_fraction,
                  "prefix/embedded/packed: share of encoder tokens, in [0, 1)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.999999));
+      ->check(finite_range(0.0, 0.999999));
   sub.add_option("--modalities", o.spec.modalities, "prefix/embedded/packed: encoders")
       ->capture_default_str()
       ->check(CLI::Range(1, 61));
@@ -70,7 +71,7 @@ void add_mask_options(CLI::App& sub, PlanCpOptions& o) {
   sub.add_option("--question-fraction", o.spec.question_fraction,
                  "shared-question: share of tokens in the question, in (0, 1)")
       ->capture_default_str()
-      ->check(CLI::Range(0.000001, 0.999999));
+      ->check(finite_range(0.000001, 0.999999));
   sub.add_option("--seed", o.spec.seed, "embedded/packed: seed of the random placement")
       ->capture_default_str();
 }
@@ -93,7 +94,7 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
   sub.add_option("--ilp-time-limit", o.request.ilp.time_limit_s,
                  "Seconds GLPK may search before reporting its best assignment and bound")
       ->capture_default_str()
-      ->check(CLI::Range(0.001, 86400.0));
+      ->check(finite_range(0.001, 86400.0, " s"));
   sub.add_option("--gpu", o.gpu,
                  "Also estimate each rank's attention time for one layer on this GPU (a "
                  "cluster.gpu preset: A40, A100-80GB, H100-SXM, ...): CU list-scheduling "

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/checks.hpp"
 #include "cli/commands.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
@@ -239,8 +240,9 @@ CommandRun attach_plan_layout(CLI::App& sub) {
   sub.add_option("--sizes", o->sizes, "Profiling batch sizes of the trial table (1 4 16 64 256)")
       ->check(CLI::Range(1, 1 << 20));
   sub.add_option("--confidence", o->confidence, "1 - alpha of Alg 2 (0.95)")
-      ->check(CLI::Range(0.5, 0.999999));
-  sub.add_option("--p-error", o->p_error, "p_error of Alg 2 (0.05)")->check(CLI::Range(1e-6, 0.5));
+      ->check(finite_range(0.5, 0.999999));
+  sub.add_option("--p-error", o->p_error, "p_error of Alg 2 (0.05)")
+      ->check(finite_range(1e-6, 0.5));
   sub.add_option("--n0", o->n0, "Alg 2's initial profiling batch (1)")
       ->check(CLI::Range(1, 1 << 20));
   sub.add_option("--max-batch", o->max_batch, "Give up Alg 2 beyond this batch (4096)")

@@ -7,9 +7,11 @@
 
 #include "cli/commands.hpp"
 #include "cli/run_output.hpp"
+#include "cli/staging.hpp"
 #include "cli/study.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
+#include "core/resources.hpp"
 #include "core/workload.hpp"
 #include "executor/backend.hpp"
 #include "executor/profile.hpp"
@@ -19,7 +21,7 @@ namespace {
 
 struct ProfileCliOptions {
   std::string config;
-  std::string out = "profile.csv";
+  std::string out;  ///< default out/profile-<config name>.csv, like every command's out/
   std::string backend = "host";
   std::vector<std::string> overrides;
   std::vector<int> tokens;
@@ -28,8 +30,27 @@ struct ProfileCliOptions {
   bool quiet = false;
 };
 
+/// Refuses token counts whose tensors do not fit (exit 3): one layer at a time in fp32,
+/// its activations (x, the MLP's inner width, gradients: ~8 copies) and, for attention,
+/// the heads x tokens^2 scores.
+void check_profile_size(const Model& model, const std::vector<int>& tokens) {
+  for (const Module& m : model.modules()) {
+    const LayerSpec& l = m.layers.front();
+    for (const int t : tokens) {
+      const double n = t;
+      const double scores = l.kind == LayerKind::kTransformer ? n * n * l.heads * 4.0 : 0;
+      const double bytes = scores + n * (l.hidden + l.ffn) * 4.0 * 8 +
+                           static_cast<double>(l.hidden) * l.ffn * 4.0 * 3 * 3;
+      check_memory_estimate("profile --tokens " + std::to_string(t) + " of module '" + m.name +
+                                "' (" + std::to_string(l.heads) + " heads x tokens^2 scores)",
+                            bytes, "profile fewer --tokens");
+    }
+  }
+}
+
 int run_profile(const ProfileCliOptions& o) {
   const Config config = load_config(o.config, o.overrides);
+  check_profile_size(config.model, o.tokens);
   // The operating point: the workload's first sample (what the schedules run).
   Sample first;
   if (config.workload.csv.empty()) {
@@ -55,10 +76,13 @@ int run_profile(const ProfileCliOptions& o) {
   if (rows.empty())
     throw InputError("--tp: no requested TP degree divides the model's heads and ffn");
   // Written beside the destination and renamed: never a half-written profile.
-  const std::filesystem::path dest(o.out);
-  const std::filesystem::path tmp = dest.string() + ".tmp";
-  exec::write_profile_csv(tmp.string(), rows);
-  std::filesystem::rename(tmp, dest);
+  StagedFile out(o.out.empty()
+                     ? "out/profile-" + std::filesystem::path(o.config).stem().string() + ".csv"
+                     : o.out,
+                 "profile.csv");
+  exec::write_profile_csv(out.path(), rows);
+  out.commit();
+  const std::filesystem::path& dest = out.destination();
   std::cout << "wrote " << dest.string() << " (" << rows.size()
             << " rows: layer,phase,tokens,tp,seconds)\n"
             << "use it: loom sim " << o.config << " --set cost.model=calibrated --set cost.profile="
@@ -78,7 +102,9 @@ CommandRun attach_profile(CLI::App& sub) {
   sub.add_option("CONFIG", o->config, "TOML config whose model is profiled")
       ->required()
       ->check(CLI::ExistingFile);
-  sub.add_option("--out", o->out, "Profile CSV to write (default profile.csv)");
+  sub.add_option("--out", o->out,
+                 "Profile CSV to write, or a folder for FOLDER/profile.csv (default "
+                 "out/profile-<config name>.csv)");
   sub.add_option("--backend", o->backend, "host or cuda")->check(CLI::IsMember({"host", "cuda"}));
   sub.add_option("--set", o->overrides, "Override a config key: section.key=value (repeatable)");
   sub.add_option("--tokens", o->tokens,

@@ -32,7 +32,8 @@ struct ReplayCliOptions {
   std::vector<std::string> overrides;
   TraceCliOptions trace_options;
   bool quiet = false;
-  bool json = false;  ///< print summary.json instead of the text summary
+  bool force = false;  ///< replace an existing --out folder
+  bool json = false;   ///< print summary.json instead of the text summary
 };
 
 /// Oobleck's planning problem for the config's model (simulation mode).
@@ -135,6 +136,11 @@ int run_replay_command(ReplayCliOptions o) {
   const AvailabilityTrace trace = load_availability_trace(o.trace, trace_options);
   const PolicySetup setup = make_setup(o, config, study.get(), trace);
   const std::unique_ptr<ReplayPolicy> policy = make_policy(o.policy, setup);
+  // Staged before the run: a refused --out fails now, and an interrupt removes the staging.
+  OutputDir out(o.out.empty() ? "out/replay-" + std::filesystem::path(o.config).stem().string() +
+                                    "-" + o.policy
+                              : o.out,
+                o.force);
   ReplayOptions options;
   options.duration_s = o.hours * 3600;
   options.global_batch = setup.global_batch;
@@ -143,11 +149,6 @@ int run_replay_command(ReplayCliOptions o) {
               << o.policy << " ...\n";
   const ReplayResult result = run_replay(trace, *policy, options);
 
-  const std::string out_dir =
-      o.out.empty()
-          ? "out/replay-" + std::filesystem::path(o.config).stem().string() + "-" + o.policy
-          : o.out;
-  OutputDir out(out_dir);
   write_replay_outputs(result, out.file(""));
   out.commit();
   if (o.json) {
@@ -210,6 +211,7 @@ CommandRun attach_replay(CLI::App& sub) {
   sub.add_option("--set", o->overrides,
                  "Override a config key (repeatable), e.g. --set replay.fault_tolerance=2");
   sub.add_flag("--quiet,-q", o->quiet, "No progress messages on stderr");
+  sub.add_flag("--force", o->force, "Replace --out if it holds the output of an earlier run");
   sub.add_flag("--json", o->json,
                "Print summary.json (the same fields) instead of the text summary");
   return [o]() { return run_replay_command(*o); };

@@ -6,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/schedule_import.hpp"
+#include "cli/staging.hpp"
 #include "cli/study.hpp"
 #include "core/io.hpp"
 
@@ -25,11 +26,13 @@ int run_export(const ExportOptions& o) {
   const ScheduleFormat format =
       o.format == "loom" ? ScheduleFormat::kLoom : ScheduleFormat::kPytorchCsv;
   const std::string text = export_schedule(study->schedule, format, o.comms);
-  std::ofstream out = open_for_write(o.out);
+  StagedFile staged(o.out, format == ScheduleFormat::kLoom ? "schedule.txt" : "schedule.csv");
+  std::ofstream out = open_for_write(staged.path());
   out << text;
-  finish_write(out, o.out);
-  std::cout << "wrote " << o.out << ": " << study->schedule.scheduler << ", "
-            << study->schedule.num_ranks() << " ranks, " << study->schedule.num_ops()
+  finish_write(out, staged.path());
+  staged.commit();
+  std::cout << "wrote " << staged.destination().string() << ": " << study->schedule.scheduler
+            << ", " << study->schedule.num_ranks() << " ranks, " << study->schedule.num_ops()
             << " operations (" << o.format << ")\n";
   return 0;
 }

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -40,6 +41,7 @@ struct SimOptions {
   bool no_plot = false;
   bool bench = false;
   bool quiet = false;
+  bool force = false;      ///< replace an existing --out folder
   std::string schedulers;  ///< --schedulers: all | a,b,c
 };
 
@@ -204,7 +206,7 @@ int run_schedulers(const SimOptions& o, const std::vector<std::string>& override
   // Staged before the run: each scheduler's process writes its timeline into it.
   std::unique_ptr<OutputDir> out;
   if (!o.out.empty()) {
-    out = std::make_unique<OutputDir>(o.out);
+    out = std::make_unique<OutputDir>(o.out, o.force);
     std::filesystem::create_directories(out->file("timelines"));
   }
   const auto rows =
@@ -246,6 +248,12 @@ int run_sim(const SimOptions& o) {
   const double planning_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - plan_start).count();
   const std::string backend = study->config.sim.backend;
+  // Staged before the run: a refused --out fails now, and an interrupt removes the staging.
+  std::optional<OutputDir> out;
+  if (!o.bench) {
+    out.emplace(o.out.empty() ? "out/" + std::filesystem::path(o.config).stem().string() : o.out,
+                o.force);
+  }
   if (!o.quiet) {
     std::cerr << "loom: running " << study->schedule.num_ops() << " operations on "
               << study->schedule.num_ranks() << " ranks with "
@@ -279,13 +287,10 @@ int run_sim(const SimOptions& o) {
     views = {{"true", evaluate_with_view(*study, PartitionView::kTrue)},
              {"naive", evaluate_with_view(*study, PartitionView::kNaive)}};
   }
-  const std::string out_dir =
-      o.out.empty() ? "out/" + std::filesystem::path(o.config).stem().string() : o.out;
-  OutputDir out(out_dir);
-  write_run_files(out, *study, run.timeline,
+  write_run_files(*out, *study, run.timeline,
                   metrics_json(*study, metrics, backend, {{"partition_views_evaluator_s", views}}),
                   !o.no_plot);
-  out.commit();
+  out->commit();
 
   std::ostream& os = std::cout;
   const Config& c = study->config;
@@ -310,7 +315,7 @@ int run_sim(const SimOptions& o) {
                     : "naive is faster")
        << "\n";
   }
-  os << "wrote " << out.destination().string()
+  os << "wrote " << out->destination().string()
      << "/{metrics.json, timeline.json (open in ui.perfetto.dev), "
      << "timeline.csv, memory.csv, schedule.txt" << (o.no_plot ? "" : ", gantt.png, memory.png")
      << "}\n";
@@ -339,6 +344,7 @@ CommandRun attach_sim(CLI::App& sub) {
   sub.add_option("--simgrid-cfg", o->simgrid_cfg,
                  "Pass a SimGrid setting KEY:VALUE (repeatable), e.g. network/TCP-gamma:4194304");
   sub.add_flag("--no-plot", o->no_plot, "Skip the Gantt and memory PNGs");
+  sub.add_flag("--force", o->force, "Replace --out if it holds the output of an earlier run");
   sub.add_flag("--bench", o->bench,
                "Time the backend only: print wall time, peak RSS and activities/s as JSON");
   sub.add_flag("--quiet,-q", o->quiet, "No progress messages on stderr");

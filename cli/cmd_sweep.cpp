@@ -23,6 +23,7 @@ struct SweepCli {
   std::string shard;
   bool json = false;
   bool slurm = false;
+  bool force = false;  ///< start over in an --out that holds results
   sweep::SlurmOptions slurm_options;
   std::vector<std::string> merge_inputs;
   std::string merge_out;
@@ -77,6 +78,12 @@ int run(SweepCli& o) {
   if (o.slurm) return write_slurm(o);
   if (!o.shard.empty()) std::tie(o.run.shard, o.run.shards) = sweep::parse_shard(o.shard);
   if (o.run.jobs < 1) throw InputError("-j: must be >= 1");
+  namespace fs = std::filesystem;
+  if (!o.run.resume && !o.force && fs::is_directory(o.run.out) && !fs::is_empty(o.run.out)) {
+    throw InputError("--out " + o.run.out +
+                     ": holds the results of an earlier run; pass --resume to finish it, "
+                     "--force to start over, or choose another --out");
+  }
   const sweep::SweepSummary s = sweep::run_sweep(o.run);
   if (o.json) {
     std::ifstream in(o.run.out + "/results.json");
@@ -119,6 +126,7 @@ CommandRun attach_sweep(CLI::App& sub) {
   sub.add_option("--shard", o->shard,
                  "Run slice I of N (I/N, 0-based): points with index % N == I");
   sub.add_flag("--json", o->json, "Print results.json instead of the summary");
+  sub.add_flag("--force", o->force, "Start over in an --out that holds an earlier run's results");
   sub.add_flag("-q,--quiet", o->run.quiet, "No progress output");
   sub.add_flag("--slurm", o->slurm,
                "Write --out/sweep.sbatch (a Slurm job array, one shard per task) instead of "

@@ -9,8 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/checks.hpp"
 #include "cli/commands.hpp"
+#include "cli/staging.hpp"
 #include "core/errors.hpp"
+#include "core/resources.hpp"
 #include "core/units.hpp"
 #include "traces/generators.hpp"
 #include "traces/trace_io.hpp"
@@ -115,23 +118,13 @@ double seconds_option(const std::string& text, const char* flag) {
   return *v;
 }
 
-/// Writes beside `path` and renames onto it, so a failure leaves no half-written trace.
-void write_atomically(const AvailabilityTrace& trace, const std::string& path) {
-  const std::filesystem::path target(path);
-  const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
-  if (!std::filesystem::is_directory(dir)) {
-    throw InputError("--out " + path + ": directory '" + dir.string() + "' does not exist");
-  }
-  const std::filesystem::path tmp =
-      target.parent_path() / ("." + target.filename().string() + ".tmp");
-  try {
-    write_availability_csv(trace, tmp.string());
-    std::filesystem::rename(tmp, target);
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw;
-  }
+/// Writes through a staging file renamed onto the destination (cli/staging.hpp), so a
+/// failure or an interrupt leaves no half-written trace; `--out DIR` writes DIR/trace.csv.
+std::string write_atomically(const AvailabilityTrace& trace, const std::string& path) {
+  StagedFile out(path, "trace.csv");
+  write_availability_csv(trace, out.path());
+  out.commit();
+  return out.destination().string();
 }
 
 CommandRun attach_info(CLI::App& sub) {
@@ -150,7 +143,8 @@ CommandRun attach_info(CLI::App& sub) {
   sub.add_option("--out-of-order", o->out_of_order,
                  "Count samples that go back in time: error (default) or drop");
   sub.add_option("--notice", o->notice, "Preemption notice before each removal, e.g. 120s");
-  sub.add_option("--time-scale", o->scale, "Multiply every time by this factor (default 1)");
+  sub.add_option("--time-scale", o->scale, "Multiply every time by this factor (default 1)")
+      ->check(finite_range(1e-6, 1e6));
   sub.add_option("--start", o->start, "Start the trace at this time (e.g. 2h; default 0)");
   sub.add_option("--max-duration", o->max_duration, "Cut the trace after this long (0 = all)");
   sub.add_flag("--json", o->json, "Print the summary as JSON (one field per number)");
@@ -203,6 +197,15 @@ CommandRun attach_generate(CLI::App& sub) {
                  "Trace length (periodic default: the last failure; poisson default 6h)");
   sub.add_option("--seed", o->seed, "Random seed (default 1); same seed, same trace");
   return [o, interval, failures, min_alive, rate, rejoin]() {
+    // A node name and an event take ~100 bytes each (strings, vectors, the writer).
+    const double hours =
+        (o->duration.empty() ? 6 * 3600.0 : seconds_option(o->duration, "--duration")) / 3600;
+    const double events =
+        o->kind == "periodic" ? std::max(1.0 * o->failures, 1.0 * o->nodes) : o->rate * hours * 2;
+    check_memory_estimate("trace generate --nodes " + std::to_string(o->nodes) + " (about " +
+                              std::to_string(static_cast<long long>(events)) + " events)",
+                          (static_cast<double>(o->nodes) + events) * 128,
+                          "use fewer --nodes (or a lower --rate or shorter --duration)");
     AvailabilityTrace trace;
     const double duration = o->duration.empty() ? 0 : seconds_option(o->duration, "--duration");
     if (o->kind == "periodic") {
@@ -221,9 +224,9 @@ CommandRun attach_generate(CLI::App& sub) {
     } else {
       throw InputError("--kind: expected periodic or poisson, got '" + o->kind + "'");
     }
-    write_atomically(trace, o->out);
+    const std::string written = write_atomically(trace, o->out);
     const AliveStats s = alive_stats(trace);
-    std::cout << "wrote " << o->out << ": " << trace.source << "; " << s.removes << " removals, "
+    std::cout << "wrote " << written << ": " << trace.source << "; " << s.removes << " removals, "
               << s.adds << " re-joins over " << std::fixed << std::setprecision(2)
               << trace.duration_s / 3600 << " h, alive min " << s.min_alive << "\n";
     return 0;

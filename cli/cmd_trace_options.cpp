@@ -1,4 +1,5 @@
 // Trace loader flags shared by `loom trace info` and `loom replay` (cli/trace_options.hpp).
+#include "cli/checks.hpp"
 #include "cli/trace_options.hpp"
 #include "core/errors.hpp"
 #include "core/units.hpp"
@@ -27,7 +28,8 @@ void add_trace_options(CLI::App& sub, TraceCliOptions& o, const std::string& not
       "--notice", o.notice,
       "Preemption notice before each removal, e.g. 120s (default: " + notice_default + ")");
   sub.add_option("--time-scale", o.time_scale,
-                 "Multiply every trace time by this factor (default 1)");
+                 "Multiply every trace time by this factor (default 1)")
+      ->check(finite_range(1e-6, 1e6));
   sub.add_option("--start", o.start, "Start the trace at this time (e.g. 2h; default 0)");
 }
 

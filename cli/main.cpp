@@ -1,9 +1,13 @@
 // loom: pipeline-schedule what-if studies for multimodal LLM training.
 // Exit codes (DESIGN.md): 0 ok, 2 bad usage or input, 3 infeasible request, 1 internal.
+#include <cmath>
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "cli/staging.hpp"
 #include "core/errors.hpp"
+#include "core/resources.hpp"
+#include "core/units.hpp"
 
 namespace {
 
@@ -53,7 +57,16 @@ int main(int argc, char** argv) {
       "a backend (SimGrid cluster model, or the contention-free evaluator) runs it and writes\n"
       "metrics.json, timeline.json (open in ui.perfetto.dev), timeline.csv, memory.csv and plots.\n"
       "Example: loom sim configs/examples/vlm-frozen.toml --out out/vlm"};
+  app.set_version_flag("--version", std::string("loom ") + LOOM_VERSION + " (SimGrid " +
+                                        LOOM_SIMGRID_VERSION + ", CUDA backend " +
+                                        (LOOM_CUDA_BUILT ? "built" : "not built") + ")");
   app.require_subcommand(1);
+  // Accepted before or after the subcommand (subcommands fall through to it).
+  std::string max_memory;
+  app.add_option("--max-memory", max_memory,
+                 "Refuse (exit 3) work estimated to need more memory than this, e.g. 64GB "
+                 "(default: $LOOM_MAX_MEMORY, else half this machine's memory)");
+  app.fallthrough();
   app.footer(
       "Exit codes: 0 ok; 2 bad usage or invalid input (the message names file and key or line);\n"
       "3 valid but infeasible (out of memory, too few GPUs, deadlocking schedule); 1 internal "
@@ -73,11 +86,21 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
   }
+  loom::install_interrupt_handler();  // Ctrl-C: exit 130, no staging left behind
   try {
+    if (!max_memory.empty()) {
+      const auto bytes = loom::parse_bytes(max_memory);
+      if (!bytes || !(*bytes > 0) || !std::isfinite(*bytes))
+        throw loom::InputError("--max-memory: expected a size like 64GB or 512MiB, got '" +
+                               max_memory + "'");
+      loom::set_memory_limit(*bytes);
+    }
     for (size_t i = 0; i < subs.size(); ++i) {
       if (subs[i]->parsed()) return runs[i]();
     }

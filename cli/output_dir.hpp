@@ -1,6 +1,7 @@
 #pragma once
 /// Writes a run's files into a staging directory beside the destination and publishes
-/// them only when everything succeeded, so a failed run never leaves half-written output.
+/// them only when everything succeeded, so a failed or interrupted run (SIGINT, SIGTERM:
+/// cli/staging.hpp) never leaves half-written output or the staging directory.
 #include <filesystem>
 #include <string>
 
@@ -8,10 +9,11 @@ namespace loom {
 
 class OutputDir {
  public:
-  /// Refuses (InputError) a destination that exists and does not look like a Loom output
-  /// directory (no metrics.json, or summary.json for a replay), so `--out .` cannot wipe a source
-  /// tree.
-  explicit OutputDir(const std::string& destination);
+  /// Creates the destination's parent folders. Refuses (InputError) a destination that is
+  /// a non-empty folder unless `force`; even with `force`, one that does not look like a
+  /// Loom output folder (no metrics.json, summary.json or schedulers.csv), so
+  /// `--out . --force` cannot wipe a source tree.
+  OutputDir(const std::string& destination, bool force);
   ~OutputDir();  ///< removes the staging directory if commit() was not reached
   OutputDir(const OutputDir&) = delete;
   OutputDir& operator=(const OutputDir&) = delete;

@@ -8,6 +8,7 @@
 
 #include "cli/pytorch_csv.hpp"
 #include "core/errors.hpp"
+#include "core/io.hpp"
 #include "core/schedule_stall.hpp"
 #include "core/schedule_text.hpp"
 #include "core/validate.hpp"
@@ -16,8 +17,7 @@ namespace loom {
 namespace {
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot read the schedule file");
+  std::ifstream in = open_for_read(path, "schedule file");
   std::stringstream text;
   text << in.rdbuf();
   return text.str();

@@ -1,9 +1,12 @@
 #include "cli/study.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
+#include "core/resources.hpp"
 #include "core/validate.hpp"
 #include "core/workload.hpp"
 #include "core/workload_gen.hpp"
@@ -30,6 +33,84 @@ void check_modalities(const Config& config, const Sample& sample) {
                          : config.workload.csv + ":1: column '" + modality +
                                "_tokens': no module reads modality '" + modality +
                                "' (the model reads: " + known + ")");
+  }
+  // The other way round: a modality the model reads but the workload never gives would
+  // leave its encoder with 0 tokens (0 ms forward) without a word.
+  const bool synthetic = config.workload.csv.empty() && config.workload.dataset.empty();
+  for (const std::string& modality : read) {
+    const auto it = sample.tokens.find(modality);
+    if (it == sample.tokens.end()) {
+      throw InputError(config.workload.csv.empty()
+                           ? config.path + ": key 'workload.tokens." + modality +
+                                 "': missing, but the model reads modality '" + modality +
+                                 "'; add workload.tokens." + modality + " = N (tokens per sample)"
+                           : config.workload.csv + ":1: no column for modality '" + modality +
+                                 "', which the model reads; add a '" + modality +
+                                 "_tokens' column (0 for samples without it)");
+    }
+    if (synthetic && it->second == 0) {
+      throw InputError(config.path + ": key 'workload.tokens." + modality +
+                       "': 0 tokens, so every sample leaves the modules reading '" + modality +
+                       "' without work; give at least 1");
+    }
+  }
+}
+
+/// Refuses (exit 3) a plan too big for this machine before building it: about 6 ops
+/// (F, B or I + W, a send and a receive each way) per stage, microbatch and replica, a few
+/// hundred bytes each through planning, the backend and the writers (~215 measured on
+/// configs/bench/pp16-dp64.toml, doubled), plus per-layer costs of every microbatch and,
+/// for SimGrid, the platform's hosts and links.
+void check_plan_size(const Config& c) {
+  const ParallelConfig& p = c.parallel;
+  double rank_stages = static_cast<double>(p.pp) * p.dp * c.schedule.chunks;
+  for (const ModuleLayout& l : p.module_layouts)
+    rank_stages = std::max(rank_stages, static_cast<double>(l.end_gpu()) * c.schedule.chunks);
+  const double microbatches = c.schedule.microbatches;
+  const double ops = rank_stages * microbatches * 6;
+  constexpr double kBytesPerOp = 450;
+  constexpr double kBytesPerLayerCost = 64;  // per layer, microbatch and replica
+  constexpr double kBytesPerSimGpu = 4096;   // a SimGrid host with its links
+  const double gpus = static_cast<double>(c.cluster.nodes) * c.cluster.gpus_per_node;
+  const double bytes =
+      ops * kBytesPerOp +
+      static_cast<double>(c.model.num_layers()) * microbatches * p.dp * kBytesPerLayerCost +
+      (c.sim.backend == "simgrid" ? gpus * kBytesPerSimGpu : 0);
+  char estimate[160];
+  std::snprintf(estimate, sizeof estimate,
+                "the schedule (about %.3g operations from %.0f rank-stages x %.0f microbatches; "
+                "%.0f layers; %.0f GPUs)",
+                ops, rank_stages, microbatches, static_cast<double>(c.model.num_layers()), gpus);
+  check_memory_estimate(c.path + ": " + estimate, bytes,
+                        "lower schedule.microbatches, parallel.dp/pp or the layer count");
+}
+
+/// Tensor parallelism splits a layer's attention heads over its TP GPUs: a degree that
+/// does not divide them (tp = 3 with 16 heads) is no layout a framework can run.
+void check_tp_divides_heads(const Config& c) {
+  const Model& model = c.model;
+  for (int m = 0; m < static_cast<int>(model.modules().size()); ++m) {
+    const Module& mod = model.module(m);
+    const bool own = !c.parallel.module_layouts.empty();
+    const int tp = own ? c.parallel.module_layouts[static_cast<size_t>(m)].tp : c.parallel.tp;
+    const std::string key = own ? "parallel.modules." + mod.name + ".tp" : "parallel.tp";
+    for (const LayerSpec& l : mod.layers) {
+      if (l.kind != LayerKind::kTransformer || tp == 1) continue;
+      std::string divisors;
+      for (int d = 1; d <= l.heads; ++d)
+        if (l.heads % d == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(d);
+      if (l.heads % tp != 0)
+        throw InputError(c.path + ": key '" + key + "': " + std::to_string(tp) +
+                         " does not divide module '" + mod.name + "''s " + std::to_string(l.heads) +
+                         " attention heads (tensor parallelism splits the heads over its "
+                         "GPUs); use one of " +
+                         divisors);
+      if (l.kv_heads % tp != 0 && tp % l.kv_heads != 0)
+        throw InputError(c.path + ": key '" + key + "': " + std::to_string(tp) +
+                         " neither divides nor is a multiple of module '" + mod.name + "''s " +
+                         std::to_string(l.kv_heads) + " key/value heads");
+      break;  // a module's layers share their shape
+    }
   }
 }
 
@@ -79,6 +160,8 @@ std::unique_ptr<Study> load_study(const std::string& config_path,
   p.parallel = c.parallel;
   p.schedule = c.schedule;
   p.memory = c.cost.memory;
+  check_plan_size(c);
+  check_tp_divides_heads(c);
   const size_t needed =
       static_cast<size_t>(c.parallel.dp) * c.schedule.microbatches * c.schedule.microbatch_size;
   constexpr size_t kMaxSamples = 10'000'000;  // beyond this the plan alone would not fit in memory

@@ -13,7 +13,9 @@
 #include "core/cost_calibrated.hpp"
 #include "core/cost_recompute.hpp"
 #include "core/errors.hpp"
+#include "core/io.hpp"
 #include "core/presets.hpp"
+#include "core/resources.hpp"
 #include "core/units.hpp"
 #include "core/workload_gen.hpp"
 
@@ -71,7 +73,7 @@ class Reader {
       }
       v = static_cast<int>(raw);
     }
-    record(path + key, std::to_string(v));
+    record(path + key, std::int64_t{v});
     return v;
   }
 
@@ -90,7 +92,7 @@ class Reader {
                 ", got " + describe(*n));
       }
     }
-    record(path + key, std::to_string(v));
+    record(path + key, v);
     return v;
   }
 
@@ -101,7 +103,7 @@ class Reader {
       if (!n->is_boolean()) fail(n, path + key, "expected true or false, got " + describe(*n));
       v = *n->value<bool>();
     }
-    record(path + key, v ? "true" : "false");
+    record(path + key, v);
     return v;
   }
 
@@ -123,7 +125,7 @@ class Reader {
         fail(n, path + key, "'" + v + "' is not one of: " + join(allowed));
       }
     }
-    record(path + key, "\"" + v + "\"");
+    record(path + key, v);
     return v;
   }
 
@@ -151,7 +153,7 @@ class Reader {
                  ", got " + describe(*n));
       }
     }
-    record(path + key, std::to_string(v));
+    record(path + key, v);
     return v;
   }
 
@@ -165,9 +167,9 @@ class Reader {
         fail(n, path + key, "expected non-negative integers");
       out.push_back(static_cast<int>(*e.value<std::int64_t>()));
     }
-    std::string text;
-    for (int v : out) text += (text.empty() ? "" : ", ") + std::to_string(v);
-    record(path + key, "[" + text + "]");
+    toml::array values;
+    for (int v : out) values.push_back(std::int64_t{v});
+    record(path + key, std::move(values));
     return out;
   }
 
@@ -181,7 +183,9 @@ class Reader {
       if (!e.is_string()) fail(n, path + key, "expected an array of strings");
       out.push_back(*e.value<std::string>());
     }
-    record(path + key, "[" + join(out) + "]");
+    toml::array values;
+    for (const std::string& v : out) values.push_back(v);
+    record(path + key, std::move(values));
     return out;
   }
 
@@ -208,7 +212,14 @@ class Reader {
   }
 
   void mark(const toml::node* n) { used_.insert(n); }
-  const std::vector<std::pair<std::string, std::string>>& resolved() const { return resolved_; }
+  /// Marks `n` read and records its value as `key`'s resolved value.
+  void mark(const toml::node* n, const std::string& key) {
+    used_.insert(n);
+    n->visit([&](const auto& v) { record(key, v); });
+  }
+  /// Every key read, in reading order, with the value it resolved to (defaults included).
+  const std::vector<std::string>& resolved_keys() const { return resolved_keys_; }
+  const toml::array& resolved_values() const { return resolved_values_; }
   const std::string& file() const { return file_; }
 
  private:
@@ -226,16 +237,20 @@ class Reader {
     });
     return os.str();
   }
-  void record(const std::string& key, const std::string& value) {
-    resolved_.emplace_back(key, value);
+  template <class T>
+  void record(const std::string& key, T&& value) {
+    resolved_keys_.push_back(key);
+    resolved_values_.push_back(std::forward<T>(value));
   }
 
   std::string file_;
   std::set<const toml::node*> used_;
-  std::vector<std::pair<std::string, std::string>> resolved_;
+  std::vector<std::string> resolved_keys_;
+  toml::array resolved_values_;  ///< parallel to resolved_keys_
 };
 
 toml::table parse_file(const std::string& path) {
+  check_readable_file(path, "config file");
   try {
     return toml::parse_file(path);
   } catch (const toml::parse_error& e) {
@@ -380,6 +395,9 @@ Module read_module(Reader& r, const toml::table& t, int index) {
   base.dtype_bytes = dtype_bytes(r, t, path);
   if (base.hidden <= 0) r.fail(&t, path + "hidden", "required (> 0) unless a preset gives it");
   base.frozen = r.boolean(t, path, "frozen", false);
+  // A layer costs a few hundred bytes through the model, its graph and the cost tables.
+  check_memory_estimate(r.file() + ": " + path + "layers = " + std::to_string(count),
+                        static_cast<double>(count) * 512, "use fewer layers");
   m.layers.assign(static_cast<size_t>(count), base);
   for (const auto& [key, frozen] :
        {std::pair{"frozen_layers", true}, std::pair{"trainable_layers", false}}) {
@@ -553,7 +571,7 @@ void read_module_layouts(Reader& r, const toml::table& parallel, Config& c) {
     const bool one_gpu = g && g->is_integer() && *g->value<std::int64_t>() >= 0;
     const std::string gpus =
         one_gpu ? std::to_string(*g->value<std::int64_t>()) : r.string(*t, path, "gpus", "");
-    if (one_gpu) r.mark(g);
+    if (one_gpu) r.mark(g, path + "gpus");
     if (!gpus.empty()) {
       int end = 0;
       if (!parse_gpu_range(gpus, &l.first_gpu, &end))
@@ -609,6 +627,76 @@ ReplayConfig read_replay(Reader& r, const toml::table& root) {
            "must be 1 or 2 (2: bf16/fp16 activations counted as fp32)");
   c.notice_s = r.quantity(t, p, "notice", c.notice_s, parse_seconds, "120s", false);
   return c;
+}
+
+/// The table `key`'s value goes in, as path components: "cost.table.<module>" and
+/// "parallel.modules.<module>" keep the module name whole (it may hold dots).
+std::vector<std::string> table_path(const std::string& key) {
+  std::vector<std::string> parts;
+  for (const std::string prefix : {"cost.table.", "parallel.modules."}) {
+    if (key.starts_with(prefix) && key.size() > prefix.size()) {
+      std::stringstream ss(prefix);
+      for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+      parts.push_back(key.substr(prefix.size()));
+      return parts;
+    }
+  }
+  std::stringstream ss(key);
+  for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+  return parts;
+}
+
+toml::table& subtable(toml::table& root, const std::vector<std::string>& path) {
+  toml::table* t = &root;
+  for (const std::string& p : path) {
+    if (!t->get(p) || !t->get(p)->is_table()) t->insert_or_assign(p, toml::table{});
+    t = t->get(p)->as_table();
+  }
+  return *t;
+}
+
+/// `loom config`'s output: every key the reader resolved (defaults included) as a TOML
+/// document that load_config reads back to the same Config. Files named in the config
+/// become absolute paths, so the document can be saved anywhere.
+std::string resolved_document(const Reader& r, const Config& c) {
+  toml::table root;
+  toml::array modules;
+  const std::vector<std::string>& keys = r.resolved_keys();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string& key = keys[i];
+    const toml::node& value = *r.resolved_values().get(i);
+    const size_t dot = key.rfind('.');
+    const std::string leaf = key.substr(dot + 1);
+    if (key.starts_with("model.modules.")) {
+      // read_module records "model.modules.<index>.name" first, then the module's keys.
+      if (leaf == "name") modules.push_back(toml::table{});
+      modules.back().as_table()->insert_or_assign(leaf, value);
+      continue;
+    }
+    subtable(root, table_path(key.substr(0, dot))).insert_or_assign(leaf, value);
+  }
+  subtable(root, {"model"}).insert_or_assign("modules", std::move(modules));
+  const auto absolute = [&](const std::vector<std::string>& table, const char* leaf,
+                            const std::string& file) {
+    if (!file.empty())
+      subtable(root, table)
+          .insert_or_assign(leaf, std::filesystem::absolute(file).lexically_normal().string());
+  };
+  absolute({"workload"}, "csv", c.workload.csv);
+  absolute({"cost"}, "profile", c.cost.profile);
+  absolute({"replay"}, "throughput_table", c.replay.throughput_table);
+  if (c.workload.csv.empty() && c.workload.dataset.empty()) {
+    toml::table& tokens = subtable(root, {"workload", "tokens"});
+    for (const auto& [modality, count] : c.workload.tokens)
+      tokens.insert_or_assign(modality, std::int64_t{count});
+  }
+  std::ostringstream os;
+  os << "# resolved configuration of " << c.path
+     << " (file, --set and defaults); loom sim reads it back\n"
+     << toml::toml_formatter{root,
+                             toml::toml_formatter::default_flags & ~toml::format_flags::indentation}
+     << "\n";
+  return os.str();
 }
 
 }  // namespace
@@ -709,9 +797,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   }
 
   r.check_unknown(root, "");
-  std::string dump = "# resolved configuration of " + path + " (file, --set and defaults)\n";
-  for (const auto& [key, value] : r.resolved()) dump += key + " = " + value + "\n";
-  c.resolved_toml = dump;
+  c.resolved_toml = resolved_document(r, c);
   return c;
 }
 

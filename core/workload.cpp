@@ -9,6 +9,7 @@
 
 #include "core/csv.hpp"
 #include "core/errors.hpp"
+#include "core/io.hpp"
 
 namespace loom {
 
@@ -101,6 +102,7 @@ int image_patch_tokens(int width, int height) {
 std::vector<Sample> load_samples_csv(const std::string& path) {
   // The modality columns vary per file, so fccp's fixed-arity CSVReader does not fit; its
   // LineReader does the buffered reading and line counting, the cells are split here.
+  check_readable_file(path, "workload CSV (workload.csv, relative to the config file)");
   std::unique_ptr<io::LineReader> reader;
   try {
     reader = std::make_unique<io::LineReader>(path);

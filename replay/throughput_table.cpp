@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "core/io.hpp"
 
 namespace loom {
 namespace {
@@ -96,7 +97,7 @@ ThroughputTable::ThroughputTable(std::map<int, double> samples_per_s, std::strin
     : by_nodes_(std::move(samples_per_s)), source_(std::move(source)) {}
 
 ThroughputTable ThroughputTable::load(const std::string& path, const std::string& model) {
-  if (!std::ifstream(path)) throw InputError(path + ": cannot open the throughput table");
+  check_readable_file(path, "throughput table");
   const bool json = path.size() >= 5 && path.substr(path.size() - 5) == ".json";
   std::map<int, double> table = json ? load_json(path, model) : load_csv(path);
   if (table.empty()) throw InputError(path + ": the throughput table has no entries");

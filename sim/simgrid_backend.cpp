@@ -1,5 +1,7 @@
 #include "sim/simgrid_backend.hpp"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -353,7 +355,12 @@ Timeline run_simgrid(const Schedule& schedule, const Cluster& cluster,
   char quiet[] = "--log=root.thresh:critical";
   char no_deadlock_notice[] = "--log=ker_engine.app:file:/dev/null";
   char* argv[] = {name, quiet, no_deadlock_notice, nullptr};
+  // SimGrid installs a SIGINT handler that prints every actor and exits 1; keep the
+  // caller's (the CLI removes its staging folder and exits 130).
+  struct sigaction caller_int {};
+  sigaction(SIGINT, nullptr, &caller_int);
   sg::Engine engine(&argc, argv);
+  sigaction(SIGINT, &caller_int, nullptr);
   configure(engine, options);
 
   Simulation simulation(schedule, cluster, options.on_progress);

@@ -179,8 +179,7 @@ AvailabilityTrace read_availability_trace(std::istream& in, const std::string& n
 }
 
 AvailabilityTrace load_availability_trace(const std::string& path, const TraceOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open the trace file");
+  std::ifstream in = open_for_read(path, "trace file");
   return read_availability_trace(in, path, options);
 }
 

@@ -160,8 +160,9 @@ TEST(ReplayCli, RerunsAreByteIdentical) {
   ASSERT_EQ(run(args + tmp.path("b")).exit_code, 0);
   for (const char* f : {"throughput.csv", "events.csv", "summary.json"})
     EXPECT_EQ(slurp(fs::path(tmp.path("a")) / f), slurp(fs::path(tmp.path("b")) / f)) << f;
-  // The same directory can be replaced by a rerun.
-  EXPECT_EQ(run(args + tmp.path("a")).exit_code, 0);
+  // The same directory is replaced by a rerun only with --force (the output contract).
+  EXPECT_EQ(run(args + tmp.path("a")).exit_code, 2);
+  EXPECT_EQ(run(args + tmp.path("a") + " --force").exit_code, 0);
 }
 
 TEST(ReplayCli, OobleckStopsBelowFPlusOneN0) {

@@ -69,6 +69,19 @@ class Enumerator {
   Enumerator(const PlanningProblem& problem, const std::vector<PipelineTemplate>& templates,
              int nodes)
       : p_(problem), ts_(templates), terms_(template_terms(problem, templates)), nodes_(nodes) {
+    // descend() recurses once per pipeline: N / n_0 deep. Past a few thousand that is a
+    // stack overflow (a segfault at --nodes 100000), and the number of X to enumerate
+    // grows exponentially long before.
+    constexpr int kMaxPipelines = 4096;
+    if (!ts_.empty() && nodes / ts_.front().nodes > kMaxPipelines) {
+      throw InfeasibleError("oobleck: " + std::to_string(nodes) + " nodes make up to " +
+                            std::to_string(nodes / ts_.front().nodes) +
+                            " pipelines of the smallest template (" +
+                            std::to_string(ts_.front().nodes) +
+                            " nodes); the instantiation search (Eq 2.5) enumerates at most " +
+                            std::to_string(kMaxPipelines) + " pipelines: use at most " +
+                            std::to_string(kMaxPipelines * ts_.front().nodes) + " nodes");
+    }
     total_mb_ = problem.microbatch_size > 0 ? problem.global_batch / problem.microbatch_size : 0;
     // reach_[j][n]: n nodes are a sum of sizes of templates 0..j (or n = 0).
     reach_.assign(ts_.size(), std::vector<char>(static_cast<size_t>(nodes) + 1, 0));

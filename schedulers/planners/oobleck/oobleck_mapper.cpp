@@ -12,6 +12,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
+
+#include "core/resources.hpp"
 
 namespace loom::oobleck {
 namespace {
@@ -54,6 +57,14 @@ StageMapper::StageMapper(const PlanningProblem& problem)
     par_[i + 1] = par_[i] + c.allreduce_in_node_s;
   }
   const auto l1 = static_cast<size_t>(L_) + 1;
+  // The memo is (M^2 + N) (L+1)^2 entries: 5,000 layers on 8-GPU nodes are 13 GB.
+  const double entries =
+      (static_cast<double>(M_) * M_ + N_ + 1) * static_cast<double>(l1) * static_cast<double>(l1);
+  check_memory_estimate("oobleck: the stage mapper's memo for " + std::to_string(L_) +
+                            " layers on " + std::to_string(M_) + "-GPU nodes",
+                        entries * sizeof(Sub),
+                        "profile fewer, coarser layers (merge consecutive ones) or use fewer "
+                        "GPUs per node");
   in_node_memo_.resize(static_cast<size_t>(M_) * static_cast<size_t>(M_) * l1 * l1);
   across_memo_.resize(l1 * l1 * (static_cast<size_t>(N_) + 1));
 }

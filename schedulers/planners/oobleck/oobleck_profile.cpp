@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "core/io.hpp"
 #include "schedulers/planners/oobleck/oobleck_planner.hpp"
 
 namespace loom::oobleck {
@@ -70,8 +71,7 @@ LayerProfile profile_from_model(const Model& model, const CostModel& cost,
 }
 
 LayerProfile load_profile_csv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open the profile");
+  std::ifstream in = open_for_read(path, "layer profile");
   std::string line;
   if (!std::getline(in, line)) throw InputError(path + ":1: empty file, expected a header");
   const std::vector<std::string> header = split_csv(line);

@@ -1,0 +1,170 @@
+// The bad-input catalogue (issue 18): every input a user can get wrong, one row each —
+// the command, the exit code (2 invalid input, 3 infeasible or too big for this machine)
+// and a fragment the message must contain. Never a crash (139), an internal error (1), a
+// hang or a multi-GB allocation. Covers every parser (config, workload CSV, spot traces in
+// both formats, throughput tables, the calibrated and the Oobleck profile CSVs, the IR
+// text, PyTorch's action CSV) with truncated, binary and empty files, and huge numbers.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli_support.hpp"
+#include "test_support.hpp"
+
+namespace loom {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Case {
+  const char* input;    ///< loom's arguments; {d} is the fixture folder, {s} the source tree
+  int exit_code;        ///< 2 or 3
+  const char* message;  ///< a fragment of what loom prints
+};
+
+// clang-format off
+const Case kCatalogue[] = {
+    // --- config files ---
+    {"sim {d}/missing.toml", 2, "File does not exist"},
+    {"config {d}/missing.toml", 2, "cannot open the config file: no such file"},
+    {"config {d}", 2, "is a directory, expected the config file"},
+    {"config {d}/syntax.toml", 2, "syntax.toml:1"},
+    {"config {d}/truncated.toml", 2, "truncated.toml:"},
+    {"config {d}/binary.bin", 2, "binary.bin"},
+    {"config {d}/empty.toml", 2, "missing [model] section"},
+    {"config {s}/configs/examples/uniform-1f1b.toml --set parallel.ppp=2", 2, "unknown key"},
+    {"config {s}/configs/examples/uniform-1f1b.toml --set parallel.pp=two", 2, "expected an integer"},
+    {"config {s}/configs/examples/uniform-1f1b.toml --set parallel.pp=99999999999", 2, "from 1 to 1000000000"},
+    {"config {s}/configs/examples/uniform-1f1b.toml --set cost.efficiency=nan", 2, "cost.efficiency"},
+    {"config {s}/configs/examples/vlm-frozen.toml --set workload.tokens.text=0", 2, "0 tokens"},
+    {"config {s}/configs/examples/vlm-frozen.toml --set workload.tokens={text=1024}", 2, "workload.tokens.vision': missing"},
+    {"config {s}/configs/examples/uniform-1f1b.toml --set schedule.name=nope", 2, "schedule.name"},
+    {"config {s}/configs/examples/vlm-frozen.toml --set parallel.tp=3 --set cluster.gpus_per_node=12", 2, "does not divide module 'vision''s 16 attention heads"},
+    // --- workload CSV ---
+    {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/text-only.csv", 2, "no column for modality 'vision'"},
+    {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/bad-number.csv", 2, "bad-number.csv:3"},
+    {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/truncated.csv", 2, "truncated.csv:3: expected 3 columns"},
+    {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/binary.bin", 2, "binary.bin"},
+    {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/empty.csv", 2, "empty.csv:1: empty file"},
+    {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/header-only.csv", 2, "no samples"},
+    {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}", 2, "is a directory"},
+    {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/missing.csv", 2, "no such file"},
+    // --- spot traces: events and counts ---
+    {"trace info {d}", 2, "is a directory, expected the trace file"},
+    {"trace info {d}/missing.csv", 2, "no such file"},
+    {"trace info {d}/empty.csv", 2, "empty trace"},
+    {"trace info {d}/binary.bin", 2, "binary.bin:"},
+    {"trace info {d}/events-bad.csv", 2, "events-bad.csv:2"},
+    {"trace info {d}/events-truncated.csv", 2, "events-truncated.csv:3"},
+    {"trace info {d}/counts-bad.txt", 2, "counts-bad.txt:2"},
+    {"trace info {d}/counts-truncated.txt", 2, "counts-truncated.txt:3"},
+    {"trace info {s}/traces/spot/ec2-p3.csv --time-scale nan", 2, "--time-scale"},
+    // --- throughput tables (CSV and JSON) ---
+    {"replay {s}/configs/paper/oobleck-gpt3-1.3b.toml --trace {s}/traces/oobleck/5m.csv --policy oobleck --hours 1 --out {d}/r --throughput-table {d}/tput-bad.csv", 2, "tput-bad.csv"},
+    {"replay {s}/configs/paper/oobleck-gpt3-1.3b.toml --trace {s}/traces/oobleck/5m.csv --policy oobleck --hours 1 --out {d}/r --throughput-table {d}/tput-bad.json", 2, "not valid JSON"},
+    {"replay {s}/configs/paper/oobleck-gpt3-1.3b.toml --trace {s}/traces/oobleck/5m.csv --policy oobleck --hours 1 --out {d}/r --throughput-table {d}/missing.json", 2, "no such file"},
+    {"replay {s}/configs/paper/oobleck-gpt3-1.3b.toml --trace {d} --policy oobleck --hours 1 --out {d}/r", 2, "is a directory"},
+    // --- profile CSVs: the calibrated cost model's and Oobleck's per-layer profile ---
+    {"config {s}/configs/exec/vlm-host.toml --set cost.model=calibrated --set cost.profile={d}/binary.bin", 2, "binary.bin"},
+    {"config {s}/configs/exec/vlm-host.toml --set cost.model=calibrated --set cost.profile={d}/truncated.csv", 2, "truncated.csv"},
+    {"plan templates --profile {d}/binary.bin --nodes 4 --gpus-per-node 1", 2, "binary.bin"},
+    {"plan templates --profile {d}/oobleck-truncated.csv --nodes 4 --gpus-per-node 1", 2, "oobleck-truncated.csv:3"},
+    {"plan templates --profile {d} --nodes 4 --gpus-per-node 1", 2, "is a directory"},
+    // --- schedules: the IR text and PyTorch's action CSV ---
+    {"sim {s}/configs/examples/uniform-1f1b.toml --out {d}/o --schedule {d}/ir-truncated.txt", 2, "ir-truncated.txt"},
+    {"sim {s}/configs/examples/uniform-1f1b.toml --out {d}/o --schedule {d}/binary.bin", 2, "binary.bin"},
+    {"sim {s}/configs/examples/uniform-1f1b.toml --out {d}/o --schedule {d}/pytorch-bad.csv", 2, "pytorch-bad.csv:1"},
+    {"sim {s}/configs/examples/uniform-1f1b.toml --out {d}/o --schedule {d}/empty.csv", 2, "empty.csv"},
+    // --- options ---
+    {"exec {s}/configs/exec/vlm-host.toml --out {d}/o --timeout nan", 2, "--timeout: must be a finite number"},
+    {"exec {s}/configs/exec/vlm-host.toml --out {d}/o --timeout 0", 2, "from 0.001 to 31536000 s, got '0'"},
+    {"sim {s}/configs/examples/uniform-1f1b.toml --out {d}/o --max-memory lots", 2, "--max-memory: expected a size"},
+    {"plan layout {s}/configs/examples/uniform-1f1b.toml --confidence nan", 2, "--confidence"},
+    {"compare {d} {d} --png {d}/missing/compare.png", 2, "does not exist"},
+    {"sweep {s}/studies/vlm-microbatches.toml --out {d}", 2, "--resume to finish it, --force to start over"},
+    {"sim {s}/configs/examples/uniform-1f1b.toml --out {d}/mine.txt", 2, "not a folder"},
+    // --- resource guards: estimated before anything is built (exit 3, the knob named) ---
+    {"plan templates {s}/configs/paper/oobleck-gpt3-1.3b.toml --nodes 100000", 3, "use at most"},
+    {"trace generate --kind periodic --nodes 1000000000 --seed 1 --out {d}/t.csv", 3, "use fewer --nodes"},
+    {"profile {s}/configs/exec/vlm-host.toml --tokens 1048576 --out {d}/p.csv", 3, "profile fewer --tokens"},
+    {"config {s}/configs/examples/uniform-1f1b.toml --set model.modules.llm.layers=1000000000", 3, "--max-memory"},
+    {"config {s}/configs/examples/uniform-1f1b.toml --set schedule.microbatches=10000000", 3, "lower schedule.microbatches"},
+    {"config {s}/configs/examples/uniform-1f1b.toml --set cluster.nodes=250000 --set parallel.dp=250000", 3, "1000000 rank-stages"},
+    {"sim {s}/configs/examples/uniform-1f1b.toml --out {d}/o --max-memory 10KB", 3, "limit (--max-memory)"},
+    {"plan templates --profile {d}/oobleck-5000.csv --nodes 4 --gpus-per-node 8 --max-memory 1GB", 3, "stage mapper's memo"},
+};
+// clang-format on
+
+std::string expand(std::string s, const std::string& dir) {
+  for (const auto& [key, value] :
+       {std::pair<std::string, std::string>{"{d}", dir}, {"{s}", LOOM_SOURCE_DIR}}) {
+    for (size_t at; (at = s.find(key)) != std::string::npos;) s.replace(at, key.size(), value);
+  }
+  return s;
+}
+
+std::string first_bytes(const std::string& path, size_t n) {
+  return test::slurp(path).substr(0, n);
+}
+
+/// The fixture files the catalogue names.
+void write_fixtures(const test::TempDir& d) {
+  const std::string src = LOOM_SOURCE_DIR;
+  std::string binary;
+  for (int i = 0; i < 512; ++i) binary += static_cast<char>((i * 151 + 7) % 256);
+  d.write("binary.bin", binary);
+  d.write("syntax.toml", "[parallel\npp = 2\n");
+  d.write("truncated.toml",
+          first_bytes(src + "/configs/examples/vlm-frozen.toml", 400) + "\n[model\n");
+  d.write("empty.toml", "");
+  d.write("empty.csv", "");
+  d.write("mine.txt", "not a folder\n");
+  d.write("text-only.csv", "sample_id,text_tokens\n0,100\n1,100\n");
+  d.write("bad-number.csv", "sample_id,text_tokens,vision_tokens\n0,1024,4600\n1,10x,4600\n");
+  d.write("truncated.csv", "sample_id,text_tokens,vision_tokens\n0,1024,4600\n1,10");
+  d.write("header-only.csv", "sample_id,text_tokens,vision_tokens\n");
+  d.write("events-bad.csv", "0,add,node1\n10,explode,node1\n");
+  d.write("events-truncated.csv", "0,add,node1\n0,add,node2\n600000,rem");
+  d.write("counts-bad.txt", "2021-12-10, 13:07:45, 80\n2021-12-10, 13:08:45, eighty\n");
+  d.write("counts-truncated.txt", "2021-12-10, 13:07:45, 80\n2021-12-10, 13:08:45, 79\n2021-12-1");
+  d.write("tput-bad.csv", "nodes,samples_per_s\n4,100\nfive,200\n");
+  d.write("tput-bad.json", "{\"4\": 100, \"5\": ");
+  d.write("oobleck-truncated.csv",
+          "layer,forward_s,backward_s,memory_bytes\n0,0.001,0.002,1000\n1,0.0");
+  std::string layers = "layer,forward_s,backward_s,memory_bytes\n";
+  for (int l = 0; l < 5000; ++l) layers += std::to_string(l) + ",0.001,0.002,1000\n";
+  d.write("oobleck-5000.csv", layers);
+  d.write("ir-truncated.txt", "loom-schedule 1\nscheduler 1f1b\nmodules 1 llm\nnum_st");
+  d.write("pytorch-bad.csv", "0F0,0Q1\n");
+}
+
+}  // namespace
+
+TEST(BadInputCatalogue, EveryCaseExitsCleanlyWithItsMessage) {
+  const test::TempDir dir;
+  write_fixtures(dir);
+  const std::string d = dir.path("");
+  const std::string folder = d.substr(0, d.size() - 1);  // without the trailing '/'
+  for (const Case& c : kCatalogue) {
+    const std::string args = expand(c.input, folder);
+    const test::CliResult r = test::run_loom(args);
+    EXPECT_EQ(r.exit_code, c.exit_code) << "loom " << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos)
+        << "loom " << args << "\nmissing '" << c.message << "' in:\n"
+        << r.output;
+    EXPECT_EQ(r.output.find("internal error"), std::string::npos) << args << "\n" << r.output;
+  }
+}
+
+TEST(BadInputCatalogue, PlanLayoutNamesTheCostModelItRatedWith) {
+  const test::CliResult r = test::run_loom(
+      "plan layout " + test::source_path("configs/examples/uniform-1f1b.toml") + " --sizes 1 4");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("table cost model"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("analytical"), std::string::npos) << r.output;
+}
+
+}  // namespace loom
