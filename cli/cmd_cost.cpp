@@ -53,8 +53,9 @@ Shares model_shares(const Study& s, const AnalyticalCostModel& cost) {
                      : k.bound == KernelBound::kMemory ? sh.memory
                                                        : sh.tp_comm;
       slot += k.seconds;
-      const bool rerun = k.pass == KernelPass::kForward &&
-                         (rc == Recompute::kFull || (rc == Recompute::kSelective && k.attention_core));
+      const bool rerun =
+          k.pass == KernelPass::kForward &&
+          (rc == Recompute::kFull || (rc == Recompute::kSelective && k.attention_core));
       if (rerun) sh.recompute += k.seconds;
     }
   }
@@ -64,8 +65,9 @@ Shares model_shares(const Study& s, const AnalyticalCostModel& cost) {
 int run_cost(const Options& o) {
   auto study = prepare_study(o.config, o.overrides);
   const Model& model = study->config.model;
-  const int layer = o.layer >= 0 ? o.layer : model.num_layers() - static_cast<int>(
-                                                 model.modules().back().layers.size());
+  const int layer =
+      o.layer >= 0 ? o.layer
+                   : model.num_layers() - static_cast<int>(model.modules().back().layers.size());
   if (layer >= model.num_layers())
     throw InputError("--layer: " + std::to_string(o.layer) + " is past the model's " +
                      std::to_string(model.num_layers()) + " layers");
@@ -106,14 +108,14 @@ int run_cost(const Options& o) {
                ops[i]);
   }
   const double busy = metrics.per_rank[static_cast<size_t>(busiest)].busy_s;
-  nlohmann::json it = {{"iteration_s", metrics.iteration_time_s},
-                       {"rank", busiest},
-                       {"compute_s", busy},
-                       {"pipeline_wait_s", recv_s},
-                       {"dp_allreduce_s", collective_s},
-                       {"other_idle_s",
-                        std::max(0.0, metrics.iteration_time_s - busy - recv_s - collective_s)},
-                       {"bubble_fraction", metrics.bubble_fraction}};
+  nlohmann::json it = {
+      {"iteration_s", metrics.iteration_time_s},
+      {"rank", busiest},
+      {"compute_s", busy},
+      {"pipeline_wait_s", recv_s},
+      {"dp_allreduce_s", collective_s},
+      {"other_idle_s", std::max(0.0, metrics.iteration_time_s - busy - recv_s - collective_s)},
+      {"bubble_fraction", metrics.bubble_fraction}};
   if (kernels) {
     // Split the rank's compute in the proportions of one microbatch over the whole model.
     const Shares sh = model_shares(*study, *analytical);
@@ -131,8 +133,8 @@ int run_cost(const Options& o) {
   if (kernels) {
     std::printf("kernels of layer %d for one microbatch (tp %d, %s):\n", layer, tp,
                 study->cost->describe().dump().c_str());
-    std::printf("%-40s %4s %-13s %10s %10s %10s %8s\n", "kernel", "pass", "bound", "ms",
-                "GFLOP", "MB", "TFLOP/s");
+    std::printf("%-40s %4s %-13s %10s %10s %10s %8s\n", "kernel", "pass", "bound", "ms", "GFLOP",
+                "MB", "TFLOP/s");
     for (const auto& k : j["kernels"]) {
       const double s = k["seconds"].get<double>();
       const double flops = k["flops"].get<double>();
@@ -142,12 +144,13 @@ int run_cost(const Options& o) {
                   k["bytes"].get<double>() / 1e6, s > 0 ? flops / s / 1e12 : 0.0);
     }
   } else {
-    std::printf("(no kernel list: the %s cost model has no kernels; the kernel-level analytical "
-                "model is the default when cost.efficiency is not set)\n",
-                study->cost->name().c_str());
+    std::printf(
+        "(no kernel list: the %s cost model has no kernels; the kernel-level analytical "
+        "model is the default when cost.efficiency is not set)\n",
+        study->cost->name().c_str());
   }
-  std::printf("\niteration on the evaluator: %.3f s; busiest rank %d:\n",
-              metrics.iteration_time_s, busiest);
+  std::printf("\niteration on the evaluator: %.3f s; busiest rank %d:\n", metrics.iteration_time_s,
+              busiest);
   std::printf("  compute                 %10.3f s\n", busy);
   if (kernels) {
     for (const auto& [name, v] : it["compute_split_s"].items())

@@ -40,8 +40,9 @@ struct Run {
 std::vector<Run> find_runs(const Options& o) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(o.dir))
-    throw InputError(o.dir + ": not a folder (give a folder of validation configs, e.g. "
-                             "validation/megatron-narayanan-2021)");
+    throw InputError(o.dir +
+                     ": not a folder (give a folder of validation configs, e.g. "
+                     "validation/megatron-narayanan-2021)");
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(o.dir)) {
     if (entry.path().extension() == ".toml") files.push_back(entry.path());
@@ -132,8 +133,10 @@ int run_validate(const Options& o) {
   if (o.json) {
     nlohmann::json j = {{"folder", o.dir}, {"runs", nlohmann::json::array()}};
     for (const Run& r : runs) {
-      nlohmann::json run = {{"run", r.name},         {"source", r.source},
-                            {"gpus", r.gpus},        {"layout", r.layout},
+      nlohmann::json run = {{"run", r.name},
+                            {"source", r.source},
+                            {"gpus", r.gpus},
+                            {"layout", r.layout},
                             {"measured_s", r.measured_s}};
       for (const std::string& b : backends) {
         run["predicted_s"][b] = r.predicted_s.at(b);

@@ -513,8 +513,7 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
     r.fail(t.get("recompute"), "cost.recompute",
            "selective recompute needs the kernel-level analytical model (cost.model = "
            "\"analytical\" without cost.efficiency): only it knows the attention core's share");
-  c.flash_attention =
-      r.string(t, "cost.", "attention", "flash", {"flash", "unfused"}) == "flash";
+  c.flash_attention = r.string(t, "cost.", "attention", "flash", {"flash", "unfused"}) == "flash";
   c.tp_comm_overlap = r.boolean(t, "cost.", "tp_comm_overlap", false);
   c.memory.gradient_bytes_per_param = r.number(t, "cost.", "gradient_bytes_per_param", 4);
   c.memory.optimizer_bytes_per_param = r.number(t, "cost.", "optimizer_bytes_per_param", 12);
@@ -721,14 +720,6 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   if (c.parallel.sequence_parallel && c.parallel.tp == 1)
     r.fail(p.get("sequence_parallel"), "parallel.sequence_parallel",
            "needs tensor parallelism: set parallel.tp > 1 or turn it off");
-  for (const Module& m : c.model.modules()) {
-    const LayerSpec& l = m.layers.front();
-    if (l.kind == LayerKind::kTransformer && l.heads % c.parallel.tp != 0)
-      r.fail(p.get("tp"), "parallel.tp",
-             "tp = " + std::to_string(c.parallel.tp) + " does not divide the " +
-                 std::to_string(l.heads) + " heads of module '" + m.name +
-                 "': use a divisor of the head count");
-  }
   read_module_layouts(r, p, c);
 
   const toml::table* sch = r.section(root, "", "schedule");

@@ -73,8 +73,7 @@ std::vector<Kernel> AnalyticalCostModel::kernels(int layer, const MicrobatchShap
 
 PassCost AnalyticalCostModel::layer_cost(int layer, const MicrobatchShape& shape, int tp) const {
   if (!kernel_level()) return fixed_fraction_cost(layer, shape, tp);
-  auto key = std::make_tuple(layer_class_[static_cast<size_t>(layer)], tp,
-                             shape.sequence_lengths);
+  auto key = std::make_tuple(layer_class_[static_cast<size_t>(layer)], tp, shape.sequence_lengths);
   {
     std::lock_guard<std::mutex> lock(cache_mutex_);
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
@@ -174,9 +173,8 @@ double AnalyticalCostModel::parameters(int layer) const {
 }
 
 nlohmann::json AnalyticalCostModel::describe() const {
-  nlohmann::json j = {{"name", name()},
-                      {"gpu", cluster_.gpu.name},
-                      {"peak_flops", cluster_.gpu.peak_flops}};
+  nlohmann::json j = {
+      {"name", name()}, {"gpu", cluster_.gpu.name}, {"peak_flops", cluster_.gpu.peak_flops}};
   if (kernel_level()) {
     j["model"] = "kernel";
     j["attention"] = options_.flash_attention ? "flash" : "unfused";

@@ -71,9 +71,8 @@ class ListScheduler {
               },
               [&](const Send& s) {
                 // Eager: the transfer starts now and costs the rank nothing.
-                timing(here) = {clock,
-                                clock + transfer_time(cluster_, gpu(r), gpu(s.peer), s.bytes,
-                                                      pair_tp(r, s.peer))};
+                timing(here) = {clock, clock + transfer_time(cluster_, gpu(r), gpu(s.peer), s.bytes,
+                                                             pair_tp(r, s.peer))};
                 const OpRef recv = peer(here);
                 if (pos_[static_cast<size_t>(recv.rank)] == recv.index) wake(recv.rank);
                 return true;

@@ -6,18 +6,24 @@ namespace loom {
 
 const char* to_string(KernelPass pass) {
   switch (pass) {
-    case KernelPass::kForward: return "F";
-    case KernelPass::kInputGrad: return "I";
-    case KernelPass::kWeightGrad: return "W";
+    case KernelPass::kForward:
+      return "F";
+    case KernelPass::kInputGrad:
+      return "I";
+    case KernelPass::kWeightGrad:
+      return "W";
   }
   return "?";
 }
 
 const char* to_string(KernelBound bound) {
   switch (bound) {
-    case KernelBound::kCompute: return "compute";
-    case KernelBound::kMemory: return "memory";
-    case KernelBound::kCommunication: return "communication";
+    case KernelBound::kCompute:
+      return "compute";
+    case KernelBound::kMemory:
+      return "memory";
+    case KernelBound::kCommunication:
+      return "communication";
   }
   return "?";
 }
@@ -111,8 +117,8 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
   // Tokens an element-wise kernel outside the TP region touches: all of them, or 1/tp
   // under sequence parallelism.
   const double Tr = o.sequence_parallel ? T / t : T;
-  const std::string tp_comm = o.sequence_parallel ? "tp reduce-scatter + all-gather"
-                                                  : "tp all-reduce";
+  const std::string tp_comm =
+      o.sequence_parallel ? "tp reduce-scatter + all-gather" : "tp all-reduce";
   if (o.vocab_in > 0) {
     list.memory("embedding", kF, 2 * T * h * e);
     list.comm(tp_comm + " (embedding)", kF, T * h * e, tp, intra);

@@ -212,22 +212,21 @@ class Simulation {
       position_[static_cast<size_t>(r)] = static_cast<int>(i);
       const OpRef here{r, static_cast<int>(i)};
       const double start = sg::Engine::get_clock();
-      std::visit(
-          Overloaded{
-              [&](const Compute& c) {
-                if (c.seconds > 0) sg::this_actor::sleep_for(c.seconds);
-                ++activities_;
-              },
-              [&](const Send&) {
-                // The payload names the Send so the receiver can check the match
-                // and record when the data arrived.
-                put(boxes[i], const_cast<Op*>(&ops[i]));
-                ++activities_;
-              },
-              [&](const Recv&) { receive(here, boxes[i].in); },
-              [&](const Collective& c) { ring(here, c, boxes[i]); },
-          },
-          ops[i]);
+      std::visit(Overloaded{
+                     [&](const Compute& c) {
+                       if (c.seconds > 0) sg::this_actor::sleep_for(c.seconds);
+                       ++activities_;
+                     },
+                     [&](const Send&) {
+                       // The payload names the Send so the receiver can check the match
+                       // and record when the data arrived.
+                       put(boxes[i], const_cast<Op*>(&ops[i]));
+                       ++activities_;
+                     },
+                     [&](const Recv&) { receive(here, boxes[i].in); },
+                     [&](const Collective& c) { ring(here, c, boxes[i]); },
+                 },
+                 ops[i]);
       // A send's timing ends when its data arrives; the receiver records that.
       if (!std::holds_alternative<Send>(ops[i]))
         timing(here) = {start, sg::Engine::get_clock()};

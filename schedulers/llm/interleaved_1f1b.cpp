@@ -98,11 +98,7 @@ RankOrders interleaved_1f1b_orders(int p, int m, int v, int group) {
   for (int r = 0; r < p; ++r) {
     auto& order = orders[static_cast<size_t>(r)];
     // Virtual microbatch k; the backward of k runs the mirrored chunk v-1-c.
-    auto push = [&](int k, Pass pass) {
-      const VirtualMicrobatch& t = table[static_cast<size_t>(k)];
-      const int chunk = pass == Pass::kF ? t.chunk : v - 1 - t.chunk;
-      order.push_back({.stage = chunk * p + r, .pass = pass, .microbatch = t.microbatch});
-    };
+    auto push = [&](int k, Pass pass) { order.push_back(virtual_action(table, k, pass, p, v, r)); };
     const int warmup = std::min(total, 2 * (p - r - 1) + (v - 1) * group);
     for (int k = 0; k < warmup; ++k) push(k, Pass::kF);
     for (int j = 0; j < total - warmup; ++j) {

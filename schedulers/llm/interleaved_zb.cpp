@@ -54,11 +54,7 @@ RankOrders interleaved_zb_orders(int p, int m, int v) {
   RankOrders orders(static_cast<size_t>(p));
   for (int r = 0; r < p; ++r) {
     auto& order = orders[static_cast<size_t>(r)];
-    auto push = [&](int k, Pass pass) {
-      const VirtualMicrobatch& t = table[static_cast<size_t>(k)];
-      const int chunk = pass == Pass::kF ? t.chunk : v - 1 - t.chunk;
-      order.push_back({.stage = chunk * p + r, .pass = pass, .microbatch = t.microbatch});
-    };
+    auto push = [&](int k, Pass pass) { order.push_back(virtual_action(table, k, pass, p, v, r)); };
     const int warmup = std::min(total, (v - 1) * round + p - 1 - r);
     int weights = 0;  // W issued, in the order of their I
     for (int k = 0; k < warmup; ++k) push(k, Pass::kF);

@@ -46,6 +46,14 @@ struct VirtualMicrobatch {
 /// is left), each swept over chunks 0..v-1: for m = 5, v = 2, N = 3 the microbatches are
 /// 0 1 2 0 1 2 3 4 3 4 and the chunks 0 0 0 1 1 1 0 0 1 1.
 std::vector<VirtualMicrobatch> megatron_schedule_table(int m, int v, int group);
+/// Rank r's action for virtual microbatch k of `table`: its forward on chunk c, or its
+/// backward on the mirrored chunk v-1-c (virtual stage chunk x p + r).
+inline RankAction virtual_action(const std::vector<VirtualMicrobatch>& table, int k, Pass pass,
+                                 int p, int v, int r) {
+  const VirtualMicrobatch& t = table[static_cast<size_t>(k)];
+  const int chunk = pass == Pass::kF ? t.chunk : v - 1 - t.chunk;
+  return {.stage = chunk * p + r, .pass = pass, .microbatch = t.microbatch};
+}
 
 /// Megatron's rules for the group size N on p ranks and m microbatches, as the InputError
 /// message naming the key and the nearest valid values ("" when valid): m >= p,

@@ -12,7 +12,9 @@ namespace {
 
 const std::string kNarayanan = "validation/megatron-narayanan-2021";
 
-std::string example() { return test::source_path("configs/examples/uniform-1f1b.toml"); }
+std::string example() {
+  return test::source_path("configs/examples/uniform-1f1b.toml");
+}
 
 nlohmann::json json_of(const test::CliResult& r) {
   const auto start = r.output.find('{');
@@ -38,8 +40,8 @@ TEST(Validate, AFolderWithoutValidationRunsIsAnError) {
 }
 
 TEST(Cost, ListsTheKernelsOfALayerAndTheIteration) {
-  const auto r = test::run_loom("cost " + test::source_path(kNarayanan + "/n1-1.7b.toml") +
-                                " --json");
+  const auto r =
+      test::run_loom("cost " + test::source_path(kNarayanan + "/n1-1.7b.toml") + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json j = json_of(r);
   std::string names;
@@ -56,8 +58,7 @@ TEST(CostKeys, BadInputNamesTheKeyAndTheFix) {
                     {"parallel.tp", "divide"});
   test::expect_exit("sim " + example() + " --set parallel.sequence_parallel=true", 2,
                     {"parallel.sequence_parallel", "parallel.tp"});
-  test::expect_exit("sim " + example() + " --set model.modules.llm.vocab=0", 2,
-                    {"vocab", ">= 1"});
+  test::expect_exit("sim " + example() + " --set model.modules.llm.vocab=0", 2, {"vocab", ">= 1"});
   test::expect_exit("sim " + example() + " --set cost.activation_checkpointing=true", 2,
                     {"cost.recompute"});
   test::expect_exit("sim " + example() + " --set cluster.gpu=A100", 2, {"A100-80GB"});

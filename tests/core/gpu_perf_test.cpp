@@ -71,8 +71,8 @@ TEST(GpuPerformance, FasterHardwareNeverPredictsMoreTime) {
   GpuSpec wider = base;
   wider.hbm_bandwidth *= 2;
   const GpuPerformance b(base, 2), f(faster, 2), w(wider, 2);
-  for (const GemmShape& s : {GemmShape{2048, 4608, 12288}, GemmShape{2048, 2048, 128, 12},
-                             GemmShape{16, 50000, 1024}}) {
+  for (const GemmShape& s :
+       {GemmShape{2048, 4608, 12288}, GemmShape{2048, 2048, 128, 12}, GemmShape{16, 50000, 1024}}) {
     EXPECT_LE(f.gemm_seconds(s), b.gemm_seconds(s));
     EXPECT_LE(w.gemm_seconds(s), b.gemm_seconds(s));
   }
