@@ -153,7 +153,7 @@ class OobleckPolicy final : public ReplayPolicy {
     for (const auto& [n, count] : by_nodes)
       out +=
           (out.empty() ? "" : " + ") + std::to_string(count) + " x " + std::to_string(n) + "-node";
-    return out + " pipelines";
+    return out + " pipelines" + (inst.search == "exact" ? "" : " (best of two template sizes)");
   }
 
   PolicySetup s_;
