@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -267,6 +268,20 @@ TEST(ReplayCli, JsonPrintsTheSummaryWithItsFieldNames) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output, test::slurp(tmp.path("o") + "/summary.json"));
   EXPECT_TRUE(nlohmann::json::parse(r.output).contains("average_throughput_samples_per_s"));
+}
+
+TEST(ReplayCli, PlotDrawsThroughputAndBreakdownBesideTheFiles) {
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' 2>/dev/null") != 0)
+    GTEST_SKIP() << "no matplotlib for /usr/bin/python3";
+  test::TempDir tmp;
+  const auto r = test::run_loom(
+      "replay " + test::source_path("configs/paper/oobleck-gpt2-measured.toml") + " --trace " +
+          test::source_path("traces/oobleck/10m.csv") + " -q --plot --json --out " + tmp.path("o"),
+      "2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, test::slurp(tmp.path("o") + "/summary.json"));  // stdout stays JSON
+  for (const char* png : {"replay_throughput.png", "replay_breakdown.png"})
+    EXPECT_EQ(test::slurp(tmp.path("o") + "/" + png).substr(1, 3), "PNG") << png;
 }
 
 }  // namespace loom
