@@ -140,11 +140,11 @@ int run_replay_command(ReplayCliOptions o) {
   ReplayOptions options;
   options.duration_s = o.hours * 3600;
   options.global_batch = setup.global_batch;
-  // Bamboo-like admits joins by Bamboo's own rules (replay.bamboo_join_delay, then at the
-  // next iteration boundary): the driver hands it every join at once.
-  const bool own_join_rules = o.policy == "bamboo-like";
-  options.join = own_join_rules ? JoinRule::kImmediate : join_rule_from_string(config.replay.join);
-  options.node_ready_s = own_join_rules ? 0 : config.replay.node_ready_s;
+  // Bamboo-like admits joins by Bamboo's own rules: usable after replay.bamboo_join_delay,
+  // then used at the next iteration boundary (its policy decides when).
+  const bool bamboo = o.policy == "bamboo-like";
+  options.join = bamboo ? JoinRule::kImmediate : join_rule_from_string(config.replay.join);
+  options.node_ready_s = bamboo ? config.replay.bamboo_join_delay_s : config.replay.node_ready_s;
   if (!o.quiet)
     std::cerr << "loom: replaying " << o.trace << " (" << trace.events.size() << " events) with "
               << o.policy << " ...\n";

@@ -161,5 +161,26 @@ TEST(ReplayJoin, ATraceThatStartsEmptyTrainsOnceTheFirstPlanFits) {
   expect_reconciled(r);
 }
 
+TEST(ReplayJoin, BambooFormsPipelinesOnceTheJoinDelayHasPassed) {
+  // Bamboo-like gets its join delay from the driver (the CLI sets node_ready to
+  // replay.bamboo_join_delay). No node at 0; node1 and node2 join at 10 s, usable from
+  // 55 s: a rendezvous (30 s) forms one 2-node pipeline, 85..125 four 10 s iterations.
+  AvailabilityTrace trace = test::removal_trace(0, {}, 125);
+  trace.events = {{10, AvailabilityChange::kAdd, "node1", 0},
+                  {10, AvailabilityChange::kAdd, "node2", 0}};
+  PolicySetup s = test::fixed_setup(10, 8, 2);
+  s.params.bamboo_redundancy = 0;
+  s.params.bamboo_reconfigure_s = 30;
+  auto policy = make_policy("bamboo-like", s);
+  const ReplayResult r = run_replay(trace, *policy, test::options(8, JoinRule::kImmediate, 45));
+  EXPECT_EQ(r.iterations, 4);
+  EXPECT_EQ(r.samples_committed, 32);
+  EXPECT_DOUBLE_EQ(part(r, TimeUse::kIdle), 55);
+  EXPECT_DOUBLE_EQ(part(r, TimeUse::kReconfiguration), 30);
+  EXPECT_DOUBLE_EQ(part(r, TimeUse::kTraining), 40);
+  EXPECT_EQ(event_at(r, 55, "rendezvous").event, "add");
+  expect_reconciled(r);
+}
+
 }  // namespace
 }  // namespace loom
