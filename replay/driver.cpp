@@ -46,6 +46,11 @@ std::vector<EventGroup> group_events(const AvailabilityTrace& trace, double dura
     if (groups.empty() || groups.back().time_s != e.time_s) groups.push_back({e.time_s, 0, {}, {}});
     EventGroup& g = groups.back();
     if (e.change == AvailabilityChange::kRemove) {
+      // A node that joins and leaves at one instant was never there.
+      if (auto it = std::find(g.added.begin(), g.added.end(), e.node); it != g.added.end()) {
+        g.added.erase(it);
+        continue;
+      }
       g.removed.push_back(e.node);
       g.notice_s = std::max(g.notice_s, e.notice_s);
     } else {
@@ -169,6 +174,7 @@ class Replayer {
   }
 
   void record_unseen(const EventGroup& g) {
+    if (g.removed.empty() && g.added.empty()) return;  // joined and left at one instant
     for (const std::string& n : g.removed) drop(n);
     for (const std::string& n : g.added) join(n, g.time_s);
     const double samples_per_s = r_.throughput.empty() ? 0 : r_.throughput.back().samples_per_s;
