@@ -7,10 +7,14 @@ Reads replay output directories (`loom replay ... --out DIR`), each with
   summary.json    {"policy", "trace", "duration_s", "average_throughput_samples_per_s",
                    "time_s": {"training", "restart", "checkpoint", "reconfiguration",
                               "lost_work", "idle"}, ...}
+  events.csv      (optional) time_s,event,nodes_alive,action,cost_s,detail: restarts
+                  (action "restart") and reconfigurations (any other action with a cost,
+                  checkpoints aside) become markers
 and draws
   replay_throughput.png  every policy's throughput over time on one chart, as step lines,
-                         with its average as a dotted line and the alive node count on a
-                         second axis (dissertation Fig 2.10 style);
+                         with its average as a dotted line, its restarts (x) and
+                         reconfigurations (|) as markers under the axis' top, and the alive
+                         node count on a second axis (dissertation Fig 2.10 style);
   replay_breakdown.png   one stacked bar per policy: the share of wall-clock time spent
                          training, restarting, checkpointing, copying layers /
                          reconfiguring, redoing lost work and idle (Fig 2.11 style).
@@ -20,6 +24,7 @@ Example:
 """
 
 import argparse
+import csv
 import json
 import os
 import re
@@ -50,12 +55,14 @@ BREAKDOWN_MARGINS_IN = dict(left_in=0.8, right_in=1.9, top_in=0.45, bottom_in=0.
 class Replay:
     """One replay directory: its throughput step function and (optional) summary."""
 
-    def __init__(self, directory, time_s, nodes, samples_per_s, summary):
+    def __init__(self, directory, time_s, nodes, samples_per_s, summary, markers=None):
         self.directory = directory
         self.time_s = time_s
         self.nodes = nodes
         self.samples_per_s = samples_per_s
         self.summary = summary
+        # {"restart": [time_s...], "reconfiguration": [time_s...]} from events.csv
+        self.markers = markers or {"restart": [], "reconfiguration": []}
 
     @property
     def policy(self):
@@ -142,7 +149,27 @@ def load_replay(directory):
         raise lp.LoomInputError(directory, "not a directory (expected a loom replay --out DIR)")
     time_s, nodes, rate = load_throughput(os.path.join(directory, "throughput.csv"))
     summary = load_summary(os.path.join(directory, "summary.json"), required=False)
-    return Replay(directory, time_s, nodes, rate, summary)
+    markers = load_markers(os.path.join(directory, "events.csv"))
+    return Replay(directory, time_s, nodes, rate, summary, markers)
+
+
+def load_markers(path):
+    """Restart and reconfiguration times from events.csv; none when it is absent."""
+    markers = {"restart": [], "reconfiguration": []}
+    if not os.path.exists(path):
+        return markers
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            try:
+                time_s, cost_s = float(row["time_s"]), float(row["cost_s"])
+            except (KeyError, TypeError, ValueError):
+                raise lp.LoomInputError(path, "expected time_s,...,action,cost_s columns")
+            action = row.get("action", "")
+            if action == "restart":
+                markers["restart"].append(time_s)
+            elif cost_s > 0 and action != "checkpoint":
+                markers["reconfiguration"].append(time_s)
+    return markers
 
 
 # ----------------------------------------------------------------------------- series
@@ -219,7 +246,8 @@ def render_throughput(replays, window_s=None, title=None):
             ax.axhline(avg, color=color, linestyle=":", linewidth=1.2,
                        label=f"{label} average {avg:.2f}")
     ax.set_xlim(0, end_s / 3600.0 if end_s > 0 else 1.0)
-    ax.set_ylim(0, top * 1.1 if top > 0 else 1.0)
+    ax.set_ylim(0, top * (1.06 + 0.03 * len(replays)) if top > 0 else 1.0)
+    _draw_markers(ax, replays, top if top > 0 else 0.9)
     ax.set_xlabel("time (h)")
     ax.set_ylabel("throughput (samples/s)" + (f", {_fmt_window(window_s)} averages"
                                               if window_s else ""))
@@ -232,6 +260,19 @@ def render_throughput(replays, window_s=None, title=None):
     ax.legend(handles + h2, labels + l2, loc="upper left", bbox_to_anchor=(1.09, 1.0),
               fontsize=8, frameon=False)
     return fig
+
+
+def _draw_markers(ax, replays, top):
+    """Restarts (x) and reconfigurations (|) of each policy, in its color, one row per
+    policy above the highest throughput (`top`)."""
+    for i, (r, label, color) in enumerate(zip(replays, _labels(replays), _colors(replays))):
+        y = top * (1.02 + 0.03 * i)
+        for kind, marker, name in (("reconfiguration", "|", "reconfig."), ("restart", "x",
+                                                                           "restarts")):
+            times = np.asarray(r.markers[kind], dtype=float) / 3600.0
+            if len(times):
+                ax.plot(times, np.full(len(times), y), linestyle="none", marker=marker,
+                        markersize=5, color=color, label=f"{label} {name} ({len(times)})")
 
 
 def _draw_alive(ax, replays):
@@ -341,6 +382,8 @@ def build_parser():
     parser.add_argument("--title", help="title of the throughput figure")
     parser.add_argument("--only", choices=("throughput", "breakdown"),
                         help="draw only one of the two figures")
+    parser.add_argument("--quiet", action="store_true",
+                        help="do not print the files written (loom replay --plot)")
     return parser
 
 
@@ -353,11 +396,13 @@ def main(argv=None):
     if args.only in (None, "throughput"):
         out = os.path.join(args.out_dir, "replay_throughput.png")
         lp.save_png(render_throughput(replays, window_s, args.title), out)
-        print(f"wrote {out}")
+        if not args.quiet:
+            print(f"wrote {out}")
     if args.only in (None, "breakdown"):
         out = os.path.join(args.out_dir, "replay_breakdown.png")
         lp.save_png(render_breakdown(replays), out)
-        print(f"wrote {out}")
+        if not args.quiet:
+            print(f"wrote {out}")
     return 0
 
 

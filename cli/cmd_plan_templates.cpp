@@ -1,6 +1,7 @@
 // loom plan templates: Oobleck's pipeline templates (dissertation §2.4.1) and their
 // instantiation (Eq 2.5) with batch distribution (Eq 2.6), for a config's model or for a
 // measured per-layer profile.
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -30,6 +31,23 @@ struct Options {
   int microbatch_size = 0;
   int global_batch = 0;
   bool json = false;
+  bool quiet = false;  // no progress lines on stderr
+};
+
+/// Progress lines on stderr: each step with the seconds since the command started (a
+/// 1,000-node plan takes a while; the output itself stays on stdout).
+class Progress {
+ public:
+  explicit Progress(bool quiet) : quiet_(quiet) {}
+  void step(const std::string& what) const {
+    if (quiet_) return;
+    const std::chrono::duration<double> t = std::chrono::steady_clock::now() - start_;
+    std::fprintf(stderr, "loom: plan templates: %s (%.1f s)\n", what.c_str(), t.count());
+  }
+
+ private:
+  bool quiet_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 double quantity(const std::string& text, const char* option, bool bytes) {
@@ -131,6 +149,7 @@ void print_text(const oobleck::PlanningProblem& p, const std::vector<oobleck::Pi
             << " pipelines, global batch " << inst.global_batch << " (microbatch "
             << p.microbatch_size << "), iteration " << ms(inst.iteration_time_s) << " (sync "
             << ms(inst.sync_time_s) << "), " << inst.throughput_samples_per_s() << " samples/s\n";
+  if (inst.search != "exact") std::cout << "  search: " << inst.search << "\n";
   for (size_t i = 0; i < inst.pipelines.size(); ++i) {
     const oobleck::Pipeline& pl = inst.pipelines[i];
     const oobleck::PipelineTemplate& t = ts[static_cast<size_t>(pl.template_index)];
@@ -187,6 +206,7 @@ nlohmann::json to_json(const oobleck::PlanningProblem& p,
                         {"pipelines", pipes},
                         {"iteration_time_s", inst.iteration_time_s},
                         {"sync_time_s", inst.sync_time_s},
+                        {"search", inst.search},
                         {"throughput_samples_per_s", inst.throughput_samples_per_s()}};
   return j;
 }
@@ -205,7 +225,8 @@ CommandRun attach_plan_templates(CLI::App& sub) {
       "on one GPU) and optionally state_bytes,allreduce_in_node_s,allreduce_across_nodes_s.\n"
       "Prints the templates n_0 .. N - f n_0 (dissertation §2.4.1) and the instantiation on\n"
       "N' nodes (Eq 2.5) with its batch distribution (Eq 2.6). Exit 3 when fewer than\n"
-      "(f+1) n_0 nodes are available.");
+      "(f+1) n_0 nodes are available, or more than 10,000. Past the exact search's limits\n"
+      "the instantiation is the best X of at most two template sizes (printed as `search`).");
   sub.add_option("CONFIG", o->config, "TOML config (model, cluster, cost model)");
   sub.add_option("--set", o->overrides, "Override a config key: section.key=value (repeatable)");
   sub.add_option("--profile", o->profile, "Measured per-layer profile CSV instead of a config");
@@ -229,20 +250,32 @@ CommandRun attach_plan_templates(CLI::App& sub) {
   sub.add_option("--global-batch", o->global_batch, "B: samples per iteration (profile form; 1024)")
       ->check(CLI::Range(1, 1 << 30));
   sub.add_flag("--json", o->json, "Print JSON: each template's stages and the instantiation");
+  sub.add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
   return [o]() {
     if (o->config.empty() == o->profile.empty()) {
       throw InputError("loom plan templates: give either a CONFIG or --profile FILE (see --help)");
     }
+    const Progress progress(o->quiet);
+    progress.step("reading the " + std::string(o->config.empty() ? "profile" : "config"));
     const oobleck::PlanningProblem p = o->config.empty() ? from_profile(*o) : from_config(*o);
-    const std::vector<oobleck::PipelineTemplate> ts = oobleck::generate_templates(p);
     const int available = o->available > 0 ? o->available : p.max_nodes;
     if (available > p.max_nodes) {
       throw InputError("option --available: " + std::to_string(available) +
                        " nodes is more than N = " + std::to_string(p.max_nodes));
     }
+    if (available > oobleck::kMaxInstantiationNodes) {  // refuse before any work
+      throw InfeasibleError("loom plan templates: " + std::to_string(available) +
+                            " nodes are more than the planner instantiates (at most " +
+                            std::to_string(oobleck::kMaxInstantiationNodes) + " nodes)");
+    }
+    progress.step("generating templates for N = " + std::to_string(p.max_nodes) + " nodes");
+    const std::vector<oobleck::PipelineTemplate> ts = oobleck::generate_templates(p);
+    progress.step(std::to_string(ts.size()) + " templates; instantiating " +
+                  std::to_string(available) + " nodes (Eq 2.5, 2.6)");
     std::vector<int> nodes(static_cast<size_t>(available));
     std::iota(nodes.begin(), nodes.end(), 0);
     const oobleck::Instantiation inst = oobleck::instantiate(p, ts, nodes);
+    progress.step("planned (search: " + inst.search + ")");
     if (o->json) {
       std::cout << to_json(p, ts, inst).dump(2) << "\n";
     } else {

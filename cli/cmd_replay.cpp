@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/output_dir.hpp"
 #include "cli/replay_timer.hpp"
+#include "cli/run_output.hpp"
 #include "cli/study.hpp"
 #include "cli/trace_options.hpp"
 #include "core/errors.hpp"
@@ -34,6 +35,7 @@ struct ReplayCliOptions {
   bool quiet = false;
   bool force = false;  ///< replace an existing --out folder
   bool json = false;   ///< print summary.json instead of the text summary
+  bool plot = false;   ///< draw replay_throughput.png and replay_breakdown.png too
 };
 
 /// Oobleck's planning problem for the config's model (simulation mode).
@@ -144,12 +146,19 @@ int run_replay_command(ReplayCliOptions o) {
   ReplayOptions options;
   options.duration_s = o.hours * 3600;
   options.global_batch = setup.global_batch;
+  // Bamboo-like admits joins by Bamboo's own rules: usable after replay.bamboo_join_delay,
+  // then used at the next iteration boundary (its policy decides when).
+  const bool bamboo = o.policy == "bamboo-like";
+  options.join = bamboo ? JoinRule::kImmediate : join_rule_from_string(config.replay.join);
+  options.node_ready_s = bamboo ? config.replay.bamboo_join_delay_s : config.replay.node_ready_s;
   if (!o.quiet)
     std::cerr << "loom: replaying " << o.trace << " (" << trace.events.size() << " events) with "
               << o.policy << " ...\n";
   const ReplayResult result = run_replay(trace, *policy, options);
 
   write_replay_outputs(result, out.file(""));
+  // analysis/replay_plot.py reads the files just written (quiet: --json owns stdout).
+  if (o.plot) run_analysis_script("replay_plot.py", {out.file(""), "-o", out.file(""), "--quiet"});
   out.commit();
   if (o.json) {
     std::ifstream in(out.destination() / "summary.json");
@@ -169,8 +178,9 @@ int run_replay_command(ReplayCliOptions o) {
   }
   if (!result.stop_reason.empty())
     std::printf("stopped at %.0f s: %s\n", result.stopped_at_s, result.stop_reason.c_str());
-  std::printf("wrote %s/{throughput.csv, events.csv, summary.json}\n",
-              out.destination().string().c_str());
+  std::printf("wrote %s/{throughput.csv, events.csv, summary.json%s}\n",
+              out.destination().string().c_str(),
+              o.plot ? ", replay_throughput.png, replay_breakdown.png" : "");
   return 0;
 }
 
@@ -212,6 +222,10 @@ CommandRun attach_replay(CLI::App& sub) {
                  "Override a config key (repeatable), e.g. --set replay.fault_tolerance=2");
   sub.add_flag("--quiet,-q", o->quiet, "No progress messages on stderr");
   sub.add_flag("--force", o->force, "Replace --out if it holds the output of an earlier run");
+  sub.add_flag("--plot", o->plot,
+               "Also draw DIR/replay_throughput.png (throughput, alive nodes, restart and "
+               "reconfiguration markers) and DIR/replay_breakdown.png (analysis/replay_plot.py; "
+               "several runs in one figure: run the script on their directories)");
   sub.add_flag("--json", o->json,
                "Print summary.json (the same fields) instead of the text summary");
   return [o]() { return run_replay_command(*o); };

@@ -119,6 +119,12 @@ struct ReplayConfig {
   /// TF32 + checkpointing (configs/paper/oobleck-gpt3-*.toml) set 2 (TF32: 4 bytes).
   double bamboo_activation_factor = 1;
   double notice_s = 0;  ///< preemption notice given to every removal, s
+  /// When joined nodes enter the job (oobleck, varuna-like; bamboo-like keeps Bamboo's
+  /// rules): "next-reconfiguration" (they wait for the next removal, or enter at once while
+  /// the job cannot train: the Oobleck artifact's simulator) or "immediate" (the job
+  /// reconfigures at the first iteration boundary after they are ready).
+  std::string join = "next-reconfiguration";
+  double node_ready_s = 45;  ///< a joined node is usable after this, s (artifact: 45 s)
 };
 
 /// `[validation]`: a published run this config reproduces (validation/, `loom validate`).

@@ -4,8 +4,10 @@
 // fails, its successor runs its stage (backward RC, failover_slowdown x step time in that
 // pipeline, which straggles the whole synchronous iteration) without a restart. When two
 // adjacent nodes of a pipeline have failed, the lost stage has no copy left: full restart
-// on the survivors. Joined nodes are usable after a delay and replace failed-over slots
-// or form new pipelines at the next iteration boundary (a global rendezvous).
+// on the survivors. Joined nodes are usable after a delay (the driver hands them over
+// then: ReplayOptions::node_ready_s = replay.bamboo_join_delay) and replace failed-over
+// slots or form new pipelines at the next iteration boundary (a global rendezvous); while
+// it has no pipeline (too few nodes so far) the rendezvous forms them at once.
 //
 //   pipeline ring:  n0 -> n1 -> n2 -> n3      copy of stage k lives on node k+1 (mod S)
 //   n1 fails:       n2 runs stages 1 and 2    (failover)
@@ -66,15 +68,7 @@ class BambooPolicy final : public ReplayPolicy {
     return t;
   }
 
-  std::optional<Action> after_iteration(double time_s) override {
-    for (auto it = joining_.begin(); it != joining_.end();) {
-      if (it->second <= time_s) {
-        spares_.push_back(it->first);
-        it = joining_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+  std::optional<Action> after_iteration(double) override {
     const bool replace = any_failed() && !spares_.empty();
     const bool grow = !any_failed() && static_cast<int>(spares_.size()) >= depth();
     if (!replace && !grow) return std::nullopt;
@@ -88,9 +82,23 @@ class BambooPolicy final : public ReplayPolicy {
   }
 
   Action on_change(const MembershipChange& c) override {
-    for (const std::string& n : c.added)
-      joining_.emplace_back(n, c.time_s + s_.params.bamboo_join_delay_s);
-    if (c.removed.empty()) return {"none", {}, false, false, "usable after the join delay"};
+    for (const std::string& n : c.added) spares_.push_back(n);  // usable: the driver waited
+    if (c.removed.empty()) {
+      if (!pipelines_.empty() && !infeasible_)
+        return {"none", {}, false, false, "spare until the next iteration boundary"};
+      // Not training (no pipeline yet, or too few nodes measured): rendezvous now.
+      if (pipelines_.empty())
+        form(c.alive);
+      else
+        refill();
+      if (pipelines_.empty())
+        return {"wait", {}, false, false, "fewer nodes than one pipeline: " + text()};
+      return {"rendezvous",
+              {{TimeUse::kReconfiguration, s_.params.bamboo_reconfigure_s, false}},
+              false,
+              false,
+              "pipelines formed: " + text()};
+    }
     std::string adjacent;
     for (const std::string& n : c.removed) {
       drop_spare(n);
@@ -103,12 +111,7 @@ class BambooPolicy final : public ReplayPolicy {
               false,
               text()};
     }
-    std::vector<std::string> usable;
-    for (const std::string& n : c.alive)
-      if (std::none_of(joining_.begin(), joining_.end(),
-                       [&](const auto& j) { return j.first == n; }))
-        usable.push_back(n);
-    form(usable);
+    form(c.alive);
     const std::string why =
         adjacent.empty() ? "the previous restart was cut off" : "adjacent failure at " + adjacent;
     return {"restart",
@@ -148,9 +151,6 @@ class BambooPolicy final : public ReplayPolicy {
 
   void drop_spare(const std::string& node) {
     spares_.erase(std::remove(spares_.begin(), spares_.end(), node), spares_.end());
-    joining_.erase(std::remove_if(joining_.begin(), joining_.end(),
-                                  [&](const auto& j) { return j.first == node; }),
-                   joining_.end());
   }
 
   /// Spares replace failed slots first, then form new pipelines.
@@ -194,7 +194,6 @@ class BambooPolicy final : public ReplayPolicy {
   PolicySetup s_;
   std::vector<std::vector<Slot>> pipelines_;
   std::vector<std::string> spares_;
-  std::vector<std::pair<std::string, double>> joining_;  ///< node, usable from
   bool infeasible_ = false;
   std::string fatal_;  ///< the layout does not fit memory: more nodes would not help
 };

@@ -3,8 +3,11 @@
 // reinstantiated (simple / borrow nodes / merge, Fig 2.8), missing layers are copied from
 // surviving replicas and the batch is redistributed (Eq 2.6) — no restart, only the
 // iteration in flight is lost. Below (f+1) n0 nodes a full model replica set cannot be
-// kept and Oobleck stops (§2.5: "can recover from failures until we have fewer than
-// (f+1) n0 nodes").
+// kept (§2.5: "can recover from failures until we have fewer than (f+1) n0 nodes"):
+// Oobleck "stores the progress, informs the user, and exits", and the user restarts from
+// it "once enough nodes have recovered to maintain f+1 replicas" (§2.3). The policy waits
+// for that and restarts (`restart` seconds, nothing more lost); a job whose trace starts
+// with too few nodes starts (free) when the first plan fits.
 //
 // Two modes:
 //   planner     (simulation) S2's planner chooses the pipelines; the reconfiguration costs
@@ -27,24 +30,10 @@ class OobleckPolicy final : public ReplayPolicy {
   std::string name() const override { return "oobleck"; }
   int nodes_in_use() const override { return nodes_; }
 
-  Action start(const std::vector<std::string>& alive) override {
-    nodes_ = static_cast<int>(alive.size());
-    if (const std::string why = too_few(nodes_); !why.empty()) return stop(why);
-    if (!s_.oobleck) {
-      layout_ = Layout{{{nodes_, {}, 0}}, 1};
-      return {"instantiate", {}, false, false, std::to_string(nodes_) + " nodes"};
-    }
-    try {
-      inst_ = oobleck::instantiate(s_.oobleck->problem, s_.oobleck->templates, ids(alive));
-    } catch (const InfeasibleError& e) {
-      return stop(e.what());
-    }
-    layout_ = to_layout(inst_);
-    return {"instantiate", {}, false, false, describe(inst_)};
-  }
+  Action start(const std::vector<std::string>& alive) override { return instantiate(alive); }
 
   std::optional<double> iteration_s() override {
-    if (infeasible_) return std::nullopt;
+    if (waiting_ || infeasible_) return std::nullopt;
     try {
       return (*s_.timer)(layout_);
     } catch (const InfeasibleError&) {
@@ -54,9 +43,10 @@ class OobleckPolicy final : public ReplayPolicy {
   }
 
   Action on_change(const MembershipChange& c) override {
+    if (waiting_) return instantiate(c.alive);
     nodes_ = static_cast<int>(c.alive.size());
     infeasible_ = false;
-    if (const std::string why = too_few(nodes_); !why.empty()) return stop(why);
+    if (const std::string why = too_few(nodes_); !why.empty()) return wait(why);
     const Phase fixed{TimeUse::kReconfiguration, s_.params.reconfiguration_s, false};
     if (!s_.oobleck) {
       layout_ = Layout{{{nodes_, {}, 0}}, 1};
@@ -98,6 +88,38 @@ class OobleckPolicy final : public ReplayPolicy {
     return "oobleck: " + oobleck::too_few_nodes_message(nodes, f, n0());
   }
   Action stop(const std::string& why) const { return {"stop", {}, false, true, why}; }
+  /// Too few nodes for f+1 pipelines: the progress is kept, the pipelines are gone.
+  Action wait(const std::string& why) {
+    waiting_ = true;
+    inst_ = {};
+    return {"wait", {}, false, false, why + "; waits for nodes"};
+  }
+
+  /// Plans from scratch on `alive`: at the start, or after waiting for nodes (a restart
+  /// from the stored progress once the job has trained).
+  Action instantiate(const std::vector<std::string>& alive) {
+    nodes_ = static_cast<int>(alive.size());
+    infeasible_ = false;
+    waiting_ = false;
+    if (const std::string why = too_few(nodes_); !why.empty()) return wait(why);
+    std::string detail = std::to_string(nodes_) + " nodes";
+    if (!s_.oobleck) {
+      layout_ = Layout{{{nodes_, {}, 0}}, 1};
+    } else {
+      try {
+        inst_ = oobleck::instantiate(s_.oobleck->problem, s_.oobleck->templates, ids(alive));
+      } catch (const InfeasibleError& e) {
+        return stop(e.what());
+      }
+      layout_ = to_layout(inst_);
+      detail = describe(inst_);
+    }
+    if (!planned_before_) {
+      planned_before_ = true;
+      return {"instantiate", {}, false, false, detail};
+    }
+    return {"restart", {{TimeUse::kRestart, s_.params.restart_s, false}}, false, false, detail};
+  }
 
   int id(const std::string& node) {
     auto [it, inserted] = id_of_.emplace(node, static_cast<int>(id_of_.size()));
@@ -131,13 +153,15 @@ class OobleckPolicy final : public ReplayPolicy {
     for (const auto& [n, count] : by_nodes)
       out +=
           (out.empty() ? "" : " + ") + std::to_string(count) + " x " + std::to_string(n) + "-node";
-    return out + " pipelines";
+    return out + " pipelines" + (inst.search == "exact" ? "" : " (best of two template sizes)");
   }
 
   PolicySetup s_;
   int nodes_ = 0;
   Layout layout_;
   bool infeasible_ = false;
+  bool waiting_ = false;         ///< fewer than (f+1) n0 nodes: no pipelines
+  bool planned_before_ = false;  ///< a later plan is a restart from the stored progress
   oobleck::Instantiation inst_;
   std::map<std::string, int> id_of_;
 };

@@ -180,5 +180,23 @@ class ReplayPlotTest(unittest.TestCase):
         self.assertBadInput([str(self.tmp / "absent")], "not a directory")
 
 
+    def test_events_become_restart_and_reconfiguration_markers(self):
+        (self.varuna / "events.csv").write_text(
+            "time_s,event,nodes_alive,action,cost_s,detail\n"
+            "0,start,30,plan,0,grid\n"
+            "540,checkpoint,30,checkpoint,11.2,every 10 iterations\n"
+            "600,remove,29,restart,78.7,grid\n"
+            "610,add,30,wait,0,node31; usable from 655 s\n"
+            "1200,remove,28,reinstantiate,3,simple\n")
+        replay = rp.load_replay(self.varuna)
+        self.assertEqual(replay.markers, {"restart": [600.0], "reconfiguration": [1200.0]})
+        self.assertEqual(rp.load_replay(self.oobleck).markers,
+                         {"restart": [], "reconfiguration": []})  # no events.csv
+        code, out, _ = run([str(self.oobleck), str(self.varuna), "-o", str(self.tmp), "--quiet"])
+        self.assertEqual(code, 0)
+        self.assertEqual(out, "")
+        self.assertTrue((self.tmp / "replay_throughput.png").exists())
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -78,6 +78,28 @@ TEST(CliPlanTemplates, TooFewNodesExitsThree) {
   EXPECT_NE(stderr_text().find("fewer than (f+1) n_0"), std::string::npos) << stderr_text();
 }
 
+TEST(CliPlanTemplates, RefusesMoreNodesThanItPlansNamingTheLimit) {
+  // --nodes 100000 used to overflow the stack of the enumeration (a segfault).
+  const Result r = plan("--profile " + profile(24) + " --nodes 100000 --gpus-per-node 1");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(stderr_text().find("at most 10000 nodes"), std::string::npos) << stderr_text();
+}
+
+TEST(CliPlanTemplates, TwoHundredNodesPlanWithTheTwoSizeFallbackAndProgress) {
+  // n_0 = 1 and 24 templates: ~10^12 X, past the exact search's limits.
+  const Result r =
+      plan("--profile " + profile(24) + " --nodes 200 --gpus-per-node 1 --gpu-memory 80GB --json");
+  ASSERT_EQ(r.exit_code, 0) << stderr_text();
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["instantiation"]["nodes"], 200);
+  EXPECT_EQ(j["instantiation"]["search"].get<std::string>().rfind("two template sizes (", 0), 0u);
+  EXPECT_NE(stderr_text().find("instantiating 200 nodes"), std::string::npos) << stderr_text();
+  // Small instances stay exact.
+  const Result small =
+      plan("--profile " + profile(24) + " --nodes 8 --gpus-per-node 2 --gpu-memory 40GB --json");
+  EXPECT_EQ(nlohmann::json::parse(small.output)["instantiation"]["search"], "exact");
+}
+
 TEST(CliPlanTemplates, MalformedProfileExitsTwoNamingTheLine) {
   const Result r =
       plan("--profile " + profile(3, "3,0.01,x,1e9\n") + " --nodes 2 --gpus-per-node 1");

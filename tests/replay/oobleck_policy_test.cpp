@@ -44,7 +44,7 @@ PolicySetup planner_setup() {
 TEST(OobleckPolicy, ReinstantiatesWithLayerCopiesCostedOnTheLink) {
   const AvailabilityTrace trace = test::removal_trace(6, {{25, "node1"}}, 100);
   auto policy = make_policy("oobleck", planner_setup());
-  const ReplayResult r = run_replay(trace, *policy, {0, 12});
+  const ReplayResult r = run_replay(trace, *policy, test::options(12));
   ASSERT_GE(r.events.size(), 2u);
   EXPECT_EQ(r.events[0].action, "instantiate");
   EXPECT_EQ(r.events[1].action, "reinstantiate");
@@ -55,15 +55,41 @@ TEST(OobleckPolicy, ReinstantiatesWithLayerCopiesCostedOnTheLink) {
   EXPECT_TRUE(r.stop_reason.empty());
 }
 
-TEST(OobleckPolicy, StopsWithThePlannersMessageBelowFPlusOneN0) {
-  // 6 -> 4 nodes is still (f+1) n0 = 4; the third failure leaves 3.
+TEST(OobleckPolicy, WaitsWithThePlannersMessageBelowFPlusOneN0) {
+  // 6 -> 4 nodes is still (f+1) n0 = 4; the third failure leaves 3: no pipelines, wait.
   const AvailabilityTrace trace =
       test::removal_trace(6, {{25, "node1"}, {45, "node2"}, {65, "node3"}}, 100);
   auto policy = make_policy("oobleck", planner_setup());
-  const ReplayResult r = run_replay(trace, *policy, {0, 12});
-  EXPECT_EQ(r.stopped_at_s, 65);
-  EXPECT_NE(r.stop_reason.find(oobleck::too_few_nodes_message(3, 1, 2)), std::string::npos)
-      << r.stop_reason;
+  const ReplayResult r = run_replay(trace, *policy, test::options(12));
+  EXPECT_TRUE(r.stop_reason.empty()) << r.stop_reason;
+  bool waited = false;
+  for (const ReplayEvent& e : r.events)
+    waited |= e.time_s == 65 && e.action == "wait" &&
+              e.detail.find(oobleck::too_few_nodes_message(3, 1, 2)) != std::string::npos;
+  EXPECT_TRUE(waited);
+  EXPECT_DOUBLE_EQ(r.time_s[static_cast<size_t>(TimeUse::kIdle)], 35);
+}
+
+TEST(OobleckPolicy, RestartsOnFreshPipelinesWhenTheClusterRegrows) {
+  // 4 nodes (the minimum), node1 fails at 25 s: wait; node7 and node8 join at 30 s, ready
+  // at 75 s: the planner instantiates the 5 nodes afresh after the restart (5 s).
+  AvailabilityTrace trace = test::removal_trace(4, {{25, "node1"}}, 200);
+  trace.events.push_back({30, AvailabilityChange::kAdd, "node7", 0});
+  trace.events.push_back({30, AvailabilityChange::kAdd, "node8", 0});
+  PolicySetup s = planner_setup();
+  s.params.restart_s = 5;
+  auto policy = make_policy("oobleck", s);
+  const ReplayResult r =
+      run_replay(trace, *policy, test::options(12, JoinRule::kNextReconfiguration, 45));
+  const ReplayEvent* restart = nullptr;
+  for (const ReplayEvent& e : r.events)
+    if (e.action == "restart") restart = &e;
+  ASSERT_NE(restart, nullptr);
+  EXPECT_EQ(restart->time_s, 75);
+  EXPECT_EQ(restart->nodes_alive, 5);
+  EXPECT_NE(restart->detail.find("pipelines"), std::string::npos) << restart->detail;
+  EXPECT_DOUBLE_EQ(r.time_s[static_cast<size_t>(TimeUse::kRestart)], 5);
+  EXPECT_DOUBLE_EQ(r.time_s[static_cast<size_t>(TimeUse::kIdle)], 50);  // 25..75
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ TEST(ReplayDriver, EmptyTraceTrainsAtTheNoFailureRate) {
     PolicySetup s = test::fixed_setup(10, 8);
     s.params.checkpoint_save_s = 0;  // a free checkpoint: Varuna-like trains undisturbed
     auto policy = make_policy(name, s);
-    const ReplayResult r = run_replay(trace, *policy, {0, 8});
+    const ReplayResult r = run_replay(trace, *policy, test::options(8));
     if (name == "bamboo-like") {  // redundant computation costs on every iteration
       EXPECT_DOUBLE_EQ(r.throughput.front().samples_per_s, 8 / (10 * (1 + 1.0 / 3))) << name;
       continue;
@@ -51,7 +51,7 @@ TEST(ReplayDriver, OobleckLosesOnlyTheIterationInFlight) {
   PolicySetup s = test::fixed_setup(10, 8);
   s.params.reconfiguration_s = 2;
   auto policy = make_policy("oobleck", s);
-  const ReplayResult r = run_replay(trace, *policy, {0, 8});
+  const ReplayResult r = run_replay(trace, *policy, test::options(8));
   EXPECT_EQ(r.iterations, 5);
   EXPECT_DOUBLE_EQ(part(r, TimeUse::kLostWork), 5);
   EXPECT_DOUBLE_EQ(part(r, TimeUse::kReconfiguration), 2);
@@ -70,7 +70,7 @@ TEST(ReplayDriver, VarunaLosesExactlyTheWorkSinceTheLastCheckpoint) {
   s.params.checkpoint_save_s = 1;
   s.params.restart_s = 5;
   auto policy = make_policy("varuna-like", s);
-  const ReplayResult r = run_replay(trace, *policy, {0, 8});
+  const ReplayResult r = run_replay(trace, *policy, test::options(8));
   EXPECT_EQ(r.iterations, 6);
   EXPECT_EQ(r.samples_committed, 48);
   EXPECT_DOUBLE_EQ(part(r, TimeUse::kLostWork), 24);
@@ -94,7 +94,7 @@ TEST(ReplayDriver, NoticeLetsVarunaCheckpointBeforeThePreemption) {
   s.params.checkpoint_save_s = 1;
   s.params.restart_s = 5;
   auto policy = make_policy("varuna-like", s);
-  const ReplayResult r = run_replay(trace, *policy, {0, 8});
+  const ReplayResult r = run_replay(trace, *policy, test::options(8));
   EXPECT_DOUBLE_EQ(part(r, TimeUse::kLostWork), 0);
   EXPECT_DOUBLE_EQ(part(r, TimeUse::kIdle), 3);
   EXPECT_EQ(r.iterations, 5 + 3);  // 5 before the removal, 60..90 after
@@ -109,21 +109,26 @@ TEST(ReplayDriver, AShortGraceCutsTheCheckpointOff) {
   s.params.checkpoint_save_s = 5;
   s.params.restart_s = 5;
   auto policy = make_policy("varuna-like", s);
-  const ReplayResult r = run_replay(trace, *policy, {0, 8});
+  const ReplayResult r = run_replay(trace, *policy, test::options(8));
   EXPECT_GT(part(r, TimeUse::kLostWork), 0);
   expect_reconciled(r);
 }
 
-TEST(ReplayDriver, OobleckStopsBelowFPlusOneN0WithTheDocumentedMessage) {
+TEST(ReplayDriver, OobleckWaitsBelowFPlusOneN0WithTheDocumentedMessage) {
+  // 4 nodes, n0 = 2, f = 1: node2 fails at 25 s, the iteration 20..30 is lost (5 s), and
+  // with 3 nodes Oobleck keeps its progress and waits for nodes: idle 25..100.
   const AvailabilityTrace trace = test::removal_trace(4, {{25, "node2"}}, 100);
-  PolicySetup s = test::fixed_setup(10, 8, 2);  // n0 = 2, f = 1: needs 4 nodes
+  PolicySetup s = test::fixed_setup(10, 8, 2);
   auto policy = make_policy("oobleck", s);
-  const ReplayResult r = run_replay(trace, *policy, {0, 8});
-  EXPECT_EQ(r.stopped_at_s, 25);
-  EXPECT_EQ(r.stop_reason, "oobleck: " + oobleck::too_few_nodes_message(3, 1, 2));
+  const ReplayResult r = run_replay(trace, *policy, test::options(8));
+  EXPECT_TRUE(r.stop_reason.empty()) << r.stop_reason;
   EXPECT_EQ(r.iterations, 2);
+  EXPECT_DOUBLE_EQ(part(r, TimeUse::kLostWork), 5);
   EXPECT_DOUBLE_EQ(part(r, TimeUse::kIdle), 75);
-  EXPECT_EQ(r.events.at(1).action, "stop");
+  EXPECT_EQ(r.events.at(1).action, "wait");
+  EXPECT_NE(r.events.at(1).detail.find("oobleck: " + oobleck::too_few_nodes_message(3, 1, 2)),
+            std::string::npos)
+      << r.events.at(1).detail;
   expect_reconciled(r);
 }
 
@@ -133,7 +138,7 @@ TEST(ReplayDriver, BambooFailsOverThenRestartsOnAnAdjacentFailure) {
   const AvailabilityTrace trace = test::removal_trace(4, {{15, "node2"}, {45, "node3"}}, 100);
   PolicySetup s = test::fixed_setup(10, 8, 4);
   auto policy = make_policy("bamboo-like", s);
-  const ReplayResult r = run_replay(trace, *policy, {0, 8});
+  const ReplayResult r = run_replay(trace, *policy, test::options(8));
   ASSERT_GE(r.events.size(), 3u);
   EXPECT_EQ(r.events[1].action, "failover");
   EXPECT_EQ(r.events[2].action, "restart");
@@ -147,7 +152,7 @@ TEST(ReplayDriver, BambooSurvivesTwoNonAdjacentFailuresWithoutRestart) {
   const AvailabilityTrace trace = test::removal_trace(6, {{15, "node1"}, {45, "node5"}}, 100);
   PolicySetup s = test::fixed_setup(10, 8, 3);
   auto policy = make_policy("bamboo-like", s);
-  const ReplayResult r = run_replay(trace, *policy, {0, 8});
+  const ReplayResult r = run_replay(trace, *policy, test::options(8));
   for (const ReplayEvent& e : r.events) EXPECT_NE(e.action, "restart") << e.detail;
   // After a failover the pipeline runs the lost stage on its neighbour: 1.5 x step time
   // on top of the redundant forward computation (default 1/3).
@@ -164,7 +169,7 @@ TEST(ReplayDriver, JoinsWaitForTheIterationAndAreUsed) {
   trace.events.push_back({42, AvailabilityChange::kAdd, "node9", 0});
   PolicySetup s = test::fixed_setup(10, 8);
   auto policy = make_policy("oobleck", s);
-  const ReplayResult r = run_replay(trace, *policy, {0, 8});
+  const ReplayResult r = run_replay(trace, *policy, test::options(8));
   // The join at 42 s waits for the iteration 37..47 to finish: nothing is lost for it.
   EXPECT_DOUBLE_EQ(part(r, TimeUse::kLostWork), 5);
   bool joined = false;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "replay/driver.hpp"
 #include "replay/policies.hpp"
 #include "traces/availability.hpp"
 
@@ -26,6 +27,17 @@ inline AvailabilityTrace removal_trace(int initial,
     t.events.push_back({time, AvailabilityChange::kRemove, node, notice_s});
   t.duration_s = duration_s;
   return t;
+}
+
+/// Replay options: the global batch and the join rule (default: joins enter at the first
+/// boundary, usable at once — the rules the tests written before replay.join assume).
+inline ReplayOptions options(int global_batch, JoinRule join = JoinRule::kImmediate,
+                             double node_ready_s = 0) {
+  ReplayOptions o;
+  o.global_batch = global_batch;
+  o.join = join;
+  o.node_ready_s = node_ready_s;
+  return o;
 }
 
 /// Node-count setup: every layout takes `iteration_s` seconds per iteration.

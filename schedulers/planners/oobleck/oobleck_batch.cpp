@@ -113,18 +113,40 @@ std::vector<int> balanced_rounding(const Pipes& pipes, int total) {
 }
 
 void pairwise_exchange(const Pipes& pipes, std::vector<int>& nb) {
+  // Moving one microbatch from i to j changes only y_i and y_j: the variance follows from
+  // the running sums in O(1) per trial (recomputing it made each pass cubic in the pipes).
+  const size_t x = nb.size();
+  const double n = static_cast<double>(x);
+  std::vector<double> y(x);
+  double sum = 0, sq = 0;
+  for (size_t i = 0; i < x; ++i) {
+    y[i] = pipes[i]->iteration_time_s(nb[i]);
+    sum += y[i];
+    sq += y[i] * y[i];
+  }
+  auto variance = [n](double s, double q) { return q / n - (s / n) * (s / n); };
   double var = variance_of(pipes, nb);
   for (bool improved = true; improved;) {
     improved = false;
-    for (size_t i = 0; i < nb.size(); ++i) {
-      for (size_t j = 0; j < nb.size(); ++j) {
+    for (size_t i = 0; i < x; ++i) {
+      for (size_t j = 0; j < x; ++j) {
         if (i == j || nb[i] <= 1) continue;
+        const double yi = pipes[i]->iteration_time_s(nb[i] - 1);
+        const double yj = pipes[j]->iteration_time_s(nb[j] + 1);
+        const double s2 = sum - y[i] - y[j] + yi + yj;
+        const double q2 = sq - y[i] * y[i] - y[j] * y[j] + yi * yi + yj * yj;
+        if (variance(s2, q2) >= var - 1e-12 * std::max(1.0, var)) continue;
+        // Confirm with the exact two-pass variance (the running sums lose digits).
         --nb[i];
         ++nb[j];
         const double v = variance_of(pipes, nb);
         if (v < var - 1e-12 * std::max(1.0, var)) {
           var = v;
           improved = true;
+          y[i] = yi;
+          y[j] = yj;
+          sum = s2;
+          sq = q2;
         } else {
           ++nb[i];
           --nb[j];

@@ -68,6 +68,11 @@ void assign_nodes(const std::vector<PipelineTemplate>& templates, const std::vec
 }
 
 void check_enough_nodes(const std::vector<PipelineTemplate>& templates, int n_avail, int f) {
+  if (n_avail > kMaxInstantiationNodes) {
+    throw InfeasibleError("oobleck: " + std::to_string(n_avail) +
+                          " nodes are more than the planner instantiates (at most " +
+                          std::to_string(kMaxInstantiationNodes) + " nodes)");
+  }
   const int n0 = templates.empty() ? 1 : templates.front().nodes;
   if (n_avail < (f + 1) * n0)
     throw InfeasibleError("oobleck: " + too_few_nodes_message(n_avail, f, n0));

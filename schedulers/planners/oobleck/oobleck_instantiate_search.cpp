@@ -11,6 +11,14 @@
 // 2(r-1)/r. Candidates are evaluated exactly in bound order until the bound passes the
 // best time, so the result is the exhaustive search's, ties included (first X in
 // feasible_counts' order).
+//
+// The enumeration itself is pruned with the same bound taken over every completion of a
+// partial X (`left` nodes still to cover with templates 0..j): the completion adds at most
+// left x max_i(1/t_i / n_i) to sum 1/t_i and at least left x min_i(a_i/t_i / n_i) to
+// sum a_i/t_i, and the sync term only grows. A subtree whose bound exceeds the threshold
+// (the least bound so far in pass 1, the incumbent's time in pass 2) holds no candidate,
+// so pruning it changes nothing but the run time: the number of X grows like the
+// partitions of N (astronomical at 200 nodes), the visited part stays small.
 #include <algorithm>
 #include <limits>
 
@@ -55,6 +63,20 @@ std::vector<TemplateTerms> template_terms(const PlanningProblem& problem,
   return out;
 }
 
+/// Search steps (partial X visited) one pass may take before the planner gives up.
+constexpr long kMaxSearchSteps = 5'000'000;
+/// Candidates pass 2 may hold for exact evaluation (memory: one count vector each).
+constexpr size_t kMaxCandidates = 1'000'000;
+
+/// The exact search ran past one of its limits (the fallback takes over).
+class SearchLimit : public InfeasibleError {
+ public:
+  using InfeasibleError::InfeasibleError;
+};
+
+/// X the fallback evaluates exactly at most, in bound order.
+constexpr int kMaxFallbackEvaluations = 64;
+
 struct Candidate {
   double bound = 0;
   long order = 0;  ///< position in feasible_counts' order (the exhaustive tie-break)
@@ -94,12 +116,27 @@ class Enumerator {
       }
     }
     counts_.assign(ts_.size(), 0);
+    // Per-node extremes over templates 0..j for the completion bound.
+    rho_.assign(ts_.size(), 0);
+    alpha_.assign(ts_.size(), kInf);
+    any_zero_t_.assign(ts_.size(), 0);
+    for (size_t j = 0; j < ts_.size(); ++j) {
+      const double n = ts_[j].nodes;
+      const TemplateTerms& x = terms_[j];
+      rho_[j] = std::max(j > 0 ? rho_[j - 1] : 0.0, x.inv_t / n);
+      alpha_[j] = std::min(j > 0 ? alpha_[j - 1] : kInf, x.a_over_t / n);
+      any_zero_t_[j] = (j > 0 && any_zero_t_[j - 1]) || x.zero_t;
+    }
   }
 
-  /// Calls visit(bound, order, counts) for every feasible X (Eq 2.5, >= f+1 pipelines).
+  /// Calls visit(bound, order, counts, r) for every feasible X (Eq 2.5, >= f+1
+  /// pipelines) except those in subtrees whose bound exceeds `threshold` (read as the
+  /// search goes: the visitor may lower it). Throws InfeasibleError past kMaxSearchSteps.
   template <class Visit>
-  void run(Visit&& visit) {
+  void run(const double& threshold, Visit&& visit) {
     order_ = 0;
+    steps_ = 0;
+    threshold_ = &threshold;
     if (!ts_.empty()) descend(ts_.size() - 1, nodes_, 0, 0, 0, 0, false, visit);
   }
 
@@ -122,6 +159,13 @@ class Enumerator {
     }
     const int n0 = ts_.front().nodes;
     if (r + left / n0 < p_.fault_tolerance + 1) return;  // cannot reach f+1 pipelines
+    if (completion_bound(max_j, left, r, inv_t, a_over_t, w, zero_t) > *threshold_ * kSlack) return;
+    if (++steps_ > kMaxSearchSteps) {
+      throw SearchLimit("oobleck: instantiating " + std::to_string(nodes_) +
+                        " nodes takes more than " + std::to_string(kMaxSearchSteps) +
+                        " search steps over template combinations (the planner's limit); "
+                        "use fewer nodes or a larger n_0");
+    }
     for (size_t j = 0; j <= max_j; ++j) {
       const int nj = ts_[j].nodes;
       if (nj > left || !reach_[j][static_cast<size_t>(left - nj)]) continue;
@@ -133,9 +177,25 @@ class Enumerator {
     }
   }
 
+  /// A lower bound on the bound of every X completing this partial one (left > 0).
+  double completion_bound(size_t max_j, int left, int r, double inv_t, double a_over_t, double w,
+                          bool zero_t) const {
+    double relax = 0;
+    if (!zero_t && !any_zero_t_[max_j]) {
+      const double num = total_mb_ + a_over_t + left * alpha_[max_j];
+      if (num > 0) relax = num / (inv_t + left * rho_[max_j]);
+    }
+    const int r_min = r + 1;  // at least one more pipeline
+    return relax + w * 2.0 * (r_min - 1) / r_min;
+  }
+
   const PlanningProblem& p_;
   const std::vector<PipelineTemplate>& ts_;
   std::vector<TemplateTerms> terms_;
+  std::vector<double> rho_, alpha_;  ///< max 1/t per node, min a/t per node, templates 0..j
+  std::vector<char> any_zero_t_;
+  const double* threshold_ = nullptr;
+  long steps_ = 0;
   int nodes_ = 0;
   long total_mb_ = 0;
   long order_ = 0;
@@ -156,15 +216,65 @@ Instantiation evaluate_counts(const PlanningProblem& problem,
   return inst;
 }
 
-}  // namespace
+/// Past the exact search's limits: every X with at most two distinct template sizes
+/// (O(templates^2 x nodes) of them), the same bound, the best of the first
+/// kMaxFallbackEvaluations in bound order evaluated exactly.
+Instantiation two_size_instantiation(const PlanningProblem& problem,
+                                     const std::vector<PipelineTemplate>& templates, int nodes) {
+  const std::vector<TemplateTerms> terms = template_terms(problem, templates);
+  const long total_mb =
+      problem.microbatch_size > 0 && problem.global_batch % problem.microbatch_size == 0
+          ? problem.global_batch / problem.microbatch_size
+          : 0;
+  std::vector<Candidate> open;
+  const size_t count = templates.size();
+  for (size_t a = 0; a < count; ++a) {
+    for (size_t b = a; b < count; ++b) {
+      const int na = templates[a].nodes, nb = templates[b].nodes;
+      for (int ca = a == b ? 0 : 1; a == b ? ca == 0 : ca * na < nodes; ++ca) {
+        const int rest = nodes - ca * na;
+        if (rest <= 0 || rest % nb != 0) continue;
+        const int cb = rest / nb;
+        const int r = ca + cb;
+        if (r < problem.fault_tolerance + 1 || r > total_mb) continue;
+        const TemplateTerms &x = terms[a], &y = terms[b];
+        const double inv = ca * x.inv_t + cb * y.inv_t;
+        const bool zero = (ca > 0 && x.zero_t) || y.zero_t;
+        const double relax =
+            zero || inv <= 0 ? 0
+                             : std::max(0.0, (total_mb + ca * x.a_over_t + cb * y.a_over_t) / inv);
+        const double w = std::max(ca > 0 ? x.sync_w : 0.0, y.sync_w);
+        Candidate c{relax + (r > 1 ? w * 2.0 * (r - 1) / r : 0), static_cast<long>(open.size()),
+                    std::vector<int>(count, 0)};
+        c.counts[a] += ca;
+        c.counts[b] += cb;
+        open.push_back(std::move(c));
+      }
+    }
+  }
+  if (open.empty()) {
+    throw InfeasibleError("oobleck: no combination of at most two template sizes uses exactly " +
+                          std::to_string(nodes) +
+                          " nodes with >= f+1 pipelines and one microbatch each");
+  }
+  std::stable_sort(open.begin(), open.end(),
+                   [](const Candidate& p, const Candidate& q) { return p.bound < q.bound; });
+  Instantiation best;
+  for (size_t i = 0; i < open.size() && static_cast<int>(i) < kMaxFallbackEvaluations; ++i) {
+    if (i > 0 && open[i].bound > best.iteration_time_s * kSlack) break;
+    Instantiation inst = evaluate_counts(problem, templates, open[i].counts);
+    if (i == 0 || inst.iteration_time_s < best.iteration_time_s) best = std::move(inst);
+  }
+  return best;
+}
 
-Instantiation best_instantiation(const PlanningProblem& problem,
-                                 const std::vector<PipelineTemplate>& templates, int nodes) {
+Instantiation exact_instantiation(const PlanningProblem& problem,
+                                  const std::vector<PipelineTemplate>& templates, int nodes) {
   Enumerator en(problem, templates, nodes);
   // Pass 1: the X of least bound gives an incumbent (its exact time).
   std::vector<int> first, least;
   double least_bound = kInf;
-  en.run([&](double bound, long order, const std::vector<int>& counts, int r) {
+  en.run(least_bound, [&](double bound, long order, const std::vector<int>& counts, int r) {
     if (order == 0) first = counts;
     if (en.distributable(r) && bound < least_bound) {
       least_bound = bound;
@@ -181,8 +291,15 @@ Instantiation best_instantiation(const PlanningProblem& problem,
   const double incumbent = evaluate_counts(problem, templates, least).iteration_time_s;
   // Pass 2: every X whose bound does not exceed the incumbent may be the optimum.
   std::vector<Candidate> open;
-  en.run([&](double bound, long order, const std::vector<int>& counts, int r) {
-    if (en.distributable(r) && bound <= incumbent * kSlack) open.push_back({bound, order, counts});
+  en.run(incumbent, [&](double bound, long order, const std::vector<int>& counts, int r) {
+    if (!en.distributable(r) || bound > incumbent * kSlack) return;
+    if (open.size() == kMaxCandidates) {
+      throw SearchLimit("oobleck: instantiating " + std::to_string(nodes) +
+                        " nodes leaves more than " + std::to_string(kMaxCandidates) +
+                        " template combinations within the bound (the planner's limit); use "
+                        "fewer nodes or a larger n_0");
+    }
+    open.push_back({bound, order, counts});
   });
   std::stable_sort(open.begin(), open.end(),
                    [](const Candidate& a, const Candidate& b) { return a.bound < b.bound; });
@@ -198,6 +315,19 @@ Instantiation best_instantiation(const PlanningProblem& problem,
     }
   }
   return best;
+}
+
+}  // namespace
+
+Instantiation best_instantiation(const PlanningProblem& problem,
+                                 const std::vector<PipelineTemplate>& templates, int nodes) {
+  try {
+    return exact_instantiation(problem, templates, nodes);
+  } catch (const SearchLimit& limit) {
+    Instantiation inst = two_size_instantiation(problem, templates, nodes);
+    inst.search = std::string("two template sizes (") + limit.what() + ")";
+    return inst;
+  }
 }
 
 }  // namespace loom::oobleck

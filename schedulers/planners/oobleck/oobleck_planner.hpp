@@ -137,6 +137,10 @@ struct Instantiation {
   int global_batch = 0;         ///< B actually distributed (samples)
   double iteration_time_s = 0;  ///< slowest pipeline + layer-granular gradient sync
   double sync_time_s = 0;       ///< the gradient-sync part
+  /// How X was chosen: "exact" (the branch and bound over every X), or, for node counts
+  /// past its limits, "two template sizes (...)": the best X with at most two distinct
+  /// template sizes (not guaranteed optimal).
+  std::string search = "exact";
   double throughput_samples_per_s() const {
     return iteration_time_s > 0 ? global_batch / iteration_time_s : 0;
   }
@@ -148,6 +152,10 @@ struct Instantiation {
 std::vector<std::vector<int>> feasible_counts(const std::vector<PipelineTemplate>& templates,
                                               int nodes, int fault_tolerance);
 
+/// The most nodes instantiate() plans for: its search recurses once per pipeline, and
+/// beyond this the number of template combinations is far past what it can search.
+constexpr int kMaxInstantiationNodes = 10'000;
+
 /// Chooses the X of Eq 2.5 with the highest throughput after batch distribution and
 /// assigns `nodes` (ids, in the given order) to its pipelines, larger templates first.
 /// Exact: a branch and bound (a lower bound from Eq 2.6's continuous relaxation prunes
@@ -155,7 +163,9 @@ std::vector<std::vector<int>> feasible_counts(const std::vector<PipelineTemplate
 /// first X in feasible_counts' order; it stores no list of all X, so 55 nodes with
 /// n_0 = 1 (~450,000 X) plan in well under a second.
 /// Throws InfeasibleError "N' nodes are fewer than (f+1) n_0 = ..." when |nodes| <
-/// (f+1) n_0; InputError if the batch is not distributable (with the recommendation).
+/// (f+1) n_0, and naming the limit when |nodes| > kMaxInstantiationNodes or the search
+/// takes too many steps; InputError if the batch is not distributable (with the
+/// recommendation).
 Instantiation instantiate(const PlanningProblem& problem,
                           const std::vector<PipelineTemplate>& templates,
                           const std::vector<int>& nodes);
