@@ -87,7 +87,7 @@ const Case kCatalogue[] = {
     {"sweep {s}/studies/vlm-microbatches.toml --out {d}", 2, "--resume to finish it, --force to start over"},
     {"sim {s}/configs/examples/uniform-1f1b.toml --out {d}/mine.txt", 2, "not a folder"},
     // --- resource guards: estimated before anything is built (exit 3, the knob named) ---
-    {"plan templates {s}/configs/paper/oobleck-gpt3-1.3b.toml --nodes 100000", 3, "use at most"},
+    {"plan templates {s}/configs/paper/oobleck-gpt3-1.3b.toml --nodes 100000", 3, "at most 10000 nodes"},
     {"trace generate --kind periodic --nodes 1000000000 --seed 1 --out {d}/t.csv", 3, "use fewer --nodes"},
     {"profile {s}/configs/exec/vlm-host.toml --tokens 1048576 --out {d}/p.csv", 3, "profile fewer --tokens"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set model.modules.llm.layers=1000000000", 3, "--max-memory"},
