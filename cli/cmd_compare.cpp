@@ -131,13 +131,7 @@ int run_compare(CompareOptions o) {
   }
   if (!o.no_plot && !o.json) {
     // Checked first: the plot comes last, after the comparison was printed.
-    const std::filesystem::path folder = std::filesystem::absolute(o.png).parent_path();
-    if (!std::filesystem::is_directory(folder))
-      throw InputError("--png " + o.png + ": the folder " + folder.string() +
-                       " does not exist (create it, or choose another --png)");
-    if (std::filesystem::is_directory(o.png))
-      throw InputError("--png " + o.png + ": is a folder; give a file name such as " +
-                       (std::filesystem::path(o.png) / "compare.png").string());
+    check_png_path(o.png, "compare.png");
   }
   require_same_schedule(o);
   const std::vector<Row> pred = read_timeline(o.pred), meas = read_timeline(o.meas);

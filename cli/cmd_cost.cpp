@@ -35,28 +35,33 @@ struct Shares {
   double total() const { return compute + memory + tp_comm + recompute; }
 };
 
-MicrobatchShape shape_of(const Study& s, int layer) {
-  const std::vector<Sample> samples =
-      synthetic_samples(s.config.schedule.microbatch_size, s.config.workload.tokens);
-  std::vector<const Sample*> refs;
-  for (const Sample& x : samples) refs.push_back(&x);
-  return layer_shape(s.config.model, layer, refs);
-}
+/// One microbatch of the config's synthetic samples, as every layer sees it.
+class OneMicrobatch {
+ public:
+  explicit OneMicrobatch(const Study& s)
+      : model_(s.config.model),
+        samples_(synthetic_samples(s.config.schedule.microbatch_size, s.config.workload.tokens)) {
+    for (const Sample& x : samples_) refs_.push_back(&x);
+  }
+  MicrobatchShape shape(int layer) const { return layer_shape(model_, layer, refs_); }
+
+ private:
+  const Model& model_;
+  std::vector<Sample> samples_;
+  std::vector<const Sample*> refs_;
+};
 
 Shares model_shares(const Study& s, const AnalyticalCostModel& cost) {
   Shares sh;
   const Recompute rc = cost.options().recompute;
+  const OneMicrobatch microbatch(s);
   for (int l = 0; l < s.config.model.num_layers(); ++l) {
-    const MicrobatchShape shape = shape_of(s, l);
-    for (const Kernel& k : cost.kernels(l, shape, s.config.parallel.tp)) {
+    for (const Kernel& k : cost.kernels(l, microbatch.shape(l), s.config.parallel.tp)) {
       double& slot = k.bound == KernelBound::kCompute  ? sh.compute
                      : k.bound == KernelBound::kMemory ? sh.memory
                                                        : sh.tp_comm;
       slot += k.seconds;
-      const bool rerun =
-          k.pass == KernelPass::kForward &&
-          (rc == Recompute::kFull || (rc == Recompute::kSelective && k.attention_core));
-      if (rerun) sh.recompute += k.seconds;
+      if (recomputed(k, rc)) sh.recompute += k.seconds;
     }
   }
   return sh;
@@ -79,7 +84,7 @@ int run_cost(const Options& o) {
   j["config"] = o.config;
   j["cost_model"] = study->cost->describe();
   if (kernels) {
-    const MicrobatchShape shape = shape_of(*study, layer);
+    const MicrobatchShape shape = OneMicrobatch(*study).shape(layer);
     j["layer"] = layer;
     j["kernels"] = nlohmann::json::array();
     for (const Kernel& k : analytical->kernels(layer, shape, tp)) {

@@ -104,8 +104,6 @@ void write_png(const Options& o, const std::vector<Run>& runs,
                const std::vector<std::string>& backends) {
   namespace fs = std::filesystem;
   const fs::path png = fs::absolute(o.png);
-  if (!png.parent_path().empty() && !fs::is_directory(png.parent_path()))
-    throw InputError("--png: folder " + png.parent_path().string() + " does not exist");
   const fs::path csv = png.parent_path() / ("." + png.stem().string() + ".csv");
   {
     std::ofstream out(csv);
@@ -123,6 +121,8 @@ int run_validate(const Options& o) {
   std::vector<std::string> backends;
   if (o.backend == "both" || o.backend == "evaluator") backends.push_back("evaluator");
   if (o.backend == "both" || o.backend == "simgrid") backends.push_back("simgrid");
+  // Checked first: the plot comes after minutes of simulation.
+  if (!o.png.empty()) check_png_path(o.png, "validation.png");
   std::vector<Run> runs = find_runs(o);
   for (Run& r : runs) {
     for (const std::string& b : backends) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "core/errors.hpp"
 #include "core/io.hpp"
 #include "core/variability.hpp"
 
@@ -121,6 +122,16 @@ void write_run_files(const OutputDir& out, const Study& study, const Timeline& t
   write_schedule_text(out.file("schedule.txt"), study.schedule);
   // Quiet always: the script would name the staging directory; loom names the result.
   if (plot) run_analysis_script("plot_all.py", {out.file(""), "--quiet"});
+}
+
+void check_png_path(const std::string& png, const std::string& example_name) {
+  const std::filesystem::path folder = std::filesystem::absolute(png).parent_path();
+  if (!std::filesystem::is_directory(folder))
+    throw InputError("--png " + png + ": the folder " + folder.string() +
+                     " does not exist (create it, or choose another --png)");
+  if (std::filesystem::is_directory(png))
+    throw InputError("--png " + png + ": is a folder; give a file name such as " +
+                     (std::filesystem::path(png) / example_name).string());
 }
 
 }  // namespace loom

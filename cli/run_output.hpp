@@ -33,4 +33,8 @@ void keep_freed_memory();
 /// stderr) if Python, matplotlib or the script is missing or it fails.
 bool run_analysis_script(const std::string& script, const std::vector<std::string>& args);
 
+/// Checks a `--png FILE` before the work that ends in the plot: its folder must exist and
+/// it must not be a folder (InputError suggesting FOLDER/`example_name`).
+void check_png_path(const std::string& png, const std::string& example_name);
+
 }  // namespace loom

@@ -122,8 +122,7 @@ double transfer_time(const Cluster& cluster, int src_gpu, int dst_gpu, double by
   double bandwidth = cluster.intra_node.bandwidth;
   if (!same_node) {
     latency += cluster.inter_node.latency;
-    bandwidth = std::min({bandwidth, cluster.nics_per_node * cluster.inter_node.bandwidth,
-                          cluster.inter_node_flow_cap(tp)});
+    bandwidth = std::min(bandwidth, cluster.inter_node_flow_cap(tp));
   }
   if (bytes <= 0) return latency;
   return latency + bytes / bandwidth;

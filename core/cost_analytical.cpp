@@ -100,7 +100,7 @@ PassCost AnalyticalCostModel::kernel_cost(int layer, const MicrobatchShape& shap
     (k.bound == KernelBound::kCompute  ? p.compute
      : k.bound == KernelBound::kMemory ? p.memory
                                        : p.comm) += k.seconds;
-    if (k.attention_core && k.pass == KernelPass::kForward) p.recompute += k.seconds;
+    if (recomputed(k, Recompute::kSelective)) p.recompute += k.seconds;
   }
   const bool overlap = options_.tp_comm_overlap;
   PassCost c;

@@ -56,6 +56,13 @@ std::vector<Kernel> layer_kernels(const LayerSpec& layer, const MicrobatchShape&
 /// recompute drops that term; full recompute keeps only the layer input (/tp under SP).
 /// Scaled by dtype_bytes / 2.
 enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
+/// Whether `recompute` re-runs kernel `k` before the backward: every forward kernel (full)
+/// or the forward attention core (selective).
+inline bool recomputed(const Kernel& k, Recompute recompute) {
+  if (k.pass != KernelPass::kForward) return false;
+  return recompute == Recompute::kFull || (recompute == Recompute::kSelective && k.attention_core);
+}
+
 double transformer_activation_bytes(const LayerSpec& layer, const MicrobatchShape& shape, int tp,
                                     bool flash_attention, bool sequence_parallel,
                                     Recompute recompute);

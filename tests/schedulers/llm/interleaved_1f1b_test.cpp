@@ -16,11 +16,14 @@
 #include "core/evaluator.hpp"
 #include "core/timeline.hpp"
 #include "core/validate.hpp"
+#include "schedulers/llm/order_text.hpp"
 #include "schedulers/llm/zero_bubble.hpp"
 #include "test_support.hpp"
 
 namespace loom {
 namespace {
+
+using test::order_text;
 
 std::unique_ptr<Study> interleaved(const test::TempDir& dir, int p, int m, int v, int layers,
                                    const std::string& scheduler = "interleaved-1f1b",
@@ -160,15 +163,6 @@ TEST(Interleaved, MegatronScheduleTableForGroupsOfThreeByHand) {
   }
   EXPECT_EQ(microbatches, "0120123434");
   EXPECT_EQ(chunks, "0001110011");
-}
-
-std::string order_text(const std::vector<RankAction>& order) {
-  std::string out;
-  for (const RankAction& a : order) {
-    out += (out.empty() ? "" : " ") + std::to_string(a.stage) + (a.pass == Pass::kF ? "F" : "B") +
-           std::to_string(a.microbatch);
-  }
-  return out;
 }
 
 TEST(Interleaved, OrdersForGroupsOfThreeOnTwoRanksByHand) {

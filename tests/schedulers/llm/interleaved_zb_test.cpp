@@ -14,6 +14,7 @@
 #include "core/evaluator.hpp"
 #include "core/timeline.hpp"
 #include "core/validate.hpp"
+#include "schedulers/llm/order_text.hpp"
 #include "schedulers/llm/span_bubble.hpp"
 #include "schedulers/llm/zero_bubble.hpp"
 #include "test_support.hpp"
@@ -21,17 +22,7 @@
 namespace loom {
 namespace {
 
-std::string pass_name(Pass pass) {
-  return pass == Pass::kF ? "F" : pass == Pass::kI ? "I" : pass == Pass::kW ? "W" : "B";
-}
-
-std::string order_text(const std::vector<RankAction>& order) {
-  std::string out;
-  for (const RankAction& a : order)
-    out += (out.empty() ? "" : " ") + std::to_string(a.stage) + pass_name(a.pass) +
-           std::to_string(a.microbatch);
-  return out;
-}
+using test::order_text;
 
 /// uniform-1f1b.toml (F = I = W = 0.5 ms per layer, free links) with one layer per stage.
 std::unique_ptr<Study> uniform(const std::string& scheduler, int pp, int m, int chunks,

@@ -14,20 +14,14 @@
 #include "core/evaluator.hpp"
 #include "core/timeline.hpp"
 #include "core/validate.hpp"
+#include "schedulers/llm/order_text.hpp"
 #include "schedulers/llm/zero_bubble.hpp"
 #include "test_support.hpp"
 
 namespace loom {
 namespace {
 
-std::string order_text(const std::vector<RankAction>& order) {
-  std::string out;
-  for (const RankAction& a : order) {
-    out += (out.empty() ? "" : " ") + std::to_string(a.stage) + (a.pass == Pass::kF ? "F" : "B") +
-           std::to_string(a.microbatch);
-  }
-  return out;
-}
+using test::order_text;
 
 std::unique_ptr<Study> uniform(const std::string& scheduler, int pp, int m, int chunks,
                                int layers) {

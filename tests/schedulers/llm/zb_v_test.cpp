@@ -16,6 +16,7 @@
 #include "core/evaluator.hpp"
 #include "core/timeline.hpp"
 #include "core/validate.hpp"
+#include "schedulers/llm/order_text.hpp"
 #include "schedulers/llm/span_bubble.hpp"
 #include "schedulers/llm/zero_bubble.hpp"
 #include "test_support.hpp"
@@ -23,17 +24,7 @@
 namespace loom {
 namespace {
 
-std::string order_text(const std::vector<RankAction>& order) {
-  std::string out;
-  for (const RankAction& a : order) {
-    const char pass = a.pass == Pass::kF   ? 'F'
-                      : a.pass == Pass::kI ? 'I'
-                      : a.pass == Pass::kW ? 'W'
-                                           : 'B';
-    out += (out.empty() ? "" : " ") + std::to_string(a.stage) + pass + std::to_string(a.microbatch);
-  }
-  return out;
-}
+using test::order_text;
 
 std::unique_ptr<Study> uniform(const std::string& scheduler, int pp, int m, int layers = 8,
                                int chunks = 1) {
