@@ -204,7 +204,8 @@ CommandRun attach_exec(CLI::App& sub) {
   sub.add_option("--set", o->overrides, "Override a config key: section.key=value (repeatable)");
   sub.add_option("--seed", o->seed, "Seed of the parameters and synthetic data (default 0)");
   sub.add_option("--timeout", o->timeout_s,
-                 "Seconds any receive or collective waits before the run fails (default 60)")
+                 "Seconds every rank may sit waiting, none computing, before the run "
+                 "fails as deadlocked (host; cuda: per wait) (default 60)")
       ->check(finite_range(0.001, 365 * 86400.0, " s"));
   sub.add_option("--inject-fault", o->fault,
                  "RANK OP: make rank RANK fail at its operation OP (tests the fault path)")

@@ -41,6 +41,7 @@ struct SimOptions {
   bool no_plot = false;
   bool bench = false;
   bool quiet = false;
+  bool no_fold = false;
   bool force = false;      ///< replace an existing --out folder
   std::string schedulers;  ///< --schedulers: all | a,b,c
 };
@@ -237,13 +238,14 @@ int run_schedulers(const SimOptions& o, const std::vector<std::string>& override
 int run_sim(const SimOptions& o) {
   std::vector<std::string> overrides = o.overrides;
   if (!o.backend.empty()) overrides.push_back("sim.backend=" + o.backend);
+  if (o.no_fold) overrides.push_back("sim.fold=false");
   if (!o.schedulers.empty()) return run_schedulers(o, overrides);
   if (!o.quiet)
     std::cerr << "loom: " << (o.schedule.empty() ? "planning " + o.config : "loading " + o.schedule)
               << " ...\n";
   const auto plan_start = std::chrono::steady_clock::now();
-  auto study =
-      o.schedule.empty() ? prepare_study(o.config, overrides) : load_study(o.config, overrides);
+  auto study = o.schedule.empty() ? prepare_study(o.config, overrides, Folding::kAllowed)
+                                  : load_study(o.config, overrides);
   if (!o.schedule.empty()) study->schedule = load_schedule_file(*study, o.schedule);
   const double planning_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - plan_start).count();
@@ -258,6 +260,7 @@ int run_sim(const SimOptions& o) {
     std::cerr << "loom: running " << study->schedule.num_ops() << " operations on "
               << study->schedule.num_ranks() << " ranks with "
               << (backend == "simgrid" ? "SimGrid" : "the evaluator") << " ...\n";
+    if (!study->fold.describe().empty()) std::cerr << "loom: " << study->fold.describe() << "\n";
   }
   BackendRun run = run_backend(*study, o, backend);
   if (o.bench && backend == "evaluator") {
@@ -270,7 +273,10 @@ int run_sim(const SimOptions& o) {
     nlohmann::json bench = {{"backend", backend},
                             {"config", o.config},
                             {"ranks", study->schedule.num_ranks()},
-                            {"gpus", study->schedule.num_ranks() * study->config.parallel.tp},
+                            {"gpus", study->schedule.num_ranks() * study->config.parallel.tp *
+                                         study->schedule.replica_fold},
+                            {"simulated_replicas", study->fold.simulated},
+                            {"replicas", study->fold.total},
                             {"operations", study->schedule.num_ops()},
                             {"activities", run.activities},
                             {"planning_s", planning_s},
@@ -297,6 +303,7 @@ int run_sim(const SimOptions& o) {
   os << "scheduler " << study->schedule.scheduler << ", " << layout_summary(c) << ", "
      << c.schedule.microbatches << " microbatches of " << c.schedule.microbatch_size << ", backend "
      << backend << "\n";
+  if (!study->fold.describe().empty()) os << "replicas         " << study->fold.describe() << "\n";
   print_stages(*study, os);
   os << "iteration time   " << ms(metrics.iteration_time_s) << "\n";
   os << "throughput       " << metrics.throughput_samples_per_s << " samples/s\n";
@@ -348,6 +355,10 @@ CommandRun attach_sim(CLI::App& sub) {
   sub.add_flag("--bench", o->bench,
                "Time the backend only: print wall time, peak RSS and activities/s as JSON");
   sub.add_flag("--quiet,-q", o->quiet, "No progress messages on stderr");
+  sub.add_flag("--no-fold", o->no_fold,
+               "Simulate every data-parallel replica op by op, even identical ones (by "
+               "default a symmetric job simulates two blocks of replicas; same as --set "
+               "sim.fold=false)");
   sub.add_option("--schedulers", o->schedulers,
                  "Run every scheduler listed (all, or a,b,c) on the config: one table, and "
                  "schedulers.csv + schedulers.png in --out; those that do not apply say why");

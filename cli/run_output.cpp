@@ -63,6 +63,11 @@ nlohmann::json metrics_json(const Study& study, const Metrics& m, const std::str
       {"config", c.path},
       {"gpu_memory_bytes", c.cluster.gpu.memory_bytes},
       {"layout", {{"pp", c.parallel.pp}, {"dp", c.parallel.dp}, {"tp", c.parallel.tp}}},
+      // per_rank lists the simulated replicas' ranks; the others are identical to them.
+      {"replicas",
+       {{"total", study.fold.total},
+        {"simulated", study.fold.simulated},
+        {"note", study.fold.describe()}}},
       {"microbatches", c.schedule.microbatches},
       {"microbatch_size", c.schedule.microbatch_size},
       {"partition_view", c.schedule.partition_view == PartitionView::kTrue ? "true" : "naive"},

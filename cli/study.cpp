@@ -147,8 +147,50 @@ std::vector<Sample> load_workload(const Config& config, size_t needed) {
 
 }  // namespace
 
+namespace {
+
+/// Sets the problem's replicas to `replicas` and loads the samples they train on.
+void plan_replicas(Study& study, int replicas) {
+  const Config& c = study.config;
+  SchedulingProblem& p = study.problem;
+  p.parallel.dp = replicas;
+  Config sized = c;
+  sized.parallel.dp = replicas;
+  check_plan_size(sized);
+  const size_t needed =
+      static_cast<size_t>(replicas) * c.schedule.microbatches * c.schedule.microbatch_size;
+  constexpr size_t kMaxSamples = 10'000'000;  // beyond this the plan alone would not fit in memory
+  if (needed > kMaxSamples) {
+    throw InputError(c.path +
+                     ": parallel.dp x schedule.microbatches x schedule.microbatch_size = " +
+                     std::to_string(needed) + " samples per iteration; Loom plans at most " +
+                     std::to_string(kMaxSamples));
+  }
+  p.samples = load_workload(c, needed);
+}
+
+Schedule generate_checked(const Study& study) {
+  const Config& c = study.config;
+  const SchedulingProblem& p = study.problem;
+  // Planning errors name config keys ("parallel.tp: ..."); say which file they are in.
+  try {
+    const SchedulerInfo& scheduler = find_scheduler(c.schedule.name);
+    Schedule schedule = scheduler.generate(p);
+    check_placement(schedule, c.cluster);
+    validate(schedule, c.model);
+    check_fits_memory(schedule, c.cluster.gpu.memory_bytes);
+    return schedule;
+  } catch (const InputError& e) {
+    throw InputError(c.path + ": " + e.what());
+  } catch (const InfeasibleError& e) {
+    throw InfeasibleError(c.path + ": " + e.what());
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Study> load_study(const std::string& config_path,
-                                  const std::vector<std::string>& overrides) {
+                                  const std::vector<std::string>& overrides, Folding folding) {
   auto study = std::make_unique<Study>();
   study->config = load_config(config_path, overrides);
   const Config& c = study->config;
@@ -160,37 +202,33 @@ std::unique_ptr<Study> load_study(const std::string& config_path,
   p.parallel = c.parallel;
   p.schedule = c.schedule;
   p.memory = c.cost.memory;
-  check_plan_size(c);
   check_tp_divides_heads(c);
-  const size_t needed =
-      static_cast<size_t>(c.parallel.dp) * c.schedule.microbatches * c.schedule.microbatch_size;
-  constexpr size_t kMaxSamples = 10'000'000;  // beyond this the plan alone would not fit in memory
-  if (needed > kMaxSamples) {
-    throw InputError(c.path +
-                     ": parallel.dp x schedule.microbatches x schedule.microbatch_size = " +
-                     std::to_string(needed) + " samples per iteration; Loom plans at most " +
-                     std::to_string(kMaxSamples));
-  }
-  p.samples = load_workload(c, needed);
+  study->fold.total = study->fold.simulated = c.parallel.dp;
+  if (folding == Folding::kAllowed) study->fold = plan_replica_fold(c);
+  plan_replicas(*study, study->fold.simulated);
   return study;
 }
 
 std::unique_ptr<Study> prepare_study(const std::string& config_path,
-                                     const std::vector<std::string>& overrides) {
-  auto study = load_study(config_path, overrides);
-  const Config& c = study->config;
-  SchedulingProblem& p = study->problem;
-  // Planning errors name config keys ("parallel.tp: ..."); say which file they are in.
-  try {
-    const SchedulerInfo& scheduler = find_scheduler(c.schedule.name);
-    study->schedule = scheduler.generate(p);
-    check_placement(study->schedule, c.cluster);
-    validate(study->schedule, c.model);
-    check_fits_memory(study->schedule, c.cluster.gpu.memory_bytes);
-  } catch (const InputError& e) {
-    throw InputError(c.path + ": " + e.what());
-  } catch (const InfeasibleError& e) {
-    throw InfeasibleError(c.path + ": " + e.what());
+                                     const std::vector<std::string>& overrides, Folding folding) {
+  auto study = load_study(config_path, overrides, folding);
+  study->schedule = generate_checked(*study);
+  ReplicaFold& fold = study->fold;
+  if (fold.folded()) {
+    std::string asymmetry = replica_asymmetry(study->schedule);
+    const int replica_gpus = study->config.parallel.pp * study->config.parallel.tp;
+    const auto& ranks = study->schedule.ranks;
+    if (asymmetry.empty() && ranks.back().gpu + ranks.back().tp != fold.simulated * replica_gpus)
+      asymmetry = "replicas do not span parallel.pp x parallel.tp GPUs each";
+    if (asymmetry.empty()) {
+      study->schedule.replica_fold = fold.factor();
+    } else {
+      // The plan says what the config could not: plan every replica.
+      fold.simulated = fold.total;
+      fold.reason = "the plan's replicas differ (" + asymmetry + ")";
+      plan_replicas(*study, fold.total);
+      study->schedule = generate_checked(*study);
+    }
   }
   return study;
 }
@@ -199,7 +237,8 @@ double evaluate_with_view(const Study& study, PartitionView view) {
   SchedulingProblem p = study.problem;
   p.schedule.partition_view = view;
   p.schedule.stage_layers.clear();
-  const Schedule schedule = find_scheduler(p.schedule.name).generate(p);
+  Schedule schedule = find_scheduler(p.schedule.name).generate(p);
+  schedule.replica_fold = study.schedule.replica_fold;
   return evaluate(schedule, *p.cluster).iteration_time_s();
 }
 

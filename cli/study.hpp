@@ -7,6 +7,7 @@
 
 #include "core/config.hpp"
 #include "core/cost_model.hpp"
+#include "core/replica_fold.hpp"
 #include "schedulers/scheduler.hpp"
 
 namespace loom {
@@ -14,20 +15,29 @@ namespace loom {
 struct Study {
   Config config;
   std::unique_ptr<CostModel> cost;
-  SchedulingProblem problem;
+  SchedulingProblem problem;  ///< parallel.dp is the simulated replicas when folded
   Schedule schedule;
+  ReplicaFold fold;  ///< how many replicas the schedule holds of the job's parallel.dp
 };
+
+/// Whether a study may fold identical data-parallel replicas (core/replica_fold.hpp):
+/// simulations may; a schedule that is printed, exported or executed holds every rank.
+enum class Folding { kOff, kAllowed };
 
 /// Loads the config and builds the cost model, workload and scheduling problem; the
 /// schedule stays empty (for a schedule read from a file: cli/schedule_import.hpp).
 std::unique_ptr<Study> load_study(const std::string& config_path,
-                                  const std::vector<std::string>& overrides);
+                                  const std::vector<std::string>& overrides,
+                                  Folding folding = Folding::kOff);
 
 /// Loads the config, builds the cost model and workload, runs the configured scheduler,
 /// validates the schedule and checks it fits GPU memory. Throws InputError /
-/// InfeasibleError with messages that name the file and key.
+/// InfeasibleError with messages that name the file and key. With Folding::kAllowed and a
+/// symmetric job the schedule holds only `fold.simulated` replicas; a plan whose replicas
+/// turn out to differ is rebuilt whole, and `fold.reason` says why.
 std::unique_ptr<Study> prepare_study(const std::string& config_path,
-                                     const std::vector<std::string>& overrides);
+                                     const std::vector<std::string>& overrides,
+                                     Folding folding = Folding::kOff);
 
 /// Re-plans `study` with another partition view and returns the evaluator's iteration
 /// time (what the partition choice alone is worth).

@@ -17,7 +17,7 @@ namespace {
 
 double run_here(const std::string& config, const std::vector<std::string>& overrides,
                 const std::string& backend) {
-  const auto study = prepare_study(config, overrides);
+  const auto study = prepare_study(config, overrides, Folding::kAllowed);
   if (backend == "evaluator")
     return evaluate(study->schedule, study->config.cluster).iteration_time_s();
   SimGridOptions sg;

@@ -780,6 +780,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.sim.backend = r.string(sm, "sim.", "backend", c.sim.backend, {"simgrid", "evaluator"});
   c.sim.network_model =
       r.string(sm, "sim.", "network_model", c.sim.network_model, {"CM02", "LV08"});
+  c.sim.fold = r.boolean(sm, "sim.", "fold", c.sim.fold);
   c.replay = read_replay(r, root);
   if (const toml::table* v = r.section(root, "", "validation")) {
     c.validation.measured_iteration_s =

@@ -92,6 +92,8 @@ struct WorkloadConfig {
 struct SimConfig {
   std::string backend = "simgrid";     ///< simgrid | evaluator
   std::string network_model = "CM02";  ///< SimGrid network model (CM02 or LV08)
+  /// Simulate identical data-parallel replicas once (core/replica_fold.hpp); `--no-fold`.
+  bool fold = true;
 };
 
 /// `[replay]`: the fault-tolerance policies of `loom replay` (dissertation ch. 2). Costs

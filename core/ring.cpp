@@ -6,11 +6,15 @@ namespace loom {
 
 RingTiming ring_timing(const Schedule& schedule, const Cluster& cluster,
                        const std::vector<OpRef>& members, const Collective& collective) {
+  // Steps and bytes are the whole ring's; the hops are those of the simulated members
+  // (with folding, the fold's last member stands for the next replica's: the same link
+  // types, see core/replica_fold.hpp).
   const int n = static_cast<int>(members.size());
-  const int steps = ring_steps(collective.kind, n);
+  const int ring = schedule.ring_size(collective.group);
+  const int steps = ring_steps(collective.kind, ring);
   RingTiming t;
   if (steps == 0) return t;
-  const double stream = ring_stream_bytes(collective.kind, n, collective.bytes);
+  const double stream = ring_stream_bytes(collective.kind, ring, collective.bytes);
   auto gpu = [&](const OpRef& m) { return schedule.ranks[static_cast<size_t>(m.rank)].gpu; };
   auto tp = [&](const OpRef& m) { return schedule.ranks[static_cast<size_t>(m.rank)].tp; };
   double largest_latency = 0;

@@ -144,8 +144,17 @@ struct Schedule {
   /// samples[replica][microbatch] -> sample ids it covers
   std::vector<std::vector<std::vector<int>>> samples;
   std::vector<StaticMemory> static_memory;  ///< per rank
+  /// Symmetric folding (core/replica_fold.hpp): each data-parallel replica in the IR stands
+  /// for `replica_fold` identical ones that are not simulated op by op. Every collective
+  /// group then has one member per simulated replica, and its ring runs over
+  /// members x replica_fold ranks: the same steps and bytes per link as the whole ring.
+  int replica_fold = 1;
 
   int num_ranks() const { return static_cast<int>(programs.size()); }
+  /// Ranks a collective group's ring runs over (its members, times the fold).
+  int ring_size(int group) const {
+    return static_cast<int>(groups[static_cast<size_t>(group)].size()) * replica_fold;
+  }
   size_t num_ops() const;
   /// Field by field (ops compare exactly, MessageTag by its producer()): what the text
   /// form's round trip preserves (core/schedule_text.hpp).

@@ -81,6 +81,8 @@ std::string format_schedule(const Schedule& s) {
   for (const std::string& m : s.module_names) out += " " + m;
   out += "\nnum_stages " + std::to_string(s.num_stages) + "\n";
   out += "microbatches " + std::to_string(s.microbatches) + "\n";
+  // Only folded schedules carry the line: unfolded files stay as they were.
+  if (s.replica_fold != 1) out += "replica_fold " + std::to_string(s.replica_fold) + "\n";
   out += "groups " + std::to_string(s.groups.size()) + "\n";
   for (size_t g = 0; g < s.groups.size(); ++g)
     out += "group " + std::to_string(g) + ":" + int_list(s.groups[g]) + "\n";

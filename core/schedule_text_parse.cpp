@@ -353,6 +353,11 @@ void read_header(Reader& in, Schedule& s) {
   s.num_stages = in.integer(stages, stages.tokens[1]);
   const Line& mbs = in.keyword("microbatches", 1, "'microbatches N'");
   s.microbatches = in.integer(mbs, mbs.tokens[1]);
+  if (!in.at_end() && in.peek() == "replica_fold") {
+    const Line& fold = in.keyword("replica_fold", 1, "'replica_fold N'");
+    s.replica_fold = in.integer(fold, fold.tokens[1]);
+    if (s.replica_fold < 1) in.fail(fold, fold.tokens[1], "replica_fold must be at least 1");
+  }
 }
 
 void read_groups_and_samples(Reader& in, Schedule& s) {

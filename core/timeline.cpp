@@ -101,6 +101,7 @@ Metrics compute_metrics(const Schedule& schedule, const Timeline& timeline) {
   for (const auto& replica : schedule.samples) {
     for (const auto& mb : replica) samples += mb.size();
   }
+  samples *= static_cast<size_t>(schedule.replica_fold);  // the replicas folded away train too
   m.throughput_samples_per_s = m.iteration_time_s > 0 ? samples / m.iteration_time_s : 0.0;
   const auto peaks = activation_peaks(schedule);
   double busy_total = 0;

@@ -111,7 +111,7 @@ class HostExecutor final : public Executor {
     const Matching matching = match_operations(schedule);  // InfeasibleError if unmatched
     const LayerGraph graph(*problem.model);
     const int n = schedule.num_ranks();
-    Transport transport(options.timeout_s);
+    Transport transport(options.timeout_s, n);
     std::vector<std::unique_ptr<HostRankBackend>> backends;
     Clock::time_point epoch;
     for (int r = 0; r < n; ++r) {
@@ -130,6 +130,7 @@ class HostExecutor final : public Executor {
         start.wait();
         try {
           run_program(schedule, r, *backends[static_cast<size_t>(r)], options);
+          transport.finished();
         } catch (const std::exception& e) {
           errors[static_cast<size_t>(r)] = std::current_exception();
           failed_at[static_cast<size_t>(r)] =

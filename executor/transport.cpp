@@ -4,20 +4,36 @@
 
 namespace loom::exec {
 
-Transport::Transport(double timeout_s) : timeout_(timeout_s) {}
+Transport::Transport(double timeout_s, int ranks) : timeout_(timeout_s), running_(ranks) {}
 
 template <class Pred>
 void Transport::wait(std::unique_lock<std::mutex>& lock, Pred pred, const std::string& what) {
-  const bool ok =
-      changed_.wait_for(lock, timeout_, [&] { return !abort_reason_.empty() || pred(); });
+  ++waiting_;
+  bool ok = false;
+  // A deadline passes without the data: give up only if no rank is computing either.
+  // A rank inside a long compute is neither waiting nor finished, so waiting_ < running_.
+  while (!(ok = changed_.wait_for(lock, timeout_, [&] {
+    return !abort_reason_.empty() || pred();
+  })) && waiting_ < running_) {
+  }
+  --waiting_;
   if (!abort_reason_.empty())
     throw ExecError("aborted while waiting for " + what + ": " + abort_reason_);
   if (!ok) {
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g", timeout_.count());
     throw ExecError("timed out after " + std::string(seconds) + " s waiting for " + what +
-                    " (its peer is dead or stuck; raise --timeout if it is only slow)");
+                    ": every running rank has been waiting that long and none is computing "
+                    "(a deadlock, or a peer that died)");
   }
+}
+
+void Transport::finished() {
+  {
+    std::lock_guard lock(mutex_);
+    --running_;
+  }
+  changed_.notify_all();
 }
 
 void Transport::send(int src, int dst, Message message) {

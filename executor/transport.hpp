@@ -25,7 +25,10 @@ struct Message {
 
 class Transport {
  public:
-  explicit Transport(double timeout_s);
+  /// `ranks`: the threads that use it. A wait gives up only when, for `timeout_s`, every
+  /// rank still running has been waiting too (nobody computing: a deadlock or a dead
+  /// peer); a peer busy with a long compute is alive, however long it takes.
+  Transport(double timeout_s, int ranks);
 
   /// Eager: never blocks.
   void send(int src, int dst, Message message);
@@ -42,6 +45,8 @@ class Transport {
 
   /// Records the first failure and wakes every waiter (they throw ExecError naming it).
   void abort(const std::string& why);
+  /// A rank has run its whole program: it will neither wait nor send again.
+  void finished();
 
  private:
   struct Room {
@@ -60,6 +65,8 @@ class Transport {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::chrono::duration<double> timeout_;
+  int running_ = 0;  ///< ranks that have not finished their program
+  int waiting_ = 0;  ///< ranks blocked in wait()
   std::map<MessageChannel, std::deque<Message>> mailboxes_;
   std::map<std::pair<int, int>, Room> rooms_;  ///< (group, instance)
   std::string abort_reason_;

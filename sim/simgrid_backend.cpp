@@ -177,7 +177,7 @@ class Simulation {
                          while (members[k] != r) ++k;
                          boxes[i].out = ring_mailbox(c.group, r, members[(k + 1) % n]);
                          boxes[i].out_bytes = simulated_bytes(
-                             ring_stream_bytes(c.kind, static_cast<int>(n), c.bytes),
+                             ring_stream_bytes(c.kind, schedule_.ring_size(c.group), c.bytes),
                              latency(r, members[(k + 1) % n]));
                          boxes[i].out_rate = rate_cap(r, members[(k + 1) % n]);
                          boxes[i].in = ring_mailbox(c.group, members[(k + n - 1) % n], r);
@@ -197,7 +197,7 @@ class Simulation {
       const int n = static_cast<int>(members.size());
       const auto& c =
           std::get<Collective>(program(members[0].rank)[static_cast<size_t>(members[0].index)]);
-      if (ring_steps(c.kind, n) == 0) continue;
+      if (ring_steps(c.kind, schedule_.ring_size(c.group)) == 0) continue;
       rings_[i] = {sg::Barrier::create(static_cast<unsigned>(n)),
                    sg::Barrier::create(static_cast<unsigned>(n)),
                    ring_timing(schedule_, cluster_, members, c).handshake_s};
@@ -267,8 +267,7 @@ class Simulation {
   /// Ring collective (core/schedule.hpp): once all members are here, stream this
   /// member's steps to its successor and take the predecessor's stream; finish together.
   void ring(OpRef here, const Collective& c, const OpMailboxes& boxes) {
-    const int n = static_cast<int>(schedule_.groups[static_cast<size_t>(c.group)].size());
-    if (ring_steps(c.kind, n) == 0) return;
+    if (ring_steps(c.kind, schedule_.ring_size(c.group)) == 0) return;
     const RingInstance& instance =
         rings_[static_cast<size_t>(matching_.collective_instance[static_cast<size_t>(here.rank)]
                                                                 [static_cast<size_t>(here.index)])];

@@ -96,7 +96,7 @@ namespace {
 PointResult run_point_untimed(const std::string& config, const std::vector<std::string>& overrides,
                               const std::string& timeline_csv) {
   try {
-    return measure(*prepare_study(config, overrides), timeline_csv);
+    return measure(*prepare_study(config, overrides, Folding::kAllowed), timeline_csv);
   } catch (const InputError& e) {
     return failure("failed", e.what());
   } catch (const InfeasibleError& e) {

@@ -79,15 +79,15 @@ std::string config(const std::string& relative) {
 }  // namespace
 
 TEST(OutputContract, InterruptedSimLeavesNoStagingAndARerunIsByteIdentical) {
-  // 16 x 64 ranks through SimGrid: about ten seconds, so the signals land mid-run.
+  // 16 x 64 ranks through SimGrid, unfolded: a few seconds, so the signals land mid-run.
   const test::TempDir dir;
   const fs::path root = dir.path("runs");
   fs::create_directories(root);
   const std::string big = config("configs/bench/pp16-dp64.toml");
   for (const int sig : {SIGINT, SIGTERM}) {
     const int code = interrupt_loom(
-        {"sim", big, "--no-plot", "--out", (root / "b").string()}, dir.path("log"), sig,
-        [&] { return has_staging(root); }, 1.0);
+        {"sim", big, "--no-plot", "--no-fold", "--out", (root / "b").string()}, dir.path("log"),
+        sig, [&] { return has_staging(root); }, 1.0);
     EXPECT_EQ(code, 128 + sig) << test::slurp(dir.path("log"));
     EXPECT_NE(test::slurp(dir.path("log")).find("interrupted"), std::string::npos);
     EXPECT_TRUE(hidden_entries(root).empty()) << hidden_entries(root).front();
@@ -95,7 +95,7 @@ TEST(OutputContract, InterruptedSimLeavesNoStagingAndARerunIsByteIdentical) {
   }
   for (const char* out : {"a", "b"}) {
     const test::CliResult r =
-        test::run_loom("sim " + big + " --no-plot -q --out " + (root / out).string());
+        test::run_loom("sim " + big + " --no-plot --no-fold -q --out " + (root / out).string());
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   expect_identical_folders(root / "a", root / "b");

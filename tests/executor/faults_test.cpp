@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 
 #include "core/errors.hpp"
 #include "executor/host_backend.hpp"
+#include "executor/transport.hpp"
 #include "test_support.hpp"
 
 namespace loom::exec {
@@ -61,6 +63,32 @@ TEST(Faults, HungTransferTimesOutNamingTheReceive) {
     EXPECT_NE(what.find("RECV"), std::string::npos) << what;
     EXPECT_NE(what.find("timed out after 0.3 s"), std::string::npos) << what;
   }
+}
+
+TEST(Faults, APeerStillComputingIsNotDeclaredDead) {
+  // Rank 1 "computes" for several deadlines before it sends; rank 0 waits all along.
+  // The deadline only ends a wait when every running rank is waiting (issue 18: a long
+  // layer on a large config used to end the run as "peer dead or stuck").
+  Transport transport(0.1, 2);
+  const MessageTag tag{Pass::kF, 0, 1, 0};
+  std::thread slow([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    transport.send(1, 0, Message{tag, {}});
+    transport.finished();
+  });
+  EXPECT_NO_THROW(transport.recv(1, 0, tag));
+  transport.finished();
+  slow.join();
+}
+
+TEST(Faults, ARankThatFinishedCannotKeepAWaiterAlive) {
+  // Rank 1 ends its program without the send rank 0 waits for: once the deadline passes
+  // with nobody computing, the wait ends.
+  Transport transport(0.2, 2);
+  transport.finished();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(transport.recv(1, 0, MessageTag{Pass::kF, 0, 1, 0}), ExecError);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5);
 }
 
 TEST(Faults, RerunsGiveTheSameTimelineStructure) {

@@ -1,0 +1,95 @@
+"""Runs and plots the scale benchmark (bench/run_scale.sh): end-to-end time and peak RSS
+of `loom sim --bench` against the GPU count, per backend, folded and unfolded, with the
+exponent of a least-squares fit of log(time) on log(GPUs) for each series."""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+PP, GPUS_PER_NODE = 16, 8
+
+
+def run(loom, config, gpus, backend, fold):
+    dp = gpus // PP
+    cmd = [loom, "sim", config, "--bench", "-q", "--backend", backend,
+           "--set", f"parallel.dp={dp}", "--set", f"cluster.nodes={gpus // GPUS_PER_NODE}"]
+    if not fold:
+        cmd.append("--no-fold")
+    start = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"scale_plot: {' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()}")
+    row = json.loads(done.stdout)
+    row.update({"end_to_end_s": wall, "folded": fold})
+    return row
+
+
+def exponent(rows):
+    pts = [(math.log(r["gpus"]), math.log(r["end_to_end_s"])) for r in rows]
+    if len(pts) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--loom", default="build/cli/loom")
+    ap.add_argument("--config", default="configs/bench/pp16-dp64.toml")
+    ap.add_argument("--out", default="out/bench-scale")
+    ap.add_argument("--unfolded-max", type=int, default=4096)
+    ap.add_argument("--sizes", default="1024,4096,16384,65536")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    series = {}
+    print("| GPUs | backend | replicas simulated | end-to-end s | planning s | backend s | peak RSS MiB | iteration s |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|")
+    for fold in (True, False):
+        for backend in ("evaluator", "simgrid"):
+            for gpus in sizes:
+                if not fold and gpus > args.unfolded_max:
+                    continue
+                r = run(args.loom, args.config, gpus, backend, fold)
+                series.setdefault((backend, fold), []).append(r)
+                print(f"| {gpus:,} | {backend} | {r['simulated_replicas']} of {r['replicas']} | "
+                      f"{r['end_to_end_s']:.2f} | {r['planning_s']:.2f} | {r['wall_s']:.3f} | "
+                      f"{r['peak_rss_bytes'] / 2**20:.0f} | {r['iteration_time_s']:.4f} |", flush=True)
+    fits = {f"{b} {'folded' if f else 'unfolded'}": exponent(rows) for (b, f), rows in series.items()}
+    for name, k in fits.items():
+        if k is not None:
+            print(f"fitted exponent of end-to-end time vs GPUs, {name}: {k:.2f}")
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "scale.json"), "w") as f:
+        json.dump({"rows": [r for rows in series.values() for r in rows], "exponents": fits}, f, indent=2)
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4))
+    for (backend, fold), rows in series.items():
+        name = f"{backend} {'folded' if fold else 'unfolded'}"
+        k = fits[name]
+        label = name + (f" (exponent {k:.2f})" if k is not None else "")
+        style = "-o" if fold else "--s"
+        g = [r["gpus"] for r in rows]
+        ax_t.plot(g, [r["end_to_end_s"] for r in rows], style, label=label)
+        ax_m.plot(g, [r["peak_rss_bytes"] / 2**20 for r in rows], style, label=name)
+    for ax, ylabel in ((ax_t, "end-to-end time, s"), (ax_m, "peak resident memory, MiB")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("GPUs (PP 16, DP = GPUs / 16)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("loom sim --bench, configs/bench/pp16-dp64.toml scaled by DP")
+    fig.tight_layout()
+    fig.savefig(os.path.join(args.out, "scale.png"), dpi=120)
+    print(f"wrote {args.out}/scale.json and scale.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+#include "core/replica_fold.hpp"
+
+#include <numeric>
+
+#include "core/overloaded.hpp"
+
+namespace loom {
+
+std::string ReplicaFold::describe() const {
+  if (folded()) {
+    return "simulated " + std::to_string(simulated) + " of " + std::to_string(total) +
+           " replicas; symmetric";
+  }
+  return reason.empty() ? "" : "not folded: " + reason;
+}
+
+ReplicaFold plan_replica_fold(const Config& config) {
+  ReplicaFold fold;
+  fold.total = fold.simulated = config.parallel.dp;
+  auto off = [&](std::string why) {
+    fold.reason = std::move(why);
+    return fold;
+  };
+  // Per-module layouts have a data-parallel degree per module (parallel.dp unused).
+  if (!config.parallel.module_layouts.empty())
+    return off("per-module layouts (parallel.modules.*) place replicas unevenly");
+  if (fold.total <= 1) return fold;
+  if (!config.sim.fold) return off("sim.fold = false");
+  if (!config.workload.csv.empty() || !config.workload.dataset.empty()) {
+    return off(std::string("the samples differ in cost (workload.") +
+               (config.workload.csv.empty() ? "dataset" : "csv") +
+               "), so replicas run different work");
+  }
+  const Cluster& cluster = config.cluster;
+  const long replica_gpus = static_cast<long>(config.parallel.pp) * config.parallel.tp;
+  if (replica_gpus * fold.total > cluster.num_gpus())
+    return off("the job needs more GPUs than the cluster has");
+  // u replicas fill whole nodes; fold into k >= 2 blocks of u, k dividing dp / u.
+  const long block =
+      std::lcm(replica_gpus, static_cast<long>(cluster.gpus_per_node)) / replica_gpus;
+  const long blocks = fold.total / block;
+  if (fold.total % block != 0 || blocks < 4) {
+    if (fold.total % block != 0) {
+      return off(std::to_string(fold.total) + " replicas are not whole blocks of " +
+                 std::to_string(block) + " (the replicas that fill whole nodes): the nodes " +
+                 "differ");
+    }
+    return off("too few replicas to fold (" + std::to_string(fold.total) +
+               "; folding keeps two blocks of " + std::to_string(block) + ")");
+  }
+  for (long k = 2; k < blocks; ++k) {
+    if (blocks % k == 0) {
+      fold.simulated = static_cast<int>(k * block);
+      return fold;
+    }
+  }
+  return off(std::to_string(blocks) + " blocks of " + std::to_string(block) +
+             " replicas do not split into equal groups of two or more");
+}
+
+namespace {
+
+std::string describe_op(int replica, int rank, size_t index) {
+  return "replica " + std::to_string(replica) + " rank " + std::to_string(rank) + " op #" +
+         std::to_string(index) + " differs from replica 0's";
+}
+
+/// `op` of a rank in replica d equals `base` of replica 0 with peers shifted by `shift`.
+bool same_shifted(const Op& op, const Op& base, int shift) {
+  if (op.index() != base.index()) return false;
+  return std::visit(Overloaded{
+                        [&](const Compute& c) { return c == std::get<Compute>(base); },
+                        [&](const Send& s) {
+                          Send b = std::get<Send>(base);
+                          b.peer += shift;
+                          return s == b;
+                        },
+                        [&](const Recv& r) {
+                          Recv b = std::get<Recv>(base);
+                          b.peer += shift;
+                          return r == b;
+                        },
+                        [&](const Collective& c) { return c == std::get<Collective>(base); },
+                    },
+                    op);
+}
+
+}  // namespace
+
+std::string replica_asymmetry(const Schedule& s) {
+  const int ranks = s.num_ranks();
+  int replicas = 0;
+  for (const RankInfo& info : s.ranks) replicas = std::max(replicas, info.replica + 1);
+  if (replicas <= 1) return "";
+  if (ranks % replicas != 0) return "replicas hold different numbers of ranks";
+  const int per = ranks / replicas;
+  const int stride = s.ranks[static_cast<size_t>(per)].gpu - s.ranks[0].gpu;
+  if (s.samples.size() != static_cast<size_t>(replicas))
+    return "the sample assignment does not cover every replica";
+  for (int d = 0; d < replicas; ++d) {
+    if (s.samples[static_cast<size_t>(d)].size() != s.samples[0].size())
+      return "replica " + std::to_string(d) + " runs another number of microbatches";
+    for (int i = 0; i < per; ++i) {
+      const size_t r = static_cast<size_t>(d * per + i), r0 = static_cast<size_t>(i);
+      const RankInfo& info = s.ranks[r];
+      const RankInfo& base = s.ranks[r0];
+      if (info.replica != d || info.tp != base.tp || info.gpu != base.gpu + d * stride) {
+        return "replica " + std::to_string(d) + " rank " + std::to_string(r) +
+               " is not placed as replica 0's rank " + std::to_string(i) +
+               " shifted by whole replicas";
+      }
+      if (!(s.static_memory[r] == s.static_memory[r0]))
+        return "replica " + std::to_string(d) + " rank " + std::to_string(r) +
+               " holds other weights";
+      const auto& program = s.programs[r];
+      const auto& base_program = s.programs[r0];
+      if (program.size() != base_program.size())
+        return describe_op(d, static_cast<int>(r), std::min(program.size(), base_program.size()));
+      for (size_t k = 0; k < program.size(); ++k) {
+        if (!same_shifted(program[k], base_program[k], d * per))
+          return describe_op(d, static_cast<int>(r), k);
+      }
+    }
+  }
+  for (size_t g = 0; g < s.groups.size(); ++g) {
+    const auto& members = s.groups[g];
+    bool one_per_replica = members.size() == static_cast<size_t>(replicas);
+    for (int d = 0; one_per_replica && d < replicas; ++d)
+      one_per_replica = members[static_cast<size_t>(d)] == members[0] + d * per;
+    if (!one_per_replica)
+      return "collective group " + std::to_string(g) + " is not one member per replica";
+  }
+  return "";
+}
+
+}  // namespace loom

@@ -1,0 +1,46 @@
+#pragma once
+/// Symmetric folding of data-parallel replicas: simulate what differs, not every copy.
+///
+/// Replicas that run the same program on the same kind of hardware finish at the same
+/// time, so a simulation needs only enough of them to load every link as the whole job
+/// does. Replicas are placed as consecutive blocks of GPUs; u of them fill a whole number
+/// of nodes (u = lcm(replica GPUs, GPUs per node) / replica GPUs), and every block of u
+/// replicas sees the same links. Loom simulates S = k x u replicas (k >= 2, S dividing
+/// parallel.dp) op by op. Pipeline traffic stays inside a replica; the gradient
+/// all-reduce runs as a ring over the S simulated members whose hop from the last member
+/// back to the first stands for the hop into the next block: the same link types and
+/// the same load on every NIC and GPU link. Steps and bytes per step are the whole
+/// ring's (Schedule::replica_fold), so each link carries exactly what it carries in the
+/// full job, and the fold is exact under max-min link sharing.
+///
+/// Folding is off where symmetry does not hold: samples that differ in cost (a workload
+/// CSV or dataset), per-module layouts, a replica count that is not a whole number of
+/// pairs of blocks, or a scheduler whose replicas do not run identical programs (checked
+/// on the plan itself). `sim.fold = false` (`loom sim --no-fold`) turns it off.
+#include <string>
+
+#include "core/config.hpp"
+#include "core/schedule.hpp"
+
+namespace loom {
+
+struct ReplicaFold {
+  int simulated = 1;   ///< replicas planned and simulated op by op
+  int total = 1;       ///< the job's replicas (parallel.dp)
+  std::string reason;  ///< why not folded; empty when folded or with one replica
+  bool folded() const { return simulated < total; }
+  int factor() const { return total / simulated; }
+  /// "simulated 2 of 64 replicas; symmetric", "not folded: <reason>", or "" (dp 1).
+  std::string describe() const;
+};
+
+/// Decides from the config: how many replicas to simulate, or why all of them. The plan
+/// built with that many must still pass replica_asymmetry().
+ReplicaFold plan_replica_fold(const Config& config);
+
+/// Empty when every replica of `schedule` runs replica 0's program on ranks, GPUs and
+/// peers shifted by whole replicas, and every collective group has one member per
+/// replica in replica order; otherwise what differs first.
+std::string replica_asymmetry(const Schedule& schedule);
+
+}  // namespace loom
