@@ -133,6 +133,18 @@ std::string position(const std::string& text, const std::string& needle, int shi
          std::to_string(static_cast<int>(at - line_start) + 1 + shift) + ":";
 }
 
+TEST(ScheduleText, AFoldedScheduleKeepsItsFold) {
+  Schedule s = every_kind();
+  EXPECT_EQ(format_schedule(s).find("replica_fold"), std::string::npos);  // unfolded: no line
+  s.replica_fold = 32;
+  const std::string text = format_schedule(s);
+  EXPECT_NE(text.find("\nreplica_fold 32\n"), std::string::npos);
+  EXPECT_TRUE(parse_schedule(text) == s);
+  const std::string zero = edit(text, "replica_fold 32", "replica_fold 0");
+  EXPECT_NE(parse_error(zero).find("replica_fold must be at least 1"), std::string::npos)
+      << parse_error(zero);
+}
+
 TEST(ScheduleText, ParseErrorsNameLineAndColumn) {
   const std::string text = format_schedule(every_kind());
   struct Case {
