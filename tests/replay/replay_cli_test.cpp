@@ -166,6 +166,22 @@ TEST(ReplayCli, RerunsAreByteIdentical) {
   EXPECT_EQ(run(args + tmp.path("a") + " --force").exit_code, 0);
 }
 
+TEST(ReplayCli, FoldingLeavesReplayUnderFailuresUnchanged) {
+  // Failures split the job into groups of identical pipelines, each simulated as its own
+  // study (cli/replay_timer.hpp); folding applies inside a group (here 12 and 24 one-node
+  // pipelines simulate 2 each), never across groups of different shapes. Every output
+  // must be the unfolded replay's, byte for byte.
+  test::TempDir tmp;
+  const std::string args = "replay " + test::source_path("configs/paper/oobleck-gpt3-350m.toml") +
+                           " --trace " + test::source_path("traces/spot/ec2-p3.csv") +
+                           " --hours 2 --policy oobleck --backend evaluator -q --out ";
+  ASSERT_EQ(run(args + tmp.path("folded")).exit_code, 0);
+  ASSERT_EQ(run(args + tmp.path("whole") + " --set sim.fold=false").exit_code, 0);
+  for (const char* f : {"throughput.csv", "events.csv", "summary.json"}) {
+    EXPECT_EQ(slurp(fs::path(tmp.path("folded")) / f), slurp(fs::path(tmp.path("whole")) / f)) << f;
+  }
+}
+
 TEST(ReplayCli, OobleckWaitsBelowFPlusOneN0) {
   // n0 = 8, f = 1: 16 nodes needed; the 10-minute trace's 15th failure (at 9018 s) leaves
   // 15. Oobleck keeps its progress and waits for nodes (none return): idle to the end.
