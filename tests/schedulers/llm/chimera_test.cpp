@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <set>
 #include <tuple>
 
@@ -115,6 +116,20 @@ INSTANTIATE_TEST_SUITE_P(Sweep, ChimeraSweep, ::testing::ValuesIn(sweep()),
                            return "p" + std::to_string(param_info.param.p) + "_m" +
                                   std::to_string(param_info.param.m);
                          });
+
+TEST(Chimera, RandomPAndMValidateAndMeetThePapersBubble) {
+  // Seeded: p even 2-8, m = p x 1-4; dependencies, exactly-once and no deadlock.
+  std::mt19937 rng(21);
+  for (int trial = 0; trial < 12; ++trial) {
+    const int p = 2 * std::uniform_int_distribution<int>(1, 4)(rng);
+    const int m = p * std::uniform_int_distribution<int>(1, 4)(rng);
+    const auto study = uniform("chimera", p, m, 2 * p);
+    ASSERT_NO_THROW(validate(study->schedule, study->config.model)) << "p " << p << " m " << m;
+    const Metrics metrics =
+        compute_metrics(study->schedule, evaluate(study->schedule, study->config.cluster));
+    EXPECT_NEAR(metrics.iteration_time_s, (2 * m + p - 2) * 1e-3, 1e-12) << "p " << p << " m " << m;
+  }
+}
 
 TEST(Chimera, EveryRankHoldsTwoStagesAndAllReducesWithTheOtherCopy) {
   // vlm-frozen with a trainable LLM: parameters and gradients to hold and reduce.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
 #include <set>
 
 #include "cli/pytorch_csv.hpp"
@@ -204,6 +205,22 @@ INSTANTIATE_TEST_SUITE_P(Sweep, DualPipeVSweep, ::testing::ValuesIn(sweep()),
                            return "p" + std::to_string(param_info.param.p) + "_m" +
                                   std::to_string(param_info.param.m);
                          });
+
+TEST(DualPipeV, RandomPAndMValidateAndMeetTheClosedForm) {
+  // Seeded: p 1-6, m 2p-4p. validate() checks every dependency and each (stage, pass,
+  // microbatch) once; the evaluator finishing is no deadlock.
+  std::mt19937 rng(15);
+  for (int trial = 0; trial < 12; ++trial) {
+    const int p = std::uniform_int_distribution<int>(1, 6)(rng);
+    const int m = std::uniform_int_distribution<int>(2 * p, 4 * p)(rng);
+    const auto study = uniform("dualpipe-v", p, m, 4 * p);
+    ASSERT_NO_THROW(validate(study->schedule, study->config.model)) << "p " << p << " m " << m;
+    const Metrics metrics =
+        compute_metrics(study->schedule, evaluate(study->schedule, study->config.cluster));
+    EXPECT_NEAR(metrics.iteration_time_s, dualpipe_v_unit_makespan(p, m) * 1e-3, 1e-12)
+        << "p " << p << " m " << m;
+  }
+}
 
 TEST(DualPipeV, FewerThanTwoPMicrobatchesIsAnInputErrorNamingTheRule) {
   EXPECT_EQ(dualpipe_v_microbatch_error(4, 8), "");
