@@ -60,11 +60,21 @@ void parse_action(std::string_view text, const std::string& source, int line, in
     if (close == std::string_view::npos || text.substr(close + 1) != "OVERLAP_F_B")
       fail(source, line, column,
            "expected '(ACTION;ACTION)OVERLAP_F_B', found '" + std::string(text) + "'");
+    const size_t first = out.size();
     size_t at = 1;
     while (at < close) {
       size_t end = std::min(text.find(';', at), close);
       parse_action(text.substr(at, end - at), source, line, column + static_cast<int>(at), out);
       at = end + 1;
+    }
+    // A forward and a full backward of another microbatch: Loom's overlapped pair
+    // (RankAction::overlapped). Other combinations run one after the other, unfused (the
+    // pair receives before and sends after both halves, so a B that needs its own F's
+    // output downstream cannot be one).
+    if (out.size() == first + 2 && out[first].action.pass == Pass::kF &&
+        out[first + 1].action.pass == Pass::kB &&
+        out[first].action.microbatch != out[first + 1].action.microbatch) {
+      out[first].action.overlapped = out[first + 1].action.overlapped = true;
     }
     return;
   }
@@ -159,6 +169,7 @@ std::string format_pytorch_csv(const Schedule& schedule, bool comms) {
     if (schedule.ranks[static_cast<size_t>(r)].replica != 0) continue;
     std::vector<std::string> row;
     std::string last_compute;
+    std::string open_overlap;  // the F of an overlapped pair waiting for its B
     for (const Op& op : schedule.programs[static_cast<size_t>(r)]) {
       std::string action;
       if (const auto* c = std::get_if<Compute>(&op)) {
@@ -168,6 +179,13 @@ std::string format_pytorch_csv(const Schedule& schedule, bool comms) {
         // the messages between them belong to it.
         if (action == last_compute) continue;
         last_compute = action;
+        // The B half of an overlapped pair joins its F: "(0F3;3B1)OVERLAP_F_B".
+        if (c->overlapped && c->pass != Pass::kF && !row.empty() && !open_overlap.empty()) {
+          row.back() = "(" + open_overlap + ";" + action + ")OVERLAP_F_B";
+          open_overlap.clear();
+          continue;
+        }
+        open_overlap = c->overlapped && c->pass == Pass::kF ? action : "";
       } else if (comms) {
         action = comm_action(op);
         if (action.empty() || (!row.empty() && row.back() == action)) continue;

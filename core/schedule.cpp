@@ -42,6 +42,11 @@ std::string module_suffix(int module, const Schedule& schedule) {
   return "@" + schedule.module_names.at(static_cast<size_t>(module));
 }
 
+// "(copy)" on a redundant compute, "(F+B)" on a half of an overlapped pair.
+std::string compute_flags(const Compute& c) {
+  return std::string(c.redundant ? "(copy)" : "") + (c.overlapped ? "(F+B)" : "");
+}
+
 // "F3:L5" within a module; "F3:L19>50" across an edge from layer 19 into layer 50.
 std::string tag_string(const MessageTag& tag) {
   std::string text = std::string(to_string(tag.pass)) + std::to_string(tag.microbatch) + ":L";
@@ -56,7 +61,7 @@ std::string to_string(const Op& op, const Schedule& schedule) {
       Overloaded{
           [&](const Compute& c) {
             return std::to_string(c.stage) + to_string(c.pass) + std::to_string(c.microbatch) +
-                   module_suffix(c.module, schedule) + (c.redundant ? "(copy)" : "");
+                   module_suffix(c.module, schedule) + compute_flags(c);
           },
           [&](const Send& s) {
             return std::to_string(s.stage) + "SEND_" + tag_string(s.tag) + "->" +

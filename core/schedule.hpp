@@ -27,7 +27,8 @@
 ///
 /// Text form (after PyTorch pipelining's actions): "2F0" stage 2 forward microbatch 0,
 /// "2I0"/"2W0" split backward, "2B0" fused backward; a module suffix "@llm" when a stage
-/// spans several modules, then "(copy)" on a redundant compute; "1SEND_F3->2", "2RECV_F3<-1",
+/// spans several modules, then "(copy)" on a redundant compute or "(F+B)" on a half of an
+/// overlapped forward-backward action; "1SEND_F3->2", "2RECV_F3<-1",
 /// "ALLREDUCE_s1[g0]".
 #include <cstdint>
 #include <optional>
@@ -82,6 +83,13 @@ struct Compute {
   /// runs every encoder on every pipeline stage, cornstarch-arxiv §2.2 Fig 1b): it costs
   /// time but its output feeds nothing, so exactly-once and data checks skip it.
   bool redundant = false;
+  /// Half of an overlapped forward-backward action (DualPipe's "F&B" chunk, DeepSeek-V3
+  /// §3.2.1; PyTorch's OVERLAP_F_B): the forward of one microbatch and the full backward of
+  /// another, run as one fused action. Both halves carry the flag and are adjacent computes
+  /// of the rank (F first); their time is the two computations serialized, the pair's
+  /// receives come before the F and its sends after the B (the lowering groups them), so
+  /// each half's communication is hidden behind the other's compute. Prints as "(F+B)".
+  bool overlapped = false;
   bool operator==(const Compute&) const = default;
 };
 

@@ -253,6 +253,7 @@ class OpReader {
       c.module = module_field(f);
     }
     c.redundant = eat("(copy)");
+    c.overlapped = eat("(F+B)");
     finish();
     const Token& layers = in_.require(line_, f, "layers");
     const size_t colon = layers.text.find(':');

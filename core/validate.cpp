@@ -47,6 +47,42 @@ struct CycleVisitor : boost::default_dfs_visitor {
   }
 };
 
+/// The computes of one action: overlapped, the same pass, stage and microbatch as `first`.
+bool same_action(const Op& op, const Compute& first) {
+  const auto* c = std::get_if<Compute>(&op);
+  return c && c->overlapped && c->pass == first.pass && c->stage == first.stage &&
+         c->microbatch == first.microbatch;
+}
+
+/// An overlapped pair is its F's computes, then at once its B's computes (another
+/// microbatch): the lowering groups the pair's messages around it, so nothing comes between.
+void check_overlapped_pairs(const Schedule& schedule) {
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const auto& program = schedule.programs[static_cast<size_t>(r)];
+    size_t i = 0;
+    while (i < program.size()) {
+      const auto* c = std::get_if<Compute>(&program[i]);
+      if (!c || !c->overlapped) {
+        ++i;
+        continue;
+      }
+      const Compute forward = *c;
+      const size_t at = i;
+      while (i < program.size() && same_action(program[i], forward)) ++i;
+      const auto* b = i < program.size() ? std::get_if<Compute>(&program[i]) : nullptr;
+      if (forward.pass != Pass::kF || !b || !b->overlapped || b->pass != Pass::kB ||
+          b->microbatch == forward.microbatch) {
+        throw InfeasibleError("broken overlapped pair at " +
+                              describe(schedule, r, static_cast<int>(at)) +
+                              "\n  an overlapped forward (F+B) must be directly followed by the "
+                              "overlapped backward (B) of another microbatch");
+      }
+      const Compute backward = *b;
+      while (i < program.size() && same_action(program[i], backward)) ++i;
+    }
+  }
+}
+
 void check_exactly_once(const Schedule& schedule, const Model& model) {
   // counts[replica][microbatch][layer]: forwards, fused backwards, I, W
   struct Counts {
@@ -287,6 +323,7 @@ void validate(const Schedule& schedule, const Model& model) {
   check_acyclic(schedule);
   check_exactly_once(schedule, model);
   check_data_dependencies(schedule, model);
+  check_overlapped_pairs(schedule);
 }
 
 }  // namespace loom

@@ -10,6 +10,8 @@
 ///     backward runs other than exactly once (one B, or one I and one W)
 ///   - a sample that is in no microbatch or in more than one
 ///     (redundant computes, Compute::redundant, are extra work and count for neither)
+///   - a broken overlapped pair (Compute::overlapped): its forward computes must be directly
+///     followed by the backward (B) computes of another microbatch, both flagged
 ///   - a compute op whose input is neither produced earlier on its rank nor received
 ///     earlier (forward needs its producers' activations, backward its own forward and
 ///     its consumers' input gradients, W its I)

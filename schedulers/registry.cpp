@@ -10,6 +10,8 @@ Schedule generate_zb_h2(const SchedulingProblem& problem);
 Schedule generate_interleaved_1f1b(const SchedulingProblem& problem);
 Schedule generate_zb_v(const SchedulingProblem& problem);
 Schedule generate_looped_bfs(const SchedulingProblem& problem);
+Schedule generate_dualpipe_v(const SchedulingProblem& problem);
+Schedule generate_chimera(const SchedulingProblem& problem);
 Schedule generate_interleaved_zb(const SchedulingProblem& problem);
 Schedule generate_encoders_replicated(const SchedulingProblem& problem);
 Schedule generate_encoders_colocated(const SchedulingProblem& problem);
@@ -45,6 +47,16 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        "in a V (rank r holds r and 2p-1-r), split backward I/W; peak = 1F1B's rank 0, zero "
        "bubble within each rank's span for T_F = T_I = T_W",
        generate_zb_v},
+      {"dualpipe-v",
+       "DualPipeV (DeepSeek-V3 §3.2.1; PyTorch ScheduleDualPipeV): ZB-V's V placement, "
+       "overlapped forward+backward pairs (F+B) in the steady state, split I/W in warm-up and "
+       "cool-down; m >= 2p",
+       generate_dualpipe_v},
+      {"chimera",
+       "Chimera (Li and Hoefler SC'21): two pipelines of the same p stages in opposite "
+       "directions (rank r holds stage r and p-1-r), m/2 microbatches each, gradients of the "
+       "two copies all-reduced; p even, m a multiple of p; bubble (p-2)/(2m+p-2) for T_F = T_B",
+       generate_chimera},
       {"looped-bfs",
        "breadth-first looped PP (Lamy-Poirier MLSys'23; PyTorch ScheduleLoopedBFS): "
        "schedule.chunks = v stages per rank (stage s on rank s mod p), all F chunk by chunk, "

@@ -72,6 +72,33 @@ RankOrders zb_v_orders(int p, int m);
 /// ZB-V's placement: stage s of 2p on rank s for s < p, on rank 2p-1-s otherwise.
 std::vector<int> zb_v_stage_ranks(int p);
 
+/// DualPipeV (DeepSeek-V3 arXiv 2412.19437 §3.2.1; deepseek-ai/DualPipe dualpipev.py;
+/// PyTorch ScheduleDualPipeV): ZB-V's placement (zb_v_stage_ranks), rank r's order in eight
+/// steps: 2(p-r-1) F0; r+1 x (F0, F1); p-r-1 x (I1, W, F1); m-2p+r+1 x ((F0;B1), (F1;B0))
+/// with (F;B) an overlapped pair (RankAction::overlapped) and the last rank's first (F0;B1)
+/// not overlapped; p-r-1 x (B1, (F1;B0)); r+1 x (B1, B0), from the middle on as I with W
+/// deferred; p-r-1 x (W, I0); r+1 x W. W always takes the oldest deferred I. Needs m >= 2p.
+RankOrders dualpipe_v_orders(int p, int m);
+
+/// The InputError message for dualpipe-v's microbatch rule (m >= 2p), naming the key and
+/// the smallest valid count; "" when m is valid.
+std::string dualpipe_v_microbatch_error(int p, int m);
+
+/// Chimera (Li and Hoefler, SC'21, arXiv 2107.06925 §3.1 Figure 3, §3.5): two pipelines of
+/// the same p stages in opposite directions on the same p ranks (p even): "down" stage s on
+/// rank s, "up" stage s on rank p-1-s (PipelinePrograms::up_stage_rank), so rank r holds
+/// stage r of one copy and stage p-1-r of the other. Microbatches 0..m/2-1 go down,
+/// m/2..m-1 up, in units of p (p/2 each way). In slots of one pass, down microbatch k of unit
+/// u runs F on rank r at 2pu + 2k + r and B at 2pu + 2k + 2p-1-r; up microbatch k runs F at
+/// 2pu + 2k + p-1-r and B at 2pu + 2k + p+r (conflict-free for even p, the paper's merge of
+/// two 1F1B pipelines, units concatenated 2p slots apart); each rank's order is its passes
+/// by slot. Needs m a multiple of p (chimera_error). orders[r] names stages 0..p-1.
+RankOrders chimera_orders(int p, int m);
+
+/// The InputError message for chimera's rules (p even, m a positive multiple of p), naming
+/// the key and the nearest valid values; "" when valid.
+std::string chimera_error(int p, int m);
+
 /// Breadth-first looped schedule (Lamy-Poirier, MLSys'23, arXiv 2211.05953; PyTorch
 /// ScheduleLoopedBFS): v chunks per rank, chunk c of rank r is stage c p + r; rank r runs F of
 /// chunk 0 for microbatches 0..m-1, then chunk 1, ..., chunk v-1; then B of chunk v-1 for

@@ -84,6 +84,19 @@ void expand_backward(const Context& ctx, std::vector<Op>& program, int s, const 
   }
 }
 
+/// An overlapped action is an F followed by a B, both flagged (programs.hpp).
+template <class Where>
+void check_overlap_pair(const std::vector<RankAction>& order, size_t step, const Where& where) {
+  const bool first = order[step].pass == Pass::kF;
+  const size_t other = first ? step + 1 : step - 1;
+  const bool paired = (first || step > 0) && other < order.size() && order[other].overlapped &&
+                      order[other].pass == (first ? Pass::kB : Pass::kF);
+  if (!paired || (!first && order[step].pass != Pass::kB))
+    throw InputError(where() +
+                     ": an overlapped action is a forward followed by a full backward (B), "
+                     "both marked overlapped");
+}
+
 }  // namespace
 
 void expand_actions(const Context& ctx, Schedule& schedule) {
@@ -99,19 +112,24 @@ void expand_actions(const Context& ctx, Schedule& schedule) {
           return "rank " + std::to_string(r) + " step " + std::to_string(step) + " (" +
                  std::to_string(a.stage) + to_string(a.pass) + std::to_string(a.microbatch) + ")";
         };
-        if (a.stage < 0 || a.stage >= ctx.num_stages() || ctx.programs.rank_of(a.stage) != r)
+        if (a.microbatch < 0 || a.microbatch >= ctx.microbatches)
+          throw InputError(where() + ": microbatch out of range (schedule.microbatches = " +
+                           std::to_string(ctx.microbatches) + ")");
+        if (a.stage < 0 || a.stage >= ctx.num_stages() ||
+            ctx.programs.rank_of(a.stage, a.microbatch) != r)
           throw InputError(where() + ": stage " + std::to_string(a.stage) +
                            " is not on this rank (the schedule has " +
                            std::to_string(ctx.num_stages()) + " stages over " +
                            std::to_string(ranks) + " ranks)");
-        if (a.microbatch < 0 || a.microbatch >= ctx.microbatches)
-          throw InputError(where() + ": microbatch out of range (schedule.microbatches = " +
-                           std::to_string(ctx.microbatches) + ")");
+        if (a.overlapped) check_overlap_pair(order, step, where);
         const MicrobatchCosts& mc = ctx.cost(d, a.microbatch);
+        const size_t first = program.size();
         if (a.pass == Pass::kF)
           expand_forward(ctx, program, a.stage, mc, a.microbatch);
         else
           expand_backward(ctx, program, a.stage, mc, a.pass, a.microbatch);
+        for (size_t k = first; k < program.size(); ++k)
+          std::get<Compute>(program[k]).overlapped = a.overlapped;
       }
     }
   }

@@ -4,7 +4,9 @@
 // and layer edge) with the k-th Recv, so a receiver takes a channel's messages in the
 // order the sender sent them: before a compute that needs message x it receives every
 // message sent before x on that channel (a schedule whose ranks consume in another order
-// than their producers send, like DIP's, stays matched).
+// than their producers send, like DIP's, stays matched). An overlapped F+B action takes
+// both halves' receives before it and makes both halves' sends after it.
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <set>
@@ -26,11 +28,12 @@ struct ChannelState {
 
 /// The rank (inside the replica) that holds the other end of `edge` for a compute on
 /// `rank`: an input comes from the producer's (F) or the consumer's (B) rank; an output
-/// goes to the consumer's (F) or the producer's (B) rank.
+/// goes to the consumer's (F) or the producer's (B) rank (for the edge's microbatch: with
+/// bidirectional pipelines its direction decides).
 int remote_rank(const Context& ctx, const DataEdge& edge, bool input) {
   const bool at_producer = (edge.pass == Pass::kF) == input;
   const int layer = at_producer ? edge.producer : edge.boundary;
-  return ctx.programs.rank_of(ctx.stage_of_layer[static_cast<size_t>(layer)]);
+  return ctx.programs.rank_of(ctx.stage_of_layer[static_cast<size_t>(layer)], edge.microbatch);
 }
 
 Channel channel(int from, int to, const DataEdge& e) {
@@ -42,6 +45,18 @@ MessageTag tag_of(const DataEdge& e) {
           .microbatch = e.microbatch,
           .boundary_layer = e.boundary,
           .producer_layer = e.producer};
+}
+
+/// An overlapped F+B action runs as one fused computation (DualPipe's F&B chunk): it
+/// receives what both halves need before it starts and sends both halves' outputs when it
+/// ends. Reorders program[start..) as receives, computes, sends, each kind in its order, so
+/// every channel keeps its send and receive order.
+void group_overlapped(std::vector<Op>& program, size_t start) {
+  const auto first = program.begin() + static_cast<std::ptrdiff_t>(start);
+  const auto computes = std::stable_partition(
+      first, program.end(), [](const Op& op) { return std::holds_alternative<Recv>(op); });
+  std::stable_partition(computes, program.end(),
+                        [](const Op& op) { return std::holds_alternative<Compute>(op); });
 }
 
 void lower_replica(const Context& ctx, Schedule& schedule, int d) {
@@ -63,8 +78,14 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
     auto& program = schedule.programs[static_cast<size_t>(global(r))];
     std::vector<Op> computes = std::move(program);
     program.clear();
+    size_t group_start = 0;  // where the current overlapped action's ops begin
     for (size_t step = 0; step < computes.size(); ++step) {
       const Compute& c = std::get<Compute>(computes[step]);
+      const bool opens_group =
+          c.overlapped &&
+          (step == 0 || !std::get<Compute>(computes[step - 1]).overlapped ||
+           (c.pass == Pass::kF && std::get<Compute>(computes[step - 1]).pass != Pass::kF));
+      if (opens_group) group_start = program.size();
       if (!c.redundant) {
         for (const DataEdge& e : op_inputs(ctx.graph, c)) {
           const int from = remote_rank(ctx, e, true);
@@ -107,6 +128,11 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
                  .tag = tag_of(e),
                  .bytes = ctx.cost(d, e.microbatch).output[static_cast<size_t>(e.producer)]});
       }
+      const bool closes_group =
+          c.overlapped && c.pass != Pass::kF &&
+          (step + 1 == computes.size() || !std::get<Compute>(computes[step + 1]).overlapped ||
+           std::get<Compute>(computes[step + 1]).pass == Pass::kF);
+      if (closes_group) group_overlapped(program, group_start);
     }
   }
 }

@@ -25,7 +25,9 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
   stage_of_layer.assign(static_cast<size_t>(model.num_layers()), -1);
   for (int s = 0; s < num_stages(); ++s) {
     const int r = programs.rank_of(s);
-    if (r < 0 || r >= programs.ranks)
+    const int up =
+        programs.up_stage_rank.empty() ? r : programs.up_stage_rank.at(static_cast<size_t>(s));
+    if (r < 0 || r >= programs.ranks || up < 0 || up >= programs.ranks)
       throw std::logic_error("lowering: stage " + std::to_string(s) + " on no rank");
     for (const Segment& seg : stage(s).segments) {
       for (int l = seg.first; l < seg.end; ++l) {
@@ -143,27 +145,49 @@ double trainable_parameters(const Context& ctx, int s, int* label_stage, int* la
   }
   return params;
 }
+
+/// The rank of the replica that holds the other copy of rank r's stages (Chimera's
+/// bidirectional pipelines: the up copy of its down stage); r itself with one pipeline.
+int copy_rank(const Context& ctx, int r) {
+  const PipelinePrograms& programs = ctx.programs;
+  if (programs.up_stage_rank.empty()) return r;
+  const int first = first_stage_of(ctx, r);
+  const int other = programs.up_stage_rank[static_cast<size_t>(first)];
+  for (int s = 0; s < ctx.num_stages(); ++s) {
+    if (programs.holds(r, s) != programs.holds(other, s))
+      throw std::logic_error("lowering: ranks " + std::to_string(r) + " and " +
+                             std::to_string(other) + " hold the two copies of stage " +
+                             std::to_string(first) + " but not the same stages");
+  }
+  return other;
+}
 }  // namespace
 
 void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
   const int dp = ctx.replicas;
-  if (dp <= 1) return;
+  if (dp <= 1 && ctx.programs.up_stage_rank.empty()) return;
   const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
   for (int r = 0; r < ctx.programs.ranks; ++r) {
     // One all-reduce per rank over the gradients of all its chunks, labelled with the
-    // stage and module of the last trainable parameters it holds.
+    // stage and module of the last trainable parameters it holds. With bidirectional
+    // pipelines the two ranks holding copies of the same stages reduce together, once.
+    const int other = copy_rank(ctx, r);
+    if (other < r) continue;
     const int first = first_stage_of(ctx, r);
     int label = first;
     int module = ctx.stage(first).segments.front().module;
     double bytes = 0;
-    for (int s = first; s < ctx.num_stages(); ++s) {
-      if (ctx.programs.rank_of(s) == r)
+    for (int s = 0; s < ctx.num_stages(); ++s) {
+      if (ctx.programs.holds(r, s))
         bytes += trainable_parameters(ctx, s, &label, &module) * grad_bytes / ctx.stage_tp(s);
     }
     if (bytes <= 0) continue;
     const int group = static_cast<int>(schedule.groups.size());
     std::vector<int> members;
-    for (int d = 0; d < dp; ++d) members.push_back(ctx.rank(d, first));
+    for (int d = 0; d < dp; ++d) {
+      members.push_back(d * ctx.programs.ranks + r);
+      if (other != r) members.push_back(d * ctx.programs.ranks + other);
+    }
     schedule.groups.push_back(members);
     for (int member : members) {
       schedule.programs[static_cast<size_t>(member)].push_back(
@@ -210,10 +234,14 @@ std::vector<StaticMemory> static_memory_per_rank(const SchedulingProblem& proble
     for (const Segment& seg : spec.redundant) add(seg, false);
     for (const Segment& seg : spec.segments) add(seg, true);
     // A rank holds every chunk placed on it.
-    StaticMemory& mem = per_rank[static_cast<size_t>(programs.rank_of(static_cast<int>(s)))];
-    mem.parameters += stage.parameters;
-    mem.gradients += stage.gradients;
-    mem.optimizer += stage.optimizer;
+    auto hold = [&](int rank) {
+      StaticMemory& mem = per_rank[static_cast<size_t>(rank)];
+      mem.parameters += stage.parameters;
+      mem.gradients += stage.gradients;
+      mem.optimizer += stage.optimizer;
+    };
+    hold(programs.rank_of(static_cast<int>(s)));
+    if (!programs.up_stage_rank.empty()) hold(programs.up_stage_rank[s]);  // the second copy
   }
   return per_rank;
 }

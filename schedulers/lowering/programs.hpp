@@ -54,11 +54,15 @@ struct StageAction {
 using StageOrders = std::vector<std::vector<StageAction>>;
 
 /// One action of a rank that may hold several stages: the stage it runs, the pass and
-/// the microbatch.
+/// the microbatch. `overlapped` marks the two halves of an overlapped forward-backward
+/// action (DualPipe's F&B chunk): an F immediately followed in the order by a B of another
+/// microbatch, both flagged; they lower to two adjacent Computes flagged `overlapped`, with
+/// the pair's receives before and its sends after them (core/schedule.hpp).
 struct RankAction {
   int stage = 0;
   Pass pass = Pass::kF;
   int microbatch = 0;
+  bool overlapped = false;
 };
 /// orders[r]: rank r's actions in execution order.
 using RankOrders = std::vector<std::vector<RankAction>>;
@@ -73,9 +77,29 @@ struct PipelinePrograms {
   std::vector<int> stage_rank;
   /// Per replica, every rank's order. One entry: the same order in every replica.
   std::vector<RankOrders> replicas;
+  /// Bidirectional pipelines (Chimera, Li and Hoefler SC'21): a second copy of the same
+  /// stages placed on other ranks of the replica, stage s of the "up" pipeline on
+  /// up_stage_rank[s]. Microbatches >= first_up_microbatch run on it, the others on the
+  /// "down" placement (stage_rank). Every stage's weights then live on two ranks of each
+  /// replica; the gradient all-reduce sums both copies (and the data-parallel replicas).
+  /// A rank must hold the same stages as each rank its stages' copies live on. Empty: one
+  /// pipeline.
+  std::vector<int> up_stage_rank = {};
+  int first_up_microbatch = 0;
 
+  /// The rank of the down placement (every microbatch's, with one pipeline).
   int rank_of(int stage) const {
     return stage_rank.empty() ? stage % ranks : stage_rank[static_cast<size_t>(stage)];
+  }
+  /// The rank that runs `stage` for `microbatch`.
+  int rank_of(int stage, int microbatch) const {
+    return up_stage_rank.empty() || microbatch < first_up_microbatch
+               ? rank_of(stage)
+               : up_stage_rank[static_cast<size_t>(stage)];
+  }
+  bool holds(int rank, int stage) const {
+    return rank_of(stage) == rank ||
+           (!up_stage_rank.empty() && up_stage_rank[static_cast<size_t>(stage)] == rank);
   }
   const RankOrders& orders(int replica) const {
     return replicas.size() == 1 ? replicas.front() : replicas[static_cast<size_t>(replica)];

@@ -75,7 +75,8 @@ TEST(PytorchCsv, RoundTripGivesTheSameScheduleAndTimeline) {
         Case{"zb-h1", 2, 5, 1, 2}, Case{"zb-v", 4, 8, 1, 1}, Case{"zb-v", 2, 3, 1, 2},
         Case{"looped-bfs", 4, 8, 2, 1}, Case{"looped-bfs", 2, 3, 2, 2},
         Case{"interleaved-zb", 4, 8, 2, 1}, Case{"interleaved-zb", 2, 3, 2, 2},
-        Case{"interleaved-zb", 4, 6, 2, 1}}) {
+        Case{"interleaved-zb", 4, 6, 2, 1}, Case{"dualpipe-v", 4, 8, 1, 1},
+        Case{"dualpipe-v", 2, 5, 1, 2}}) {
     const auto study = uniform(c.scheduler, c.pp, c.m, c.chunks, c.dp, c.group);
     const Schedule& original = study->schedule;
     for (bool comms : {false, true}) {
@@ -95,11 +96,12 @@ TEST(PytorchCsv, RoundTripGivesTheSameScheduleAndTimeline) {
 
 TEST(PytorchCsv, EveryExportedActionMatchesPytorchsActionPattern) {
   // torch.distributed.pipelining's _Action.from_str pattern; csv.reader splits at commas.
-  const std::regex action(
-      "(\\d+)(F|I|B|W|UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)"
-      "(\\d*)");
+  // DualPipeV's overlapped pairs are "(0F3;3B1)OVERLAP_F_B" (_Action's sub_actions).
+  const std::string one =
+      "(\\d+)(F|I|B|W|UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)(\\d*)";
+  const std::regex action(one + "|\\((\\d+)F(\\d+);(\\d+)B(\\d+)\\)OVERLAP_F_B");
   for (const char* scheduler : {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved-1f1b", "zb-v",
-                                "looped-bfs", "interleaved-zb"}) {
+                                "looped-bfs", "interleaved-zb", "dualpipe-v", "chimera"}) {
     const std::string name = scheduler;
     const bool looped =
         name == "interleaved-1f1b" || name == "looped-bfs" || name == "interleaved-zb";

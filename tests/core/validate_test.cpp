@@ -27,6 +27,25 @@ TEST(Validate, AcceptsTheBuiltInSchedulers) {
   }
 }
 
+TEST(Validate, RejectsABrokenOverlappedPair) {
+  // dualpipe-v's (F+B) pairs validate; a lone overlapped forward (its B unflagged) does not.
+  const auto study =
+      test::example("uniform-1f1b.toml",
+                    {"schedule.name=dualpipe-v", "parallel.pp=2", "schedule.microbatches=4"});
+  EXPECT_EQ(error_of(study->schedule, study->config.model), "");
+  Schedule s = study->schedule;
+  for (Op& op : s.programs[0]) {
+    auto* c = std::get_if<Compute>(&op);
+    if (c && c->overlapped && c->pass == Pass::kB) {
+      c->overlapped = false;
+      break;
+    }
+  }
+  const std::string error = error_of(s, study->config.model);
+  EXPECT_NE(error.find("broken overlapped pair"), std::string::npos) << error;
+  EXPECT_NE(error.find(">>0F3(F+B)<<"), std::string::npos) << error;
+}
+
 TEST(Validate, RejectsADroppedBackward) {
   const auto study = test::example("uniform-1f1b.toml");
   Schedule s = study->schedule;

@@ -32,10 +32,26 @@ std::string failures(const GradientCheck& c) {
   return s;
 }
 
+/// The overrides that give `scheduler` a config it serves, for one with rules of its own on
+/// a config of `pp` ranks and `m` microbatches: dualpipe-v needs m >= 2 pp; chimera an even
+/// pp and m a multiple of it (its two copies' gradients are summed by the all-reduce, so
+/// the result must still be the sequential run's).
+std::vector<std::string> serve(const std::string& scheduler, int pp, int m,
+                               std::vector<std::string> overrides = {}) {
+  overrides.push_back("schedule.name=" + scheduler);
+  if (scheduler == "dualpipe-v" && m < 2 * pp)
+    overrides.push_back("schedule.microbatches=" + std::to_string(2 * pp));
+  if (scheduler == "chimera" && (pp % 2 != 0 || m % pp != 0)) {
+    overrides.push_back("parallel.pp=2");
+    overrides.push_back("schedule.microbatches=" + std::to_string((m + 1) / 2 * 2));
+  }
+  return overrides;
+}
+
 class EveryScheduler : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EveryScheduler, FrozenLlmGradientsEqualSequentialRun) {
-  const auto study = host_study({"schedule.name=" + GetParam()});
+  const auto study = host_study(serve(GetParam(), 2, 4));
   const GradientCheck c = run_and_check(*study);
   EXPECT_TRUE(c.passed()) << failures(c);
   EXPECT_GT(c.tensors_checked, 0);
@@ -46,15 +62,16 @@ TEST_P(EveryScheduler, TwoEncodersFeedingOneLlmEqualSequentialRun) {
   // Two producers of the LLM's first layer (concatenated input, split input gradient), a
   // trainable encoder beside a frozen one.
   const auto study = prepare_study(test::source_path("configs/exec/two-encoders-host.toml"),
-                                   {"schedule.name=" + GetParam()});
+                                   serve(GetParam(), 3, 3));
   const GradientCheck c = run_and_check(*study);
   EXPECT_TRUE(c.passed()) << failures(c);
   EXPECT_GT(c.tensors_checked, 4);
 }
 
 TEST_P(EveryScheduler, TrainableLlmWithDataParallelEqualsSequentialRun) {
-  const auto study = host_study({"schedule.name=" + GetParam(), "model.modules.llm.frozen=false",
-                                 "parallel.dp=2", "cluster.gpus_per_node=4"});
+  const auto study = host_study(
+      serve(GetParam(), 2, 4,
+            {"model.modules.llm.frozen=false", "parallel.dp=2", "cluster.gpus_per_node=4"}));
   const GradientCheck c = run_and_check(*study);
   EXPECT_TRUE(c.passed()) << failures(c);
 }

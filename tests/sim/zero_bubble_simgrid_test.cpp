@@ -1,4 +1,5 @@
-// zb-h1, zb-h2, interleaved-1f1b (Megatron's groups too), zb-v, looped-bfs and interleaved-zb
+// zb-h1, zb-h2, interleaved-1f1b (Megatron's groups too), zb-v, looped-bfs, interleaved-zb,
+// dualpipe-v (overlapped F+B pairs) and chimera (two pipelines, cross-copy all-reduce)
 // in the SimGrid backend against the contention-free evaluator: with messages that cost
 // latency but (almost) no bandwidth no link is contended, so the two agree op by op. Each test runs
 // in its own process (one SimGrid engine per process).
@@ -70,6 +71,23 @@ TEST(ZeroBubbleSimGrid, InterleavedInGroupsOfFiveAgreesWithTheEvaluator) {
 
 TEST(ZeroBubbleSimGrid, InterleavedZbAgreesWithTheEvaluator) {
   expect_backends_agree("interleaved-zb", 2);
+}
+
+TEST(ZeroBubbleSimGrid, DualPipeVAgreesWithTheEvaluator) {
+  expect_backends_agree("dualpipe-v", 1);  // overlapped pairs: messages grouped around them
+}
+
+TEST(ZeroBubbleSimGrid, DualPipeVWithElevenMicrobatchesAgreesWithTheEvaluator) {
+  expect_backends_agree("dualpipe-v", 1, 11);
+}
+
+TEST(ZeroBubbleSimGrid, ChimeraAgreesWithTheEvaluator) {
+  // dp = 2: each all-reduce spans the two copies of two replicas (4 ranks, 2 nodes).
+  expect_backends_agree("chimera", 1);
+}
+
+TEST(ZeroBubbleSimGrid, ChimeraWithThreeUnitsAgreesWithTheEvaluator) {
+  expect_backends_agree("chimera", 1, 12);
 }
 
 }  // namespace loom

@@ -7,11 +7,15 @@
 
 namespace loom::test {
 
+/// An overlapped pair prints as "(0F3;3B1)", like PyTorch's OVERLAP_F_B action.
 inline std::string order_text(const std::vector<RankAction>& order) {
   std::string out;
-  for (const RankAction& a : order)
-    out += (out.empty() ? "" : " ") + std::to_string(a.stage) + to_string(a.pass) +
-           std::to_string(a.microbatch);
+  for (const RankAction& a : order) {
+    const bool opens = a.overlapped && a.pass == Pass::kF;
+    out += (out.empty() || (a.overlapped && !opens) ? "" : " ");
+    out += (a.overlapped ? (opens ? "(" : ";") : "") + std::to_string(a.stage) + to_string(a.pass) +
+           std::to_string(a.microbatch) + (a.overlapped && !opens ? ")" : "");
+  }
   return out;
 }
 
