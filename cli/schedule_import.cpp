@@ -45,7 +45,10 @@ std::string export_schedule(const Schedule& schedule, ScheduleFormat format, boo
 }
 
 Schedule load_schedule_file(const Study& study, const std::string& path) {
-  const std::string text = read_file(path);
+  return load_schedule_text(study, read_file(path), path);
+}
+
+Schedule load_schedule_text(const Study& study, std::string_view text, const std::string& path) {
   const Model& model = study.config.model;
   Schedule schedule;
   if (is_loom_schedule_text(text)) {

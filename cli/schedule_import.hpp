@@ -5,6 +5,7 @@
 ///   loom         the full IR in text (core/schedule_text.hpp), first line "loom-schedule 1"
 ///   pytorch-csv  PyTorch pipelining's action CSV (cli/pytorch_csv.hpp), lowered by Loom
 #include <string>
+#include <string_view>
 
 #include "cli/study.hpp"
 
@@ -24,5 +25,9 @@ std::string export_schedule(const Schedule& schedule, ScheduleFormat format, boo
 /// (exit 2) prefixed with `path`, as are parse errors ("PATH:LINE:COL: ..."). A schedule
 /// that is valid but does not fit GPU memory throws InfeasibleError (exit 3).
 Schedule load_schedule_file(const Study& study, const std::string& path);
+
+/// load_schedule_file on text already read; `source` names it in messages (the fuzz
+/// targets in fuzz/ call this on their bytes).
+Schedule load_schedule_text(const Study& study, std::string_view text, const std::string& source);
 
 }  // namespace loom

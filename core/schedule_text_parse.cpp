@@ -101,6 +101,20 @@ class Reader {
     return integer(line, token, token.text);
   }
 
+  /// A count of items that take at least one line each ("groups 3", "ranks 4"): no more
+  /// than the lines left, so a corrupt count is an error here rather than a huge
+  /// allocation before the first missing item is noticed.
+  size_t count(const Line& line, const Token& token, const std::string& items) const {
+    const int value = integer(line, token);
+    const size_t left = lines_.size() - next_;
+    if (static_cast<size_t>(value) > left) {
+      fail(line, token,
+           "says " + std::to_string(value) + " " + items + " but only " + std::to_string(left) +
+               " line(s) follow");
+    }
+    return static_cast<size_t>(value);
+  }
+
   double real(const Line& line, const Token& token, std::string_view text, int offset) const {
     double value = 0;
     const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -363,7 +377,7 @@ void read_header(Reader& in, Schedule& s) {
 
 void read_groups_and_samples(Reader& in, Schedule& s) {
   const Line& groups = in.keyword("groups", 1, "'groups COUNT'");
-  s.groups.resize(static_cast<size_t>(in.integer(groups, groups.tokens[1])));
+  s.groups.resize(in.count(groups, groups.tokens[1], "groups"));
   for (size_t g = 0; g < s.groups.size(); ++g) {
     const Line& line = in.next("'group " + std::to_string(g) + ": RANK...'");
     if (line.tokens.front().text != "group" || line.tokens.size() < 2)
@@ -372,14 +386,14 @@ void read_groups_and_samples(Reader& in, Schedule& s) {
     s.groups[g] = in.int_list(line, 2);
   }
   const Line& samples = in.keyword("samples", 1, "'samples REPLICAS'");
-  s.samples.resize(static_cast<size_t>(in.integer(samples, samples.tokens[1])));
+  s.samples.resize(in.count(samples, samples.tokens[1], "replicas"));
   for (size_t d = 0; d < s.samples.size(); ++d) {
     const Line& head =
         in.keyword("replica", 3, "'replica " + std::to_string(d) + " microbatches K'");
     if (in.integer(head, head.tokens[1]) != static_cast<int>(d) ||
         head.tokens[2].text != "microbatches")
       in.fail(head, head.tokens[1], "expected 'replica " + std::to_string(d) + " microbatches K'");
-    s.samples[d].resize(static_cast<size_t>(in.integer(head, head.tokens[3])));
+    s.samples[d].resize(in.count(head, head.tokens[3], "microbatches"));
     for (size_t j = 0; j < s.samples[d].size(); ++j) {
       const Line& line = in.next("'mb " + std::to_string(j) + ": SAMPLE...'");
       if (line.tokens.front().text != "mb" || line.tokens.size() < 2)
@@ -392,7 +406,7 @@ void read_groups_and_samples(Reader& in, Schedule& s) {
 
 void read_ranks(Reader& in, Schedule& s) {
   const Line& ranks = in.keyword("ranks", 1, "'ranks COUNT'");
-  const size_t n = static_cast<size_t>(in.integer(ranks, ranks.tokens[1]));
+  const size_t n = in.count(ranks, ranks.tokens[1], "ranks");
   s.ranks.resize(n);
   s.static_memory.resize(n);
   s.programs.resize(n);

@@ -45,7 +45,8 @@ std::map<int, double> load_json(const std::string& path, const std::string& mode
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, and also out_of_range for a number past double's range ("1e400").
     throw InputError(path + ": not valid JSON: " + e.what());
   }
   if (!j.is_object()) throw InputError(path + ": expected a JSON object");

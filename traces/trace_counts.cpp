@@ -1,9 +1,11 @@
 // The counts format: `YYYY-MM-DD, HH:MM:SS, N` samples of how many instances are alive
 // (Bamboo's GCP a100x1 / v100x1 series), turned into add/remove events of synthetic nodes.
 #include <charconv>
+#include <cmath>
 #include <vector>
 
 #include "core/errors.hpp"
+#include "core/resources.hpp"
 #include "traces/trace_parse.hpp"
 
 namespace loom::trace_detail {
@@ -61,6 +63,13 @@ Sample parse_sample(const TextLine& line, const std::string& name) {
     throw InputError(where + "bad count '" + std::string(f[2]) +
                      "': expected a non-negative integer number of alive instances");
   }
+  // Every rise and fall becomes one event per instance: a corrupt count (fuzzing found
+  // 3801221 between samples of 54) would build millions of events per line.
+  constexpr long long kMaxAlive = 1'000'000;
+  if (*n > kMaxAlive) {
+    throw InputError(where + "count " + std::to_string(*n) + " is more than " +
+                     std::to_string(kMaxAlive) + " alive instances");
+  }
   return {civil_to_seconds(*y, *mo, *d, *h, *mi, *s), *n};
 }
 
@@ -88,7 +97,9 @@ AvailabilityTrace parse_counts(const std::vector<TextLine>& lines, const std::st
   AvailabilityTrace trace;
   trace.source = name;
   trace.format = "counts";
-  std::vector<std::string> alive;  // in order of arrival: a fall removes from the back
+  std::vector<std::string> alive;        // in order of arrival: a fall removes from the back
+  double changes = 0;                    // instances added or removed so far
+  constexpr double kBytesPerEvent = 96;  // the event and its node name
   int next_id = 1;
   bool first = true;
   long long t0 = 0, latest = 0;
@@ -112,6 +123,11 @@ AvailabilityTrace parse_counts(const std::vector<TextLine>& lines, const std::st
     const double time_s = static_cast<double>(s.time_s - t0);
     latest = s.time_s;
     latest_line = &line;
+    // The events this sample adds, counted before they are built (core/resources.hpp).
+    changes += std::abs(static_cast<double>(s.alive) - static_cast<double>(alive.size()));
+    check_memory_estimate(at(name, line.number) + "the trace's node events (about " +
+                              std::to_string(static_cast<long long>(changes)) + ")",
+                          changes * kBytesPerEvent, "use a trace with fewer instance changes");
     while (static_cast<int>(alive.size()) < s.alive) {
       alive.push_back("gcp-" + std::to_string(next_id++));
       if (first) {
