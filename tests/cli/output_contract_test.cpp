@@ -106,7 +106,9 @@ TEST(OutputContract, InterruptedSweepResumesToIdenticalResults) {
   const std::string study =
       dir.write("study.toml", "base = \"" + config("configs/bench/pp16-dp64.toml") +
                                   "\"\nschedulers = [\"1f1b\"]\nbackend = \"simgrid\"\n"
-                                  "[axes]\n\"schedule.microbatches\" = [16, 32, 48]\n");
+                                  "[axes]\n\"schedule.microbatches\" = [16, 32, 48]\n"
+                                  // unfolded: seconds per point, so the signal lands mid-sweep
+                                  "\"sim.fold\" = [false]\n");
   const fs::path results = dir.path("int/results.csv");
   // Interrupted once the first point's row is in: the pool stops, the rows stay.
   const int code = interrupt_loom(
