@@ -4,7 +4,9 @@
 #   bash analysis/gantt_all_schedulers.sh [CONFIG] [OUT_DIR]
 # writes OUT_DIR/gantt-<scheduler>.png (and each run's files under OUT_DIR/<scheduler>/).
 # Environment: LOOM (the binary; default build/cli/loom), LOOM_PYTHON (a python3 with
-# matplotlib; default /usr/bin/python3), BACKEND (simgrid | evaluator; default simgrid).
+# matplotlib; default /usr/bin/python3), BACKEND (simgrid | evaluator; default simgrid),
+# LOOM_SET (space-separated KEY=VALUE overrides for every run, e.g. schedule.microbatches=12
+# so that dualpipe-v's m >= 2 pp holds).
 # Every scheduler runs with the config as it is (per-module schedulers derive their layouts
 # from the single layout, core/layout.hpp). One that cannot run, or whose chart fails, is
 # reported on stderr and the script exits 1 after trying the others.
@@ -20,9 +22,11 @@ OUT="${2:-out/gantt-all}"
 [ -x "$LOOM" ] || { echo "gantt_all_schedulers: $LOOM not found (build first, or set LOOM)" >&2; exit 2; }
 mkdir -p "$OUT"
 status=0
+sets=()
+for kv in ${LOOM_SET:-}; do sets+=(--set "$kv"); done
 for s in $("$LOOM" schedulers | cut -f1); do
   if ! "$LOOM" sim "$CONFIG" --backend "$BACKEND" --no-plot -q --force --out "$OUT/$s" \
-       --set "schedule.name=$s" > "$OUT/$s.log" 2>&1; then
+       "${sets[@]}" --set "schedule.name=$s" > "$OUT/$s.log" 2>&1; then
     echo "skipped $s: $(tail -1 "$OUT/$s.log")" >&2
     status=1
     continue
