@@ -139,18 +139,8 @@ Schedule generate_dualpipe_v(const SchedulingProblem& problem) {
   const int m = problem.schedule.microbatches;
   if (const std::string error = dualpipe_v_microbatch_error(p, m); !error.empty())
     throw InputError(error);
-  const int layers = problem.model->num_layers();
-  if (problem.schedule.stage_layers.empty() && 2 * p > layers) {
-    throw InputError(
-        "parallel.pp: dualpipe-v cuts the model into 2 x parallel.pp = " + std::to_string(2 * p) +
-        " stages but it has only " + std::to_string(layers) +
-        " layers (each stage needs one); use parallel.pp <= " + std::to_string(layers / 2));
-  }
-  const PipelinePrograms programs{
-      .stages = chain_stages(*problem.model, plan_stages(problem, 2 * p)),
-      .ranks = p,
-      .stage_rank = zb_v_stage_ranks(p),
-      .replicas = {dualpipe_v_orders(p, m)}};
+  const PipelinePrograms programs =
+      v_shaped_programs(problem, "dualpipe-v", dualpipe_v_orders(p, m));
   return lower(problem, "dualpipe-v", programs);
 }
 

@@ -85,6 +85,22 @@ RankOrders zb_v_orders(int p, int m) {
   return orders;
 }
 
+PipelinePrograms v_shaped_programs(const SchedulingProblem& problem, const std::string& name,
+                                   RankOrders orders) {
+  const int p = problem.parallel.pp;
+  const int layers = problem.model->num_layers();
+  if (problem.schedule.stage_layers.empty() && 2 * p > layers) {
+    throw InputError(
+        "parallel.pp: " + name + " cuts the model into 2 x parallel.pp = " + std::to_string(2 * p) +
+        " stages but it has only " + std::to_string(layers) +
+        " layers (each stage needs one); use parallel.pp <= " + std::to_string(layers / 2));
+  }
+  return {.stages = chain_stages(*problem.model, plan_stages(problem, 2 * p)),
+          .ranks = p,
+          .stage_rank = zb_v_stage_ranks(p),
+          .replicas = {std::move(orders)}};
+}
+
 std::vector<int> zb_v_stage_ranks(int p) {
   std::vector<int> rank(static_cast<size_t>(2 * p));
   for (int r = 0; r < p; ++r) {
@@ -103,18 +119,8 @@ Schedule generate_zb_v(const SchedulingProblem& problem) {
                      "); leave it at 1 or set 2 (use interleaved-1f1b for v chunks)");
   }
   const int p = problem.parallel.pp;
-  const int layers = problem.model->num_layers();
-  if (problem.schedule.stage_layers.empty() && 2 * p > layers) {
-    throw InputError(
-        "parallel.pp: zb-v cuts the model into 2 x parallel.pp = " + std::to_string(2 * p) +
-        " stages but it has only " + std::to_string(layers) +
-        " layers (each stage needs one); use parallel.pp <= " + std::to_string(layers / 2));
-  }
-  const PipelinePrograms programs{
-      .stages = chain_stages(*problem.model, plan_stages(problem, 2 * p)),
-      .ranks = p,
-      .stage_rank = zb_v_stage_ranks(p),
-      .replicas = {zb_v_orders(p, problem.schedule.microbatches)}};
+  const PipelinePrograms programs =
+      v_shaped_programs(problem, "zb-v", zb_v_orders(p, problem.schedule.microbatches));
   return lower(problem, "zb-v", programs);
 }
 

@@ -71,6 +71,10 @@ RankOrders zb_v_orders(int p, int m);
 
 /// ZB-V's placement: stage s of 2p on rank s for s < p, on rank 2p-1-s otherwise.
 std::vector<int> zb_v_stage_ranks(int p);
+/// The programs of a V schedule (zb-v, dualpipe-v): 2p planned stages on ZB-V's placement
+/// with `orders`. Throws InputError naming `name` when the model has fewer than 2p layers.
+PipelinePrograms v_shaped_programs(const SchedulingProblem& problem, const std::string& name,
+                                   RankOrders orders);
 
 /// DualPipeV (DeepSeek-V3 arXiv 2412.19437 §3.2.1; deepseek-ai/DualPipe dualpipev.py;
 /// PyTorch ScheduleDualPipeV): ZB-V's placement (zb_v_stage_ranks), rank r's order in eight
