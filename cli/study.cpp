@@ -6,6 +6,7 @@
 
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
+#include "core/kernel_jitter.hpp"
 #include "core/resources.hpp"
 #include "core/validate.hpp"
 #include "core/workload.hpp"
@@ -230,6 +231,11 @@ std::unique_ptr<Study> prepare_study(const std::string& config_path,
       study->schedule = generate_checked(*study);
     }
   }
+  const Config& c = study->config;
+  apply_kernel_jitter(study->schedule,
+                      {.sigma = c.cost.jitter,
+                       .seed = static_cast<std::uint64_t>(c.cost.jitter_seed),
+                       .offset = static_cast<std::uint64_t>(c.workload.offset)});
   return study;
 }
 

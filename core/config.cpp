@@ -515,6 +515,12 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
            "\"analytical\" without cost.efficiency): only it knows the attention core's share");
   c.flash_attention = r.string(t, "cost.", "attention", "flash", {"flash", "unfused"}) == "flash";
   c.tp_comm_overlap = r.boolean(t, "cost.", "tp_comm_overlap", false);
+  c.jitter = r.number(t, "cost.", "jitter", 0);
+  if (!(c.jitter >= 0 && c.jitter <= 0.3))
+    r.fail(t.get("jitter"), "cost.jitter",
+           "is the relative standard deviation of a kernel's time: use 0 (off) to 0.3, e.g. "
+           "0.01");
+  c.jitter_seed = r.integer(t, "cost.", "jitter_seed", 1, 0);
   c.memory.gradient_bytes_per_param = r.number(t, "cost.", "gradient_bytes_per_param", 4);
   c.memory.optimizer_bytes_per_param = r.number(t, "cost.", "optimizer_bytes_per_param", 12);
   if (c.model == "calibrated" && c.profile.empty())

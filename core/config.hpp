@@ -76,6 +76,10 @@ struct CostConfig {
   Recompute recompute = Recompute::kNone;
   bool flash_attention = true;  ///< cost.attention = "flash" | "unfused"
   bool tp_comm_overlap = false;
+  /// Kernel-time noise (core/kernel_jitter.hpp): relative standard deviation of every
+  /// compute op's time, and its seed; 0 = deterministic costs.
+  double jitter = 0;
+  int jitter_seed = 1;
   MemoryConstants memory;
 };
 

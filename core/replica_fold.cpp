@@ -26,6 +26,8 @@ ReplicaFold plan_replica_fold(const Config& config) {
     return off("per-module layouts (parallel.modules.*) place replicas unevenly");
   if (fold.total <= 1) return fold;
   if (!config.sim.fold) return off("sim.fold = false");
+  if (config.cost.jitter > 0)
+    return off("cost.jitter: every op draws its own kernel-time noise, so replicas differ");
   if (!config.workload.csv.empty() || !config.workload.dataset.empty()) {
     return off(std::string("the samples differ in cost (workload.") +
                (config.workload.csv.empty() ? "dataset" : "csv") +

@@ -14,9 +14,10 @@
 /// full job, and the fold is exact under max-min link sharing.
 ///
 /// Folding is off where symmetry does not hold: samples that differ in cost (a workload
-/// CSV or dataset), per-module layouts, a replica count that is not a whole number of
-/// pairs of blocks, or a scheduler whose replicas do not run identical programs (checked
-/// on the plan itself). `sim.fold = false` (`loom sim --no-fold`) turns it off.
+/// CSV or dataset), kernel-time noise (cost.jitter), per-module layouts, a replica count
+/// that is not a whole number of pairs of blocks, or a scheduler whose replicas do not run
+/// identical programs (checked on the plan itself). `sim.fold = false` (`loom sim
+/// --no-fold`) turns it off.
 #include <string>
 
 #include "core/config.hpp"

@@ -148,6 +148,15 @@ TEST(ReplicaFold, NoFoldSwitchesItOff) {
   EXPECT_EQ(study->schedule.num_ranks(), 4 * 16);
 }
 
+TEST(ReplicaFold, TurnsOffForKernelNoise) {
+  test::TempDir dir;
+  const std::string path = dir.write("job.toml", job(4, 16, 1, 8, 1, "1f1b"));
+  const auto study = prepare_study(path, {"cost.jitter=0.01"}, Folding::kAllowed);
+  EXPECT_FALSE(study->fold.folded());
+  EXPECT_NE(study->fold.reason.find("cost.jitter"), std::string::npos) << study->fold.reason;
+  EXPECT_EQ(study->schedule.num_ranks(), 4 * 16);
+}
+
 TEST(ReplicaFold, AsymmetryNamesTheFirstDifference) {
   test::TempDir dir;
   const auto study = prepare_study(dir.write("job.toml", job(4, 4, 1, 2, 1, "1f1b")), {});
