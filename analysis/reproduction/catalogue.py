@@ -1,0 +1,53 @@
+"""Every table and figure in the seeds that reproduce.py does not compare cell by cell,
+with the reason (from a pass over all five seed texts; see docs/reproduction/README.md)."""
+
+# (id, what it is, where it is covered instead or why it is not expressed)
+NOT_COMPARED = [
+    ("diss-T2.1", "Oobleck model and batch configurations",
+     "setup only: read into configs/paper/oobleck-*.toml"),
+    ("diss-F2.1", "effective training time of Bamboo and Varuna",
+     "no numbers in the text; the replay summary's time breakdown answers it per run"),
+    ("diss-F2.10, F2.11, FA.1", "throughput over the EC2 P3 / GCP spot traces, time breakdown",
+     "no per-point numbers in the text; plotted by analysis/fig_2_10.sh"),
+    ("diss-T2.3", "Oobleck planning latency",
+     "times the authors' Python planner: only the growth shape compares "
+     "(build/bench/loom_bench_oobleck)"),
+    ("diss-F3.1, CA-F3", "frozen vs trainable forward/backward breakdown",
+     "bar charts without numbers in the text"),
+    ("diss-T3.1, CA-T1, CA-T5/T6/T9", "model sizes and parallel configurations",
+     "setup only: read into configs/paper/cornstarch-*.toml"),
+    ("diss-F3.6", "end-to-end Cornstarch vs FSDP vs Megatron*",
+     "no per-bar numbers (only 2.26x mean, 3.36x vs FSDP, 1.62x vs Megatron*); Loom has no "
+     "FSDP / ZeRO-3 baseline"),
+    ("diss-T3.3, FB.1, CA-T4", "context-parallel token distributions, attention time",
+     "Loom plans LPT and zigzag (build/bench/loom_bench_plan_cp compares work ratios); "
+     "attention milliseconds need a per-kernel CU model, and the random and naive-ring "
+     "distributions are not implemented"),
+    ("diss-T3.4, T3.5", "Cornstarch vs DCP attention and end-to-end time",
+     "Loom has no DCP planner and no ring-communication model for it"),
+    ("diss-F3.7, FB.2, TB.2", "CU activity traces, multistream balance",
+     "hardware traces below a schedule simulator's level"),
+    ("diss-TB.1, CA supported-model lists", "supported models", "a list, not a measurement"),
+    ("diss-F4.2, F4.6, F4.13", "schedule drawings and bubble illustrations",
+     "no numbers; analysis/gantt_all_schedulers.sh draws Loom's"),
+    ("diss-F4.4/F4.5", "per-sample workload ratios of the datasets",
+     "a property of the datasets (datasets/), not of a schedule"),
+    ("diss-T4.1, C.1", "DistTrain / DIP / Entrain parallel configurations",
+     "setup: configs/paper/entrain-*.toml use them (pp 8)"),
+    ("diss-T4.2, C.2-C.8", "Bernoulli-trial profiling batch sizes",
+     "the paper's ratios disagree with its own Table C.1 configs; "
+     "`loom plan layout` prints Loom's b_min"),
+    ("diss-F4.14-F4.16, C.1-C.13", "memory over time, sensitivity, per-microbatch curves",
+     "plots without numbers in the text; analysis/memory_plot.py and table_4_3.py draw "
+     "Loom's"),
+    ("CA-F9..F15, CA-T2/T3/T7/T8/T10/T11", "Cornstarch arXiv per-GPU throughput tables",
+     "different models (Llama 3.1, EVA-CLIP, Whisper) and clusters from the dissertation's; "
+     "not yet configured"),
+    ("hetero-TA2, TA4, TA5, F7, F8", "hetero 8K, non-colocated 120B, operating range",
+     "not yet configured (hetero-TA3's 1B+7B rows are)"),
+    ("hetero-F6, F10-F13, TA6-TA8; O-F3", "convergence and loss curves",
+     "training accuracy, not time"),
+    ("O-T1..T7", "OmniBal InternVL-Chat results and ablations",
+     "the GPU count, parallel layout and global batch are in an appendix the seed text "
+     "lacks; the balancing steps have no on/off switches in Loom's omnibal"),
+]

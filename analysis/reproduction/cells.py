@@ -1,0 +1,191 @@
+"""The record every reproduced table is made of, and the rules that judge it.
+
+A Cell is one number the paper prints (or one claim it makes) beside Loom's answer for the
+same setup. Two judgements per cell, both None where they do not apply:
+
+  within_15pct  |loom / paper - 1| <= 0.15 (only where the paper prints a number in the
+                same unit as Loom's);
+  claim_holds   the direction the paper shows between this cell and each cell in
+                `versus` (which of the two is larger) is the direction Loom shows. Where
+                the paper's two numbers are within 1% of each other it claims a tie,
+                and Loom holds it when its two are within 5%.
+
+`mode` says where Loom's number comes from, never mixed within one cell:
+  analytical           Loom's cost model from first principles (FLOPs, bytes, presets);
+  calibrated           per-kernel or per-layer times the paper itself measured;
+  measured-throughput  the paper's measured iteration throughput by node count (Oobleck's
+                       artifact tables); only the failure and reconfiguration timeline
+                       is Loom's.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+MODES = ("analytical", "calibrated", "measured-throughput")
+TIE = 0.01         # paper numbers this close claim a tie
+TIE_SLACK = 0.05   # ... which Loom holds within this
+MAGNITUDE = 0.15
+
+
+@dataclass
+class Cell:
+    table: str
+    cell: str
+    paper: float | None
+    loom: float | None
+    unit: str
+    mode: str
+    versus: list[str] = field(default_factory=list)
+    claim: str = ""          # the paper's claim in words, when it is not just "the order"
+    claim_holds: bool | None = None
+    within_15pct: bool | None = None
+    cause: str = ""          # one line: why this cell misses (set by the table's CAUSES)
+    note: str = ""
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"{self.table} {self.cell}: unknown mode {self.mode!r}")
+
+    @property
+    def ratio(self) -> float | None:
+        if self.paper in (None, 0) or self.loom is None:
+            return None
+        return self.loom / self.paper
+
+    @property
+    def missed(self) -> bool:
+        return self.claim_holds is False or self.within_15pct is False
+
+    def to_json(self) -> dict:
+        return {"table": self.table, "cell": self.cell, "paper": self.paper,
+                "loom": self.loom, "unit": self.unit, "mode": self.mode,
+                "ratio": self.ratio, "versus": self.versus, "claim": self.claim,
+                "claim_holds": self.claim_holds, "within_15pct": self.within_15pct,
+                "cause": self.cause, "note": self.note}
+
+
+def direction(a: float, b: float, tie: float) -> int:
+    """+1 when a > b, -1 when a < b, 0 when they are within `tie` of each other."""
+    if abs(a - b) <= tie * max(abs(a), abs(b)):
+        return 0
+    return 1 if a > b else -1
+
+
+def judge(cells: list[Cell]) -> None:
+    """Fills in within_15pct and claim_holds (for cells that do not set it themselves)."""
+    by_name = {c.cell: c for c in cells}
+    for c in cells:
+        if c.paper is not None and c.loom is not None and c.paper != 0:
+            c.within_15pct = abs(c.loom / c.paper - 1) <= MAGNITUDE
+        if not c.versus or c.claim_holds is not None:
+            continue
+        verdicts = []
+        for name in c.versus:
+            other = by_name.get(name)
+            if other is None:
+                raise KeyError(f"{c.table}: {c.cell} compares with unknown cell {name!r}")
+            if None in (c.paper, c.loom, other.paper, other.loom):
+                continue
+            paper = direction(c.paper, other.paper, TIE)
+            loom = direction(c.loom, other.loom, TIE_SLACK if paper == 0 else 0.0)
+            verdicts.append(paper == loom)
+        c.claim_holds = all(verdicts) if verdicts else None
+
+
+def attach_causes(cells: list[Cell], table: "Table") -> None:
+    """A missing cell's cause: its entry in table.known_reversals, else the first key of
+    table.causes (a substring of cell names) found in its name."""
+    for c in cells:
+        if not c.missed or c.cause:
+            continue
+        if c.claim_holds is False and c.cell in table.known_reversals:
+            c.cause = table.known_reversals[c.cell]
+            continue
+        causes = table.causes
+        for key, why in causes.items():
+            if key in c.cell:
+                c.cause = why
+                break
+
+
+@dataclass
+class Context:
+    loom: str
+    scratch: Path
+    quick: bool
+    backend: str = "evaluator"
+    log: Callable[[str], None] = print
+
+    def run(self, args: list[str], what: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([self.loom] + args, capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = done.stderr.strip().splitlines()[-1:] or ["(no message)"]
+            raise LoomFailed(f"{what}: loom {' '.join(args)} exited {done.returncode}: "
+                             f"{tail[0]}")
+        return done
+
+    def sim(self, config: str | Path, sets: list[str], name: str,
+            backend: str | None = None) -> dict:
+        """`loom sim` into a scratch folder; returns metrics.json."""
+        out = self.scratch / name
+        self.run(["sim", str(config), "--backend", backend or self.backend, "--no-plot",
+                  "-q", "--force", "--out", str(out)] + [a for s in sets for a in ("--set", s)],
+                 name)
+        return json.loads((out / "metrics.json").read_text())
+
+    def replay(self, config: str | Path, trace: str | Path, policy: str, sets: list[str],
+               name: str, extra: list[str] | None = None) -> dict:
+        """`loom replay` into a scratch folder; returns summary.json."""
+        out = self.scratch / name
+        self.run(["replay", str(config), "--trace", str(trace), "--policy", policy,
+                  "--force", "-q", "--out", str(out)] + (extra or [])
+                 + [a for s in sets for a in ("--set", s)], name)
+        return json.loads((out / "summary.json").read_text())
+
+
+class LoomFailed(RuntimeError):
+    pass
+
+
+def check_directions(cells: list[Cell], table: "Table") -> list[str]:
+    """What `--check` reports: reversals not known, and known ones that now hold."""
+    problems = []
+    for c in cells:
+        known = c.cell in table.known_reversals
+        if c.claim_holds is False and not known:
+            problems.append(f"{table.id}: {c.cell}: the paper's direction is reversed")
+        if c.claim_holds is True and known:
+            problems.append(f"{table.id}: {c.cell}: now holds; remove it from "
+                            "known_reversals")
+    return problems
+
+
+@dataclass
+class Table:
+    id: str              # e.g. "diss-T2.2"
+    title: str
+    source: str          # where in the seeds: "dissertation §2.7.2, Table 2.2"
+    run: Callable[[Context], list[Cell]]
+    causes: dict[str, str] = field(default_factory=dict)
+    # Cells whose direction Loom reverses, each with its cause. `reproduce.py --check`
+    # fails on a reversal not listed here, and on a listed one that no longer reverses.
+    known_reversals: dict[str, str] = field(default_factory=dict)
+    about: str = ""      # setup and reading of the paper, one paragraph
+    figure: Callable[[list[Cell], Path], list[str]] | None = None  # extra PNGs
+
+
+def paper_config(name: str) -> Path:
+    return ROOT / "configs" / "paper" / name
+
+
+def env_loom() -> str:
+    for candidate in (os.environ.get("LOOM"), ROOT / "build" / "cli" / "loom"):
+        if candidate and Path(candidate).exists():
+            return str(candidate)
+    return "loom"

@@ -1,0 +1,70 @@
+"""Dissertation ch. 3 (Cornstarch): Table 3.2, frozen-aware against frozen-unaware
+partitioning of the encoders-colocated pipeline, on the nine MLLM-XYZ models."""
+from __future__ import annotations
+
+import json
+
+from table_3_2 import PAPER, per_stage_times, run_loom
+
+from .cells import Cell, Context, Table, paper_config
+
+PARTS = ("Fwd Enc", "Fwd LLM", "Bwd Enc", "Bwd LLM")  # ms, slowest stage, microbatch 0
+VIEWS = {"aware": "true", "unaware": "naive"}
+
+
+def run_table_3_2(ctx: Context) -> list[Cell]:
+    cells = []
+    rows = ("SSS", "MMM") if ctx.quick else tuple(PAPER)
+    for xyz in rows:
+        paper = dict(zip(VIEWS, PAPER[xyz]))
+        config = paper_config(f"cornstarch-{xyz.lower()}.toml")
+        loom = {}
+        for view, flag in VIEWS.items():
+            out = ctx.scratch / f"t32-{xyz}-{view}"
+            run_loom(ctx.loom, config, flag, ctx.backend, str(out), "encoders-colocated")
+            loom[view] = per_stage_times(str(out)) + (json.loads((out / "metrics.json").read_text())["iteration_time_s"],)
+        for view in VIEWS:
+            for i, part in enumerate(PARTS):
+                cells.append(Cell("diss-T3.2", f"{xyz} {view} / {part}", paper[view][i],
+                                  loom[view][i], "ms", "analytical"))
+            other = "unaware" if view == "aware" else "aware"
+            cells.append(Cell("diss-T3.2", f"{xyz} {view} / iteration", paper[view][4],
+                              loom[view][4], "s", "analytical",
+                              versus=[f"{xyz} {other} / iteration"] if view == "aware" else []))
+        cells.append(Cell("diss-T3.2", f"{xyz} / speedup unaware over aware",
+                          paper["unaware"][4] / paper["aware"][4],
+                          loom["unaware"][4] / loom["aware"][4], "x", "analytical"))
+    return cells
+
+
+SAME_PARTITION = ("Loom's frozen-aware and naive views choose the same stages for this "
+                  "model, so the two iterations tie; the paper's are separated by its frozen-"
+                  "LLM backward, measured at 9x the forward")
+
+TABLE_3_2 = Table(
+    id="diss-T3.2",
+    title="Frozen-aware vs frozen-unaware partitioning, per-stage times and iteration",
+    source="dissertation §3.5.3, Table 3.2 (= Cornstarch ICML Table 2)",
+    run=run_table_3_2,
+    about=("`encoders-colocated` with `schedule.partition_view = true` (frozen-aware, Eq "
+           "3.2-3.3 and 3.5) and `= naive` (backward = 2 x forward everywhere), "
+           "configs/paper/cornstarch-<xyz>.toml. Per-stage times are microbatch 0's on the "
+           "slowest encoder stage and the slowest LLM stage. Loom's analytical model, full "
+           "recomputation as in the paper's measurements."),
+    causes={
+        "Bwd LLM": ("the paper's frozen-LLM backward is 9-10x its forward (measured); the "
+                    "FLOP model charges the input gradient only, about 1x (plus recompute)"),
+        "Bwd Enc": ("the paper's frozen encoder backward is ~1 ms (skipped); Loom's is the "
+                    "same order but not the same kernel list"),
+        "iteration": ("the paper's iteration is 2-3x what its own per-stage times give "
+                      "under 1F1B ((m + p - 1) x the slowest stage's F + B); Loom's follows "
+                      "its per-stage times, whose frozen-LLM backward is low (Bwd LLM)"),
+        "speedup": ("follows from the per-stage times: the frozen-LLM backward the paper "
+                    "measured is 9-10x its forward"),
+        "Fwd": ("A40 forward times from the analytical model at cost.efficiency 0.45; the "
+                "paper's encoders run image and audio kernels Loom prices as plain GEMMs"),
+    },
+    known_reversals={
+        "SSM aware / iteration": SAME_PARTITION,
+    },
+)

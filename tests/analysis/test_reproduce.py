@@ -1,0 +1,102 @@
+"""The rules analysis/reproduce.py judges cells by, and the page it writes (no loom run)."""
+import json
+import tempfile
+import unittest
+from pathlib import Path
+
+from reproduction.cells import Cell, Table, attach_causes, check_directions, judge
+from reproduction.page import summary_lines, write_page
+
+
+def cell(name, paper, loom, versus=()):
+    return Cell("t", name, paper, loom, "ms", "analytical", versus=list(versus))
+
+
+class Judge(unittest.TestCase):
+    def test_magnitude_is_fifteen_percent_either_way(self):
+        cells = [cell("a", 100, 115), cell("b", 100, 84.9), cell("c", None, 3), cell("d", 5, None)]
+        judge(cells)
+        self.assertEqual([c.within_15pct for c in cells], [True, False, None, None])
+
+    def test_direction_follows_the_paper_order(self):
+        cells = [cell("fast", 10, 30), cell("slow", 20, 40, versus=["fast"]),
+                 cell("reversed", 5, 50, versus=["fast"])]
+        judge(cells)
+        self.assertIsNone(cells[0].claim_holds)
+        self.assertTrue(cells[1].claim_holds)
+        self.assertFalse(cells[2].claim_holds)
+
+    def test_a_paper_tie_holds_within_five_percent(self):
+        cells = [cell("x", 100, 100), cell("tie", 100.5, 104, versus=["x"]),
+                 cell("gap", 100.5, 107, versus=["x"])]
+        judge(cells)
+        self.assertTrue(cells[1].claim_holds)
+        self.assertFalse(cells[2].claim_holds)
+
+    def test_every_versus_must_agree(self):
+        cells = [cell("a", 1, 1), cell("b", 3, 3), cell("c", 2, 4, versus=["a", "b"])]
+        judge(cells)
+        self.assertFalse(cells[2].claim_holds)
+
+    def test_unknown_versus_is_an_error(self):
+        with self.assertRaises(KeyError):
+            judge([cell("a", 1, 1, versus=["nope"])])
+
+
+class Causes(unittest.TestCase):
+    def table(self):
+        return Table("t", "title", "src", run=lambda ctx: [],
+                     causes={"slow": "the magnitude cause"},
+                     known_reversals={"slow reversed": "the direction cause"})
+
+    def test_known_reversal_and_pattern_causes(self):
+        cells = [cell("base", 10, 10), cell("slow reversed", 20, 5, versus=["base"]),
+                 cell("slow big", 10, 30), cell("other big", 10, 30), cell("fine", 10, 10.5)]
+        judge(cells)
+        attach_causes(cells, self.table())
+        self.assertEqual([c.cause for c in cells],
+                         ["", "the direction cause", "the magnitude cause", "", ""])
+
+    def test_check_flags_new_and_stale_reversals(self):
+        table = self.table()
+        new = [cell("base", 10, 10), cell("x", 20, 5, versus=["base"])]
+        judge(new)
+        self.assertEqual(len(check_directions(new, table)), 1)
+        stale = [cell("base", 10, 10), cell("slow reversed", 20, 25, versus=["base"])]
+        judge(stale)
+        self.assertIn("now holds", check_directions(stale, table)[0])
+
+
+class Page(unittest.TestCase):
+    def test_page_and_summary_count_the_same_cells(self):
+        table = Table("t", "Title", "Paper, Table 1", run=lambda ctx: [])
+        cells = [cell("base", 10, 10), cell("up", 20, 21, versus=["base"]),
+                 cell("down", 20, 5, versus=["base"])]
+        judge(cells)
+        lines = summary_lines([table], cells, owner=lambda t: t)
+        self.assertIn("1 of 2 (50 %) claims", lines[0])
+        self.assertIn("2 of 3 (67 %) cells", lines[0])
+        with tempfile.TemporaryDirectory() as tmp:
+            page = Path(tmp) / "README.md"
+            write_page(page, [table], cells, [("x", "what", "why")], {}, quick=False,
+                       owner=lambda t: t)
+            text = page.read_text()
+        self.assertIn("| down | 20 | 5 | ms |", text)
+        self.assertIn("| x | what | why |", text)
+        self.assertEqual(json.loads(json.dumps(cells[2].to_json()))["claim_holds"], False)
+
+
+class Readme(unittest.TestCase):
+    def test_readme_quotes_the_checked_in_summary_verbatim(self):
+        import reproduce
+        root = Path(__file__).resolve().parents[2]
+        text = (root / "README.md").read_text()
+        start, end = reproduce.readme_block(text)
+        self.assertEqual(text[start:end], (root / "docs/reproduction/summary.md").read_text(),
+                         "README's reproduction summary differs from docs/reproduction/"
+                         "summary.md: rerun analysis/reproduce.py --out docs/reproduction "
+                         "--force --update-readme")
+
+
+if __name__ == "__main__":
+    unittest.main()
