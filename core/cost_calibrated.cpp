@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <set>
 
@@ -51,6 +52,23 @@ QuadraticFit fit_quadratic(const std::vector<double>& x, const std::vector<doubl
   return fit;
 }
 
+namespace {
+
+/// A whole field as a finite number ("nan", "inf" and trailing text are not).
+bool parse_finite(const std::string& text, double& value) {
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  return ec == std::errc{} && ptr == end && std::isfinite(value);
+}
+
+bool parse_whole(const std::string& text, int& value) {
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  return ec == std::errc{} && ptr == end;
+}
+
+}  // namespace
+
 CalibratedCostModel::CalibratedCostModel(const Model& model, const Cluster& cluster,
                                          const std::string& profile_csv)
     : model_(model), shapes_(model, cluster, 1.0), profile_(profile_csv) {
@@ -59,11 +77,19 @@ CalibratedCostModel::CalibratedCostModel(const Model& model, const Cluster& clus
     io::CSVReader<5, io::trim_chars<' ', '\t'>, io::no_quote_escape<','>, io::throw_on_overflow> in(
         profile_csv);
     in.read_header(io::ignore_no_column, "layer", "phase", "tokens", "tp", "seconds");
-    std::string layer, phase;
-    double tokens = 0, seconds = 0;
-    int tp = 0;
-    while (in.read_row(layer, phase, tokens, tp, seconds)) {
+    // Numbers are read as text and converted here: fccp's own float parser overflows an
+    // int on exponents like "1e-2147483648" (found by fuzz/fuzz_profile_calibrated).
+    std::string layer, phase, tokens_text, tp_text, seconds_text;
+    while (in.read_row(layer, phase, tokens_text, tp_text, seconds_text)) {
       const std::string where = profile_csv + ":" + std::to_string(in.get_file_line());
+      double tokens = 0, seconds = 0;
+      int tp = 0;
+      if (!parse_finite(tokens_text, tokens) || !parse_finite(seconds_text, seconds) ||
+          !parse_whole(tp_text, tp)) {
+        throw InputError(where + ": tokens and seconds must be numbers and tp a whole number "
+                         "(got '" + tokens_text + "', '" + seconds_text + "', '" + tp_text +
+                         "')");
+      }
       if (phase != "F" && phase != "I" && phase != "W" && phase != "B") {
         throw InputError(where + ": phase '" + phase + "' is not one of F, I, W, B");
       }

@@ -70,6 +70,7 @@ const Case kCatalogue[] = {
     // --- profile CSVs: the calibrated cost model's and Oobleck's per-layer profile ---
     {"config {s}/configs/exec/vlm-host.toml --set cost.model=calibrated --set cost.profile={d}/binary.bin", 2, "binary.bin"},
     {"config {s}/configs/exec/vlm-host.toml --set cost.model=calibrated --set cost.profile={d}/truncated.csv", 2, "truncated.csv"},
+    {"config {s}/configs/exec/vlm-host.toml --set cost.model=calibrated --set cost.profile={d}/profile-exponent.csv", 2, "profile-exponent.csv:2: tokens and seconds must be numbers"},
     {"plan templates --profile {d}/binary.bin --nodes 4 --gpus-per-node 1", 2, "binary.bin"},
     {"plan templates --profile {d}/oobleck-truncated.csv --nodes 4 --gpus-per-node 1", 2, "oobleck-truncated.csv:3"},
     {"plan templates --profile {d} --nodes 4 --gpus-per-node 1", 2, "is a directory"},
@@ -126,6 +127,7 @@ void write_fixtures(const test::TempDir& d) {
   d.write("bad-number.csv", "sample_id,text_tokens,vision_tokens\n0,1024,4600\n1,10x,4600\n");
   d.write("truncated.csv", "sample_id,text_tokens,vision_tokens\n0,1024,4600\n1,10");
   d.write("header-only.csv", "sample_id,text_tokens,vision_tokens\n");
+  d.write("profile-exponent.csv", "layer,phase,tokens,tp,seconds\nvision,F,16,1,3e-5000423213\n");
   d.write("events-bad.csv", "0,add,node1\n10,explode,node1\n");
   d.write("events-truncated.csv", "0,add,node1\n0,add,node2\n600000,rem");
   d.write("counts-bad.txt", "2021-12-10, 13:07:45, 80\n2021-12-10, 13:08:45, eighty\n");
