@@ -45,6 +45,8 @@ NOT_COMPARED = [
      "not yet configured"),
     ("hetero-TA2, TA4, TA5, F7, F8", "hetero 8K, non-colocated 120B, operating range",
      "not yet configured (hetero-TA3's 1B+7B rows are)"),
+    ("hetero-TA3 1B+14B rows", "colocated long context with a 14B LLM",
+     "the seed text does not give the 14B LLM's architecture (layers, hidden, heads)"),
     ("hetero-F6, F10-F13, TA6-TA8; O-F3", "convergence and loss curves",
      "training accuracy, not time"),
     ("O-T1..T7", "OmniBal InternVL-Chat results and ablations",
