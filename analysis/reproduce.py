@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -177,5 +178,14 @@ def owner(table_id: str) -> str:
     return {"diss-F4.12": "diss-T4.3"}.get(table_id, table_id)
 
 
+def terminated(signum, frame):
+    raise SystemExit(128 + signum)  # unwinds through main's finally: staging removed
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    signal.signal(signal.SIGTERM, terminated)
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # the staging folder is gone (main's finally)
+        print("reproduce: interrupted; nothing written", file=sys.stderr)
+        sys.exit(130)
