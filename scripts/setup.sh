@@ -7,17 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev libfccp-dev nlohmann-json3-dev
           libcli11-dev libtomlplusplus-dev libgtest-dev python3-matplotlib
           libglpk-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}" >&2
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+LOOM_INSTALL_TAG=setup bash scripts/install_packages.sh "${packages[@]}"
 
 werror=OFF
 [ "${CI:-}" = "true" ] && werror=ON
