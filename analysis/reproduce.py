@@ -73,22 +73,43 @@ def parse_args(argv):
     if not Path(args.loom).exists() and shutil.which(args.loom) is None:
         ap.error(f"--loom: {args.loom} not found (build Loom: bash scripts/setup.sh)")
     out = Path(args.out)
-    if out.exists() and any(out.iterdir()) and not (args.force or wanted):
-        ap.error(f"--out: {out} exists and is not empty; pass --force to replace it")
+    if out.exists() and any(out.iterdir()) and not args.force:
+        if not wanted:
+            ap.error(f"--out: {out} exists and is not empty; pass --force to replace it")
+        if not (out / "reproduction.json").exists():
+            ap.error(f"--out: {out} is not an earlier reproduce.py output (no "
+                     "reproduction.json) and --only would replace it; pass --force")
+    if wanted and (out / "reproduction.json").exists():
+        earlier = json.loads((out / "reproduction.json").read_text())
+        if (earlier.get("quick"), earlier.get("backend")) != (args.quick, args.backend):
+            ap.error(f"--only: {out} holds a run with quick={earlier.get('quick')} and "
+                     f"backend={earlier.get('backend')}; rerun every table (or use another "
+                     "--out) rather than mix the two")
     return args
 
 
-def kept_cells(out: Path, rerun: set[str]) -> list[Cell]:
-    """Cells of tables not rerun, from an earlier reproduction.json in --out."""
+def previous_run(out: Path) -> dict:
+    """An earlier reproduction.json in --out, or an empty run."""
     previous = out / "reproduction.json"
     if not previous.exists():
-        return []
+        return {"cells": [], "failed": {}}
+    return json.loads(previous.read_text())
+
+
+def kept_cells(previous: dict, keep: set[str]) -> list[Cell]:
+    """The earlier run's cells of the tables in `keep`, their causes attached afresh from
+    today's tables."""
+    tables = {t.id: t for t in TABLES}
     cells = []
-    for c in json.loads(previous.read_text())["cells"]:
-        if owner(c["table"]) in rerun:
+    for c in previous["cells"]:
+        if owner(c["table"]) not in keep or owner(c["table"]) not in tables:
             continue
-        c = {k: v for k, v in c.items() if k != "ratio"}
-        cells.append(Cell(**c))
+        fields = {k: v for k, v in c.items() if k != "ratio"}
+        fields["cause"] = ""
+        cells.append(Cell(**fields))
+    for table_id in keep:
+        if table_id in tables:
+            attach_causes([c for c in cells if owner(c.table) == table_id], tables[table_id])
     return cells
 
 
@@ -102,7 +123,7 @@ def run_tables(args, scratch: Path) -> tuple[list[Cell], dict[str, str], list[st
               file=sys.stderr, flush=True)
         try:
             got = table.run(ctx)
-        except (LoomFailed, RuntimeError, KeyError) as e:
+        except (LoomFailed, RuntimeError, KeyError, OSError, ValueError, SystemExit) as e:
             failures[table.id] = str(e)
             print(f"reproduce: {table.id} FAILED: {e}", file=sys.stderr)
             continue
@@ -119,12 +140,20 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     out = Path(args.out)
     rerun = {t.id for t in args.tables}
+    previous = previous_run(out)
+    if (previous.get("quick"), previous.get("backend")) != (args.quick, args.backend):
+        previous = {"cells": [], "failed": {}}  # never mix sizes or backends
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    aside = out.parent / f".{out.name}.old-{os.getpid()}"
     try:
         with tempfile.TemporaryDirectory(prefix="loom-reproduce-") as scratch:
             cells, failures, problems = run_tables(args, Path(scratch))
-        cells = kept_cells(out, rerun) + cells
+        # Tables not rerun, and tables that failed now, keep their earlier cells.
+        keep = ({t.id for t in TABLES} - rerun) | set(failures)
+        cells = kept_cells(previous, keep) + cells
+        failures = {**{k: v for k, v in previous.get("failed", {}).items() if k not in rerun},
+                    **failures}
         order = {t.id: i for i, t in enumerate(TABLES)}
         cells.sort(key=lambda c: order.get(owner(c.table), len(order)))
         for table in TABLES:
@@ -137,14 +166,20 @@ def main(argv=None) -> int:
         (stage / "reproduction.json").write_text(json.dumps(
             {"quick": args.quick, "backend": args.backend,
              "cells": [c.to_json() for c in cells],
-             "failed": failures}, indent=1) + "\n")
+             "failed": dict(sorted(failures.items()))}, indent=1) + "\n")
+        # Swap in place: the earlier output is moved aside first, so an interrupt leaves
+        # one of the two whole.
         if out.exists():
-            shutil.rmtree(out)
+            os.replace(out, aside)
         os.replace(stage, out)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+        shutil.rmtree(aside, ignore_errors=True)
     if args.update_readme:
-        update_readme((out / "summary.md").read_text())
+        if failures:
+            print("reproduce: not updating README.md: tables failed to run", file=sys.stderr)
+        else:
+            update_readme((out / "summary.md").read_text())
     if args.json:
         print(json.dumps([c.to_json() for c in cells], indent=1))
     else:

@@ -25,7 +25,7 @@ double truncated_normal(std::mt19937_64& rng) {
 
 void apply_kernel_jitter(Schedule& schedule, const KernelJitter& jitter) {
   if (jitter.sigma <= 0) return;
-  for (std::size_t rank = 0; rank < schedule.ranks.size(); ++rank) {
+  for (std::size_t rank = 0; rank < schedule.programs.size(); ++rank) {
     // One stream per rank, so a rank's draws do not depend on other ranks' op counts.
     const auto lo = [](std::uint64_t v) { return static_cast<std::uint32_t>(v); };
     const auto hi = [](std::uint64_t v) { return static_cast<std::uint32_t>(v >> 32); };

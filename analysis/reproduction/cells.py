@@ -177,7 +177,6 @@ class Table:
     # fails on a reversal not listed here, and on a listed one that no longer reverses.
     known_reversals: dict[str, str] = field(default_factory=dict)
     about: str = ""      # setup and reading of the paper, one paragraph
-    figure: Callable[[list[Cell], Path], list[str]] | None = None  # extra PNGs
 
 
 def paper_config(name: str) -> Path:

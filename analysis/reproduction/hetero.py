@@ -48,13 +48,12 @@ TABLE_A3 = Table(
            "homogeneous grid's context-parallel traffic sharing links, which only SimGrid "
            "models (the contention-free evaluator sees a fraction of it)."),
     causes={
-        "16K": ("at 16-32K the paper's iteration is dominated by fixed per-step costs "
-                "(kernel launches, small-message collectives) that the FLOP-based model "
-                "prices far lower"),
-        "32K": ("at 16-32K the paper's iteration is dominated by fixed per-step costs "
-                "(kernel launches, small-message collectives) that the FLOP-based model "
-                "prices far lower"),
-        "gain": ("the colocated layout's gain depends on the ring-attention overlap the "
-                 "paper measured; Loom's CP all-gather model is not overlapped"),
+        "gain": ("not explained yet: at 16-32K Loom's two layouts differ by 1-1.5 % where "
+                 "the paper's differ by 7-20 %; at 64K Loom has about half the paper's gain, "
+                 "at 128K 1.3-1.6x it"),
+        "/ homogeneous": ("not explained yet: Loom's iteration is 0.58-0.91x the paper's, "
+                          "further below at longer sequences"),
+        "/ colocated": ("not explained yet: Loom's iteration is 0.58-0.91x the paper's, "
+                        "further below at longer sequences"),
     },
 )

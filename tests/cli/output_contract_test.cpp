@@ -120,6 +120,7 @@ TEST(OutputContract, InterruptedReplayLeavesNoStagingAndARerunIsByteIdentical) {
                                      (root / "b").string()},
                                     dir.path("log"), sig, [&] { return has_staging(root); }, 0.5);
     EXPECT_EQ(code, 128 + sig) << test::slurp(dir.path("log"));
+    EXPECT_NE(test::slurp(dir.path("log")).find("interrupted"), std::string::npos);
     EXPECT_TRUE(hidden_entries(root).empty()) << hidden_entries(root).front();
     EXPECT_FALSE(fs::exists(root / "b"));
   }
