@@ -40,8 +40,8 @@ from reproduction.cells import (ROOT, Cell, Context, LoomFailed, attach_causes, 
                                 check_directions, env_loom, judge)
 from reproduction.page import plot_table, write_page, write_summary  # noqa: E402
 
-TABLES = [oobleck.TABLE_2_2, oobleck.TABLE_2_4, cornstarch.TABLE_3_2, entrain.TABLE_4_3,
-          hetero.TABLE_A3]
+TABLES = [oobleck.TABLE_2_2, oobleck.TABLE_2_4, cornstarch.TABLE_3_2, cornstarch.FIGURE_3_6,
+          entrain.TABLE_4_3, hetero.TABLE_A3]
 
 
 def parse_args(argv):
