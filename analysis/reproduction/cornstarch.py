@@ -116,9 +116,10 @@ def run_figure_3_6(ctx: Context) -> list[Cell]:
 
 
 ALWAYS_MODALITY_PARALLEL = (
-    "Loom's cornstarch always places the encoders on their own stages (modality "
-    "parallelism); §3.5.2 says Cornstarch 'chooses better modality parallelism', and for "
-    "this model Megatron*'s colocated placement is the faster one in Loom (0.90-0.94x)")
+    "not explained yet: in Loom, modality parallelism (each encoder on its own stages) is "
+    "6-10 % slower than Megatron*'s colocated placement for this model; the arXiv "
+    "Cornstarch paper reports the same kind of exception for its VLM-S (§6.2), the "
+    "dissertation none")
 
 FIGURE_3_6 = Table(
     id="diss-F3.6",
