@@ -131,10 +131,17 @@ def plot_table(table: Table, cells: list[Cell], path: Path) -> None:
         return
     height = max(2.5, 0.22 * len(shown) + 1.2)
     fig, ax = plt.subplots(figsize=(8, height))
-    ys = range(len(shown))
+    ys = list(range(len(shown)))
     colors = ["#c0392b" if c.claim_holds is False else
               "#2e86c1" if c.within_15pct else "#e67e22" for c in shown]
-    ax.barh(list(ys), [c.ratio for c in shown], color=colors)
+    positive = [c.ratio for c in shown if c.ratio > 0]
+    floor = min(positive + [1 - MAGNITUDE]) / 1.5  # where a ratio of 0 is drawn
+    ratios = [c.ratio if c.ratio > 0 else floor for c in shown]
+    # A lollipop from 1 (agreement) to each cell's Loom / paper; a cross where Loom is 0.
+    ax.hlines(ys, [1.0] * len(ys), ratios, colors=colors, lw=2)
+    for y, r, c, color in zip(ys, ratios, shown, colors):
+        ax.plot(r, y, "x" if c.ratio <= 0 else "o", color=color, ms=5)
+    ax.set_xlim(floor / 1.3, max(ratios + [1 + MAGNITUDE]) * 1.3)
     ax.axvspan(1 - MAGNITUDE, 1 + MAGNITUDE, color="#d5f5e3", zorder=0)
     ax.axvline(1.0, color="black", lw=0.8)
     ax.set_yticks(list(ys))
@@ -142,7 +149,7 @@ def plot_table(table: Table, cells: list[Cell], path: Path) -> None:
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("Loom / paper (log; green band: within 15 %; red: the paper's order is "
-                  "reversed)", fontsize=8)
+                  "reversed; x: Loom is 0)", fontsize=8)
     ax.set_title(f"{table.id}: {table.title}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
