@@ -77,59 +77,54 @@ std::string config(const std::string& relative) {
   return test::source_path(relative);
 }
 
-}  // namespace
-
-TEST(OutputContract, InterruptedSimLeavesNoStagingAndARerunIsByteIdentical) {
-  // 16 x 64 ranks through SimGrid, unfolded: a few seconds, so the signals land mid-run.
-  const test::TempDir dir;
+/// Interrupts `loom ARGS --out ROOT/b` with SIGINT, then SIGTERM, `delay_s` after its
+/// staging folder appears: each run exits 128 + signal, says "interrupted" and leaves no
+/// staging and no output. Then two full runs (`-q`, into ROOT/a and ROOT/b) must write
+/// byte-identical folders.
+void expect_clean_interrupts_and_identical_reruns(const std::vector<std::string>& args,
+                                                  const test::TempDir& dir, double delay_s) {
   const fs::path root = dir.path("runs");
   fs::create_directories(root);
-  const std::string big = config("configs/bench/pp16-dp64.toml");
   for (const int sig : {SIGINT, SIGTERM}) {
-    const int code = interrupt_loom(
-        {"sim", big, "--no-plot", "--no-fold", "--out", (root / "b").string()}, dir.path("log"),
-        sig, [&] { return has_staging(root); }, 1.0);
+    std::vector<std::string> interrupted = args;
+    interrupted.insert(interrupted.end(), {"--out", (root / "b").string()});
+    const int code = interrupt_loom(interrupted, dir.path("log"), sig,
+                                    [&] { return has_staging(root); }, delay_s);
     EXPECT_EQ(code, 128 + sig) << test::slurp(dir.path("log"));
     EXPECT_NE(test::slurp(dir.path("log")).find("interrupted"), std::string::npos);
     EXPECT_TRUE(hidden_entries(root).empty()) << hidden_entries(root).front();
     EXPECT_FALSE(fs::exists(root / "b"));
   }
+  std::string command;
+  for (const std::string& a : args) command += a + " ";
   for (const char* out : {"a", "b"}) {
-    const test::CliResult r =
-        test::run_loom("sim " + big + " --no-plot --no-fold -q --out " + (root / out).string());
+    const test::CliResult r = test::run_loom(command + "-q --out " + (root / out).string());
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   expect_identical_folders(root / "a", root / "b");
 }
 
+}  // namespace
+
+TEST(OutputContract, InterruptedSimLeavesNoStagingAndARerunIsByteIdentical) {
+  // 16 x 64 ranks through SimGrid, unfolded: a few seconds, so the signals land mid-run.
+  const test::TempDir dir;
+  expect_clean_interrupts_and_identical_reruns(
+      {"sim", config("configs/bench/pp16-dp64.toml"), "--no-plot", "--no-fold"}, dir, 1.0);
+}
+
 TEST(OutputContract, InterruptedReplayLeavesNoStagingAndARerunIsByteIdentical) {
   // Oobleck over 6 h of churn on 1,000 nodes: a few seconds, so the signals land mid-replay.
   const test::TempDir dir;
-  const fs::path root = dir.path("runs");
-  fs::create_directories(root);
   const std::string trace = dir.path("churn.csv");
   const test::CliResult generated = test::run_loom(
       "trace generate --kind poisson --nodes 1000 --rate 60 --rejoin 10min --duration 6h "
       "--out " + trace);
   ASSERT_EQ(generated.exit_code, 0) << generated.output;
-  const std::string job = config("configs/paper/oobleck-gpt3-1.3b.toml");
-  const std::string args = " --trace " + trace + " --policy oobleck --set cluster.nodes=1000";
-  for (const int sig : {SIGINT, SIGTERM}) {
-    const int code = interrupt_loom({"replay", job, "--trace", trace, "--policy", "oobleck",
-                                     "--set", "cluster.nodes=1000", "--out",
-                                     (root / "b").string()},
-                                    dir.path("log"), sig, [&] { return has_staging(root); }, 0.5);
-    EXPECT_EQ(code, 128 + sig) << test::slurp(dir.path("log"));
-    EXPECT_NE(test::slurp(dir.path("log")).find("interrupted"), std::string::npos);
-    EXPECT_TRUE(hidden_entries(root).empty()) << hidden_entries(root).front();
-    EXPECT_FALSE(fs::exists(root / "b"));
-  }
-  for (const char* out : {"a", "b"}) {
-    const test::CliResult r =
-        test::run_loom("replay " + job + args + " -q --out " + (root / out).string());
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-  }
-  expect_identical_folders(root / "a", root / "b");
+  expect_clean_interrupts_and_identical_reruns(
+      {"replay", config("configs/paper/oobleck-gpt3-1.3b.toml"), "--trace", trace, "--policy",
+       "oobleck", "--set", "cluster.nodes=1000"},
+      dir, 0.5);
 }
 
 TEST(OutputContract, InterruptedSweepResumesToIdenticalResults) {
