@@ -232,10 +232,9 @@ std::unique_ptr<Study> prepare_study(const std::string& config_path,
     }
   }
   const Config& c = study->config;
-  apply_kernel_jitter(study->schedule,
-                      {.sigma = c.cost.jitter,
-                       .seed = static_cast<std::uint64_t>(c.cost.jitter_seed),
-                       .offset = static_cast<std::uint64_t>(c.workload.offset)});
+  apply_kernel_jitter(study->schedule, {.sigma = c.cost.jitter,
+                                        .seed = static_cast<std::uint64_t>(c.cost.jitter_seed),
+                                        .offset = static_cast<std::uint64_t>(c.workload.offset)});
   return study;
 }
 

@@ -86,9 +86,10 @@ CalibratedCostModel::CalibratedCostModel(const Model& model, const Cluster& clus
       int tp = 0;
       if (!parse_finite(tokens_text, tokens) || !parse_finite(seconds_text, seconds) ||
           !parse_whole(tp_text, tp)) {
-        throw InputError(where + ": tokens and seconds must be numbers and tp a whole number "
-                         "(got '" + tokens_text + "', '" + seconds_text + "', '" + tp_text +
-                         "')");
+        throw InputError(where +
+                         ": tokens and seconds must be numbers and tp a whole number "
+                         "(got '" +
+                         tokens_text + "', '" + seconds_text + "', '" + tp_text + "')");
       }
       if (phase != "F" && phase != "I" && phase != "W" && phase != "B") {
         throw InputError(where + ": phase '" + phase + "' is not one of F, I, W, B");

@@ -18,8 +18,8 @@
 namespace loom {
 
 struct KernelJitter {
-  double sigma = 0;        ///< relative standard deviation of one op's time (0 = off)
-  std::uint64_t seed = 1;  ///< cost.jitter_seed
+  double sigma = 0;          ///< relative standard deviation of one op's time (0 = off)
+  std::uint64_t seed = 1;    ///< cost.jitter_seed
   std::uint64_t offset = 0;  ///< workload.offset: which iteration of the data this is
 };
 

@@ -88,8 +88,8 @@ void expect_clean_interrupts_and_identical_reruns(const std::vector<std::string>
   for (const int sig : {SIGINT, SIGTERM}) {
     std::vector<std::string> interrupted = args;
     interrupted.insert(interrupted.end(), {"--out", (root / "b").string()});
-    const int code = interrupt_loom(interrupted, dir.path("log"), sig,
-                                    [&] { return has_staging(root); }, delay_s);
+    const int code = interrupt_loom(
+        interrupted, dir.path("log"), sig, [&] { return has_staging(root); }, delay_s);
     EXPECT_EQ(code, 128 + sig) << test::slurp(dir.path("log"));
     EXPECT_NE(test::slurp(dir.path("log")).find("interrupted"), std::string::npos);
     EXPECT_TRUE(hidden_entries(root).empty()) << hidden_entries(root).front();
@@ -119,7 +119,8 @@ TEST(OutputContract, InterruptedReplayLeavesNoStagingAndARerunIsByteIdentical) {
   const std::string trace = dir.path("churn.csv");
   const test::CliResult generated = test::run_loom(
       "trace generate --kind poisson --nodes 1000 --rate 60 --rejoin 10min --duration 6h "
-      "--out " + trace);
+      "--out " +
+      trace);
   ASSERT_EQ(generated.exit_code, 0) << generated.output;
   expect_clean_interrupts_and_identical_reruns(
       {"replay", config("configs/paper/oobleck-gpt3-1.3b.toml"), "--trace", trace, "--policy",
