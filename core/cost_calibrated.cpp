@@ -8,6 +8,7 @@
 
 #include "core/csv.hpp"
 #include "core/errors.hpp"
+#include "core/units.hpp"
 
 namespace loom {
 
@@ -54,13 +55,6 @@ QuadraticFit fit_quadratic(const std::vector<double>& x, const std::vector<doubl
 
 namespace {
 
-/// A whole field as a finite number ("nan", "inf" and trailing text are not).
-bool parse_finite(const std::string& text, double& value) {
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  return ec == std::errc{} && ptr == end && std::isfinite(value);
-}
-
 bool parse_whole(const std::string& text, int& value) {
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, value);
@@ -82,10 +76,10 @@ CalibratedCostModel::CalibratedCostModel(const Model& model, const Cluster& clus
     std::string layer, phase, tokens_text, tp_text, seconds_text;
     while (in.read_row(layer, phase, tokens_text, tp_text, seconds_text)) {
       const std::string where = profile_csv + ":" + std::to_string(in.get_file_line());
-      double tokens = 0, seconds = 0;
+      const std::optional<double> parsed_tokens = parse_number(tokens_text);
+      const std::optional<double> parsed_seconds = parse_number(seconds_text);
       int tp = 0;
-      if (!parse_finite(tokens_text, tokens) || !parse_finite(seconds_text, seconds) ||
-          !parse_whole(tp_text, tp)) {
+      if (!parsed_tokens || !parsed_seconds || !parse_whole(tp_text, tp)) {
         throw InputError(where +
                          ": tokens and seconds must be numbers and tp a whole number "
                          "(got '" +
@@ -94,6 +88,7 @@ CalibratedCostModel::CalibratedCostModel(const Model& model, const Cluster& clus
       if (phase != "F" && phase != "I" && phase != "W" && phase != "B") {
         throw InputError(where + ": phase '" + phase + "' is not one of F, I, W, B");
       }
+      const double tokens = *parsed_tokens, seconds = *parsed_seconds;
       if (tokens < 0 || tp < 1 || seconds < 0) {
         throw InputError(where + ": tokens and seconds must be >= 0 and tp >= 1");
       }

@@ -25,10 +25,10 @@ double truncated_normal(std::mt19937_64& rng) {
 
 void apply_kernel_jitter(Schedule& schedule, const KernelJitter& jitter) {
   if (jitter.sigma <= 0) return;
+  const auto lo = [](std::uint64_t v) { return static_cast<std::uint32_t>(v); };
+  const auto hi = [](std::uint64_t v) { return static_cast<std::uint32_t>(v >> 32); };
   for (std::size_t rank = 0; rank < schedule.programs.size(); ++rank) {
     // One stream per rank, so a rank's draws do not depend on other ranks' op counts.
-    const auto lo = [](std::uint64_t v) { return static_cast<std::uint32_t>(v); };
-    const auto hi = [](std::uint64_t v) { return static_cast<std::uint32_t>(v >> 32); };
     std::seed_seq seq{lo(jitter.seed), hi(jitter.seed), lo(jitter.offset), hi(jitter.offset),
                       static_cast<std::uint32_t>(rank)};
     std::mt19937_64 rng(seq);

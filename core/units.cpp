@@ -32,6 +32,16 @@ std::optional<double> parse_with_suffix(std::string_view text, Suffixes suffixes
 
 }  // namespace
 
+std::optional<double> parse_number(std::string_view text) {
+  double value = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size() ||
+      !std::isfinite(value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
 std::optional<double> parse_seconds(std::string_view text) {
   return parse_with_suffix(text, {{"", 1.0},
                                   {"s", 1.0},

@@ -6,6 +6,9 @@
 
 namespace loom {
 
+/// A whole field as a finite decimal number (no units, no trailing text, not nan or inf,
+/// nothing out of a double's range); nullopt otherwise.
+std::optional<double> parse_number(std::string_view text);
 /// "0.5ms", "24us", "2s", "1e-3" (bare numbers are seconds). nullopt if malformed.
 std::optional<double> parse_seconds(std::string_view text);
 /// "25GBps", "200Gbps" (bits), "1.5TBps", bare numbers are bytes/s.

@@ -42,16 +42,6 @@ std::vector<std::string_view> split_fields(std::string_view line) {
   return fields;
 }
 
-std::optional<double> parse_number(std::string_view text) {
-  double value = 0;
-  const auto r = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size() ||
-      !std::isfinite(value)) {
-    return std::nullopt;
-  }
-  return value;
-}
-
 std::string at(const std::string& name, int line) {
   return name + ":" + std::to_string(line) + ": ";
 }

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/units.hpp"
 #include "traces/availability.hpp"
 #include "traces/trace_io.hpp"
 
@@ -20,8 +21,6 @@ struct TextLine {
 std::vector<TextLine> read_lines(std::istream& in);
 std::string_view trim(std::string_view s);
 std::vector<std::string_view> split_fields(std::string_view line);
-/// A finite decimal number (no units, no trailing junk); nullopt otherwise.
-std::optional<double> parse_number(std::string_view text);
 /// "name:line: " — the prefix of every message about one line.
 std::string at(const std::string& name, int line);
 

@@ -1,13 +1,14 @@
 // Oobleck's per-layer profile (dissertation §2.4.1.2: F_{l,d}, B_{l,d}, memory per layer),
 // built from a Loom model + cost model or read from a measured CSV.
-#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "core/errors.hpp"
 #include "core/io.hpp"
+#include "core/units.hpp"
 #include "schedulers/planners/oobleck/oobleck_planner.hpp"
 
 namespace loom::oobleck {
@@ -33,13 +34,12 @@ std::vector<std::string> split_csv(const std::string& line) {
 }
 
 double parse_number(const std::string& text, const std::string& where, const std::string& column) {
-  double v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) || v < 0) {
+  const std::optional<double> v = loom::parse_number(text);
+  if (!v || *v < 0) {
     throw InputError(where + ": column '" + column + "': expected a non-negative number, got '" +
                      text + "'");
   }
-  return v;
+  return *v;
 }
 
 }  // namespace
