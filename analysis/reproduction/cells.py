@@ -122,30 +122,39 @@ class Context:
     backend: str = "evaluator"
     log: Callable[[str], None] = print
 
-    def run(self, args: list[str], what: str) -> subprocess.CompletedProcess:
-        done = subprocess.run([self.loom] + args, capture_output=True, text=True)
-        if done.returncode != 0:
-            tail = done.stderr.strip().splitlines()[-1:] or ["(no message)"]
-            raise LoomFailed(f"{what}: loom {' '.join(args)} exited {done.returncode}: "
-                             f"{tail[0]}")
-        return done
+    # One run per distinct command line: tables that share a run (Table 2.4's Varuna and
+    # Oobleck cells are Table 2.2's, Fig 3.6's Megatron* is Table 3.2's unaware view) read it
+    # once. Command line -> its output folder.
+    runs: dict[tuple[str, ...], Path] = field(default_factory=dict)
 
-    def sim(self, config: str | Path, sets: list[str], name: str,
-            backend: str | None = None) -> dict:
-        """`loom sim` into a scratch folder; returns metrics.json."""
-        out = self.scratch / name
-        self.run(["sim", str(config), "--backend", backend or self.backend, "--no-plot",
-                  "-q", "--force", "--out", str(out)] + [a for s in sets for a in ("--set", s)],
-                 name)
-        return json.loads((out / "metrics.json").read_text())
+    def output_of(self, args: list[str]) -> Path:
+        """Runs `loom ARGS --out <scratch folder>` once per distinct ARGS; its folder."""
+        key = tuple(args)
+        if key not in self.runs:
+            out = self.scratch / f"run-{len(self.runs)}"
+            command = [self.loom] + args + ["-q", "--force", "--out", str(out)]
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                tail = done.stderr.strip().splitlines()[-1:] or ["(no message)"]
+                raise LoomFailed(f"loom {' '.join(args)} exited {done.returncode}: {tail[0]}")
+            self.runs[key] = out
+        return self.runs[key]
+
+    def sim_output(self, config: str | Path, sets: list[str],
+                   backend: str | None = None) -> Path:
+        """The folder of `loom sim CONFIG --set ...` (metrics.json, timeline.csv, ...)."""
+        return self.output_of(["sim", str(config), "--backend", backend or self.backend,
+                               "--no-plot"] + [a for s in sets for a in ("--set", s)])
+
+    def sim(self, config: str | Path, sets: list[str], backend: str | None = None) -> dict:
+        """`loom sim`'s metrics.json."""
+        return json.loads((self.sim_output(config, sets, backend) / "metrics.json").read_text())
 
     def replay(self, config: str | Path, trace: str | Path, policy: str, sets: list[str],
-               name: str, extra: list[str] | None = None) -> dict:
-        """`loom replay` into a scratch folder; returns summary.json."""
-        out = self.scratch / name
-        self.run(["replay", str(config), "--trace", str(trace), "--policy", policy,
-                  "--force", "-q", "--out", str(out)] + (extra or [])
-                 + [a for s in sets for a in ("--set", s)], name)
+               extra: list[str] | None = None) -> dict:
+        """`loom replay`'s summary.json."""
+        out = self.output_of(["replay", str(config), "--trace", str(trace), "--policy", policy]
+                             + (extra or []) + [a for s in sets for a in ("--set", s)])
         return json.loads((out / "summary.json").read_text())
 
 

@@ -30,10 +30,9 @@ def run_table_3_2(ctx: Context) -> list[Cell]:
         config = paper_config(f"cornstarch-{xyz.lower()}.toml")
         loom = {}
         for view, flag in VIEWS.items():
-            name = f"t32-{xyz}-{view}"
-            metrics = ctx.sim(config, ["schedule.name=encoders-colocated",
-                                       f"schedule.partition_view={flag}"], name)
-            loom[view] = (per_stage_times(str(ctx.scratch / name))
+            sets = ["schedule.name=encoders-colocated", f"schedule.partition_view={flag}"]
+            metrics = ctx.sim(config, sets)
+            loom[view] = (per_stage_times(str(ctx.sim_output(config, sets)))
                           + (metrics["iteration_time_s"],))
         for view in VIEWS:
             for i, part in enumerate(PARTS):
@@ -102,8 +101,8 @@ def run_figure_3_6(ctx: Context) -> list[Cell]:
         config = paper_config(f"cornstarch-{xyz.lower()}.toml")
         # Megatron*: the encoders as the first pipeline stage(s), frozen-unaware (§3.5.1).
         megatron = ctx.sim(config, ["schedule.name=encoders-colocated",
-                                    "schedule.partition_view=naive"], f"f36-{xyz}-megatron")
-        cornstarch = ctx.sim(config, ["schedule.name=cornstarch"], f"f36-{xyz}-cornstarch")
+                                    "schedule.partition_view=naive"])
+        cornstarch = ctx.sim(config, ["schedule.name=cornstarch"])
         speedup = megatron["iteration_time_s"] / cornstarch["iteration_time_s"]
         speedups.append(speedup)
         cells.append(Cell("diss-F3.6", f"{xyz} / Cornstarch over Megatron*", None, speedup, "x",

@@ -18,12 +18,10 @@ def run_table_a3(ctx: Context) -> list[Cell]:
         row = f"{seq // 1024}K vis {vis}% {gpus} GPUs"
         homogeneous = ctx.sim(paper_config("hetero-1b7b-64k-v75-homogeneous.toml"),
                               common + layout_sets("vision", h, gpus)
-                              + layout_sets("llm", h, gpus), f"a3-{seq}-{vis}-h",
-                              backend="simgrid")
+                              + layout_sets("llm", h, gpus), backend="simgrid")
         colocated = ctx.sim(paper_config("hetero-1b7b-64k-v75-colocated.toml"),
                             common + layout_sets("vision", ce, gpus)
-                            + layout_sets("llm", cl, gpus), f"a3-{seq}-{vis}-c",
-                            backend="simgrid")
+                            + layout_sets("llm", cl, gpus), backend="simgrid")
         th = homogeneous["iteration_time_s"] * 1e3
         tc = colocated["iteration_time_s"] * 1e3
         cells += [

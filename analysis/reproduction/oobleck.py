@@ -27,8 +27,7 @@ def throughput_cells(ctx: Context, table: str, rows, config_of, mode: str,
     for key, label, paper_index in rows:
         for freq in freqs:
             for policy in POLICIES:
-                summary = ctx.replay(config_of(key), TRACES / f"{freq}.csv", policy, [],
-                                     f"t22-{mode}-{key}-{freq}-{policy}", extra)
+                summary = ctx.replay(config_of(key), TRACES / f"{freq}.csv", policy, [], extra)
                 paper = (None if paper_index is None
                          else PAPER[freq][policy][paper_index])
                 loom = summary["average_throughput_samples_per_s"]
@@ -71,9 +70,7 @@ def run_table_2_4(ctx: Context) -> list[Cell]:
                 "Oobleck": ("oobleck", [], PAPER[freq]["oobleck"][index]),
             }
             for system, (policy, sets, paper) in runs.items():
-                tag = "nockpt" if sets else policy
-                summary = ctx.replay(config, TRACES / f"{freq}.csv", policy, sets,
-                                     f"t24-{key}-{freq}-{tag}")
+                summary = ctx.replay(config, TRACES / f"{freq}.csv", policy, sets)
                 versus = {"Varuna": [name(label, freq, "Varuna (no ckpt)"),
                                      name(label, freq, "Oobleck")],
                           "Varuna (no ckpt)": [name(label, freq, "Oobleck")]}.get(system, [])
