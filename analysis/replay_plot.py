@@ -47,6 +47,7 @@ BREAKDOWN = (
 # Policies the replay knows get the same color in every figure; others cycle through tab10.
 POLICY_COLORS = {"oobleck": "#4C72B0", "varuna-like": "#DD8452", "bamboo-like": "#55A868"}
 FIG_THROUGHPUT_IN = (11.0, 4.8)
+LEGEND_IN_PER_CHAR = 0.075  # legend text width at the default 10 pt font
 FIG_BREAKDOWN_IN = (6.5, 4.8)
 MARGINS_IN = dict(left_in=0.8, right_in=2.6, top_in=0.45, bottom_in=0.6)  # legend at right
 BREAKDOWN_MARGINS_IN = dict(left_in=0.8, right_in=1.9, top_in=0.45, bottom_in=0.6)
@@ -210,10 +211,11 @@ def _colors(replays):
     from matplotlib import colormaps
 
     cycle = colormaps["tab10"]
-    out, spare = [], 0
+    out, spare, used = [], 0, set()
     for r in replays:
-        if r.policy in POLICY_COLORS:
+        if r.policy in POLICY_COLORS and r.policy not in used:  # a repeat gets its own
             out.append(POLICY_COLORS[r.policy])
+            used.add(r.policy)
         else:
             out.append(cycle(3 + spare % 7))
             spare += 1
@@ -225,7 +227,12 @@ def _colors(replays):
 
 def render_throughput(replays, window_s=None, title=None):
     """Fig 2.10 style: throughput step lines per policy, averages dotted, alive nodes."""
-    fig, ax = lp.new_figure(*FIG_THROUGHPUT_IN, **MARGINS_IN)
+    # The legend sits right of the axes: widen the figure for long labels (shared policies).
+    longest = max(len(label) for label in _labels(replays)) + len(" average 000.00")
+    extra_in = max(0.0, LEGEND_IN_PER_CHAR * longest - MARGINS_IN["right_in"] + 0.6)
+    width_in, height_in = FIG_THROUGHPUT_IN
+    fig, ax = lp.new_figure(width_in + extra_in, height_in,
+                            **{**MARGINS_IN, "right_in": MARGINS_IN["right_in"] + extra_in})
     end_s = max(r.end_s for r in replays)
     top = 0.0
     for r, label, color in zip(replays, _labels(replays), _colors(replays)):

@@ -69,8 +69,48 @@ LinkSpec inter_node_route(Cluster cluster) {
   return link;
 }
 
-/// Measured-throughput mode needs only the config; simulation mode plans the config's
-/// study (`study` is then set) for Oobleck's profile and checks that the config runs.
+/// The simulation-mode timer's options: the config and the user's overrides.
+StudyTimerOptions study_timer_options(const ReplayCliOptions& o, const Config& c) {
+  StudyTimerOptions t;
+  t.config = o.config;
+  t.overrides = o.overrides;
+  t.backend = c.sim.backend;
+  t.gpus_per_node = c.cluster.gpus_per_node;
+  t.progress = !o.quiet;
+  for (const Module& m : c.model.modules())
+    t.modules.emplace_back(m.name, m.layers.empty() ? 2 : m.layers.front().dtype_bytes);
+  t.optimizer_bytes_per_param = c.cost.memory.optimizer_bytes_per_param;
+  return t;
+}
+
+/// Measured mode for bamboo-like. With Bamboo's own measured table: its time on the live
+/// nodes, times what the cost model says a failover costs (the pipeline with a stage on a
+/// neighbour against the healthy pipeline). Without one: plain
+/// training's measured time on the live nodes, times what the bamboo schedule costs
+/// against plain 1F1B on the same pipelines and microbatches (its redundant forwards, no
+/// recomputation, failover); what a smaller microbatch does to the measured plan's speed
+/// is then outside the ratio (docs/replay.md). The bamboo schedule runs either way, so
+/// memory decides whether Bamboo fits at all.
+IterationTimer measured_bamboo_timer(IterationTimer table, IterationTimer study, bool own_table) {
+  return [table, study, own_table](const Layout& bamboo) {
+    if (bamboo.scheduler != "bamboo") return table(bamboo);
+    Layout base = bamboo;
+    for (PipelineLayout& p : base.pipelines) {
+      if (own_table) p.nodes += static_cast<int>(p.failed_over.size());  // the healthy one
+      p.failed_over.clear();
+    }
+    if (!own_table) {
+      base.scheduler = "";
+      base.activation_checkpointing = true;  // only the ratio of times is used here
+    }
+    const double ratio = study(bamboo) / study(base);
+    return table(bamboo) * ratio;
+  };
+}
+
+/// Measured-throughput mode needs only the config (and the cost model for bamboo-like);
+/// simulation mode plans the config's study (`study` is then set) for Oobleck's profile
+/// and checks that the config runs.
 PolicySetup make_setup(const ReplayCliOptions& o, const Config& c, const Study* study,
                        const AvailabilityTrace& trace) {
   PolicySetup s;
@@ -90,20 +130,21 @@ PolicySetup make_setup(const ReplayCliOptions& o, const Config& c, const Study* 
     // at least 2 nodes so that a stage has a neighbour to hold its copy.
     s.bamboo_pipeline_depth =
         c.replay.baseline_pp > 0 ? c.replay.baseline_pp : 2 * s.min_pipeline_nodes;
-    s.timer = std::make_shared<MemoizedTimer>(table.timer(s.global_batch));
+    IterationTimer timer = table.timer(s.global_batch);
+    if (o.policy == "varuna-like" && !c.replay.varuna_throughput_table.empty())
+      timer = ThroughputTable::load(c.replay.varuna_throughput_table, c.replay.throughput_model)
+                  .timer(s.global_batch);
+    if (o.policy == "bamboo-like") {
+      const bool own = !c.replay.bamboo_throughput_table.empty();
+      if (own)
+        timer = ThroughputTable::load(c.replay.bamboo_throughput_table, c.replay.throughput_model)
+                    .timer(s.global_batch);
+      timer = measured_bamboo_timer(timer, make_study_timer(study_timer_options(o, c)), own);
+    }
+    s.timer = std::make_shared<MemoizedTimer>(timer);
     return s;
   }
-  StudyTimerOptions t;
-  t.config = o.config;
-  t.overrides = o.overrides;
-  t.backend = c.sim.backend;
-  t.gpus_per_node = c.cluster.gpus_per_node;
-  t.gpu_memory_bytes = c.cluster.gpu.memory_bytes;
-  t.progress = !o.quiet;
-  for (const Module& m : c.model.modules())
-    t.modules.emplace_back(m.name, m.layers.empty() ? 2 : m.layers.front().dtype_bytes);
-  t.optimizer_bytes_per_param = c.cost.memory.optimizer_bytes_per_param;
-  s.timer = std::make_shared<MemoizedTimer>(make_study_timer(t));
+  s.timer = std::make_shared<MemoizedTimer>(make_study_timer(study_timer_options(o, c)));
   int max_alive = static_cast<int>(trace.initial.size());
   for (const AliveStep& step : alive_steps(trace)) max_alive = std::max(max_alive, step.alive);
   oobleck::PlanningProblem problem = planning_problem(*study, max_alive, s.global_batch);
@@ -126,6 +167,17 @@ PolicySetup make_setup(const ReplayCliOptions& o, const Config& c, const Study* 
 int run_replay_command(ReplayCliOptions o) {
   if (!o.backend.empty()) o.overrides.push_back("sim.backend=" + o.backend);
   if (!(o.hours >= 0)) throw InputError("--hours: must be >= 0");
+  {
+    // The pipelines run replay.scheduler (the config's own study is planned with it too,
+    // so a bad choice fails here, naming the scheduler).
+    const Config c = load_config(o.config, o.overrides);
+    if (o.policy == "bamboo-like" && c.replay.scheduler != "1f1b")
+      throw InputError(
+          "replay.scheduler: bamboo-like runs the bamboo schedule (1F1B with "
+          "redundant computation), not '" +
+          c.replay.scheduler + "'; leave replay.scheduler at 1f1b or pick oobleck or varuna-like");
+    o.overrides.insert(o.overrides.begin(), "schedule.name=" + c.replay.scheduler);
+  }
   const Config config = load_config(o.config, o.overrides);
   const bool measured = !o.throughput_table.empty() || !config.replay.throughput_table.empty();
   std::unique_ptr<Study> study;

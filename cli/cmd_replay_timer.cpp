@@ -17,6 +17,12 @@ struct Group {
   int count = 0;
 };
 
+std::string int_list(const std::vector<int>& values) {
+  std::string list;
+  for (int x : values) list += (list.empty() ? "" : ",") + std::to_string(x);
+  return "[" + list + "]";
+}
+
 /// Activations at twice the config's dtype (e.g. bf16 -> fp32) with the model states per
 /// parameter unchanged: the dtype also sets the weights' bytes, so the optimizer term gives
 /// back the difference (bf16 weights + 10 B optimizer = fp32 weights + 8 B).
@@ -37,30 +43,31 @@ void activation_precision_overrides(const StudyTimerOptions& o, std::vector<std:
 
 std::vector<std::string> group_overrides(const StudyTimerOptions& o, const Group& g,
                                          const Layout& layout) {
-  const double memory_factor = layout.state_memory_factor;
   std::vector<std::string> v = o.overrides;
   const PipelineLayout& p = g.pipeline;
-  const int stages =
-      p.stage_layers.empty() ? p.nodes * o.gpus_per_node : static_cast<int>(p.stage_layers.size());
+  const int ranks = p.nodes * o.gpus_per_node;
+  const int stages = p.stage_layers.empty() ? ranks : static_cast<int>(p.stage_layers.size());
   v.push_back("cluster.nodes=" + std::to_string(p.nodes * g.count));
-  v.push_back("parallel.pp=" + std::to_string(stages));
+  // A failed-over pipeline has one rank per node; its failed stages ride on neighbours.
+  v.push_back("parallel.pp=" + std::to_string(p.failed_over.empty() ? stages : ranks));
   v.push_back("parallel.dp=" + std::to_string(g.count));
   v.push_back("parallel.tp=1");
+  if (!layout.scheduler.empty()) v.push_back("schedule.name=" + layout.scheduler);
+  if (layout.microbatch_size > 0)
+    v.push_back("schedule.microbatch_size=" + std::to_string(layout.microbatch_size));
   if (p.microbatches > 0) v.push_back("schedule.microbatches=" + std::to_string(p.microbatches));
-  if (!p.stage_layers.empty()) {
-    std::string list;
-    for (int l : p.stage_layers) list += (list.empty() ? "" : ",") + std::to_string(l);
-    v.push_back("schedule.stage_layers=[" + list + "]");
-  }
-  if (memory_factor != 1) {
-    // Bamboo keeps a second copy of model states and activations (§2.7.1: "requiring 2x
-    // memory"): the same plan must fit in 1/factor of the GPU.
-    v.push_back("cluster.gpu_memory=" + std::to_string(o.gpu_memory_bytes / memory_factor));
+  if (!p.stage_layers.empty()) v.push_back("schedule.stage_layers=" + int_list(p.stage_layers));
+  if (!p.failed_over.empty()) {
+    if (!p.stage_layers.empty()) throw InputError("a failed-over pipeline takes no stage_layers");
+    v.push_back("schedule.failed_over=" + int_list(p.failed_over));
   }
   if (layout.activation_factor == 2) activation_precision_overrides(o, v);
-  if (layout.activation_checkpointing) {
+  if (!layout.activation_checkpointing) v.push_back("cost.recompute=none");  // e.g. Bamboo
+  if (layout.activation_checkpointing || !p.failed_over.empty()) {
     // Loom's memory check keeps every live microbatch's activations; with recomputation
-    // the planner's memory model decides feasibility, so lift the per-GPU limit here.
+    // the planner's memory model decides feasibility, so lift the per-GPU limit here. A
+    // failed-over node holds what it held before (its stage and the copy it promotes), so
+    // a failover never runs out of memory where the pipeline did not.
     v.push_back("cluster.gpu_memory=1e18");
   }
   return v;
@@ -73,7 +80,7 @@ IterationTimer make_study_timer(const StudyTimerOptions& options) {
   return [options, cache](const Layout& layout) {
     std::map<std::string, Group> groups;
     for (const PipelineLayout& p : layout.pipelines) {
-      Layout one{{p}, 1};
+      const Layout one{.pipelines = {p}};
       Group& g = groups[one.key()];
       g.pipeline = p;
       ++g.count;
@@ -87,7 +94,15 @@ IterationTimer make_study_timer(const StudyTimerOptions& options) {
       if (it == cache->end()) {
         double t = 0;
         try {
-          t = iteration_time(options.config, overrides, options.backend);
+          try {
+            t = iteration_time(options.config, overrides, options.backend);
+          } catch (const InputError& e) {
+            // The config planned at the start with the same scheduler, so what fails here
+            // is this pipeline's shape (e.g. a 1-stage template under a scheduler that
+            // needs encoder and LLM stages): the policy cannot use it, like one that
+            // does not fit memory.
+            throw InfeasibleError(std::to_string(g.count) + " x " + key + ": " + e.what());
+          }
         } catch (const InfeasibleError& e) {
           if (options.progress)
             std::cerr << "loom: " << g.count << " x " << key << " cannot run: " << e.what() << "\n";

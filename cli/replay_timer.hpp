@@ -23,8 +23,7 @@ struct StudyTimerOptions {
   std::vector<std::string> overrides;  ///< the user's --set, applied first
   std::string backend = "evaluator";   ///< "simgrid" or "evaluator"
   int gpus_per_node = 1;
-  double gpu_memory_bytes = 0;  ///< the config's, divided by Layout::state_memory_factor
-  bool progress = false;        ///< one stderr line per simulated group
+  bool progress = false;  ///< one stderr line per simulated group
   /// The config's modules (name, dtype bytes) and optimizer bytes per parameter, to count
   /// activations at twice the dtype (Layout::activation_factor = 2) with the same states.
   std::vector<std::pair<std::string, int>> modules;

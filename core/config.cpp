@@ -607,6 +607,10 @@ ReplayConfig read_replay(Reader& r, const toml::table& root) {
   c.min_pipeline_nodes = r.integer(t, p, "min_pipeline_nodes", c.min_pipeline_nodes, 0);
   c.throughput_table = relative_to_config(r.file(), r.string(t, p, "throughput_table", ""));
   c.throughput_model = r.string(t, p, "throughput_model", "");
+  c.bamboo_throughput_table =
+      relative_to_config(r.file(), r.string(t, p, "bamboo_throughput_table", ""));
+  c.varuna_throughput_table =
+      relative_to_config(r.file(), r.string(t, p, "varuna_throughput_table", ""));
   c.reconfiguration_s =
       r.quantity(t, p, "reconfiguration", c.reconfiguration_s, parse_seconds, "2s", false);
   c.checkpoint_interval = r.integer(t, p, "checkpoint_interval", c.checkpoint_interval, 1);
@@ -614,17 +618,21 @@ ReplayConfig read_replay(Reader& r, const toml::table& root) {
       r.quantity(t, p, "checkpoint_save", c.checkpoint_save_s, parse_seconds, "11.2s", false);
   c.restart_s = r.quantity(t, p, "restart", c.restart_s, parse_seconds, "78.7s", false);
   c.baseline_pp = r.integer(t, p, "baseline_pp", c.baseline_pp, 0);
-  c.bamboo_redundancy = r.number(t, p, "bamboo_redundancy", c.bamboo_redundancy);
-  c.bamboo_failover_slowdown = r.number(t, p, "bamboo_failover_slowdown", 1.5, true);
-  if (c.bamboo_failover_slowdown < 1)
-    r.fail(t.get("bamboo_failover_slowdown"), p + "bamboo_failover_slowdown", "must be >= 1");
+  // Bamboo's redundant computation and failover are simulated through the `bamboo`
+  // schedule now; the factors that stood in for them are gone.
+  for (const char* old : {"bamboo_redundancy", "bamboo_failover_slowdown", "bamboo_memory_factor"})
+    if (const toml::node* n = t.get(old))
+      r.fail(n, p + old,
+             "removed: bamboo-like simulates its redundant computation, memory and failover "
+             "through the `bamboo` schedule (docs/replay.md); delete the key");
+  c.scheduler = r.string(t, p, "scheduler", c.scheduler);
+  c.bamboo_microbatch_size = r.integer(t, p, "bamboo_microbatch_size", c.bamboo_microbatch_size, 0);
   c.bamboo_failover_s =
       r.quantity(t, p, "bamboo_failover", c.bamboo_failover_s, parse_seconds, "20s", false);
   c.bamboo_reconfigure_s =
       r.quantity(t, p, "bamboo_reconfigure", c.bamboo_reconfigure_s, parse_seconds, "30s", false);
   c.bamboo_join_delay_s =
       r.quantity(t, p, "bamboo_join_delay", c.bamboo_join_delay_s, parse_seconds, "45s", false);
-  c.bamboo_memory_factor = r.number(t, p, "bamboo_memory_factor", c.bamboo_memory_factor, true);
   c.bamboo_activation_factor =
       r.number(t, p, "bamboo_activation_factor", c.bamboo_activation_factor, true);
   if (c.bamboo_activation_factor != 1 && c.bamboo_activation_factor != 2)
@@ -692,6 +700,8 @@ std::string resolved_document(const Reader& r, const Config& c) {
   absolute({"workload"}, "csv", c.workload.csv);
   absolute({"cost"}, "profile", c.cost.profile);
   absolute({"replay"}, "throughput_table", c.replay.throughput_table);
+  absolute({"replay"}, "bamboo_throughput_table", c.replay.bamboo_throughput_table);
+  absolute({"replay"}, "varuna_throughput_table", c.replay.varuna_throughput_table);
   if (c.workload.csv.empty() && c.workload.dataset.empty()) {
     toml::table& tokens = subtable(root, {"workload", "tokens"});
     for (const auto& [modality, count] : c.workload.tokens)
@@ -746,6 +756,12 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
           ? PartitionView::kTrue
           : PartitionView::kNaive;
   c.schedule.stage_layers = r.int_list(s, "schedule.", "stage_layers");
+  c.schedule.failed_over = r.int_list(s, "schedule.", "failed_over");
+  if (!c.schedule.failed_over.empty() && c.schedule.name != "bamboo")
+    throw InputError(
+        "schedule.failed_over: only the bamboo scheduler fails stages over to "
+        "their neighbour (schedule.name = \"" +
+        c.schedule.name + "\"); remove the key or set schedule.name = \"bamboo\"");
   c.schedule.dip_seed = r.integer(s, "schedule.", "dip_seed", c.schedule.dip_seed, 0);
   c.schedule.dip_search_iterations =
       r.integer(s, "schedule.", "dip_search_iterations", c.schedule.dip_search_iterations, 1);

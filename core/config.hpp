@@ -52,6 +52,9 @@ struct ScheduleConfig {
   int microbatch_group_size = 0;
   PartitionView partition_view = PartitionView::kTrue;
   std::vector<int> stage_layers;  ///< optional explicit layers per stage (overrides the DP)
+  /// bamboo: stages whose node is lost and whose ring predecessor runs them (Bamboo's
+  /// failover); the pipeline then has parallel.pp ranks and pp + size() stages.
+  std::vector<int> failed_over;
   // dip / omnibal (docs/baselines-disttrain-dip-omnibal.md):
   int dip_seed = 0;                ///< dip MCTS rollouts and omnibal ISF sampling seed
   int dip_search_iterations = 50;  ///< dip: MCTS iterations (deterministic for a seed)
@@ -111,15 +114,26 @@ struct ReplayConfig {
   std::string throughput_model;  ///< model key inside a JSON table holding several
   double reconfiguration_s = 2;  ///< Oobleck: fixed reinstantiation cost, s (artifact)
   int checkpoint_interval = 10;  ///< Varuna-like: iterations between checkpoints (§2.7.1)
-  double checkpoint_save_s = 11.2;     ///< Varuna-like: synchronous save, s (artifact, GPT-3 med.)
-  double restart_s = 78.7;             ///< full restart + checkpoint load, s (artifact, GPT-3 med.)
-  int baseline_pp = 0;                 ///< Varuna/Bamboo pipeline depth; 0 = parallel.pp (sim)
-  double bamboo_redundancy = 1.0 / 3;  ///< Bamboo: extra step time of forward RC (fraction)
-  double bamboo_failover_slowdown = 1.5;  ///< step time with a stage on its neighbour
-  double bamboo_failover_s = 20;          ///< local rendezvous after a failover, s
-  double bamboo_reconfigure_s = 30;       ///< global rendezvous to re-form pipelines, s
-  double bamboo_join_delay_s = 45;        ///< a joined node is usable after this, s
-  double bamboo_memory_factor = 2;        ///< memory need with the redundant copy (§2.7.1: 2x)
+  double checkpoint_save_s = 11.2;  ///< Varuna-like: synchronous save, s (artifact, GPT-3 med.)
+  double restart_s = 78.7;          ///< full restart + checkpoint load, s (artifact, GPT-3 med.)
+  int baseline_pp = 0;              ///< Varuna/Bamboo pipeline depth; 0 = parallel.pp (sim)
+  /// The scheduler the pipelines of oobleck and varuna-like run (templates and grids):
+  /// any registered one, e.g. entrain for a vision-language model; bamboo-like always runs
+  /// the `bamboo` schedule.
+  std::string scheduler = "1f1b";
+  /// Bamboo's microbatch size (dissertation Table 2.1: the largest that fits with its
+  /// redundant copy); 0 = schedule.microbatch_size.
+  int bamboo_microbatch_size = 0;
+  /// Measured mode: Bamboo's own measured throughput by live nodes (same formats and model
+  /// key as throughput_table); "" = plain training's table scaled by the bamboo schedule's
+  /// simulated cost against plain 1F1B.
+  std::string bamboo_throughput_table;
+  /// Measured mode: Varuna's own measured throughput by live nodes (same formats and model
+  /// key); "" = plain training's table with Varuna's grid.
+  std::string varuna_throughput_table;
+  double bamboo_failover_s = 20;     ///< local rendezvous after a failover, s
+  double bamboo_reconfigure_s = 30;  ///< global rendezvous to re-form pipelines, s
+  double bamboo_join_delay_s = 45;   ///< a joined node is usable after this, s
   /// Bamboo's activation bytes relative to the config's dtype: it trains without activation
   /// checkpointing (§2.7.1 footnote 2), so configs whose 2-byte activations stand in for
   /// TF32 + checkpointing (configs/paper/oobleck-gpt3-*.toml) set 2 (TF32: 4 bytes).

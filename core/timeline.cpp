@@ -79,8 +79,10 @@ std::vector<ActivationPeak> activation_peaks(const Schedule& schedule) {
       const ActivationKey key = key_of(*c);
       if (c->pass == Pass::kF && retained.count(key)) {
         bytes += c->activation_bytes;
+        // A key counts once however many computes add to it (a successor copy shares
+        // its stage's key and is released with it).
+        if (!live_bytes.count(key)) ++live_segments[{c->stage, c->microbatch}];
         live_bytes[key] += c->activation_bytes;
-        ++live_segments[{c->stage, c->microbatch}];
         peak.bytes = std::max(peak.bytes, bytes);
         peak.microbatches = std::max(peak.microbatches, static_cast<int>(live_segments.size()));
       } else if (c->releases_activation) {

@@ -1,17 +1,21 @@
-// Bamboo-like: redundant computation (dissertation §2.2 "Redundant computation"). Every
-// node also holds and computes forward passes of its successor's stage, so every iteration
-// pays the forward-RC overhead, and memory holds two stages' model states. When a node
-// fails, its successor runs its stage (backward RC, failover_slowdown x step time in that
-// pipeline, which straggles the whole synchronous iteration) without a restart. When two
-// adjacent nodes of a pipeline have failed, the lost stage has no copy left: full restart
-// on the survivors. Joined nodes are usable after a delay (the driver hands them over
-// then: ReplayOptions::node_ready_s = replay.bamboo_join_delay) and replace failed-over
-// slots or form new pipelines at the next iteration boundary (a global rendezvous); while
-// it has no pipeline (too few nodes so far) the rendezvous forms them at once.
+// Bamboo-like: redundant computation (dissertation §2.2 "Redundant computation"; Thorpe
+// et al., NSDI'23). Every iteration runs the `bamboo` schedule
+// (schedulers/resilience/bamboo.cpp): each stage also runs its successor's forward and
+// holds its model state, so the time and memory of redundancy come from the cost model
+// through the schedule, at Bamboo's own microbatch size and without activation
+// checkpointing (§2.7.1 and its footnote 2). When a node fails, its ring predecessor runs
+// its stage too (failover, no restart): the pipeline is timed with that stage on the
+// neighbour (schedule.failed_over), so the straggling pipeline sets the synchronous
+// iteration. When two adjacent nodes of a pipeline have failed, the lost stage has no copy
+// left: full restart on the survivors. Joined nodes are usable after a delay (the driver
+// hands them over then: ReplayOptions::node_ready_s = replay.bamboo_join_delay) and
+// replace failed-over slots or form new pipelines at the next iteration boundary (a global
+// rendezvous); while it has no pipeline (too few nodes so far) the rendezvous forms them
+// at once.
 //
-//   pipeline ring:  n0 -> n1 -> n2 -> n3      copy of stage k lives on node k+1 (mod S)
-//   n1 fails:       n2 runs stages 1 and 2    (failover)
-//   n2 fails too:   stage 1 and 2 both gone   (restart)
+//   pipeline ring:  n0 -> n1 -> n2 -> n3      node k holds a copy of stage k+1 (mod S)
+//   n2 fails:       n1 runs stages 1 and 2    (failover)
+//   n1 fails too:   stage 1 and 2 both gone   (restart)
 #include <algorithm>
 #include <optional>
 
@@ -47,38 +51,44 @@ class BambooPolicy final : public ReplayPolicy {
 
   std::optional<double> iteration_s() override {
     if (pipelines_.empty() || infeasible_) return std::nullopt;
-    Layout grid = grid_layout(depth(), static_cast<int>(pipelines_.size()), s_);
-    grid.state_memory_factor = s_.params.bamboo_memory_factor;
-    grid.activation_checkpointing = false;  // footnote 2 of §2.7.1: it conflicts with RC
-    grid.activation_factor = s_.params.bamboo_activation_factor;  // so TF32 activations
-    double t = 0;
     try {
-      t = (*s_.timer)(grid);
+      return (*s_.timer)(layout());
     } catch (const TooFewNodesError&) {
       infeasible_ = true;  // wait for more nodes
       return std::nullopt;
     } catch (const InfeasibleError& e) {
-      fatal_ = "bamboo-like: does not fit with its redundant copy (2x memory, §2.7.1): " +
-               std::string(e.what());
+      fatal_ =
+          "bamboo-like: does not fit with its redundant copy (§2.7.1): " + std::string(e.what());
       infeasible_ = true;  // two stages' states do not fit (Table 2.2: OOM for GPT-3)
       return std::nullopt;
     }
-    t *= 1 + s_.params.bamboo_redundancy;
-    if (any_failed()) t *= s_.params.bamboo_failover_slowdown;
-    return t;
   }
 
   std::optional<Action> after_iteration(double) override {
-    const bool replace = any_failed() && !spares_.empty();
-    const bool grow = !any_failed() && static_cast<int>(spares_.size()) >= depth();
-    if (!replace && !grow) return std::nullopt;
+    // The Bamboo artifact's rendezvous rule (bamboo_simulator.py): after a step, spares
+    // replace failed-over slots; when they cannot and failed-over nodes are over 5 % of
+    // the active ones (each overloads its neighbour: 2 x failed / active), the pipelines
+    // are re-formed over every live node (while they fill one); enough spares for a new
+    // pipeline add one.
+    const int failed = failed_slots();
+    const int spares = static_cast<int>(spares_.size());
+    const bool replace = failed > 0 && spares > 0;
+    const bool reform = failed > 0 && spares < failed &&
+                        2.0 * failed > kOverloadedShare * nodes_in_use() &&
+                        static_cast<int>(live_nodes().size()) >= depth();
+    const bool grow = failed == 0 && spares >= depth();
+    if (!replace && !reform && !grow) return std::nullopt;
     const std::string before = text();
-    refill();
-    return Action{"rendezvous",
-                  {{TimeUse::kReconfiguration, s_.params.bamboo_reconfigure_s, false}},
-                  false,
-                  false,
-                  "spare nodes used: " + before + " -> " + text()};
+    if (reform)
+      form(live_nodes());
+    else
+      refill();
+    return Action{
+        "rendezvous",
+        {{TimeUse::kReconfiguration, s_.params.bamboo_reconfigure_s, false}},
+        false,
+        false,
+        (reform ? "pipelines re-formed: " : "spare nodes used: ") + before + " -> " + text()};
   }
 
   Action on_change(const MembershipChange& c) override {
@@ -100,10 +110,13 @@ class BambooPolicy final : public ReplayPolicy {
               "pipelines formed: " + text()};
     }
     std::string adjacent;
+    const int failed_before = failed_slots();
     for (const std::string& n : c.removed) {
       drop_spare(n);
       if (!fail(n) && adjacent.empty()) adjacent = n;
     }
+    if (adjacent.empty() && failed_slots() == failed_before && c.interrupted_action.empty())
+      return {"none", {}, false, false, "a spare left: " + text()};
     if (adjacent.empty() && c.interrupted_action != "restart") {
       return {"failover",
               {{TimeUse::kReconfiguration, s_.params.bamboo_failover_s, false}},
@@ -171,6 +184,27 @@ class BambooPolicy final : public ReplayPolicy {
     infeasible_ = false;
   }
 
+  /// Failed-over nodes above this share of the active ones (x2: each overloads its
+  /// neighbour) make Bamboo re-form its pipelines (the artifact's bamboo_simulator.py).
+  static constexpr double kOverloadedShare = 0.05;
+
+  int failed_slots() const {
+    int n = 0;
+    for (const auto& p : pipelines_)
+      for (const Slot& slot : p) n += slot.failed;
+    return n;
+  }
+
+  /// The nodes that train or wait as spares, pipelines first, in order.
+  std::vector<std::string> live_nodes() const {
+    std::vector<std::string> nodes;
+    for (const auto& p : pipelines_)
+      for (const Slot& slot : p)
+        if (!slot.failed) nodes.push_back(slot.node);
+    nodes.insert(nodes.end(), spares_.begin(), spares_.end());
+    return nodes;
+  }
+
   bool any_failed() const {
     for (const auto& p : pipelines_)
       for (const Slot& slot : p)
@@ -179,12 +213,27 @@ class BambooPolicy final : public ReplayPolicy {
   }
 
   std::string text() const {
-    int failed = 0;
-    for (const auto& p : pipelines_)
-      for (const Slot& slot : p) failed += slot.failed;
     return std::to_string(pipelines_.size()) + " pipelines of " + std::to_string(depth()) + ", " +
-           std::to_string(failed) + " stages failed over, " + std::to_string(spares_.size()) +
-           " spare";
+           std::to_string(failed_slots()) + " stages failed over, " +
+           std::to_string(spares_.size()) + " spare";
+  }
+
+  /// The pipelines as the timer sees them: the bamboo schedule at Bamboo's microbatch
+  /// size, each failed slot's stage on its ring predecessor.
+  Layout layout() const {
+    const int mbs = s_.params.bamboo_microbatch_size;
+    Layout grid = grid_layout(depth(), static_cast<int>(pipelines_.size()), s_, mbs);
+    grid.scheduler = "bamboo";
+    grid.microbatch_size = mbs;
+    grid.activation_checkpointing = false;  // footnote 2 of §2.7.1: it conflicts with RC
+    grid.activation_factor = s_.params.bamboo_activation_factor;  // so TF32 activations
+    for (size_t i = 0; i < pipelines_.size(); ++i) {
+      PipelineLayout& p = grid.pipelines[i];
+      for (size_t k = 0; k < pipelines_[i].size(); ++k)
+        if (pipelines_[i][k].failed) p.failed_over.push_back(static_cast<int>(k));
+      p.nodes -= static_cast<int>(p.failed_over.size());
+    }
+    return grid;
   }
 
   int depth() const {

@@ -18,13 +18,16 @@ std::string Layout::key() const {
     for (size_t i = 0; i < p.stage_layers.size(); ++i)
       g += (i ? "," : "") + std::to_string(p.stage_layers[i]);
     g += "]/" + std::to_string(p.microbatches);
+    for (size_t i = 0; i < p.failed_over.size(); ++i)
+      g += (i ? "," : " failed over ") + std::to_string(p.failed_over[i]);
     ++groups[g];
   }
   std::string key;
   for (const auto& [g, count] : groups)
     key += (key.empty() ? "" : " ") + std::to_string(count) + "x" + g;
   if (activation_checkpointing) key += " recompute";
-  if (state_memory_factor != 1) key += " mem*" + std::to_string(state_memory_factor);
+  if (!scheduler.empty()) key += " " + scheduler;
+  if (microbatch_size != 0) key += " mbs " + std::to_string(microbatch_size);
   if (activation_factor != 1) key += " act*" + std::to_string(activation_factor);
   return key;
 }

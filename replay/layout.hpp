@@ -15,17 +15,22 @@ namespace loom {
 
 /// One pipeline replica.
 struct PipelineLayout {
-  int nodes = 0;                  ///< nodes it occupies
-  std::vector<int> stage_layers;  ///< layers per stage in order; empty = the timer's default
-  int microbatches = 0;           ///< microbatches it computes per iteration (0 = timer's)
+  int nodes = 0;                       ///< nodes it occupies
+  std::vector<int> stage_layers = {};  ///< layers per stage in order; empty = the timer's default
+  int microbatches = 0;                ///< microbatches it computes per iteration (0 = timer's)
+  /// Bamboo: stages whose node is lost and whose neighbour runs them (failover; the
+  /// pipeline has `nodes` nodes for nodes + failed_over.size() stages).
+  std::vector<int> failed_over = {};
 };
 
 /// The pipelines training together (synchronous data parallelism across them).
 struct Layout {
-  std::vector<PipelineLayout> pipelines;
-  /// Memory need relative to plain training: Bamboo keeps a redundant copy of its
-  /// successor's stage (model states and activations; §2.7.1: "requiring 2x memory").
-  double state_memory_factor = 1;
+  std::vector<PipelineLayout> pipelines = {};
+  /// The schedule the pipelines run; "" = replay.scheduler. Bamboo-like runs "bamboo",
+  /// whose redundant copies carry its time and memory (schedulers/resilience/bamboo.cpp).
+  std::string scheduler = "";
+  /// Samples per microbatch; 0 = schedule.microbatch_size (Bamboo's is smaller, Table 2.1).
+  int microbatch_size = 0;
   /// Activations are recomputed in the backward pass (Oobleck and Varuna do, Bamboo does
   /// not: dissertation Table 2.1 and its footnote 2). Memory feasibility is then the
   /// planner's to judge, and a timer does not apply its own activation-memory check.

@@ -49,7 +49,7 @@ class OobleckPolicy final : public ReplayPolicy {
     if (const std::string why = too_few(nodes_); !why.empty()) return wait(why);
     const Phase fixed{TimeUse::kReconfiguration, s_.params.reconfiguration_s, false};
     if (!s_.oobleck) {
-      layout_ = Layout{{{nodes_, {}, 0}}, 1};
+      layout_ = Layout{.pipelines = {{.nodes = nodes_}}};
       return {"reinstantiate", {fixed}, false, false, std::to_string(nodes_) + " nodes"};
     }
     std::vector<int> lost, added;
@@ -104,7 +104,7 @@ class OobleckPolicy final : public ReplayPolicy {
     if (const std::string why = too_few(nodes_); !why.empty()) return wait(why);
     std::string detail = std::to_string(nodes_) + " nodes";
     if (!s_.oobleck) {
-      layout_ = Layout{{{nodes_, {}, 0}}, 1};
+      layout_ = Layout{.pipelines = {{.nodes = nodes_}}};
     } else {
       try {
         inst_ = oobleck::instantiate(s_.oobleck->problem, s_.oobleck->templates, ids(alive));

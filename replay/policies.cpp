@@ -18,10 +18,10 @@ std::unique_ptr<ReplayPolicy> make_policy(const std::string& name, const PolicyS
   throw InputError("--policy " + name + ": unknown policy (valid: " + valid + ")");
 }
 
-Layout grid_layout(int depth, int replicas, const PolicySetup& setup) {
+Layout grid_layout(int depth, int replicas, const PolicySetup& setup, int microbatch_size) {
   Layout layout;
-  const int microbatches_total =
-      (setup.global_batch + setup.microbatch_size - 1) / setup.microbatch_size;
+  const int mbs = microbatch_size > 0 ? microbatch_size : setup.microbatch_size;
+  const int microbatches_total = (setup.global_batch + mbs - 1) / mbs;
   const int per_replica = (microbatches_total + replicas - 1) / replicas;
   for (int i = 0; i < replicas; ++i) layout.pipelines.push_back({depth, {}, per_replica});
   layout.activation_checkpointing = true;  // Varuna-like; Bamboo-like turns it off

@@ -3,8 +3,9 @@
 ///   oobleck      pipeline templates, reinstantiation and layer copies (§2.4-2.5)
 ///   varuna-like  checkpoint every k iterations; any failure = full restart from the last
 ///                checkpoint on a re-planned pp x dp grid (§2.2, §2.7.1)
-///   bamboo-like  redundant computation on every iteration; a failure fails over to the
-///                neighbour holding the copy; two adjacent failures = full restart (§2.2)
+///   bamboo-like  the `bamboo` schedule (redundant computation) on every iteration; a
+///                failure fails over to the neighbour holding the copy; two adjacent
+///                failures = full restart (§2.2)
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,7 +53,8 @@ std::unique_ptr<ReplayPolicy> make_varuna_policy(const PolicySetup& setup);
 std::unique_ptr<ReplayPolicy> make_bamboo_policy(const PolicySetup& setup);
 
 /// A pp x dp grid: `replicas` pipelines of `depth` nodes sharing the global batch
-/// (ceil of the microbatches per replica: the slowest replica sets the pace).
-Layout grid_layout(int depth, int replicas, const PolicySetup& setup);
+/// (ceil of the microbatches per replica: the slowest replica sets the pace), in
+/// microbatches of `microbatch_size` samples (0 = the setup's).
+Layout grid_layout(int depth, int replicas, const PolicySetup& setup, int microbatch_size = 0);
 
 }  // namespace loom

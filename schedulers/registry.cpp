@@ -22,6 +22,7 @@ Schedule generate_disttrain(const SchedulingProblem& problem);
 Schedule generate_dip(const SchedulingProblem& problem);
 Schedule generate_omnibal(const SchedulingProblem& problem);
 Schedule generate_entrain(const SchedulingProblem& problem);
+Schedule generate_bamboo(const SchedulingProblem& problem);
 
 const std::vector<SchedulerInfo>& scheduler_registry() {
   static const std::vector<SchedulerInfo> kSchedulers = {
@@ -57,6 +58,10 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        "directions (rank r holds stage r and p-1-r), m/2 microbatches each, gradients of the "
        "two copies all-reduced; p even, m a multiple of p; bubble (p-2)/(2m+p-2) for T_F = T_B",
        generate_chimera},
+      {"bamboo",
+       "Bamboo (NSDI'23): 1F1B where every stage also runs its successor's forward on its own "
+       "output (redundant computation) and holds its model state (2x memory); p >= 2",
+       generate_bamboo},
       {"looped-bfs",
        "breadth-first looped PP (Lamy-Poirier MLSys'23; PyTorch ScheduleLoopedBFS): "
        "schedule.chunks = v stages per rank (stage s on rank s mod p), all F chunk by chunk, "

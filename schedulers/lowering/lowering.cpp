@@ -50,16 +50,20 @@ Schedule lower_virtual_stages(const SchedulingProblem& problem, const char* sche
   return lower(problem, scheduler_name, programs, costs);
 }
 
-Schedule lower_pipeline(const SchedulingProblem& problem, const char* scheduler_name,
-                        const StageOrders& orders) {
+StageGraph pipeline_stage_graph(const SchedulingProblem& problem, const char* scheduler_name) {
   require_single_layout(problem, scheduler_name);
   if (problem.schedule.chunks != 1) {
     throw InputError("schedule.chunks: " + std::string(scheduler_name) +
                      " runs one chunk per rank (got " + std::to_string(problem.schedule.chunks) +
                      "); virtual stages are for interleaved-1f1b");
   }
-  const StageGraph graph = chain_stages(*problem.model, plan_stages(problem));
-  return lower_stage_graph(problem, scheduler_name, graph, orders);
+  return chain_stages(*problem.model, plan_stages(problem));
+}
+
+Schedule lower_pipeline(const SchedulingProblem& problem, const char* scheduler_name,
+                        const StageOrders& orders) {
+  return lower_stage_graph(problem, scheduler_name, pipeline_stage_graph(problem, scheduler_name),
+                           orders);
 }
 
 Schedule lower_virtual_pipeline(const SchedulingProblem& problem, const char* scheduler_name,

@@ -62,6 +62,18 @@ void expand_forward(const Context& ctx, std::vector<Op>& program, int s, const M
     }
     program.push_back(c);
   }
+  // Bamboo's FRC runs after the stage's own forward (the p2p pass puts the real output's
+  // send before it) and keeps the copy's activations like the real stage would, released
+  // with the stage's own backward: a failover then needs no recomputation of the forward.
+  for (const Segment& seg : ctx.stage(s).successor_copy) {
+    Compute c = segment_op(Pass::kF, s, mb, seg);
+    c.redundant = true;
+    for (int l = seg.first; l < seg.end; ++l) {
+      c.seconds += mc.layer[static_cast<size_t>(l)].forward_s;
+      c.activation_bytes += mc.activation[static_cast<size_t>(l)];
+    }
+    program.push_back(c);
+  }
 }
 
 /// B, I or W: the stage's segments in reverse.

@@ -230,9 +230,11 @@ std::vector<StaticMemory> static_memory_per_rank(const SchedulingProblem& proble
         }
       }
     };
-    // A redundant copy holds the weights; only the real copy is trained.
+    // A redundant copy holds the weights; only the real copy is trained. A successor copy
+    // holds the whole model state, ready to train on a failover (Bamboo: "2x memory").
     for (const Segment& seg : spec.redundant) add(seg, false);
     for (const Segment& seg : spec.segments) add(seg, true);
+    for (const Segment& seg : spec.successor_copy) add(seg, true);
     // A rank holds every chunk placed on it.
     auto hold = [&](int rank) {
       StaticMemory& mem = per_rank[static_cast<size_t>(rank)];

@@ -24,14 +24,20 @@ struct Segment {
 };
 
 /// One pipeline stage: the segments it owns (forward runs them in this order, backward in
-/// reverse) and forward-only redundant copies it runs before them.
+/// reverse), forward-only redundant copies it runs before them (encoders-replicated), and
+/// a forward-only copy of its successor stage it runs after them on its own output
+/// (Bamboo's forward redundant computation). Redundant computes feed nothing and cover no
+/// sample; a `redundant` copy holds weights only, a `successor_copy` holds the successor's
+/// whole model state (weights, gradients, optimizer) so the stage can take over its
+/// training when the successor's node is preempted.
 struct StageSpec {
-  std::vector<Segment> segments;
-  std::vector<Segment> redundant;
+  std::vector<Segment> segments = {};
+  std::vector<Segment> redundant = {};
+  std::vector<Segment> successor_copy = {};
   /// Explicit placement (per-module layouts): the stage's TP width and its first GPU in
   /// each replica. 0 / empty = the single layout (parallel.tp, ranks packed in order).
   int tp = 0;
-  std::vector<int> gpu;
+  std::vector<int> gpu = {};
 };
 /// Every layer in exactly one stage's `segments`.
 using StageGraph = std::vector<StageSpec>;

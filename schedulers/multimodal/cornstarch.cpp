@@ -112,7 +112,7 @@ StageGraph explicit_graph(const SchedulingProblem& problem, const Branches& bran
     const ModuleLayout& l = checked_layout(problem, layers.front());
     const size_t first = graph.size();
     for (auto& piece : partition_branch(model, layers, costs, l.pp, what))
-      graph.push_back(StageSpec{piece, {}, 0, {}});
+      graph.push_back(StageSpec{.segments = piece});
     place(graph, first, l, dp);
   };
   for (size_t b = 0; b < branches.encoders.size(); ++b)

@@ -91,10 +91,10 @@ StageGraph disaggregated_graph(const Model& model, const Branches& branches,
   for (size_t b = 0; b < branches.encoders.size(); ++b) {
     for (auto& piece : partition_branch(model, branches.encoders[b], costs, encoder_stages[b],
                                         "encoder '" + branches.names[b] + "'"))
-      graph.push_back(StageSpec{piece, {}, 0, {}});
+      graph.push_back(StageSpec{.segments = piece});
   }
   for (auto& piece : partition_branch(model, branches.llm, costs, llm_stages, "LLM"))
-    graph.push_back(StageSpec{piece, {}, 0, {}});
+    graph.push_back(StageSpec{.segments = piece});
   return graph;
 }
 

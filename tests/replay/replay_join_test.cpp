@@ -171,7 +171,6 @@ TEST(ReplayJoin, BambooFormsPipelinesOnceTheJoinDelayHasPassed) {
   trace.events = {{10, AvailabilityChange::kAdd, "node1", 0},
                   {10, AvailabilityChange::kAdd, "node2", 0}};
   PolicySetup s = test::fixed_setup(10, 8, 2);
-  s.params.bamboo_redundancy = 0;
   s.params.bamboo_reconfigure_s = 30;
   auto policy = make_policy("bamboo-like", s);
   const ReplayResult r = run_replay(trace, *policy, test::options(8, JoinRule::kImmediate, 45));
