@@ -11,6 +11,7 @@ beside Loom's.
 
 Usage: analysis/table_2_2.py [--mode measured|simulation|both] [--loom build/cli/loom]
                              [--backend evaluator|simgrid] [--out DIR] [--markdown]
+                             [--ratios]
 Exit status 1 when a measured-mode Oobleck cell is more than 5% off the paper.
 """
 import argparse
@@ -108,6 +109,37 @@ def table(loom, mode, rows, out, extra, markdown):
     return worst
 
 
+def ratios(loom, out):
+    """Measured mode: each baseline's throughput over Oobleck's, paper beside Loom, and
+    whether the direction (baseline below or above Oobleck, or out of memory) agrees."""
+    print("\n| model | failure every | Varuna/Oobleck paper | Loom | Bamboo/Oobleck paper | Loom "
+          "| direction |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    agree = total = 0
+    for key, label, index in MEASURED:
+        config = os.path.join(ROOT, "configs/paper", f"oobleck-{key}-measured.toml")
+        for freq in FREQS:
+            run = {p: replay(loom, config, freq, p, out, []) for p in POLICIES}
+            oob = run["oobleck"]["average_throughput_samples_per_s"]
+            cells, ok = [], True
+            for policy in ("varuna-like", "bamboo-like"):
+                paper_v = PAPER[freq][policy][index]
+                loom_v = run[policy]["average_throughput_samples_per_s"]
+                oom = "memory" in run[policy].get("stopped", {}).get("reason", "")
+                paper_o = PAPER[freq]["oobleck"][index]
+                cells += ["OOM" if paper_v is None else f"{paper_v / paper_o:.2f}",
+                          "OOM" if oom else f"{loom_v / oob:.2f}"]
+                if paper_v is None:
+                    ok &= oom
+                else:
+                    ok &= (paper_v < paper_o) == (loom_v < oob) and not oom
+                total += 1
+            agree += ok
+            print(f"| {label} | {freq} | " + " | ".join(cells) + f" | {'agrees' if ok else 'REVERSED'} |")
+    print(f"\ndirection agrees in {agree} of {total // 2} rows")
+    return 0 if agree == total // 2 else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mode", choices=["measured", "simulation", "both"], default="both")
@@ -116,6 +148,9 @@ def main():
                     help="simulation mode's backend (default evaluator)")
     ap.add_argument("--out", help="keep the replay directories here (default: a temp dir)")
     ap.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    ap.add_argument("--ratios", action="store_true",
+                    help="measured mode only: each baseline's throughput over Oobleck's, "
+                         "paper beside Loom, and whether the direction agrees (exit 1 if not)")
     a = ap.parse_args()
     if not os.path.exists(a.loom):
         sys.exit(f"table_2_2: {a.loom} not found (build Loom or pass --loom)")
@@ -126,6 +161,8 @@ def main():
 
 
 def tables(a, out):
+    if a.ratios:
+        return ratios(a.loom, out)
     print("Dissertation Table 2.2: throughput (samples/s) with one failure every 6 h, 1 h, "
           "10 min; paper | Loom; Oobleck's deviation from the paper in parentheses")
     status = 0
