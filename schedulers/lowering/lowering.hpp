@@ -10,7 +10,8 @@
 ///   3. cost_microbatches      every layer for every microbatch (frozen status applied,
 ///                             Eq 3.2; or the frozen-unaware `naive` view a planner believes)
 ///   4. expand_actions         each action -> one Compute per segment of its stage, plus
-///                             forward-only redundant copies (encoders-replicated)
+///                             forward-only redundant copies (encoders-replicated before
+///                             the forward, Bamboo's successor copy after it)
 ///   5. add_point_to_point     Recv before / Send after each compute whose data edge
 ///                             (core/dataflow.hpp) crosses ranks; a receiver takes an edge's
 ///                             messages in the order the sender sent them
