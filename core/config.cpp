@@ -738,6 +738,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   if (c.parallel.sequence_parallel && c.parallel.tp == 1)
     r.fail(p.get("sequence_parallel"), "parallel.sequence_parallel",
            "needs tensor parallelism: set parallel.tp > 1 or turn it off");
+  c.cost.memory.distributed_optimizer = r.boolean(p, "parallel.", "distributed_optimizer", false);
   read_module_layouts(r, p, c);
 
   const toml::table* sch = r.section(root, "", "schedule");

@@ -52,6 +52,9 @@ PassCost effective_cost(const CostModel& cost, const Model& model, int layer,
 struct MemoryConstants {
   double gradient_bytes_per_param = 4;
   double optimizer_bytes_per_param = 12;
+  /// parallel.distributed_optimizer: optimizer state sharded over the data-parallel ranks
+  /// (ZeRO-1; core/memory_model.hpp).
+  bool distributed_optimizer = false;
 };
 
 }  // namespace loom

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/errors.hpp"
+#include "core/memory_model.hpp"
 #include "schedulers/planners/cp/cp_plan.hpp"
 
 namespace loom {
@@ -248,11 +249,12 @@ StaticMemory shard_static_memory(const SchedulingProblem& problem, const std::ve
                                  const ModuleLayout& layout) {
   StaticMemory mem;
   for (int l : layers) {
-    const double params = problem.cost->parameters(l) / layout.tp;
-    mem.parameters += params * problem.model->layer(l).dtype_bytes;
-    if (problem.model->layer(l).frozen) continue;
-    mem.gradients += params * problem.memory.gradient_bytes_per_param;
-    mem.optimizer += params * problem.memory.optimizer_bytes_per_param / (layout.dp * layout.cp);
+    // Megatron shards the optimizer over the data-parallel group with context parallelism.
+    const StaticMemory m = layer_state_bytes(*problem.cost, *problem.model, l, layout.tp,
+                                             problem.memory, layout.dp * layout.cp);
+    mem.parameters += m.parameters;
+    mem.gradients += m.gradients;
+    mem.optimizer += m.optimizer;
   }
   return mem;
 }

@@ -1,6 +1,7 @@
 // Passes 1, 2, 6 and 7: where ranks run, which samples each microbatch holds, the
 // data-parallel gradient reduction and the static memory of every rank.
 #include "core/errors.hpp"
+#include "core/memory_model.hpp"
 #include "schedulers/lowering/passes.hpp"
 
 namespace loom::lowering {
@@ -222,12 +223,11 @@ std::vector<StaticMemory> static_memory_per_rank(const SchedulingProblem& proble
     StaticMemory stage;
     auto add = [&](const Segment& seg, bool trained) {
       for (int l = seg.first; l < seg.end; ++l) {
-        const double params = problem.cost->parameters(l) / stage_tp(spec);
-        stage.parameters += params * model.layer(l).dtype_bytes;
-        if (trained && !model.layer(l).frozen) {
-          stage.gradients += params * problem.memory.gradient_bytes_per_param;
-          stage.optimizer += params * problem.memory.optimizer_bytes_per_param;
-        }
+        const StaticMemory m = layer_state_bytes(*problem.cost, model, l, stage_tp(spec),
+                                                 problem.memory, problem.parallel.dp, trained);
+        stage.parameters += m.parameters;
+        stage.gradients += m.gradients;
+        stage.optimizer += m.optimizer;
       }
     };
     // A redundant copy holds the weights; only the real copy is trained. A successor copy

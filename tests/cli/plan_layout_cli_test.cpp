@@ -75,5 +75,46 @@ TEST(CliPlanLayout, MalformedWorkloadCsvExits2NamingTheLine) {
       << stderr_text();
 }
 
+TEST(CliPlanLayout, EveryPlannersMemoryVerdictIsTheOneSimReaches) {
+  // One memory model: a layout `plan layout` calls out of memory is the one `loom sim`
+  // refuses (exit 3) under the same scheduler, and one it says fits runs (exit 0), on the
+  // shipped configs and on a VLM squeezed into less and less memory (its frozen ViT keeps
+  // no activations in either; DIP's scheduler waits under the cap).
+  struct Case {
+    std::string config;
+    std::string memory;  // "" = the config's
+  };
+  const std::string src = std::string(LOOM_SOURCE_DIR) + "/configs/";
+  const std::vector<Case> cases = {{src + "examples/vlm-frozen.toml", ""},
+                                   {src + "examples/vlm-frozen.toml", "16GB"},
+                                   {src + "examples/vlm-frozen.toml", "8GB"},
+                                   {src + "examples/vlm-frozen.toml", "4GB"},
+                                   {src + "paper/cornstarch-mmm.toml", ""},
+                                   {src + "paper/entrain-chartqa-llama3-3b.toml", ""},
+                                   {src + "paper/entrain-chartqa-llama3-3b.toml", "8GB"}};
+  int refused = 0;
+  for (const Case& c : cases) {
+    const std::string set = c.memory.empty() ? "" : " --set cluster.gpu_memory=" + c.memory;
+    const Result r = plan(c.config + set + " --json");
+    ASSERT_EQ(r.exit_code, 0) << c.config << set << "\n" << stderr_text();
+    const nlohmann::json plans = nlohmann::json::parse(r.output).at("plans");
+    ASSERT_EQ(plans.size(), 3u) << r.output;
+    for (const auto& p : plans) {
+      const std::string planner = p.at("planner");
+      const bool fits = p.at("fits_memory");
+      const Result sim =
+          test::run_loom("sim " + c.config + set + " --set schedule.name=" + planner +
+                             " --backend evaluator --no-plot -q --out " + temp("-sim") + " --force",
+                         "2>&1");
+      EXPECT_EQ(sim.exit_code, fits ? 0 : 3)
+          << c.config << set << " " << planner << " (plan layout: " << (fits ? "" : "does not ")
+          << "fit)\n"
+          << sim.output;
+      refused += !fits;
+    }
+  }
+  EXPECT_GE(refused, 4);  // the squeezed cases do refuse: the check can fail
+}
+
 }  // namespace
 }  // namespace loom

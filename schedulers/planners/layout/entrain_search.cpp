@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "core/errors.hpp"
+#include "core/memory_model.hpp"
 #include "schedulers/planners/layout/entrain_planner.hpp"
 
 namespace loom {
@@ -14,7 +15,8 @@ namespace {
 struct Candidate {
   int tp = 1;
   ComponentConfig config;
-  std::vector<double> activation;  ///< per stage, one microbatch, per GPU
+  std::vector<double> activation;    ///< per stage, one microbatch, per GPU
+  std::vector<double> static_bytes;  ///< per stage: model state per GPU (memory_model.hpp)
 };
 
 /// One component on `gpus` GPUs at `tp`: Eq 4.1 partition, stage latencies and memory.
@@ -38,16 +40,15 @@ Candidate balance_component(const PlannerInputs& in, const Component& c,
     for (int j = r.first; j < r.end; ++j) {
       const int l = c.layers[static_cast<size_t>(j)];
       tau += costs[static_cast<size_t>(j)];
-      act += scale * in.cost->activation_bytes(l, layer_shape(*in.model, l, all), tp);
-      const LayerSpec& spec = in.model->layer(l);
-      const double per_param =
-          spec.dtype_bytes +
-          (spec.frozen ? 0.0
-                       : in.memory.gradient_bytes_per_param + in.memory.optimizer_bytes_per_param);
-      stat += in.cost->parameters(l) * per_param / tp;
+      // Kept only where a backward will need it, the lowering's rule (LayerGraph): a frozen
+      // encoder with nothing trainable upstream runs forward only.
+      if (in.model->has_trainable_upstream(l))
+        act += scale * in.cost->activation_bytes(l, layer_shape(*in.model, l, all), tp);
+      stat += layer_state_bytes(*in.cost, *in.model, l, tp, in.memory, in.dp).total();
     }
     cc.tau.push_back(tau);
     cand.activation.push_back(act);
+    cand.static_bytes.push_back(stat);
     cc.peak_memory_bytes = std::max(cc.peak_memory_bytes, stat);  // activations added later
   }
   cc.beta = *std::max_element(cc.tau.begin(), cc.tau.end());
@@ -179,23 +180,30 @@ ConfigSearch colocated_configuration(const PlannerInputs& in,
   plan.microbatches = k;
   plan.colocated = true;
   std::vector<double> stage_time(static_cast<size_t>(budget / tp), 0.0);
-  std::vector<double> stage_memory(stage_time.size(), 0.0);
+  std::vector<double> stage_static(stage_time.size(), 0.0);      // every colocated module's
+  std::vector<double> stage_activation(stage_time.size(), 0.0);  // one microbatch of each
   for (const Component& c : comps) {
     Candidate cand = balance_component(in, c, profiling_batch, budget, tp);
     for (size_t s = 0; s < stage_time.size(); ++s) {
       stage_time[s] += cand.config.tau[s];
-      // DIP runs every encoder forward before the LLM: all K microbatches stay alive.
-      stage_memory[s] += k * cand.activation[s];
+      stage_static[s] += cand.static_bytes[s];
+      stage_activation[s] += cand.activation[s];
     }
     out.allocation.push_back(budget);
     plan.components.push_back(cand.config);
   }
-  for (size_t i = 0; i < plan.components.size(); ++i) {
-    plan.components[i].peak_memory_bytes +=
-        *std::max_element(stage_memory.begin(), stage_memory.end());
-    if (plan.components[i].peak_memory_bytes > in.cluster->gpu.memory_bytes)
-      plan.fits_memory = false;
+  // DIP's list scheduler (variability/dip.hpp, dip_greedy) starts a forward only while the
+  // rank stays under the memory cap: it runs every encoder forward before the LLM where
+  // memory allows (all K microbatches alive) and waits otherwise. So a stage fits when its
+  // modules' state and one microbatch of activations do, and its peak is the smaller of K
+  // microbatches and the cap, the same verdict `loom sim` reaches.
+  const double cap = in.cluster->gpu.memory_bytes;
+  double peak = 0;
+  for (size_t s = 0; s < stage_time.size(); ++s) {
+    if (stage_static[s] + stage_activation[s] > cap) plan.fits_memory = false;
+    peak = std::max(peak, std::min(stage_static[s] + k * stage_activation[s], cap));
   }
+  for (ComponentConfig& cc : plan.components) cc.peak_memory_bytes = peak;
   double sum = 0;
   for (double t : stage_time) sum += t;
   plan.beta_max = *std::max_element(stage_time.begin(), stage_time.end());

@@ -8,6 +8,7 @@
 
 #include "core/errors.hpp"
 #include "core/io.hpp"
+#include "core/memory_model.hpp"
 #include "core/units.hpp"
 #include "schedulers/planners/oobleck/oobleck_planner.hpp"
 
@@ -51,15 +52,14 @@ LayerProfile profile_from_model(const Model& model, const CostModel& cost,
   for (int l = 0; l < model.num_layers(); ++l) {
     const MicrobatchShape shape = layer_shape(model, l, microbatch);
     const PassCost pc = effective_cost(cost, model, l, shape, 1);
-    const LayerSpec& spec = model.layer(l);
-    const double params = cost.parameters(l);
-    const bool trainable = !spec.frozen;
     LayerCost c;
     c.forward_s = pc.forward_s;
     c.backward_s = pc.backward_s();
-    const double weights = params * spec.dtype_bytes;
-    const double optimizer = trainable ? params * memory.optimizer_bytes_per_param : 0;
-    const double gradients = trainable ? params * memory.gradient_bytes_per_param : 0;
+    // Oobleck's pipelines each hold whole model states (no optimizer sharding across them).
+    const StaticMemory state = layer_state_bytes(cost, model, l, 1, memory, 1);
+    const double weights = state.parameters;
+    const double optimizer = state.optimizer;
+    const double gradients = state.gradients;
     const double activations = c.backward_s > 0 ? cost.activation_bytes(l, shape, 1) : 0;
     c.memory_bytes = weights + optimizer + gradients + activations;
     c.state_bytes = weights + optimizer;
