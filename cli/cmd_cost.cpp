@@ -1,8 +1,10 @@
 // `loom cost CONFIG`: why an iteration costs what it does. First the kernels of one layer
 // for one microbatch (time, FLOPs, bytes, compute- or memory-bound, achieved TFLOP/s), from
 // the kernel-level analytical model; then the iteration on the evaluator, on its busiest
-// rank: compute split into GEMM/attention, memory-bound kernels, TP communication and
-// recompute, pipeline waits (bubble and exposed sends), and the data-parallel all-reduce.
+// rank: compute split into GEMM/attention, memory-bound kernels, exposed TP communication
+// and recompute; TP communication hidden behind GEMMs; pipeline waits split into bubble
+// (the producer still computing) and exposed transfers, plus the transfers hidden behind
+// compute; the data-parallel all-reduce split into waiting for slower members and the ring.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -14,6 +16,7 @@
 #include "core/cost_analytical.hpp"
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
+#include "core/matching.hpp"
 #include "core/overloaded.hpp"
 
 namespace loom {
@@ -30,10 +33,50 @@ struct Options {
 struct Shares {
   double compute = 0;  ///< GEMMs and fused attention
   double memory = 0;
-  double tp_comm = 0;
+  double tp_exposed = 0;  ///< TP communication on the critical path
+  double tp_hidden = 0;   ///< behind the pass's GEMMs (cost.tp_comm_overlap)
   double recompute = 0;
-  double total() const { return compute + memory + tp_comm + recompute; }
+  /// What the rank is busy for: hidden TP communication takes no time of its own.
+  double total() const { return compute + memory + tp_exposed + recompute; }
 };
+
+/// The busiest rank's time outside its computes, from the evaluator's timeline.
+struct Waits {
+  double pp_bubble = 0;   ///< at a receive, before the producer sent
+  double pp_exposed = 0;  ///< at a receive, while the message was on the wire
+  double pp_hidden = 0;   ///< transfer time of received messages that overlapped compute
+  double dp_wait = 0;     ///< at the all-reduce, for slower members to arrive
+  double dp_ring = 0;     ///< the all-reduce itself (after the last backward: all exposed)
+};
+
+/// Splits every receive and collective of `rank` by what it waited for.
+Waits rank_waits(const Schedule& schedule, const Timeline& timeline, int rank) {
+  const Matching matching = match_operations(schedule);
+  auto timing = [&](OpRef ref) {
+    return timeline.timings[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)];
+  };
+  Waits w;
+  const auto& ops = schedule.programs[static_cast<size_t>(rank)];
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const OpTiming t = timing({rank, static_cast<int>(i)});
+    if (std::holds_alternative<Recv>(ops[i])) {
+      const OpTiming sent = timing(matching.peer[static_cast<size_t>(rank)][i]);
+      const double exposed =
+          std::max(0.0, std::min(t.end_s, sent.end_s) - std::max(t.start_s, sent.start_s));
+      w.pp_exposed += exposed;
+      w.pp_bubble += (t.end_s - t.start_s) - exposed;
+      w.pp_hidden += std::max(0.0, (sent.end_s - sent.start_s) - exposed);
+    } else if (std::holds_alternative<Collective>(ops[i])) {
+      const int instance = matching.collective_instance[static_cast<size_t>(rank)][i];
+      double all_arrived = t.start_s;
+      for (const OpRef& m : matching.instances[static_cast<size_t>(instance)])
+        all_arrived = std::max(all_arrived, timing(m).start_s);
+      w.dp_wait += all_arrived - t.start_s;
+      w.dp_ring += t.end_s - all_arrived;
+    }
+  }
+  return w;
+}
 
 /// One microbatch of the config's synthetic samples, as every layer sees it.
 class OneMicrobatch {
@@ -54,14 +97,28 @@ class OneMicrobatch {
 Shares model_shares(const Study& s, const AnalyticalCostModel& cost) {
   Shares sh;
   const Recompute rc = cost.options().recompute;
+  const bool overlap = cost.options().tp_comm_overlap;
   const OneMicrobatch microbatch(s);
   for (int l = 0; l < s.config.model.num_layers(); ++l) {
+    double gemm[3] = {0, 0, 0}, comm[3] = {0, 0, 0};  // per pass: F, I, W
     for (const Kernel& k : cost.kernels(l, microbatch.shape(l), s.config.parallel.tp)) {
-      double& slot = k.bound == KernelBound::kCompute  ? sh.compute
-                     : k.bound == KernelBound::kMemory ? sh.memory
-                                                       : sh.tp_comm;
-      slot += k.seconds;
+      const int pass = static_cast<int>(k.pass);
+      if (k.bound == KernelBound::kCompute) {
+        sh.compute += k.seconds;
+        gemm[pass] += k.seconds;
+      } else if (k.bound == KernelBound::kMemory) {
+        sh.memory += k.seconds;
+      } else {
+        comm[pass] += k.seconds;
+      }
       if (recomputed(k, rc)) sh.recompute += k.seconds;
+    }
+    // The cost model's overlap rule (cost_analytical.cpp): a pass's TP communication hides
+    // behind its GEMMs up to their length.
+    for (int pass = 0; pass < 3; ++pass) {
+      const double hidden = overlap ? std::min(comm[pass], gemm[pass]) : 0.0;
+      sh.tp_hidden += hidden;
+      sh.tp_exposed += comm[pass] - hidden;
     }
   }
   return sh;
@@ -102,23 +159,24 @@ int run_cost(const Options& o) {
   int busiest = 0;
   for (const RankMetrics& r : metrics.per_rank)
     if (r.busy_s > metrics.per_rank[static_cast<size_t>(busiest)].busy_s) busiest = r.rank;
-  double recv_s = 0;
-  double collective_s = 0;
-  const auto& ops = study->schedule.programs[static_cast<size_t>(busiest)];
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const OpTiming& t = timeline.timings[static_cast<size_t>(busiest)][i];
-    std::visit(Overloaded{[&](const Recv&) { recv_s += t.end_s - t.start_s; },
-                          [&](const Collective&) { collective_s += t.end_s - t.start_s; },
-                          [](const auto&) {}},
-               ops[i]);
-  }
+  const Waits w = rank_waits(study->schedule, timeline, busiest);
+  const double recv_s = w.pp_bubble + w.pp_exposed;
+  const double collective_s = w.dp_wait + w.dp_ring;
   const double busy = metrics.per_rank[static_cast<size_t>(busiest)].busy_s;
   nlohmann::json it = {
       {"iteration_s", metrics.iteration_time_s},
       {"rank", busiest},
       {"compute_s", busy},
       {"pipeline_wait_s", recv_s},
+      {"pipeline",
+       {{"bubble_s", w.pp_bubble},
+        {"exposed_transfer_s", w.pp_exposed},
+        {"hidden_transfer_s", w.pp_hidden}}},
       {"dp_allreduce_s", collective_s},
+      {"data_parallel",
+       {{"wait_for_members_s", w.dp_wait},
+        {"exposed_allreduce_s", w.dp_ring},
+        {"hidden_allreduce_s", 0.0}}},
       {"other_idle_s", std::max(0.0, metrics.iteration_time_s - busy - recv_s - collective_s)},
       {"bubble_fraction", metrics.bubble_fraction}};
   if (kernels) {
@@ -127,8 +185,9 @@ int run_cost(const Options& o) {
     const double scale = sh.total() > 0 ? busy / sh.total() : 0;
     it["compute_split_s"] = {{"gemm_and_attention", sh.compute * scale},
                              {"memory_bound", sh.memory * scale},
-                             {"tp_communication", sh.tp_comm * scale},
+                             {"tp_communication", sh.tp_exposed * scale},
                              {"recompute", sh.recompute * scale}};
+    it["tp_communication_hidden_s"] = sh.tp_hidden * scale;
   }
   j["iteration"] = it;
   if (o.json) {
@@ -161,8 +220,16 @@ int run_cost(const Options& o) {
     for (const auto& [name, v] : it["compute_split_s"].items())
       std::printf("    %-21s %10.3f s\n", name.c_str(), v.get<double>());
   }
-  std::printf("  pipeline waits (bubble, exposed sends) %.3f s\n", recv_s);
+  if (kernels)
+    std::printf("  TP communication hidden behind GEMMs %.3f s (not in compute)\n",
+                it["tp_communication_hidden_s"].get<double>());
+  std::printf("  pipeline waits          %10.3f s\n", recv_s);
+  std::printf("    bubble (producer still computing) %.3f s\n", w.pp_bubble);
+  std::printf("    exposed transfers     %10.3f s\n", w.pp_exposed);
+  std::printf("  pipeline transfers hidden behind compute %.3f s\n", w.pp_hidden);
   std::printf("  data-parallel all-reduce %9.3f s\n", collective_s);
+  std::printf("    waiting for slower members %.3f s\n", w.dp_wait);
+  std::printf("    the ring (exposed: one bucket after the last backward) %.3f s\n", w.dp_ring);
   std::printf("  bubble fraction (all ranks) %.1f %%\n", metrics.bubble_fraction * 100);
   return 0;
 }

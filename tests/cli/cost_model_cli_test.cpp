@@ -53,6 +53,34 @@ TEST(Cost, ListsTheKernelsOfALayerAndTheIteration) {
   EXPECT_GT(j["iteration"]["compute_split_s"]["recompute"].get<double>(), 0);
 }
 
+TEST(Cost, SplitsCommunicationIntoExposedAndHidden) {
+  // A pipelined, tensor-parallel run: waits add up to their parts, the DP all-reduce is
+  // exposed (one bucket after the last backward), and turning on TP overlap moves TP
+  // communication from the rank's compute to hidden without changing the kernels.
+  const std::string config = test::source_path(kNarayanan + "/n2-530b-560.toml");
+  const nlohmann::json plain = json_of(test::run_loom("cost " + config + " --json"));
+  const nlohmann::json overlap =
+      json_of(test::run_loom("cost " + config + " --set cost.tp_comm_overlap=true --json"));
+  for (const nlohmann::json* j : {&plain, &overlap}) {
+    const auto& it = (*j)["iteration"];
+    EXPECT_NEAR(it["pipeline"]["bubble_s"].get<double>() +
+                    it["pipeline"]["exposed_transfer_s"].get<double>(),
+                it["pipeline_wait_s"].get<double>(), 1e-9);
+    EXPECT_GT(it["pipeline"]["hidden_transfer_s"].get<double>(), 0);
+    EXPECT_NEAR(it["data_parallel"]["wait_for_members_s"].get<double>() +
+                    it["data_parallel"]["exposed_allreduce_s"].get<double>(),
+                it["dp_allreduce_s"].get<double>(), 1e-9);
+    EXPECT_EQ(it["data_parallel"]["hidden_allreduce_s"].get<double>(), 0);
+  }
+  EXPECT_GT(plain["iteration"]["compute_split_s"]["tp_communication"].get<double>(), 0);
+  EXPECT_EQ(plain["iteration"]["tp_communication_hidden_s"].get<double>(), 0);
+  EXPECT_GT(overlap["iteration"]["tp_communication_hidden_s"].get<double>(), 0);
+  EXPECT_LT(overlap["iteration"]["compute_split_s"]["tp_communication"].get<double>(),
+            plain["iteration"]["compute_split_s"]["tp_communication"].get<double>());
+  EXPECT_LT(overlap["iteration"]["compute_s"].get<double>(),
+            plain["iteration"]["compute_s"].get<double>());
+}
+
 TEST(CostKeys, BadInputNamesTheKeyAndTheFix) {
   test::expect_exit("sim " + example() + " --set cost.model=analytical --set parallel.tp=3", 2,
                     {"parallel.tp", "divide"});
