@@ -6,38 +6,14 @@
 
 #include "core/cost_analytical.hpp"
 #include "core/errors.hpp"
+#include "gpt_fixture.hpp"
 
 namespace loom {
 namespace {
 
-LayerSpec gpt_layer(int h, int heads) {
-  LayerSpec l;
-  l.hidden = h;
-  l.ffn = 4 * h;
-  l.heads = heads;
-  l.kv_heads = heads;
-  l.causal = true;
-  l.out_hidden = h;
-  return l;
-}
-
-Model gpt(int layers, int h, int heads, int vocab) {
-  Module m;
-  m.name = "gpt";
-  m.vocab = vocab;
-  m.layers.assign(static_cast<size_t>(layers), gpt_layer(h, heads));
-  return Model({m});
-}
-
-Cluster a100_node() {
-  Cluster c;
-  c.gpus_per_node = 8;
-  c.gpu = gpu_preset("A100-80GB");
-  c.intra_node = {300e9, 2e-6};
-  c.inter_node = {25e9, 5e-6};
-  c.nics_per_node = 8;
-  return c;
-}
+using test::a100_node;
+using test::gpt;
+using test::gpt_layer;
 
 double sum_flops(const std::vector<Kernel>& ks, KernelPass pass) {
   double f = 0;

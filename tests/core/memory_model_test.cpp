@@ -6,33 +6,18 @@
 #include <gtest/gtest.h>
 
 #include "core/cost_analytical.hpp"
+#include "gpt_fixture.hpp"
 #include "test_support.hpp"
 
 namespace loom {
 namespace {
 
 Model gpt(int layers, int h, bool frozen_first) {
-  Module m;
-  m.name = "gpt";
-  LayerSpec l;
-  l.hidden = h;
-  l.ffn = 4 * h;
-  l.heads = 16;
-  l.kv_heads = 16;
-  l.causal = true;
-  l.out_hidden = h;
-  m.layers.assign(static_cast<size_t>(layers), l);
-  if (frozen_first) m.layers.front().frozen = true;
-  return Model({m});
-}
-
-Cluster node() {
-  Cluster c;
-  c.gpus_per_node = 8;
-  c.gpu = gpu_preset("A100-80GB");
-  c.intra_node = {300e9, 2e-6};
-  c.inter_node = {25e9, 5e-6};
-  return c;
+  Model model = test::gpt(layers, h, 16);
+  if (!frozen_first) return model;
+  std::vector<Module> modules = model.modules();
+  modules.front().layers.front().frozen = true;
+  return Model(modules);
 }
 
 TEST(MemoryModel, ZeroStageOneClosedFormsForAGptLayer) {
@@ -40,7 +25,7 @@ TEST(MemoryModel, ZeroStageOneClosedFormsForAGptLayer) {
   // bf16 weights (2 B), fp32 gradients (4 B), Adam's fp32 master weights and two moments
   // (12 B): ZeRO's (2 + 2 + 12) Psi, with 4-byte gradients.
   const Model model = gpt(2, 1024, false);
-  AnalyticalCostModel cost(model, node(), AnalyticalOptions{});
+  AnalyticalCostModel cost(model, test::a100_node(), AnalyticalOptions{});
   const double psi = 12.0 * 1024 * 1024;
   ASSERT_DOUBLE_EQ(cost.parameters(1), psi);
   MemoryConstants m;
@@ -59,7 +44,7 @@ TEST(MemoryModel, ZeroStageOneClosedFormsForAGptLayer) {
 
 TEST(MemoryModel, FrozenLayersAndRedundantCopiesHoldWeightsOnly) {
   const Model model = gpt(2, 512, true);
-  AnalyticalCostModel cost(model, node(), AnalyticalOptions{});
+  AnalyticalCostModel cost(model, test::a100_node(), AnalyticalOptions{});
   const MemoryConstants m;
   const StaticMemory frozen = layer_state_bytes(cost, model, 0, 1, m, 1);
   EXPECT_DOUBLE_EQ(frozen.parameters, 2 * cost.parameters(0));

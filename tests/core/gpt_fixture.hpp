@@ -1,0 +1,37 @@
+#pragma once
+// A GPT-style model and one DGX-A100-like node, shared by the cost and memory model tests.
+#include "core/cluster.hpp"
+#include "core/model.hpp"
+
+namespace loom::test {
+
+inline LayerSpec gpt_layer(int h, int heads) {
+  LayerSpec l;
+  l.hidden = h;
+  l.ffn = 4 * h;
+  l.heads = heads;
+  l.kv_heads = heads;
+  l.causal = true;
+  l.out_hidden = h;
+  return l;
+}
+
+inline Model gpt(int layers, int h, int heads, int vocab = 0) {
+  Module m;
+  m.name = "gpt";
+  m.vocab = vocab;
+  m.layers.assign(static_cast<size_t>(layers), gpt_layer(h, heads));
+  return Model({m});
+}
+
+inline Cluster a100_node() {
+  Cluster c;
+  c.gpus_per_node = 8;
+  c.gpu = gpu_preset("A100-80GB");
+  c.intra_node = {300e9, 2e-6};
+  c.inter_node = {25e9, 5e-6};
+  c.nics_per_node = 8;
+  return c;
+}
+
+}  // namespace loom::test
