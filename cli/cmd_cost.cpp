@@ -17,7 +17,6 @@
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
 #include "core/matching.hpp"
-#include "core/overloaded.hpp"
 
 namespace loom {
 namespace {

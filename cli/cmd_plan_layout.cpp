@@ -151,6 +151,7 @@ int run(const Options& o) {
   in.microbatch_size = c.schedule.microbatch_size;
   if (!o.search_tp) in.tp_choices = {c.parallel.tp};
   in.memory = c.cost.memory;
+  in.dip_cap_bytes = c.schedule.dip_memory_cap_gb * 1e9;  // as dip_lower.cpp reads it
   const std::vector<Component> comps = model_components(c.model);
   const int k = validation_trials(1 - o.confidence, o.p_error);
   if (!o.json) {

@@ -83,9 +83,9 @@ StudyTimerOptions study_timer_options(const ReplayCliOptions& o, const Config& c
   return t;
 }
 
-/// Measured mode for bamboo-like. With Bamboo's own measured table: its time on the live
-/// nodes, times what the cost model says a failover costs (the pipeline with a stage on a
-/// neighbour against the healthy pipeline). Without one: plain
+/// Measured mode for bamboo-like. With Bamboo's own measured table: its time on the nodes
+/// of its healthy pipelines, times what the cost model says a failover costs (the pipeline
+/// with a stage on a neighbour against the healthy one). Without one: plain
 /// training's measured time on the live nodes, times what the bamboo schedule costs
 /// against plain 1F1B on the same pipelines and microbatches (its redundant forwards, no
 /// recomputation, failover); what a smaller microbatch does to the measured plan's speed
@@ -103,8 +103,13 @@ IterationTimer measured_bamboo_timer(IterationTimer table, IterationTimer study,
       base.scheduler = "";
       base.activation_checkpointing = true;  // only the ratio of times is used here
     }
-    const double ratio = study(bamboo) / study(base);
-    return table(bamboo) * ratio;
+    const double plain = study(base);
+    if (!(plain > 0))
+      throw InfeasibleError("bamboo-like: no pipeline to time on " + std::to_string(base.nodes()) +
+                            " nodes");
+    // With its own table Bamboo keeps the speed it had before the failure (the artifact's
+    // step time from the last rendezvous) and the failed-over pipeline straggles on top.
+    return table(own_table ? base : bamboo) * study(bamboo) / plain;
   };
 }
 
@@ -164,6 +169,24 @@ PolicySetup make_setup(const ReplayCliOptions& o, const Config& c, const Study* 
   return s;
 }
 
+/// Bamboo-like's pipelines are rings of one-GPU nodes (a lost node is one stage) of at
+/// least two nodes; anything else is a usage error, not an out-of-memory.
+void check_bamboo_setup(const Config& c, const PolicySetup& s) {
+  if (c.cluster.gpus_per_node != 1)
+    throw InputError(
+        "cluster.gpus_per_node: bamboo-like fails a node's stage over to its "
+        "neighbour, one stage per node; set cluster.gpus_per_node = 1 (got " +
+        std::to_string(c.cluster.gpus_per_node) + ")");
+  const int depth = s.bamboo_pipeline_depth > 0 ? s.bamboo_pipeline_depth : s.pipeline_depth;
+  if (depth < 2)
+    throw InputError(
+        "replay.baseline_pp: bamboo-like needs pipelines of at least 2 nodes (a "
+        "stage's copy lives on its neighbour); got " +
+        std::to_string(depth) + " from " +
+        (c.replay.baseline_pp > 0 ? "replay.baseline_pp" : "the config") +
+        "; set replay.baseline_pp >= 2");
+}
+
 int run_replay_command(ReplayCliOptions o) {
   if (!o.backend.empty()) o.overrides.push_back("sim.backend=" + o.backend);
   if (!(o.hours >= 0)) throw InputError("--hours: must be >= 0");
@@ -189,6 +212,7 @@ int run_replay_command(ReplayCliOptions o) {
       trace_options_from_cli(o.trace_options, config.replay.notice_s);
   const AvailabilityTrace trace = load_availability_trace(o.trace, trace_options);
   const PolicySetup setup = make_setup(o, config, study.get(), trace);
+  if (o.policy == "bamboo-like") check_bamboo_setup(config, setup);
   const std::unique_ptr<ReplayPolicy> policy = make_policy(o.policy, setup);
   // Staged before the run: a refused --out fails now, and an interrupt removes the staging.
   OutputDir out(o.out.empty() ? "out/replay-" + std::filesystem::path(o.config).stem().string() +

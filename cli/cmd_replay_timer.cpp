@@ -58,7 +58,7 @@ std::vector<std::string> group_overrides(const StudyTimerOptions& o, const Group
   if (p.microbatches > 0) v.push_back("schedule.microbatches=" + std::to_string(p.microbatches));
   if (!p.stage_layers.empty()) v.push_back("schedule.stage_layers=" + int_list(p.stage_layers));
   if (!p.failed_over.empty()) {
-    if (!p.stage_layers.empty()) throw InputError("a failed-over pipeline takes no stage_layers");
+    // A failed-over pipeline is Bamboo's: the timer's default partition, no stage_layers.
     v.push_back("schedule.failed_over=" + int_list(p.failed_over));
   }
   if (layout.activation_factor == 2) activation_precision_overrides(o, v);
@@ -97,10 +97,12 @@ IterationTimer make_study_timer(const StudyTimerOptions& options) {
           try {
             t = iteration_time(options.config, overrides, options.backend);
           } catch (const InputError& e) {
-            // The config planned at the start with the same scheduler, so what fails here
-            // is this pipeline's shape (e.g. a 1-stage template under a scheduler that
-            // needs encoder and LLM stages): the policy cannot use it, like one that
-            // does not fit memory.
+            // In simulation mode the config planned at the start with replay.scheduler, so
+            // what fails in one of its templates is that pipeline's shape (e.g. 1 stage
+            // under a scheduler that needs encoder and LLM stages): the policy cannot use
+            // it, like one that does not fit memory. Bamboo-like's own shapes were checked
+            // at the start (cmd_replay.cpp): an error there stays an input error.
+            if (!layout.scheduler.empty()) throw;
             throw InfeasibleError(std::to_string(g.count) + " x " + key + ": " + e.what());
           }
         } catch (const InfeasibleError& e) {

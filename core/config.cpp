@@ -759,10 +759,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.schedule.stage_layers = r.int_list(s, "schedule.", "stage_layers");
   c.schedule.failed_over = r.int_list(s, "schedule.", "failed_over");
   if (!c.schedule.failed_over.empty() && c.schedule.name != "bamboo")
-    throw InputError(
-        "schedule.failed_over: only the bamboo scheduler fails stages over to "
-        "their neighbour (schedule.name = \"" +
-        c.schedule.name + "\"); remove the key or set schedule.name = \"bamboo\"");
+    r.fail(s.get("failed_over"), "schedule.failed_over",
+           "only the bamboo scheduler fails stages over to their neighbour (schedule.name = \"" +
+               c.schedule.name + "\"); remove the key or set schedule.name = \"bamboo\"");
   c.schedule.dip_seed = r.integer(s, "schedule.", "dip_seed", c.schedule.dip_seed, 0);
   c.schedule.dip_search_iterations =
       r.integer(s, "schedule.", "dip_search_iterations", c.schedule.dip_search_iterations, 1);

@@ -60,7 +60,7 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        generate_chimera},
       {"bamboo",
        "Bamboo (NSDI'23): 1F1B where every stage also runs its successor's forward on its own "
-       "output (redundant computation) and holds its model state (2x memory); p >= 2",
+       "output (redundant computation) and holds its model state (2x memory); >= 2 stages",
        generate_bamboo},
       {"looped-bfs",
        "breadth-first looped PP (Lamy-Poirier MLSys'23; PyTorch ScheduleLoopedBFS): "

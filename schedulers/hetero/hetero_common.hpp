@@ -79,8 +79,9 @@ double boundary_bytes_per_sample(const SchedulingProblem& problem, int last_laye
                                  const std::vector<int>& microbatch);
 
 /// Parameters, gradients and optimizer state per GPU of a module stage holding `layers`:
-/// parameters / TP; optimizer state sharded over the DP x CP group (Megatron's distributed
-/// optimizer, the seed's "distributed optimizer instances", Table A1).
+/// parameters / TP; with parallel.distributed_optimizer the optimizer state sharded over
+/// the DP x CP group (Megatron's distributed optimizer, the seed's "distributed optimizer
+/// instances", Table A1; the hetero paper configs set it).
 StaticMemory shard_static_memory(const SchedulingProblem& problem, const std::vector<int>& layers,
                                  const ModuleLayout& layout);
 

@@ -50,9 +50,11 @@ Schedule lower_virtual_stages(const SchedulingProblem& problem, const char* sche
                               const StageGraph& graph, const RankOrders& orders,
                               LoweringCosts costs = LoweringCosts::kTrue);
 
-/// The single-layout chain (plan_stages + chain_stages), one stage per rank. Rejects
-/// per-module layouts (parallel.modules) and schedule.chunks != 1 with InputError.
-StageGraph pipeline_stage_graph(const SchedulingProblem& problem, const char* scheduler_name);
+/// The single-layout chain (plan_stages + chain_stages) cut into `stages` stages (0 =
+/// parallel.pp, one per rank). Rejects per-module layouts (parallel.modules) and
+/// schedule.chunks != 1 with InputError.
+StageGraph pipeline_stage_graph(const SchedulingProblem& problem, const char* scheduler_name,
+                                int stages = 0);
 
 /// pipeline_stage_graph() lowered with `orders`.
 Schedule lower_pipeline(const SchedulingProblem& problem, const char* scheduler_name,

@@ -1,6 +1,7 @@
 // Passes 3 and 4: the cost of every layer for every microbatch, and the compute
 // operations each rank's actions expand into.
 #include <algorithm>
+#include <optional>
 
 #include "core/errors.hpp"
 #include "schedulers/lowering/passes.hpp"
@@ -53,6 +54,7 @@ void expand_forward(const Context& ctx, std::vector<Op>& program, int s, const M
       c.seconds += mc.layer[static_cast<size_t>(l)].forward_s;
     program.push_back(c);
   }
+  std::optional<size_t> last_kept;  // the stage's last forward whose activations stay
   for (const Segment& seg : ctx.stage(s).segments) {
     Compute c = segment_op(Pass::kF, s, mb, seg);
     const bool kept = ctx.needs_backward(seg);
@@ -60,18 +62,26 @@ void expand_forward(const Context& ctx, std::vector<Op>& program, int s, const M
       c.seconds += mc.layer[static_cast<size_t>(l)].forward_s;
       if (kept) c.activation_bytes += mc.activation[static_cast<size_t>(l)];
     }
+    if (kept) last_kept = program.size();
     program.push_back(c);
   }
   // Bamboo's FRC runs after the stage's own forward (the p2p pass puts the real output's
-  // send before it) and keeps the copy's activations like the real stage would, released
-  // with the stage's own backward: a failover then needs no recomputation of the forward.
+  // send before it). The copy's activations, where its layers need a backward, stay with
+  // the stage's own until the stage's backward frees them (dissertation §2.7.1: Bamboo
+  // holds "an additional copy of model states ... and activations"): they are counted on
+  // the stage's last kept forward, whatever module the copy's layers belong to. A stage
+  // with no backward of its own (a frozen encoder with nothing trainable upstream) has no
+  // op that frees them, and counts none.
   for (const Segment& seg : ctx.stage(s).successor_copy) {
     Compute c = segment_op(Pass::kF, s, mb, seg);
     c.redundant = true;
+    double activation = 0;
     for (int l = seg.first; l < seg.end; ++l) {
       c.seconds += mc.layer[static_cast<size_t>(l)].forward_s;
-      c.activation_bytes += mc.activation[static_cast<size_t>(l)];
+      activation += mc.activation[static_cast<size_t>(l)];
     }
+    if (ctx.needs_backward(seg) && last_kept)
+      std::get<Compute>(program[*last_kept]).activation_bytes += activation;
     program.push_back(c);
   }
 }

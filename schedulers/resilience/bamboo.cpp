@@ -19,8 +19,10 @@
 // ring predecessor runs stage k as well, forward and backward, after its own stage; the
 // pipeline has parallel.pp ranks for pp + |failed_over| stages. A failed stage 0 runs on
 // stage 1's rank (its ring predecessor is the last stage; what sets the time is that one
-// rank runs two stages, and keeping the chain contiguous keeps 1F1B's order). A stage
-// whose copy holder is gone, or whose successor shares its rank, has no copy.
+// rank runs two stages, and keeping the chain contiguous keeps 1F1B's order); with stage 2
+// lost as well that rank runs three stages where Bamboo splits them over two nodes, an
+// overestimate of the straggler. A stage whose copy holder is gone, or whose successor
+// shares its rank, has no copy.
 #include <algorithm>
 #include <set>
 
@@ -60,11 +62,7 @@ Schedule generate_bamboo(const SchedulingProblem& problem) {
         "parallel.pp: bamboo needs at least 2 stages (a stage's redundant copy "
         "lives on its neighbour); set parallel.pp >= 2");
   const std::set<int> failed = failed_stages(problem, stages);
-  require_single_layout(problem, name);
-  if (problem.schedule.chunks != 1)
-    throw InputError("schedule.chunks: bamboo runs one stage per node (got " +
-                     std::to_string(problem.schedule.chunks) + ")");
-  StageGraph graph = chain_stages(*problem.model, plan_stages(problem, stages));
+  StageGraph graph = pipeline_stage_graph(problem, name, stages);
 
   // A failed stage joins its predecessor's rank (stage 0 joins stage 1's).
   std::vector<int> stage_rank(static_cast<size_t>(stages));

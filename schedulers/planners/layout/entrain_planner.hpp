@@ -33,6 +33,8 @@ struct PlannerInputs {
   int microbatch_size = 1;                     ///< mu
   std::vector<int> tp_choices = {1, 2, 4, 8};  ///< TP degrees Alg 3 may give a component
   MemoryConstants memory;
+  /// DIP's memory cap per rank (schedule.dip_memory_cap_gb), bytes; 0 = the GPU's memory.
+  double dip_cap_bytes = 0;
 };
 
 /// Alg 2 line 1: k = ceil(ln alpha / ln(1 - p_error)) validation draws (59 for 0.05/0.05).

@@ -197,7 +197,7 @@ ConfigSearch colocated_configuration(const PlannerInputs& in,
   // memory allows (all K microbatches alive) and waits otherwise. So a stage fits when its
   // modules' state and one microbatch of activations do, and its peak is the smaller of K
   // microbatches and the cap, the same verdict `loom sim` reaches.
-  const double cap = in.cluster->gpu.memory_bytes;
+  const double cap = in.dip_cap_bytes > 0 ? in.dip_cap_bytes : in.cluster->gpu.memory_bytes;
   double peak = 0;
   for (size_t s = 0; s < stage_time.size(); ++s) {
     if (stage_static[s] + stage_activation[s] > cap) plan.fits_memory = false;

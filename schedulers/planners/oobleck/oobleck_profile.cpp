@@ -55,7 +55,9 @@ LayerProfile profile_from_model(const Model& model, const CostModel& cost,
     LayerCost c;
     c.forward_s = pc.forward_s;
     c.backward_s = pc.backward_s();
-    // Oobleck's pipelines each hold whole model states (no optimizer sharding across them).
+    // Oobleck's pipelines each hold whole model states: templates are sized without
+    // optimizer sharding, whatever parallel.distributed_optimizer says (Oobleck shards
+    // nothing across its heterogeneous pipelines).
     const StaticMemory state = layer_state_bytes(cost, model, l, 1, memory, 1);
     const double weights = state.parameters;
     const double optimizer = state.optimizer;

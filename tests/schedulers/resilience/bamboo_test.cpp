@@ -132,6 +132,7 @@ TEST(Bamboo, RejectsAdjacentFailuresOneStageAndFailoverKeysElsewhere) {
   EXPECT_THROW(uniform("bamboo", 2, 4, {"1", "2"}), InputError);  // stage 2's copy was on 1
   EXPECT_THROW(uniform("bamboo", 2, 4, {"0", "3"}), InputError);  // ring: 3 -> 0
   EXPECT_THROW(uniform("bamboo", 1, 4), InputError);
+  EXPECT_THROW(uniform("bamboo", 3, 4, {"4"}), InputError);  // 4 stages: 0..3
   EXPECT_THROW(uniform("1f1b", 3, 4, {"1"}), InputError);
   try {
     uniform("bamboo", 2, 4, {"1", "2"});
