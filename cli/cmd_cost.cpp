@@ -123,42 +123,14 @@ Shares model_shares(const Study& s, const AnalyticalCostModel& cost) {
   return sh;
 }
 
-int run_cost(const Options& o) {
-  auto study = prepare_study(o.config, o.overrides);
-  const Model& model = study->config.model;
-  const int layer =
-      o.layer >= 0 ? o.layer
-                   : model.num_layers() - static_cast<int>(model.modules().back().layers.size());
-  if (layer >= model.num_layers())
-    throw InputError("--layer: " + std::to_string(o.layer) + " is past the model's " +
-                     std::to_string(model.num_layers()) + " layers");
-  const auto* analytical = dynamic_cast<const AnalyticalCostModel*>(study->cost.get());
-  const bool kernels = analytical && analytical->kernel_level();
-  const int tp = study->config.parallel.tp;
-
-  nlohmann::json j;
-  j["config"] = o.config;
-  j["cost_model"] = study->cost->describe();
-  if (kernels) {
-    const MicrobatchShape shape = OneMicrobatch(*study).shape(layer);
-    j["layer"] = layer;
-    j["kernels"] = nlohmann::json::array();
-    for (const Kernel& k : analytical->kernels(layer, shape, tp)) {
-      j["kernels"].push_back({{"name", k.name},
-                              {"pass", to_string(k.pass)},
-                              {"bound", to_string(k.bound)},
-                              {"seconds", k.seconds},
-                              {"flops", k.flops},
-                              {"bytes", k.bytes}});
-    }
-  }
-
-  const Timeline timeline = evaluate(study->schedule, study->config.cluster);
-  const Metrics metrics = compute_metrics(study->schedule, timeline);
+/// The busiest rank's iteration on the evaluator, as `loom cost --json` prints it.
+nlohmann::json iteration_json(const Study& study, const AnalyticalCostModel* kernels) {
+  const Timeline timeline = evaluate(study.schedule, study.config.cluster);
+  const Metrics metrics = compute_metrics(study.schedule, timeline);
   int busiest = 0;
   for (const RankMetrics& r : metrics.per_rank)
     if (r.busy_s > metrics.per_rank[static_cast<size_t>(busiest)].busy_s) busiest = r.rank;
-  const Waits w = rank_waits(study->schedule, timeline, busiest);
+  const Waits w = rank_waits(study.schedule, timeline, busiest);
   const double recv_s = w.pp_bubble + w.pp_exposed;
   const double collective_s = w.dp_wait + w.dp_ring;
   const double busy = metrics.per_rank[static_cast<size_t>(busiest)].busy_s;
@@ -180,7 +152,7 @@ int run_cost(const Options& o) {
       {"bubble_fraction", metrics.bubble_fraction}};
   if (kernels) {
     // Split the rank's compute in the proportions of one microbatch over the whole model.
-    const Shares sh = model_shares(*study, *analytical);
+    const Shares sh = model_shares(study, *kernels);
     const double scale = sh.total() > 0 ? busy / sh.total() : 0;
     it["compute_split_s"] = {{"gemm_and_attention", sh.compute * scale},
                              {"memory_bound", sh.memory * scale},
@@ -188,14 +160,14 @@ int run_cost(const Options& o) {
                              {"recompute", sh.recompute * scale}};
     it["tp_communication_hidden_s"] = sh.tp_hidden * scale;
   }
-  j["iteration"] = it;
-  if (o.json) {
-    std::cout << j.dump(2) << "\n";
-    return 0;
-  }
-  if (kernels) {
-    std::printf("kernels of layer %d for one microbatch (tp %d, %s):\n", layer, tp,
-                study->cost->describe().dump().c_str());
+  return it;
+}
+
+/// The text form of `loom cost`, from its JSON.
+void print_cost(const nlohmann::json& j, const std::string& cost_model) {
+  if (j.contains("kernels")) {
+    std::printf("kernels of layer %d for one microbatch (tp %d, %s):\n", j["layer"].get<int>(),
+                j["tp"].get<int>(), j["cost_model"].dump().c_str());
     std::printf("%-40s %4s %-13s %10s %10s %10s %8s\n", "kernel", "pass", "bound", "ms", "GFLOP",
                 "MB", "TFLOP/s");
     for (const auto& k : j["kernels"]) {
@@ -210,26 +182,66 @@ int run_cost(const Options& o) {
     std::printf(
         "(no kernel list: the %s cost model has no kernels; the kernel-level analytical "
         "model is the default when cost.efficiency is not set)\n",
-        study->cost->name().c_str());
+        cost_model.c_str());
   }
-  std::printf("\niteration on the evaluator: %.3f s; busiest rank %d:\n", metrics.iteration_time_s,
-              busiest);
-  std::printf("  compute                 %10.3f s\n", busy);
-  if (kernels) {
-    for (const auto& [name, v] : it["compute_split_s"].items())
-      std::printf("    %-21s %10.3f s\n", name.c_str(), v.get<double>());
-  }
-  if (kernels)
+  const auto& it = j["iteration"];
+  auto v = [&](const nlohmann::json& x) { return x.get<double>(); };
+  std::printf("\niteration on the evaluator: %.3f s; busiest rank %d:\n", v(it["iteration_s"]),
+              it["rank"].get<int>());
+  std::printf("  compute                 %10.3f s\n", v(it["compute_s"]));
+  if (it.contains("compute_split_s")) {
+    for (const auto& [name, x] : it["compute_split_s"].items())
+      std::printf("    %-21s %10.3f s\n", name.c_str(), v(x));
     std::printf("  TP communication hidden behind GEMMs %.3f s (not in compute)\n",
-                it["tp_communication_hidden_s"].get<double>());
-  std::printf("  pipeline waits          %10.3f s\n", recv_s);
-  std::printf("    bubble (producer still computing) %.3f s\n", w.pp_bubble);
-  std::printf("    exposed transfers     %10.3f s\n", w.pp_exposed);
-  std::printf("  pipeline transfers hidden behind compute %.3f s\n", w.pp_hidden);
-  std::printf("  data-parallel all-reduce %9.3f s\n", collective_s);
-  std::printf("    waiting for slower members %.3f s\n", w.dp_wait);
-  std::printf("    the ring (exposed: one bucket after the last backward) %.3f s\n", w.dp_ring);
-  std::printf("  bubble fraction (all ranks) %.1f %%\n", metrics.bubble_fraction * 100);
+                v(it["tp_communication_hidden_s"]));
+  }
+  std::printf("  pipeline waits          %10.3f s\n", v(it["pipeline_wait_s"]));
+  std::printf("    bubble (producer still computing) %.3f s\n", v(it["pipeline"]["bubble_s"]));
+  std::printf("    exposed transfers     %10.3f s\n", v(it["pipeline"]["exposed_transfer_s"]));
+  std::printf("  pipeline transfers hidden behind compute %.3f s\n",
+              v(it["pipeline"]["hidden_transfer_s"]));
+  std::printf("  data-parallel all-reduce %9.3f s\n", v(it["dp_allreduce_s"]));
+  std::printf("    waiting for slower members %.3f s\n",
+              v(it["data_parallel"]["wait_for_members_s"]));
+  std::printf("    the ring (exposed: one bucket after the last backward) %.3f s\n",
+              v(it["data_parallel"]["exposed_allreduce_s"]));
+  std::printf("  bubble fraction (all ranks) %.1f %%\n", v(it["bubble_fraction"]) * 100);
+}
+
+int run_cost(const Options& o) {
+  auto study = prepare_study(o.config, o.overrides);
+  const Model& model = study->config.model;
+  const int layer =
+      o.layer >= 0 ? o.layer
+                   : model.num_layers() - static_cast<int>(model.modules().back().layers.size());
+  if (layer >= model.num_layers())
+    throw InputError("--layer: " + std::to_string(o.layer) + " is past the model's " +
+                     std::to_string(model.num_layers()) + " layers");
+  const auto* analytical = dynamic_cast<const AnalyticalCostModel*>(study->cost.get());
+  if (analytical && !analytical->kernel_level()) analytical = nullptr;
+
+  nlohmann::json j;
+  j["config"] = o.config;
+  j["cost_model"] = study->cost->describe();
+  if (analytical) {
+    const MicrobatchShape shape = OneMicrobatch(*study).shape(layer);
+    j["layer"] = layer;
+    j["tp"] = study->config.parallel.tp;
+    j["kernels"] = nlohmann::json::array();
+    for (const Kernel& k : analytical->kernels(layer, shape, study->config.parallel.tp)) {
+      j["kernels"].push_back({{"name", k.name},
+                              {"pass", to_string(k.pass)},
+                              {"bound", to_string(k.bound)},
+                              {"seconds", k.seconds},
+                              {"flops", k.flops},
+                              {"bytes", k.bytes}});
+    }
+  }
+  j["iteration"] = iteration_json(*study, analytical);
+  if (o.json)
+    std::cout << j.dump(2) << "\n";
+  else
+    print_cost(j, study->cost->name());
   return 0;
 }
 
