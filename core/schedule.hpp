@@ -54,9 +54,10 @@ const char* to_string(CollectiveKind kind);
 struct MessageTag {
   Pass pass = Pass::kF;  ///< kF activations, kB gradients
   int microbatch = 0;
-  int boundary_layer = 0;   ///< global index of the consuming layer
-  int producer_layer = -1;  ///< global index of the producing layer; -1: boundary_layer - 1
-  int producer() const { return producer_layer >= 0 ? producer_layer : boundary_layer - 1; }
+  int boundary_layer = 0;  ///< global index of the consuming layer
+  /// Global index of the producing layer; none: the previous layer, boundary_layer - 1.
+  std::optional<int> producer_layer = std::nullopt;
+  int producer() const { return producer_layer.value_or(boundary_layer - 1); }
   friend bool operator==(const MessageTag& a, const MessageTag& b) {
     return a.pass == b.pass && a.microbatch == b.microbatch &&
            a.boundary_layer == b.boundary_layer && a.producer() == b.producer();

@@ -76,7 +76,7 @@ TEST(Dataflow, AMessageTagNamesExactlyOneEdge) {
   const MessageTag tag{.pass = Pass::kB, .microbatch = 2, .boundary_layer = 3, .producer_layer = 2};
   EXPECT_EQ(edge_of(tag), (DataEdge{Pass::kB, 2, 2, 3}));
   const MessageTag within{
-      .pass = Pass::kF, .microbatch = 0, .boundary_layer = 4, .producer_layer = -1};
+      .pass = Pass::kF, .microbatch = 0, .boundary_layer = 4, .producer_layer = std::nullopt};
   EXPECT_EQ(edge_of(within).producer, 3);  // -1 means the previous layer
 }
 
