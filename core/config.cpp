@@ -640,6 +640,8 @@ ReplayConfig read_replay(Reader& r, const toml::table& root) {
            "must be 1 or 2 (2: bf16/fp16 activations counted as fp32)");
   c.notice_s = r.quantity(t, p, "notice", c.notice_s, parse_seconds, "120s", false);
   c.join = r.string(t, p, "join", c.join, {"next-reconfiguration", "immediate"});
+  c.concurrent_removals = r.string(t, p, "concurrent_removals", c.concurrent_removals,
+                                   {"one-reconfiguration", "stall"});
   c.node_ready_s = r.quantity(t, p, "node_ready", c.node_ready_s, parse_seconds, "45s", false);
   return c;
 }

@@ -144,6 +144,11 @@ struct ReplayConfig {
   /// the job cannot train: the Oobleck artifact's simulator) or "immediate" (the job
   /// reconfigures at the first iteration boundary after they are ready).
   std::string join = "next-reconfiguration";
+  /// Oobleck when several nodes leave at one instant, or one leaves during a
+  /// reconfiguration: "one-reconfiguration" (Oobleck's design, §2.5) or "stall" (the
+  /// artifact simulator's: each removal opens its own rendezvous, the later ones find it
+  /// empty and stop the job until a node becomes ready or leaves).
+  std::string concurrent_removals = "one-reconfiguration";
   double node_ready_s = 45;  ///< a joined node is usable after this, s (artifact: 45 s)
 };
 

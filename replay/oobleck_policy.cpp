@@ -33,7 +33,7 @@ class OobleckPolicy final : public ReplayPolicy {
   Action start(const std::vector<std::string>& alive) override { return instantiate(alive); }
 
   std::optional<double> iteration_s() override {
-    if (waiting_ || infeasible_) return std::nullopt;
+    if (waiting_ || infeasible_ || stalled_) return std::nullopt;
     try {
       return (*s_.timer)(layout_);
     } catch (const InfeasibleError&) {
@@ -43,7 +43,23 @@ class OobleckPolicy final : public ReplayPolicy {
   }
 
   Action on_change(const MembershipChange& c) override {
+    stalled_ = false;  // a join or a removal ends the artifact's stall (below)
     if (waiting_) return instantiate(c.alive);
+    Action a = reinstantiate(c);
+    // replay.concurrent_removals = "stall": the artifact simulator opens one rendezvous per
+    // removal (oobleck_simulator.py, simulate_spot_instance_remove); when two overlap, the
+    // second finds the first's nodes taken, assigns no pipelines and stops the job until
+    // a node becomes ready or leaves.
+    if (s_.params.concurrent_removals == "stall" && a.name == "reinstantiate" &&
+        (c.removed.size() >= 2 || c.interrupted_action == "reinstantiate")) {
+      stalled_ = true;
+      a.detail += "; stalls until the next join or removal (replay.concurrent_removals)";
+    }
+    return a;
+  }
+
+ private:
+  Action reinstantiate(const MembershipChange& c) {
     nodes_ = static_cast<int>(c.alive.size());
     infeasible_ = false;
     if (const std::string why = too_few(nodes_); !why.empty()) return wait(why);
@@ -75,7 +91,6 @@ class OobleckPolicy final : public ReplayPolicy {
     return a;
   }
 
- private:
   int n0() const {
     if (!s_.oobleck) return s_.min_pipeline_nodes;
     int n = s_.oobleck->templates.front().nodes;
@@ -162,6 +177,7 @@ class OobleckPolicy final : public ReplayPolicy {
   bool infeasible_ = false;
   bool waiting_ = false;         ///< fewer than (f+1) n0 nodes: no pipelines
   bool planned_before_ = false;  ///< a later plan is a restart from the stored progress
+  bool stalled_ = false;         ///< replay.concurrent_removals = "stall" after overlap
   oobleck::Instantiation inst_;
   std::map<std::string, int> id_of_;
 };

@@ -183,6 +183,30 @@ TEST(ReplayJoin, BambooFormsPipelinesOnceTheJoinDelayHasPassed) {
   expect_reconciled(r);
 }
 
+TEST(ReplayJoin, ConcurrentRemovalsReconfigureOnceOrStallAsTheArtifactDoes) {
+  // 4 nodes; node2 and node3 leave together at 25 s; node9 joins at 30 s (usable from
+  // 75 s); window 120 s. One reconfiguration (default): 20..25 lost, 25..27 reconfigure,
+  // 27..117 nine iterations, 117..120 lost. Stall (the artifact's duplicate rendezvous):
+  // the same reconfiguration, then no pipeline until node9 is usable: idle 27..75,
+  // reconfigure 75..77, 77..117 four iterations, 117..120 lost.
+  AvailabilityTrace trace = test::removal_trace(4, {{25, "node2"}, {25, "node3"}}, 120);
+  trace.events.push_back({30, AvailabilityChange::kAdd, "node9", 0});
+  for (const bool stall : {false, true}) {
+    PolicySetup s = setup();
+    if (stall) s.params.concurrent_removals = "stall";
+    auto policy = make_policy("oobleck", s);
+    const ReplayResult r =
+        run_replay(trace, *policy, test::options(8, JoinRule::kNextReconfiguration, 45));
+    SCOPED_TRACE(stall ? "stall" : "one reconfiguration");
+    EXPECT_EQ(r.samples_committed, stall ? 48 : 88);
+    EXPECT_DOUBLE_EQ(part(r, TimeUse::kTraining), stall ? 60 : 110);
+    EXPECT_DOUBLE_EQ(part(r, TimeUse::kLostWork), 8);
+    EXPECT_DOUBLE_EQ(part(r, TimeUse::kReconfiguration), stall ? 4 : 2);
+    EXPECT_DOUBLE_EQ(part(r, TimeUse::kIdle), stall ? 48 : 0);
+    expect_reconciled(r);
+  }
+}
+
 /// A seeded random trace: 0-6 nodes at 0, then joins of new nodes and removals of live
 /// ones at whole seconds, some at the same instant, over `duration_s`.
 AvailabilityTrace random_trace(unsigned seed, double duration_s) {
