@@ -175,7 +175,7 @@ class BambooPolicy final : public ReplayPolicy {
           spares_.erase(spares_.begin());
         }
     const size_t depth = static_cast<size_t>(this->depth());
-    while (!any_failed() && spares_.size() >= depth) {
+    while (failed_slots() == 0 && spares_.size() >= depth) {
       std::vector<Slot> p;
       for (size_t k = 0; k < depth; ++k) p.push_back({spares_[k], false});
       spares_.erase(spares_.begin(), spares_.begin() + static_cast<long>(depth));
@@ -203,13 +203,6 @@ class BambooPolicy final : public ReplayPolicy {
         if (!slot.failed) nodes.push_back(slot.node);
     nodes.insert(nodes.end(), spares_.begin(), spares_.end());
     return nodes;
-  }
-
-  bool any_failed() const {
-    for (const auto& p : pipelines_)
-      for (const Slot& slot : p)
-        if (slot.failed) return true;
-    return false;
   }
 
   std::string text() const {
