@@ -168,8 +168,11 @@ double AnalyticalCostModel::output_bytes(int layer, const MicrobatchShape& shape
 
 double AnalyticalCostModel::parameters(int layer) const {
   // The (tied) embedding counts once, with the first layer of its module.
-  const LayerKernelOptions o = kernel_options(layer);
-  return layer_parameters(model_.layer(layer)) + double(o.vocab_in) * model_.layer(layer).hidden;
+  return layer_parameters(model_.layer(layer)) + embedding_parameters(layer);
+}
+
+double AnalyticalCostModel::embedding_parameters(int layer) const {
+  return double(kernel_options(layer).vocab_in) * model_.layer(layer).hidden;
 }
 
 nlohmann::json AnalyticalCostModel::describe() const {

@@ -48,6 +48,7 @@ class AnalyticalCostModel final : public CostModel {
   double activation_bytes(int layer, const MicrobatchShape& shape, int tp) const override;
   double output_bytes(int layer, const MicrobatchShape& shape) const override;
   double parameters(int layer) const override;
+  double embedding_parameters(int layer) const override;
   nlohmann::json describe() const override;
 
   /// The kernels of one layer for one microbatch (kernel-level mode; `loom cost`).

@@ -156,6 +156,10 @@ double CalibratedCostModel::parameters(int layer) const {
   return shapes_.parameters(layer);
 }
 
+double CalibratedCostModel::embedding_parameters(int layer) const {
+  return shapes_.embedding_parameters(layer);
+}
+
 nlohmann::json CalibratedCostModel::describe() const {
   nlohmann::json fits = nlohmann::json::array();
   for (const auto& [key, fit] : fits_) {

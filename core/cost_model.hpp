@@ -36,6 +36,10 @@ class CostModel {
   virtual double output_bytes(int layer, const MicrobatchShape& shape) const = 0;
   /// Parameter count of the layer (all TP shards together).
   virtual double parameters(int layer) const = 0;
+  /// The part of parameters(layer) that is a tied input embedding (the first layer of a
+  /// module with a vocabulary); 0 for every other layer and for models without one. Its
+  /// LM head on the module's last layer shares these weights (Megatron-LM's GPT).
+  virtual double embedding_parameters(int /*layer*/) const { return 0; }
   /// Self-description for metrics.json (fits and their residuals for `calibrated`).
   virtual nlohmann::json describe() const { return {{"name", name()}}; }
 };

@@ -23,6 +23,9 @@ class RecomputeCostModel final : public CostModel {
     return inner_->output_bytes(layer, shape);
   }
   double parameters(int layer) const override { return inner_->parameters(layer); }
+  double embedding_parameters(int layer) const override {
+    return inner_->embedding_parameters(layer);
+  }
   nlohmann::json describe() const override;
 
  private:

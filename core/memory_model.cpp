@@ -2,17 +2,22 @@
 
 namespace loom {
 
+StaticMemory parameter_state_bytes(double parameters_per_gpu, double dtype_bytes,
+                                   const MemoryConstants& memory, int data_parallel, bool trained) {
+  StaticMemory m;
+  m.parameters = parameters_per_gpu * dtype_bytes;
+  if (!trained) return m;
+  m.gradients = parameters_per_gpu * memory.gradient_bytes_per_param;
+  const int shards = memory.distributed_optimizer ? data_parallel : 1;
+  m.optimizer = parameters_per_gpu * memory.optimizer_bytes_per_param / shards;
+  return m;
+}
+
 StaticMemory layer_state_bytes(const CostModel& cost, const Model& model, int layer, int tp,
                                const MemoryConstants& memory, int data_parallel, bool trained) {
   const LayerSpec& spec = model.layer(layer);
-  const double params = cost.parameters(layer) / tp;
-  StaticMemory m;
-  m.parameters = params * spec.dtype_bytes;
-  if (!trained || spec.frozen) return m;
-  m.gradients = params * memory.gradient_bytes_per_param;
-  const int shards = memory.distributed_optimizer ? data_parallel : 1;
-  m.optimizer = params * memory.optimizer_bytes_per_param / shards;
-  return m;
+  return parameter_state_bytes(cost.parameters(layer) / tp, spec.dtype_bytes, memory, data_parallel,
+                               trained && !spec.frozen);
 }
 
 }  // namespace loom

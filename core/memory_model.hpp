@@ -9,12 +9,17 @@
 
 namespace loom {
 
-/// Parameters, gradients and optimizer state one GPU holds for `layer` split `tp` ways:
-/// parameters at the layer's dtype; for a trained (not frozen, not a redundant copy) layer
-/// also gradients and optimizer state. With MemoryConstants::distributed_optimizer the
+/// Parameters, gradients and optimizer state one GPU holds for `parameters_per_gpu`
+/// parameters: the parameters at their dtype; when trained (not frozen, not a redundant
+/// copy) also gradients and optimizer state. With MemoryConstants::distributed_optimizer the
 /// optimizer state is sharded over the `data_parallel` ranks holding the same parameters
 /// (ZeRO stage 1: Rajbhandari et al. SC'20 §5.1, P_os = 4Ψ + 12Ψ/N_d for Adam in mixed
 /// precision; Megatron-LM's --use-distributed-optimizer).
+StaticMemory parameter_state_bytes(double parameters_per_gpu, double dtype_bytes,
+                                   const MemoryConstants& memory, int data_parallel, bool trained);
+
+/// parameter_state_bytes() of cost.parameters(layer) / tp at the layer's dtype; a frozen
+/// layer is never trained.
 StaticMemory layer_state_bytes(const CostModel& cost, const Model& model, int layer, int tp,
                                const MemoryConstants& memory, int data_parallel,
                                bool trained = true);

@@ -139,6 +139,12 @@ struct StaticMemory {
   double gradients = 0;
   double optimizer = 0;
   double total() const { return parameters + gradients + optimizer; }
+  StaticMemory& operator+=(const StaticMemory& o) {
+    parameters += o.parameters;
+    gradients += o.gradients;
+    optimizer += o.optimizer;
+    return *this;
+  }
   bool operator==(const StaticMemory&) const = default;
 };
 

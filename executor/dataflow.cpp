@@ -20,20 +20,20 @@ std::map<int, std::vector<int>> allreduce_layers(const Schedule& schedule, const
                                                  int rank) {
   const auto& program = schedule.programs.at(static_cast<size_t>(rank));
   std::map<int, std::vector<int>> out;
-  std::map<int, int> module_op;  // module -> its (last) all-reduce on this rank
-  int last_op = -1;
+  std::map<int, int> module_op;  // module -> its first all-reduce on this rank
+  int bucket_op = -1;            // the last of those: takes modules without their own
   for (size_t i = 0; i < program.size(); ++i) {
     const auto* c = std::get_if<Collective>(&program[i]);
     if (!c || c->kind != CollectiveKind::kAllReduce) continue;
     out[static_cast<int>(i)];
-    module_op[c->module] = static_cast<int>(i);
-    last_op = static_cast<int>(i);
+    if (module_op.try_emplace(c->module, static_cast<int>(i)).second)
+      bucket_op = static_cast<int>(i);
   }
-  if (last_op < 0) return out;
+  if (bucket_op < 0) return out;
   for (int l : rank_layers(schedule, rank)) {
     if (model.layer(l).frozen) continue;
     const auto it = module_op.find(model.layers()[static_cast<size_t>(l)].module);
-    out[it == module_op.end() ? last_op : it->second].push_back(l);
+    out[it == module_op.end() ? bucket_op : it->second].push_back(l);
   }
   return out;
 }

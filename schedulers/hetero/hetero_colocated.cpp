@@ -127,13 +127,8 @@ class Colocated {
       schedule_.ranks.push_back({layout(h_.llm).first_gpu + r, 1, grid_.replica(r)});
       StaticMemory mem = shard_static_memory(p_, stage_layers_[static_cast<size_t>(grid_.stage(r))],
                                              layout(h_.llm));
-      for (int e : h_.encoders) {
-        const StaticMemory s =
-            shard_static_memory(p_, h_.layers[static_cast<size_t>(e)], layout(e));
-        mem.parameters += s.parameters;
-        mem.gradients += s.gradients;
-        mem.optimizer += s.optimizer;
-      }
+      for (int e : h_.encoders)
+        mem += shard_static_memory(p_, h_.layers[static_cast<size_t>(e)], layout(e));
       schedule_.static_memory.push_back(mem);
     }
     schedule_.programs.resize(static_cast<size_t>(grid_.gpus()));

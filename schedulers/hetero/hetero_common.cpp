@@ -250,11 +250,8 @@ StaticMemory shard_static_memory(const SchedulingProblem& problem, const std::ve
   StaticMemory mem;
   for (int l : layers) {
     // Megatron shards the optimizer over the data-parallel group with context parallelism.
-    const StaticMemory m = layer_state_bytes(*problem.cost, *problem.model, l, layout.tp,
-                                             problem.memory, layout.dp * layout.cp);
-    mem.parameters += m.parameters;
-    mem.gradients += m.gradients;
-    mem.optimizer += m.optimizer;
+    mem += layer_state_bytes(*problem.cost, *problem.model, l, layout.tp, problem.memory,
+                             layout.dp * layout.cp);
   }
   return mem;
 }

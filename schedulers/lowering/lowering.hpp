@@ -16,8 +16,11 @@
 ///                             (core/dataflow.hpp) crosses ranks; a receiver takes an edge's
 ///                             messages in the order the sender sent them
 ///   6. add_gradient_allreduce the data-parallel all-reduce of each rank's trainable
-///                             parameters (all its chunks in one bucket)
-///   7. fill_static_memory     parameters, gradients and optimizer state per rank
+///                             parameters (all its chunks in one bucket), then the tied
+///                             embedding's all-reduce between first and last stage
+///                             (lowering/tied_embedding.hpp)
+///   7. fill_static_memory     parameters, gradients and optimizer state per rank, with
+///                             the LM head's copy of a tied embedding
 #include <vector>
 
 #include "core/schedule.hpp"

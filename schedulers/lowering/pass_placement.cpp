@@ -1,8 +1,12 @@
 // Passes 1, 2, 6 and 7: where ranks run, which samples each microbatch holds, the
 // data-parallel gradient reduction and the static memory of every rank.
+#include <algorithm>
+#include <functional>
+
 #include "core/errors.hpp"
 #include "core/memory_model.hpp"
 #include "schedulers/lowering/passes.hpp"
+#include "schedulers/lowering/tied_embedding.hpp"
 
 namespace loom::lowering {
 
@@ -162,11 +166,11 @@ int copy_rank(const Context& ctx, int r) {
   }
   return other;
 }
-}  // namespace
-
-void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
+/// One all-reduce per rank over its trainable gradients (plus `extra_bytes(r)`, the
+/// embedding copies' gradients) across the data-parallel replicas.
+void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
+                                 const std::function<double(int)>& extra_bytes) {
   const int dp = ctx.replicas;
-  if (dp <= 1 && ctx.programs.up_stage_rank.empty()) return;
   const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
   for (int r = 0; r < ctx.programs.ranks; ++r) {
     // One all-reduce per rank over the gradients of all its chunks, labelled with the
@@ -182,6 +186,7 @@ void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
       if (ctx.programs.holds(r, s))
         bytes += trainable_parameters(ctx, s, &label, &module) * grad_bytes / ctx.stage_tp(s);
     }
+    bytes += extra_bytes(r);
     if (bytes <= 0) continue;
     const int group = static_cast<int>(schedule.groups.size());
     std::vector<int> members;
@@ -199,6 +204,48 @@ void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
                      .bytes = bytes});
     }
   }
+}
+
+/// Megatron-LM's embedding all-reduce, per replica, after the data-parallel one.
+void add_embedding_allreduce(const Context& ctx, Schedule& schedule,
+                             const std::vector<TiedEmbedding>& embeddings) {
+  const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
+  for (const TiedEmbedding& e : embeddings) {
+    if (!e.trained) continue;
+    for (int d = 0; d < ctx.replicas; ++d) {
+      std::vector<int> members;
+      for (int r : e.group) members.push_back(d * ctx.programs.ranks + r);
+      const int group = static_cast<int>(schedule.groups.size());
+      schedule.groups.push_back(members);
+      for (int member : members) {
+        schedule.programs[static_cast<size_t>(member)].push_back(
+            Collective{.kind = CollectiveKind::kAllReduce,
+                       .group = group,
+                       .stage = e.last_stage,
+                       .module = e.module,
+                       .bytes = e.parameters * grad_bytes / ctx.stage_tp(e.last_stage)});
+      }
+    }
+  }
+}
+}  // namespace
+
+void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
+  const int dp = ctx.replicas;
+  const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
+  const std::vector<TiedEmbedding> embeddings = tied_embeddings(ctx.problem, ctx.programs);
+  /// Gradient bytes per GPU of the embedding copies rank r keeps.
+  auto copy_gradient_bytes = [&](int r) {
+    double bytes = 0;
+    for (const TiedEmbedding& e : embeddings) {
+      if (e.trained && std::find(e.copy_ranks.begin(), e.copy_ranks.end(), r) != e.copy_ranks.end())
+        bytes += e.parameters * grad_bytes / ctx.stage_tp(e.last_stage);
+    }
+    return bytes;
+  };
+  if (dp > 1 || !ctx.programs.up_stage_rank.empty())
+    add_data_parallel_allreduce(ctx, schedule, copy_gradient_bytes);
+  add_embedding_allreduce(ctx, schedule, embeddings);
 }
 
 void fill_static_memory(const Context& ctx, Schedule& schedule) {
@@ -223,11 +270,8 @@ std::vector<StaticMemory> static_memory_per_rank(const SchedulingProblem& proble
     StaticMemory stage;
     auto add = [&](const Segment& seg, bool trained) {
       for (int l = seg.first; l < seg.end; ++l) {
-        const StaticMemory m = layer_state_bytes(*problem.cost, model, l, stage_tp(spec),
-                                                 problem.memory, problem.parallel.dp, trained);
-        stage.parameters += m.parameters;
-        stage.gradients += m.gradients;
-        stage.optimizer += m.optimizer;
+        stage += layer_state_bytes(*problem.cost, model, l, stage_tp(spec), problem.memory,
+                                   problem.parallel.dp, trained);
       }
     };
     // A redundant copy holds the weights; only the real copy is trained. A successor copy
@@ -236,14 +280,18 @@ std::vector<StaticMemory> static_memory_per_rank(const SchedulingProblem& proble
     for (const Segment& seg : spec.segments) add(seg, true);
     for (const Segment& seg : spec.successor_copy) add(seg, true);
     // A rank holds every chunk placed on it.
-    auto hold = [&](int rank) {
-      StaticMemory& mem = per_rank[static_cast<size_t>(rank)];
-      mem.parameters += stage.parameters;
-      mem.gradients += stage.gradients;
-      mem.optimizer += stage.optimizer;
-    };
-    hold(programs.rank_of(static_cast<int>(s)));
-    if (!programs.up_stage_rank.empty()) hold(programs.up_stage_rank[s]);  // the second copy
+    per_rank[static_cast<size_t>(programs.rank_of(static_cast<int>(s)))] += stage;
+    if (!programs.up_stage_rank.empty())  // the second copy
+      per_rank[static_cast<size_t>(programs.up_stage_rank[s])] += stage;
+  }
+  // The LM head's copy of a tied embedding (lowering/tied_embedding.hpp).
+  for (const lowering::TiedEmbedding& e : lowering::tied_embeddings(problem, programs)) {
+    const StageSpec& head = programs.stages[static_cast<size_t>(e.last_stage)];
+    for (int r : e.copy_ranks) {
+      per_rank[static_cast<size_t>(r)] += parameter_state_bytes(
+          e.parameters / stage_tp(head), model.layer(e.first_layer).dtype_bytes, problem.memory,
+          problem.parallel.dp, e.trained);
+    }
   }
   return per_rank;
 }

@@ -1,0 +1,36 @@
+#pragma once
+/// Tied embeddings under pipeline parallelism, as Megatron-LM trains GPT: a module with a
+/// vocabulary has its input embedding on the stage of its first layer and its LM head,
+/// which shares those weights, on the stage of its last layer. When the two stages live on
+/// different ranks, the head's rank keeps a copy of the embedding (weights, gradients and
+/// optimizer state), and after the backward the copies' gradients are all-reduced over the
+/// ranks that hold either stage (Megatron-LM's "embedding group"), so both stay equal.
+/// The lowering charges the copy's memory (pass 7), adds its gradients to the copy
+/// holder's data-parallel all-reduce, and adds the embedding all-reduce (pass 6).
+#include <vector>
+
+#include "schedulers/lowering/programs.hpp"
+#include "schedulers/scheduler.hpp"
+
+namespace loom::lowering {
+
+struct TiedEmbedding {
+  int module = 0;
+  int first_layer = 0;    ///< global index; its dtype is the embedding's
+  double parameters = 0;  ///< all TP shards together
+  int first_stage = 0;    ///< holds the embedding (the module's first layer)
+  int last_stage = 0;     ///< runs the LM head (the module's last layer)
+  bool trained = true;    ///< the embedding is not frozen: it has gradients to reduce
+  /// Ranks of one replica that keep a copy: they hold the last stage but not the first.
+  std::vector<int> copy_ranks = {};
+  /// Ranks of one replica holding either stage, ascending: the embedding all-reduce's
+  /// members (empty when no rank keeps a copy).
+  std::vector<int> group = {};
+};
+
+/// Every tied embedding of the model under the programs' placement whose LM head lives on
+/// a rank without the embedding (none with one pipeline stage).
+std::vector<TiedEmbedding> tied_embeddings(const SchedulingProblem& problem,
+                                           const PipelinePrograms& programs);
+
+}  // namespace loom::lowering

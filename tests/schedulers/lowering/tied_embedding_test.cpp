@@ -1,0 +1,90 @@
+// Megatron-LM's tied embedding under pipeline parallelism (schedulers/lowering/
+// tied_embedding.hpp), on the Narayanan et al. 39.1B GPT shrunk to two replicas: the LM
+// head's stage keeps a copy of the embedding and the copies' gradients are all-reduced
+// between the first and last stage of every replica, after the data-parallel all-reduce.
+#include <gtest/gtest.h>
+
+#include <variant>
+
+#include "test_support.hpp"
+
+namespace loom {
+namespace {
+
+constexpr double kVocab = 51200, kHidden = 8192, kTp = 8, kFp16 = 2;
+/// Bytes of one GPU's shard of the embedding's gradients (gradient_bytes_per_param = 2).
+constexpr double kEmbeddingGradientBytes = kVocab * kHidden / kTp * 2;
+
+std::unique_ptr<Study> gpt(std::vector<std::string> overrides) {
+  overrides.insert(overrides.begin(),
+                   {"parallel.dp=2", "cluster.nodes=4", "schedule.microbatches=4"});
+  return prepare_study(test::source_path("validation/megatron-narayanan-2021/n1-39.1b.toml"),
+                       overrides);
+}
+
+std::vector<const Collective*> all_reduces(const Schedule& s, int rank) {
+  std::vector<const Collective*> out;
+  for (const Op& op : s.programs[static_cast<size_t>(rank)]) {
+    if (const auto* c = std::get_if<Collective>(&op)) out.push_back(c);
+  }
+  return out;
+}
+
+TEST(TiedEmbedding, TheHeadsStageKeepsACopyAndTheCopiesAreAllReducedPerReplica) {
+  const auto study = gpt({});
+  const Schedule& s = study->schedule;
+  ASSERT_EQ(s.num_ranks(), 4);  // 2 stages x 2 replicas
+  for (int d = 0; d < 2; ++d) {
+    const int first = 2 * d, last = 2 * d + 1;
+    // Both stages hold 24 identical layers and one copy of the embedding.
+    EXPECT_DOUBLE_EQ(s.static_memory[static_cast<size_t>(first)].parameters,
+                     s.static_memory[static_cast<size_t>(last)].parameters);
+    EXPECT_DOUBLE_EQ(s.static_memory[static_cast<size_t>(first)].optimizer,
+                     s.static_memory[static_cast<size_t>(last)].optimizer);
+    for (int rank : {first, last}) {
+      const auto reduces = all_reduces(s, rank);
+      ASSERT_EQ(reduces.size(), 2u) << "rank " << rank;
+      // The data-parallel all-reduce comes first and carries the copy's gradients too.
+      EXPECT_EQ(s.groups[static_cast<size_t>(reduces[0]->group)].size(), 2u);
+      EXPECT_DOUBLE_EQ(reduces[0]->bytes, all_reduces(s, first)[0]->bytes);
+      // Then the embedding all-reduce, over this replica's first and last stage.
+      EXPECT_EQ(s.groups[static_cast<size_t>(reduces[1]->group)], (std::vector<int>{first, last}));
+      EXPECT_DOUBLE_EQ(reduces[1]->bytes, kEmbeddingGradientBytes);
+    }
+  }
+  // The copy's weights are the difference between a stage and its 24 layers.
+  const double layer_weights = (s.static_memory[0].parameters / kFp16 - kVocab * kHidden / kTp);
+  EXPECT_NEAR(layer_weights * kTp / 24, 12 * kHidden * kHidden, 0.01 * kHidden * kHidden);
+}
+
+TEST(TiedEmbedding, OneStageHoldsBothEndsAndReducesNothingExtra) {
+  const auto study = gpt({"parallel.pp=1", "schedule.stage_layers=[48]", "cluster.nodes=2"});
+  const Schedule& s = study->schedule;
+  for (int r = 0; r < s.num_ranks(); ++r) EXPECT_EQ(all_reduces(s, r).size(), 1u) << r;
+}
+
+TEST(TiedEmbedding, InterleavedStagesReduceBetweenTheFirstAndLastRankOnly) {
+  const auto study = gpt({"parallel.pp=4", "cluster.nodes=8", "schedule.name=interleaved-1f1b",
+                          "schedule.chunks=2", "schedule.stage_layers=[6,6,6,6,6,6,6,6]"});
+  const Schedule& s = study->schedule;
+  ASSERT_EQ(s.num_ranks(), 8);
+  for (int r = 0; r < 4; ++r) {
+    const auto reduces = all_reduces(s, r);
+    const bool end = r == 0 || r == 3;  // stage 0 on rank 0, stage 7 on rank 3
+    ASSERT_EQ(reduces.size(), end ? 2u : 1u) << "rank " << r;
+    if (end) {
+      EXPECT_EQ(s.groups[static_cast<size_t>(reduces[1]->group)], (std::vector<int>{0, 3}));
+    }
+  }
+}
+
+TEST(TiedEmbedding, AFrozenEmbeddingsCopyHoldsWeightsOnlyAndIsNotReduced) {
+  const auto study = gpt({"model.modules.gpt.frozen=true"});
+  const Schedule& s = study->schedule;
+  EXPECT_DOUBLE_EQ(s.static_memory[0].parameters, s.static_memory[1].parameters);
+  EXPECT_EQ(s.static_memory[1].gradients, 0);
+  for (int r = 0; r < s.num_ranks(); ++r) EXPECT_TRUE(all_reduces(s, r).empty()) << r;
+}
+
+}  // namespace
+}  // namespace loom
