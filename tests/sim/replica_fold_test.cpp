@@ -101,6 +101,27 @@ TEST(ReplicaFold, AgreesOnTheThousandGpuBenchConfig) {
   EXPECT_EQ(study->fold.describe(), "simulated 2 of 64 replicas; symmetric");
 }
 
+TEST(ReplicaFold, AFailoverInEveryReplicaStaysSymmetricAndExact) {
+  // A failure in `loom sim` is Bamboo's failover (schedule.failed_over), which every replica
+  // runs alike: folding stays on, and must still give the unfolded answer.
+  test::TempDir dir;
+  const std::string path =
+      dir.write("job.toml", job(4, 16, 1, 8, 1, "bamboo") + "failed_over = [2]\n");
+  const auto folded = prepare_study(path, {}, Folding::kAllowed);
+  const auto whole = prepare_study(path, {}, Folding::kOff);
+  ASSERT_TRUE(folded->fold.folded()) << folded->fold.describe();
+  const double evaluator_folded =
+      compute_metrics(folded->schedule, evaluate(folded->schedule, folded->config.cluster))
+          .iteration_time_s;
+  const double evaluator_whole =
+      compute_metrics(whole->schedule, evaluate(whole->schedule, whole->config.cluster))
+          .iteration_time_s;
+  EXPECT_NEAR(evaluator_folded / evaluator_whole, 1.0, 1e-3);
+  const double sim_folded = iteration_time(path, {}, "simgrid");
+  const double sim_whole = iteration_time(path, {"sim.fold=false"}, "simgrid");
+  EXPECT_NEAR(sim_folded / sim_whole, 1.0, 1e-3) << sim_folded << " vs " << sim_whole;
+}
+
 TEST(ReplicaFold, TurnsOffForSamplesThatDiffer) {
   test::TempDir dir;
   std::string csv = "sample_id,text_tokens\n";
