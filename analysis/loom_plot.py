@@ -28,7 +28,7 @@ MEMORY_COLUMNS = ("rank", "time_s", "parameters_bytes", "gradients_bytes", "opti
                   "activations_bytes", "total_bytes")
 MEMORY_PARTS = ("parameters_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes")
 
-COMPUTE_KINDS = ("F", "B", "I", "W")
+COMPUTE_KINDS = ("F", "B", "I", "W", "optimizer")
 COMM_KINDS = ("send", "recv", "allreduce", "allgather")
 
 # Compute passes get saturated, clearly distinct hues; communication is drawn in greys so
@@ -38,6 +38,7 @@ KIND_COLORS = {
     "B": "#DD8452",          # full backward: orange
     "I": "#C44E52",          # input-gradient half of a split backward: red
     "W": "#55A868",          # weight-gradient half of a split backward: green
+    "optimizer": "#8172B3",  # the optimizer step: purple
     "send": "#7F7F7F",
     "recv": "#C7C7C7",
     "allreduce": "#4D4D4D",
@@ -45,7 +46,7 @@ KIND_COLORS = {
 }
 UNKNOWN_KIND_COLOR = "#B07AA1"  # a kind this script does not know yet: visible, not hidden
 KIND_LABELS = {"F": "F (forward)", "B": "B (backward)", "I": "I (input grad)",
-               "W": "W (weight grad)"}
+               "W": "W (weight grad)", "optimizer": "optimizer step"}
 
 # Modules (vision, projector, llm, ...) are told apart by hatching, not color, so that
 # color always means the pass kind. The first module is drawn solid.

@@ -46,6 +46,7 @@ struct Waits {
   double pp_hidden = 0;   ///< transfer time of received messages that overlapped compute
   double dp_wait = 0;     ///< at the all-reduce, for slower members to arrive
   double dp_ring = 0;     ///< the all-reduce itself (after the last backward: all exposed)
+  double optimizer = 0;   ///< the optimizer step (busy time, not a wait)
 };
 
 /// Splits every receive and collective of `rank` by what it waited for.
@@ -72,6 +73,8 @@ Waits rank_waits(const Schedule& schedule, const Timeline& timeline, int rank) {
         all_arrived = std::max(all_arrived, timing(m).start_s);
       w.dp_wait += all_arrived - t.start_s;
       w.dp_ring += t.end_s - all_arrived;
+    } else if (std::holds_alternative<OptimizerStep>(ops[i])) {
+      w.optimizer += t.end_s - t.start_s;
     }
   }
   return w;
@@ -134,10 +137,12 @@ nlohmann::json iteration_json(const Study& study, const AnalyticalCostModel* ker
   const double recv_s = w.pp_bubble + w.pp_exposed;
   const double collective_s = w.dp_wait + w.dp_ring;
   const double busy = metrics.per_rank[static_cast<size_t>(busiest)].busy_s;
+  const double compute = busy - w.optimizer;
   nlohmann::json it = {
       {"iteration_s", metrics.iteration_time_s},
       {"rank", busiest},
-      {"compute_s", busy},
+      {"compute_s", compute},
+      {"optimizer_s", w.optimizer},
       {"pipeline_wait_s", recv_s},
       {"pipeline",
        {{"bubble_s", w.pp_bubble},
@@ -153,7 +158,7 @@ nlohmann::json iteration_json(const Study& study, const AnalyticalCostModel* ker
   if (kernels) {
     // Split the rank's compute in the proportions of one microbatch over the whole model.
     const Shares sh = model_shares(study, *kernels);
-    const double scale = sh.total() > 0 ? busy / sh.total() : 0;
+    const double scale = sh.total() > 0 ? compute / sh.total() : 0;
     it["compute_split_s"] = {{"gemm_and_attention", sh.compute * scale},
                              {"memory_bound", sh.memory * scale},
                              {"tp_communication", sh.tp_exposed * scale},
@@ -195,12 +200,14 @@ void print_cost(const nlohmann::json& j, const std::string& cost_model) {
     std::printf("  TP communication hidden behind GEMMs %.3f s (not in compute)\n",
                 v(it["tp_communication_hidden_s"]));
   }
+  std::printf("  optimizer step          %10.3f s\n", v(it["optimizer_s"]));
   std::printf("  pipeline waits          %10.3f s\n", v(it["pipeline_wait_s"]));
   std::printf("    bubble (producer still computing) %.3f s\n", v(it["pipeline"]["bubble_s"]));
   std::printf("    exposed transfers     %10.3f s\n", v(it["pipeline"]["exposed_transfer_s"]));
   std::printf("  pipeline transfers hidden behind compute %.3f s\n",
               v(it["pipeline"]["hidden_transfer_s"]));
-  std::printf("  data-parallel all-reduce %9.3f s\n", v(it["dp_allreduce_s"]));
+  std::printf("  gradient all-reduces (data-parallel, tied embedding) %.3f s\n",
+              v(it["dp_allreduce_s"]));
   std::printf("    waiting for slower members %.3f s\n",
               v(it["data_parallel"]["wait_for_members_s"]));
   std::printf("    the ring (exposed: one bucket after the last backward) %.3f s\n",

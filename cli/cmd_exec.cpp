@@ -165,7 +165,9 @@ int run_exec(const ExecCliOptions& o) {
     char err[32];
     std::snprintf(err, sizeof err, "%.3g", check.max_relative_error);
     os << "gradient check   " << (check.passed() ? "passed" : "FAILED") << ": "
-       << check.tensors_checked << " trainable tensors vs the sequential run, max relative error "
+       << check.tensors_checked
+       << " trainable tensors (gradients, and parameters after the optimizer step) vs the "
+          "sequential run, max relative error "
        << err << " (tolerance " << check.tolerance << ")\n";
     for (size_t i = 0; i < check.failures.size() && i < 5; ++i)
       os << "  " << check.failures[i] << "\n";

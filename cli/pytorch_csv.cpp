@@ -36,6 +36,8 @@ std::string comm_action(const Op& op) {
             return c.kind == CollectiveKind::kAllReduce ? std::to_string(c.stage) + "REDUCE_GRAD"
                                                         : std::string();
           },
+          // PyTorch's actions have no optimizer step: the training loop runs it after.
+          [](const OptimizerStep&) { return std::string(); },
       },
       op);
 }

@@ -171,6 +171,10 @@ double AnalyticalCostModel::parameters(int layer) const {
   return layer_parameters(model_.layer(layer)) + embedding_parameters(layer);
 }
 
+double AnalyticalCostModel::optimizer_step_seconds(double bytes) const {
+  return memory_bound_seconds(cluster_.gpu, bytes);
+}
+
 double AnalyticalCostModel::embedding_parameters(int layer) const {
   return double(kernel_options(layer).vocab_in) * model_.layer(layer).hidden;
 }

@@ -49,6 +49,8 @@ class AnalyticalCostModel final : public CostModel {
   double output_bytes(int layer, const MicrobatchShape& shape) const override;
   double parameters(int layer) const override;
   double embedding_parameters(int layer) const override;
+  /// Bytes over the GPU's achievable memory bandwidth plus one launch (core/gpu_perf.hpp).
+  double optimizer_step_seconds(double bytes) const override;
   nlohmann::json describe() const override;
 
   /// The kernels of one layer for one microbatch (kernel-level mode; `loom cost`).

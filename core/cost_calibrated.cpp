@@ -156,6 +156,10 @@ double CalibratedCostModel::parameters(int layer) const {
   return shapes_.parameters(layer);
 }
 
+double CalibratedCostModel::optimizer_step_seconds(double bytes) const {
+  return shapes_.optimizer_step_seconds(bytes);
+}
+
 double CalibratedCostModel::embedding_parameters(int layer) const {
   return shapes_.embedding_parameters(layer);
 }

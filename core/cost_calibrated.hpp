@@ -37,6 +37,7 @@ class CalibratedCostModel final : public CostModel {
   double output_bytes(int layer, const MicrobatchShape& shape) const override;
   double parameters(int layer) const override;
   double embedding_parameters(int layer) const override;
+  double optimizer_step_seconds(double bytes) const override;
   nlohmann::json describe() const override;
 
  private:

@@ -40,6 +40,10 @@ class CostModel {
   /// module with a vocabulary); 0 for every other layer and for models without one. Its
   /// LM head on the module's last layer shares these weights (Megatron-LM's GPT).
   virtual double embedding_parameters(int /*layer*/) const { return 0; }
+  /// Seconds of an optimizer step that moves `bytes` through one GPU's memory (a
+  /// memory-bound, fused multi-tensor Adam). 0: this model prices no optimizer step (the
+  /// `table` model, whose times are all the user's).
+  virtual double optimizer_step_seconds(double /*bytes*/) const { return 0; }
   /// Self-description for metrics.json (fits and their residuals for `calibrated`).
   virtual nlohmann::json describe() const { return {{"name", name()}}; }
 };

@@ -26,6 +26,9 @@ class RecomputeCostModel final : public CostModel {
   double embedding_parameters(int layer) const override {
     return inner_->embedding_parameters(layer);
   }
+  double optimizer_step_seconds(double bytes) const override {
+    return inner_->optimizer_step_seconds(bytes);
+  }
   nlohmann::json describe() const override;
 
  private:

@@ -86,6 +86,11 @@ class ListScheduler {
                 return true;
               },
               [&](const Collective& c) { return arrive_collective(here, c); },
+              [&](const OptimizerStep& o) {
+                timing(here) = {clock, clock + o.seconds};
+                clock += o.seconds;
+                return true;
+              },
           },
           ops[static_cast<size_t>(i)]);
       if (!done) return;

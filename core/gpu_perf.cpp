@@ -52,6 +52,11 @@ double GpuPerformance::achievable_bandwidth() const {
   return gpu_.hbm_bandwidth * kBandwidthFraction;
 }
 
+double memory_bound_seconds(const GpuSpec& gpu, double bytes) {
+  if (bytes <= 0) return 0;
+  return bytes / (gpu.hbm_bandwidth * kBandwidthFraction) + kLaunchSeconds;
+}
+
 double GpuPerformance::gemm_seconds(const GemmShape& s) const {
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) return 0;
   const double sms = std::max(1, gpu_.sms);
@@ -74,8 +79,7 @@ double GpuPerformance::gemm_efficiency(const GemmShape& s) const {
 }
 
 double GpuPerformance::memory_seconds(double bytes) const {
-  if (bytes <= 0) return 0;
-  return bytes / achievable_bandwidth() + kLaunchSeconds;
+  return memory_bound_seconds(gpu_, bytes);
 }
 
 double GpuPerformance::flash_attention_seconds(double flops, double blocks, bool backward) const {

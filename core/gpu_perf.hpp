@@ -42,6 +42,10 @@ class GpuPerformance {
   double peak_;
 };
 
+/// A memory-bound kernel moving `bytes` on `gpu` (GpuPerformance::memory_seconds without
+/// a dtype: it needs no compute peak).
+double memory_bound_seconds(const GpuSpec& gpu, double bytes);
+
 /// NCCL ring all-reduce of `bytes` over `n` GPUs on one link type: 2(n-1)/n x bytes at
 /// the achieved bus bandwidth, plus 2(n-1) link latencies. 0 when n <= 1.
 double ring_allreduce_seconds(double bytes, int n, const LinkSpec& link);

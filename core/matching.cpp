@@ -96,6 +96,7 @@ Matching match_operations(const Schedule& schedule) {
                        }
                        group_ops[static_cast<size_t>(c.group)][r].push_back(ref);
                      },
+                     [](const OptimizerStep&) {},
                  },
                  program[static_cast<size_t>(i)]);
     }

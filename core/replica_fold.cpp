@@ -83,6 +83,7 @@ bool same_shifted(const Op& op, const Op& base, int shift) {
                           return r == b;
                         },
                         [&](const Collective& c) { return c == std::get<Collective>(base); },
+                        [&](const OptimizerStep& o) { return o == std::get<OptimizerStep>(base); },
                     },
                     op);
 }

@@ -76,6 +76,7 @@ std::string to_string(const Op& op, const Schedule& schedule) {
             for (char& ch : name) ch = static_cast<char>(ch - 'a' + 'A');
             return name + "_s" + std::to_string(c.stage) + "[g" + std::to_string(c.group) + "]";
           },
+          [&](const OptimizerStep& o) { return "OPTIMIZER_s" + std::to_string(o.stage); },
       },
       op);
 }
@@ -127,6 +128,7 @@ std::optional<int> op_microbatch(const Op& op) {
                         [](const Send& s) -> std::optional<int> { return s.tag.microbatch; },
                         [](const Recv& r) -> std::optional<int> { return r.tag.microbatch; },
                         [](const Collective&) -> std::optional<int> { return std::nullopt; },
+                        [](const OptimizerStep&) -> std::optional<int> { return std::nullopt; },
                     },
                     op);
 }
@@ -137,6 +139,7 @@ const char* op_kind_name(const Op& op) {
                         [](const Send&) { return "send"; },
                         [](const Recv&) { return "recv"; },
                         [](const Collective& c) { return to_string(c.kind); },
+                        [](const OptimizerStep&) { return "optimizer"; },
                     },
                     op);
 }

@@ -2,12 +2,12 @@
 /// Schedule IR: what every scheduler produces and every backend runs.
 ///
 /// A Schedule is, per rank, an ordered program of operations. Different kinds of operation
-/// are different types (a std::variant visited exhaustively): Compute, Send, Recv and
-/// Collective. Idle time is never in the IR; it is an output of running it.
+/// are different types (a std::variant visited exhaustively): Compute, Send, Recv,
+/// Collective and OptimizerStep. Idle time is never in the IR; it is an output of running it.
 ///
 /// Semantics every backend implements identically:
 ///   - A rank executes its program in order, one operation at a time.
-///   - Compute occupies the rank for `seconds`.
+///   - Compute and OptimizerStep occupy the rank for `seconds`.
 ///   - Send is eager and asynchronous: it costs the rank no time; the transfer starts
 ///     when the Send is reached and crosses the route to the peer.
 ///   - Recv blocks the rank until the matching transfer has arrived.
@@ -121,7 +121,19 @@ struct Collective {
   bool operator==(const Collective&) const = default;
 };
 
-using Op = std::variant<Compute, Send, Recv, Collective>;
+/// The rank's optimizer step (Adam) over the trainable parameters it updates, after its
+/// gradient all-reduces: it occupies the rank for `seconds` like a Compute. Memory-bound:
+/// it reads and writes the fp32 optimizer state (master weights and two moments), reads
+/// the gradients and writes the model's weights (lowering/pass_placement.cpp).
+struct OptimizerStep {
+  int stage = 0;          ///< the rank's first stage (for labels)
+  int module = 0;         ///< module of the last trainable parameters it holds (for labels)
+  double parameters = 0;  ///< parameters it updates, per GPU (a shard with ZeRO-1)
+  double seconds = 0;
+  bool operator==(const OptimizerStep&) const = default;
+};
+
+using Op = std::variant<Compute, Send, Recv, Collective, OptimizerStep>;
 
 /// Where a rank lives: the first GPU of its tensor-parallel group, the group's size, and
 /// which data-parallel replica of the pipeline it belongs to.
@@ -196,8 +208,9 @@ double ring_stream_bytes(CollectiveKind kind, int members, double bytes);
 /// everywhere it matters.
 int op_stage(const Op& op);
 int op_module(const Op& op);
-/// Microbatch of the op; collectives belong to none.
+/// Microbatch of the op; collectives and optimizer steps belong to none.
 std::optional<int> op_microbatch(const Op& op);
-const char* op_kind_name(const Op& op);  ///< "F","B","I","W","send","recv","allreduce",...
+/// "F","B","I","W","send","recv","allreduce","allgather","optimizer"
+const char* op_kind_name(const Op& op);
 
 }  // namespace loom

@@ -200,6 +200,7 @@ class OpReader {
   Op read() {
     if (text_.rfind("ALLREDUCE_s", 0) == 0 || text_.rfind("ALLGATHER_s", 0) == 0)
       return collective();
+    if (eat("OPTIMIZER_s")) return optimizer_step();
     const int stage = number();
     if (eat("SEND_")) return message<Send>(stage, "->");
     if (eat("RECV_")) return message<Recv>(stage, "<-");
@@ -334,6 +335,17 @@ class OpReader {
     c.module = module_field(f);
     c.bytes = in_.real_field(line_, f, "bytes", true);
     return c;
+  }
+
+  Op optimizer_step() {
+    OptimizerStep o;
+    o.stage = number();
+    finish();
+    const Fields f = in_.fields(line_, 1, {"module", "parameters", "seconds"});
+    o.module = module_field(f);
+    o.parameters = in_.real_field(line_, f, "parameters", true);
+    o.seconds = in_.real_field(line_, f, "seconds", true);
+    return o;
   }
 
   const Reader& in_;

@@ -119,7 +119,8 @@ Metrics compute_metrics(const Schedule& schedule, const Timeline& timeline) {
     rm.rank = r;
     const auto& program = schedule.programs[static_cast<size_t>(r)];
     for (size_t i = 0; i < program.size(); ++i) {
-      if (std::holds_alternative<Compute>(program[i])) {
+      if (std::holds_alternative<Compute>(program[i]) ||
+          std::holds_alternative<OptimizerStep>(program[i])) {
         const OpTiming& t = timeline.timings[static_cast<size_t>(r)][i];
         rm.busy_s += t.end_s - t.start_s;
       }

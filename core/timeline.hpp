@@ -28,7 +28,7 @@ struct Timeline {
 
 struct RankMetrics {
   int rank = 0;
-  double busy_s = 0;               ///< time in Compute operations
+  double busy_s = 0;               ///< time in Compute and OptimizerStep operations
   double peak_memory_bytes = 0;    ///< static memory + peak live activations
   int peak_live_microbatches = 0;  ///< microbatches whose activations are alive at once
 };

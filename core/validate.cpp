@@ -58,6 +58,43 @@ bool same_action(const Op& op, const Compute& first) {
 
 /// An overlapped pair is its F's computes, then at once its B's computes (another
 /// microbatch): the lowering groups the pair's messages around it, so nothing comes between.
+/// A rank steps its optimizer at most once, after every computation of the iteration (its
+/// gradients are final then), and either every rank that computes a weight gradient steps
+/// or none does: a schedule that skips a rank's step trains that rank's layers not at all.
+void check_optimizer_steps(const Schedule& schedule) {
+  bool any = false;
+  for (const auto& program : schedule.programs) {
+    for (const Op& op : program) any = any || std::holds_alternative<OptimizerStep>(op);
+  }
+  if (!any) return;
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const auto& program = schedule.programs[static_cast<size_t>(r)];
+    int steps = 0, step_at = -1, last_compute = -1;
+    bool trains = false;
+    for (int i = 0; i < static_cast<int>(program.size()); ++i) {
+      const Op& op = program[static_cast<size_t>(i)];
+      if (std::holds_alternative<OptimizerStep>(op)) {
+        ++steps;
+        step_at = i;
+      } else if (const auto* c = std::get_if<Compute>(&op)) {
+        last_compute = i;
+        trains = trains || (!c->redundant && c->pass != Pass::kF && c->weight_grad_s > 0);
+      }
+    }
+    if (steps > 1)
+      throw InfeasibleError("rank " + std::to_string(r) + " steps its optimizer " +
+                            std::to_string(steps) + " times (once per iteration)");
+    if (steps == 1 && step_at < last_compute)
+      throw InfeasibleError("optimizer step before the last computation at " +
+                            describe(schedule, r, step_at) +
+                            "\n  it must come after every backward of the iteration");
+    if (steps == 0 && trains)
+      throw InfeasibleError("rank " + std::to_string(r) +
+                            " computes weight gradients but never steps its optimizer, and "
+                            "other ranks do");
+  }
+}
+
 void check_overlapped_pairs(const Schedule& schedule) {
   for (int r = 0; r < schedule.num_ranks(); ++r) {
     const auto& program = schedule.programs[static_cast<size_t>(r)];
@@ -215,6 +252,7 @@ void check_data_dependencies(const Schedule& schedule, const Model& model) {
                      },
                      [&](const Recv& rv) { received.insert(edge_of(rv.tag)); },
                      [&](const Collective&) {},
+                     [&](const OptimizerStep&) {},
                  },
                  program[static_cast<size_t>(i)]);
     }
@@ -339,6 +377,7 @@ void validate(const Schedule& schedule, const Model& model) {
   check_exactly_once(schedule, model);
   check_data_dependencies(schedule, model);
   check_overlapped_pairs(schedule);
+  check_optimizer_steps(schedule);
 }
 
 }  // namespace loom

@@ -65,6 +65,8 @@ struct ParamKey {
 };
 /// Accumulated weight gradients (row-major float), by parameter.
 using Gradients = std::map<ParamKey, std::vector<float>>;
+/// Parameter values (row-major float), by parameter.
+using Parameters = std::map<ParamKey, std::vector<float>>;
 
 /// What every backend runs: one schedule over one model and its samples.
 struct ExecProblem {
@@ -118,12 +120,18 @@ class RankBackend {
   virtual void send(int index, const Send& op) = 0;
   virtual void recv(int index, const Recv& op) = 0;
   virtual void collective(int index, const Collective& op) = 0;
+  /// Adam (executor/adam.hpp) over the trainable parameters the rank holds, with their
+  /// accumulated and reduced gradients.
+  virtual void optimizer_step(int index, const OptimizerStep& op) = 0;
   /// After the program ran: per op, timings from the run's common epoch (CUDA backends
   /// synchronise and read their events here).
   virtual std::vector<OpTiming> timings() = 0;
   /// After the program ran: this rank's accumulated (and, where the schedule all-reduces,
   /// reduced) weight gradients of the parameters it holds.
   virtual Gradients gradients() = 0;
+  /// After the program ran: the trainable parameters it holds as its optimizer step left
+  /// them; empty when its program has no OptimizerStep.
+  virtual Parameters updated_parameters() = 0;
 };
 
 /// The interpreter loop: runs `rank`'s program on `backend`, one visit per op. A fault
@@ -135,7 +143,8 @@ void run_program(const Schedule& schedule, int rank, RankBackend& backend,
 /// What a whole run returns.
 struct ExecResult {
   Timeline timeline;
-  std::vector<Gradients> gradients;  ///< per rank
+  std::vector<Gradients> gradients;    ///< per rank
+  std::vector<Parameters> parameters;  ///< per rank, after its optimizer step (or empty)
 };
 
 struct ProfileRow;      // executor/profile.hpp

@@ -76,7 +76,17 @@ class HostRankBackend final : public RankBackend {
   }
 
   std::vector<OpTiming> timings() override { return timings_; }
+  void optimizer_step(int index, const OptimizerStep& /*op*/) override {
+    const double start = now();
+    state_.optimizer_step();
+    stepped_ = true;
+    timings_[static_cast<size_t>(index)] = {start, now()};
+  }
+
   Gradients gradients() override { return state_.gradients(); }
+  Parameters updated_parameters() override {
+    return stepped_ ? state_.trained_parameters() : Parameters{};
+  }
 
  private:
   double now() const { return std::chrono::duration<double>(Clock::now() - epoch_).count(); }
@@ -89,6 +99,7 @@ class HostRankBackend final : public RankBackend {
   HostModelState state_;
   std::map<int, std::vector<int>> reduce_layers_;
   std::vector<OpTiming> timings_;
+  bool stepped_ = false;
 };
 
 class HostExecutor final : public Executor {
@@ -147,6 +158,7 @@ class HostExecutor final : public Executor {
     for (auto& b : backends) {
       result.timeline.timings.push_back(b->timings());
       result.gradients.push_back(b->gradients());
+      result.parameters.push_back(b->updated_parameters());
     }
     return result;
   }

@@ -329,6 +329,22 @@ Gradients HostModelState::gradients() const {
   return out;
 }
 
+void HostModelState::optimizer_step() {
+  for (const auto& [layer, tensors] : grads_) {
+    LayerTensors& params = params_.at(layer);
+    for (const auto& [name, grad] : tensors)
+      adam_step(params.at(name).data, grad.data, adam_[{layer, name}]);
+  }
+}
+
+Parameters HostModelState::trained_parameters() const {
+  Parameters out;
+  for (const auto& [layer, tensors] : grads_) {
+    for (const auto& [name, m] : params_.at(layer)) out[{layer, name}] = m.data;
+  }
+  return out;
+}
+
 std::vector<float> HostModelState::flat_gradients(const std::vector<int>& layers) const {
   std::vector<float> flat;
   for (int l : layers) {

@@ -9,6 +9,7 @@
 
 #include "core/schedule.hpp"
 #include "core/workload.hpp"
+#include "executor/adam.hpp"
 #include "executor/backend.hpp"
 #include "executor/dataflow.hpp"
 #include "executor/layer_math.hpp"
@@ -41,6 +42,10 @@ class HostModelState {
   /// buffer. set_flat writes a reduced buffer back.
   std::vector<float> flat_gradients(const std::vector<int>& layers) const;
   void set_flat_gradients(const std::vector<int>& layers, const std::vector<float>& flat);
+  /// Adam (executor/adam.hpp) on every trainable layer held here, with its gradients.
+  void optimizer_step();
+  /// The trainable layers' parameters (as the optimizer steps left them).
+  Parameters trained_parameters() const;
   /// Sum of the per-sample losses seen by forwards (for reports).
   double loss() const { return loss_; }
 
@@ -58,6 +63,7 @@ class HostModelState {
   int replica_;
   int batch_samples_ = 0;  ///< samples in the whole iteration (the loss normaliser)
   std::map<int, LayerTensors> params_, grads_;
+  std::map<ParamKey, AdamState> adam_;
   std::map<EdgeKey, Activation> edges_;
   std::map<std::pair<int, int>, LayerState> states_;  ///< (microbatch, layer)
   /// (microbatch, module's first layer) -> per producer, rows per sample (for splitting

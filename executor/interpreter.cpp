@@ -21,7 +21,8 @@ void run_program(const Schedule& schedule, int rank, RankBackend& backend,
       std::visit(Overloaded{[&](const Compute& op) { backend.compute(index, op); },
                             [&](const Send& op) { backend.send(index, op); },
                             [&](const Recv& op) { backend.recv(index, op); },
-                            [&](const Collective& op) { backend.collective(index, op); }},
+                            [&](const Collective& op) { backend.collective(index, op); },
+                            [&](const OptimizerStep& op) { backend.optimizer_step(index, op); }},
                  program[i]);
     } catch (const InputError&) {
       throw;  // a property of the model, not of this rank: keep the exit code

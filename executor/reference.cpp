@@ -1,10 +1,13 @@
 #include "executor/reference.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <set>
 
+#include "executor/adam.hpp"
 #include "executor/host_backend.hpp"
+#include "executor/layer_math.hpp"
 
 namespace loom::exec {
 namespace {
@@ -66,6 +69,80 @@ Gradients reference_gradients(const ExecProblem& problem, const ExecOptions& opt
   return make_host_executor()->run(p, o).gradients.at(0);
 }
 
+namespace {
+
+/// ||x - ref||_2 / ||ref||_2 (the absolute norm when ref is zero).
+double relative_error(const std::vector<float>& x, const std::vector<float>& ref) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double d = static_cast<double>(x[i]) - ref[i];
+    diff += d * d;
+    norm += static_cast<double>(ref[i]) * ref[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+void record(GradientCheck& check, const std::string& where, double rel, const char* what) {
+  ++check.tensors_checked;
+  if (check.worst.empty() || rel > check.max_relative_error) {
+    check.max_relative_error = rel;
+    check.worst = where;
+  }
+  if (!(rel <= check.tolerance)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3g", rel);
+    check.failures.push_back(where + ": " + what + " relative error " + buf + " > tolerance");
+  }
+}
+
+/// The optimizer steps' half of the check: every rank whose program has an OptimizerStep
+/// must hold its trainable parameters as one Adam step from their initial values with the
+/// reference gradients leaves them. The values are compared, not the updates: Adam's
+/// update g / (|g| + eps) turns the summation-order noise of near-zero gradients into
+/// update noise, while a missed or doubled step moves the values by lr / |w|, about 1e-2
+/// relative for these initialisations, far above the tolerance.
+void check_optimizer_steps(const ExecProblem& problem, const ExecResult& result,
+                           const Gradients& reference, GradientCheck& check) {
+  const Schedule& schedule = *problem.schedule;
+  const Model& model = *problem.model;
+  std::map<int, LayerTensors> initial;
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const auto& program = schedule.programs[static_cast<size_t>(r)];
+    const bool steps = std::any_of(program.begin(), program.end(), [](const Op& op) {
+      return std::holds_alternative<OptimizerStep>(op);
+    });
+    const Parameters none;
+    const Parameters& params = static_cast<size_t>(r) < result.parameters.size()
+                                   ? result.parameters[static_cast<size_t>(r)]
+                                   : none;
+    if (!steps) continue;
+    if (params.empty() && !result.gradients.at(static_cast<size_t>(r)).empty()) {
+      check.failures.push_back("rank " + std::to_string(r) + ": ran no optimizer step");
+      continue;
+    }
+    for (const auto& [key, value] : params) {
+      const std::string where = describe(key) + " (rank " + std::to_string(r) + ")";
+      const auto grad = reference.find(key);
+      if (grad == reference.end()) {
+        check.failures.push_back(where + ": updated but has no reference gradient");
+        continue;
+      }
+      auto it = initial.find(key.layer);
+      if (it == initial.end())
+        it = initial
+                 .emplace(key.layer,
+                          init_parameters(model.layer(key.layer), key.layer, problem.seed))
+                 .first;
+      std::vector<float> expected = it->second.at(key.name).data;
+      AdamState state;
+      adam_step(expected, grad->second, state);
+      record(check, where, relative_error(value, expected), "updated parameters'");
+    }
+  }
+}
+
+}  // namespace
+
 GradientCheck check_gradients(const ExecProblem& problem, const ExecResult& result,
                               const Gradients& reference, double tolerance) {
   GradientCheck check;
@@ -86,24 +163,8 @@ GradientCheck check_gradients(const ExecProblem& problem, const ExecResult& resu
         check.failures.push_back(where + ": not in the reference");
         continue;
       }
-      double diff = 0, norm = 0;
-      for (size_t i = 0; i < grad.size(); ++i) {
-        const double d = static_cast<double>(grad[i]) - it->second[i];
-        diff += d * d;
-        norm += static_cast<double>(it->second[i]) * it->second[i];
-      }
-      const double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-      ++check.tensors_checked;
       seen[replica].insert(key);
-      if (check.worst.empty() || rel > check.max_relative_error) {
-        check.max_relative_error = rel;
-        check.worst = where;
-      }
-      if (!(rel <= tolerance)) {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.3g", rel);
-        check.failures.push_back(where + ": relative error " + buf + " > tolerance");
-      }
+      record(check, where, relative_error(grad, it->second), "gradient");
     }
   }
   for (size_t d = 0; d < schedule.samples.size(); ++d) {
@@ -113,6 +174,7 @@ GradientCheck check_gradients(const ExecProblem& problem, const ExecResult& resu
                                  " has its gradient");
     }
   }
+  check_optimizer_steps(problem, result, reference, check);
   return check;
 }
 

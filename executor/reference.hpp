@@ -32,7 +32,9 @@ struct GradientCheck {
 
 /// Compares every rank's gradients with the reference: each trainable parameter tensor of
 /// each replica must be present on some rank of that replica and within tolerance; a
-/// frozen layer must have no gradient at all.
+/// frozen layer must have no gradient at all. Where a rank's program has an OptimizerStep,
+/// its parameters' update must be one Adam step (executor/adam.hpp) with the reference
+/// gradients from their initial values, within the same tolerance.
 GradientCheck check_gradients(const ExecProblem& problem, const ExecResult& result,
                               const Gradients& reference, double tolerance = kGradientTolerance);
 

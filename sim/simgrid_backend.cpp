@@ -184,6 +184,7 @@ class Simulation {
                          boxes[i].in->set_receiver(actors[static_cast<size_t>(r)]);
                        },
                        [](const Compute&) {},
+                       [](const OptimizerStep&) {},
                    },
                    program(r)[i]);
       }
@@ -240,6 +241,10 @@ class Simulation {
                      },
                      [&](const Recv&) { receive(here, boxes[i].in); },
                      [&](const Collective& c) { ring(here, c, boxes[i]); },
+                     [&](const OptimizerStep& o) {
+                       if (o.seconds > 0) sg::this_actor::sleep_for(o.seconds);
+                       ++activities_;
+                     },
                  },
                  ops[i]);
       // A send's timing ends when its data arrives; the receiver records that.

@@ -105,7 +105,12 @@ class CudaExecutor final : public Executor {
     }
     ExecResult result;
     result.timeline.timings = gather_timings(schedule, backend.timings(), comms, compute.stream);
-    result.gradients = gather_gradients(problem, info.rank, backend, comms, compute.stream);
+    result.gradients = gather_tensors(
+        problem, info.rank, [&](const auto& layers) { return backend.gradient_tensors(layers); },
+        false, comms, compute.stream);
+    result.parameters = gather_tensors(
+        problem, info.rank, [&](const auto& layers) { return backend.parameter_tensors(layers); },
+        true, comms, compute.stream);
     return result;
   }
 
@@ -137,18 +142,26 @@ class CudaExecutor final : public Executor {
     return out;
   }
 
-  /// Every rank's gradients, on every rank: each rank packs its trainable gradients in
-  /// gradient_layout order and broadcasts them (one NCCL group), so each process returns
-  /// the same complete result and can run the gradient check itself.
-  static std::vector<Gradients> gather_gradients(const ExecProblem& problem, int rank,
-                                                 CudaRankBackend& backend, RankComms& comms,
-                                                 cudaStream_t stream) {
+  /// Every rank's gradients (or, with `after_optimizer_step`, its trainable parameters as
+  /// its optimizer step left them; none from a rank without one), on every rank: each rank
+  /// packs its tensors in gradient_layout order and broadcasts them (one NCCL group), so
+  /// each process returns the same complete result and can run the check itself.
+  template <class Tensors>
+  static std::vector<Gradients> gather_tensors(const ExecProblem& problem, int rank,
+                                               const Tensors& tensors_of, bool after_optimizer_step,
+                                               RankComms& comms, cudaStream_t stream) {
     const Schedule& schedule = *problem.schedule;
     const int n = schedule.num_ranks();
     std::vector<std::vector<std::pair<ParamKey, size_t>>> layouts;
     std::vector<DeviceMatrix> flat;
     for (int r = 0; r < n; ++r) {
-      layouts.push_back(gradient_layout(schedule, *problem.model, r));
+      const auto& program = schedule.programs[static_cast<size_t>(r)];
+      const bool stepped = std::any_of(program.begin(), program.end(), [](const Op& op) {
+        return std::holds_alternative<OptimizerStep>(op);
+      });
+      layouts.push_back(after_optimizer_step && !stepped
+                            ? std::vector<std::pair<ParamKey, size_t>>{}
+                            : gradient_layout(schedule, *problem.model, r));
       size_t floats = 0;
       for (const auto& [key, size] : layouts.back()) floats += size;
       flat.emplace_back(1, static_cast<int>(floats), stream);
@@ -157,7 +170,7 @@ class CudaExecutor final : public Executor {
     for (const auto& [key, size] : layouts[static_cast<size_t>(rank)])
       if (trainable.empty() || trainable.back() != key.layer) trainable.push_back(key.layer);
     size_t pos = 0;
-    for (const DeviceMatrix* g : backend.gradient_tensors(trainable)) {
+    for (const DeviceMatrix* g : tensors_of(trainable)) {
       LOOM_CUDA_CHECK(cudaMemcpyAsync(flat[static_cast<size_t>(rank)].data() + pos, g->data(),
                                       g->bytes(), cudaMemcpyDeviceToDevice, stream));
       pos += g->size();

@@ -3,10 +3,12 @@
 // synchronises or waits on a stream (a wait could hang behind a stuck receive).
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/errors.hpp"
+#include "executor/adam.hpp"
 #include "executor/cuda/data_ops.hpp"
 #include "kernels/cuda/check.hpp"
 
@@ -92,6 +94,15 @@ __global__ void mse_gradient_kernel(int rows, int cols, const float* y, const fl
   if (e < static_cast<long>(rows) * cols) dy[e] = (y[e] - t[e]) * scale[e / cols];
 }
 
+__global__ void adam_kernel(long n, float bias1, float bias2, const float* g, float* p, float* m,
+                            float* v) {
+  const long e = static_cast<long>(blockIdx.x) * kThreads + threadIdx.x;
+  if (e >= n) return;
+  m[e] = kAdamBeta1 * m[e] + (1.0f - kAdamBeta1) * g[e];
+  v[e] = kAdamBeta2 * v[e] + (1.0f - kAdamBeta2) * g[e] * g[e];
+  p[e] -= kAdamLr * (m[e] / bias1) / (sqrtf(v[e] / bias2) + kAdamEps);
+}
+
 unsigned blocks(long n) {
   return static_cast<unsigned>((n + kThreads - 1) / kThreads);
 }
@@ -149,6 +160,19 @@ DeviceMatrix mse_gradient(const DeviceMatrix& y, const DeviceMatrix& target,
       y.rows(), y.cols(), y.data(), target.data(), row_scale.data(), dy.data());
   LOOM_CUDA_CHECK_LAUNCH("mse_gradient_kernel");
   return dy;
+}
+
+void adam_step(DeviceMatrix& param, const DeviceMatrix& grad, DeviceMatrix& m, DeviceMatrix& v,
+               int step, cudaStream_t stream) {
+  if (param.size() != grad.size() || m.size() != param.size() || v.size() != param.size())
+    throw std::logic_error("adam_step: parameter, gradient and moments differ in size");
+  if (param.empty()) return;
+  const float bias1 = 1.0f - std::pow(kAdamBeta1, static_cast<float>(step));
+  const float bias2 = 1.0f - std::pow(kAdamBeta2, static_cast<float>(step));
+  const long n = static_cast<long>(param.size());
+  adam_kernel<<<blocks(n), kThreads, 0, stream>>>(n, bias1, bias2, grad.data(), param.data(),
+                                                  m.data(), v.data());
+  LOOM_CUDA_CHECK_LAUNCH("adam_kernel");
 }
 
 }  // namespace loom::exec::cuda

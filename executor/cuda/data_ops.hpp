@@ -25,4 +25,10 @@ DeviceMatrix resample_backward(const DeviceMatrix& dy, const std::vector<int>& i
 DeviceMatrix mse_gradient(const DeviceMatrix& y, const DeviceMatrix& target,
                           const DeviceMatrix& row_scale, cudaStream_t stream);
 
+/// One Adam step (executor/adam.hpp: the host backend's constants and formula) of `param`
+/// with `grad`, updating the moments `m` and `v` (zeros before the first step) in place;
+/// `step` counts from 1.
+void adam_step(DeviceMatrix& param, const DeviceMatrix& grad, DeviceMatrix& m, DeviceMatrix& v,
+               int step, cudaStream_t stream);
+
 }  // namespace loom::exec::cuda

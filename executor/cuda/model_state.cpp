@@ -327,4 +327,38 @@ std::vector<DeviceMatrix*> CudaModelState::gradient_tensors(const std::vector<in
   return out;
 }
 
+void CudaModelState::optimizer_step() {
+  ++optimizer_steps_;
+  for (auto& [layer, tensors] : grads_) {
+    DeviceTensors& params = params_.at(layer);
+    for (auto& [name, grad] : tensors) {
+      auto it = moments_.find({layer, name});
+      if (it == moments_.end()) {
+        it = moments_
+                 .emplace(ParamKey{layer, name},
+                          std::pair{DeviceMatrix::zeros(grad.rows(), grad.cols(), stream_),
+                                    DeviceMatrix::zeros(grad.rows(), grad.cols(), stream_)})
+                 .first;
+      }
+      adam_step(params.at(name), grad, it->second.first, it->second.second, optimizer_steps_,
+                stream_);
+    }
+  }
+}
+
+Parameters CudaModelState::trained_parameters() const {
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  Parameters out;
+  for (const auto& [layer, tensors] : grads_)
+    for (const auto& [name, m] : params_.at(layer)) out[{layer, name}] = m.download();
+  return out;
+}
+
+std::vector<DeviceMatrix*> CudaModelState::parameter_tensors(const std::vector<int>& layers) {
+  std::vector<DeviceMatrix*> out;
+  for (int l : layers)
+    for (auto& [name, m] : params_.at(l)) out.push_back(&m);
+  return out;
+}
+
 }  // namespace loom::exec::cuda

@@ -50,6 +50,12 @@ class CudaModelState {
   Gradients gradients() const;
   /// The gradient tensors of `layers` in ParamKey order: what one all-reduce sums.
   std::vector<DeviceMatrix*> gradient_tensors(const std::vector<int>& layers);
+  /// Adam (executor/adam.hpp, data_ops.hpp's kernel) on every trainable layer held here.
+  void optimizer_step();
+  /// The trainable layers' parameters (downloads; syncs).
+  Parameters trained_parameters() const;
+  /// The parameter tensors of trainable `layers` in ParamKey order (gradient_tensors').
+  std::vector<DeviceMatrix*> parameter_tensors(const std::vector<int>& layers);
 
  private:
   using DataKey = std::tuple<int, int, std::string>;  ///< (module key, microbatch, modality)
@@ -73,6 +79,8 @@ class CudaModelState {
   cudaStream_t stream_;
   LayerRunner runner_;
   std::map<int, DeviceTensors> params_, grads_;
+  std::map<ParamKey, std::pair<DeviceMatrix, DeviceMatrix>> moments_;  ///< Adam's m and v
+  int optimizer_steps_ = 0;
   std::map<EdgeKey, DeviceActivation> edges_;
   std::map<std::pair<int, int>, DeviceLayerState> states_;  ///< (microbatch, layer)
   std::map<std::pair<int, int>, std::vector<std::vector<int>>> pieces_;

@@ -209,4 +209,15 @@ Gradients CudaRankBackend::gradients() {
   return state_.gradients();
 }
 
+void CudaRankBackend::optimizer_step(int index, const OptimizerStep& /*op*/) {
+  record_start(index, compute_);
+  state_.optimizer_step();
+  stepped_ = true;
+  record_end(index, compute_);
+}
+
+Parameters CudaRankBackend::updated_parameters() {
+  return stepped_ ? state_.trained_parameters() : Parameters{};
+}
+
 }  // namespace loom::exec::cuda

@@ -38,10 +38,16 @@ class CudaRankBackend final : public RankBackend {
   void send(int index, const Send& op) override;
   void recv(int index, const Recv& op) override;
   void collective(int index, const Collective& op) override;
+  void optimizer_step(int index, const OptimizerStep& op) override;
   /// Waits until every op of the program completed (see the header comment).
   void finish();
   std::vector<OpTiming> timings() override;  ///< call after finish()
   Gradients gradients() override;            ///< call after finish()
+  Parameters updated_parameters() override;  ///< call after finish()
+  /// This rank's trainable parameters in gradient_tensors' order.
+  std::vector<DeviceMatrix*> parameter_tensors(const std::vector<int>& layers) {
+    return state_.parameter_tensors(layers);
+  }
   /// This rank's gradients flattened in the order gradient_layout() describes.
   std::vector<DeviceMatrix*> gradient_tensors(const std::vector<int>& layers) {
     return state_.gradient_tensors(layers);
@@ -66,6 +72,7 @@ class CudaRankBackend final : public RankBackend {
   CudaModelState state_;
   std::map<int, std::vector<int>> reduce_layers_;
   cudaEvent_t epoch_ = nullptr;
+  bool stepped_ = false;
   std::vector<cudaEvent_t> start_, end_;
   std::vector<cudaEvent_t> owned_;
 };

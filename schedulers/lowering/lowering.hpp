@@ -19,7 +19,10 @@
 ///                             parameters (all its chunks in one bucket), then the tied
 ///                             embedding's all-reduce between first and last stage
 ///                             (lowering/tied_embedding.hpp)
-///   7. fill_static_memory     parameters, gradients and optimizer state per rank, with
+///   7. add_optimizer_step     each rank's Adam step over the trainable parameters it
+///                             updates (its shard with ZeRO-1), memory-bound, priced by
+///                             the cost model (none under `table` costs)
+///   8. fill_static_memory     parameters, gradients and optimizer state per rank, with
 ///                             the LM head's copy of a tied embedding
 #include <vector>
 

@@ -248,6 +248,52 @@ void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
   add_embedding_allreduce(ctx, schedule, embeddings);
 }
 
+void add_optimizer_step(const Context& ctx, Schedule& schedule) {
+  const MemoryConstants& memory = ctx.problem.memory;
+  const int shards = memory.distributed_optimizer ? ctx.replicas : 1;
+  // Per parameter, a fused Adam reads and writes the fp32 optimizer state (master weights
+  // and two moments: optimizer_bytes_per_param, 12 in mixed precision, ZeRO §3.1), reads
+  // the gradient and writes the model's weight at its dtype.
+  auto bytes_per_parameter = [&](double dtype_bytes) {
+    return 2 * memory.optimizer_bytes_per_param + memory.gradient_bytes_per_param + dtype_bytes;
+  };
+  const std::vector<TiedEmbedding> embeddings = tied_embeddings(ctx.problem, ctx.programs);
+  for (int r = 0; r < ctx.programs.ranks; ++r) {
+    double parameters = 0, bytes = 0;
+    int module = 0;
+    for (int s = 0; s < ctx.num_stages(); ++s) {
+      if (!ctx.programs.holds(r, s)) continue;
+      for (const Segment& seg : ctx.stage(s).segments) {
+        for (int l = seg.first; l < seg.end; ++l) {
+          const LayerSpec& layer = ctx.model.layer(l);
+          if (layer.frozen) continue;
+          const double p = ctx.problem.cost->parameters(l) / ctx.stage_tp(s) / shards;
+          parameters += p;
+          bytes += p * bytes_per_parameter(layer.dtype_bytes);
+          module = seg.module;
+        }
+      }
+    }
+    for (const TiedEmbedding& e : embeddings) {
+      if (!e.trained ||
+          std::find(e.copy_ranks.begin(), e.copy_ranks.end(), r) == e.copy_ranks.end())
+        continue;
+      const double p = e.parameters / ctx.stage_tp(e.last_stage) / shards;
+      parameters += p;
+      bytes += p * bytes_per_parameter(ctx.model.layer(e.first_layer).dtype_bytes);
+    }
+    const double seconds = parameters > 0 ? ctx.problem.cost->optimizer_step_seconds(bytes) : 0;
+    if (seconds <= 0) continue;
+    for (int d = 0; d < ctx.replicas; ++d) {
+      schedule.programs[static_cast<size_t>(d * ctx.programs.ranks + r)].push_back(
+          OptimizerStep{.stage = first_stage_of(ctx, r),
+                        .module = module,
+                        .parameters = parameters,
+                        .seconds = seconds});
+    }
+  }
+}
+
 void fill_static_memory(const Context& ctx, Schedule& schedule) {
   const auto per_rank = static_memory_per_rank(ctx.problem, ctx.programs);
   for (int d = 0; d < ctx.replicas; ++d)

@@ -51,6 +51,7 @@ void cost_microbatches(Context& ctx, const Schedule& schedule);
 void expand_actions(const Context& ctx, Schedule& schedule);
 void add_point_to_point(const Context& ctx, Schedule& schedule);
 void add_gradient_allreduce(const Context& ctx, Schedule& schedule);
+void add_optimizer_step(const Context& ctx, Schedule& schedule);
 void fill_static_memory(const Context& ctx, Schedule& schedule);
 
 }  // namespace loom::lowering

@@ -4,6 +4,7 @@
 // backend; a schedule that drops a microbatch's backward must fail the check.
 #include <gtest/gtest.h>
 
+#include "executor/adam.hpp"
 #include "executor/host_backend.hpp"
 #include "executor/reference.hpp"
 #include "schedulers/scheduler.hpp"
@@ -160,11 +161,49 @@ TEST(GradientCheck, SplitBackwardDefersWeightGradients) {
       w.pass = Pass::kW;
       deferred.push_back(w);
     }
-    // W ops after the program's last message, before its collectives (none at dp 1).
-    program.insert(program.end(), deferred.begin(), deferred.end());
+    // W ops after the program's last message, before its optimizer step (and collectives:
+    // none at dp 1).
+    auto tail = program.end();
+    while (tail != program.begin() && !std::holds_alternative<Compute>(*(tail - 1)) &&
+           !std::holds_alternative<Send>(*(tail - 1)) && !std::holds_alternative<Recv>(*(tail - 1)))
+      --tail;
+    program.insert(tail, deferred.begin(), deferred.end());
   }
   const GradientCheck c = run_and_check(*study, &split);
   EXPECT_TRUE(c.passed()) << failures(c);
+}
+
+}  // namespace
+}  // namespace loom::exec
+
+namespace loom::exec {
+namespace {
+
+TEST(GradientCheck, TheOptimizerStepIsRealAdamAndAMissedOrDoubledStepFails) {
+  const auto study = host_study({"model.modules.llm.frozen=false"});
+  const ExecProblem p = problem_of(*study);
+  const ExecResult result = make_host_executor()->run(p, {});
+  const Gradients reference = reference_gradients(p, {});
+  const GradientCheck good = check_gradients(p, result, reference);
+  ASSERT_TRUE(good.passed()) << failures(good);
+  ASSERT_FALSE(result.parameters.at(0).empty());  // the lowering gave every rank a step
+
+  ExecResult missed = result;
+  missed.parameters[0].clear();
+  const GradientCheck m = check_gradients(p, missed, reference);
+  EXPECT_FALSE(m.passed());
+  EXPECT_NE(failures(m).find("rank 0: ran no optimizer step"), std::string::npos) << failures(m);
+
+  ExecResult doubled = result;
+  // A second step from fresh moments moves every weight by about lr again.
+  for (auto& [key, value] : doubled.parameters[0]) {
+    AdamState fresh;
+    adam_step(value, result.gradients[0].at(key), fresh);
+  }
+  const GradientCheck d = check_gradients(p, doubled, reference);
+  EXPECT_FALSE(d.passed());
+  EXPECT_NE(failures(d).find("updated parameters' relative error"), std::string::npos)
+      << failures(d);
 }
 
 }  // namespace

@@ -151,8 +151,11 @@ TEST(Chimera, EveryRankHoldsTwoStagesAndAllReducesWithTheOtherCopy) {
     const StaticMemory& b = ofob->schedule.static_memory[static_cast<size_t>(p - 1 - r)];
     EXPECT_DOUBLE_EQ(mine.parameters, a.parameters + b.parameters) << "rank " << r;
     EXPECT_DOUBLE_EQ(mine.gradients, a.gradients + b.gradients) << "rank " << r;
-    // One all-reduce at the end, between the two copies (dp = 1: only them).
-    const auto* c = std::get_if<Collective>(&s.programs[static_cast<size_t>(r)].back());
+    // One all-reduce at the end (before the optimizer step), between the two copies
+    // (dp = 1: only them).
+    const auto& program = s.programs[static_cast<size_t>(r)];
+    ASSERT_TRUE(std::holds_alternative<OptimizerStep>(program.back())) << "rank " << r;
+    const auto* c = std::get_if<Collective>(&program[program.size() - 2]);
     ASSERT_NE(c, nullptr) << "rank " << r;
     EXPECT_EQ(c->kind, CollectiveKind::kAllReduce);
     std::vector<int> group = s.groups[static_cast<size_t>(c->group)];
