@@ -24,4 +24,10 @@ StaticMemory layer_state_bytes(const CostModel& cost, const Model& model, int la
                                const MemoryConstants& memory, int data_parallel,
                                bool trained = true);
 
+/// Bytes an optimizer step moves through GPU memory to update `parameters` parameters
+/// whose weights are `dtype_bytes` wide: a fused Adam reads and writes the fp32 optimizer
+/// state (master weights and two moments, MemoryConstants::optimizer_bytes_per_param: 12
+/// in mixed precision, ZeRO §3.1), reads the gradient and writes the weight.
+double optimizer_step_bytes(double parameters, double dtype_bytes, const MemoryConstants& memory);
+
 }  // namespace loom

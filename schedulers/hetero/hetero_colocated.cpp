@@ -60,6 +60,7 @@ class Colocated {
         s.boundary ? emit_boundary(r, s) : emit_compute(r, s);
     }
     emit_gradient_allreduce();
+    add_optimizer_steps(p_, schedule_);
     return std::move(schedule_);
   }
 

@@ -256,6 +256,31 @@ StaticMemory shard_static_memory(const SchedulingProblem& problem, const std::ve
   return mem;
 }
 
+void add_optimizer_steps(const SchedulingProblem& problem, Schedule& schedule) {
+  const MemoryConstants& memory = problem.memory;
+  const Model& model = *problem.model;
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    const StaticMemory& state = schedule.static_memory[static_cast<size_t>(r)];
+    const double updated = memory.optimizer_bytes_per_param > 0
+                               ? state.optimizer / memory.optimizer_bytes_per_param
+                               : state.gradients / std::max(memory.gradient_bytes_per_param, 1.0);
+    if (updated <= 0) continue;
+    // Label and weight width from the rank's last computation that trains weights.
+    auto& program = schedule.programs[static_cast<size_t>(r)];
+    const Compute* last = nullptr;
+    for (const Op& op : program) {
+      const auto* c = std::get_if<Compute>(&op);
+      if (c && !c->redundant && c->weight_grad_s > 0) last = c;
+    }
+    if (!last) continue;
+    const double seconds = problem.cost->optimizer_step_seconds(
+        optimizer_step_bytes(updated, model.layer(last->first_layer).dtype_bytes, memory));
+    if (seconds <= 0) continue;
+    program.push_back(OptimizerStep{
+        .stage = last->stage, .module = last->module, .parameters = updated, .seconds = seconds});
+  }
+}
+
 double gradient_bytes(const SchedulingProblem& problem, const std::vector<int>& layers, int tp) {
   double bytes = 0;
   for (int l : layers) {

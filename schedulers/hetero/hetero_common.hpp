@@ -85,6 +85,12 @@ double boundary_bytes_per_sample(const SchedulingProblem& problem, int last_laye
 StaticMemory shard_static_memory(const SchedulingProblem& problem, const std::vector<int>& layers,
                                  const ModuleLayout& layout);
 
+/// Appends each GPU's optimizer step (the OptimizerStep the one lowering adds in its pass
+/// 7) after its gradient all-reduces: Adam over the trainable parameters whose optimizer
+/// state the GPU holds (static memory: its shard under parallel.distributed_optimizer),
+/// priced by the cost model; none where it prices none.
+void add_optimizer_steps(const SchedulingProblem& problem, Schedule& schedule);
+
 /// Trainable parameters among `layers`, per GPU of a TP group, in gradient bytes.
 double gradient_bytes(const SchedulingProblem& problem, const std::vector<int>& layers, int tp);
 

@@ -57,6 +57,7 @@ class NonColocated {
       }
     }
     emit_gradient_allreduce();
+    add_optimizer_steps(p_, schedule_);
     return std::move(schedule_);
   }
 

@@ -251,12 +251,6 @@ void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
 void add_optimizer_step(const Context& ctx, Schedule& schedule) {
   const MemoryConstants& memory = ctx.problem.memory;
   const int shards = memory.distributed_optimizer ? ctx.replicas : 1;
-  // Per parameter, a fused Adam reads and writes the fp32 optimizer state (master weights
-  // and two moments: optimizer_bytes_per_param, 12 in mixed precision, ZeRO §3.1), reads
-  // the gradient and writes the model's weight at its dtype.
-  auto bytes_per_parameter = [&](double dtype_bytes) {
-    return 2 * memory.optimizer_bytes_per_param + memory.gradient_bytes_per_param + dtype_bytes;
-  };
   const std::vector<TiedEmbedding> embeddings = tied_embeddings(ctx.problem, ctx.programs);
   for (int r = 0; r < ctx.programs.ranks; ++r) {
     double parameters = 0, bytes = 0;
@@ -269,7 +263,7 @@ void add_optimizer_step(const Context& ctx, Schedule& schedule) {
           if (layer.frozen) continue;
           const double p = ctx.problem.cost->parameters(l) / ctx.stage_tp(s) / shards;
           parameters += p;
-          bytes += p * bytes_per_parameter(layer.dtype_bytes);
+          bytes += optimizer_step_bytes(p, layer.dtype_bytes, memory);
           module = seg.module;
         }
       }
@@ -280,7 +274,7 @@ void add_optimizer_step(const Context& ctx, Schedule& schedule) {
         continue;
       const double p = e.parameters / ctx.stage_tp(e.last_stage) / shards;
       parameters += p;
-      bytes += p * bytes_per_parameter(ctx.model.layer(e.first_layer).dtype_bytes);
+      bytes += optimizer_step_bytes(p, ctx.model.layer(e.first_layer).dtype_bytes, memory);
     }
     const double seconds = parameters > 0 ? ctx.problem.cost->optimizer_step_seconds(bytes) : 0;
     if (seconds <= 0) continue;
