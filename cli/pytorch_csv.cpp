@@ -33,8 +33,11 @@ std::string comm_action(const Op& op) {
                    std::to_string(r.tag.microbatch);
           },
           [](const Collective& c) {
-            return c.kind == CollectiveKind::kAllReduce ? std::to_string(c.stage) + "REDUCE_GRAD"
-                                                        : std::string();
+            // PyTorch's REDUCE_GRAD is a stage's data-parallel reduction; the tied
+            // embedding's all-reduce is the training loop's business there.
+            return c.kind == CollectiveKind::kAllReduce && !c.tied_embedding
+                       ? std::to_string(c.stage) + "REDUCE_GRAD"
+                       : std::string();
           },
           // PyTorch's actions have no optimizer step: the training loop runs it after.
           [](const OptimizerStep&) { return std::string(); },

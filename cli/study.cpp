@@ -155,6 +155,7 @@ void plan_replicas(Study& study, int replicas) {
   const Config& c = study.config;
   SchedulingProblem& p = study.problem;
   p.parallel.dp = replicas;
+  p.replica_fold = c.parallel.dp / replicas;
   Config sized = c;
   sized.parallel.dp = replicas;
   check_plan_size(sized);

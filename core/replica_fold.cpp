@@ -67,8 +67,9 @@ std::string describe_op(int replica, int rank, size_t index) {
          std::to_string(index) + " differs from replica 0's";
 }
 
-/// `op` of a rank in replica d equals `base` of replica 0 with peers shifted by `shift`.
-bool same_shifted(const Op& op, const Op& base, int shift) {
+/// `op` of a rank in replica d equals `base` of replica 0 with peers shifted by `shift`; a
+/// collective on a group inside one replica (a tied embedding's) on the shifted group.
+bool same_shifted(const Schedule& schedule, const Op& op, const Op& base, int shift) {
   if (op.index() != base.index()) return false;
   return std::visit(Overloaded{
                         [&](const Compute& c) { return c == std::get<Compute>(base); },
@@ -82,7 +83,19 @@ bool same_shifted(const Op& op, const Op& base, int shift) {
                           b.peer += shift;
                           return r == b;
                         },
-                        [&](const Collective& c) { return c == std::get<Collective>(base); },
+                        [&](const Collective& c) {
+                          Collective b = std::get<Collective>(base);
+                          if (c.group != b.group && schedule.group_in_one_replica(c.group) &&
+                              schedule.group_in_one_replica(b.group)) {
+                            std::vector<int> shifted =
+                                schedule.groups[static_cast<size_t>(b.group)];
+                            for (int& m : shifted) m += shift;
+                            if (shifted != schedule.groups[static_cast<size_t>(c.group)])
+                              return false;
+                            b.group = c.group;
+                          }
+                          return c == b;
+                        },
                         [&](const OptimizerStep& o) { return o == std::get<OptimizerStep>(base); },
                     },
                     op);
@@ -120,12 +133,13 @@ std::string replica_asymmetry(const Schedule& s) {
       if (program.size() != base_program.size())
         return describe_op(d, static_cast<int>(r), std::min(program.size(), base_program.size()));
       for (size_t k = 0; k < program.size(); ++k) {
-        if (!same_shifted(program[k], base_program[k], d * per))
+        if (!same_shifted(s, program[k], base_program[k], d * per))
           return describe_op(d, static_cast<int>(r), k);
       }
     }
   }
   for (size_t g = 0; g < s.groups.size(); ++g) {
+    if (s.group_in_one_replica(static_cast<int>(g))) continue;  // compared through the ops
     const auto& members = s.groups[g];
     bool one_per_replica = members.size() == static_cast<size_t>(replicas);
     for (int d = 0; one_per_replica && d < replicas; ++d)

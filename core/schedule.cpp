@@ -81,6 +81,16 @@ std::string to_string(const Op& op, const Schedule& schedule) {
       op);
 }
 
+bool Schedule::group_in_one_replica(int group) const {
+  const auto& members = groups.at(static_cast<size_t>(group));
+  for (int m : members) {
+    if (ranks.at(static_cast<size_t>(m)).replica !=
+        ranks.at(static_cast<size_t>(members[0])).replica)
+      return false;
+  }
+  return true;
+}
+
 int ring_steps(CollectiveKind kind, int members) {
   if (members <= 1) return 0;
   return kind == CollectiveKind::kAllReduce ? 2 * (members - 1) : members - 1;

@@ -118,6 +118,10 @@ struct Collective {
   int stage = 0;  ///< the stage whose data is reduced (for labels)
   int module = 0;
   double bytes = 0;  ///< the full buffer size per member
+  /// An all-reduce of a tied embedding's gradients between the ranks holding its copies
+  /// (schedulers/lowering/tied_embedding.hpp), not of the layers' gradients: the executors
+  /// sum no layer into it, and its group lies inside one replica.
+  bool tied_embedding = false;
   bool operator==(const Collective&) const = default;
 };
 
@@ -178,9 +182,14 @@ struct Schedule {
   int replica_fold = 1;
 
   int num_ranks() const { return static_cast<int>(programs.size()); }
-  /// Ranks a collective group's ring runs over (its members, times the fold).
+  /// Whether every member of the group is in one data-parallel replica (a tied
+  /// embedding's all-reduce; with one replica, every group).
+  bool group_in_one_replica(int group) const;
+  /// Ranks a collective group's ring runs over: its members, times the fold for a group
+  /// that spans the replicas (one inside a replica is that replica's alone).
   int ring_size(int group) const {
-    return static_cast<int>(groups[static_cast<size_t>(group)].size()) * replica_fold;
+    const int members = static_cast<int>(groups[static_cast<size_t>(group)].size());
+    return replica_fold > 1 && !group_in_one_replica(group) ? members * replica_fold : members;
   }
   size_t num_ops() const;
   /// Field by field (ops compare exactly, MessageTag by its producer()): what the text
@@ -210,6 +219,11 @@ int op_stage(const Op& op);
 int op_module(const Op& op);
 /// Microbatch of the op; collectives and optimizer steps belong to none.
 std::optional<int> op_microbatch(const Op& op);
+/// Work that occupies the rank's GPU for its `seconds` (Compute, OptimizerStep): busy
+/// time, and the compute lane of a trace.
+inline bool occupies_rank(const Op& op) {
+  return std::holds_alternative<Compute>(op) || std::holds_alternative<OptimizerStep>(op);
+}
 /// "F","B","I","W","send","recv","allreduce","allgather","optimizer"
 const char* op_kind_name(const Op& op);
 

@@ -44,7 +44,10 @@ std::string op_line(const Op& op, const Schedule& s) {
           },
           [&](const Send& x) { line += module_field(x.module, s) + field("bytes", x.bytes); },
           [&](const Recv& x) { line += module_field(x.module, s) + field("bytes", x.bytes); },
-          [&](const Collective& x) { line += module_field(x.module, s) + field("bytes", x.bytes); },
+          [&](const Collective& x) {
+            line += module_field(x.module, s) + field("bytes", x.bytes);
+            if (x.tied_embedding) line += " tied_embedding=1";
+          },
           [&](const OptimizerStep& x) {
             line += module_field(x.module, s) + field("parameters", x.parameters) +
                     field("seconds", x.seconds);

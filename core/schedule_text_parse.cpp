@@ -279,11 +279,7 @@ class OpReader {
     c.seconds = in_.real_field(line_, f, "seconds", true);
     c.activation_bytes = in_.real_field(line_, f, "activation", false);
     c.weight_grad_s = in_.real_field(line_, f, "weight_grad", false);
-    if (const auto it = f.find("release"); it != f.end()) {
-      if (it->second.text != "1" && it->second.text != "0")
-        in_.fail(line_, it->second, "release takes 0 or 1");
-      c.releases_activation = it->second.text == "1";
-    }
+    c.releases_activation = flag(f, "release");
     return c;
   }
 
@@ -331,10 +327,20 @@ class OpReader {
                "group " + std::to_string(c.group) + " does not exist (the schedule has " +
                    std::to_string(s_.groups.size()) + " groups)");
     }
-    const Fields f = in_.fields(line_, 1, {"module", "bytes"});
+    const Fields f = in_.fields(line_, 1, {"module", "bytes", "tied_embedding"});
     c.module = module_field(f);
     c.bytes = in_.real_field(line_, f, "bytes", true);
+    c.tied_embedding = flag(f, "tied_embedding");
     return c;
+  }
+
+  /// An optional 0/1 field; absent is 0.
+  bool flag(const Fields& f, const char* key) const {
+    const auto it = f.find(key);
+    if (it == f.end()) return false;
+    if (it->second.text != "1" && it->second.text != "0")
+      in_.fail(line_, it->second, std::string(key) + " takes 0 or 1");
+    return it->second.text == "1";
   }
 
   Op optimizer_step() {

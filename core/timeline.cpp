@@ -119,8 +119,7 @@ Metrics compute_metrics(const Schedule& schedule, const Timeline& timeline) {
     rm.rank = r;
     const auto& program = schedule.programs[static_cast<size_t>(r)];
     for (size_t i = 0; i < program.size(); ++i) {
-      if (std::holds_alternative<Compute>(program[i]) ||
-          std::holds_alternative<OptimizerStep>(program[i])) {
+      if (occupies_rank(program[i])) {
         const OpTiming& t = timeline.timings[static_cast<size_t>(r)][i];
         rm.busy_s += t.end_s - t.start_s;
       }
@@ -205,7 +204,7 @@ std::vector<std::vector<int>> trace_threads(const Schedule& schedule, const Time
     const auto& program = schedule.programs[static_cast<size_t>(r)];
     std::vector<std::int64_t> lane_free_ns;  // per send lane: when its last send ends
     for (size_t i = 0; i < program.size(); ++i) {
-      int tid = std::holds_alternative<Compute>(program[i]) ? 0 : 1;
+      int tid = occupies_rank(program[i]) ? 0 : 1;
       if (std::holds_alternative<Send>(program[i])) {
         const OpTiming& t = timeline.timings[static_cast<size_t>(r)][i];
         const std::int64_t start = std::llround(t.start_s * 1e9), end = std::llround(t.end_s * 1e9);

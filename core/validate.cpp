@@ -56,11 +56,10 @@ bool same_action(const Op& op, const Compute& first) {
          c->microbatch == first.microbatch;
 }
 
-/// An overlapped pair is its F's computes, then at once its B's computes (another
-/// microbatch): the lowering groups the pair's messages around it, so nothing comes between.
-/// A rank steps its optimizer at most once, after every computation of the iteration (its
-/// gradients are final then), and either every rank that computes a weight gradient steps
-/// or none does: a schedule that skips a rank's step trains that rank's layers not at all.
+/// A rank steps its optimizer at most once, after every computation and collective of the
+/// iteration (its gradients are computed and reduced then), and either every rank that computes a
+/// weight gradient steps or none does: a schedule that skips a rank's step trains that rank's
+/// layers not at all.
 void check_optimizer_steps(const Schedule& schedule) {
   bool any = false;
   for (const auto& program : schedule.programs) {
@@ -76,6 +75,8 @@ void check_optimizer_steps(const Schedule& schedule) {
       if (std::holds_alternative<OptimizerStep>(op)) {
         ++steps;
         step_at = i;
+      } else if (std::holds_alternative<Collective>(op)) {
+        last_compute = i;
       } else if (const auto* c = std::get_if<Compute>(&op)) {
         last_compute = i;
         trains = trains || (!c->redundant && c->pass != Pass::kF && c->weight_grad_s > 0);
@@ -85,9 +86,9 @@ void check_optimizer_steps(const Schedule& schedule) {
       throw InfeasibleError("rank " + std::to_string(r) + " steps its optimizer " +
                             std::to_string(steps) + " times (once per iteration)");
     if (steps == 1 && step_at < last_compute)
-      throw InfeasibleError("optimizer step before the last computation at " +
+      throw InfeasibleError("optimizer step before the last computation or reduction at " +
                             describe(schedule, r, step_at) +
-                            "\n  it must come after every backward of the iteration");
+                            "\n  it must come after every backward and gradient all-reduce");
     if (steps == 0 && trains)
       throw InfeasibleError("rank " + std::to_string(r) +
                             " computes weight gradients but never steps its optimizer, and "
@@ -95,6 +96,8 @@ void check_optimizer_steps(const Schedule& schedule) {
   }
 }
 
+/// An overlapped pair is its F's computes, then at once its B's computes (another
+/// microbatch): the lowering groups the pair's messages around it, so nothing comes between.
 void check_overlapped_pairs(const Schedule& schedule) {
   for (int r = 0; r < schedule.num_ranks(); ++r) {
     const auto& program = schedule.programs[static_cast<size_t>(r)];
@@ -299,6 +302,8 @@ void check_acyclic(const Schedule& schedule) {
       }
     }
   }
+  if (edges.size() >= std::numeric_limits<std::uint32_t>::max())
+    throw InfeasibleError("schedule too large to check for deadlocks (over 4 G dependencies)");
   using Graph = boost::compressed_sparse_row_graph<boost::directedS, boost::no_property,
                                                    boost::no_property, boost::no_property, Vertex>;
   const Graph g(boost::edges_are_unsorted_multi_pass, edges.begin(), edges.end(),

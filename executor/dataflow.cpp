@@ -26,6 +26,7 @@ std::map<int, std::vector<int>> allreduce_layers(const Schedule& schedule, const
     const auto* c = std::get_if<Collective>(&program[i]);
     if (!c || c->kind != CollectiveKind::kAllReduce) continue;
     out[static_cast<int>(i)];
+    if (c->tied_embedding) continue;  // the host math has no embedding: it sums nothing
     if (module_op.try_emplace(c->module, static_cast<int>(i)).second)
       bucket_op = static_cast<int>(i);
   }

@@ -23,11 +23,10 @@ using loom::LayerGraph;
 
 /// Which layers' gradients each all-reduce of a rank sums: the trainable layers of the
 /// op's module this rank computes (its non-redundant forwards), at the module's first
-/// all-reduce on this rank (the data-parallel one); trainable layers of a module without
-/// an all-reduce of its own join the last of those first all-reduces (a stage that spans
-/// projector and LLM reduces both in one bucket). A later all-reduce of the same module is the tied
-/// embedding's (schedulers/lowering/tied_embedding.hpp): the host math has no embedding,
-/// so it sums none of the layers. Keyed by op index.
+/// all-reduce on this rank; trainable layers of a module without an all-reduce of its own
+/// join the last of those (a stage that spans projector and LLM reduces both in one
+/// bucket). A tied-embedding all-reduce (Collective::tied_embedding) sums none of them:
+/// the executors' math has no embedding. Keyed by op index.
 std::map<int, std::vector<int>> allreduce_layers(const Schedule& schedule, const Model& model,
                                                  int rank);
 

@@ -28,6 +28,12 @@ struct SchedulingProblem {
   /// (disttrain, omnibal): assignment[replica][microbatch] -> indices into `samples`
   /// (microbatches may differ in size). Empty = in order, microbatch_size each.
   std::vector<std::vector<std::vector<int>>> assignment;
+  /// Symmetric folding (core/replica_fold.hpp): each of the parallel.dp replicas planned
+  /// stands for this many of the job's. What shards over the data-parallel group (ZeRO-1's
+  /// optimizer state) shards over all parallel.dp x replica_fold of them.
+  int replica_fold = 1;
+  /// The job's data-parallel degree.
+  int data_parallel() const { return parallel.dp * replica_fold; }
 };
 
 using SchedulerFn = Schedule (*)(const SchedulingProblem&);

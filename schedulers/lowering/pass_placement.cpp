@@ -1,5 +1,5 @@
-// Passes 1, 2, 6 and 7: where ranks run, which samples each microbatch holds, the
-// data-parallel gradient reduction and the static memory of every rank.
+// Passes 1, 2, 6, 7 and 8: where ranks run, which samples each microbatch holds, the
+// gradient reductions, the optimizer step and the static memory of every rank.
 #include <algorithm>
 #include <functional>
 
@@ -217,13 +217,16 @@ void add_embedding_allreduce(const Context& ctx, Schedule& schedule,
       for (int r : e.group) members.push_back(d * ctx.programs.ranks + r);
       const int group = static_cast<int>(schedule.groups.size());
       schedule.groups.push_back(members);
-      for (int member : members) {
-        schedule.programs[static_cast<size_t>(member)].push_back(
+      for (int r : e.group) {
+        // Labelled with the stage of the embedding's copy this rank holds.
+        const int stage = ctx.programs.holds(r, e.last_stage) ? e.last_stage : e.first_stage;
+        schedule.programs[static_cast<size_t>(d * ctx.programs.ranks + r)].push_back(
             Collective{.kind = CollectiveKind::kAllReduce,
                        .group = group,
-                       .stage = e.last_stage,
+                       .stage = stage,
                        .module = e.module,
-                       .bytes = e.parameters * grad_bytes / ctx.stage_tp(e.last_stage)});
+                       .bytes = e.parameters * grad_bytes / ctx.stage_tp(e.last_stage),
+                       .tied_embedding = true});
       }
     }
   }
@@ -250,7 +253,7 @@ void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
 
 void add_optimizer_step(const Context& ctx, Schedule& schedule) {
   const MemoryConstants& memory = ctx.problem.memory;
-  const int shards = memory.distributed_optimizer ? ctx.replicas : 1;
+  const int shards = memory.distributed_optimizer ? ctx.problem.data_parallel() : 1;
   const std::vector<TiedEmbedding> embeddings = tied_embeddings(ctx.problem, ctx.programs);
   for (int r = 0; r < ctx.programs.ranks; ++r) {
     double parameters = 0, bytes = 0;
@@ -311,7 +314,7 @@ std::vector<StaticMemory> static_memory_per_rank(const SchedulingProblem& proble
     auto add = [&](const Segment& seg, bool trained) {
       for (int l = seg.first; l < seg.end; ++l) {
         stage += layer_state_bytes(*problem.cost, model, l, stage_tp(spec), problem.memory,
-                                   problem.parallel.dp, trained);
+                                   problem.data_parallel(), trained);
       }
     };
     // A redundant copy holds the weights; only the real copy is trained. A successor copy
@@ -330,7 +333,7 @@ std::vector<StaticMemory> static_memory_per_rank(const SchedulingProblem& proble
     for (int r : e.copy_ranks) {
       per_rank[static_cast<size_t>(r)] += parameter_state_bytes(
           e.parameters / stage_tp(head), model.layer(e.first_layer).dtype_bytes, problem.memory,
-          problem.parallel.dp, e.trained);
+          problem.data_parallel(), e.trained);
     }
   }
   return per_rank;

@@ -15,6 +15,17 @@ int stage_owning(const PipelinePrograms& programs, int layer) {
   return -1;
 }
 
+/// Whether a stage on rank r holds a successor copy (Bamboo) of `layer`.
+bool holds_successor_copy(const PipelinePrograms& programs, int r, int layer) {
+  for (size_t s = 0; s < programs.stages.size(); ++s) {
+    if (!programs.holds(r, static_cast<int>(s))) continue;
+    for (const Segment& seg : programs.stages[s].successor_copy) {
+      if (layer >= seg.first && layer < seg.end) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<TiedEmbedding> tied_embeddings(const SchedulingProblem& problem,
@@ -36,13 +47,18 @@ std::vector<TiedEmbedding> tied_embeddings(const SchedulingProblem& problem,
                     .last_stage = stage_owning(programs, last),
                     .trained = !model.layer(first).frozen};
     if (e.parameters <= 0 || e.first_stage < 0 || e.last_stage < 0) continue;
+    bool split = false;  // some rank runs the head without the embedding's own stage
     for (int r = 0; r < programs.ranks; ++r) {
       const bool head = programs.holds(r, e.last_stage);
       const bool embedding = programs.holds(r, e.first_stage);
-      if (head && !embedding) e.copy_ranks.push_back(r);
+      split = split || (head && !embedding);
+      // Bamboo's last stage holds stage 0's whole model state as its successor copy: the
+      // embedding is already there, so it keeps no second copy (it still reduces).
+      if (head && !embedding && !holds_successor_copy(programs, r, first))
+        e.copy_ranks.push_back(r);
       if (head || embedding) e.group.push_back(r);
     }
-    if (e.copy_ranks.empty()) continue;
+    if (!split) continue;
     out.push_back(std::move(e));
   }
   return out;

@@ -5,8 +5,9 @@
 /// different ranks, the head's rank keeps a copy of the embedding (weights, gradients and
 /// optimizer state), and after the backward the copies' gradients are all-reduced over the
 /// ranks that hold either stage (Megatron-LM's "embedding group"), so both stay equal.
-/// The lowering charges the copy's memory (pass 7), adds its gradients to the copy
-/// holder's data-parallel all-reduce, and adds the embedding all-reduce (pass 6).
+/// The lowering charges the copy's memory (pass 8), adds its gradients to the copy
+/// holder's data-parallel all-reduce and its update to its optimizer step (pass 7), and
+/// adds the embedding all-reduce (pass 6).
 #include <vector>
 
 #include "schedulers/lowering/programs.hpp"
@@ -21,15 +22,16 @@ struct TiedEmbedding {
   int first_stage = 0;    ///< holds the embedding (the module's first layer)
   int last_stage = 0;     ///< runs the LM head (the module's last layer)
   bool trained = true;    ///< the embedding is not frozen: it has gradients to reduce
-  /// Ranks of one replica that keep a copy: they hold the last stage but not the first.
+  /// Ranks of one replica that keep a copy: they hold the last stage but not the first
+  /// (nor, as Bamboo's last stage does, a successor copy of it).
   std::vector<int> copy_ranks = {};
   /// Ranks of one replica holding either stage, ascending: the embedding all-reduce's
-  /// members (empty when no rank keeps a copy).
+  /// members.
   std::vector<int> group = {};
 };
 
-/// Every tied embedding of the model under the programs' placement whose LM head lives on
-/// a rank without the embedding (none with one pipeline stage).
+/// Every tied embedding of the model under the programs' placement whose LM head runs on
+/// a rank without the embedding's stage (none with one pipeline stage).
 std::vector<TiedEmbedding> tied_embeddings(const SchedulingProblem& problem,
                                            const PipelinePrograms& programs);
 

@@ -179,6 +179,21 @@ TEST(GradientCheck, SplitBackwardDefersWeightGradients) {
 namespace loom::exec {
 namespace {
 
+TEST(GradientCheck, ATiedEmbeddingAllReduceAtOneReplicaSumsNoLayers) {
+  // dp 1: the tied embedding's all-reduce (first and last stage) is the ranks' only one;
+  // it must not sum the two stages' different layers into each other.
+  const auto study = host_study({"model.modules.llm.frozen=false", "model.modules.llm.vocab=1000"});
+  bool tied = false;
+  for (const auto& program : study->schedule.programs) {
+    for (const Op& op : program) {
+      if (const auto* c = std::get_if<Collective>(&op)) tied = tied || c->tied_embedding;
+    }
+  }
+  ASSERT_TRUE(tied);
+  const GradientCheck c = run_and_check(*study);
+  EXPECT_TRUE(c.passed()) << failures(c);
+}
+
 TEST(GradientCheck, TheOptimizerStepIsRealAdamAndAMissedOrDoubledStepFails) {
   const auto study = host_study({"model.modules.llm.frozen=false"});
   const ExecProblem p = problem_of(*study);

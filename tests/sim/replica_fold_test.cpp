@@ -101,6 +101,28 @@ TEST(ReplicaFold, AgreesOnTheThousandGpuBenchConfig) {
   EXPECT_EQ(study->fold.describe(), "simulated 2 of 64 replicas; symmetric");
 }
 
+TEST(ReplicaFold, TiedEmbeddingsAndTheDistributedOptimizerFoldExactly) {
+  // Megatron's GPT at 32 replicas: each replica's embedding all-reduce is a group inside
+  // it (folded on the shifted group, its ring not widened by the fold), and ZeRO-1 shards
+  // the optimizer state and step over all 32 replicas, not the 2 simulated.
+  const std::string path = test::source_path("validation/megatron-narayanan-2021/n1-39.1b.toml");
+  const std::vector<std::string> zero1 = {"parallel.distributed_optimizer=true"};
+  const auto folded = prepare_study(path, zero1, Folding::kAllowed);
+  const auto whole = prepare_study(path, zero1, Folding::kOff);
+  ASSERT_TRUE(folded->fold.folded()) << folded->fold.describe();
+  const Metrics mf =
+      compute_metrics(folded->schedule, evaluate(folded->schedule, folded->config.cluster));
+  const Metrics mw =
+      compute_metrics(whole->schedule, evaluate(whole->schedule, whole->config.cluster));
+  EXPECT_NEAR(mf.iteration_time_s / mw.iteration_time_s, 1.0, 1e-9);
+  for (size_t r = 0; r < mf.per_rank.size(); ++r)
+    EXPECT_EQ(mf.per_rank[r].peak_memory_bytes, mw.per_rank[r].peak_memory_bytes) << r;
+  const double sim_folded = iteration_time(path, zero1, "simgrid");
+  std::vector<std::string> unfolded = zero1;
+  unfolded.push_back("sim.fold=false");
+  EXPECT_NEAR(sim_folded / iteration_time(path, unfolded, "simgrid"), 1.0, 1e-3);
+}
+
 TEST(ReplicaFold, AFailoverInEveryReplicaStaysSymmetricAndExact) {
   // A failure in `loom sim` is Bamboo's failover (schedule.failed_over), which every replica
   // runs alike: folding stays on, and must still give the unfolded answer.

@@ -50,6 +50,8 @@ TEST(TiedEmbedding, TheHeadsStageKeepsACopyAndTheCopiesAreAllReducedPerReplica) 
       // Then the embedding all-reduce, over this replica's first and last stage.
       EXPECT_EQ(s.groups[static_cast<size_t>(reduces[1]->group)], (std::vector<int>{first, last}));
       EXPECT_DOUBLE_EQ(reduces[1]->bytes, kEmbeddingGradientBytes);
+      EXPECT_TRUE(reduces[1]->tied_embedding);
+      EXPECT_FALSE(reduces[0]->tied_embedding);
     }
   }
   // The copy's weights are the difference between a stage and its 24 layers.
@@ -76,6 +78,20 @@ TEST(TiedEmbedding, InterleavedStagesReduceBetweenTheFirstAndLastRankOnly) {
       EXPECT_EQ(s.groups[static_cast<size_t>(reduces[1]->group)], (std::vector<int>{0, 3}));
     }
   }
+}
+
+TEST(TiedEmbedding, BamboosLastStageUsesItsSuccessorCopyOfTheEmbedding) {
+  // Bamboo: every rank also holds its ring successor's model state, and the last stage's
+  // successor is stage 0 with the embedding: no second copy there, but still the reduce.
+  const auto study = gpt({"schedule.name=bamboo", "parallel.pp=4", "cluster.nodes=8",
+                          "schedule.stage_layers=[12,12,12,12]"});
+  const Schedule& s = study->schedule;
+  // Rank 0: stage 0 (embedding) + a copy of stage 1; rank 3: stage 3 + a copy of stage 0.
+  EXPECT_DOUBLE_EQ(s.static_memory[0].parameters, s.static_memory[3].parameters);
+  const auto reduces = all_reduces(s, 3);
+  ASSERT_FALSE(reduces.empty());
+  EXPECT_TRUE(reduces.back()->tied_embedding);
+  EXPECT_EQ(s.groups[static_cast<size_t>(reduces.back()->group)], (std::vector<int>{0, 3}));
 }
 
 TEST(TiedEmbedding, AFrozenEmbeddingsCopyHoldsWeightsOnlyAndIsNotReduced) {
