@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "cli/study.hpp"
 
@@ -17,6 +18,15 @@ inline std::string source_path(const std::string& relative) {
 inline std::unique_ptr<Study> example(const std::string& name,
                                       const std::vector<std::string>& overrides = {}) {
   return prepare_study(source_path("configs/examples/" + name), overrides);
+}
+
+/// Narayanan et al.'s 39.1B Megatron GPT (validation/megatron-narayanan-2021: TP 8 x PP
+/// 2, tied embedding of 51,200 x 8,192, analytical costs) shrunk to two replicas of four
+/// microbatches: the lowering's Megatron features on a real model, planned in milliseconds.
+inline std::unique_ptr<Study> megatron_gpt(std::vector<std::string> overrides = {}) {
+  overrides.insert(overrides.begin(),
+                   {"parallel.dp=2", "cluster.nodes=4", "schedule.microbatches=4"});
+  return prepare_study(source_path("validation/megatron-narayanan-2021/n1-39.1b.toml"), overrides);
 }
 
 inline std::unique_ptr<Study> fixture(const std::string& name,

@@ -15,13 +15,6 @@
 namespace loom {
 namespace {
 
-std::unique_ptr<Study> gpt(std::vector<std::string> overrides = {}) {
-  overrides.insert(overrides.begin(),
-                   {"parallel.dp=2", "cluster.nodes=4", "schedule.microbatches=4"});
-  return prepare_study(test::source_path("validation/megatron-narayanan-2021/n1-39.1b.toml"),
-                       overrides);
-}
-
 std::vector<const OptimizerStep*> steps(const Schedule& s, int rank) {
   std::vector<const OptimizerStep*> out;
   for (const Op& op : s.programs[static_cast<size_t>(rank)]) {
@@ -31,7 +24,7 @@ std::vector<const OptimizerStep*> steps(const Schedule& s, int rank) {
 }
 
 TEST(OptimizerStep, EveryTrainingRankStepsOnceLastAtMemoryBandwidth) {
-  const auto study = gpt();
+  const auto study = test::megatron_gpt();
   const Schedule& s = study->schedule;
   // fp16 weights and gradients (gradient_bytes_per_param = 2), 12 bytes of Adam state.
   constexpr double kBytesPerParameter = 2 * 12 + 2 + 2;
@@ -50,8 +43,8 @@ TEST(OptimizerStep, EveryTrainingRankStepsOnceLastAtMemoryBandwidth) {
 }
 
 TEST(OptimizerStep, TheDistributedOptimizerUpdatesOneShardPerReplica) {
-  const auto whole = gpt();
-  const auto sharded = gpt({"parallel.distributed_optimizer=true"});
+  const auto whole = test::megatron_gpt();
+  const auto sharded = test::megatron_gpt({"parallel.distributed_optimizer=true"});
   for (int r = 0; r < whole->schedule.num_ranks(); ++r) {
     EXPECT_DOUBLE_EQ(steps(sharded->schedule, r)[0]->parameters,
                      steps(whole->schedule, r)[0]->parameters / 2);
@@ -60,7 +53,7 @@ TEST(OptimizerStep, TheDistributedOptimizerUpdatesOneShardPerReplica) {
 }
 
 TEST(OptimizerStep, NoneForAFrozenModelOrUnderTableCosts) {
-  const auto frozen = gpt({"model.modules.gpt.frozen=true"});
+  const auto frozen = test::megatron_gpt({"model.modules.gpt.frozen=true"});
   for (int r = 0; r < frozen->schedule.num_ranks(); ++r)
     EXPECT_TRUE(steps(frozen->schedule, r).empty()) << r;
   const auto table = test::example("uniform-1f1b.toml");
@@ -78,7 +71,7 @@ std::string validation_error(const Schedule& s, const Model& model) {
 }
 
 TEST(OptimizerStep, ValidationRejectsAStepTooEarlyTwiceOrMissing) {
-  const auto study = gpt({"parallel.dp=1", "cluster.nodes=2"});
+  const auto study = test::megatron_gpt({"parallel.dp=1", "cluster.nodes=2"});
   const Model& model = study->config.model;
   ASSERT_NO_THROW(validate(study->schedule, model));
   auto rank0 = [](Schedule& s) -> std::vector<Op>& { return s.programs[0]; };

@@ -15,13 +15,6 @@ constexpr double kVocab = 51200, kHidden = 8192, kTp = 8, kFp16 = 2;
 /// Bytes of one GPU's shard of the embedding's gradients (gradient_bytes_per_param = 2).
 constexpr double kEmbeddingGradientBytes = kVocab * kHidden / kTp * 2;
 
-std::unique_ptr<Study> gpt(std::vector<std::string> overrides) {
-  overrides.insert(overrides.begin(),
-                   {"parallel.dp=2", "cluster.nodes=4", "schedule.microbatches=4"});
-  return prepare_study(test::source_path("validation/megatron-narayanan-2021/n1-39.1b.toml"),
-                       overrides);
-}
-
 std::vector<const Collective*> all_reduces(const Schedule& s, int rank) {
   std::vector<const Collective*> out;
   for (const Op& op : s.programs[static_cast<size_t>(rank)]) {
@@ -31,7 +24,7 @@ std::vector<const Collective*> all_reduces(const Schedule& s, int rank) {
 }
 
 TEST(TiedEmbedding, TheHeadsStageKeepsACopyAndTheCopiesAreAllReducedPerReplica) {
-  const auto study = gpt({});
+  const auto study = test::megatron_gpt();
   const Schedule& s = study->schedule;
   ASSERT_EQ(s.num_ranks(), 4);  // 2 stages x 2 replicas
   for (int d = 0; d < 2; ++d) {
@@ -60,13 +53,15 @@ TEST(TiedEmbedding, TheHeadsStageKeepsACopyAndTheCopiesAreAllReducedPerReplica) 
 }
 
 TEST(TiedEmbedding, OneStageHoldsBothEndsAndReducesNothingExtra) {
-  const auto study = gpt({"parallel.pp=1", "schedule.stage_layers=[48]", "cluster.nodes=2"});
+  const auto study =
+      test::megatron_gpt({"parallel.pp=1", "schedule.stage_layers=[48]", "cluster.nodes=2"});
   const Schedule& s = study->schedule;
   for (int r = 0; r < s.num_ranks(); ++r) EXPECT_EQ(all_reduces(s, r).size(), 1u) << r;
 }
 
 TEST(TiedEmbedding, InterleavedStagesReduceBetweenTheFirstAndLastRankOnly) {
-  const auto study = gpt({"parallel.pp=4", "cluster.nodes=8", "schedule.name=interleaved-1f1b",
+  const auto study =
+      test::megatron_gpt({"parallel.pp=4", "cluster.nodes=8", "schedule.name=interleaved-1f1b",
                           "schedule.chunks=2", "schedule.stage_layers=[6,6,6,6,6,6,6,6]"});
   const Schedule& s = study->schedule;
   ASSERT_EQ(s.num_ranks(), 8);
@@ -83,8 +78,8 @@ TEST(TiedEmbedding, InterleavedStagesReduceBetweenTheFirstAndLastRankOnly) {
 TEST(TiedEmbedding, BamboosLastStageUsesItsSuccessorCopyOfTheEmbedding) {
   // Bamboo: every rank also holds its ring successor's model state, and the last stage's
   // successor is stage 0 with the embedding: no second copy there, but still the reduce.
-  const auto study = gpt({"schedule.name=bamboo", "parallel.pp=4", "cluster.nodes=8",
-                          "schedule.stage_layers=[12,12,12,12]"});
+  const auto study = test::megatron_gpt({"schedule.name=bamboo", "parallel.pp=4", "cluster.nodes=8",
+                                         "schedule.stage_layers=[12,12,12,12]"});
   const Schedule& s = study->schedule;
   // Rank 0: stage 0 (embedding) + a copy of stage 1; rank 3: stage 3 + a copy of stage 0.
   EXPECT_DOUBLE_EQ(s.static_memory[0].parameters, s.static_memory[3].parameters);
@@ -95,7 +90,7 @@ TEST(TiedEmbedding, BamboosLastStageUsesItsSuccessorCopyOfTheEmbedding) {
 }
 
 TEST(TiedEmbedding, AFrozenEmbeddingsCopyHoldsWeightsOnlyAndIsNotReduced) {
-  const auto study = gpt({"model.modules.gpt.frozen=true"});
+  const auto study = test::megatron_gpt({"model.modules.gpt.frozen=true"});
   const Schedule& s = study->schedule;
   EXPECT_DOUBLE_EQ(s.static_memory[0].parameters, s.static_memory[1].parameters);
   EXPECT_EQ(s.static_memory[1].gradients, 0);
