@@ -14,8 +14,8 @@ StaticMemory parameter_state_bytes(double parameters_per_gpu, double dtype_bytes
 }
 
 double optimizer_step_bytes(double parameters, double dtype_bytes, const MemoryConstants& memory) {
-  return parameters * (2 * memory.optimizer_bytes_per_param + memory.gradient_bytes_per_param +
-                       dtype_bytes);
+  return parameters *
+         (2 * memory.optimizer_bytes_per_param + memory.gradient_bytes_per_param + dtype_bytes);
 }
 
 StaticMemory layer_state_bytes(const CostModel& cost, const Model& model, int layer, int tp,
