@@ -18,7 +18,8 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
             c == LoweringCosts::kNaive ? BackwardRule::kEveryLayer : BackwardRule::kFrozenAware),
       naive(c == LoweringCosts::kNaive),
       replicas(p.parallel.dp),
-      microbatches(p.schedule.microbatches) {
+      microbatches(p.schedule.microbatches),
+      embeddings(tied_embeddings(p, progs)) {
   // No orders yet is allowed: a planner costs the stages before it orders them (dip).
   if (progs.ranks < 1 ||
       (progs.replicas.size() > 1 && progs.replicas.size() != static_cast<size_t>(replicas)))
@@ -236,25 +237,23 @@ void add_embedding_allreduce(const Context& ctx, Schedule& schedule,
 void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
   const int dp = ctx.replicas;
   const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
-  const std::vector<TiedEmbedding> embeddings = tied_embeddings(ctx.problem, ctx.programs);
   /// Gradient bytes per GPU of the embedding copies rank r keeps.
   auto copy_gradient_bytes = [&](int r) {
     double bytes = 0;
-    for (const TiedEmbedding& e : embeddings) {
-      if (e.trained && std::find(e.copy_ranks.begin(), e.copy_ranks.end(), r) != e.copy_ranks.end())
+    for (const TiedEmbedding& e : ctx.embeddings) {
+      if (e.trained && e.keeps_copy(r))
         bytes += e.parameters * grad_bytes / ctx.stage_tp(e.last_stage);
     }
     return bytes;
   };
   if (dp > 1 || !ctx.programs.up_stage_rank.empty())
     add_data_parallel_allreduce(ctx, schedule, copy_gradient_bytes);
-  add_embedding_allreduce(ctx, schedule, embeddings);
+  add_embedding_allreduce(ctx, schedule, ctx.embeddings);
 }
 
 void add_optimizer_step(const Context& ctx, Schedule& schedule) {
   const MemoryConstants& memory = ctx.problem.memory;
   const int shards = memory.distributed_optimizer ? ctx.problem.data_parallel() : 1;
-  const std::vector<TiedEmbedding> embeddings = tied_embeddings(ctx.problem, ctx.programs);
   for (int r = 0; r < ctx.programs.ranks; ++r) {
     double parameters = 0, bytes = 0;
     int module = 0;
@@ -271,10 +270,8 @@ void add_optimizer_step(const Context& ctx, Schedule& schedule) {
         }
       }
     }
-    for (const TiedEmbedding& e : embeddings) {
-      if (!e.trained ||
-          std::find(e.copy_ranks.begin(), e.copy_ranks.end(), r) == e.copy_ranks.end())
-        continue;
+    for (const TiedEmbedding& e : ctx.embeddings) {
+      if (!e.trained || !e.keeps_copy(r)) continue;
       const double p = e.parameters / ctx.stage_tp(e.last_stage) / shards;
       parameters += p;
       bytes += optimizer_step_bytes(p, ctx.model.layer(e.first_layer).dtype_bytes, memory);

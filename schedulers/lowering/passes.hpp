@@ -7,6 +7,7 @@
 #include "core/dataflow.hpp"
 #include "core/schedule.hpp"
 #include "schedulers/lowering/lowering.hpp"
+#include "schedulers/lowering/tied_embedding.hpp"
 
 namespace loom::lowering {
 
@@ -30,7 +31,8 @@ struct Context {
   int replicas = 1;      ///< parallel.dp
   int microbatches = 1;  ///< per replica
   std::vector<int> stage_of_layer;
-  std::vector<MicrobatchCosts> costs;  ///< [replica * microbatches + microbatch], pass 3
+  std::vector<MicrobatchCosts> costs;     ///< [replica * microbatches + microbatch], pass 3
+  std::vector<TiedEmbedding> embeddings;  ///< tied_embeddings() of the programs
 
   const StageSpec& stage(int s) const { return programs.stages[static_cast<size_t>(s)]; }
   int num_stages() const { return static_cast<int>(programs.stages.size()); }

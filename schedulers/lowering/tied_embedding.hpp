@@ -8,6 +8,7 @@
 /// The lowering charges the copy's memory (pass 8), adds its gradients to the copy
 /// holder's data-parallel all-reduce and its update to its optimizer step (pass 7), and
 /// adds the embedding all-reduce (pass 6).
+#include <algorithm>
 #include <vector>
 
 #include "schedulers/lowering/programs.hpp"
@@ -28,6 +29,9 @@ struct TiedEmbedding {
   /// Ranks of one replica holding either stage, ascending: the embedding all-reduce's
   /// members.
   std::vector<int> group = {};
+  bool keeps_copy(int rank) const {
+    return std::find(copy_ranks.begin(), copy_ranks.end(), rank) != copy_ranks.end();
+  }
 };
 
 /// Every tied embedding of the model under the programs' placement whose LM head runs on
