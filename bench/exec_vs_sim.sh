@@ -14,7 +14,7 @@ trap 'rm -rf "$work"' EXIT
 echo "| ranks | load avg | predicted ms | measured ms | iteration error | median per-op error |"
 echo "|---:|---:|---:|---:|---:|---:|"
 for pp in $(seq 1 "$max_pp"); do
-  set_pp=(--set "parallel.pp=$pp")
+  set_pp=(--set "parallel.pp=$pp" --set "cluster.gpus_per_node=$pp")
   load=$(cut -d' ' -f1 /proc/loadavg)
   "$loom" profile "$config" "${set_pp[@]}" --out "$work/p$pp.csv" --repeats 21 -q >/dev/null
   # Both plan with the calibrated costs, so they run one schedule (the stage partition
@@ -25,7 +25,7 @@ for pp in $(seq 1 "$max_pp"); do
   "$loom" exec "$config" "${set_pp[@]}" "${calibrated[@]}" --iterations 9 --no-check --no-plot -q \
     --out "$work/meas$pp" >/dev/null
   out=$("$loom" compare "$work/pred$pp" "$work/meas$pp" --no-plot)
-  /usr/bin/python3 - "$pp" "$load" "$out" <<'PY'
+  "${LOOM_PYTHON:-/usr/bin/python3}" - "$pp" "$load" "$out" <<'PY'
 import re, sys
 pp, load, out = sys.argv[1:]
 it = re.search(r"predicted ([\d.]+) ms, measured ([\d.]+) ms, error ([+-][\d.]+%)", out)
