@@ -46,7 +46,7 @@ step() {  # step NAME LIMIT_S CMD...: runs CMD with a deadline, records rc and t
 
 step machine 30 bash -c 'date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv;
   ldd '"$loom"' | grep -E "not found|cublas|nccl|cudart"'
-# Ordered by what matters most, each limited so that the whole stays within ~7 minutes.
+# Ordered by what matters most, each limited so that the whole stays within ~9 minutes.
 step kernel-tests 90 "$pack/bin/loom_kernel_cuda_tests" --gtest_brief=1
 step executor-tests 120 "$pack/bin/loom_executor_cuda_tests" --gtest_brief=1
 step attention-bench 60 "$pack/bin/loom_attention_bench" --tokens 8192 --heads 16 --dim 128
@@ -65,14 +65,14 @@ step predict 30 "$loom" sim $cfg "${one_gpu[@]}" "${calibrated[@]}" --backend ev
   --out "$out/run/pred"
 # Plans with the calibrated costs too, so both run one schedule; the median of 3 iterations
 # (the first pays cuBLAS heuristics and the memory pool's growth).
-step measure 120 "$loom" exec $cfg "${one_gpu[@]}" "${calibrated[@]}" --backend "$backend" \
+step measure 180 "$loom" exec $cfg "${one_gpu[@]}" "${calibrated[@]}" --backend "$backend" \
   --iterations 3 --no-check --no-plot --out "$out/run/meas"
 step compare 20 "$loom" compare "$out/run/pred" "$out/run/meas" --ops --png "$out/compare.png"
 
 # cornstarch-arxiv Figure 3(b): per-module forward/backward with frozen and trainable
 # encoder and LLM (projector trainable in both); the frozen run is the measurement above.
 ln -sfn meas "$out/run/fig3-frozen"
-step fig3-trainable 60 "$loom" exec $cfg "${one_gpu[@]}" --backend "$backend" --no-check \
+step fig3-trainable 150 "$loom" exec $cfg "${one_gpu[@]}" --backend "$backend" --no-check \
   --no-plot --out "$out/run/fig3-trainable" --set model.modules.vision.frozen=false \
   --set model.modules.llm.frozen=false
 for run in fig3-frozen fig3-trainable; do
