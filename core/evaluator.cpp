@@ -23,7 +23,10 @@ class ListScheduler {
         pos_(static_cast<size_t>(schedule.num_ranks()), 0),
         clock_(static_cast<size_t>(schedule.num_ranks()), 0.0),
         arrived_(matching_.instances.size(), 0),
-        waiting_at_(static_cast<size_t>(schedule.num_ranks()), -1) {
+        waiting_at_(static_cast<size_t>(schedule.num_ranks()), -1),
+        async_queue_(static_cast<size_t>(schedule.num_ranks())),
+        async_end_(static_cast<size_t>(schedule.num_ranks()), 0.0),
+        waiting_async_(static_cast<size_t>(schedule.num_ranks()), false) {
     timeline_.timings.resize(static_cast<size_t>(schedule.num_ranks()));
     for (int r = 0; r < schedule.num_ranks(); ++r) {
       timeline_.timings[static_cast<size_t>(r)].resize(program(r).size());
@@ -61,7 +64,8 @@ class ListScheduler {
     double& clock = clock_[static_cast<size_t>(r)];
     while (i < static_cast<int>(ops.size())) {
       const OpRef here{r, i};
-      const bool collective = std::holds_alternative<Collective>(ops[static_cast<size_t>(i)]);
+      const auto* coll = std::get_if<Collective>(&ops[static_cast<size_t>(i)]);
+      const bool blocking_collective = coll && !coll->async;
       const bool done = std::visit(
           Overloaded{
               [&](const Compute& c) {
@@ -85,8 +89,12 @@ class ListScheduler {
                 clock = std::max(clock, arrival);
                 return true;
               },
-              [&](const Collective& c) { return arrive_collective(here, c); },
+              [&](const Collective& c) {
+                if (c.async) return issue_async(here);
+                return arrive_collective(here, c);
+              },
               [&](const OptimizerStep& o) {
+                if (!wait_for_async(r)) return false;
                 timing(here) = {clock, clock + o.seconds};
                 clock += o.seconds;
                 return true;
@@ -95,8 +103,69 @@ class ListScheduler {
           ops[static_cast<size_t>(i)]);
       if (!done) return;
       // A completed collective has already moved every member (this rank included) past it.
-      if (!collective) ++i;
+      if (!blocking_collective) ++i;
     }
+    wait_for_async(r);  // the program's end waits for the rank's async collectives
+  }
+
+  /// An async collective costs the rank nothing: note when it was issued, queue it on the
+  /// rank's communication stream and start it if it can.
+  bool issue_async(OpRef here) {
+    const int instance = instance_of(here);
+    timing(here).start_s = clock_[static_cast<size_t>(here.rank)];
+    ++arrived_[static_cast<size_t>(instance)];
+    async_queue_[static_cast<size_t>(here.rank)].push_back(instance);
+    start_ready_async(instance);
+    return true;
+  }
+
+  /// Runs async collectives whose members have all issued them and have nothing earlier on
+  /// their communication stream, then those that this frees (core/schedule.hpp).
+  void start_ready_async(int first) {
+    std::vector<int> candidates = {first};
+    while (!candidates.empty()) {
+      const int instance = candidates.back();
+      candidates.pop_back();
+      const auto& members = matching_.instances[static_cast<size_t>(instance)];
+      if (arrived_[static_cast<size_t>(instance)] < static_cast<int>(members.size())) continue;
+      bool heads = true;
+      for (const OpRef& m : members) {
+        const auto& queue = async_queue_[static_cast<size_t>(m.rank)];
+        heads = heads && !queue.empty() && queue.front() == instance;
+      }
+      if (!heads) continue;
+      const Collective& c =
+          std::get<Collective>(program(members[0].rank)[static_cast<size_t>(members[0].index)]);
+      double start = 0;
+      for (const OpRef& m : members) {
+        start = std::max({start, timing(m).start_s, async_end_[static_cast<size_t>(m.rank)]});
+      }
+      const double end = start + ring_timing(schedule_, cluster_, members, c).duration_s();
+      for (const OpRef& m : members) {
+        timing(m) = {start, end};
+        async_end_[static_cast<size_t>(m.rank)] = end;
+        auto& queue = async_queue_[static_cast<size_t>(m.rank)];
+        queue.pop_front();
+        if (!queue.empty()) candidates.push_back(queue.front());
+        if (queue.empty() && waiting_async_[static_cast<size_t>(m.rank)]) wake(m.rank);
+      }
+    }
+  }
+
+  /// True once rank r's async collectives have all ended (its clock moves to the last end);
+  /// false, with r waiting to be woken, while some are outstanding.
+  bool wait_for_async(int r) {
+    const bool done = async_queue_[static_cast<size_t>(r)].empty();
+    waiting_async_[static_cast<size_t>(r)] = !done;
+    if (done)
+      clock_[static_cast<size_t>(r)] =
+          std::max(clock_[static_cast<size_t>(r)], async_end_[static_cast<size_t>(r)]);
+    return done;
+  }
+
+  int instance_of(OpRef ref) const {
+    return matching_
+        .collective_instance[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)];
   }
 
   OpRef peer(OpRef ref) const {
@@ -107,9 +176,7 @@ class ListScheduler {
 
   /// Returns true when the collective completed (and rank `here.rank` moved past it).
   bool arrive_collective(OpRef here, const Collective& c) {
-    const int instance =
-        matching_
-            .collective_instance[static_cast<size_t>(here.rank)][static_cast<size_t>(here.index)];
+    const int instance = instance_of(here);
     const auto& members = matching_.instances[static_cast<size_t>(instance)];
     int& arrived = arrived_[static_cast<size_t>(instance)];
     // A blocked rank re-executes the same op when woken: count its arrival once.
@@ -143,7 +210,21 @@ class ListScheduler {
     }
   }
 
-  void report_deadlock() const { throw_if_deadlocked(schedule_, pos_, ""); }
+  void report_deadlock() const {
+    throw_if_deadlocked(schedule_, pos_, "");
+    for (int r = 0; r < schedule_.num_ranks(); ++r) {
+      if (const auto& queue = async_queue_[static_cast<size_t>(r)]; !queue.empty()) {
+        const OpRef op =
+            *std::find_if(matching_.instances[static_cast<size_t>(queue.front())].begin(),
+                          matching_.instances[static_cast<size_t>(queue.front())].end(),
+                          [&](const OpRef& m) { return m.rank == r; });
+        throw InfeasibleError("deadlock: rank " + std::to_string(r) + "'s async " +
+                              to_string(program(r)[static_cast<size_t>(op.index)], schedule_) +
+                              " never starts: its members issue their async collectives in "
+                              "different orders");
+      }
+    }
+  }
 
   const Schedule& schedule_;
   const Cluster& cluster_;
@@ -152,6 +233,10 @@ class ListScheduler {
   std::vector<double> clock_;
   std::vector<int> arrived_;
   std::vector<int> waiting_at_;  ///< per rank: the collective instance it waits in, or -1
+  /// Per rank: its communication stream, the async instances issued and not yet run...
+  std::vector<std::deque<int>> async_queue_;
+  std::vector<double> async_end_;    ///< ... when the last one run ends...
+  std::vector<bool> waiting_async_;  ///< ... and whether the rank waits for them
   std::deque<int> ready_;
   Timeline timeline_;
 };

@@ -24,6 +24,11 @@
 ///     plus (steps - 1) x the ring's largest hop latency for the per-step handshakes.
 ///     Uncontended, that is steps x (latency + bytes/n / bandwidth) of the slowest hop:
 ///     NCCL's ring bound (2(n-1)/n x bytes / bus bandwidth for all-reduce).
+///   - An async Collective (a gradient bucket overlapped with the backward pass) costs
+///     its rank no time: the rank goes on. Each rank runs its async collectives in program
+///     order on one communication stream: one starts when every member has reached it and
+///     each member's previous async collective has ended. The rank's next OptimizerStep,
+///     and the end of its program, wait until all its async collectives have ended.
 ///
 /// Text form (after PyTorch pipelining's actions): "2F0" stage 2 forward microbatch 0,
 /// "2I0"/"2W0" split backward, "2B0" fused backward; a module suffix "@llm" when a stage
@@ -122,6 +127,14 @@ struct Collective {
   /// (schedulers/lowering/tied_embedding.hpp), not of the layers' gradients: the executors
   /// sum no layer into it, and its group lies inside one replica.
   bool tied_embedding = false;
+  /// Issued on the rank's communication stream (Megatron-LM's overlap_grad_reduce): the
+  /// rank goes on at once, and its next OptimizerStep, and its program's end, wait for it.
+  bool async = false;
+  /// A gradient bucket: the global layers [first_layer, end_layer) whose gradients it
+  /// sums, those of them this rank trains (empty: every trainable layer of `module` on
+  /// the rank; executor/dataflow.hpp).
+  int first_layer = 0;
+  int end_layer = 0;
   bool operator==(const Collective&) const = default;
 };
 

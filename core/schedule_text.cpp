@@ -47,6 +47,10 @@ std::string op_line(const Op& op, const Schedule& s) {
           [&](const Collective& x) {
             line += module_field(x.module, s) + field("bytes", x.bytes);
             if (x.tied_embedding) line += " tied_embedding=1";
+            if (x.async) line += " async=1";
+            if (x.end_layer > x.first_layer)
+              line +=
+                  " layers=" + std::to_string(x.first_layer) + ":" + std::to_string(x.end_layer);
           },
           [&](const OptimizerStep& x) {
             line += module_field(x.module, s) + field("parameters", x.parameters) +

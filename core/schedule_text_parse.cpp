@@ -270,12 +270,7 @@ class OpReader {
     c.redundant = eat("(copy)");
     c.overlapped = eat("(F+B)");
     finish();
-    const Token& layers = in_.require(line_, f, "layers");
-    const size_t colon = layers.text.find(':');
-    if (colon == std::string_view::npos) in_.fail(line_, layers, "expected layers=FIRST:END");
-    c.first_layer = in_.integer(line_, layers, layers.text.substr(0, colon));
-    c.end_layer =
-        in_.integer(line_, layers, layers.text.substr(colon + 1), static_cast<int>(colon) + 1);
+    layer_range(in_.require(line_, f, "layers"), &c.first_layer, &c.end_layer);
     c.seconds = in_.real_field(line_, f, "seconds", true);
     c.activation_bytes = in_.real_field(line_, f, "activation", false);
     c.weight_grad_s = in_.real_field(line_, f, "weight_grad", false);
@@ -327,11 +322,22 @@ class OpReader {
                "group " + std::to_string(c.group) + " does not exist (the schedule has " +
                    std::to_string(s_.groups.size()) + " groups)");
     }
-    const Fields f = in_.fields(line_, 1, {"module", "bytes", "tied_embedding"});
+    const Fields f = in_.fields(line_, 1, {"module", "bytes", "tied_embedding", "async", "layers"});
     c.module = module_field(f);
     c.bytes = in_.real_field(line_, f, "bytes", true);
     c.tied_embedding = flag(f, "tied_embedding");
+    c.async = flag(f, "async");
+    if (const auto it = f.find("layers"); it != f.end())
+      layer_range(it->second, &c.first_layer, &c.end_layer);
     return c;
+  }
+
+  /// "FIRST:END", a global layer range.
+  void layer_range(const Token& layers, int* first, int* end) const {
+    const size_t colon = layers.text.find(':');
+    if (colon == std::string_view::npos) in_.fail(line_, layers, "expected layers=FIRST:END");
+    *first = in_.integer(line_, layers, layers.text.substr(0, colon));
+    *end = in_.integer(line_, layers, layers.text.substr(colon + 1), static_cast<int>(colon) + 1);
   }
 
   /// An optional 0/1 field; absent is 0.

@@ -194,17 +194,30 @@ void write_timeline_csv(const std::string& path, const Schedule& schedule,
 }
 
 /// The thread of each op in the Chrome trace. Perfetto drops X events that overlap on one
-/// thread, so: compute on tid 0; receives and collectives (the rank waits, one at a time)
-/// on tid 1; eager sends, which overlap each other, on the first of tids 2, 3, ... that
-/// is free at their start (greedy interval colouring, deterministic).
+/// thread, so: compute on tid 0; receives and blocking collectives (the rank waits, one at
+/// a time) on tid 1; async collectives (gradient buckets, one at a time on the rank's
+/// communication stream) on tid 2 where the rank has any; eager sends, which overlap each
+/// other, on the first of the next tids that is free at their start (greedy interval
+/// colouring, deterministic).
 namespace {
+bool is_async(const Op& op) {
+  const auto* c = std::get_if<Collective>(&op);
+  return c && c->async;
+}
+
+/// The first tid of rank r's eager sends: 3 behind a gradient-bucket lane, else 2.
+int first_send_tid(const std::vector<Op>& program) {
+  return std::any_of(program.begin(), program.end(), is_async) ? 3 : 2;
+}
+
 std::vector<std::vector<int>> trace_threads(const Schedule& schedule, const Timeline& timeline) {
   std::vector<std::vector<int>> tids(static_cast<size_t>(schedule.num_ranks()));
   for (int r = 0; r < schedule.num_ranks(); ++r) {
     const auto& program = schedule.programs[static_cast<size_t>(r)];
+    const int sends = first_send_tid(program);
     std::vector<std::int64_t> lane_free_ns;  // per send lane: when its last send ends
     for (size_t i = 0; i < program.size(); ++i) {
-      int tid = occupies_rank(program[i]) ? 0 : 1;
+      int tid = occupies_rank(program[i]) ? 0 : is_async(program[i]) ? 2 : 1;
       if (std::holds_alternative<Send>(program[i])) {
         const OpTiming& t = timeline.timings[static_cast<size_t>(r)][i];
         const std::int64_t start = std::llround(t.start_s * 1e9), end = std::llround(t.end_s * 1e9);
@@ -214,7 +227,7 @@ std::vector<std::vector<int>> trace_threads(const Schedule& schedule, const Time
           lane_free_ns.push_back(end);
         else
           lane_free_ns[lane] = end;
-        tid = 2 + static_cast<int>(lane);
+        tid = sends + static_cast<int>(lane);
       }
       tids[static_cast<size_t>(r)].push_back(tid);
     }
@@ -250,10 +263,12 @@ void write_chrome_trace(const std::string& path, const Schedule& schedule,
             ? 1
             : std::max(1, *std::max_element(tids[static_cast<size_t>(r)].begin(),
                                             tids[static_cast<size_t>(r)].end()));
+    const int sends = first_send_tid(schedule.programs[static_cast<size_t>(r)]);
     for (int tid = 0; tid <= rank_max_tid; ++tid) {
-      const std::string name = tid == 0   ? "compute"
-                               : tid == 1 ? "recv / collective"
-                                          : "send " + std::to_string(tid - 2);
+      const std::string name = tid == 0      ? "compute"
+                               : tid == 1    ? "recv / collective"
+                               : tid < sends ? "gradient buckets"
+                                             : "send " + std::to_string(tid - sends);
       sep() << "{\"ph\":\"M\",\"pid\":" << r << ",\"tid\":" << tid
             << ",\"name\":\"thread_name\",\"args\":{\"name\":\"" << name << "\"}}";
     }

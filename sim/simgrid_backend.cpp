@@ -12,6 +12,7 @@
 #include <simgrid/s4u/Comm.hpp>
 #include <simgrid/s4u/Engine.hpp>
 #include <simgrid/s4u/Mailbox.hpp>
+#include <simgrid/s4u/Semaphore.hpp>
 #include <stdexcept>
 #include <unordered_map>
 #include <xbt/config.hpp>
@@ -66,6 +67,16 @@ struct RingInstance {
   double handshake_s = 0;
 };
 
+/// A rank's communication stream (Collective::async): an actor that runs the rank's async
+/// collectives in program order, each once the rank has issued it.
+struct CommStream {
+  std::vector<size_t> ops;  ///< indices of the rank's async collectives, in order
+  sg::SemaphorePtr issued = sg::Semaphore::create(0);
+  sg::SemaphorePtr ended = sg::Semaphore::create(0);
+  size_t issued_count = 0;  ///< by the rank so far...
+  size_t waited_count = 0;  ///< ... and waited for
+};
+
 class Simulation {
  public:
   Simulation(const Schedule& schedule, const Cluster& cluster,
@@ -86,13 +97,22 @@ class Simulation {
   void run(sg::Engine& engine) {
     check_placement(schedule_, cluster_);
     const std::vector<sg::Host*> hosts = sim::build_platform(cluster_, used_nodes());
-    std::vector<sg::ActorPtr> actors;
+    std::vector<sg::ActorPtr> actors, comm_actors;
+    streams_.resize(static_cast<size_t>(schedule_.num_ranks()));
     for (int r = 0; r < schedule_.num_ranks(); ++r) {
-      const int gpu = schedule_.ranks[static_cast<size_t>(r)].gpu;
-      actors.push_back(sg::Actor::create(
-          "rank" + std::to_string(r), hosts[static_cast<size_t>(gpu)], [this, r] { run_rank(r); }));
+      sg::Host* host = hosts[static_cast<size_t>(schedule_.ranks[static_cast<size_t>(r)].gpu)];
+      actors.push_back(
+          sg::Actor::create("rank" + std::to_string(r), host, [this, r] { run_rank(r); }));
+      CommStream& stream = streams_[static_cast<size_t>(r)];
+      for (size_t i = 0; i < program(r).size(); ++i) {
+        const auto* c = std::get_if<Collective>(&program(r)[i]);
+        if (c && c->async) stream.ops.push_back(i);
+      }
+      comm_actors.push_back(stream.ops.empty() ? actors.back()
+                                               : sg::Actor::create("comm" + std::to_string(r), host,
+                                                                   [this, r] { run_stream(r); }));
     }
-    wire_mailboxes(actors);
+    wire_mailboxes(actors, comm_actors);
     prepare_rings();
     engine.run();
   }
@@ -154,7 +174,8 @@ class Simulation {
   /// Resolves every op's mailboxes once, and makes each receiver the permanent receiver
   /// of its mailboxes so that sends are eager: the transfer starts when the Send is
   /// reached, whether or not the Recv has been posted.
-  void wire_mailboxes(const std::vector<sg::ActorPtr>& actors) {
+  void wire_mailboxes(const std::vector<sg::ActorPtr>& actors,
+                      const std::vector<sg::ActorPtr>& comm_actors) {
     mailboxes_.resize(static_cast<size_t>(schedule_.num_ranks()));
     for (int r = 0; r < schedule_.num_ranks(); ++r) {
       auto& boxes = mailboxes_[static_cast<size_t>(r)];
@@ -181,7 +202,8 @@ class Simulation {
                              latency(r, members[(k + 1) % n]));
                          boxes[i].out_rate = rate_cap(r, members[(k + 1) % n]);
                          boxes[i].in = ring_mailbox(c.group, members[(k + n - 1) % n], r);
-                         boxes[i].in->set_receiver(actors[static_cast<size_t>(r)]);
+                         boxes[i].in->set_receiver(
+                             (c.async ? comm_actors : actors)[static_cast<size_t>(r)]);
                        },
                        [](const Compute&) {},
                        [](const OptimizerStep&) {},
@@ -240,25 +262,66 @@ class Simulation {
                        ++activities_;
                      },
                      [&](const Recv&) { receive(here, boxes[i].in); },
-                     [&](const Collective& c) { ring(here, c, boxes[i]); },
+                     [&](const Collective& c) {
+                       if (c.async) {
+                         timing(here).start_s = start;  // the comm stream overwrites it
+                         issue_async(r);
+                       } else {
+                         ring(here, c, boxes[i]);
+                       }
+                     },
                      [&](const OptimizerStep& o) {
+                       wait_for_async(r);
                        if (o.seconds > 0) sg::this_actor::sleep_for(o.seconds);
                        ++activities_;
                      },
                  },
                  ops[i]);
-      // A send's timing ends when its data arrives; the receiver records that.
-      if (!std::holds_alternative<Send>(ops[i]))
-        timing(here) = {start, sg::Engine::get_clock()};
-      else
+      // A send's timing ends when its data arrives (the receiver records that), an async
+      // collective's is its comm stream's.
+      // An optimizer step starts once the rank's async collectives have ended.
+      const double now = sg::Engine::get_clock();
+      const auto* c = std::get_if<Collective>(&ops[i]);
+      if (const auto* o = std::get_if<OptimizerStep>(&ops[i]))
+        timing(here) = {now - std::max(0.0, o->seconds), now};
+      else if (std::holds_alternative<Send>(ops[i]))
         timing(here).start_s = start;
+      else if (!(c && c->async))
+        timing(here) = {start, now};
       count_done_op();
       if (!failure_.empty()) return;
     }
+    wait_for_async(r);  // the program's end waits for the rank's async collectives
     position_[static_cast<size_t>(r)] = static_cast<int>(ops.size());
     // Every message to this rank has been consumed: release the mailboxes' hold on it.
     for (const OpMailboxes& b : boxes) {
       if (b.in) b.in->set_receiver(nullptr);
+    }
+  }
+
+  void issue_async(int r) {
+    CommStream& stream = streams_[static_cast<size_t>(r)];
+    ++stream.issued_count;
+    stream.issued->release();
+  }
+
+  void wait_for_async(int r) {
+    CommStream& stream = streams_[static_cast<size_t>(r)];
+    for (; stream.waited_count < stream.issued_count; ++stream.waited_count)
+      stream.ended->acquire();
+  }
+
+  /// The actor of rank r's communication stream: each async collective once issued.
+  void run_stream(int r) {
+    CommStream& stream = streams_[static_cast<size_t>(r)];
+    const auto& boxes = mailboxes_[static_cast<size_t>(r)];
+    for (size_t i : stream.ops) {
+      stream.issued->acquire();
+      const OpRef here{r, static_cast<int>(i)};
+      const double start = ring(here, std::get<Collective>(program(r)[i]), boxes[i]);
+      timing(here) = {start, sg::Engine::get_clock()};
+      stream.ended->release();
+      if (!failure_.empty()) return;
     }
   }
 
@@ -293,17 +356,20 @@ class Simulation {
 
   /// Ring collective (core/schedule.hpp): once all members are here, stream this
   /// member's steps to its successor and take the predecessor's stream; finish together.
-  void ring(OpRef here, const Collective& c, const OpMailboxes& boxes) {
-    if (ring_steps(c.kind, schedule_.ring_size(c.group)) == 0) return;
+  /// Returns when it started (all members were there).
+  double ring(OpRef here, const Collective& c, const OpMailboxes& boxes) {
+    if (ring_steps(c.kind, schedule_.ring_size(c.group)) == 0) return sg::Engine::get_clock();
     const RingInstance& instance =
         rings_[static_cast<size_t>(matching_.collective_instance[static_cast<size_t>(here.rank)]
                                                                 [static_cast<size_t>(here.index)])];
     instance.start->wait();
+    const double start = sg::Engine::get_clock();
     put(boxes, const_cast<Collective*>(&c));
     boxes.in->get<void>();
     instance.end->wait();
     if (instance.handshake_s > 0) sg::this_actor::sleep_for(instance.handshake_s);
     activities_ += 2;
+    return start;
   }
 
   /// Turns an actor's failure or a deadlock (actors left blocked) into an InfeasibleError.
@@ -318,6 +384,7 @@ class Simulation {
   std::vector<std::vector<OpMailboxes>> mailboxes_;
   std::map<MessageChannel, sg::Mailbox*> channel_mailboxes_;
   std::vector<RingInstance> rings_;  ///< per collective instance (matching_.instances)
+  std::vector<CommStream> streams_;  ///< per rank
   Timeline timeline_;
   std::vector<int> position_;  ///< per rank: the op it is at (program size once done)
   std::string failure_;

@@ -67,6 +67,20 @@ inline Schedule ranks_on(const std::vector<int>& gpus) {
   return s;
 }
 
+/// Two replicas of one rank (GPUs 0 and 1) that overlap their gradient all-reduce with
+/// the backward: each runs `compute_s` of backward, issues an async bucket of `bytes`,
+/// runs `compute_s` more, issues a second bucket and steps the optimizer (0.1 ms).
+inline Schedule overlapped_buckets(double compute_s, double bytes) {
+  Schedule s = ranks_on({0, 1});
+  s.groups = {{0, 1}};
+  const Collective bucket{.kind = CollectiveKind::kAllReduce, .bytes = bytes, .async = true};
+  for (auto& program : s.programs) {
+    program = {Compute{Pass::kB, 0, 0, 0, 1, 2, compute_s}, bucket,
+               Compute{Pass::kB, 0, 0, 0, 0, 1, compute_s}, bucket, OptimizerStep{.seconds = 1e-4}};
+  }
+  return s;
+}
+
 /// Nodes of `gpus` test GPUs: 10 GB/s, 2 us intra-node; 5 GB/s, 10 us inter-node, so a
 /// route's time is easy to write down (see core/cluster.hpp for how routes add up).
 inline Cluster small_cluster(int nodes, int gpus) {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
 #include "core/errors.hpp"
 #include "core/validate.hpp"
 #include "test_support.hpp"
@@ -51,6 +54,43 @@ TEST(Evaluator, DeadlockIsReportedNotHung) {
   } catch (const InfeasibleError& e) {
     EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("RECV"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Evaluator, AsyncBucketsOverlapTheBackwardAndTheOptimizerStepWaits) {
+  // core/schedule.hpp: a bucket starts when both members issued it and their previous
+  // bucket ended; the optimizer step starts when the last bucket ended.
+  for (const double bytes : {1e6, 40e6}) {  // a ring shorter, then longer than a compute
+    const Schedule s = test::overlapped_buckets(2e-3, bytes);
+    const Timeline t = evaluate(s, small_cluster(1, 2));
+    const double ring = 2 * (2e-6 + (bytes / 2) / 10e9);  // 2 steps of half the buffer
+    const double first_end = 2e-3 + ring;
+    const double second_start = std::max(4e-3, first_end);
+    for (int r = 0; r < 2; ++r) {
+      SCOPED_TRACE(std::to_string(bytes) + " bytes, rank " + std::to_string(r));
+      EXPECT_DOUBLE_EQ(t.timings[r][1].start_s, 2e-3);
+      EXPECT_NEAR(t.timings[r][1].end_s, first_end, 1e-15);
+      EXPECT_DOUBLE_EQ(t.timings[r][2].start_s, 2e-3);  // the rank went on at once
+      EXPECT_NEAR(t.timings[r][3].start_s, second_start, 1e-15);
+      EXPECT_NEAR(t.timings[r][4].start_s, second_start + ring, 1e-15);
+    }
+    // Overlap hides the first bucket entirely; the second waits for its own compute.
+    EXPECT_NEAR(t.iteration_time_s(), second_start + ring + 1e-4, 1e-15);
+  }
+}
+
+TEST(Evaluator, AsyncBucketsIssuedInDifferentOrdersAreADeadlock) {
+  Schedule s = ranks_on({0, 1});
+  s.groups = {{0, 1}, {0, 1}};
+  const Collective a{.group = 0, .bytes = 1e6, .async = true};
+  const Collective b{.group = 1, .bytes = 1e6, .async = true};
+  s.programs[0] = {a, b};
+  s.programs[1] = {b, a};
+  try {
+    evaluate(s, small_cluster(1, 2));
+    FAIL();
+  } catch (const InfeasibleError& e) {
+    EXPECT_NE(std::string(e.what()).find("different orders"), std::string::npos) << e.what();
   }
 }
 

@@ -83,6 +83,16 @@ Schedule every_kind() {
                    Compute{Pass::kB, 1, 0, 1, 2, 4, 3e-3, 0, true, 1e-3},
                    Send{0, 1, 1, {Pass::kB, 0, 3, 1}, 4096},
                    Collective{CollectiveKind::kAllReduce, 0, 1, 1, 2e6}};
+  // A gradient bucket overlapped with the backward (lowering/gradient_buckets.hpp).
+  for (auto& program : s.programs) {
+    program.push_back(Collective{.kind = CollectiveKind::kAllReduce,
+                                 .stage = 1,
+                                 .module = 1,
+                                 .bytes = 3e6,
+                                 .async = true,
+                                 .first_layer = 2,
+                                 .end_layer = 4});
+  }
   return s;
 }
 
@@ -92,6 +102,9 @@ TEST(ScheduleText, EveryOpKindAndFieldRoundTrips) {
   EXPECT_NE(text.find("0F0@vision(copy) layers=0:2"), std::string::npos) << text;
   EXPECT_NE(text.find("0SEND_F0:L1>3->1 module=vision bytes=4096"), std::string::npos) << text;
   EXPECT_NE(text.find("ALLREDUCE_s1[g0] module=llm bytes=2e+06"), std::string::npos) << text;
+  EXPECT_NE(text.find("ALLREDUCE_s1[g0] module=llm bytes=3e+06 async=1 layers=2:4"),
+            std::string::npos)
+      << text;
   EXPECT_TRUE(parse_schedule(text) == s) << text;
   EXPECT_TRUE(is_loom_schedule_text(text));
   EXPECT_FALSE(is_loom_schedule_text("0F0,0B0\n"));
@@ -179,7 +192,7 @@ TEST(ScheduleText, CountsAndSectionsAreChecked) {
   // Op lines are free to add or drop; the rank lines must stay in order.
   const std::string dropped = edit(text, "  0I0@vision layers=0:2 seconds=0.002\n", "");
   EXPECT_EQ(parse_error(dropped), "");
-  EXPECT_EQ(parse_schedule(dropped).programs[0].size(), 6u);
+  EXPECT_EQ(parse_schedule(dropped).programs[0].size(), every_kind().programs[0].size() - 1);
   const std::string swapped = edit(text, "rank 1 gpu", "rank 2 gpu");
   std::string error = parse_error(swapped);
   EXPECT_EQ(error.rfind(position(swapped, "2 gpu"), 0), 0u) << error;
