@@ -741,6 +741,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     r.fail(p.get("sequence_parallel"), "parallel.sequence_parallel",
            "needs tensor parallelism: set parallel.tp > 1 or turn it off");
   c.cost.memory.distributed_optimizer = r.boolean(p, "parallel.", "distributed_optimizer", false);
+  c.parallel.overlap_grad_reduce = r.boolean(p, "parallel.", "overlap_grad_reduce", false);
+  c.parallel.grad_bucket_size = r.number(p, "parallel.", "grad_bucket_size", 0);
   read_module_layouts(r, p, c);
 
   const toml::table* sch = r.section(root, "", "schedule");

@@ -30,6 +30,13 @@ struct ParallelConfig {
   /// Megatron sequence parallelism: TP reduce-scatter/all-gather instead of all-reduce,
   /// norm and dropout activations split over the TP group (Korthikanti et al. 2022).
   bool sequence_parallel = false;
+  /// Megatron-LM's overlap_grad_reduce: the data-parallel gradient all-reduce runs in
+  /// buckets, each issued asynchronously as soon as the last microbatch's backward has
+  /// produced its gradients (schedulers/lowering/gradient_buckets.hpp).
+  bool overlap_grad_reduce = false;
+  /// Parameters per gradient bucket; 0 = Megatron-Core's default, max(40M, 1M x dp)
+  /// (DistributedDataParallelConfig.bucket_size).
+  double grad_bucket_size = 0;
   /// Resolved per-module layouts, index = module index; empty = single layout.
   std::vector<ModuleLayout> module_layouts;
 };

@@ -19,20 +19,28 @@ std::vector<int> rank_layers(const Schedule& schedule, int rank) {
 std::map<int, std::vector<int>> allreduce_layers(const Schedule& schedule, const Model& model,
                                                  int rank) {
   const auto& program = schedule.programs.at(static_cast<size_t>(rank));
+  std::vector<int> trained;
+  for (int l : rank_layers(schedule, rank)) {
+    if (!model.layer(l).frozen) trained.push_back(l);
+  }
   std::map<int, std::vector<int>> out;
   std::map<int, int> module_op;  // module -> its first all-reduce on this rank
   int bucket_op = -1;            // the last of those: takes modules without their own
   for (size_t i = 0; i < program.size(); ++i) {
     const auto* c = std::get_if<Collective>(&program[i]);
     if (!c || c->kind != CollectiveKind::kAllReduce) continue;
-    out[static_cast<int>(i)];
-    if (c->tied_embedding) continue;  // the host math has no embedding: it sums nothing
-    if (module_op.try_emplace(c->module, static_cast<int>(i)).second)
+    std::vector<int>& layers = out[static_cast<int>(i)];
+    if (c->tied_embedding) continue;      // the host math has no embedding: it sums nothing
+    if (c->end_layer > c->first_layer) {  // a gradient bucket: its layer range
+      for (int l : trained) {
+        if (l >= c->first_layer && l < c->end_layer) layers.push_back(l);
+      }
+    } else if (module_op.try_emplace(c->module, static_cast<int>(i)).second) {
       bucket_op = static_cast<int>(i);
+    }
   }
   if (bucket_op < 0) return out;
-  for (int l : rank_layers(schedule, rank)) {
-    if (model.layer(l).frozen) continue;
+  for (int l : trained) {
     const auto it = module_op.find(model.layers()[static_cast<size_t>(l)].module);
     out[it == module_op.end() ? bucket_op : it->second].push_back(l);
   }

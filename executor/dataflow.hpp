@@ -21,8 +21,10 @@ using loom::forward_inputs;
 using loom::forward_outputs;
 using loom::LayerGraph;
 
-/// Which layers' gradients each all-reduce of a rank sums: the trainable layers of the
-/// op's module this rank computes (its non-redundant forwards), at the module's first
+/// Which layers' gradients each all-reduce of a rank sums: a gradient bucket
+/// (Collective::first_layer/end_layer) the trainable layers of its range this rank
+/// computes; otherwise the trainable layers of the op's module this rank computes (its
+/// non-redundant forwards), at the module's first
 /// all-reduce on this rank; trainable layers of a module without an all-reduce of its own
 /// join the last of those (a stage that spans projector and LLM reduces both in one
 /// bucket). A tied-embedding all-reduce (Collective::tied_embedding) sums none of them:

@@ -37,6 +37,7 @@ CudaRankBackend::CudaRankBackend(const ExecProblem& problem, const LayerGraph& g
 
 CudaRankBackend::~CudaRankBackend() {
   for (cudaEvent_t e : owned_) cudaEventDestroy(e);  // destructor: nothing to report to
+  if (gradient_stream_) cudaStreamDestroy(gradient_stream_);
 }
 
 cudaEvent_t CudaRankBackend::event() {
@@ -123,27 +124,36 @@ void CudaRankBackend::recv(int index, const Recv& op) {
 }
 
 void CudaRankBackend::collective(int index, const Collective& op) {
-  record_start(index, compute_);
+  cudaStream_t stream = compute_;
+  if (op.async) {  // after the work issued so far, without holding the compute stream
+    if (!gradient_stream_)
+      LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&gradient_stream_, cudaStreamNonBlocking));
+    stream = gradient_stream_;
+    cudaEvent_t issued = event();
+    LOOM_CUDA_CHECK(cudaEventRecord(issued, compute_));
+    LOOM_CUDA_CHECK(cudaStreamWaitEvent(stream, issued, 0));
+  }
+  record_start(index, stream);
   const ncclComm_t comm = comms_.group(op.group);
   if (op.kind == CollectiveKind::kAllReduce) {
     // Sum every member's accumulated gradients in place (one NCCL group = one launch).
     LOOM_NCCL_CHECK(ncclGroupStart());
     for (DeviceMatrix* g : state_.gradient_tensors(reduce_layers_.at(index)))
       LOOM_NCCL_CHECK(
-          ncclAllReduce(g->data(), g->data(), g->size(), ncclFloat, ncclSum, comm, compute_));
+          ncclAllReduce(g->data(), g->data(), g->size(), ncclFloat, ncclSum, comm, stream));
     LOOM_NCCL_CHECK(ncclGroupEnd());
   } else {
     // As on the host: the IR's all-gathers carry data this math computes whole on one
     // rank; move the bytes (capped at 16 MiB per member), use none of them.
     const int members = static_cast<int>(schedule_.groups.at(static_cast<size_t>(op.group)).size());
     const double floats = std::min<double>(1 << 22, op.bytes / 4 / std::max(members, 1));
-    DeviceMatrix part = DeviceMatrix::zeros(1, static_cast<int>(floats), compute_);
-    DeviceMatrix all(members, static_cast<int>(floats), compute_);
+    DeviceMatrix part = DeviceMatrix::zeros(1, static_cast<int>(floats), stream);
+    DeviceMatrix all(members, static_cast<int>(floats), stream);
     if (!part.empty())
-      LOOM_NCCL_CHECK(
-          ncclAllGather(part.data(), all.data(), part.size(), ncclFloat, comm, compute_));
+      LOOM_NCCL_CHECK(ncclAllGather(part.data(), all.data(), part.size(), ncclFloat, comm, stream));
   }
-  record_end(index, compute_);
+  record_end(index, stream);
+  if (op.async) async_end_ = end_[static_cast<size_t>(index)];
 }
 
 void CudaRankBackend::fail(int index, const std::string& why) {
@@ -210,6 +220,8 @@ Gradients CudaRankBackend::gradients() {
 }
 
 void CudaRankBackend::optimizer_step(int index, const OptimizerStep& /*op*/) {
+  // The IR: the step waits for the rank's async collectives (one stream: the last one).
+  if (async_end_) LOOM_CUDA_CHECK(cudaStreamWaitEvent(compute_, async_end_, 0));
   record_start(index, compute_);
   state_.optimizer_step();
   stepped_ = true;

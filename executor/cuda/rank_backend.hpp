@@ -8,7 +8,9 @@
 ///                on the channel, so it lives exactly until the transfer is done
 ///   Recv         ncclRecv on the channel's stream; the compute stream waits for it
 ///   Collective   on the compute stream over the group's communicator (all-reduce of
-///                the accumulated gradients, in place; all-gather moves bytes only)
+///                the accumulated gradients, in place; all-gather moves bytes only); an
+///                async one (a gradient bucket) on the rank's gradient stream after the
+///                work issued so far, and the optimizer step waits for the last of them
 /// Each op gets a start and an end CUDA event; finish() waits for them in program order,
 /// polling ncclCommGetAsyncError, and aborts every communicator when an error appears or
 /// no op completes for ExecOptions::timeout_s, naming the rank and the stuck op.
@@ -72,6 +74,8 @@ class CudaRankBackend final : public RankBackend {
   CudaModelState state_;
   std::map<int, std::vector<int>> reduce_layers_;
   cudaEvent_t epoch_ = nullptr;
+  cudaStream_t gradient_stream_ = nullptr;  ///< async collectives, created on first use
+  cudaEvent_t async_end_ = nullptr;         ///< the last async collective's end
   bool stepped_ = false;
   std::vector<cudaEvent_t> start_, end_;
   std::vector<cudaEvent_t> owned_;

@@ -18,7 +18,9 @@
 ///   6. add_gradient_allreduce the data-parallel all-reduce of each rank's trainable
 ///                             parameters (all its chunks in one bucket), then the tied
 ///                             embedding's all-reduce between first and last stage
-///                             (lowering/tied_embedding.hpp)
+///                             (lowering/tied_embedding.hpp); with
+///                             parallel.overlap_grad_reduce, async buckets overlapped
+///                             with the backward instead (lowering/gradient_buckets.hpp)
 ///   7. add_optimizer_step     each rank's Adam step over the trainable parameters it
 ///                             updates (its shard with ZeRO-1), memory-bound, priced by
 ///                             the cost model (none under `table` costs)

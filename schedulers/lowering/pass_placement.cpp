@@ -5,6 +5,7 @@
 
 #include "core/errors.hpp"
 #include "core/memory_model.hpp"
+#include "schedulers/lowering/gradient_buckets.hpp"
 #include "schedulers/lowering/passes.hpp"
 #include "schedulers/lowering/tied_embedding.hpp"
 
@@ -246,7 +247,9 @@ void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
     }
     return bytes;
   };
-  if (dp > 1 || !ctx.programs.up_stage_rank.empty())
+  if (overlaps_gradient_reduce(ctx))
+    add_gradient_buckets(ctx, schedule, copy_gradient_bytes);
+  else if (dp > 1 || !ctx.programs.up_stage_rank.empty())
     add_data_parallel_allreduce(ctx, schedule, copy_gradient_bytes);
   add_embedding_allreduce(ctx, schedule, ctx.embeddings);
 }

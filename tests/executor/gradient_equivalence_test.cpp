@@ -80,6 +80,18 @@ TEST_P(EveryScheduler, TrainableLlmWithDataParallelEqualsSequentialRun) {
   EXPECT_TRUE(c.passed()) << failures(c);
 }
 
+TEST_P(EveryScheduler, OverlappedGradientBucketsEqualSequentialRun) {
+  // parallel.overlap_grad_reduce: the last backward split into buckets of a few layers,
+  // each summed by its own async all-reduce (lowering/gradient_buckets.hpp).
+  const auto study = host_study(
+      serve(GetParam(), 2, 4,
+            {"model.modules.llm.frozen=false", "parallel.dp=2", "cluster.gpus_per_node=4",
+             "parallel.overlap_grad_reduce=true", "parallel.grad_bucket_size=20000"}));
+  const GradientCheck c = run_and_check(*study);
+  EXPECT_TRUE(c.passed()) << failures(c);
+  EXPECT_GT(c.tensors_checked, 4);
+}
+
 std::vector<std::string> scheduler_names() {
   std::vector<std::string> names;
   for (const SchedulerInfo& s : scheduler_registry()) names.emplace_back(s.name);

@@ -4,6 +4,8 @@
 // as the host backend does (kGradientTolerance). Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <variant>
+
 #include "executor/backend.hpp"
 #include "executor/reference.hpp"
 #include "kernels/cuda/device.hpp"
@@ -32,6 +34,32 @@ TEST(CudaGradients, SingleGpuSchedulesEqualTheSequentialRun) {
     expect_equivalent({std::string("schedule.name=") + name, "parallel.pp=1",
                        "cluster.gpus_per_node=1", "model.modules.llm.frozen=false"});
   }
+}
+
+TEST(CudaGradients, AnAsyncBucketRunsOnTheGradientStreamBeforeTheOptimizerStep) {
+  // One GPU cannot hold two replicas, so the overlapped buckets' path runs on a group of
+  // one: the bucket (an identity sum) goes on the gradient stream after the backward,
+  // and the optimizer step must wait for it. The check covers gradients and the update.
+  if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto study =
+      prepare_study(test::source_path("configs/exec/vlm-host.toml"),
+                    {"parallel.pp=1", "cluster.gpus_per_node=1", "model.modules.llm.frozen=false"});
+  Schedule schedule = study->schedule;
+  schedule.groups.push_back({0});
+  auto& program = schedule.programs[0];
+  ASSERT_TRUE(std::holds_alternative<OptimizerStep>(program.back()));
+  program.insert(program.end() - 1,
+                 Collective{.kind = CollectiveKind::kAllReduce,
+                            .group = static_cast<int>(schedule.groups.size()) - 1,
+                            .bytes = 4,
+                            .async = true,
+                            .first_layer = 0,
+                            .end_layer = study->config.model.num_layers()});
+  const ExecProblem p{&schedule, &study->config.model, &study->problem.samples, 7};
+  const ExecResult result = make_cuda_executor()->run(p, {});
+  const GradientCheck c = check_gradients(p, result, reference_gradients(p, {}));
+  EXPECT_TRUE(c.passed()) << (c.failures.empty() ? "" : c.failures.front());
+  EXPECT_GT(c.tensors_checked, 0);
 }
 
 }  // namespace

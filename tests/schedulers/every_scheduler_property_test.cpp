@@ -39,10 +39,13 @@ TEST(EveryScheduler, RandomSmallConfigsValidateRunAndRerunIdentically) {
       const std::vector<std::string> overrides = {
           "schedule.name=" + std::string(info.name), "parallel.pp=" + std::to_string(pp),
           "parallel.dp=" + std::to_string(dp), "schedule.microbatches=" + std::to_string(m),
-          "cluster.nodes=2"};
+          "cluster.nodes=2",
+          // Every other trial overlaps the data-parallel reduction in small buckets.
+          std::string("parallel.overlap_grad_reduce=") + (trial % 2 ? "true" : "false"),
+          "parallel.grad_bucket_size=1e6"};
       const std::string what = std::string(info.name) + " on " + config + " pp " +
                                std::to_string(pp) + " dp " + std::to_string(dp) + " m " +
-                               std::to_string(m);
+                               std::to_string(m) + (trial % 2 ? " overlapped" : "");
       std::unique_ptr<Study> a, b;
       try {
         a = prepare_study(test::source_path(config), overrides);

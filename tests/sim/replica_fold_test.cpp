@@ -123,6 +123,23 @@ TEST(ReplicaFold, TiedEmbeddingsAndTheDistributedOptimizerFoldExactly) {
   EXPECT_NEAR(sim_folded / iteration_time(path, unfolded, "simgrid"), 1.0, 1e-3);
 }
 
+TEST(ReplicaFold, OverlappedGradientBucketsFoldExactly) {
+  // Every replica splits its last backward and issues its buckets alike, on one group per
+  // rank across all 32 replicas: the fold keeps the ring's size and the answer.
+  const std::string path = test::source_path("validation/megatron-narayanan-2021/n1-39.1b.toml");
+  const std::vector<std::string> overlap = {"parallel.overlap_grad_reduce=true"};
+  const auto folded = prepare_study(path, overlap, Folding::kAllowed);
+  const auto whole = prepare_study(path, overlap, Folding::kOff);
+  ASSERT_TRUE(folded->fold.folded()) << folded->fold.describe();
+  EXPECT_NEAR(evaluate(folded->schedule, folded->config.cluster).iteration_time_s() /
+                  evaluate(whole->schedule, whole->config.cluster).iteration_time_s(),
+              1.0, 1e-9);
+  std::vector<std::string> unfolded = overlap;
+  unfolded.push_back("sim.fold=false");
+  EXPECT_NEAR(iteration_time(path, overlap, "simgrid") / iteration_time(path, unfolded, "simgrid"),
+              1.0, 1e-3);
+}
+
 TEST(ReplicaFold, AFailoverInEveryReplicaStaysSymmetricAndExact) {
   // A failure in `loom sim` is Bamboo's failover (schedule.failed_over), which every replica
   // runs alike: folding stays on, and must still give the unfolded answer.

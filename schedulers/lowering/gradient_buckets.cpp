@@ -1,0 +1,206 @@
+#include "schedulers/lowering/gradient_buckets.hpp"
+
+#include <algorithm>
+#include <set>
+#include <variant>
+
+namespace loom::lowering {
+namespace {
+
+struct Bucket {
+  int first_layer = 0;  ///< global layer range [first_layer, end_layer)
+  int end_layer = 0;
+  double bytes = 0;  ///< gradient bytes per GPU
+};
+
+bool reduces_gradients(const Op& op) {
+  const auto* c = std::get_if<Compute>(&op);
+  return c && (c->pass == Pass::kB || c->pass == Pass::kW) && !c->redundant;
+}
+
+/// Per layer: the index in `program` of the last compute that produces its weight
+/// gradients (-1: none on this rank).
+std::vector<int> final_backward(const std::vector<Op>& program, int layers) {
+  std::vector<int> last(static_cast<size_t>(layers), -1);
+  for (size_t i = 0; i < program.size(); ++i) {
+    if (!reduces_gradients(program[i])) continue;
+    const auto& c = std::get<Compute>(program[i]);
+    for (int l = c.first_layer; l < c.end_layer; ++l)
+      last[static_cast<size_t>(l)] = static_cast<int>(i);
+  }
+  return last;
+}
+
+/// The trainable layers rank r holds parameters for, ascending.
+std::vector<int> trained_layers(const Context& ctx, int r) {
+  std::vector<int> out;
+  for (int s = 0; s < ctx.num_stages(); ++s) {
+    if (!ctx.programs.holds(r, s)) continue;
+    for (const Segment& seg : ctx.stage(s).segments) {
+      for (int l = seg.first; l < seg.end; ++l) {
+        if (!ctx.model.layer(l).frozen) out.push_back(l);
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Rank r's buckets, from one replica's program: its trained layers in the order their
+/// gradients become final, cut at `bucket_size` parameters per GPU and wherever the next
+/// layer is not the trained layer just below (so bucket ranges never interleave).
+std::vector<Bucket> form_buckets(const Context& ctx, const std::vector<int>& layers,
+                                 const std::vector<Op>& program, double bucket_size) {
+  const std::vector<int> last = final_backward(program, ctx.model.num_layers());
+  std::vector<int> order = layers;
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    const int fa = last[static_cast<size_t>(a)], fb = last[static_cast<size_t>(b)];
+    return fa != fb ? fa < fb : a > b;
+  });
+  const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
+  std::vector<Bucket> buckets;
+  double parameters = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const int l = order[k];
+    const int tp = ctx.stage_tp(ctx.stage_of_layer[static_cast<size_t>(l)]);
+    const double p = ctx.problem.cost->parameters(l) / tp;
+    const bool extends = k > 0 && parameters < bucket_size &&
+                         std::lower_bound(layers.begin(), layers.end(), order[k - 1]) ==
+                             std::lower_bound(layers.begin(), layers.end(), l) + 1;
+    if (!extends) {
+      buckets.push_back({l, l + 1, 0});
+      parameters = 0;
+    }
+    buckets.back().first_layer = l;
+    buckets.back().bytes += p * grad_bytes;
+    parameters += p;
+  }
+  return buckets;
+}
+
+/// `c` cut at `cuts` (ascending, inside its range) into computes of its layer ranges, top
+/// first (the order backward runs them), each timed by its layers' share of the costs.
+std::vector<Compute> split_compute(const Compute& c, const std::vector<int>& cuts,
+                                   const MicrobatchCosts& mc) {
+  auto layer_time = [&](int l) {
+    const PassCost& pc = mc.layer[static_cast<size_t>(l)];
+    return (c.pass == Pass::kW ? 0 : pc.input_grad_s) + pc.weight_grad_s;
+  };
+  double total = 0, total_w = 0;
+  for (int l = c.first_layer; l < c.end_layer; ++l) {
+    total += layer_time(l);
+    total_w += mc.layer[static_cast<size_t>(l)].weight_grad_s;
+  }
+  std::vector<int> bounds = {c.first_layer};
+  bounds.insert(bounds.end(), cuts.begin(), cuts.end());
+  bounds.push_back(c.end_layer);
+  std::vector<Compute> pieces;
+  for (size_t k = bounds.size() - 1; k > 0; --k) {
+    Compute piece = c;
+    piece.first_layer = bounds[k - 1];
+    piece.end_layer = bounds[k];
+    double t = 0, w = 0;
+    for (int l = piece.first_layer; l < piece.end_layer; ++l) {
+      t += layer_time(l);
+      w += mc.layer[static_cast<size_t>(l)].weight_grad_s;
+    }
+    const double layers = c.end_layer - c.first_layer;
+    piece.seconds = c.seconds * (total > 0 ? t / total : (bounds[k] - bounds[k - 1]) / layers);
+    piece.weight_grad_s = total_w > 0 ? c.weight_grad_s * w / total_w : 0;
+    piece.releases_activation = c.releases_activation && k == 1;  // the last piece to run
+    pieces.push_back(piece);
+  }
+  return pieces;
+}
+
+/// Replica d's program with its final backward computes split at the bucket boundaries.
+std::vector<Op> split_final_backward(const Context& ctx, int replica,
+                                     const std::vector<Op>& program,
+                                     const std::vector<Bucket>& buckets) {
+  std::set<int> boundaries;
+  for (const Bucket& b : buckets) {
+    boundaries.insert(b.first_layer);
+    boundaries.insert(b.end_layer);
+  }
+  const std::vector<int> last = final_backward(program, ctx.model.num_layers());
+  std::vector<Op> out;
+  out.reserve(program.size() + buckets.size());
+  for (size_t i = 0; i < program.size(); ++i) {
+    const auto* c = std::get_if<Compute>(&program[i]);
+    std::vector<int> cuts;
+    if (c && reduces_gradients(program[i]) && !c->overlapped) {
+      for (auto it = boundaries.upper_bound(c->first_layer);
+           it != boundaries.end() && *it < c->end_layer; ++it) {
+        if (last[static_cast<size_t>(*it)] == static_cast<int>(i)) cuts.push_back(*it);
+      }
+    }
+    if (cuts.empty()) {
+      out.push_back(program[i]);
+      continue;
+    }
+    for (Compute& piece : split_compute(*c, cuts, ctx.cost(replica, c->microbatch)))
+      out.emplace_back(piece);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool overlaps_gradient_reduce(const Context& ctx) {
+  return ctx.problem.parallel.overlap_grad_reduce && ctx.replicas > 1 &&
+         ctx.programs.up_stage_rank.empty();
+}
+
+void add_gradient_buckets(const Context& ctx, Schedule& schedule,
+                          const std::function<double(int)>& extra_bytes) {
+  const SchedulingProblem& p = ctx.problem;
+  const double bucket_size = p.parallel.grad_bucket_size > 0
+                                 ? p.parallel.grad_bucket_size
+                                 : std::max(40e6, 1e6 * p.data_parallel());
+  const int ranks = ctx.programs.ranks;
+  for (int r = 0; r < ranks; ++r) {
+    const std::vector<int> layers = trained_layers(ctx, r);
+    std::vector<Bucket> buckets =
+        form_buckets(ctx, layers, schedule.programs[static_cast<size_t>(r)], bucket_size);
+    if (buckets.empty()) continue;
+    buckets.front().bytes += extra_bytes(r);
+    const int group = static_cast<int>(schedule.groups.size());
+    std::vector<int> members;
+    for (int d = 0; d < ctx.replicas; ++d) members.push_back(d * ranks + r);
+    schedule.groups.push_back(members);
+    for (int d = 0; d < ctx.replicas; ++d) {
+      auto& program = schedule.programs[static_cast<size_t>(d * ranks + r)];
+      std::vector<Op> split = split_final_backward(ctx, d, program, buckets);
+      const std::vector<int> last = final_backward(split, ctx.model.num_layers());
+      // Bucket k goes after the compute that finishes its last gradient and after bucket
+      // k - 1: one order in every replica.
+      std::vector<std::vector<const Bucket*>> after(split.size() + 1);
+      int position = -1;
+      for (const Bucket& b : buckets) {
+        for (int l = b.first_layer; l < b.end_layer; ++l) {
+          if (std::binary_search(layers.begin(), layers.end(), l))
+            position = std::max(position, last[static_cast<size_t>(l)]);
+        }
+        after[position < 0 ? split.size() : static_cast<size_t>(position + 1)].push_back(&b);
+      }
+      program.clear();
+      for (size_t i = 0; i <= split.size(); ++i) {
+        for (const Bucket* b : after[i]) {
+          const int top = b->end_layer - 1;
+          program.emplace_back(
+              Collective{.kind = CollectiveKind::kAllReduce,
+                         .group = group,
+                         .stage = ctx.stage_of_layer[static_cast<size_t>(top)],
+                         .module = ctx.model.layers()[static_cast<size_t>(top)].module,
+                         .bytes = b->bytes,
+                         .async = true,
+                         .first_layer = b->first_layer,
+                         .end_layer = b->end_layer});
+        }
+        if (i < split.size()) program.push_back(std::move(split[i]));
+      }
+    }
+  }
+}
+
+}  // namespace loom::lowering
