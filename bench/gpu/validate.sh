@@ -6,7 +6,8 @@
 # device tool's folder) or out/gpu.
 #   usage: bench/gpu/validate.sh [pack-dir]          (default .devpack)
 #   LOOM_GPU_BACKEND=host runs the same steps through the host executor (a dry run);
-#   LOOM_GPU_CONFIG and LOOM_GPU_SETS (--set options) replace the timed model.
+#   LOOM_GPU_CONFIG and LOOM_GPU_SETS (--set options) replace the timed model;
+#   LOOM_GPU_QUICK=1 stops after the tests, the attention bench and the gradient check.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -54,6 +55,11 @@ step attention-bench 60 "$pack/bin/loom_attention_bench" --tokens 8192 --heads 1
 small=configs/exec/vlm-host.toml
 step gradient-check 60 "$loom" exec $small --backend "$backend" --set parallel.pp=1 \
   --set cluster.gpus_per_node=1 --no-plot --out "$out/run/check-small"
+
+if [[ ${LOOM_GPU_QUICK:-0} == 1 ]]; then  # tests and the gradient check only
+  cat "$summary"
+  exit 0
+fi
 
 cfg=${LOOM_GPU_CONFIG:-configs/examples/vlm-frozen.toml}
 # The executor merges 2x2 patches by mean pooling, so the projector reads 1,280-wide rows.

@@ -81,6 +81,25 @@ TEST(Cost, SplitsCommunicationIntoExposedAndHidden) {
             plain["iteration"]["compute_s"].get<double>());
 }
 
+TEST(Cost, OverlappedGradientBucketsAreMostlyHidden) {
+  // parallel.overlap_grad_reduce on 32 replicas: the buckets run behind the last
+  // microbatch's backward; what still runs at the optimizer step is exposed.
+  const std::string config = test::source_path(kNarayanan + "/n1-18.4b.toml");
+  const nlohmann::json plain = json_of(test::run_loom("cost " + config + " --json"));
+  const nlohmann::json overlap =
+      json_of(test::run_loom("cost " + config + " --set parallel.overlap_grad_reduce=true --json"));
+  const auto& p = plain["iteration"]["data_parallel"];
+  const auto& o = overlap["iteration"]["data_parallel"];
+  EXPECT_GT(o["hidden_allreduce_s"].get<double>(), 0);
+  EXPECT_LT(o["exposed_allreduce_s"].get<double>(), p["exposed_allreduce_s"].get<double>());
+  EXPECT_NEAR(o["wait_for_members_s"].get<double>() + o["exposed_allreduce_s"].get<double>(),
+              overlap["iteration"]["dp_allreduce_s"].get<double>(), 1e-9);
+  EXPECT_LT(overlap["iteration"]["iteration_s"].get<double>(),
+            plain["iteration"]["iteration_s"].get<double>());
+  test::expect_exit("sim " + config + " --set parallel.grad_bucket_size=-1", 2,
+                    {"parallel.grad_bucket_size", ">= 0"});
+}
+
 TEST(CostKeys, BadInputNamesTheKeyAndTheFix) {
   test::expect_exit("sim " + example() + " --set cost.model=analytical --set parallel.tp=3", 2,
                     {"parallel.tp", "divide"});
