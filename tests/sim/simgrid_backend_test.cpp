@@ -22,6 +22,20 @@ Recv recv_from(int peer, double bytes) {
   return Recv{peer, 1, 0, {Pass::kF, 0, 1}, bytes};
 }
 
+/// Every op of `s` starts and ends at the same time on SimGrid as on the evaluator.
+void expect_same_timings(const Schedule& s, const Cluster& cluster) {
+  const Timeline predicted = evaluate(s, cluster);
+  const Timeline simulated = run_simgrid(s, cluster);
+  for (size_t r = 0; r < s.programs.size(); ++r) {
+    for (size_t i = 0; i < s.programs[r].size(); ++i) {
+      EXPECT_NEAR(simulated.timings[r][i].start_s, predicted.timings[r][i].start_s, 1e-12)
+          << "rank " << r << " " << to_string(s.programs[r][i], s);
+      EXPECT_NEAR(simulated.timings[r][i].end_s, predicted.timings[r][i].end_s, 1e-12)
+          << "rank " << r << " " << to_string(s.programs[r][i], s);
+    }
+  }
+}
+
 }  // namespace
 
 TEST(SimGridBackend, LoneTransferTakesLatencyPlusBytesOverBandwidth) {
@@ -174,33 +188,13 @@ TEST(SimGridBackend, OpsAfterACollectiveAgreeWithTheEvaluator) {
   s.programs[0] = {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6}, send_to(1, 1e6)};
   s.programs[1] = {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6}, recv_from(0, 1e6),
                    Compute{Pass::kF, 1, 0, 0, 1, 2, 1e-3}};
-  const Cluster cluster = small_cluster(1, 2);
-  const Timeline predicted = evaluate(s, cluster);
-  const Timeline simulated = run_simgrid(s, cluster);
-  for (size_t r = 0; r < 2; ++r) {
-    for (size_t i = 0; i < s.programs[r].size(); ++i) {
-      EXPECT_NEAR(simulated.timings[r][i].start_s, predicted.timings[r][i].start_s, 1e-12)
-          << r << " " << i;
-      EXPECT_NEAR(simulated.timings[r][i].end_s, predicted.timings[r][i].end_s, 1e-12)
-          << r << " " << i;
-    }
-  }
+  expect_same_timings(s, small_cluster(1, 2));
 }
 
 TEST(SimGridBackend, AsyncBucketsAgreeWithTheEvaluator) {
   // Each rank's comm stream actor runs its buckets in order (core/schedule.hpp).
   const Schedule s = test::overlapped_buckets(2e-3, 40e6);
-  const Cluster cluster = small_cluster(1, 2);
-  const Timeline predicted = evaluate(s, cluster);
-  const Timeline simulated = run_simgrid(s, cluster);
-  for (size_t r = 0; r < 2; ++r) {
-    for (size_t i = 0; i < s.programs[r].size(); ++i) {
-      EXPECT_NEAR(simulated.timings[r][i].start_s, predicted.timings[r][i].start_s, 1e-12)
-          << r << " " << i;
-      EXPECT_NEAR(simulated.timings[r][i].end_s, predicted.timings[r][i].end_s, 1e-12)
-          << r << " " << i;
-    }
-  }
+  expect_same_timings(s, small_cluster(1, 2));
 }
 
 TEST(SimGridBackend, TwoRanksOnOneGpuAreRejected) {
