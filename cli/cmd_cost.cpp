@@ -44,7 +44,7 @@ struct Waits {
   double pp_bubble = 0;         ///< at a receive, before the producer sent
   double pp_exposed = 0;        ///< at a receive, while the message was on the wire
   double pp_hidden = 0;         ///< transfer time of received messages that overlapped compute
-  double dp_wait = 0;           ///< at the all-reduce, for slower members to arrive
+  double dp_wait = 0;           ///< at an all-reduce or the optimizer step, for slower members
   double dp_ring = 0;           ///< a blocking all-reduce itself (after the last backward)
   double dp_async_exposed = 0;  ///< waiting at the optimizer step for async buckets
   double dp_async_hidden = 0;   ///< async bucket time behind the rank's other work
@@ -59,23 +59,30 @@ Waits rank_waits(const Schedule& schedule, const Timeline& timeline, int rank) {
   };
   Waits w;
   const auto& ops = schedule.programs[static_cast<size_t>(rank)];
-  double async_s = 0, async_end = 0;  // async buckets: their time, and when the last ends
-  double rank_end = 0;                // when the rank's own work so far ended
-  // The rank waits for its async buckets at the optimizer step, or at its program's end.
-  auto settle_async = [&](double from) {
-    const double exposed = std::max(0.0, std::min(from, async_end) - rank_end);
-    w.dp_async_exposed += exposed;
-    w.dp_async_hidden += async_s - exposed;
-    async_s = 0;
+  std::vector<OpTiming> pending;  // async buckets (ring start to end) not yet waited for
+  double rank_end = 0;            // when the rank's own work so far ended
+  // The rank idles from its own work's end until `until` (its optimizer step, or its
+  // program's end) waiting for its async buckets: the rings that run in that gap are
+  // exposed, the rest of the gap is waiting for slower members; ring time before it hid
+  // behind the rank's work.
+  auto settle_async = [&](double until) {
+    double covered = 0, ring = 0;
+    for (const OpTiming& b : pending) {
+      ring += b.end_s - b.start_s;
+      covered += std::max(0.0, std::min(b.end_s, until) - std::max(b.start_s, rank_end));
+    }
+    w.dp_async_exposed += covered;
+    w.dp_wait += std::max(0.0, until - rank_end - covered);
+    w.dp_async_hidden += ring - covered;
+    pending.clear();
   };
   for (size_t i = 0; i < ops.size(); ++i) {
     const OpTiming t = timing({rank, static_cast<int>(i)});
     if (const auto* c = std::get_if<Collective>(&ops[i]); c && c->async) {
-      async_s += t.end_s - t.start_s;
-      async_end = std::max(async_end, t.end_s);
+      pending.push_back(t);
       continue;
     }
-    if (std::holds_alternative<OptimizerStep>(ops[i]) && async_s > 0) settle_async(t.start_s);
+    if (std::holds_alternative<OptimizerStep>(ops[i]) && !pending.empty()) settle_async(t.start_s);
     if (!std::holds_alternative<Send>(ops[i])) rank_end = std::max(rank_end, t.end_s);
     if (std::holds_alternative<Recv>(ops[i])) {
       const OpTiming sent = timing(matching.peer[static_cast<size_t>(rank)][i]);
@@ -95,7 +102,11 @@ Waits rank_waits(const Schedule& schedule, const Timeline& timeline, int rank) {
       w.optimizer += t.end_s - t.start_s;
     }
   }
-  if (async_s > 0) settle_async(async_end);
+  if (!pending.empty()) {
+    double until = rank_end;
+    for (const OpTiming& b : pending) until = std::max(until, b.end_s);
+    settle_async(until);
+  }
   return w;
 }
 

@@ -47,10 +47,18 @@ std::vector<int> trained_layers(const Context& ctx, int r) {
 }
 
 /// Rank r's buckets, from one replica's program: its trained layers in the order their
-/// gradients become final, cut at `bucket_size` parameters per GPU and wherever the next
-/// layer is not the trained layer just below (so bucket ranges never interleave).
-std::vector<Bucket> form_buckets(const Context& ctx, const std::vector<int>& layers,
+/// gradients become final, cut wherever the next layer is not the trained layer just below
+/// (so bucket ranges never interleave) or belongs to another stage, and within the rank's
+/// first stage at `bucket_size` parameters per GPU. Megatron-Core wraps each model chunk
+/// in its own DDP and buckets only the first (megatron/training/training.py, get_model:
+/// disable_bucketing = model_chunk_idx > 0): a later chunk is one bucket.
+std::vector<Bucket> form_buckets(const Context& ctx, int r, const std::vector<int>& layers,
                                  const std::vector<Op>& program, double bucket_size) {
+  int first_chunk = ctx.num_stages();
+  for (int s = 0; s < ctx.num_stages(); ++s) {
+    if (ctx.programs.holds(r, s)) first_chunk = std::min(first_chunk, s);
+  }
+  auto chunk = [&](int l) { return ctx.stage_of_layer[static_cast<size_t>(l)]; };
   const std::vector<int> last = final_backward(program, ctx.model.num_layers());
   std::vector<int> order = layers;
   std::sort(order.begin(), order.end(), [&](int a, int b) {
@@ -62,9 +70,9 @@ std::vector<Bucket> form_buckets(const Context& ctx, const std::vector<int>& lay
   double parameters = 0;
   for (size_t k = 0; k < order.size(); ++k) {
     const int l = order[k];
-    const int tp = ctx.stage_tp(ctx.stage_of_layer[static_cast<size_t>(l)]);
-    const double p = ctx.problem.cost->parameters(l) / tp;
-    const bool extends = k > 0 && parameters < bucket_size &&
+    const double p = ctx.problem.cost->parameters(l) / ctx.stage_tp(chunk(l));
+    const bool extends = k > 0 && chunk(order[k - 1]) == chunk(l) &&
+                         (chunk(l) != first_chunk || parameters < bucket_size) &&
                          std::lower_bound(layers.begin(), layers.end(), order[k - 1]) ==
                              std::lower_bound(layers.begin(), layers.end(), l) + 1;
     if (!extends) {
@@ -161,7 +169,7 @@ void add_gradient_buckets(const Context& ctx, Schedule& schedule,
   for (int r = 0; r < ranks; ++r) {
     const std::vector<int> layers = trained_layers(ctx, r);
     std::vector<Bucket> buckets =
-        form_buckets(ctx, layers, schedule.programs[static_cast<size_t>(r)], bucket_size);
+        form_buckets(ctx, r, layers, schedule.programs[static_cast<size_t>(r)], bucket_size);
     if (buckets.empty()) continue;
     buckets.front().bytes += extra_bytes(r);
     const int group = static_cast<int>(schedule.groups.size());

@@ -228,7 +228,9 @@ void add_embedding_allreduce(const Context& ctx, Schedule& schedule,
                        .stage = stage,
                        .module = e.module,
                        .bytes = e.parameters * grad_bytes / ctx.stage_tp(e.last_stage),
-                       .tied_embedding = true});
+                       .tied_embedding = true,
+                       // Behind the gradient buckets on the communication stream.
+                       .async = overlaps_gradient_reduce(ctx)});
       }
     }
   }

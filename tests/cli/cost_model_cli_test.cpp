@@ -98,6 +98,16 @@ TEST(Cost, OverlappedGradientBucketsAreMostlyHidden) {
             plain["iteration"]["iteration_s"].get<double>());
   test::expect_exit("sim " + config + " --set parallel.grad_bucket_size=-1", 2,
                     {"parallel.grad_bucket_size", ">= 0"});
+  // Replicas with different samples: a bucket waits for the slower replica's backward.
+  // That wait is waiting for members, never negative hidden time.
+  const nlohmann::json uneven = json_of(
+      test::run_loom("cost " + test::source_path("configs/paper/entrain-cocoqa-llama3-1b.toml") +
+                     " --set schedule.name=1f1b --set parallel.overlap_grad_reduce=true --json"));
+  const auto& u = uneven["iteration"]["data_parallel"];
+  EXPECT_GT(u["wait_for_members_s"].get<double>(), 0);
+  EXPECT_GE(u["hidden_allreduce_s"].get<double>(), 0);
+  EXPECT_NEAR(u["wait_for_members_s"].get<double>() + u["exposed_allreduce_s"].get<double>(),
+              uneven["iteration"]["dp_allreduce_s"].get<double>(), 1e-9);
 }
 
 TEST(CostKeys, BadInputNamesTheKeyAndTheFix) {

@@ -136,6 +136,70 @@ TEST(GradientBuckets, OverlapHidesTheReductionBehindTheBackward) {
   EXPECT_GE(t.iteration_time_s(), t_plain.iteration_time_s() - ring - 1e-9);
 }
 
+TEST(GradientBuckets, ALaterModelChunkIsOneBucketIssuedBeforeTheFirstChunkFinishes) {
+  // Interleaved 1F1B, two chunks per rank: Megatron-Core buckets only a rank's first
+  // chunk; the second (higher layers, finished first) is one bucket that overlaps the
+  // first chunk's last backward.
+  const auto study = overlapped({"schedule.name=interleaved-1f1b", "schedule.chunks=2",
+                                 "schedule.stage_layers=[12,12,12,12]"});
+  const Schedule& s = study->schedule;
+  const auto& stage_of = [&](int layer, int rank = 0) {
+    for (const Op& op : s.programs[static_cast<size_t>(rank)]) {
+      if (const auto* c = std::get_if<Compute>(&op);
+          c && layer >= c->first_layer && layer < c->end_layer)
+        return c->stage;
+    }
+    return -1;
+  };
+  for (int r = 0; r < s.num_ranks(); ++r) {
+    std::map<int, int> per_stage;  // stage -> buckets
+    for (const auto& [index, c] : buckets(s, r)) {
+      const int stage = stage_of(c->first_layer, r);
+      EXPECT_EQ(stage, stage_of(c->end_layer - 1, r)) << "a bucket spans two chunks";
+      ++per_stage[stage];
+    }
+    ASSERT_EQ(per_stage.size(), 2u) << r;
+    EXPECT_GT(per_stage.begin()->second, 1) << r;   // the first chunk: bucketed
+    EXPECT_EQ(per_stage.rbegin()->second, 1) << r;  // the later chunk: one bucket
+  }
+  // Rank 0's later-chunk bucket goes before its first chunk's last backward.
+  const auto& program = s.programs[0];
+  size_t later_bucket = 0, last_first_chunk_backward = 0;
+  for (size_t i = 0; i < program.size(); ++i) {
+    if (const auto* c = std::get_if<Collective>(&program[i]);
+        c && !c->tied_embedding && stage_of(c->first_layer) != 0)
+      later_bucket = i;
+    if (const auto* c = std::get_if<Compute>(&program[i]);
+        c && c->pass != Pass::kF && c->stage == 0)
+      last_first_chunk_backward = i;
+  }
+  EXPECT_LT(later_bucket, last_first_chunk_backward);
+}
+
+TEST(GradientBuckets, TheTiedEmbeddingAllReduceQueuesBehindTheBuckets) {
+  // Megatron's finalize_model_grads reduces the embedding after the gradient sync.
+  const auto study = overlapped();
+  const Schedule& s = study->schedule;
+  const Timeline t = evaluate(s, study->config.cluster);
+  int tied = 0;
+  for (int r = 0; r < s.num_ranks(); ++r) {
+    double buckets_end = 0;
+    const auto& program = s.programs[static_cast<size_t>(r)];
+    for (size_t i = 0; i < program.size(); ++i) {
+      const auto* c = std::get_if<Collective>(&program[i]);
+      if (!c) continue;
+      EXPECT_TRUE(c->async);
+      if (!c->tied_embedding) {
+        buckets_end = std::max(buckets_end, t.timings[r][i].end_s);
+      } else {
+        ++tied;
+        EXPECT_GE(t.timings[r][i].start_s, buckets_end) << "rank " << r;
+      }
+    }
+  }
+  EXPECT_EQ(tied, s.num_ranks());  // first and last stage of both replicas
+}
+
 TEST(GradientBuckets, OneReplicaOrTheOptionOffKeepsOneBlockingAllReduce) {
   for (const auto& study : {overlapped({"parallel.dp=1", "cluster.nodes=2"}),
                             test::megatron_gpt({"parallel.overlap_grad_reduce=false"})}) {
