@@ -94,6 +94,7 @@ int run_exec(const ExecCliOptions& o) {
   exec::ExecOptions options;
   options.timeout_s = o.timeout_s;
   options.rendezvous_file = o.rendezvous;
+  options.collect_tensors = !o.no_check;
   if (!o.fault.empty()) {
     const Schedule& s = study->schedule;
     if (o.fault[0] < 0 || o.fault[0] >= s.num_ranks() || o.fault[1] < 0 ||
@@ -220,7 +221,9 @@ CommandRun attach_exec(CLI::App& sub) {
                  "rank 0 hands out the NCCL id (instead of TCP to MASTER_ADDR:MASTER_PORT; "
                  "overrides LOOM_RENDEZVOUS_FILE). It must not exist at launch; rank 0 removes "
                  "it once all ranks joined. Only rank 0 writes --out and prints the summary");
-  sub.add_flag("--no-check", o->no_check, "Skip the sequential reference and gradient check");
+  sub.add_flag("--no-check", o->no_check,
+               "Skip the sequential reference and gradient check (a timing run: gradients and "
+               "parameters stay on the GPUs)");
   sub.add_flag("--no-plot", o->no_plot, "Skip the Gantt and memory PNGs");
   sub.add_flag("--quiet,-q", o->quiet, "No progress messages on stderr");
   sub.add_flag("--force", o->force, "Replace --out if it holds the output of an earlier run");

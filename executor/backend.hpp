@@ -90,6 +90,10 @@ struct ExecOptions {
   /// of TCP (executor/cuda/bootstrap.hpp); empty = the environment decides. Single-process
   /// backends (host) have nothing to meet and reject it.
   std::string rendezvous_file;
+  /// Return every rank's gradients and updated parameters (the gradient check's input).
+  /// Off for timing runs: the cuda backend then leaves them on the GPUs instead of
+  /// gathering the model twice over to every process's host memory.
+  bool collect_tensors = true;
 };
 
 /// A run that could not complete: a rank failed or a wait timed out. The message names
@@ -143,7 +147,7 @@ void run_program(const Schedule& schedule, int rank, RankBackend& backend,
 /// What a whole run returns.
 struct ExecResult {
   Timeline timeline;
-  std::vector<Gradients> gradients;    ///< per rank
+  std::vector<Gradients> gradients;    ///< per rank (none without collect_tensors)
   std::vector<Parameters> parameters;  ///< per rank, after its optimizer step (or empty)
 };
 

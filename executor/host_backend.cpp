@@ -159,6 +159,7 @@ class HostExecutor final : public Executor {
     ExecResult result;
     for (auto& b : backends) {
       result.timeline.timings.push_back(b->timings());
+      if (!options.collect_tensors) continue;
       result.gradients.push_back(b->gradients());
       result.parameters.push_back(b->updated_parameters());
     }

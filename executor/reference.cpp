@@ -66,6 +66,7 @@ Gradients reference_gradients(const ExecProblem& problem, const ExecOptions& opt
   ExecOptions o = options;
   o.fault.reset();
   o.rendezvous_file.clear();  // one in-process run: nothing to meet
+  o.collect_tensors = true;
   return make_host_executor()->run(p, o).gradients.at(0);
 }
 

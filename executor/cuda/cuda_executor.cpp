@@ -105,6 +105,7 @@ class CudaExecutor final : public Executor {
     }
     ExecResult result;
     result.timeline.timings = gather_timings(schedule, backend.timings(), comms, compute.stream);
+    if (!options.collect_tensors) return result;  // every rank skips the gathers alike
     result.gradients = gather_tensors(
         problem, info.rank, [&](const auto& layers) { return backend.gradient_tensors(layers); },
         false, comms, compute.stream);

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <stdexcept>
+#include <thread>
 
 #include "core/workload.hpp"
 #include "executor/cuda/data_ops.hpp"
@@ -55,7 +57,14 @@ CudaModelState::CudaModelState(const ExecProblem& problem, const LayerGraph& gra
       runner_(blas, stream) {
   for (const auto& per_replica : problem.schedule->samples)
     for (const auto& mb : per_replica) batch_samples_ += static_cast<int>(mb.size());
-  for (int l : layers) params(l);
+  // Every layer's weights up front, redundant copies' too: a lazy upload mid-run would
+  // synchronise the stream.
+  std::vector<int> needed = layers;
+  for (const Op& op : program) {
+    if (const auto* c = std::get_if<Compute>(&op))
+      for (int l = c->first_layer; l < c->end_layer; ++l) needed.push_back(l);
+  }
+  upload_parameters(std::move(needed));
   for (int l : layers) {
     if (model_.layer(l).frozen) continue;
     for (const auto& [name, m] : zero_parameters(model_.layer(l)))
@@ -70,18 +79,36 @@ std::vector<int> CudaModelState::samples_of(int microbatch) const {
       .at(static_cast<size_t>(microbatch));
 }
 
-const DeviceTensors& CudaModelState::params(int layer) {
-  auto it = params_.find(layer);
-  if (it == params_.end()) {  // a redundant copy holds the weights too
-    DeviceTensors device;
-    // Synchronous upload: init_parameters' host matrices die at the end of this scope.
-    for (const auto& [name, m] : init_parameters(model_.layer(layer), layer, problem_.seed)) {
-      device[name] = DeviceMatrix::upload(m.rows, m.cols, m.data, stream_);
+void CudaModelState::upload_parameters(std::vector<int> layers) {
+  std::sort(layers.begin(), layers.end());
+  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+  std::erase_if(layers, [&](int l) { return params_.count(l) > 0; });
+  // init_parameters is a pure function of (seed, layer): layers initialise in parallel, a
+  // batch per host core at a time to bound host memory (one thread took 15 s for the
+  // 1.6B parameters of configs/examples/vlm-frozen.toml).
+  const size_t batch = std::max(1U, std::thread::hardware_concurrency());
+  for (size_t from = 0; from < layers.size(); from += batch) {
+    const size_t to = std::min(layers.size(), from + batch);
+    std::vector<std::future<LayerTensors>> host;
+    for (size_t i = from; i < to; ++i) {
+      host.push_back(std::async(std::launch::async, [this, l = layers[i]] {
+        return init_parameters(model_.layer(l), l, problem_.seed);
+      }));
+    }
+    for (size_t i = from; i < to; ++i) {
+      const LayerTensors tensors = host[i - from].get();
+      DeviceTensors& device = params_[layers[i]];
+      for (const auto& [name, m] : tensors)
+        device[name] = DeviceMatrix::upload(m.rows, m.cols, m.data, stream_);
+      // Synchronous: the host tensors die at the end of this iteration.
       LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
-    it = params_.emplace(layer, std::move(device)).first;
   }
-  return it->second;
+}
+
+const DeviceTensors& CudaModelState::params(int layer) {
+  if (params_.count(layer) == 0) upload_parameters({layer});
+  return params_.at(layer);
 }
 
 void CudaModelState::prefetch_one(int module_key, int microbatch, const std::string& modality,
@@ -101,8 +128,6 @@ void CudaModelState::prefetch(const std::vector<Op>& program) {
   for (const Op& op : program) {
     const Compute* c = std::get_if<Compute>(&op);
     if (c == nullptr) continue;
-    // Every layer's weights up front: a lazy upload mid-run would synchronise the stream.
-    for (int l = c->first_layer; l < c->end_layer; ++l) params(l);
     if (c->pass != Pass::kF || is_redundant(*c)) continue;
     const int module = model_.layers()[static_cast<size_t>(c->first_layer)].module;
     const Module& mod = model_.module(module);

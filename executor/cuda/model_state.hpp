@@ -61,6 +61,9 @@ class CudaModelState {
   using DataKey = std::tuple<int, int, std::string>;  ///< (module key, microbatch, modality)
   std::vector<int> samples_of(int microbatch) const;
   void prefetch(const std::vector<Op>& program);
+  /// Uploads the weights of `layers` (those not yet on the device), initialised on every
+  /// host core at once.
+  void upload_parameters(std::vector<int> layers);
   /// Uploads the synthetic (module key, microbatch, modality) tensor: `lengths` rows per
   /// sample, or the samples' tokens of `modality` when null.
   void prefetch_one(int module_key, int microbatch, const std::string& modality, int width,

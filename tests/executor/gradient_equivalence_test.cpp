@@ -144,6 +144,20 @@ TEST(GradientCheck, ScheduleThatDropsAMicrobatchBackwardFails) {
   EXPECT_GT(c.max_relative_error, 0.05);  // ~1/m of the gradient is missing
 }
 
+TEST(GradientCheck, ATimingRunCollectsNoTensors) {
+  // loom exec --no-check: the timeline only (ExecOptions::collect_tensors).
+  const auto study = host_study({"model.modules.llm.frozen=false"});
+  ExecOptions options;
+  options.collect_tensors = false;
+  const ExecResult result = make_host_executor()->run(problem_of(*study), options);
+  EXPECT_TRUE(result.gradients.empty());
+  EXPECT_TRUE(result.parameters.empty());
+  ASSERT_EQ(result.timeline.timings.size(), study->schedule.programs.size());
+  EXPECT_EQ(result.timeline.timings[0].size(), study->schedule.programs[0].size());
+  // The reference run collects whatever the options say.
+  EXPECT_FALSE(reference_gradients(problem_of(*study), options).empty());
+}
+
 TEST(GradientCheck, FrozenParametersGetNoGradient) {
   const auto study = host_study({});
   const ExecProblem p = problem_of(*study);
