@@ -262,6 +262,8 @@ int run_sim(const SimOptions& o) {
               << (backend == "simgrid" ? "SimGrid" : "the evaluator") << " ...\n";
     if (!study->fold.describe().empty()) std::cerr << "loom: " << study->fold.describe() << "\n";
   }
+  if (const std::string note = unapplied_options(*study); !note.empty())
+    std::cerr << "loom: warning: " << note << "\n";
   BackendRun run = run_backend(*study, o, backend);
   if (o.bench && backend == "evaluator") {
     // The evaluator is fast enough for timer noise to matter: report the best of 5.

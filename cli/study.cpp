@@ -248,4 +248,20 @@ double evaluate_with_view(const Study& study, PartitionView view) {
   return evaluate(schedule, *p.cluster).iteration_time_s();
 }
 
+std::string unapplied_options(const Study& study) {
+  const Config& c = study.config;
+  if (!c.parallel.overlap_grad_reduce) return "";
+  for (const auto& program : study.schedule.programs) {
+    for (const Op& op : program) {
+      if (const auto* coll = std::get_if<Collective>(&op); coll && coll->async) return "";
+    }
+  }
+  const std::string& name = c.schedule.name;
+  const std::string why = name.rfind("hetero-", 0) == 0 ? name + " lowers itself"
+                          : c.parallel.dp == 1          ? "one replica has nothing to reduce"
+                                                        : name + " runs two copies of each stage";
+  return "parallel.overlap_grad_reduce has no effect here: " + why +
+         ", so the gradients are reduced after the pipeline flush (docs/cost-model.md)";
+}
+
 }  // namespace loom

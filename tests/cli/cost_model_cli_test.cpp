@@ -110,6 +110,25 @@ TEST(Cost, OverlappedGradientBucketsAreMostlyHidden) {
               uneven["iteration"]["dp_allreduce_s"].get<double>(), 1e-9);
 }
 
+TEST(Cost, OverlapWhereItCannotApplyIsAWarningNotSilence) {
+  test::TempDir dir;
+  const auto hetero = test::run_loom(
+      "sim " + test::source_path("configs/paper/hetero-llava-noncolocated.toml") +
+      " --set parallel.overlap_grad_reduce=true --backend evaluator --no-plot --out " +
+      dir.path("hetero"));
+  ASSERT_EQ(hetero.exit_code, 0) << hetero.output;
+  EXPECT_NE(hetero.output.find("warning: parallel.overlap_grad_reduce has no effect here: "
+                               "hetero-noncolocated lowers itself"),
+            std::string::npos)
+      << hetero.output;
+  const auto megatron = test::run_loom(
+      "sim " + test::source_path(kNarayanan + "/n1-18.4b.toml") +
+      " --set parallel.overlap_grad_reduce=true --backend evaluator --no-plot --out " +
+      dir.path("megatron"));
+  ASSERT_EQ(megatron.exit_code, 0) << megatron.output;
+  EXPECT_EQ(megatron.output.find("warning"), std::string::npos) << megatron.output;
+}
+
 TEST(CostKeys, BadInputNamesTheKeyAndTheFix) {
   test::expect_exit("sim " + example() + " --set cost.model=analytical --set parallel.tp=3", 2,
                     {"parallel.tp", "divide"});
