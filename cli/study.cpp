@@ -251,14 +251,20 @@ double evaluate_with_view(const Study& study, PartitionView view) {
 std::string unapplied_options(const Study& study) {
   const Config& c = study.config;
   if (!c.parallel.overlap_grad_reduce) return "";
+  // The option applies where the schedule still reduces gradients in one blocking
+  // all-reduce after the flush (a schedule with nothing to reduce has nothing to warn of).
+  bool blocking_reduction = false;
   for (const auto& program : study.schedule.programs) {
     for (const Op& op : program) {
-      if (const auto* coll = std::get_if<Collective>(&op); coll && coll->async) return "";
+      const auto* coll = std::get_if<Collective>(&op);
+      blocking_reduction =
+          blocking_reduction || (coll && coll->kind == CollectiveKind::kAllReduce && !coll->async &&
+                                 !coll->tied_embedding);
     }
   }
+  if (!blocking_reduction) return "";
   const std::string& name = c.schedule.name;
   const std::string why = name.rfind("hetero-", 0) == 0 ? name + " lowers itself"
-                          : c.parallel.dp == 1          ? "one replica has nothing to reduce"
                                                         : name + " runs two copies of each stage";
   return "parallel.overlap_grad_reduce has no effect here: " + why +
          ", so the gradients are reduced after the pipeline flush (docs/cost-model.md)";

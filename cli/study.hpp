@@ -44,7 +44,8 @@ std::unique_ptr<Study> prepare_study(const std::string& config_path,
 double evaluate_with_view(const Study& study, PartitionView view);
 
 /// A warning when the config asks for something the planned schedule does not do
-/// (parallel.overlap_grad_reduce where the reduction stays one blocking all-reduce); "".
+/// (parallel.overlap_grad_reduce where the data-parallel reduction stays one blocking
+/// all-reduce: Chimera, hetero-*); "".
 std::string unapplied_options(const Study& study);
 
 }  // namespace loom

@@ -263,12 +263,10 @@ class Simulation {
                      },
                      [&](const Recv&) { receive(here, boxes[i].in); },
                      [&](const Collective& c) {
-                       if (c.async) {
-                         timing(here).start_s = start;  // the comm stream overwrites it
-                         issue_async(r);
-                       } else {
+                       if (c.async)
+                         issue_async(r);  // its comm stream runs and times it
+                       else
                          ring(here, c, boxes[i]);
-                       }
                      },
                      [&](const OptimizerStep& o) {
                        wait_for_async(r);
