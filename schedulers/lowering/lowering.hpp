@@ -1,22 +1,25 @@
 #pragma once
 /// The one lowering: a scheduler's PipelinePrograms (stages, placement, per-rank action
-/// orders) become the Schedule IR. Every scheduler but the per-module hetero-* ones goes
-/// through it; it is a short sequence of named passes (lowering/passes.hpp), each testable
-/// alone:
+/// orders) become the Schedule IR. Every scheduler but hetero-colocated goes through it; it is a
+/// short sequence of named passes (lowering/passes.hpp), each testable alone:
 ///   1. place_ranks            replica d, rank r -> GPUs (packed, or the stages' explicit
 ///                             placement for per-module layouts)
 ///   2. assign_samples         samples -> (replica, microbatch): in order, or the
-///                             scheduler's own batching (SchedulingProblem::assignment)
+///                             scheduler's own batching (SchedulingProblem::assignment), or
+///                             batch pieces (per-module data parallelism, programs.hpp)
 ///   3. cost_microbatches      every layer for every microbatch (frozen status applied,
-///                             Eq 3.2; or the frozen-unaware `naive` view a planner believes)
+///                             Eq 3.2; or the frozen-unaware `naive` view a planner
+///                             believes; shards of a module's grid, module_shards.hpp)
 ///   4. expand_actions         each action -> one Compute per segment of its stage, plus
 ///                             forward-only redundant copies (encoders-replicated before
 ///                             the forward, Bamboo's successor copy after it)
 ///   5. add_point_to_point     Recv before / Send after each compute whose data edge
 ///                             (core/dataflow.hpp) crosses ranks; a receiver takes an edge's
-///                             messages in the order the sender sent them
+///                             messages in the order the sender sent them; a boundary from
+///                             another module group adds the leader's TP broadcast
 ///   6. add_gradient_allreduce the data-parallel all-reduce of each rank's trainable
-///                             parameters (all its chunks in one bucket), then the tied
+///                             parameters (all its chunks in one bucket; per-module
+///                             layouts: over each stage's copies), then the tied
 ///                             embedding's all-reduce between first and last stage
 ///                             (lowering/tied_embedding.hpp); with
 ///                             parallel.overlap_grad_reduce, async buckets overlapped

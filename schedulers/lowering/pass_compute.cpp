@@ -1,15 +1,71 @@
 // Passes 3 and 4: the cost of every layer for every microbatch, and the compute
 // operations each rank's actions expand into.
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <tuple>
 
 #include "core/errors.hpp"
+#include "schedulers/lowering/module_shards.hpp"
 #include "schedulers/lowering/passes.hpp"
 
 namespace loom::lowering {
 
+namespace {
+/// Per-module layouts: a piece's work on a stage copy is its share (dp / pieces) of the
+/// copy's shard of the whole microbatch (module_shards.hpp), and a piece's output is
+/// 1 / pieces of the microbatch's.
+void cost_batch_pieces(Context& ctx) {
+  const SchedulingProblem& p = ctx.problem;
+  const int pieces = ctx.programs.pieces;
+  const auto global = global_microbatches(p, ctx.sink_layout().dp);
+  std::map<std::tuple<int, int, int>, ShardCost> shards;  // (module, microbatch, copy)
+  ctx.costs.resize(static_cast<size_t>(ctx.microbatches));
+  for (int mb = 0; mb < ctx.microbatches; ++mb) {
+    const int j = mb / pieces;
+    std::vector<const Sample*> batch;
+    for (int id : global[static_cast<size_t>(j)])
+      batch.push_back(&p.samples[static_cast<size_t>(id)]);
+    MicrobatchCosts& mc = ctx.costs[static_cast<size_t>(mb)];
+    const size_t layers = static_cast<size_t>(ctx.model.num_layers());
+    mc.layer.resize(layers);
+    mc.activation.resize(layers);
+    for (int l = 0; l < ctx.model.num_layers(); ++l)
+      mc.output.push_back(p.cost->output_bytes(l, layer_shape(ctx.model, l, batch)) / pieces);
+    for (int s = 0; s < ctx.num_stages(); ++s) {
+      const ModuleLayout& layout = *ctx.stage(s).layout;
+      const int copy = mb % pieces / (pieces / layout.dp);
+      const double share = static_cast<double>(layout.dp) / pieces;
+      for (const Segment& seg : ctx.stage(s).segments) {
+        auto it = shards.find({seg.module, j, copy});
+        if (it == shards.end()) {
+          it = shards
+                   .emplace(
+                       std::make_tuple(seg.module, j, copy),
+                       shard_cost(p, seg.module, layout, global[static_cast<size_t>(j)], copy, 0))
+                   .first;
+        }
+        for (int l = seg.first; l < seg.end; ++l) {
+          const size_t local =
+              static_cast<size_t>(ctx.model.layers()[static_cast<size_t>(l)].local_index);
+          const PassCost& c = it->second.layer[local];
+          mc.layer[static_cast<size_t>(l)] = {c.forward_s * share, c.input_grad_s * share,
+                                              c.weight_grad_s * share};
+          mc.activation[static_cast<size_t>(l)] = it->second.activation[local] * share;
+        }
+      }
+    }
+  }
+}
+}  // namespace
+
 void cost_microbatches(Context& ctx, const Schedule& schedule) {
   const SchedulingProblem& p = ctx.problem;
+  if (ctx.programs.sharded()) {
+    if (ctx.naive) throw std::logic_error("lowering: no frozen-unaware view of per-module layouts");
+    cost_batch_pieces(ctx);
+    return;
+  }
   ctx.costs.resize(static_cast<size_t>(ctx.replicas * ctx.microbatches));
   for (int d = 0; d < ctx.replicas; ++d) {
     for (int j = 0; j < ctx.microbatches; ++j) {

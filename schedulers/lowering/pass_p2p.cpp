@@ -30,10 +30,23 @@ struct ChannelState {
 /// `rank`: an input comes from the producer's (F) or the consumer's (B) rank; an output
 /// goes to the consumer's (F) or the producer's (B) rank (for the edge's microbatch: with
 /// bidirectional pipelines its direction decides).
-int remote_rank(const Context& ctx, const DataEdge& edge, bool input) {
+int remote_stage(const Context& ctx, const DataEdge& edge, bool input) {
   const bool at_producer = (edge.pass == Pass::kF) == input;
-  const int layer = at_producer ? edge.producer : edge.boundary;
-  return ctx.programs.rank_of(ctx.stage_of_layer[static_cast<size_t>(layer)], edge.microbatch);
+  return ctx.stage_of_layer[static_cast<size_t>(at_producer ? edge.producer : edge.boundary)];
+}
+int remote_rank(const Context& ctx, const DataEdge& edge, bool input) {
+  return ctx.programs.rank_of(remote_stage(ctx, edge, input), edge.microbatch);
+}
+
+/// Per-module layouts (§3.1): a boundary tensor from another module group reaches the
+/// receiving stage's leader, which broadcasts it to its TP peers over NVLink before the
+/// compute can start (a pipelined broadcast: latency + bytes / bandwidth). Its time is on
+/// the receiving rank, added to the compute that consumes the tensor.
+double boundary_broadcast_s(const Context& ctx, int stage, int from_stage, double bytes) {
+  const auto& layout = ctx.stage(stage).layout;
+  if (!layout || layout->tp < 2 || ctx.stage(from_stage).layout->owner == layout->owner) return 0;
+  const LinkSpec& link = ctx.problem.cluster->intra_node;
+  return link.latency + bytes / link.bandwidth;
 }
 
 Channel channel(int from, int to, const DataEdge& e) {
@@ -86,10 +99,14 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
           (step == 0 || !std::get<Compute>(computes[step - 1]).overlapped ||
            (c.pass == Pass::kF && std::get<Compute>(computes[step - 1]).pass != Pass::kF));
       if (opens_group) group_start = program.size();
+      double broadcast_s = 0;
       if (!c.redundant) {
         for (const DataEdge& e : op_inputs(ctx.graph, c)) {
           const int from = remote_rank(ctx, e, true);
           if (from == r) continue;
+          broadcast_s += boundary_broadcast_s(
+              ctx, c.stage, remote_stage(ctx, e, true),
+              ctx.cost(d, e.microbatch).output[static_cast<size_t>(e.producer)]);
           ChannelState& ch = channels[channel(from, r, e)];
           if (ch.received.count(e.microbatch)) continue;  // taken earlier, in send order
           bool found = false;
@@ -117,6 +134,7 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
         }
       }
       program.push_back(c);
+      std::get<Compute>(program.back()).seconds += broadcast_s;
       if (c.redundant) continue;
       for (const DataEdge& e : op_outputs(ctx.graph, c)) {
         const int to = remote_rank(ctx, e, false);

@@ -6,6 +6,7 @@
 #include "core/errors.hpp"
 #include "core/memory_model.hpp"
 #include "schedulers/lowering/gradient_buckets.hpp"
+#include "schedulers/lowering/module_shards.hpp"
 #include "schedulers/lowering/passes.hpp"
 #include "schedulers/lowering/tied_embedding.hpp"
 
@@ -18,8 +19,8 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
       graph(*p.model,
             c == LoweringCosts::kNaive ? BackwardRule::kEveryLayer : BackwardRule::kFrozenAware),
       naive(c == LoweringCosts::kNaive),
-      replicas(p.parallel.dp),
-      microbatches(p.schedule.microbatches),
+      replicas(progs.sharded() ? 1 : p.parallel.dp),
+      microbatches(p.schedule.microbatches * progs.pieces),
       embeddings(tied_embeddings(p, progs)) {
   // No orders yet is allowed: a planner costs the stages before it orders them (dip).
   if (progs.ranks < 1 ||
@@ -29,6 +30,17 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
     if (orders.size() != static_cast<size_t>(progs.ranks))
       throw std::logic_error("lowering: rank orders do not match the ranks per replica");
   }
+  for (const StageSpec& spec : progs.stages) {
+    const bool copies_fit =
+        spec.layout && spec.copy_ranks.size() == static_cast<size_t>(spec.layout->dp) &&
+        spec.gpu.size() == spec.copy_ranks.size() && progs.pieces % spec.layout->dp == 0;
+    if (spec.layout.has_value() != progs.sharded() || (spec.layout && !copies_fit))
+      throw std::logic_error(
+          "lowering: per-module layouts need every stage's layout, one rank and GPU per "
+          "data-parallel copy, and pieces a multiple of each dp");
+  }
+  if (progs.pieces < 1 || (progs.pieces > 1 && !progs.sharded()))
+    throw std::logic_error("lowering: batch pieces are for per-module layouts");
   stage_of_layer.assign(static_cast<size_t>(model.num_layers()), -1);
   for (int s = 0; s < num_stages(); ++s) {
     const int r = programs.rank_of(s);
@@ -58,10 +70,14 @@ bool Context::needs_backward(const Segment& seg) const {
 }
 
 namespace {
-/// The first stage a rank of the replica holds (its chunk 0).
+/// The first stage a rank of the replica holds (its chunk 0; the stage it holds a copy
+/// of, with per-module data parallelism).
 int first_stage_of(const Context& ctx, int r) {
   for (int s = 0; s < ctx.num_stages(); ++s) {
     if (ctx.programs.rank_of(s) == r) return s;
+  }
+  for (int s = 0; s < ctx.num_stages(); ++s) {
+    if (ctx.programs.holds(r, s)) return s;
   }
   throw std::logic_error("lowering: rank " + std::to_string(r) + " holds no stage");
 }
@@ -75,6 +91,17 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
   schedule.num_stages = ranks;
   schedule.microbatches = ctx.microbatches;
   schedule.programs.resize(static_cast<size_t>(ranks * dp));
+  if (ctx.programs.sharded()) {  // every copy of every stage on its own rank; dp = 1
+    schedule.num_stages = ctx.num_stages();
+    schedule.ranks.resize(static_cast<size_t>(ranks));
+    for (const StageSpec& spec : ctx.programs.stages) {
+      for (size_t c = 0; c < spec.copy_ranks.size(); ++c) {
+        schedule.ranks.at(static_cast<size_t>(spec.copy_ranks[c])) = {
+            .gpu = spec.gpu[c], .tp = spec.layout->tp, .replica = 0};
+      }
+    }
+    return;
+  }
   if (!ctx.programs.stages.empty() && !ctx.programs.stages.front().gpu.empty()) {
     // Explicit placement; check_placement() vets it against the cluster.
     for (int d = 0; d < dp; ++d) {
@@ -107,9 +134,38 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
   }
 }
 
+namespace {
+/// Per-module data parallelism: the LLM's (the sink's) replicas split each microbatch in
+/// whole samples, and each replica lists its samples on its pieces in turn, so every
+/// sample is in exactly one piece of the one IR replica.
+void assign_batch_pieces(const Context& ctx, Schedule& schedule) {
+  const int pieces = ctx.programs.pieces;
+  const int dp = ctx.sink_layout().dp;
+  const int per = pieces / dp;  // pieces per LLM replica
+  const auto global = global_microbatches(ctx.problem, dp);
+  schedule.samples.assign(1, std::vector<std::vector<int>>(static_cast<size_t>(ctx.microbatches)));
+  for (size_t j = 0; j < global.size(); ++j) {
+    for (int d = 0; d < dp; ++d) {
+      const auto ids = replica_samples(global[j], d, dp);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const size_t piece = j * static_cast<size_t>(pieces) + static_cast<size_t>(d * per) +
+                             i % static_cast<size_t>(per);
+        schedule.samples[0][piece].push_back(ids[i]);
+      }
+    }
+  }
+}
+}  // namespace
+
 void assign_samples(const Context& ctx, Schedule& schedule) {
   const SchedulingProblem& p = ctx.problem;
   const int dp = ctx.replicas, m = ctx.microbatches;
+  if (ctx.programs.sharded()) {
+    if (!p.assignment.empty())
+      throw std::logic_error("lowering: per-module layouts batch the samples themselves");
+    assign_batch_pieces(ctx, schedule);
+    return;
+  }
   if (!p.assignment.empty()) {  // a scheduler's own batching (SchedulingProblem)
     if (p.assignment.size() != static_cast<size_t>(dp) ||
         p.assignment.front().size() != static_cast<size_t>(m))
@@ -208,6 +264,36 @@ void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
   }
 }
 
+/// Per-module layouts: each stage's trainable gradients reduce over its module's
+/// data-parallel copies (the single IR replica holds them all), labelled with the stage's
+/// first module.
+void add_module_allreduce(const Context& ctx, Schedule& schedule,
+                          const std::function<double(int)>& extra_bytes) {
+  const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
+  for (int s = 0; s < ctx.num_stages(); ++s) {
+    const StageSpec& spec = ctx.stage(s);
+    if (spec.layout->dp < 2) continue;
+    double bytes = extra_bytes(spec.copy_ranks.front());
+    for (const Segment& seg : spec.segments) {
+      for (int l = seg.first; l < seg.end; ++l) {
+        if (!ctx.model.layer(l).frozen)
+          bytes += ctx.problem.cost->parameters(l) / spec.layout->tp * grad_bytes;
+      }
+    }
+    if (bytes <= 0) continue;
+    const int group = static_cast<int>(schedule.groups.size());
+    schedule.groups.push_back(spec.copy_ranks);
+    for (int r : spec.copy_ranks) {
+      schedule.programs[static_cast<size_t>(r)].push_back(
+          Collective{.kind = CollectiveKind::kAllReduce,
+                     .group = group,
+                     .stage = s,
+                     .module = spec.segments.front().module,
+                     .bytes = bytes});
+    }
+  }
+}
+
 /// Megatron-LM's embedding all-reduce, per replica, after the data-parallel one.
 void add_embedding_allreduce(const Context& ctx, Schedule& schedule,
                              const std::vector<TiedEmbedding>& embeddings) {
@@ -249,7 +335,9 @@ void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
     }
     return bytes;
   };
-  if (overlaps_gradient_reduce(ctx))
+  if (ctx.programs.sharded())
+    add_module_allreduce(ctx, schedule, copy_gradient_bytes);
+  else if (overlaps_gradient_reduce(ctx))
     add_gradient_buckets(ctx, schedule, copy_gradient_bytes);
   else if (dp > 1 || !ctx.programs.up_stage_rank.empty())
     add_data_parallel_allreduce(ctx, schedule, copy_gradient_bytes);
@@ -258,7 +346,7 @@ void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
 
 void add_optimizer_step(const Context& ctx, Schedule& schedule) {
   const MemoryConstants& memory = ctx.problem.memory;
-  const int shards = memory.distributed_optimizer ? ctx.problem.data_parallel() : 1;
+  auto shards = [&](int s) { return memory.distributed_optimizer ? ctx.optimizer_shards(s) : 1; };
   for (int r = 0; r < ctx.programs.ranks; ++r) {
     double parameters = 0, bytes = 0;
     int module = 0;
@@ -268,7 +356,7 @@ void add_optimizer_step(const Context& ctx, Schedule& schedule) {
         for (int l = seg.first; l < seg.end; ++l) {
           const LayerSpec& layer = ctx.model.layer(l);
           if (layer.frozen) continue;
-          const double p = ctx.problem.cost->parameters(l) / ctx.stage_tp(s) / shards;
+          const double p = ctx.problem.cost->parameters(l) / ctx.stage_tp(s) / shards(s);
           parameters += p;
           bytes += optimizer_step_bytes(p, layer.dtype_bytes, memory);
           module = seg.module;
@@ -277,7 +365,7 @@ void add_optimizer_step(const Context& ctx, Schedule& schedule) {
     }
     for (const TiedEmbedding& e : ctx.embeddings) {
       if (!e.trained || !e.keeps_copy(r)) continue;
-      const double p = e.parameters / ctx.stage_tp(e.last_stage) / shards;
+      const double p = e.parameters / ctx.stage_tp(e.last_stage) / shards(e.last_stage);
       parameters += p;
       bytes += optimizer_step_bytes(p, ctx.model.layer(e.first_layer).dtype_bytes, memory);
     }
@@ -305,18 +393,17 @@ namespace loom {
 
 std::vector<StaticMemory> static_memory_per_rank(const SchedulingProblem& problem,
                                                  const PipelinePrograms& programs) {
+  using lowering::optimizer_shards;
+  using lowering::stage_tp;
   const Model& model = *problem.model;
-  auto stage_tp = [&](const StageSpec& spec) {
-    return spec.tp > 0 ? spec.tp : problem.parallel.tp;
-  };
   std::vector<StaticMemory> per_rank(static_cast<size_t>(programs.ranks));
   for (size_t s = 0; s < programs.stages.size(); ++s) {
     const StageSpec& spec = programs.stages[s];
     StaticMemory stage;
     auto add = [&](const Segment& seg, bool trained) {
       for (int l = seg.first; l < seg.end; ++l) {
-        stage += layer_state_bytes(*problem.cost, model, l, stage_tp(spec), problem.memory,
-                                   problem.data_parallel(), trained);
+        stage += layer_state_bytes(*problem.cost, model, l, stage_tp(problem, spec), problem.memory,
+                                   optimizer_shards(problem, spec), trained);
       }
     };
     // A redundant copy holds the weights; only the real copy is trained. A successor copy
@@ -326,6 +413,8 @@ std::vector<StaticMemory> static_memory_per_rank(const SchedulingProblem& proble
     for (const Segment& seg : spec.successor_copy) add(seg, true);
     // A rank holds every chunk placed on it.
     per_rank[static_cast<size_t>(programs.rank_of(static_cast<int>(s)))] += stage;
+    for (size_t c = 1; c < spec.copy_ranks.size(); ++c)  // per-module data parallelism
+      per_rank[static_cast<size_t>(spec.copy_ranks[c])] += stage;
     if (!programs.up_stage_rank.empty())  // the second copy
       per_rank[static_cast<size_t>(programs.up_stage_rank[s])] += stage;
   }
@@ -334,8 +423,8 @@ std::vector<StaticMemory> static_memory_per_rank(const SchedulingProblem& proble
     const StageSpec& head = programs.stages[static_cast<size_t>(e.last_stage)];
     for (int r : e.copy_ranks) {
       per_rank[static_cast<size_t>(r)] += parameter_state_bytes(
-          e.parameters / stage_tp(head), model.layer(e.first_layer).dtype_bytes, problem.memory,
-          problem.data_parallel(), e.trained);
+          e.parameters / stage_tp(problem, head), model.layer(e.first_layer).dtype_bytes,
+          problem.memory, optimizer_shards(problem, head), e.trained);
     }
   }
   return per_rank;

@@ -11,6 +11,16 @@
 
 namespace loom::lowering {
 
+/// A stage's TP width: its own (per-module layouts) or parallel.tp.
+inline int stage_tp(const SchedulingProblem& problem, const StageSpec& spec) {
+  return spec.tp > 0 ? spec.tp : problem.parallel.tp;
+}
+/// The group a stage's optimizer state shards over (parallel.distributed_optimizer): the
+/// data-parallel replicas, or the DP x CP grid of its module (per-module layouts).
+inline int optimizer_shards(const SchedulingProblem& problem, const StageSpec& spec) {
+  return spec.layout ? spec.layout->dp * spec.layout->cp : problem.data_parallel();
+}
+
 /// Everything the lowering needs about one (replica, microbatch).
 struct MicrobatchCosts {
   std::vector<PassCost> layer;     ///< per layer, in the lowering's cost view
@@ -40,7 +50,10 @@ struct Context {
   int rank(int replica, int stage) const {
     return replica * programs.ranks + programs.rank_of(stage);
   }
-  int stage_tp(int s) const { return stage(s).tp > 0 ? stage(s).tp : problem.parallel.tp; }
+  int stage_tp(int s) const { return lowering::stage_tp(problem, stage(s)); }
+  int optimizer_shards(int s) const { return lowering::optimizer_shards(problem, stage(s)); }
+  /// Per-module layouts: the LLM's (the model's sink, its last layers).
+  const ModuleLayout& sink_layout() const { return *stage(stage_of_layer.back()).layout; }
   bool needs_backward(const Segment& seg) const;
   const MicrobatchCosts& cost(int replica, int microbatch) const {
     return costs[static_cast<size_t>(replica * microbatches + microbatch)];

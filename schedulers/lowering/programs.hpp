@@ -10,8 +10,11 @@
 ///   chunk      one of the stages a rank holds (Megatron's model chunk)
 ///   rank       one pipeline position of a data-parallel replica: a tensor-parallel group
 ///   microbatch the unit the pipeline moves; numbered from 0 in every replica
+#include <algorithm>
+#include <optional>
 #include <vector>
 
+#include "core/layout.hpp"
 #include "core/schedule.hpp"
 
 namespace loom {
@@ -35,9 +38,18 @@ struct StageSpec {
   std::vector<Segment> redundant = {};
   std::vector<Segment> successor_copy = {};
   /// Explicit placement (per-module layouts): the stage's TP width and its first GPU in
-  /// each replica. 0 / empty = the single layout (parallel.tp, ranks packed in order).
+  /// each replica (in each copy, with `copy_ranks`). 0 / empty = the single layout
+  /// (parallel.tp, ranks packed in order).
   int tp = 0;
   std::vector<int> gpu = {};
+  /// Modules with their own data parallelism (hetero-noncolocated,
+  /// heterogeneous-parallelism-megatron §3.1): the TP/CP/DP grid of the stage's module
+  /// group. The lowering prices the stage's layers as shards of that grid
+  /// (module_shards.hpp) and places layout->dp copies of the stage inside the one
+  /// replica, copy c on rank copy_ranks[c] (PipelinePrograms::pieces says which
+  /// microbatches each copy computes). Every stage has one, or none does.
+  std::optional<ModuleLayout> layout = {};
+  std::vector<int> copy_ranks = {};
 };
 /// Every layer in exactly one stage's `segments`.
 using StageGraph = std::vector<StageSpec>;
@@ -92,19 +104,38 @@ struct PipelinePrograms {
   /// pipeline.
   std::vector<int> up_stage_rank = {};
   int first_up_microbatch = 0;
+  /// Per-module data parallelism (stages with a layout): each microbatch of the problem
+  /// is `pieces` IR microbatches, its batch pieces (the largest module DP), all in one IR
+  /// replica. Copy c of a stage with C copies computes pieces [c K/C, (c+1) K/C) of every
+  /// microbatch, K = pieces, so a module replica works its share of the batch piece by
+  /// piece and a boundary between modules of different DP sends one message per piece
+  /// (the leader routes of §3.1).
+  int pieces = 1;
 
-  /// The rank of the down placement (every microbatch's, with one pipeline).
+  /// Whether the stages carry per-module layouts (every stage does, or none).
+  bool sharded() const { return !stages.empty() && stages.front().layout.has_value(); }
+  /// The rank of the down placement (every microbatch's, with one pipeline); a sharded
+  /// stage's first copy.
   int rank_of(int stage) const {
+    const StageSpec& spec = stages[static_cast<size_t>(stage)];
+    if (!spec.copy_ranks.empty()) return spec.copy_ranks.front();
     return stage_rank.empty() ? stage % ranks : stage_rank[static_cast<size_t>(stage)];
   }
   /// The rank that runs `stage` for `microbatch`.
   int rank_of(int stage, int microbatch) const {
+    const std::vector<int>& copies = stages[static_cast<size_t>(stage)].copy_ranks;
+    if (!copies.empty()) {
+      const int per_copy = pieces / static_cast<int>(copies.size());
+      return copies[static_cast<size_t>(microbatch % pieces / per_copy)];
+    }
     return up_stage_rank.empty() || microbatch < first_up_microbatch
                ? rank_of(stage)
                : up_stage_rank[static_cast<size_t>(stage)];
   }
   bool holds(int rank, int stage) const {
+    const std::vector<int>& copies = stages[static_cast<size_t>(stage)].copy_ranks;
     return rank_of(stage) == rank ||
+           std::find(copies.begin(), copies.end(), rank) != copies.end() ||
            (!up_stage_rank.empty() && up_stage_rank[static_cast<size_t>(stage)] == rank);
   }
   const RankOrders& orders(int replica) const {

@@ -143,5 +143,94 @@ TEST(LoweringPasses, ChunksOnOneRankShareOneAllReduceAndTheirMemory) {
   EXPECT_NO_THROW(validate(s, *t.study->problem.model));
 }
 
+/// Per-module layouts (hetero-noncolocated's shape) on the textbook model: stage 0 as two
+/// data-parallel copies (ranks 0, 1), stage 1 as one TP-2 copy (rank 2) of another module
+/// group, m = 2 microbatches of 2 samples, each 2 batch pieces.
+struct ModuleCopies : TwoStages {
+  explicit ModuleCopies(int stage1_owner = 1)
+      : TwoStages({"cost.model=analytical", "schedule.microbatch_size=2"}) {
+    const ModuleLayout copies{.tp = 1, .dp = 2, .first_gpu = 0, .gpus = 2, .owner = 0};
+    const ModuleLayout llm{.tp = 2, .dp = 1, .first_gpu = 2, .gpus = 2, .owner = stage1_owner};
+    programs.stages[0].tp = 1;
+    programs.stages[0].layout = copies;
+    programs.stages[0].copy_ranks = {0, 1};
+    programs.stages[0].gpu = {0, 1};
+    programs.stages[1].tp = 2;
+    programs.stages[1].layout = llm;
+    programs.stages[1].copy_ranks = {2};
+    programs.stages[1].gpu = {2};
+    programs.ranks = 3;
+    programs.pieces = 2;
+    // GPipe; microbatch j's piece k is IR microbatch 2j + k, copy c computes piece c.
+    programs.replicas = {
+        {{act(0, Pass::kF, 0), act(0, Pass::kF, 2), act(0, Pass::kB, 0), act(0, Pass::kB, 2)},
+         {act(0, Pass::kF, 1), act(0, Pass::kF, 3), act(0, Pass::kB, 1), act(0, Pass::kB, 3)},
+         {}}};
+    for (Pass pass : {Pass::kF, Pass::kB}) {
+      for (int mb = 0; mb < 4; ++mb) programs.replicas[0][2].push_back(act(1, pass, mb));
+    }
+  }
+};
+
+TEST(LoweringPasses, ModuleCopiesComputeTheirPiecesAndReduceOverTheCopies) {
+  ModuleCopies t;
+  const Schedule s = lower(t.study->problem, "test", t.programs);
+  ASSERT_EQ(s.num_ranks(), 3);
+  EXPECT_EQ(s.num_stages, 2);
+  EXPECT_EQ(s.microbatches, 4);
+  EXPECT_EQ(s.ranks[1].gpu, 1);
+  EXPECT_EQ(s.ranks[2].tp, 2);
+  // Stage 1 hears from both copies, each copy from stage 1 about its own pieces only.
+  EXPECT_EQ(t.text(s, 2).substr(0, 41), "1RECV_F0:L4<-0 1F0 1RECV_F1:L4<-1 1F1 1RE");
+  EXPECT_EQ(t.text(s, 1),
+            "0F1 0SEND_F1:L4->2 0F3 0SEND_F3:L4->2 0RECV_B1:L4<-2 0B1 0RECV_B3:L4<-2 0B3 "
+            "ALLREDUCE_s0[g0] OPTIMIZER_s0");
+  // The microbatch's samples are split between its pieces, each exactly once.
+  ASSERT_EQ(s.samples.size(), 1u);
+  EXPECT_EQ(s.samples[0][0], (std::vector<int>{0}));
+  EXPECT_EQ(s.samples[0][1], (std::vector<int>{1}));
+  EXPECT_EQ(s.samples[0][3], (std::vector<int>{3}));
+  // A copy computes its piece at the share dp / pieces of its shard: the two-copy stage
+  // a whole sample per piece, the one-copy stage half its two-sample shard.
+  const auto& f0 = std::get<Compute>(s.programs[0][0]);
+  const auto& f1 = std::get<Compute>(s.programs[2][1]);
+  EXPECT_GT(f0.seconds, 0);
+  EXPECT_GT(f1.seconds, 0);
+  // Stage 0's gradients reduce over its two copies; stage 1 has one copy, no reduction.
+  ASSERT_EQ(s.groups.size(), 1u);
+  EXPECT_EQ(s.groups[0], (std::vector<int>{0, 1}));
+  EXPECT_TRUE(std::holds_alternative<Collective>(s.programs[0][s.programs[0].size() - 2]));
+  // Both copies hold the whole stage; the optimizer state is not sharded by default.
+  const auto per_rank = static_memory_per_rank(t.study->problem, t.programs);
+  EXPECT_EQ(per_rank[0], per_rank[1]);
+  EXPECT_NO_THROW(validate(s, *t.study->problem.model));
+  EXPECT_GT(evaluate(s, *t.study->problem.cluster).iteration_time_s(), 0);
+}
+
+TEST(LoweringPasses, ABoundaryFromAnotherModuleGroupIsBroadcastToTheTensorParallelPeers) {
+  // Same programs, stage 1 in the same module group as stage 0 or in another one (§3.1:
+  // the leader receives, then broadcasts to its TP peer over NVLink).
+  ModuleCopies other, same(0);
+  const Schedule a = lower(other.study->problem, "test", other.programs);
+  const Schedule b = lower(same.study->problem, "test", same.programs);
+  const auto& recv = std::get<Recv>(a.programs[2][0]);
+  const LinkSpec& nvlink = other.study->problem.cluster->intra_node;
+  EXPECT_GT(recv.bytes, 0);
+  EXPECT_NEAR(
+      std::get<Compute>(a.programs[2][1]).seconds - std::get<Compute>(b.programs[2][1]).seconds,
+      nvlink.latency + recv.bytes / nvlink.bandwidth, 1e-15);
+  // Stage 0 (TP 1) receives gradients from the other group and broadcasts nothing.
+  auto backward_s = [](const Schedule& s) {
+    double total = 0;
+    for (const Op& op : s.programs[0]) {
+      const auto* c = std::get_if<Compute>(&op);
+      if (c && c->pass == Pass::kB) total += c->seconds;
+    }
+    return total;
+  };
+  EXPECT_GT(backward_s(a), 0);
+  EXPECT_DOUBLE_EQ(backward_s(a), backward_s(b));
+}
+
 }  // namespace
 }  // namespace loom

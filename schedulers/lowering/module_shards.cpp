@@ -1,0 +1,185 @@
+// The per-module-layout costs of the lowering (module_shards.hpp): a module's work on one
+// GPU of its own TP x CP x DP grid.
+#include "schedulers/lowering/module_shards.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/errors.hpp"
+#include "core/memory_model.hpp"
+#include "schedulers/planners/cp/cp_plan.hpp"
+
+namespace loom {
+namespace {
+
+/// Encoder-side modules see their tokens as items of item_tokens() (images); the LLM sees
+/// one sequence per sample.
+MicrobatchShape item_shape(const Model& model, int layer, const std::vector<const Sample*>& batch) {
+  MicrobatchShape shape = layer_shape(model, layer, batch);
+  const int item = item_tokens(model, model.layers()[static_cast<size_t>(layer)].module);
+  if (item == 0) return shape;
+  MicrobatchShape items;
+  for (int s : shape.sequence_lengths) {
+    for (int left = s; left > 0; left -= item)
+      items.sequence_lengths.push_back(std::min(left, item));
+  }
+  return items;
+}
+
+/// Each sequence cut in two: same tokens, less attention. Two cost evaluations separate a
+/// layer's attention part (quadratic in sequence length) from its linear part.
+MicrobatchShape halved(const MicrobatchShape& shape) {
+  MicrobatchShape out;
+  for (int s : shape.sequence_lengths) {
+    if (s >= 2) {
+      out.sequence_lengths.push_back(s / 2);
+      out.sequence_lengths.push_back(s - s / 2);
+    } else {
+      out.sequence_lengths.push_back(s);
+    }
+  }
+  return out;
+}
+
+/// Rank `cp_rank`'s share of a causal layer's attention work: per sequence, its share of
+/// the key blocks under Megatron's zigzag split (cp_plan.hpp), weighted by s^2.
+double causal_share(const MicrobatchShape& shape, int cp, int cp_rank) {
+  std::map<int, double> share_of;  // sequence length -> rank's share
+  double num = 0, den = 0;
+  for (int s : shape.sequence_lengths) {
+    auto it = share_of.find(s);
+    if (it == share_of.end()) {
+      MaskSpec spec;
+      spec.kind = MaskKind::kCausal;
+      spec.seq = s;
+      CpPlanRequest request;
+      request.cp = cp;
+      request.distribution = CpDistribution::kZigzag;
+      const CpPlan plan = plan_cp(generate_mask(spec), request);
+      const double frac =
+          plan.total_workload > 0
+              ? static_cast<double>(plan.rank_workload[static_cast<size_t>(cp_rank)]) /
+                    static_cast<double>(plan.total_workload)
+              : 1.0 / cp;
+      it = share_of.emplace(s, frac).first;
+    }
+    const double w = static_cast<double>(s) * s;
+    num += w * it->second;
+    den += w;
+  }
+  return den > 0 ? num / den : 1.0 / cp;
+}
+
+PassCost combine(const PassCost& linear, const PassCost& attention, double lin_f, double att_f) {
+  return {linear.forward_s * lin_f + attention.forward_s * att_f,
+          linear.input_grad_s * lin_f + attention.input_grad_s * att_f,
+          linear.weight_grad_s * lin_f + attention.weight_grad_s * att_f};
+}
+
+}  // namespace
+
+int item_tokens(const Model& model, int module) {
+  const Module& mod = model.module(module);
+  if (mod.kind == ModuleKind::kEncoder) return mod.item_tokens;
+  if (mod.kind == ModuleKind::kLlm || mod.inputs.empty()) return 0;
+  const int producer = model.module_index(mod.inputs.front());
+  const int item = item_tokens(model, producer);
+  if (item == 0) return 0;
+  const double scaled = std::round(item * model.module(producer).token_ratio);
+  return std::max(1, static_cast<int>(scaled));
+}
+
+std::vector<int> module_layers(const Model& model, int module) {
+  std::vector<int> out;
+  for (int l = 0; l < model.num_layers(); ++l) {
+    if (model.layers()[static_cast<size_t>(l)].module == module) out.push_back(l);
+  }
+  return out;
+}
+
+std::vector<std::vector<int>> global_microbatches(const SchedulingProblem& problem, int llm_dp) {
+  const int m = problem.schedule.microbatches;
+  const int total = static_cast<int>(problem.samples.size());
+  if (m < 1 || total % m != 0 || total / m < 1) {
+    throw InputError("schedule.microbatches: " + std::to_string(m) + " does not divide the " +
+                     std::to_string(total) + " samples of the iteration");
+  }
+  const int per = total / m;
+  if (per % llm_dp != 0) {
+    throw InputError("schedule.microbatch_size: a microbatch of " + std::to_string(per) +
+                     " sample(s) cannot be split over the LLM's dp = " + std::to_string(llm_dp) +
+                     " replicas (make it a multiple of dp)");
+  }
+  std::vector<std::vector<int>> out(static_cast<size_t>(m));
+  for (int j = 0; j < m; ++j) {
+    for (int k = 0; k < per; ++k) out[static_cast<size_t>(j)].push_back(j * per + k);
+  }
+  return out;
+}
+
+std::vector<int> replica_samples(const std::vector<int>& microbatch, int replica, int dp) {
+  const size_t per = microbatch.size() / static_cast<size_t>(dp);
+  return {microbatch.begin() + static_cast<long>(per * static_cast<size_t>(replica)),
+          microbatch.begin() + static_cast<long>(per * static_cast<size_t>(replica + 1))};
+}
+
+ShardCost shard_cost(const SchedulingProblem& problem, int module, const ModuleLayout& layout,
+                     const std::vector<int>& microbatch, int replica, int cp_rank) {
+  const Model& model = *problem.model;
+  // The replica's batch interval: whole samples when they divide, else a 1/DP share of
+  // the microbatch's items (equal-size items make the two agree).
+  std::vector<int> ids = microbatch;
+  double scale = 1.0;
+  if (microbatch.size() % static_cast<size_t>(layout.dp) == 0)
+    ids = replica_samples(microbatch, replica, layout.dp);
+  else
+    scale = 1.0 / layout.dp;
+  std::vector<const Sample*> batch;
+  for (int id : ids) batch.push_back(&problem.samples.at(static_cast<size_t>(id)));
+  ShardCost out;
+  for (int l : module_layers(model, module)) {
+    const LayerSpec& spec = model.layer(l);
+    const MicrobatchShape shape = item_shape(model, l, batch);
+    const PassCost full = effective_cost(*problem.cost, model, l, shape, layout.tp);
+    double activation = problem.cost->activation_bytes(l, shape, layout.tp);
+    PassCost shard = full;
+    double kv = 0;
+    if (layout.cp > 1) {
+      const MicrobatchShape half = halved(shape);
+      const PassCost h = effective_cost(*problem.cost, model, l, half, layout.tp);
+      const double dsq = shape.sum_squared() - half.sum_squared();
+      // attention = (full - half) * sum_sq / (sum_sq - sum_sq(half)); linear = the rest.
+      const double k = dsq > 0 ? shape.sum_squared() / dsq : 0.0;
+      const PassCost attention = combine(full, h, k, -k);
+      const PassCost linear = combine(full, attention, 1.0, -1.0);
+      const double share = spec.causal ? causal_share(shape, layout.cp, cp_rank) : 1.0 / layout.cp;
+      shard = combine(linear, attention, 1.0 / layout.cp, share);
+      activation /= layout.cp;
+      if (spec.kind == LayerKind::kTransformer) {
+        KvShape kvs;
+        kvs.kv_heads = std::max(1, spec.kv_heads / layout.tp);
+        kvs.head_dim = spec.heads > 0 ? spec.hidden / spec.heads : spec.hidden;
+        kvs.dtype_bytes = spec.dtype_bytes;
+        kv = shape.total_tokens() * kvs.bytes_per_token() * scale;
+      }
+    }
+    out.layer.push_back(combine(shard, shard, scale, 0.0));
+    out.activation.push_back(activation * scale);
+    if (kv > out.kv_allgather_bytes) out.kv_allgather_bytes = kv;
+  }
+  return out;
+}
+
+StaticMemory shard_static_memory(const SchedulingProblem& problem, const std::vector<int>& layers,
+                                 const ModuleLayout& layout) {
+  StaticMemory mem;
+  for (int l : layers) {
+    // Megatron shards the optimizer over the data-parallel group with context parallelism.
+    mem += layer_state_bytes(*problem.cost, *problem.model, l, layout.tp, problem.memory,
+                             layout.dp * layout.cp);
+  }
+  return mem;
+}
+
+}  // namespace loom

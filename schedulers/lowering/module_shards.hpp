@@ -1,0 +1,67 @@
+#pragma once
+/// Costs under per-module layouts (heterogeneous-parallelism-megatron §3): the work of one
+/// GPU of a module's own TP x CP x DP grid on one microbatch, and its static memory. The
+/// lowering prices stages that carry a layout (StageSpec::layout) with them; the
+/// hetero-colocated scheduler prices its shards with them directly.
+///
+/// Cost of a shard (one GPU of module m, layout TP/CP/DP):
+///   - the replica's batch share: DP_m splits each microbatch into equal batch intervals;
+///     when DP_m exceeds the samples of a microbatch (an encoder with DP 32 on 2 samples)
+///     a replica processes a fraction of the samples' items (images);
+///   - TP is inside the cost model (per-layer FLOPs / TP and its two activation
+///     all-reduces on the intra-node links);
+///   - CP splits tokens: the linear part of a layer divides by CP, its attention part
+///     follows the rank's share of the attention workload from the CP planner
+///     (schedulers/planners/cp/cp_plan.hpp: key blocks not fully masked, zigzag distribution
+///     as in Megatron's CP); causal layers use the causal mask, bidirectional ones split
+///     evenly. The K/V all-gather on the CP group is a separate collective
+///     (kv_allgather_bytes).
+///   - Encoder inputs are cut into items of `item_tokens` tokens (Module::item_tokens,
+///     config key `model.modules.<name>.item_tokens`, default 1024: images; seed §1: the
+///     encoder sequence length is fixed by image resolution, not by the LLM context).
+#include <vector>
+
+#include "core/layout.hpp"
+#include "core/schedule.hpp"
+#include "schedulers/scheduler.hpp"
+
+namespace loom {
+
+/// Tokens per input item of `module`, in the module's own input tokens; 0 = one item per
+/// sample. Encoders: Module::item_tokens (default kDefaultItemTokens, core/model.hpp).
+/// A projector's item is its first producer's item times that producer's token_ratio
+/// (rounded, at least 1), so a projector sees the same items its encoder produced. The
+/// LLM: always 0 (one sequence per sample).
+int item_tokens(const Model& model, int module);
+
+/// Global layers of module `module`, in order.
+std::vector<int> module_layers(const Model& model, int module);
+
+/// The iteration's samples cut into schedule.microbatches global microbatches in order.
+/// Throws InputError when they do not divide evenly or a microbatch cannot be split into
+/// the LLM's data-parallel replicas (`llm_dp`).
+std::vector<std::vector<int>> global_microbatches(const SchedulingProblem& problem, int llm_dp);
+
+/// Sample ids of replica `replica` of `dp` in a global microbatch (whole samples only).
+std::vector<int> replica_samples(const std::vector<int>& microbatch, int replica, int dp);
+
+/// Per-GPU work of one module pass set on one shard of one microbatch.
+struct ShardCost {
+  std::vector<PassCost> layer;     ///< per layer of the module (frozen status applied)
+  std::vector<double> activation;  ///< bytes kept per layer
+  double kv_allgather_bytes = 0;   ///< per layer and pass, full buffer per CP member; 0: cp 1
+};
+
+/// The shard of module `module` (layout `layout`) on CP rank `cp_rank` for replica
+/// `replica` of microbatch `microbatch` (sample ids).
+ShardCost shard_cost(const SchedulingProblem& problem, int module, const ModuleLayout& layout,
+                     const std::vector<int>& microbatch, int replica, int cp_rank);
+
+/// Parameters, gradients and optimizer state per GPU of a module stage holding `layers`:
+/// parameters / TP; with parallel.distributed_optimizer the optimizer state sharded over
+/// the DP x CP group (Megatron's distributed optimizer, the seed's "distributed optimizer
+/// instances", Table A1; the hetero paper configs set it).
+StaticMemory shard_static_memory(const SchedulingProblem& problem, const std::vector<int>& layers,
+                                 const ModuleLayout& layout);
+
+}  // namespace loom
