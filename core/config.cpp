@@ -355,6 +355,8 @@ Module read_module(Reader& r, const toml::table& t, int index) {
            "the llm sees one sequence per sample)");
   }
 
+  if (t.get("backward_over_forward"))  // a measured ratio; absent: the cost model's backward
+    m.backward_over_forward = r.number(t, path, "backward_over_forward", 0, true);
   if (const toml::node* v = t.get("vocab")) {
     if (m.kind != ModuleKind::kLlm)
       r.fail(v, path + "vocab", "only llm modules have a vocabulary (embedding and LM head)");

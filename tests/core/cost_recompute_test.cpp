@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/cost_table.hpp"
+#include "core/errors.hpp"
 #include "test_support.hpp"
 
 namespace loom {
@@ -41,6 +42,55 @@ TEST(Recompute, BackwardRerunsTheForwardOnlyWhereThereIsABackward) {
   // Only the layer input is kept: tokens x hidden x dtype bytes (150 x 64 x 2).
   EXPECT_EQ(cost.activation_bytes(2, shape, 1), 150.0 * 64 * 2);
   EXPECT_EQ(cost.name(), "table+recompute");
+}
+
+}  // namespace loom
+
+namespace loom {
+
+TEST(MeasuredBackward, ScalesWhateverBackwardTheFrozenStatusLeaves) {
+  // Dissertation Table 3.2 measured a frozen LLM's backward at 3.5-10x its forward; a
+  // module's backward_over_forward carries such a measurement into the cost model.
+  Module llm = module("llm", ModuleKind::kLlm, true, {"proj"});
+  llm.backward_over_forward = 3.5;
+  Module proj = module("proj", ModuleKind::kProjector, false, {"vit"});
+  proj.backward_over_forward = 4.0;
+  Module vit = module("vit", ModuleKind::kEncoder, true);
+  vit.backward_over_forward = 9.0;
+  const Model m({vit, proj, llm});
+  const TableEntry e{1.0, 2.0, 3.0, 1e9, 0, 0};  // F, Bd, Bw
+  const TableCostModel cost(m, {{"vit", e}, {"proj", e}, {"llm", e}});
+  const MicrobatchShape shape{{100}};
+  // Frozen LLM: only the input gradient is left, and it becomes 3.5 x F.
+  const PassCost l = effective_cost(cost, m, 2, shape, 1);
+  EXPECT_DOUBLE_EQ(l.input_grad_s, 3.5);
+  EXPECT_EQ(l.weight_grad_s, 0.0);
+  // Trainable projector: Bd + Bw = 4 x F, in the model's 2 : 3 split.
+  const PassCost p = effective_cost(cost, m, 1, shape, 1);
+  EXPECT_DOUBLE_EQ(p.input_grad_s, 1.6);
+  EXPECT_DOUBLE_EQ(p.weight_grad_s, 2.4);
+  // A frozen encoder with nothing trainable upstream still has no backward at all.
+  EXPECT_EQ(effective_cost(cost, m, 0, shape, 1).backward_s(), 0.0);
+  EXPECT_EQ(effective_cost(cost, m, 0, shape, 1).forward_s, 1.0);
+}
+
+TEST(MeasuredBackward, TheConfigKeyMustBePositive) {
+  EXPECT_NO_THROW(
+      test::example("vlm-frozen.toml", {"model.modules.llm.backward_over_forward=3.45"}));
+  for (const std::string bad : {"0", "-2", "\"fast\""}) {
+    try {
+      test::example("vlm-frozen.toml", {"model.modules.llm.backward_over_forward=" + bad});
+      FAIL() << bad;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("model.modules.llm.backward_over_forward"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  const auto st =
+      test::example("vlm-frozen.toml", {"model.modules.llm.backward_over_forward=3.45"});
+  EXPECT_DOUBLE_EQ(
+      st->config.model.module(st->config.model.module_index("llm")).backward_over_forward, 3.45);
 }
 
 }  // namespace loom
