@@ -264,8 +264,10 @@ std::string unapplied_options(const Study& study) {
   }
   if (!blocking_reduction) return "";
   const std::string& name = c.schedule.name;
-  const std::string why = name.rfind("hetero-", 0) == 0 ? name + " lowers itself"
-                                                        : name + " runs two copies of each stage";
+  const std::string why =
+      name.rfind("hetero-", 0) == 0
+          ? name + " reduces each stage over its own copies (per-module layouts)"
+          : name + " runs two copies of each stage";
   return "parallel.overlap_grad_reduce has no effect here: " + why +
          ", so the gradients are reduced after the pipeline flush (docs/cost-model.md)";
 }

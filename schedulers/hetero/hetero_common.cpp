@@ -4,9 +4,9 @@
 
 #include "core/dataflow.hpp"
 #include "core/errors.hpp"
-#include "core/memory_model.hpp"
 
 namespace loom {
+
 HeteroGroups hetero_groups(const SchedulingProblem& problem, const std::string& scheduler,
                            bool colocated_placement) {
   const Model& model = *problem.model;
@@ -49,57 +49,6 @@ HeteroGroups hetero_groups(const SchedulingProblem& problem, const std::string& 
     }
   }
   return h;
-}
-
-double boundary_bytes_per_sample(const SchedulingProblem& problem, int last_layer,
-                                 const std::vector<int>& microbatch) {
-  std::vector<const Sample*> batch;
-  for (int id : microbatch) batch.push_back(&problem.samples.at(static_cast<size_t>(id)));
-  const MicrobatchShape shape = layer_shape(*problem.model, last_layer, batch);
-  return problem.cost->output_bytes(last_layer, shape) / static_cast<double>(batch.size());
-}
-
-void add_optimizer_steps(const SchedulingProblem& problem, Schedule& schedule) {
-  const MemoryConstants& memory = problem.memory;
-  const Model& model = *problem.model;
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const StaticMemory& state = schedule.static_memory[static_cast<size_t>(r)];
-    const double updated = memory.optimizer_bytes_per_param > 0
-                               ? state.optimizer / memory.optimizer_bytes_per_param
-                               : state.gradients / std::max(memory.gradient_bytes_per_param, 1.0);
-    if (updated <= 0) continue;
-    // Label and weight width from the rank's last computation that trains weights.
-    auto& program = schedule.programs[static_cast<size_t>(r)];
-    const Compute* last = nullptr;
-    for (const Op& op : program) {
-      const auto* c = std::get_if<Compute>(&op);
-      if (c && !c->redundant && c->weight_grad_s > 0) last = c;
-    }
-    if (!last) continue;
-    const double seconds = problem.cost->optimizer_step_seconds(
-        optimizer_step_bytes(updated, model.layer(last->first_layer).dtype_bytes, memory));
-    if (seconds <= 0) continue;
-    program.push_back(OptimizerStep{
-        .stage = last->stage, .module = last->module, .parameters = updated, .seconds = seconds});
-  }
-}
-
-double gradient_bytes(const SchedulingProblem& problem, const std::vector<int>& layers, int tp) {
-  double bytes = 0;
-  for (int l : layers) {
-    if (!problem.model->layer(l).frozen)
-      bytes += problem.cost->parameters(l) / tp * problem.memory.gradient_bytes_per_param;
-  }
-  return bytes;
-}
-
-int GroupTable::id(const std::vector<int>& ranks) {
-  auto& groups = schedule_->groups;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    if (groups[g] == ranks) return static_cast<int>(g);
-  }
-  groups.push_back(ranks);
-  return static_cast<int>(groups.size() - 1);
 }
 
 }  // namespace loom

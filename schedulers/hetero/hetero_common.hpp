@@ -32,20 +32,6 @@ struct HeteroGroups {
 HeteroGroups hetero_groups(const SchedulingProblem& problem, const std::string& scheduler,
                            bool colocated_placement);
 
-/// Bytes of the boundary tensor a group hands its consumer, per sample: the output of
-/// the group's last layer.
-double boundary_bytes_per_sample(const SchedulingProblem& problem, int last_layer,
-                                 const std::vector<int>& microbatch);
-
-/// Appends each GPU's optimizer step (the OptimizerStep the one lowering adds in its pass
-/// 7) after its gradient all-reduces: Adam over the trainable parameters whose optimizer
-/// state the GPU holds (static memory: its shard under parallel.distributed_optimizer),
-/// priced by the cost model; none where it prices none.
-void add_optimizer_steps(const SchedulingProblem& problem, Schedule& schedule);
-
-/// Trainable parameters among `layers`, per GPU of a TP group, in gradient bytes.
-double gradient_bytes(const SchedulingProblem& problem, const std::vector<int>& layers, int tp);
-
 /// GPU offsets of a colocated rank set in the LLM's grid (core/layout.hpp order: replica,
 /// stage, then TP x CP shard): P stages of K shards per replica, Q = P K pieces.
 class ColocatedGrid {
@@ -69,16 +55,6 @@ class ColocatedGrid {
 
  private:
   int shards_ = 1, pp_ = 1, dp_ = 1;
-};
-
-/// Collective groups by member list (ring order as given), deduplicated.
-class GroupTable {
- public:
-  explicit GroupTable(Schedule* schedule) : schedule_(schedule) {}
-  int id(const std::vector<int>& ranks);
-
- private:
-  Schedule* schedule_;
 };
 
 }  // namespace loom

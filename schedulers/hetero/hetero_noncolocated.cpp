@@ -20,10 +20,11 @@
 #include <algorithm>
 
 #include "core/errors.hpp"
-#include "schedulers/hetero/hetero_boundary.hpp"
 #include "schedulers/hetero/hetero_common.hpp"
 #include "schedulers/hetero/hetero_order.hpp"
+#include "schedulers/lowering/boundary.hpp"
 #include "schedulers/lowering/partition.hpp"
+#include "schedulers/lowering/stage_graph.hpp"
 
 namespace loom {
 namespace {
@@ -117,17 +118,11 @@ class NonColocated {
       for (int layer : layers) costs.push_back(all[static_cast<size_t>(layer)]);
       const auto ranges = partition_min_bottleneck(costs, l.pp);
       for (int s = 0; s < l.pp; ++s) {
-        StageSpec stage{.tp = l.tp, .layout = l};
         const StageRange& range = ranges[static_cast<size_t>(s)];
-        for (int i = range.first; i < range.end; ++i) {
-          const int layer = layers[static_cast<size_t>(i)];
-          const int module = model_.layers()[static_cast<size_t>(layer)].module;
-          if (stage.segments.empty() || stage.segments.back().module != module ||
-              stage.segments.back().end != layer)
-            stage.segments.push_back({.module = module, .first = layer, .end = layer + 1});
-          else
-            ++stage.segments.back().end;
-        }
+        StageSpec stage{.segments = segments_of(
+                            model_, {layers.begin() + range.first, layers.begin() + range.end}),
+                        .tp = l.tp,
+                        .layout = l};
         for (int d = 0; d < l.dp; ++d) {
           stage.copy_ranks.push_back(rank_of(g, d, s));
           stage.gpu.push_back(l.stage_gpu(d, s));

@@ -156,7 +156,7 @@ std::vector<Op> split_final_backward(const Context& ctx, int replica,
 
 bool overlaps_gradient_reduce(const Context& ctx) {
   return ctx.problem.parallel.overlap_grad_reduce && ctx.replicas > 1 &&
-         ctx.programs.up_stage_rank.empty();
+         ctx.programs.up_stage_rank.empty() && !ctx.programs.sharded();
 }
 
 void add_gradient_buckets(const Context& ctx, Schedule& schedule,

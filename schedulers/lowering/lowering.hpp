@@ -1,6 +1,6 @@
 #pragma once
 /// The one lowering: a scheduler's PipelinePrograms (stages, placement, per-rank action
-/// orders) become the Schedule IR. Every scheduler but hetero-colocated goes through it; it is a
+/// orders) become the Schedule IR. Every scheduler goes through it; it is a
 /// short sequence of named passes (lowering/passes.hpp), each testable alone:
 ///   1. place_ranks            replica d, rank r -> GPUs (packed, or the stages' explicit
 ///                             placement for per-module layouts)
@@ -12,7 +12,9 @@
 ///                             believes; shards of a module's grid, module_shards.hpp)
 ///   4. expand_actions         each action -> one Compute per segment of its stage, plus
 ///                             forward-only redundant copies (encoders-replicated before
-///                             the forward, Bamboo's successor copy after it)
+///                             the forward, Bamboo's successor copy after it); per-module
+///                             layouts: one per layer with the CP K/V all-gathers, and the
+///                             colocated boundary all-gathers of `boundary` actions
 ///   5. add_point_to_point     Recv before / Send after each compute whose data edge
 ///                             (core/dataflow.hpp) crosses ranks; a receiver takes an edge's
 ///                             messages in the order the sender sent them; a boundary from

@@ -171,6 +171,30 @@ ShardCost shard_cost(const SchedulingProblem& problem, int module, const ModuleL
   return out;
 }
 
+GridPosition grid_position(const ModuleLayout& l, int gpu) {
+  const int o = gpu - l.first_gpu;
+  return {.replica = o / (l.pp * l.cp * l.tp),
+          .stage = o / (l.cp * l.tp) % l.pp,
+          .cp_rank = o / l.tp % l.cp,
+          .tp_rank = o % l.tp};
+}
+
+std::vector<int> cp_ring(const ModuleLayout& l, int gpu) {
+  const GridPosition at = grid_position(l, gpu);
+  std::vector<int> ring;
+  for (int q = 0; q < l.cp; ++q)
+    ring.push_back(l.stage_gpu(at.replica, at.stage) + q * l.tp + at.tp_rank);
+  return ring;
+}
+
+double boundary_bytes_per_sample(const SchedulingProblem& problem, int last_layer,
+                                 const std::vector<int>& microbatch) {
+  std::vector<const Sample*> batch;
+  for (int id : microbatch) batch.push_back(&problem.samples.at(static_cast<size_t>(id)));
+  const MicrobatchShape shape = layer_shape(*problem.model, last_layer, batch);
+  return problem.cost->output_bytes(last_layer, shape) / static_cast<double>(batch.size());
+}
+
 StaticMemory shard_static_memory(const SchedulingProblem& problem, const std::vector<int>& layers,
                                  const ModuleLayout& layout) {
   StaticMemory mem;

@@ -1,8 +1,7 @@
 #pragma once
 /// Costs under per-module layouts (heterogeneous-parallelism-megatron §3): the work of one
 /// GPU of a module's own TP x CP x DP grid on one microbatch, and its static memory. The
-/// lowering prices stages that carry a layout (StageSpec::layout) with them; the
-/// hetero-colocated scheduler prices its shards with them directly.
+/// lowering prices stages that carry a layout (StageSpec::layout) with them.
 ///
 /// Cost of a shard (one GPU of module m, layout TP/CP/DP):
 ///   - the replica's batch share: DP_m splits each microbatch into equal batch intervals;
@@ -56,6 +55,23 @@ struct ShardCost {
 /// `replica` of microbatch `microbatch` (sample ids).
 ShardCost shard_cost(const SchedulingProblem& problem, int module, const ModuleLayout& layout,
                      const std::vector<int>& microbatch, int replica, int cp_rank);
+
+/// Where a GPU sits in a module's grid (core/layout.hpp order: replica, stage, then the
+/// TP x CP group, TP fastest).
+struct GridPosition {
+  int replica = 0;
+  int stage = 0;
+  int cp_rank = 0;
+  int tp_rank = 0;
+};
+GridPosition grid_position(const ModuleLayout& layout, int gpu);
+/// The GPUs of `gpu`'s context-parallel ring: its replica, stage and TP rank, every CP rank.
+std::vector<int> cp_ring(const ModuleLayout& layout, int gpu);
+
+/// Bytes of the boundary tensor a module hands its consumer, per sample: the output of
+/// its last layer `last_layer`, averaged over the samples `microbatch`.
+double boundary_bytes_per_sample(const SchedulingProblem& problem, int last_layer,
+                                 const std::vector<int>& microbatch);
 
 /// Parameters, gradients and optimizer state per GPU of a module stage holding `layers`:
 /// parameters / TP; with parallel.distributed_optimizer the optimizer state sharded over

@@ -12,46 +12,56 @@
 namespace loom::lowering {
 
 namespace {
-/// Per-module layouts: a piece's work on a stage copy is its share (dp / pieces) of the
-/// copy's shard of the whole microbatch (module_shards.hpp), and a piece's output is
-/// 1 / pieces of the microbatch's.
+/// Per-module layouts: a piece's work on a stage copy is its share (copies / pieces) of
+/// the shard of the whole microbatch that the copy's GPU holds in its module's grid
+/// (module_shards.hpp), and a piece's output is 1 / pieces of its IR replica's.
 void cost_batch_pieces(Context& ctx) {
   const SchedulingProblem& p = ctx.problem;
   const int pieces = ctx.programs.pieces;
   const auto global = global_microbatches(p, ctx.sink_layout().dp);
-  std::map<std::tuple<int, int, int>, ShardCost> shards;  // (module, microbatch, copy)
-  ctx.costs.resize(static_cast<size_t>(ctx.microbatches));
-  for (int mb = 0; mb < ctx.microbatches; ++mb) {
-    const int j = mb / pieces;
-    std::vector<const Sample*> batch;
-    for (int id : global[static_cast<size_t>(j)])
-      batch.push_back(&p.samples[static_cast<size_t>(id)]);
-    MicrobatchCosts& mc = ctx.costs[static_cast<size_t>(mb)];
-    const size_t layers = static_cast<size_t>(ctx.model.num_layers());
-    mc.layer.resize(layers);
-    mc.activation.resize(layers);
-    for (int l = 0; l < ctx.model.num_layers(); ++l)
-      mc.output.push_back(p.cost->output_bytes(l, layer_shape(ctx.model, l, batch)) / pieces);
-    for (int s = 0; s < ctx.num_stages(); ++s) {
-      const ModuleLayout& layout = *ctx.stage(s).layout;
-      const int copy = mb % pieces / (pieces / layout.dp);
-      const double share = static_cast<double>(layout.dp) / pieces;
-      for (const Segment& seg : ctx.stage(s).segments) {
-        auto it = shards.find({seg.module, j, copy});
-        if (it == shards.end()) {
-          it = shards
-                   .emplace(
-                       std::make_tuple(seg.module, j, copy),
-                       shard_cost(p, seg.module, layout, global[static_cast<size_t>(j)], copy, 0))
-                   .first;
-        }
-        for (int l = seg.first; l < seg.end; ++l) {
-          const size_t local =
-              static_cast<size_t>(ctx.model.layers()[static_cast<size_t>(l)].local_index);
-          const PassCost& c = it->second.layer[local];
-          mc.layer[static_cast<size_t>(l)] = {c.forward_s * share, c.input_grad_s * share,
-                                              c.weight_grad_s * share};
-          mc.activation[static_cast<size_t>(l)] = it->second.activation[local] * share;
+  // (module, microbatch, module replica, CP rank) -> the shard's costs
+  std::map<std::tuple<int, int, int, int>, ShardCost> shards;
+  const size_t layers = static_cast<size_t>(ctx.model.num_layers());
+  ctx.costs.resize(static_cast<size_t>(ctx.replicas * ctx.microbatches));
+  for (int d = 0; d < ctx.replicas; ++d) {
+    for (int mb = 0; mb < ctx.microbatches; ++mb) {
+      const int j = mb / pieces;
+      std::vector<const Sample*> batch;
+      for (int id : replica_samples(global[static_cast<size_t>(j)], d, ctx.replicas))
+        batch.push_back(&p.samples[static_cast<size_t>(id)]);
+      MicrobatchCosts& mc = ctx.costs[static_cast<size_t>(d * ctx.microbatches + mb)];
+      mc.layer.resize(layers);
+      mc.activation.resize(layers);
+      mc.kv_allgather.assign(layers, 0.0);
+      for (int l = 0; l < ctx.model.num_layers(); ++l)
+        mc.output.push_back(p.cost->output_bytes(l, layer_shape(ctx.model, l, batch)) / pieces);
+      for (int s = 0; s < ctx.num_stages(); ++s) {
+        const StageSpec& spec = ctx.stage(s);
+        const ModuleLayout& layout = *spec.layout;
+        const size_t copies = spec.copy_ranks.size();
+        const size_t copy = static_cast<size_t>(mb % pieces / (pieces / static_cast<int>(copies)));
+        const GridPosition at =
+            grid_position(layout, spec.gpu[static_cast<size_t>(d) * copies + copy]);
+        const double share = static_cast<double>(copies) / pieces;
+        for (const Segment& seg : spec.segments) {
+          const auto key = std::make_tuple(seg.module, j, at.replica, at.cp_rank);
+          auto it = shards.find(key);
+          if (it == shards.end()) {
+            it = shards
+                     .emplace(key, shard_cost(p, seg.module, layout, global[static_cast<size_t>(j)],
+                                              at.replica, at.cp_rank))
+                     .first;
+          }
+          const ShardCost& sc = it->second;
+          for (int l = seg.first; l < seg.end; ++l) {
+            const size_t local =
+                static_cast<size_t>(ctx.model.layers()[static_cast<size_t>(l)].local_index);
+            const PassCost& c = sc.layer[local];
+            mc.layer[static_cast<size_t>(l)] = {c.forward_s * share, c.input_grad_s * share,
+                                                c.weight_grad_s * share};
+            mc.activation[static_cast<size_t>(l)] = sc.activation[local] * share;
+            mc.kv_allgather[static_cast<size_t>(l)] = sc.kv_allgather_bytes * share;
+          }
         }
       }
     }
@@ -101,8 +111,27 @@ Compute segment_op(Pass pass, int s, int mb, const Segment& seg) {
                  .end_layer = seg.end};
 }
 
-void expand_forward(const Context& ctx, std::vector<Op>& program, int s, const MicrobatchCosts& mc,
-                    int mb) {
+/// Where one action's ops go: the rank's program, and what per-module layouts need to
+/// add collectives (the schedule's groups, the rank's GPU).
+struct Target {
+  Schedule& schedule;
+  std::vector<Op>& program;
+  int rank = 0;  ///< global
+};
+
+/// A segment's layers as computes: one, or one per layer where its module's CP ring
+/// exchanges K/V around every layer (per-module layouts, cp > 1).
+std::vector<Segment> layer_runs(const Segment& seg, const MicrobatchCosts& mc) {
+  const bool per_layer =
+      !mc.kv_allgather.empty() && mc.kv_allgather[static_cast<size_t>(seg.first)] > 0;
+  if (!per_layer) return {seg};
+  std::vector<Segment> runs;
+  for (int l = seg.first; l < seg.end; ++l) runs.push_back({seg.module, l, l + 1});
+  return runs;
+}
+
+void expand_forward(const Context& ctx, Target& t, int s, const MicrobatchCosts& mc, int mb) {
+  std::vector<Op>& program = t.program;
   for (const Segment& seg : ctx.stage(s).redundant) {
     Compute c = segment_op(Pass::kF, s, mb, seg);
     c.redundant = true;
@@ -112,14 +141,20 @@ void expand_forward(const Context& ctx, std::vector<Op>& program, int s, const M
   }
   std::optional<size_t> last_kept;  // the stage's last forward whose activations stay
   for (const Segment& seg : ctx.stage(s).segments) {
-    Compute c = segment_op(Pass::kF, s, mb, seg);
     const bool kept = ctx.needs_backward(seg);
-    for (int l = seg.first; l < seg.end; ++l) {
-      c.seconds += mc.layer[static_cast<size_t>(l)].forward_s;
-      if (kept) c.activation_bytes += mc.activation[static_cast<size_t>(l)];
+    const auto runs = layer_runs(seg, mc);
+    for (const Segment& run : runs) {
+      Compute c = segment_op(Pass::kF, s, mb, run);
+      for (int l = run.first; l < run.end; ++l) {
+        c.seconds += mc.layer[static_cast<size_t>(l)].forward_s;
+        if (kept) c.activation_bytes += mc.activation[static_cast<size_t>(l)];
+      }
+      if (runs.size() > 1)
+        add_kv_exchange(ctx, t.schedule, program, t.rank, c,
+                        mc.kv_allgather[static_cast<size_t>(run.first)]);
+      if (kept) last_kept = program.size();
+      program.push_back(c);
     }
-    if (kept) last_kept = program.size();
-    program.push_back(c);
   }
   // Bamboo's FRC runs after the stage's own forward (the p2p pass puts the real output's
   // send before it). The copy's activations, where its layers need a backward, stay with
@@ -143,22 +178,29 @@ void expand_forward(const Context& ctx, std::vector<Op>& program, int s, const M
 }
 
 /// B, I or W: the stage's segments in reverse.
-void expand_backward(const Context& ctx, std::vector<Op>& program, int s, const MicrobatchCosts& mc,
-                     Pass pass, int mb) {
+void expand_backward(const Context& ctx, Target& t, int s, const MicrobatchCosts& mc, Pass pass,
+                     int mb) {
   std::vector<Segment> segs = ctx.stage(s).segments;
   std::reverse(segs.begin(), segs.end());
   for (const Segment& seg : segs) {
-    Compute c = segment_op(pass, s, mb, seg);
-    for (int l = seg.first; l < seg.end; ++l) {
-      const PassCost& pc = mc.layer[static_cast<size_t>(l)];
-      if (pass != Pass::kW) c.seconds += pc.input_grad_s;
-      if (pass != Pass::kI) {
-        c.seconds += pc.weight_grad_s;
-        c.weight_grad_s += pc.weight_grad_s;
+    auto runs = layer_runs(seg, mc);
+    std::reverse(runs.begin(), runs.end());
+    for (const Segment& run : runs) {
+      Compute c = segment_op(pass, s, mb, run);
+      for (int l = run.first; l < run.end; ++l) {
+        const PassCost& pc = mc.layer[static_cast<size_t>(l)];
+        if (pass != Pass::kW) c.seconds += pc.input_grad_s;
+        if (pass != Pass::kI) {
+          c.seconds += pc.weight_grad_s;
+          c.weight_grad_s += pc.weight_grad_s;
+        }
       }
+      c.releases_activation = pass != Pass::kI && ctx.needs_backward(seg);
+      t.program.push_back(c);
+      if (runs.size() > 1)
+        add_kv_exchange(ctx, t.schedule, t.program, t.rank, c,
+                        mc.kv_allgather[static_cast<size_t>(run.first)]);
     }
-    c.releases_activation = pass != Pass::kI && ctx.needs_backward(seg);
-    program.push_back(c);
   }
 }
 
@@ -177,13 +219,18 @@ void check_overlap_pair(const std::vector<RankAction>& order, size_t step, const
 
 }  // namespace
 
-void expand_actions(const Context& ctx, Schedule& schedule) {
+void expand_actions(Context& ctx, Schedule& schedule) {
   const int ranks = ctx.programs.ranks;
+  ctx.joins_next.assign(schedule.programs.size(), {});
   for (int d = 0; d < ctx.replicas; ++d) {
     const RankOrders& orders = ctx.programs.orders(d);
     for (int r = 0; r < ranks; ++r) {
-      auto& program = schedule.programs[static_cast<size_t>(d * ranks + r)];
+      const int global = d * ranks + r;
+      auto& program = schedule.programs[static_cast<size_t>(global)];
+      Target target{schedule, program, global};
+      std::vector<bool>& joins = ctx.joins_next[static_cast<size_t>(global)];
       const auto& order = orders[static_cast<size_t>(r)];
+      bool in_unit = false;  // the previous action runs in one unit with this one
       for (size_t step = 0; step < order.size(); ++step) {
         const RankAction& a = order[step];
         auto where = [&] {
@@ -193,8 +240,10 @@ void expand_actions(const Context& ctx, Schedule& schedule) {
         if (a.microbatch < 0 || a.microbatch >= ctx.microbatches)
           throw InputError(where() + ": microbatch out of range (schedule.microbatches = " +
                            std::to_string(ctx.microbatches) + ")");
-        if (a.stage < 0 || a.stage >= ctx.num_stages() ||
-            ctx.programs.rank_of(a.stage, a.microbatch) != r)
+        const bool on_rank = a.stage >= 0 && a.stage < ctx.num_stages() &&
+                             (a.boundary ? ctx.programs.holds(r, a.stage)
+                                         : ctx.programs.rank_of(a.stage, a.microbatch) == r);
+        if (!on_rank)
           throw InputError(where() + ": stage " + std::to_string(a.stage) +
                            " is not on this rank (the schedule has " +
                            std::to_string(ctx.num_stages()) + " stages over " +
@@ -202,12 +251,21 @@ void expand_actions(const Context& ctx, Schedule& schedule) {
         if (a.overlapped) check_overlap_pair(order, step, where);
         const MicrobatchCosts& mc = ctx.cost(d, a.microbatch);
         const size_t first = program.size();
-        if (a.pass == Pass::kF)
-          expand_forward(ctx, program, a.stage, mc, a.microbatch);
+        if (a.boundary)
+          expand_boundary(ctx, schedule, program, global, a);
+        else if (a.pass == Pass::kF)
+          expand_forward(ctx, target, a.stage, mc, a.microbatch);
         else
-          expand_backward(ctx, program, a.stage, mc, a.pass, a.microbatch);
-        for (size_t k = first; k < program.size(); ++k)
-          std::get<Compute>(program[k]).overlapped = a.overlapped;
+          expand_backward(ctx, target, a.stage, mc, a.pass, a.microbatch);
+        for (size_t k = first; k < program.size(); ++k) {
+          if (auto* c = std::get_if<Compute>(&program[k])) c->overlapped = a.overlapped;
+        }
+        joins.resize(program.size(), false);
+        if (in_unit || a.unit_with_next) {
+          for (size_t k = first; k + 1 < program.size(); ++k) joins[k] = true;
+          if (program.size() > first) joins[program.size() - 1] = a.unit_with_next;
+        }
+        in_unit = a.unit_with_next;
       }
     }
   }

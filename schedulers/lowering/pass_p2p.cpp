@@ -4,8 +4,9 @@
 // and layer edge) with the k-th Recv, so a receiver takes a channel's messages in the
 // order the sender sent them: before a compute that needs message x it receives every
 // message sent before x on that channel (a schedule whose ranks consume in another order
-// than their producers send, like DIP's, stays matched). An overlapped F+B action takes
-// both halves' receives before it and makes both halves' sends after it.
+// than their producers send, like DIP's, stays matched). An overlapped F+B action, and a
+// unit of actions (RankAction::unit_with_next), takes all its receives before it and makes
+// all its sends after it. Collectives pass 4 placed (per-module layouts) stay in place.
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -44,7 +45,9 @@ int remote_rank(const Context& ctx, const DataEdge& edge, bool input) {
 /// the receiving rank, added to the compute that consumes the tensor.
 double boundary_broadcast_s(const Context& ctx, int stage, int from_stage, double bytes) {
   const auto& layout = ctx.stage(stage).layout;
-  if (!layout || layout->tp < 2 || ctx.stage(from_stage).layout->owner == layout->owner) return 0;
+  if (!layout || ctx.stage_rank_width(ctx.stage(stage)) < 2 ||
+      ctx.stage(from_stage).layout->owner == layout->owner)
+    return 0;
   const LinkSpec& link = ctx.problem.cluster->intra_node;
   return link.latency + bytes / link.bandwidth;
 }
@@ -60,16 +63,17 @@ MessageTag tag_of(const DataEdge& e) {
           .producer_layer = e.producer};
 }
 
-/// An overlapped F+B action runs as one fused computation (DualPipe's F&B chunk): it
-/// receives what both halves need before it starts and sends both halves' outputs when it
-/// ends. Reorders program[start..) as receives, computes, sends, each kind in its order, so
-/// every channel keeps its send and receive order.
+/// An overlapped F+B action runs as one fused computation (DualPipe's F&B chunk), and a
+/// unit of actions (RankAction::unit_with_next) as one step: it receives what all of them
+/// need before it starts and sends all their outputs when it ends. Reorders
+/// program[start..) as receives, the rest (computes and their collectives), sends, each
+/// kind in its order, so every channel keeps its send and receive order.
 void group_overlapped(std::vector<Op>& program, size_t start) {
   const auto first = program.begin() + static_cast<std::ptrdiff_t>(start);
   const auto computes = std::stable_partition(
       first, program.end(), [](const Op& op) { return std::holds_alternative<Recv>(op); });
   std::stable_partition(computes, program.end(),
-                        [](const Op& op) { return std::holds_alternative<Compute>(op); });
+                        [](const Op& op) { return !std::holds_alternative<Send>(op); });
 }
 
 void lower_replica(const Context& ctx, Schedule& schedule, int d) {
@@ -79,9 +83,9 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
   std::map<Channel, ChannelState> channels;
   for (int r = 0; r < ranks; ++r) {
     for (const Op& op : schedule.programs[static_cast<size_t>(global(r))]) {
-      const Compute& c = std::get<Compute>(op);
-      if (c.redundant) continue;
-      for (const DataEdge& e : op_outputs(ctx.graph, c)) {
+      const auto* c = std::get_if<Compute>(&op);
+      if (!c || c->redundant) continue;
+      for (const DataEdge& e : op_outputs(ctx.graph, *c)) {
         const int to = remote_rank(ctx, e, false);
         if (to != r) channels[channel(r, to, e)].pending.push_back(e.microbatch);
       }
@@ -91,13 +95,24 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
     auto& program = schedule.programs[static_cast<size_t>(global(r))];
     std::vector<Op> computes = std::move(program);
     program.clear();
+    const std::vector<bool>& joins = ctx.joins_next[static_cast<size_t>(global(r))];
+    auto joined = [&](size_t i) { return i < joins.size() && joins[i]; };
+    auto compute_at = [&](size_t i) { return std::get_if<Compute>(&computes[i]); };
     size_t group_start = 0;  // where the current overlapped action's ops begin
+    size_t unit_start = 0;   // where the current unit of actions' ops begin
     for (size_t step = 0; step < computes.size(); ++step) {
-      const Compute& c = std::get<Compute>(computes[step]);
-      const bool opens_group =
-          c.overlapped &&
-          (step == 0 || !std::get<Compute>(computes[step - 1]).overlapped ||
-           (c.pass == Pass::kF && std::get<Compute>(computes[step - 1]).pass != Pass::kF));
+      const bool continues_unit = step > 0 && joined(step - 1);
+      if (!continues_unit && joined(step)) unit_start = program.size();
+      const Compute* op = compute_at(step);
+      if (!op) {  // a collective of pass 4 (per-module layouts), in place
+        program.push_back(computes[step]);
+        if (continues_unit && !joined(step)) group_overlapped(program, unit_start);
+        continue;
+      }
+      const Compute& c = *op;
+      const Compute* before = step > 0 ? compute_at(step - 1) : nullptr;
+      const bool opens_group = c.overlapped && (!before || !before->overlapped ||
+                                                (c.pass == Pass::kF && before->pass != Pass::kF));
       if (opens_group) group_start = program.size();
       double broadcast_s = 0;
       if (!c.redundant) {
@@ -135,7 +150,11 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
       }
       program.push_back(c);
       std::get<Compute>(program.back()).seconds += broadcast_s;
-      if (c.redundant) continue;
+      const bool closes_unit = continues_unit && !joined(step);
+      if (c.redundant) {
+        if (closes_unit) group_overlapped(program, unit_start);
+        continue;
+      }
       for (const DataEdge& e : op_outputs(ctx.graph, c)) {
         const int to = remote_rank(ctx, e, false);
         if (to == r) continue;
@@ -146,11 +165,11 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
                  .tag = tag_of(e),
                  .bytes = ctx.cost(d, e.microbatch).output[static_cast<size_t>(e.producer)]});
       }
-      const bool closes_group =
-          c.overlapped && c.pass != Pass::kF &&
-          (step + 1 == computes.size() || !std::get<Compute>(computes[step + 1]).overlapped ||
-           std::get<Compute>(computes[step + 1]).pass == Pass::kF);
+      const Compute* after = step + 1 < computes.size() ? compute_at(step + 1) : nullptr;
+      const bool closes_group = c.overlapped && c.pass != Pass::kF &&
+                                (!after || !after->overlapped || after->pass == Pass::kF);
       if (closes_group) group_overlapped(program, group_start);
+      if (closes_unit) group_overlapped(program, unit_start);
     }
   }
 }

@@ -19,7 +19,7 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
       graph(*p.model,
             c == LoweringCosts::kNaive ? BackwardRule::kEveryLayer : BackwardRule::kFrozenAware),
       naive(c == LoweringCosts::kNaive),
-      replicas(progs.sharded() ? 1 : p.parallel.dp),
+      replicas(progs.sharded() ? progs.module_replicas : p.parallel.dp),
       microbatches(p.schedule.microbatches * progs.pieces),
       embeddings(tied_embeddings(p, progs)) {
   // No orders yet is allowed: a planner costs the stages before it orders them (dip).
@@ -31,15 +31,16 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
       throw std::logic_error("lowering: rank orders do not match the ranks per replica");
   }
   for (const StageSpec& spec : progs.stages) {
-    const bool copies_fit =
-        spec.layout && spec.copy_ranks.size() == static_cast<size_t>(spec.layout->dp) &&
-        spec.gpu.size() == spec.copy_ranks.size() && progs.pieces % spec.layout->dp == 0;
+    const size_t copies = spec.copy_ranks.size();
+    const bool copies_fit = spec.layout && copies > 0 &&
+                            spec.gpu.size() == copies * static_cast<size_t>(replicas) &&
+                            progs.pieces % static_cast<int>(copies) == 0;
     if (spec.layout.has_value() != progs.sharded() || (spec.layout && !copies_fit))
       throw std::logic_error(
-          "lowering: per-module layouts need every stage's layout, one rank and GPU per "
-          "data-parallel copy, and pieces a multiple of each dp");
+          "lowering: per-module layouts need every stage's layout, its copies' ranks, a GPU "
+          "per copy and replica, and pieces a multiple of the copies");
   }
-  if (progs.pieces < 1 || (progs.pieces > 1 && !progs.sharded()))
+  if (progs.pieces < 1 || ((progs.pieces > 1 || progs.module_replicas != 1) && !progs.sharded()))
     throw std::logic_error("lowering: batch pieces are for per-module layouts");
   stage_of_layer.assign(static_cast<size_t>(model.num_layers()), -1);
   for (int s = 0; s < num_stages(); ++s) {
@@ -91,13 +92,24 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
   schedule.num_stages = ranks;
   schedule.microbatches = ctx.microbatches;
   schedule.programs.resize(static_cast<size_t>(ranks * dp));
-  if (ctx.programs.sharded()) {  // every copy of every stage on its own rank; dp = 1
+  if (ctx.programs.sharded()) {  // every copy of every stage on a rank of its own
     schedule.num_stages = ctx.num_stages();
-    schedule.ranks.resize(static_cast<size_t>(ranks));
+    schedule.ranks.resize(static_cast<size_t>(ranks * dp));
+    std::vector<bool> placed(schedule.ranks.size(), false);
     for (const StageSpec& spec : ctx.programs.stages) {
-      for (size_t c = 0; c < spec.copy_ranks.size(); ++c) {
-        schedule.ranks.at(static_cast<size_t>(spec.copy_ranks[c])) = {
-            .gpu = spec.gpu[c], .tp = spec.layout->tp, .replica = 0};
+      const size_t copies = spec.copy_ranks.size();
+      for (int d = 0; d < dp; ++d) {
+        for (size_t c = 0; c < copies; ++c) {
+          const size_t r = static_cast<size_t>(d * ranks + spec.copy_ranks[c]);
+          const RankInfo info{.gpu = spec.gpu[static_cast<size_t>(d) * copies + c],
+                              .tp = ctx.stage_rank_width(spec),
+                              .replica = d};
+          if (placed[r] && !(schedule.ranks[r] == info))
+            throw std::logic_error("lowering: rank " + std::to_string(r) +
+                                   " holds copies placed on different GPUs");
+          schedule.ranks[r] = info;
+          placed[r] = true;
+        }
       }
     }
     return;
@@ -135,22 +147,27 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
 }
 
 namespace {
-/// Per-module data parallelism: the LLM's (the sink's) replicas split each microbatch in
-/// whole samples, and each replica lists its samples on its pieces in turn, so every
-/// sample is in exactly one piece of the one IR replica.
+/// Per-module layouts: the LLM's (the sink's) replicas split each microbatch in whole
+/// samples, a block of them per IR replica, and each LLM replica lists its samples on its
+/// pieces in turn, so every sample is in exactly one piece.
 void assign_batch_pieces(const Context& ctx, Schedule& schedule) {
   const int pieces = ctx.programs.pieces;
   const int dp = ctx.sink_layout().dp;
-  const int per = pieces / dp;  // pieces per LLM replica
+  const int per_replica = dp / ctx.replicas;  // LLM replicas in one IR replica
+  const int per = pieces / per_replica;       // pieces per LLM replica
   const auto global = global_microbatches(ctx.problem, dp);
-  schedule.samples.assign(1, std::vector<std::vector<int>>(static_cast<size_t>(ctx.microbatches)));
-  for (size_t j = 0; j < global.size(); ++j) {
-    for (int d = 0; d < dp; ++d) {
-      const auto ids = replica_samples(global[j], d, dp);
-      for (size_t i = 0; i < ids.size(); ++i) {
-        const size_t piece = j * static_cast<size_t>(pieces) + static_cast<size_t>(d * per) +
-                             i % static_cast<size_t>(per);
-        schedule.samples[0][piece].push_back(ids[i]);
+  schedule.samples.assign(static_cast<size_t>(ctx.replicas),
+                          std::vector<std::vector<int>>(static_cast<size_t>(ctx.microbatches)));
+  for (int d = 0; d < ctx.replicas; ++d) {
+    auto& samples = schedule.samples[static_cast<size_t>(d)];
+    for (size_t j = 0; j < global.size(); ++j) {
+      for (int l = 0; l < per_replica; ++l) {
+        const auto ids = replica_samples(global[j], d * per_replica + l, dp);
+        for (size_t i = 0; i < ids.size(); ++i) {
+          const size_t piece = j * static_cast<size_t>(pieces) + static_cast<size_t>(l * per) +
+                               i % static_cast<size_t>(per);
+          samples[piece].push_back(ids[i]);
+        }
       }
     }
   }
@@ -259,36 +276,6 @@ void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
                      .group = group,
                      .stage = label,
                      .module = module,
-                     .bytes = bytes});
-    }
-  }
-}
-
-/// Per-module layouts: each stage's trainable gradients reduce over its module's
-/// data-parallel copies (the single IR replica holds them all), labelled with the stage's
-/// first module.
-void add_module_allreduce(const Context& ctx, Schedule& schedule,
-                          const std::function<double(int)>& extra_bytes) {
-  const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
-  for (int s = 0; s < ctx.num_stages(); ++s) {
-    const StageSpec& spec = ctx.stage(s);
-    if (spec.layout->dp < 2) continue;
-    double bytes = extra_bytes(spec.copy_ranks.front());
-    for (const Segment& seg : spec.segments) {
-      for (int l = seg.first; l < seg.end; ++l) {
-        if (!ctx.model.layer(l).frozen)
-          bytes += ctx.problem.cost->parameters(l) / spec.layout->tp * grad_bytes;
-      }
-    }
-    if (bytes <= 0) continue;
-    const int group = static_cast<int>(schedule.groups.size());
-    schedule.groups.push_back(spec.copy_ranks);
-    for (int r : spec.copy_ranks) {
-      schedule.programs[static_cast<size_t>(r)].push_back(
-          Collective{.kind = CollectiveKind::kAllReduce,
-                     .group = group,
-                     .stage = s,
-                     .module = spec.segments.front().module,
                      .bytes = bytes});
     }
   }

@@ -1,6 +1,7 @@
 #pragma once
 /// The lowering's passes (lowering.hpp lists them in order). Each reads the context and
 /// adds one kind of thing to the Schedule, so a test can run any prefix of them.
+#include <functional>
 #include <vector>
 
 #include "core/cost_model.hpp"
@@ -11,8 +12,10 @@
 
 namespace loom::lowering {
 
-/// A stage's TP width: its own (per-module layouts) or parallel.tp.
+/// The TP width a stage's layers are priced and stored at: its module's (per-module
+/// layouts), its own, or parallel.tp.
 inline int stage_tp(const SchedulingProblem& problem, const StageSpec& spec) {
+  if (spec.layout) return spec.layout->tp;
   return spec.tp > 0 ? spec.tp : problem.parallel.tp;
 }
 /// The group a stage's optimizer state shards over (parallel.distributed_optimizer): the
@@ -26,6 +29,10 @@ struct MicrobatchCosts {
   std::vector<PassCost> layer;     ///< per layer, in the lowering's cost view
   std::vector<double> activation;  ///< bytes kept per layer
   std::vector<double> output;      ///< bytes of each layer's output
+  /// Per-module layouts with context parallelism: the K/V all-gather before each layer's
+  /// forward (and dK/dV reduce-scatter after its backward), full buffer per CP member;
+  /// empty or 0: none.
+  std::vector<double> kv_allgather = {};
 };
 
 /// What every pass reads: the problem, the scheduler's decision, the layer graph and
@@ -38,11 +45,14 @@ struct Context {
   const PipelinePrograms& programs;
   LayerGraph graph;  ///< naive view: every layer needs a backward
   bool naive = false;
-  int replicas = 1;      ///< parallel.dp
+  int replicas = 1;      ///< parallel.dp (per-module layouts: programs.module_replicas)
   int microbatches = 1;  ///< per replica
   std::vector<int> stage_of_layer;
   std::vector<MicrobatchCosts> costs;     ///< [replica * microbatches + microbatch], pass 3
   std::vector<TiedEmbedding> embeddings;  ///< tied_embeddings() of the programs
+  /// joins_next[r][i]: op i of global rank r's expanded program runs in one unit with op
+  /// i + 1 (RankAction::unit_with_next); pass 4 fills it, pass 5 reads it.
+  std::vector<std::vector<bool>> joins_next;
 
   const StageSpec& stage(int s) const { return programs.stages[static_cast<size_t>(s)]; }
   int num_stages() const { return static_cast<int>(programs.stages.size()); }
@@ -51,6 +61,10 @@ struct Context {
     return replica * programs.ranks + programs.rank_of(stage);
   }
   int stage_tp(int s) const { return lowering::stage_tp(problem, stage(s)); }
+  /// GPUs of the rank a copy runs on: a TP group, or one GPU (StageSpec::tp).
+  int stage_rank_width(const StageSpec& spec) const {
+    return spec.tp > 0 ? spec.tp : lowering::stage_tp(problem, spec);
+  }
   int optimizer_shards(int s) const { return lowering::optimizer_shards(problem, stage(s)); }
   /// Per-module layouts: the LLM's (the model's sink, its last layers).
   const ModuleLayout& sink_layout() const { return *stage(stage_of_layer.back()).layout; }
@@ -61,9 +75,25 @@ struct Context {
 };
 
 void place_ranks(const Context& ctx, Schedule& schedule);
+
+// Per-module layouts (pass_module_layouts.cpp).
+/// The group of `members` in schedule.groups, added when new.
+int group_id(Schedule& schedule, const std::vector<int>& members);
+/// The K/V all-gather of `layer_op` (one layer's compute) on the CP ring of `rank`'s GPU;
+/// the caller puts it before a forward and after a backward (the dK/dV reduce-scatter, the
+/// same volume). None for a non-transformer layer or a backward the layer does not run.
+void add_kv_exchange(const Context& ctx, Schedule& schedule, std::vector<Op>& program, int rank,
+                     const Compute& layer_op, double bytes);
+/// The colocated boundary transform a `boundary` action stands for, on `rank`.
+void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& program, int rank,
+                     const RankAction& a);
+/// Pass 6 under per-module layouts: each stage's gradients over its copies, one ring per
+/// TP shard, last stage first.
+void add_module_allreduce(const Context& ctx, Schedule& schedule,
+                          const std::function<double(int)>& extra_bytes);
 void assign_samples(const Context& ctx, Schedule& schedule);
 void cost_microbatches(Context& ctx, const Schedule& schedule);
-void expand_actions(const Context& ctx, Schedule& schedule);
+void expand_actions(Context& ctx, Schedule& schedule);
 void add_point_to_point(const Context& ctx, Schedule& schedule);
 void add_gradient_allreduce(const Context& ctx, Schedule& schedule);
 void add_optimizer_step(const Context& ctx, Schedule& schedule);

@@ -38,16 +38,18 @@ struct StageSpec {
   std::vector<Segment> redundant = {};
   std::vector<Segment> successor_copy = {};
   /// Explicit placement (per-module layouts): the stage's TP width and its first GPU in
-  /// each replica (in each copy, with `copy_ranks`). 0 / empty = the single layout
-  /// (parallel.tp, ranks packed in order).
+  /// each replica. 0 / empty = the single layout (parallel.tp, ranks packed in order).
+  /// With `copy_ranks`: the width of the rank (a TP group, or 1 where a rank is one GPU)
+  /// and the GPU of each copy in each replica, gpu[replica * copies + copy].
   int tp = 0;
   std::vector<int> gpu = {};
-  /// Modules with their own data parallelism (hetero-noncolocated,
-  /// heterogeneous-parallelism-megatron §3.1): the TP/CP/DP grid of the stage's module
-  /// group. The lowering prices the stage's layers as shards of that grid
-  /// (module_shards.hpp) and places layout->dp copies of the stage inside the one
-  /// replica, copy c on rank copy_ranks[c] (PipelinePrograms::pieces says which
-  /// microbatches each copy computes). Every stage has one, or none does.
+  /// Per-module layouts (heterogeneous-parallelism-megatron §3): the TP/CP/PP/DP grid of
+  /// the stage's module group. The stage then has copies inside each replica, copy c on
+  /// rank copy_ranks[c] of the replica, each computing its own batch pieces
+  /// (PipelinePrograms::pieces): the module's data-parallel replicas (hetero-noncolocated,
+  /// a rank is a TP group), or every GPU of its TP x CP grid (hetero-colocated, a rank is
+  /// a GPU). The lowering prices a copy's work as its GPU's shard of the grid
+  /// (module_shards.hpp). Every stage has a layout, or none does.
   std::optional<ModuleLayout> layout = {};
   std::vector<int> copy_ranks = {};
 };
@@ -76,11 +78,23 @@ using StageOrders = std::vector<std::vector<StageAction>>;
 /// action (DualPipe's F&B chunk): an F immediately followed in the order by a B of another
 /// microbatch, both flagged; they lower to two adjacent Computes flagged `overlapped`, with
 /// the pair's receives before and its sends after them (core/schedule.hpp).
+///
+/// Per-module layouts add two kinds of step (hetero-colocated, §3.2-3.3):
+///   `boundary`       the colocated boundary transform of the stage's output into its
+///                    consumer's layout, for the whole iteration: the forward leg (pass F)
+///                    after the stage's forwards, the backward leg (pass B) before its
+///                    backwards; no compute, its all-gathers (lowering/boundary.hpp)
+///   `unit_with_next` this action and the next run as one unit: every receive before the
+///                    first compute, every send after the last (a stage that moves a
+///                    microbatch's batch pieces together, as Megatron moves whole
+///                    microbatches)
 struct RankAction {
   int stage = 0;
   Pass pass = Pass::kF;
   int microbatch = 0;
   bool overlapped = false;
+  bool boundary = false;
+  bool unit_with_next = false;
 };
 /// orders[r]: rank r's actions in execution order.
 using RankOrders = std::vector<std::vector<RankAction>>;
@@ -104,13 +118,16 @@ struct PipelinePrograms {
   /// pipeline.
   std::vector<int> up_stage_rank = {};
   int first_up_microbatch = 0;
-  /// Per-module data parallelism (stages with a layout): each microbatch of the problem
-  /// is `pieces` IR microbatches, its batch pieces (the largest module DP), all in one IR
-  /// replica. Copy c of a stage with C copies computes pieces [c K/C, (c+1) K/C) of every
-  /// microbatch, K = pieces, so a module replica works its share of the batch piece by
-  /// piece and a boundary between modules of different DP sends one message per piece
-  /// (the leader routes of §3.1).
+  /// Per-module layouts (stages with a layout): each microbatch of the problem is
+  /// `pieces` IR microbatches per IR replica, its batch pieces. Copy c of a stage with C
+  /// copies computes pieces [c K/C, (c+1) K/C) of every microbatch, K = pieces, at C / K
+  /// of its shard's work: a module replica works its share of the batch piece by piece,
+  /// and a boundary between modules of different DP sends one message per piece (the
+  /// leader routes of §3.1). hetero-noncolocated: K = the largest module DP, one IR
+  /// replica; hetero-colocated: K = the GPUs of an LLM replica, one IR replica per LLM
+  /// replica (`module_replicas`).
   int pieces = 1;
+  int module_replicas = 1;
 
   /// Whether the stages carry per-module layouts (every stage does, or none).
   bool sharded() const { return !stages.empty() && stages.front().layout.has_value(); }

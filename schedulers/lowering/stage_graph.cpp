@@ -50,6 +50,18 @@ StageGraph chain_stages(const Model& model, const std::vector<StageRange>& range
   return graph;
 }
 
+std::vector<Segment> segments_of(const Model& model, const std::vector<int>& layers) {
+  std::vector<Segment> out;
+  for (int l : layers) {
+    const int module = model.layers()[static_cast<size_t>(l)].module;
+    if (out.empty() || out.back().module != module || out.back().end != l)
+      out.push_back({.module = module, .first = l, .end = l + 1});
+    else
+      ++out.back().end;
+  }
+  return out;
+}
+
 std::vector<int> stages_downstream(const Model& model, const StageGraph& graph) {
   const int stages = static_cast<int>(graph.size());
   const LayerGraph layers(model);

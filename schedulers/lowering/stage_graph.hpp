@@ -21,6 +21,10 @@ std::vector<StageRange> plan_stages(const SchedulingProblem& problem, int stages
 /// Contiguous global-layer ranges as stages, cut into segments at module boundaries.
 StageGraph chain_stages(const Model& model, const std::vector<StageRange>& ranges);
 
+/// Global layers, in order (a module group's, whose modules may interleave with another
+/// group's), as segments: runs of consecutive layers of one module.
+std::vector<Segment> segments_of(const Model& model, const std::vector<int>& layers);
+
 /// For each stage, the most stages on any path from it to a sink of the stage graph
 /// (0 for the last LLM stage): stage s of a chain of p has p - s - 1.
 std::vector<int> stages_downstream(const Model& model, const StageGraph& graph);
@@ -32,7 +36,8 @@ std::vector<int> stages_downstream(const Model& model, const StageGraph& graph);
 StageOrders one_f_one_b_orders(const std::vector<int>& warmup, int microbatches);
 
 /// Throws InputError when the config has per-module layouts (parallel.modules): every
-/// scheduler but the per-module ones (hetero-*) runs the single parallel.pp/dp/tp layout.
+/// scheduler but the per-module ones (cornstarch, hetero-*) runs the single
+/// parallel.pp/dp/tp layout.
 void require_single_layout(const SchedulingProblem& problem, const char* scheduler_name);
 
 }  // namespace loom

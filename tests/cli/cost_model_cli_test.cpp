@@ -118,7 +118,7 @@ TEST(Cost, OverlapWhereItCannotApplyIsAWarningNotSilence) {
       dir.path("hetero"));
   ASSERT_EQ(hetero.exit_code, 0) << hetero.output;
   EXPECT_NE(hetero.output.find("warning: parallel.overlap_grad_reduce has no effect here: "
-                               "hetero-noncolocated lowers itself"),
+                               "hetero-noncolocated reduces each stage over its own copies"),
             std::string::npos)
       << hetero.output;
   const auto megatron = test::run_loom(

@@ -128,10 +128,10 @@ TEST(MultimodalCli, StageSummaryFollowsTheRanksStages) {
     return lines;
   };
   const auto colocated = stages("hetero-colocated");
-  ASSERT_EQ(colocated.size(), 6u);  // the LLM's six stages
-  EXPECT_EQ(colocated[0].find(" vision[0,32) vproj[32,33) audio[33,57) aproj[57,58) llm[58,"), 0u)
-      << colocated[0];
-  for (size_t k = 1; k < colocated.size(); ++k)
+  ASSERT_EQ(colocated.size(), 2u + 6u);  // one stage per encoder group, the LLM's six
+  EXPECT_EQ(colocated[0], " vision[0,32) vproj[32,33)");
+  EXPECT_EQ(colocated[1], " audio[33,57) aproj[57,58)");
+  for (size_t k = 2; k < colocated.size(); ++k)
     EXPECT_EQ(colocated[k].find(" llm["), 0u) << "stage " << k << ":" << colocated[k];
   const auto noncolocated = stages("hetero-noncolocated");
   ASSERT_EQ(noncolocated.size(), 6u);  // vision, audio, four LLM stages
@@ -145,9 +145,9 @@ TEST(MultimodalCli, StageSummaryFollowsTheRanksStages) {
   const Outcome r =
       loom("sim " + test::source_path("configs/paper/hetero-1b7b-64k-v75-colocated.toml") +
            " --backend evaluator --no-plot -q --out " + dir.path("out"));
-  EXPECT_NE(r.output.find("  stage 0: vision[0,20) projector[20,21) llm[21,53)\n"),
-            std::string::npos)
+  EXPECT_NE(r.output.find("  stage 0: vision[0,20) projector[20,21)\n"), std::string::npos)
       << r.output;
+  EXPECT_NE(r.output.find("  stage 1: llm[21,53)\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("llm tp 2 cp 8 pp 1 dp 2 on GPUs 0-31"), std::string::npos) << r.output;
 }
 

@@ -249,17 +249,24 @@ TEST(HeteroColocated, PipelinedLlmGathersEncoderPiecesOnStageZero) {
                                 {"schedule.name=hetero-colocated"});
   const Schedule& s = st->schedule;
   ASSERT_EQ(s.num_ranks(), 4);
-  EXPECT_EQ(s.num_stages, 4);
+  EXPECT_EQ(s.num_stages, 1 + 4);    // the encoder group's stage, then the LLM's four
   EXPECT_EQ(s.microbatches, 8 * 4);  // Q = P x K = 4 pieces per microbatch
   EXPECT_NO_THROW(validate(s, st->config.model));
-  // Stage 0 receives the 3 pieces the other GPUs' encoders computed, per microbatch,
-  // before any LLM work; the others send theirs there.
-  int received = 0;
+  // Stage 0 receives the 3 pieces the other GPUs' encoders computed for each microbatch,
+  // all of them before that microbatch's LLM forward (the stage moves a microbatch's
+  // pieces as one unit); the others send theirs there as they compute them.
+  int received = 0, pending = 0;
   for (const Op& op : s.programs[0]) {
-    if (std::holds_alternative<Compute>(op) && is_llm(s, std::get<Compute>(op).module)) break;
     if (const auto* rv = std::get_if<Recv>(&op)) {
-      EXPECT_EQ(rv->tag.pass, Pass::kF);
-      ++received;
+      if (rv->tag.pass == Pass::kF) {
+        ++received;
+        ++pending;
+      }
+    }
+    const auto* c = std::get_if<Compute>(&op);
+    if (c && c->pass == Pass::kF && is_llm(s, c->module) && c->microbatch % 4 == 0) {
+      EXPECT_EQ(pending, 3) << "before " << to_string(op, s);
+      pending = 0;
     }
   }
   EXPECT_EQ(received, 3 * 8);

@@ -143,6 +143,21 @@ TEST(LoweringPasses, ChunksOnOneRankShareOneAllReduceAndTheirMemory) {
   EXPECT_NO_THROW(validate(s, *t.study->problem.model));
 }
 
+TEST(LoweringPasses, AUnitOfActionsReceivesBeforeItAndSendsAfterIt) {
+  // RankAction::unit_with_next: both forwards of each stage run as one step (a stage that
+  // moves a microbatch's pieces together), so every receive comes first, every send last.
+  TwoStages t;
+  RankAction f0 = act(0, Pass::kF, 0), g0 = act(1, Pass::kF, 0);
+  f0.unit_with_next = g0.unit_with_next = true;
+  const Schedule s =
+      t.lower_with({{{f0, act(0, Pass::kF, 1), act(0, Pass::kB, 0), act(0, Pass::kB, 1)},
+                     {g0, act(1, Pass::kF, 1), act(1, Pass::kB, 0), act(1, Pass::kB, 1)}}});
+  EXPECT_EQ(t.text(s, 0).substr(0, 42), "0F0 0F1 0SEND_F0:L4->1 0SEND_F1:L4->1 0REC");
+  EXPECT_EQ(t.text(s, 1).substr(0, 38), "1RECV_F0:L4<-0 1RECV_F1:L4<-0 1F0 1F1 ");
+  EXPECT_NO_THROW(validate(s, *t.study->problem.model));
+  EXPECT_GT(evaluate(s, *t.study->problem.cluster).iteration_time_s(), 0);
+}
+
 /// Per-module layouts (hetero-noncolocated's shape) on the textbook model: stage 0 as two
 /// data-parallel copies (ranks 0, 1), stage 1 as one TP-2 copy (rank 2) of another module
 /// group, m = 2 microbatches of 2 samples, each 2 batch pieces.

@@ -1,6 +1,6 @@
 // Boundary communicators (heterogeneous-parallelism-megatron §3.1-3.2, Figs 2-3, App. A.4):
 // routes and volumes on hand-computed cases.
-#include "schedulers/hetero/hetero_boundary.hpp"
+#include "schedulers/lowering/boundary.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "schedulers/hetero/hetero_boundary.hpp"
+#include "schedulers/lowering/boundary.hpp"
 
 #include <algorithm>
 

@@ -1,0 +1,141 @@
+// What per-module layouts add to passes 4 and 6 (heterogeneous-parallelism-megatron §3):
+// the context-parallel K/V exchange around each layer of a stage whose module has CP > 1,
+// the colocated boundary transform between two modules sharing one rank set (§3.2,
+// App. A.4), and the gradient reduction over the GPUs holding the same shard of a stage.
+#include <algorithm>
+#include <map>
+
+#include "core/errors.hpp"
+#include "schedulers/lowering/boundary.hpp"
+#include "schedulers/lowering/module_shards.hpp"
+#include "schedulers/lowering/passes.hpp"
+
+namespace loom::lowering {
+namespace {
+
+/// The IR rank (any replica) placed on `gpu`.
+int rank_on_gpu(const Schedule& schedule, int gpu) {
+  for (size_t r = 0; r < schedule.ranks.size(); ++r) {
+    if (schedule.ranks[r].gpu == gpu) return static_cast<int>(r);
+  }
+  throw std::logic_error("lowering: no rank on GPU " + std::to_string(gpu));
+}
+
+/// The collective group of `gpus` (ring order as given), one per distinct member list.
+int group_of_gpus(Schedule& schedule, const std::vector<int>& gpus) {
+  std::vector<int> members;
+  for (int gpu : gpus) members.push_back(rank_on_gpu(schedule, gpu));
+  return group_id(schedule, members);
+}
+
+/// The stage that consumes the output of stage `s` (the stage of its last layer's first
+/// consumer), or -1 at the sink.
+int consumer_stage(const Context& ctx, int s) {
+  const int last = ctx.stage(s).segments.back().end - 1;
+  const auto& consumers = ctx.graph.consumers(last);
+  return consumers.empty() ? -1 : ctx.stage_of_layer[static_cast<size_t>(consumers.front())];
+}
+
+}  // namespace
+
+int group_id(Schedule& schedule, const std::vector<int>& members) {
+  const auto it = std::find(schedule.groups.begin(), schedule.groups.end(), members);
+  if (it != schedule.groups.end()) return static_cast<int>(it - schedule.groups.begin());
+  schedule.groups.push_back(members);
+  return static_cast<int>(schedule.groups.size() - 1);
+}
+
+void add_kv_exchange(const Context& ctx, Schedule& schedule, std::vector<Op>& program, int rank,
+                     const Compute& layer_op, double bytes) {
+  const int layer = layer_op.first_layer;
+  if (ctx.model.layer(layer).kind != LayerKind::kTransformer) return;
+  if (layer_op.pass != Pass::kF && !ctx.graph.needs_backward(layer)) return;
+  const ModuleLayout& layout = *ctx.stage(layer_op.stage).layout;
+  const int gpu = schedule.ranks[static_cast<size_t>(rank)].gpu;
+  program.push_back(Collective{.kind = CollectiveKind::kAllGather,
+                               .group = group_of_gpus(schedule, cp_ring(layout, gpu)),
+                               .stage = layer_op.stage,
+                               .module = layer_op.module,
+                               .bytes = bytes});
+}
+
+void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& program, int rank,
+                     const RankAction& a) {
+  const int to = consumer_stage(ctx, a.stage);
+  if (to < 0) return;
+  const ModuleLayout& src = *ctx.stage(a.stage).layout;
+  const ModuleLayout& dst = *ctx.stage(to).layout;
+  if (!colocated(src, dst)) return;  // disjoint rank sets: leader messages only (pass 5)
+  std::vector<int> all;
+  for (int id = 0; id < static_cast<int>(ctx.problem.samples.size()); ++id) all.push_back(id);
+  const int last = ctx.stage(a.stage).segments.back().end - 1;
+  const double per_sample = boundary_bytes_per_sample(ctx.problem, last, all);
+  const double samples = static_cast<double>(all.size());
+  const int gpu = schedule.ranks[static_cast<size_t>(rank)].gpu;
+  auto gather = [&](const std::vector<int>& gpus, double bytes) {
+    program.push_back(Collective{.kind = CollectiveKind::kAllGather,
+                                 .group = group_of_gpus(schedule, gpus),
+                                 .stage = to,
+                                 .module = ctx.stage(to).segments.front().module,
+                                 .bytes = bytes});
+  };
+  if (dst.pp == 1) {
+    // §3.2: fan-in all-gathers the source slices into each destination shard (forward),
+    // fan-out into each source shard (backward); the rest is rank-local.
+    const BoundaryPlan plan = plan_boundary(src, dst, samples, per_sample, "boundary");
+    const BoundaryLeg& leg = a.pass == Pass::kF ? plan.forward : plan.backward;
+    for (const BoundaryGroup& g : leg.allgathers) {
+      if (g.gpus.size() >= 2 && std::find(g.gpus.begin(), g.gpus.end(), gpu) != g.gpus.end())
+        gather(g.gpus, g.bytes);
+    }
+    return;
+  }
+  // A pipelined consumer: its first stage's TP x CP group all-gathers the replica's shard
+  // from the pieces its GPUs received (pass 5 moved them there).
+  const GridPosition at = grid_position(dst, gpu);
+  if (a.pass != Pass::kF || at.stage != 0 || dst.tp * dst.cp < 2) return;
+  gather(stage_group(dst, at.replica, 0), per_sample * samples / dst.dp);
+}
+
+void add_module_allreduce(const Context& ctx, Schedule& schedule,
+                          const std::function<double(int)>& extra_bytes) {
+  const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
+  const int ranks = ctx.programs.ranks;
+  // Last stage first: the order gradients become final in (and Megatron reduces them).
+  for (int s = ctx.num_stages() - 1; s >= 0; --s) {
+    const StageSpec& spec = ctx.stage(s);
+    const ModuleLayout& layout = *spec.layout;
+    double bytes = extra_bytes(spec.copy_ranks.front());
+    for (const Segment& seg : spec.segments) {
+      for (int l = seg.first; l < seg.end; ++l) {
+        if (!ctx.model.layer(l).frozen)
+          bytes += ctx.problem.cost->parameters(l) / layout.tp * grad_bytes;
+      }
+    }
+    if (bytes <= 0) continue;
+    // One ring per TP shard: every copy, in every replica, whose GPU holds that shard.
+    std::map<int, std::vector<int>> rings;
+    const size_t copies = spec.copy_ranks.size();
+    for (int d = 0; d < ctx.replicas; ++d) {
+      for (size_t c = 0; c < copies; ++c) {
+        const int gpu = spec.gpu[static_cast<size_t>(d) * copies + c];
+        rings[grid_position(layout, gpu).tp_rank].push_back(d * ranks + spec.copy_ranks[c]);
+      }
+    }
+    for (auto& [tp_rank, members] : rings) {
+      std::sort(members.begin(), members.end());
+      if (members.size() < 2) continue;
+      const int group = group_id(schedule, members);
+      for (int r : members) {
+        schedule.programs[static_cast<size_t>(r)].push_back(
+            Collective{.kind = CollectiveKind::kAllReduce,
+                       .group = group,
+                       .stage = s,
+                       .module = spec.segments.front().module,
+                       .bytes = bytes});
+      }
+    }
+  }
+}
+
+}  // namespace loom::lowering
