@@ -11,7 +11,7 @@ PassCost effective_cost(const CostModel& cost, const Model& model, int layer,
   // backward the frozen status leaves, keeping its input / weight gradient split.
   const double measured =
       model.module(model.layers()[static_cast<size_t>(layer)].module).backward_over_forward;
-  if (measured > 0 && c.backward_s() > 0) {
+  if (measured > 0 && c.backward_s() > 0 && c.forward_s > 0) {
     const double scale = measured * c.forward_s / c.backward_s();
     c.input_grad_s *= scale;
     c.weight_grad_s *= scale;

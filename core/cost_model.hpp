@@ -49,7 +49,8 @@ class CostModel {
 };
 
 /// Dissertation Eq 3.2: Bw = 0 for a frozen layer; Bd = 0 for a layer with no trainable
-/// parameters at or upstream of it (p(L) of Eq 3.3, across modules).
+/// parameters at or upstream of it (p(L) of Eq 3.3, across modules). Then a measured
+/// Module::backward_over_forward rescales what backward is left to R x the forward.
 PassCost effective_cost(const CostModel& cost, const Model& model, int layer,
                         const MicrobatchShape& shape, int tp);
 

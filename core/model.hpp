@@ -60,9 +60,10 @@ struct Module {
   /// LLM modules: vocabulary size; > 0 puts the (tied) embedding before the first layer
   /// and the LM head + cross-entropy after the last (analytical kernel-level costs).
   int vocab = 0;
-  /// Calibrated from a measurement, not from first principles: the module's backward time
-  /// as a multiple of its forward, as a paper measured it (recomputation and whatever the
-  /// frozen status leaves to compute included). 0 = the cost model's own backward. Used
+  /// Calibrated from a measurement, not from first principles: each layer's backward time
+  /// as a multiple of its forward, as a paper measured it for the module (recomputation
+  /// included), applied to every layer of the module that still has a backward under its
+  /// frozen status. 0 = the cost model's own backward. Used
   /// where a paper's measured behaviour has no first-principles explanation, e.g. the
   /// frozen LLMs of dissertation Table 3.2, whose backward runs 3.5-10x their forward.
   double backward_over_forward = 0;

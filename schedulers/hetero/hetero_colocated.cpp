@@ -20,8 +20,8 @@
 // its backwards. With P = 1 the colocated plan of lowering/boundary.hpp: fan-in is a local
 // all-gather among the GPUs whose slices form one LLM shard, other cases are rank-local.
 // With P > 1 the pieces computed on later-stage GPUs travel to their stage-0 GPU as they
-// are computed (the lowering's messages) and stage 0's TP x CP group then all-gathers its
-// shard; the gradients return the same way.
+// are computed (the lowering's messages), and stage 0's TP x CP group all-gathers each
+// microbatch's shard at the head of its forward; the gradients return the same way.
 //
 // Limits (InputError naming the module): every module on the LLM's rank set, encoders
 // with pp = 1, and grids that nest (each GPU already holds its source slices, §3.2).
@@ -85,18 +85,20 @@ class Colocated {
     }
   }
 
-  /// §3.2 models nested grids only: with P = 1 each GPU must already hold the source
-  /// slices its LLM shard needs.
+  /// §3.2 models nested grids only: where a group hands its output to a one-stage group,
+  /// each GPU must already hold the source slices its destination shard needs.
   void check_boundaries() const {
-    if (grid_.pp() > 1) return;
     for (int e : h_.encoders) {
-      const BoundaryPlan plan = plan_boundary(layout(e), layout(h_.llm),
-                                              static_cast<double>(p_.samples.size()), 1.0, key(e));
-      if (!plan.forward.messages.empty() || !plan.backward.messages.empty()) {
-        throw InputError(key(e) +
-                         ": its grid does not nest in the LLM's (a GPU would need "
-                         "batch slices held by other GPUs); hetero-colocated models "
-                         "nested grids only, as in the seed's Tables A2-A3");
+      for (int v : h_.consumers[static_cast<size_t>(e)]) {
+        if (layout(v).pp > 1) continue;  // pieces travel to the first stage (pass 5)
+        const BoundaryPlan plan = plan_boundary(
+            layout(e), layout(v), static_cast<double>(p_.samples.size()), 1.0, key(e));
+        if (!plan.forward.messages.empty() || !plan.backward.messages.empty()) {
+          throw InputError(key(e) +
+                           ": its grid does not nest in the one it feeds (a GPU would need "
+                           "batch slices held by other GPUs); hetero-colocated models "
+                           "nested grids only, as in the seed's Tables A2-A3");
+        }
       }
     }
   }
@@ -105,8 +107,8 @@ class Colocated {
   int rank_of(int p, int k) const { return grid_.gpu_of(0, p, k); }
   int gpu_of(int d, int rank) const { return layout(h_.llm).first_gpu + d * grid_.pieces() + rank; }
 
-  /// A stage on every GPU of each replica with a copy per rank (copies listed in piece
-  /// order for encoders: copy x on the GPU computing piece x).
+  /// A stage of `group`'s layers, priced on its grid, on one-GPU ranks (copies added by
+  /// the caller).
   StageSpec stage_of(int group, const std::vector<int>& layers) const {
     return StageSpec{.segments = segments_of(model_, layers), .tp = 1, .layout = layout(group)};
   }
@@ -159,8 +161,19 @@ class Colocated {
       return RankAction{.stage = encoder_stage_[static_cast<size_t>(e)], .pass = pass};
     };
     const auto llm_order = one_f_one_b_order(pp - p - 1, m);
+    // With a pipelined LLM, stage 0's TP x CP group gathers each microbatch's shard once
+    // its pieces have arrived: a boundary action at the head of that forward's unit.
+    const bool gathers_per_microbatch = pp > 1 && p == 0 && grid_.shards() > 1;
     for (const PhaseStep& s : three_phase_order(index_of(h_.encoders), -1, llm_order, m)) {
       if (s.phase == Phase::kLlm) {
+        for (size_t e = 0;
+             gathers_per_microbatch && s.action.pass == Pass::kF && e < encoder_stage_.size();
+             ++e) {
+          RankAction gather = encoder(static_cast<int>(e), Pass::kF);
+          gather.microbatch = s.action.microbatch * q + piece;
+          gather.boundary = gather.unit_with_next = true;
+          order.push_back(gather);
+        }
         for (int i = 0; i < pp; ++i) {
           order.push_back({.stage = first_llm_stage_ + p,
                            .pass = s.action.pass,
@@ -169,6 +182,7 @@ class Colocated {
         }
         continue;
       }
+      if (s.boundary && pp > 1) continue;  // gathered per microbatch in phase 2 instead
       RankAction a = encoder(s.group, s.action.pass);
       a.microbatch = s.action.microbatch * q + piece;
       a.boundary = s.boundary;

@@ -17,7 +17,6 @@ HeteroGroups hetero_groups(const SchedulingProblem& problem, const std::string& 
         default_module_layouts(model, pc.pp, pc.dp, pc.tp, colocated_placement, *problem.cluster);
   }
   HeteroGroups h;
-  h.derived = problem.parallel.module_layouts.empty();
   h.groups = layout_groups(model, layouts);
   int llms = 0;
   for (size_t g = 0; g < h.groups.size(); ++g) {

@@ -22,8 +22,6 @@ struct HeteroGroups {
   std::vector<std::vector<int>> layers;
   /// consumers[g]: groups fed by group g.
   std::vector<std::vector<int>> consumers;
-  /// True when the layouts were derived from a single-layout config's parallel.pp/dp/tp.
-  bool derived = false;
 };
 
 /// Reads `problem.parallel.module_layouts`, or for a single-layout config derives them
@@ -37,9 +35,7 @@ HeteroGroups hetero_groups(const SchedulingProblem& problem, const std::string& 
 class ColocatedGrid {
  public:
   ColocatedGrid() = default;
-  explicit ColocatedGrid(const ModuleLayout& llm)
-      : shards_(llm.tp * llm.cp), pp_(llm.pp), dp_(llm.dp) {}
-  int gpus() const { return shards_ * pp_ * dp_; }
+  explicit ColocatedGrid(const ModuleLayout& llm) : shards_(llm.tp * llm.cp), pp_(llm.pp) {}
   int pp() const { return pp_; }
   int shards() const { return shards_; }
   int pieces() const { return shards_ * pp_; }
@@ -54,7 +50,7 @@ class ColocatedGrid {
   int piece_at(int shard, int i) const { return shard * pp_ + i; }
 
  private:
-  int shards_ = 1, pp_ = 1, dp_ = 1;
+  int shards_ = 1, pp_ = 1;
 };
 
 }  // namespace loom

@@ -28,8 +28,9 @@
 /// gradient (local), fan-out all-gathers sibling gradient slices into the source shard.
 ///
 /// Where a colocated GPU needs a slice that no source shard on that GPU holds (it happens
-/// only when the module grids are not nested), Loom sends it point-to-point from the
-/// leader of the holding shard; the seed's colocated configurations never need it.
+/// only when the module grids are not nested), the plan lists a point-to-point fallback
+/// from the leader of the holding shard; hetero-colocated rejects such layouts (the
+/// seed's colocated configurations never need it).
 #include <string>
 #include <vector>
 

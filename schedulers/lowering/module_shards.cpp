@@ -7,7 +7,6 @@
 #include <map>
 
 #include "core/errors.hpp"
-#include "core/memory_model.hpp"
 #include "schedulers/planners/cp/cp_plan.hpp"
 
 namespace loom {
@@ -193,17 +192,6 @@ double boundary_bytes_per_sample(const SchedulingProblem& problem, int last_laye
   for (int id : microbatch) batch.push_back(&problem.samples.at(static_cast<size_t>(id)));
   const MicrobatchShape shape = layer_shape(*problem.model, last_layer, batch);
   return problem.cost->output_bytes(last_layer, shape) / static_cast<double>(batch.size());
-}
-
-StaticMemory shard_static_memory(const SchedulingProblem& problem, const std::vector<int>& layers,
-                                 const ModuleLayout& layout) {
-  StaticMemory mem;
-  for (int l : layers) {
-    // Megatron shards the optimizer over the data-parallel group with context parallelism.
-    mem += layer_state_bytes(*problem.cost, *problem.model, l, layout.tp, problem.memory,
-                             layout.dp * layout.cp);
-  }
-  return mem;
 }
 
 }  // namespace loom

@@ -1,6 +1,6 @@
 #pragma once
 /// Costs under per-module layouts (heterogeneous-parallelism-megatron §3): the work of one
-/// GPU of a module's own TP x CP x DP grid on one microbatch, and its static memory. The
+/// GPU of a module's own TP x CP x DP grid on one microbatch. The
 /// lowering prices stages that carry a layout (StageSpec::layout) with them.
 ///
 /// Cost of a shard (one GPU of module m, layout TP/CP/DP):
@@ -72,12 +72,5 @@ std::vector<int> cp_ring(const ModuleLayout& layout, int gpu);
 /// its last layer `last_layer`, averaged over the samples `microbatch`.
 double boundary_bytes_per_sample(const SchedulingProblem& problem, int last_layer,
                                  const std::vector<int>& microbatch);
-
-/// Parameters, gradients and optimizer state per GPU of a module stage holding `layers`:
-/// parameters / TP; with parallel.distributed_optimizer the optimizer state sharded over
-/// the DP x CP group (Megatron's distributed optimizer, the seed's "distributed optimizer
-/// instances", Table A1; the hetero paper configs set it).
-StaticMemory shard_static_memory(const SchedulingProblem& problem, const std::vector<int>& layers,
-                                 const ModuleLayout& layout);
 
 }  // namespace loom

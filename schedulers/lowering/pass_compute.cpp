@@ -263,7 +263,10 @@ void expand_actions(Context& ctx, Schedule& schedule) {
         joins.resize(program.size(), false);
         if (in_unit || a.unit_with_next) {
           for (size_t k = first; k + 1 < program.size(); ++k) joins[k] = true;
-          if (program.size() > first) joins[program.size() - 1] = a.unit_with_next;
+          // The unit's last op so far (when this action emitted none and the unit began
+          // earlier, the previous action's).
+          if (!joins.empty() && (program.size() > first || in_unit))
+            joins.back() = a.unit_with_next;
         }
         in_unit = a.unit_with_next;
       }

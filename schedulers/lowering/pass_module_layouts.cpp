@@ -70,7 +70,6 @@ void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& pr
   for (int id = 0; id < static_cast<int>(ctx.problem.samples.size()); ++id) all.push_back(id);
   const int last = ctx.stage(a.stage).segments.back().end - 1;
   const double per_sample = boundary_bytes_per_sample(ctx.problem, last, all);
-  const double samples = static_cast<double>(all.size());
   const int gpu = schedule.ranks[static_cast<size_t>(rank)].gpu;
   auto gather = [&](const std::vector<int>& gpus, double bytes) {
     program.push_back(Collective{.kind = CollectiveKind::kAllGather,
@@ -82,19 +81,26 @@ void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& pr
   if (dst.pp == 1) {
     // §3.2: fan-in all-gathers the source slices into each destination shard (forward),
     // fan-out into each source shard (backward); the rest is rank-local.
-    const BoundaryPlan plan = plan_boundary(src, dst, samples, per_sample, "boundary");
+    const BoundaryPlan plan =
+        plan_boundary(src, dst, static_cast<double>(all.size()), per_sample, "boundary");
     const BoundaryLeg& leg = a.pass == Pass::kF ? plan.forward : plan.backward;
+    if (!leg.messages.empty())  // the scheduler rejects grids that do not nest
+      throw std::logic_error("lowering: a colocated boundary needs slices from other GPUs");
     for (const BoundaryGroup& g : leg.allgathers) {
       if (g.gpus.size() >= 2 && std::find(g.gpus.begin(), g.gpus.end(), gpu) != g.gpus.end())
         gather(g.gpus, g.bytes);
     }
     return;
   }
-  // A pipelined consumer: its first stage's TP x CP group all-gathers the replica's shard
-  // from the pieces its GPUs received (pass 5 moved them there).
+  // A pipelined consumer: its first stage's TP x CP group all-gathers one microbatch's
+  // shard from the pieces its GPUs received (pass 5 moved them there; the action runs in
+  // the unit of that microbatch's forward, after its receives).
   const GridPosition at = grid_position(dst, gpu);
   if (a.pass != Pass::kF || at.stage != 0 || dst.tp * dst.cp < 2) return;
-  gather(stage_group(dst, at.replica, 0), per_sample * samples / dst.dp);
+  const auto global = global_microbatches(ctx.problem, dst.dp);
+  const double microbatch =
+      static_cast<double>(global[static_cast<size_t>(a.microbatch / ctx.programs.pieces)].size());
+  gather(stage_group(dst, at.replica, 0), per_sample * microbatch / dst.dp);
 }
 
 void add_module_allreduce(const Context& ctx, Schedule& schedule,

@@ -30,18 +30,6 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
     if (orders.size() != static_cast<size_t>(progs.ranks))
       throw std::logic_error("lowering: rank orders do not match the ranks per replica");
   }
-  for (const StageSpec& spec : progs.stages) {
-    const size_t copies = spec.copy_ranks.size();
-    const bool copies_fit = spec.layout && copies > 0 &&
-                            spec.gpu.size() == copies * static_cast<size_t>(replicas) &&
-                            progs.pieces % static_cast<int>(copies) == 0;
-    if (spec.layout.has_value() != progs.sharded() || (spec.layout && !copies_fit))
-      throw std::logic_error(
-          "lowering: per-module layouts need every stage's layout, its copies' ranks, a GPU "
-          "per copy and replica, and pieces a multiple of the copies");
-  }
-  if (progs.pieces < 1 || ((progs.pieces > 1 || progs.module_replicas != 1) && !progs.sharded()))
-    throw std::logic_error("lowering: batch pieces are for per-module layouts");
   stage_of_layer.assign(static_cast<size_t>(model.num_layers()), -1);
   for (int s = 0; s < num_stages(); ++s) {
     const int r = programs.rank_of(s);
@@ -61,6 +49,51 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
     if (stage_of_layer[static_cast<size_t>(l)] < 0)
       throw std::logic_error("stage graph: layer " + std::to_string(l) + " on no stage");
   }
+  check_module_layouts();
+}
+
+void Context::check_module_layouts() const {
+  const PipelinePrograms& progs = programs;
+  if (progs.pieces < 1 || progs.module_replicas < 1 ||
+      ((progs.pieces > 1 || progs.module_replicas != 1) && !progs.sharded()))
+    throw std::logic_error("lowering: batch pieces are for per-module layouts");
+  for (const RankOrders& orders : progs.replicas) {
+    for (const auto& order : orders) {
+      for (const RankAction& a : order) {
+        if ((a.boundary && !progs.sharded()) || (a.overlapped && progs.sharded()))
+          throw std::logic_error(
+              "lowering: boundary actions need per-module layouts, overlapped ones forbid them");
+      }
+    }
+  }
+  if (!progs.sharded()) {
+    for (const StageSpec& spec : progs.stages) {
+      if (spec.layout || !spec.copy_ranks.empty())
+        throw std::logic_error("lowering: every stage has a per-module layout, or none does");
+    }
+    return;
+  }
+  std::vector<bool> placed(static_cast<size_t>(progs.ranks), false);
+  for (const StageSpec& spec : progs.stages) {
+    const size_t copies = spec.copy_ranks.size();
+    const bool copies_fit = spec.layout.has_value() && copies > 0 &&
+                            spec.gpu.size() == copies * static_cast<size_t>(replicas) &&
+                            progs.pieces % static_cast<int>(copies) == 0;
+    if (!copies_fit)
+      throw std::logic_error(
+          "lowering: per-module layouts need every stage's layout, its copies' ranks, a GPU "
+          "per copy and replica, and pieces a multiple of the copies");
+    std::vector<int> seen = spec.copy_ranks;
+    std::sort(seen.begin(), seen.end());
+    if (std::adjacent_find(seen.begin(), seen.end()) != seen.end() || seen.front() < 0 ||
+        seen.back() >= progs.ranks)
+      throw std::logic_error("lowering: a stage's copies need distinct ranks of the replica");
+    for (int r : seen) placed[static_cast<size_t>(r)] = true;
+  }
+  if (std::find(placed.begin(), placed.end(), false) != placed.end())
+    throw std::logic_error("lowering: a rank holds no copy of any stage");
+  if (sink_layout().dp % replicas != 0)
+    throw std::logic_error("lowering: module replicas must divide the LLM's data parallelism");
 }
 
 bool Context::needs_backward(const Segment& seg) const {
@@ -281,6 +314,30 @@ void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
   }
 }
 
+/// The ranks of one replica that reduce a tied embedding together: all that hold either
+/// stage, or under per-module layouts each copy of the embedding's stage with the same
+/// copy of the LM head's (the same shard of the same module replica, as Megatron pairs
+/// the first and last stage of each pipeline).
+std::vector<std::vector<int>> embedding_groups(const Context& ctx, const TiedEmbedding& e) {
+  if (!ctx.programs.sharded()) return {e.group};
+  const auto& first = ctx.stage(e.first_stage).copy_ranks;
+  const auto& last = ctx.stage(e.last_stage).copy_ranks;
+  if (first.size() != last.size()) {
+    const std::string name = ctx.model.module(e.module).name;
+    throw InputError("model.modules." + name +
+                     ".vocab: the tied embedding's stage and its LM head's stage have different "
+                     "numbers of copies; leave vocab out or give '" +
+                     name + "' one stage");
+  }
+  std::vector<std::vector<int>> groups;
+  for (size_t c = 0; c < first.size(); ++c) {
+    std::vector<int> pair{first[c], last[c]};
+    std::sort(pair.begin(), pair.end());
+    groups.push_back(pair);
+  }
+  return groups;
+}
+
 /// Megatron-LM's embedding all-reduce, per replica, after the data-parallel one.
 void add_embedding_allreduce(const Context& ctx, Schedule& schedule,
                              const std::vector<TiedEmbedding>& embeddings) {
@@ -288,22 +345,24 @@ void add_embedding_allreduce(const Context& ctx, Schedule& schedule,
   for (const TiedEmbedding& e : embeddings) {
     if (!e.trained) continue;
     for (int d = 0; d < ctx.replicas; ++d) {
-      std::vector<int> members;
-      for (int r : e.group) members.push_back(d * ctx.programs.ranks + r);
-      const int group = static_cast<int>(schedule.groups.size());
-      schedule.groups.push_back(members);
-      for (int r : e.group) {
-        // Labelled with the stage of the embedding's copy this rank holds.
-        const int stage = ctx.programs.holds(r, e.last_stage) ? e.last_stage : e.first_stage;
-        schedule.programs[static_cast<size_t>(d * ctx.programs.ranks + r)].push_back(
-            Collective{.kind = CollectiveKind::kAllReduce,
-                       .group = group,
-                       .stage = stage,
-                       .module = e.module,
-                       .bytes = e.parameters * grad_bytes / ctx.stage_tp(e.last_stage),
-                       .tied_embedding = true,
-                       // Behind the gradient buckets on the communication stream.
-                       .async = overlaps_gradient_reduce(ctx)});
+      for (const std::vector<int>& ranks : embedding_groups(ctx, e)) {
+        std::vector<int> members;
+        for (int r : ranks) members.push_back(d * ctx.programs.ranks + r);
+        const int group = static_cast<int>(schedule.groups.size());
+        schedule.groups.push_back(members);
+        for (int r : ranks) {
+          // Labelled with the stage of the embedding's copy this rank holds.
+          const int stage = ctx.programs.holds(r, e.last_stage) ? e.last_stage : e.first_stage;
+          schedule.programs[static_cast<size_t>(d * ctx.programs.ranks + r)].push_back(
+              Collective{.kind = CollectiveKind::kAllReduce,
+                         .group = group,
+                         .stage = stage,
+                         .module = e.module,
+                         .bytes = e.parameters * grad_bytes / ctx.stage_tp(e.last_stage),
+                         .tied_embedding = true,
+                         // Behind the gradient buckets on the communication stream.
+                         .async = overlaps_gradient_reduce(ctx)});
+        }
       }
     }
   }

@@ -72,6 +72,11 @@ struct Context {
   const MicrobatchCosts& cost(int replica, int microbatch) const {
     return costs[static_cast<size_t>(replica * microbatches + microbatch)];
   }
+
+ private:
+  /// Throws std::logic_error when the programs' per-module-layout fields disagree (a
+  /// scheduler's bug, not bad input).
+  void check_module_layouts() const;
 };
 
 void place_ranks(const Context& ctx, Schedule& schedule);

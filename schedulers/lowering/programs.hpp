@@ -81,9 +81,12 @@ using StageOrders = std::vector<std::vector<StageAction>>;
 ///
 /// Per-module layouts add two kinds of step (hetero-colocated, §3.2-3.3):
 ///   `boundary`       the colocated boundary transform of the stage's output into its
-///                    consumer's layout, for the whole iteration: the forward leg (pass F)
-///                    after the stage's forwards, the backward leg (pass B) before its
-///                    backwards; no compute, its all-gathers (lowering/boundary.hpp)
+///                    consumer's layout; no compute, its all-gathers
+///                    (lowering/boundary.hpp). With a one-stage consumer, for the whole
+///                    iteration: the forward leg (pass F) after the stage's forwards, the
+///                    backward leg (pass B) before its backwards. With a pipelined
+///                    consumer, the gather of one microbatch's shard on the consumer's
+///                    first stage, in the unit of that microbatch's forward
 ///   `unit_with_next` this action and the next run as one unit: every receive before the
 ///                    first compute, every send after the last (a stage that moves a
 ///                    microbatch's batch pieces together, as Megatron moves whole

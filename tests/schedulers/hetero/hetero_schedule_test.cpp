@@ -398,6 +398,25 @@ TEST(HeteroCosts, ItemTokensKeyIsValidated) {
   expect_error({"model.modules.llm.item_tokens=64"}, "model.modules.llm.item_tokens");
 }
 
+TEST(HeteroSchedulers, ATiedEmbeddingReducesEachShardWithItsLmHead) {
+  // Megatron's embedding group per pipeline: under per-module layouts, each copy of the
+  // LLM's first stage with the same copy of its last (vision DP 2 -> LLM DP 2, PP 2).
+  const auto st = paper(kNc, {"model.modules.llm.vocab=32000", "parallel.modules.llm.tp=1",
+                              "parallel.modules.llm.dp=2", "schedule.microbatch_size=2"});
+  const Schedule& s = st->schedule;
+  std::set<std::vector<int>> pairs;
+  for (const auto& program : s.programs) {
+    for (const Op& op : program) {
+      const auto* c = std::get_if<Collective>(&op);
+      if (c && c->tied_embedding) pairs.insert(s.groups[static_cast<size_t>(c->group)]);
+    }
+  }
+  // Ranks: vision copies 0, 1; LLM stage 0 copies 2, 4 and stage 1 copies 3, 5.
+  EXPECT_EQ(pairs, (std::set<std::vector<int>>{{2, 3}, {4, 5}}));
+  EXPECT_NO_THROW(validate(s, st->config.model));
+  EXPECT_NO_THROW(evaluate(s, st->config.cluster));
+}
+
 TEST(HeteroSchedulers, LayoutErrorsNameTheModule) {
   auto expect_error = [](const std::string& config, const std::vector<std::string>& sets,
                          const std::string& needle) {
