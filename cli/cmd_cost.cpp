@@ -52,13 +52,11 @@ struct Waits {
 };
 
 /// Splits every receive and collective of `rank` by what it waited for.
-Waits rank_waits(const Schedule& schedule, const Timeline& timeline, int rank) {
+Waits rank_waits(const Schedule& schedule, const Timeline& timeline, RankId rank) {
   const Matching matching = match_operations(schedule);
-  auto timing = [&](OpRef ref) {
-    return timeline.timings[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)];
-  };
+  auto timing = [&](OpRef ref) { return timeline.at(ref); };
   Waits w;
-  const auto& ops = schedule.programs[static_cast<size_t>(rank)];
+  const auto& ops = schedule.programs[rank];
   std::vector<OpTiming> pending;  // async buckets (ring start to end) not yet waited for
   double rank_end = 0;            // when the rank's own work so far ended
   // The rank idles from its own work's end until `until` (its optimizer step, or its
@@ -85,14 +83,14 @@ Waits rank_waits(const Schedule& schedule, const Timeline& timeline, int rank) {
     if (std::holds_alternative<OptimizerStep>(ops[i]) && !pending.empty()) settle_async(t.start_s);
     if (!std::holds_alternative<Send>(ops[i])) rank_end = std::max(rank_end, t.end_s);
     if (std::holds_alternative<Recv>(ops[i])) {
-      const OpTiming sent = timing(matching.peer[static_cast<size_t>(rank)][i]);
+      const OpTiming sent = timing(matching.peer_of({rank, static_cast<int>(i)}));
       const double exposed =
           std::max(0.0, std::min(t.end_s, sent.end_s) - std::max(t.start_s, sent.start_s));
       w.pp_exposed += exposed;
       w.pp_bubble += (t.end_s - t.start_s) - exposed;
       w.pp_hidden += std::max(0.0, (sent.end_s - sent.start_s) - exposed);
     } else if (std::holds_alternative<Collective>(ops[i])) {
-      const int instance = matching.collective_instance[static_cast<size_t>(rank)][i];
+      const int instance = matching.instance_of({rank, static_cast<int>(i)});
       double all_arrived = t.start_s;
       for (const OpRef& m : matching.instances[static_cast<size_t>(instance)])
         all_arrived = std::max(all_arrived, timing(m).start_s);
@@ -160,13 +158,13 @@ Shares model_shares(const Study& s, const AnalyticalCostModel& cost) {
 nlohmann::json iteration_json(const Study& study, const AnalyticalCostModel* kernels) {
   const Timeline timeline = evaluate(study.schedule, study.config.cluster);
   const Metrics metrics = compute_metrics(study.schedule, timeline);
-  int busiest = 0;
+  RankId busiest{0};
   for (const RankMetrics& r : metrics.per_rank)
-    if (r.busy_s > metrics.per_rank[static_cast<size_t>(busiest)].busy_s) busiest = r.rank;
+    if (r.busy_s > metrics.per_rank[busiest].busy_s) busiest = r.rank;
   const Waits w = rank_waits(study.schedule, timeline, busiest);
   const double recv_s = w.pp_bubble + w.pp_exposed;
   const double collective_s = w.dp_wait + w.dp_ring + w.dp_async_exposed;
-  const double busy = metrics.per_rank[static_cast<size_t>(busiest)].busy_s;
+  const double busy = metrics.per_rank[busiest].busy_s;
   const double compute = busy - w.optimizer;
   nlohmann::json it = {
       {"iteration_s", metrics.iteration_time_s},

@@ -98,13 +98,13 @@ int run_exec(const ExecCliOptions& o) {
   if (!o.fault.empty()) {
     const Schedule& s = study->schedule;
     if (o.fault[0] < 0 || o.fault[0] >= s.num_ranks() || o.fault[1] < 0 ||
-        o.fault[1] >= static_cast<int>(s.programs[static_cast<size_t>(o.fault[0])].size())) {
+        o.fault[1] >= static_cast<int>(s.programs[RankId{o.fault[0]}].size())) {
       throw InputError("--inject-fault " + std::to_string(o.fault[0]) + " " +
                        std::to_string(o.fault[1]) + ": the schedule has ranks 0.." +
                        std::to_string(s.num_ranks() - 1) +
                        " and that rank fewer operations (see schedule.txt of a run)");
     }
-    options.fault = exec::FaultInjection{o.fault[0], o.fault[1]};
+    options.fault = exec::FaultInjection{RankId{o.fault[0]}, o.fault[1]};
   }
   if (const double gflop = iteration_flops(*study) / 1e9; o.backend == "host" && gflop > 50) {
     // Paper-scale models are for the cuda backend; the host runs them, slowly.

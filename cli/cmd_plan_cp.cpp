@@ -171,10 +171,9 @@ void print_text(const PlanCpOptions& o, const std::vector<CpPlan>& plans) {
   for (int r = 0; r < first.cp; ++r) {
     std::printf("%-6d", r);
     for (const CpPlan& p : plans)
-      std::printf("  %12lld %8lld %5.3f",
-                  static_cast<long long>(p.rank_workload[static_cast<std::size_t>(r)]),
-                  static_cast<long long>(p.rank_tokens[static_cast<std::size_t>(r)]),
-                  p.time_fraction(r));
+      std::printf(
+          "  %12lld %8lld %5.3f", static_cast<long long>(p.rank_workload[static_cast<size_t>(r)]),
+          static_cast<long long>(p.rank_tokens[static_cast<size_t>(r)]), p.time_fraction(r));
     std::printf("\n");
   }
   std::printf("\n%-14s %12s %10s %10s %s\n", "distribution", "makespan", "imbalance", "vs-bound",
@@ -198,7 +197,7 @@ void print_attention(const PlanCpOptions& o, const std::vector<CpPlan>& plans,
   for (const CpPlan& p : plans) std::printf(" %12s", to_string(p.distribution));
   for (int r = 0; r < plans.front().cp; ++r) {
     std::printf("\n%-6d", r);
-    for (const auto& t : times) std::printf(" %12.3f", 1e3 * t[static_cast<std::size_t>(r)]);
+    for (const auto& t : times) std::printf(" %12.3f", 1e3 * t[static_cast<size_t>(r)]);
   }
   std::printf("\n%-6s", "max");
   for (const auto& t : times) std::printf(" %12.3f", 1e3 * *std::max_element(t.begin(), t.end()));

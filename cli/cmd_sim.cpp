@@ -107,14 +107,14 @@ std::string layout_summary(const Config& c) {
 /// computes it, else the first rank that does (-1: none). Ranks are laid out differently
 /// by each scheduler (hetero-*: one rank per GPU or per module stage, cornstarch: encoder
 /// ranks first), so the stage comes from the Compute ops, not from the rank index.
-int stage_rank(const Schedule& s, int stage) {
-  int any = -1;
-  for (int r = 0; r < s.num_ranks(); ++r) {
-    for (const Op& op : s.programs[static_cast<size_t>(r)]) {
+std::optional<RankId> stage_rank(const Schedule& s, int stage) {
+  std::optional<RankId> any;
+  for (const RankId r : s.rank_ids()) {
+    for (const Op& op : s.programs[r]) {
       const auto* c = std::get_if<Compute>(&op);
       if (!c || c->stage != stage) continue;
-      if (s.ranks[static_cast<size_t>(r)].replica == 0) return r;
-      if (any < 0) any = r;
+      if (s.ranks[r].replica == 0) return r;
+      if (!any) any = r;
       break;
     }
   }
@@ -167,12 +167,12 @@ StageSummary summarize_stage(const Schedule& s, const std::vector<Op>& program, 
 void print_stages(const Study& study, std::ostream& os) {
   const Schedule& s = study.schedule;
   for (int stage = 0; stage < s.num_stages; ++stage) {
-    const int rank = stage_rank(s, stage);
-    if (rank < 0) {
+    const std::optional<RankId> rank = stage_rank(s, stage);
+    if (!rank) {
       os << "  stage " << stage << ": (no compute)\n";
       continue;
     }
-    const auto& program = s.programs[static_cast<size_t>(rank)];
+    const auto& program = s.programs[*rank];
     const StageSummary sum = summarize_stage(s, program, stage, first_microbatch(program, stage));
     os << "  stage " << stage << ":";
     for (const auto& [name, first, end] : sum.ranges)

@@ -170,12 +170,12 @@ std::string microbatch_mismatch(int max_microbatch, int m) {
 
 std::string format_pytorch_csv(const Schedule& schedule, bool comms) {
   std::string out;
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    if (schedule.ranks[static_cast<size_t>(r)].replica != 0) continue;
+  for (const RankId r : schedule.rank_ids()) {
+    if (schedule.ranks[r].replica != 0) continue;
     std::vector<std::string> row;
     std::string last_compute;
     std::string open_overlap;  // the F of an overlapped pair waiting for its B
-    for (const Op& op : schedule.programs[static_cast<size_t>(r)]) {
+    for (const Op& op : schedule.programs[r]) {
       std::string action;
       if (const auto* c = std::get_if<Compute>(&op)) {
         if (c->redundant) continue;

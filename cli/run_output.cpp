@@ -21,9 +21,9 @@ namespace {
 void write_schedule_text(const std::string& path, const Schedule& s) {
   std::ofstream out = open_for_write(path);
   out << "# " << s.scheduler << ": one line per rank, operations in execution order\n";
-  for (int r = 0; r < s.num_ranks(); ++r) {
+  for (const RankId r : s.rank_ids()) {
     out << "rank " << r << ":";
-    for (const Op& op : s.programs[static_cast<size_t>(r)]) out << ' ' << to_string(op, s);
+    for (const Op& op : s.programs[r]) out << ' ' << to_string(op, s);
     out << '\n';
   }
   finish_write(out, path);

@@ -20,23 +20,21 @@ class ListScheduler {
       : schedule_(schedule),
         cluster_(cluster),
         matching_(match_operations(schedule)),
-        pos_(static_cast<size_t>(schedule.num_ranks()), 0),
-        clock_(static_cast<size_t>(schedule.num_ranks()), 0.0),
+        pos_(schedule.num_ranks(), 0),
+        clock_(schedule.num_ranks(), 0.0),
         arrived_(matching_.instances.size(), 0),
-        waiting_at_(static_cast<size_t>(schedule.num_ranks()), -1),
-        async_queue_(static_cast<size_t>(schedule.num_ranks())),
-        async_end_(static_cast<size_t>(schedule.num_ranks()), 0.0),
-        waiting_async_(static_cast<size_t>(schedule.num_ranks()), false) {
-    timeline_.timings.resize(static_cast<size_t>(schedule.num_ranks()));
-    for (int r = 0; r < schedule.num_ranks(); ++r) {
-      timeline_.timings[static_cast<size_t>(r)].resize(program(r).size());
-    }
+        waiting_at_(schedule.num_ranks(), -1),
+        async_queue_(schedule.num_ranks()),
+        async_end_(schedule.num_ranks(), 0.0),
+        waiting_async_(schedule.num_ranks(), false) {
+    timeline_.timings.resize(schedule.num_ranks());
+    for (const RankId r : schedule.rank_ids()) timeline_.timings[r].resize(program(r).size());
   }
 
   Timeline run() {
-    for (int r = 0; r < schedule_.num_ranks(); ++r) ready_.push_back(r);
+    for (const RankId r : schedule_.rank_ids()) ready_.push_back(r);
     while (!ready_.empty()) {
-      const int r = ready_.front();
+      const RankId r = ready_.front();
       ready_.pop_front();
       advance(r);
     }
@@ -45,23 +43,20 @@ class ListScheduler {
   }
 
  private:
-  const std::vector<Op>& program(int r) const { return schedule_.programs[static_cast<size_t>(r)]; }
-  OpTiming& timing(OpRef ref) {
-    return timeline_.timings[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)];
-  }
-  bool reached(OpRef ref) const { return pos_[static_cast<size_t>(ref.rank)] > ref.index; }
-  int gpu(int rank) const { return schedule_.ranks[static_cast<size_t>(rank)].gpu; }
+  const std::vector<Op>& program(RankId r) const { return schedule_.programs[r]; }
+  OpTiming& timing(OpRef ref) { return timeline_.at(ref); }
+  bool reached(OpRef ref) const { return pos_[ref.rank] > ref.index; }
+  int gpu(RankId rank) const { return schedule_.ranks[rank].gpu; }
   /// A flow between two ranks stands for the flows of the larger TP group's GPUs.
-  int pair_tp(int a, int b) const {
-    return std::max(schedule_.ranks[static_cast<size_t>(a)].tp,
-                    schedule_.ranks[static_cast<size_t>(b)].tp);
+  int pair_tp(RankId a, RankId b) const {
+    return std::max(schedule_.ranks[a].tp, schedule_.ranks[b].tp);
   }
 
   /// Executes rank r's ops until it blocks or finishes.
-  void advance(int r) {
+  void advance(RankId r) {
     const auto& ops = program(r);
-    int& i = pos_[static_cast<size_t>(r)];
-    double& clock = clock_[static_cast<size_t>(r)];
+    int& i = pos_[r];
+    double& clock = clock_[r];
     while (i < static_cast<int>(ops.size())) {
       const OpRef here{r, i};
       const auto* coll = std::get_if<Collective>(&ops[static_cast<size_t>(i)]);
@@ -78,7 +73,7 @@ class ListScheduler {
                 timing(here) = {clock, clock + transfer_time(cluster_, gpu(r), gpu(s.peer), s.bytes,
                                                              pair_tp(r, s.peer))};
                 const OpRef recv = peer(here);
-                if (pos_[static_cast<size_t>(recv.rank)] == recv.index) wake(recv.rank);
+                if (pos_[recv.rank] == recv.index) wake(recv.rank);
                 return true;
               },
               [&](const Recv&) {
@@ -112,9 +107,9 @@ class ListScheduler {
   /// rank's communication stream and start it if it can.
   bool issue_async(OpRef here) {
     const int instance = instance_of(here);
-    timing(here).start_s = clock_[static_cast<size_t>(here.rank)];
+    timing(here).start_s = clock_[here.rank];
     ++arrived_[static_cast<size_t>(instance)];
-    async_queue_[static_cast<size_t>(here.rank)].push_back(instance);
+    async_queue_[here.rank].push_back(instance);
     start_ready_async(instance);
     return true;
   }
@@ -126,61 +121,51 @@ class ListScheduler {
     while (!candidates.empty()) {
       const int instance = candidates.back();
       candidates.pop_back();
-      const auto& members = matching_.instances[static_cast<size_t>(instance)];
+      const auto& members = matching_.members(instance);
       if (arrived_[static_cast<size_t>(instance)] < static_cast<int>(members.size())) continue;
       bool heads = true;
       for (const OpRef& m : members) {
-        const auto& queue = async_queue_[static_cast<size_t>(m.rank)];
+        const auto& queue = async_queue_[m.rank];
         heads = heads && !queue.empty() && queue.front() == instance;
       }
       if (!heads) continue;
-      const Collective& c =
-          std::get<Collective>(program(members[0].rank)[static_cast<size_t>(members[0].index)]);
+      const Collective& c = std::get<Collective>(schedule_.op(members[0]));
       double start = 0;
       for (const OpRef& m : members) {
-        start = std::max({start, timing(m).start_s, async_end_[static_cast<size_t>(m.rank)]});
+        start = std::max({start, timing(m).start_s, async_end_[m.rank]});
       }
       const double end = start + ring_timing(schedule_, cluster_, members, c).duration_s();
       for (const OpRef& m : members) {
         timing(m) = {start, end};
-        async_end_[static_cast<size_t>(m.rank)] = end;
-        auto& queue = async_queue_[static_cast<size_t>(m.rank)];
+        async_end_[m.rank] = end;
+        auto& queue = async_queue_[m.rank];
         queue.pop_front();
         if (!queue.empty()) candidates.push_back(queue.front());
-        if (queue.empty() && waiting_async_[static_cast<size_t>(m.rank)]) wake(m.rank);
+        if (queue.empty() && waiting_async_[m.rank]) wake(m.rank);
       }
     }
   }
 
   /// True once rank r's async collectives have all ended (its clock moves to the last end);
   /// false, with r waiting to be woken, while some are outstanding.
-  bool wait_for_async(int r) {
-    const bool done = async_queue_[static_cast<size_t>(r)].empty();
-    waiting_async_[static_cast<size_t>(r)] = !done;
-    if (done)
-      clock_[static_cast<size_t>(r)] =
-          std::max(clock_[static_cast<size_t>(r)], async_end_[static_cast<size_t>(r)]);
+  bool wait_for_async(RankId r) {
+    const bool done = async_queue_[r].empty();
+    waiting_async_[r] = !done;
+    if (done) clock_[r] = std::max(clock_[r], async_end_[r]);
     return done;
   }
 
-  int instance_of(OpRef ref) const {
-    return matching_
-        .collective_instance[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)];
-  }
-
-  OpRef peer(OpRef ref) const {
-    return matching_.peer[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)];
-  }
-
-  void wake(int rank) { ready_.push_back(rank); }
+  int instance_of(OpRef ref) const { return matching_.instance_of(ref); }
+  OpRef peer(OpRef ref) const { return matching_.peer_of(ref); }
+  void wake(RankId rank) { ready_.push_back(rank); }
 
   /// Returns true when the collective completed (and rank `here.rank` moved past it).
   bool arrive_collective(OpRef here, const Collective& c) {
     const int instance = instance_of(here);
-    const auto& members = matching_.instances[static_cast<size_t>(instance)];
+    const auto& members = matching_.members(instance);
     int& arrived = arrived_[static_cast<size_t>(instance)];
     // A blocked rank re-executes the same op when woken: count its arrival once.
-    int& waiting_at = waiting_at_[static_cast<size_t>(here.rank)];
+    int& waiting_at = waiting_at_[here.rank];
     if (waiting_at != instance) {
       waiting_at = instance;
       ++arrived;
@@ -188,8 +173,8 @@ class ListScheduler {
     if (arrived < static_cast<int>(members.size())) return false;
     complete_collective(members, c);
     for (const OpRef& member : members) {
-      waiting_at_[static_cast<size_t>(member.rank)] = -1;
-      ++pos_[static_cast<size_t>(member.rank)];
+      waiting_at_[member.rank] = -1;
+      ++pos_[member.rank];
       if (member.rank != here.rank) wake(member.rank);
     }
     return true;
@@ -200,11 +185,10 @@ class ListScheduler {
   /// when the slowest stream has arrived plus (steps - 1) x the largest hop latency.
   void complete_collective(const std::vector<OpRef>& members, const Collective& c) {
     double start = 0;
-    for (const OpRef& member : members)
-      start = std::max(start, clock_[static_cast<size_t>(member.rank)]);
+    for (const OpRef& member : members) start = std::max(start, clock_[member.rank]);
     const double end = start + ring_timing(schedule_, cluster_, members, c).duration_s();
     for (const OpRef& member : members) {
-      double& clock = clock_[static_cast<size_t>(member.rank)];
+      double& clock = clock_[member.rank];
       timing(member) = {clock, std::max(clock, end)};
       clock = std::max(clock, end);
     }
@@ -212,14 +196,13 @@ class ListScheduler {
 
   void report_deadlock() const {
     throw_if_deadlocked(schedule_, pos_, "");
-    for (int r = 0; r < schedule_.num_ranks(); ++r) {
-      if (const auto& queue = async_queue_[static_cast<size_t>(r)]; !queue.empty()) {
-        const OpRef op =
-            *std::find_if(matching_.instances[static_cast<size_t>(queue.front())].begin(),
-                          matching_.instances[static_cast<size_t>(queue.front())].end(),
-                          [&](const OpRef& m) { return m.rank == r; });
-        throw InfeasibleError("deadlock: rank " + std::to_string(r) + "'s async " +
-                              to_string(program(r)[static_cast<size_t>(op.index)], schedule_) +
+    for (const RankId r : schedule_.rank_ids()) {
+      if (const auto& queue = async_queue_[r]; !queue.empty()) {
+        const auto& members = matching_.members(queue.front());
+        const OpRef op = *std::find_if(members.begin(), members.end(),
+                                       [&](const OpRef& m) { return m.rank == r; });
+        throw InfeasibleError("deadlock: rank " + to_string(r) + "'s async " +
+                              to_string(schedule_.op(op), schedule_) +
                               " never starts: its members issue their async collectives in "
                               "different orders");
       }
@@ -229,15 +212,15 @@ class ListScheduler {
   const Schedule& schedule_;
   const Cluster& cluster_;
   Matching matching_;
-  std::vector<int> pos_;
-  std::vector<double> clock_;
+  PerRank<int> pos_;
+  PerRank<double> clock_;
   std::vector<int> arrived_;
-  std::vector<int> waiting_at_;  ///< per rank: the collective instance it waits in, or -1
+  PerRank<int> waiting_at_;  ///< the collective instance the rank waits in, or -1
   /// Per rank: its communication stream, the async instances issued and not yet run...
-  std::vector<std::deque<int>> async_queue_;
-  std::vector<double> async_end_;    ///< ... when the last one run ends...
-  std::vector<bool> waiting_async_;  ///< ... and whether the rank waits for them
-  std::deque<int> ready_;
+  PerRank<std::deque<int>> async_queue_;
+  PerRank<double> async_end_;    ///< ... when the last one run ends...
+  PerRank<char> waiting_async_;  ///< ... and whether the rank waits for them
+  std::deque<RankId> ready_;
   Timeline timeline_;
 };
 

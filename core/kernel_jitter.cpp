@@ -27,10 +27,10 @@ void apply_kernel_jitter(Schedule& schedule, const KernelJitter& jitter) {
   if (jitter.sigma <= 0) return;
   const auto lo = [](std::uint64_t v) { return static_cast<std::uint32_t>(v); };
   const auto hi = [](std::uint64_t v) { return static_cast<std::uint32_t>(v >> 32); };
-  for (std::size_t rank = 0; rank < schedule.programs.size(); ++rank) {
+  for (const RankId rank : schedule.rank_ids()) {
     // One stream per rank, so a rank's draws do not depend on other ranks' op counts.
     std::seed_seq seq{lo(jitter.seed), hi(jitter.seed), lo(jitter.offset), hi(jitter.offset),
-                      static_cast<std::uint32_t>(rank)};
+                      static_cast<std::uint32_t>(rank.value())};
     std::mt19937_64 rng(seq);
     for (Op& op : schedule.programs[rank]) {
       auto* compute = std::get_if<Compute>(&op);

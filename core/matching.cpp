@@ -12,15 +12,15 @@ namespace loom {
 namespace {
 
 std::string describe(const Schedule& schedule, OpRef ref) {
-  const Op& op = schedule.programs[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)];
-  return "rank " + std::to_string(ref.rank) + " op #" + std::to_string(ref.index) + " (" +
+  const Op& op = schedule.op(ref);
+  return "rank " + to_string(ref.rank) + " op #" + std::to_string(ref.index) + " (" +
          to_string(op, schedule) + ")";
 }
 
 struct ChannelHash {
   size_t operator()(const MessageChannel& c) const {
-    size_t h = std::hash<int>{}(c.src);
-    for (int v : {c.dst, static_cast<int>(c.pass), c.producer, c.boundary})
+    size_t h = std::hash<RankId>{}(c.src);
+    for (int v : {c.dst.value(), static_cast<int>(c.pass), c.producer, c.boundary})
       h = h * 1000003u ^ std::hash<int>{}(v);
     return h;
   }
@@ -54,38 +54,40 @@ struct ChannelQueues {
 
 }  // namespace
 
-MessageChannel channel_of(int src, int dst, const MessageTag& tag) {
+MessageChannel channel_of(RankId src, RankId dst, const MessageTag& tag) {
   return {src, dst, tag.pass, tag.producer(), tag.boundary_layer};
 }
 
 Matching match_operations(const Schedule& schedule) {
-  const int ranks = schedule.num_ranks();
   Matching m;
-  m.peer.resize(static_cast<size_t>(ranks));
-  m.collective_instance.resize(static_cast<size_t>(ranks));
+  m.peer.resize(schedule.num_ranks());
+  m.collective_instance.resize(schedule.num_ranks());
 
   // FIFO queues per channel: sends in src's program order, receives in dst's program
   // order; the k-th of each match.
   ChannelQueues queues;
   // Per group: each member's collective ops in program order.
-  std::vector<std::map<int, std::vector<OpRef>>> group_ops(schedule.groups.size());
+  std::vector<std::map<RankId, std::vector<OpRef>>> group_ops(schedule.groups.size());
+  auto valid_peer = [&](RankId peer, RankId r) {
+    return schedule.programs.contains(peer) && peer != r;
+  };
 
-  for (int r = 0; r < ranks; ++r) {
-    const auto& program = schedule.programs[static_cast<size_t>(r)];
-    m.peer[static_cast<size_t>(r)].assign(program.size(), OpRef{-1, -1});
-    m.collective_instance[static_cast<size_t>(r)].assign(program.size(), -1);
+  for (const RankId r : schedule.rank_ids()) {
+    const auto& program = schedule.programs[r];
+    m.peer[r].assign(program.size(), OpRef{RankId{0}, -1});
+    m.collective_instance[r].assign(program.size(), -1);
     for (int i = 0; i < static_cast<int>(program.size()); ++i) {
       const OpRef ref{r, i};
       std::visit(Overloaded{
                      [](const Compute&) {},
                      [&](const Send& s) {
-                       if (s.peer < 0 || s.peer >= ranks || s.peer == r) {
+                       if (!valid_peer(s.peer, r)) {
                          throw InfeasibleError(describe(schedule, ref) + ": invalid peer rank");
                        }
                        queues.add(channel_of(r, s.peer, s.tag), ref, true);
                      },
                      [&](const Recv& rv) {
-                       if (rv.peer < 0 || rv.peer >= ranks || rv.peer == r) {
+                       if (!valid_peer(rv.peer, r)) {
                          throw InfeasibleError(describe(schedule, ref) + ": invalid peer rank");
                        }
                        queues.add(channel_of(rv.peer, r, rv.tag), ref, false);
@@ -102,10 +104,6 @@ Matching match_operations(const Schedule& schedule) {
     }
   }
 
-  auto op_at = [&](OpRef ref) -> const Op& {
-    return schedule.programs[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)];
-  };
-
   const std::vector<size_t> order = queues.in_channel_order();
   for (size_t c : order) {
     const MessageChannel& channel = queues.channel[c];
@@ -114,20 +112,20 @@ Matching match_operations(const Schedule& schedule) {
     for (size_t k = 0; k < send_list.size(); ++k) {
       if (k >= recv_list.size()) {
         throw InfeasibleError(describe(schedule, send_list[k]) + ": no matching receive on rank " +
-                              std::to_string(channel.dst) +
+                              to_string(channel.dst) +
                               " (sends and receives between a pair "
                               "match in program order per layer edge)");
       }
       const OpRef s = send_list[k];
       const OpRef r = recv_list[k];
-      const auto& send = std::get<Send>(op_at(s));
-      const auto& recv = std::get<Recv>(op_at(r));
+      const auto& send = std::get<Send>(schedule.op(s));
+      const auto& recv = std::get<Recv>(schedule.op(r));
       if (!(send.tag == recv.tag) || send.bytes != recv.bytes) {
         throw InfeasibleError(describe(schedule, r) + " is matched (in program order) with " +
                               describe(schedule, s) + " but their tags or sizes differ");
       }
-      m.peer[static_cast<size_t>(s.rank)][static_cast<size_t>(s.index)] = r;
-      m.peer[static_cast<size_t>(r.rank)][static_cast<size_t>(r.index)] = s;
+      m.peer[s.rank][static_cast<size_t>(s.index)] = r;
+      m.peer[r.rank][static_cast<size_t>(r.index)] = s;
     }
   }
   for (size_t c : order) {
@@ -135,8 +133,8 @@ Matching match_operations(const Schedule& schedule) {
     const size_t n_send = queues.sends[c].size();
     if (recv_list.size() > n_send) {
       throw InfeasibleError(describe(schedule, recv_list[n_send]) +
-                            ": no matching send from rank " +
-                            std::to_string(queues.channel[c].src) + " (it would wait forever)");
+                            ": no matching send from rank " + to_string(queues.channel[c].src) +
+                            " (it would wait forever)");
     }
   }
 
@@ -144,7 +142,7 @@ Matching match_operations(const Schedule& schedule) {
     const auto& members = schedule.groups[g];
     size_t count = 0;
     bool first = true;
-    for (int member : members) {
+    for (const RankId member : members) {
       const size_t n = group_ops[g].count(member) ? group_ops[g][member].size() : 0;
       if (first) count = n;
       first = false;
@@ -152,13 +150,13 @@ Matching match_operations(const Schedule& schedule) {
         OpRef witness = group_ops[g].begin()->second.front();
         throw InfeasibleError(describe(schedule, witness) + ": collective group g" +
                               std::to_string(g) + " is reached " + std::to_string(count) +
-                              " time(s) by rank " + std::to_string(members.front()) + " but " +
-                              std::to_string(n) + " time(s) by rank " + std::to_string(member));
+                              " time(s) by rank " + to_string(members.front()) + " but " +
+                              std::to_string(n) + " time(s) by rank " + to_string(member));
       }
     }
     for (const auto& [rank, ops] : group_ops[g]) {
       bool is_member = false;
-      for (int member : members) is_member = is_member || member == rank;
+      for (const RankId member : members) is_member = is_member || member == rank;
       if (!is_member) {
         throw InfeasibleError(describe(schedule, ops.front()) + ": rank is not in group g" +
                               std::to_string(g));
@@ -167,11 +165,10 @@ Matching match_operations(const Schedule& schedule) {
     for (size_t k = 0; k < count; ++k) {
       const int instance = static_cast<int>(m.instances.size());
       std::vector<OpRef> member_ops;
-      for (int member : members) {
+      for (const RankId member : members) {
         const OpRef ref = group_ops[g][member][k];
         member_ops.push_back(ref);
-        m.collective_instance[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)] =
-            instance;
+        m.collective_instance[ref.rank][static_cast<size_t>(ref.index)] = instance;
       }
       m.instances.push_back(std::move(member_ops));
     }

@@ -9,32 +9,34 @@
 
 namespace loom {
 
-struct OpRef {
-  int rank = 0;
-  int index = 0;
-  friend bool operator==(const OpRef&, const OpRef&) = default;
-};
-
 /// The FIFO a point-to-point message travels in: an ordered pair of ranks and one edge of
 /// the layer graph in one direction (see core/schedule.hpp). Backends that match messages
 /// natively (SimGrid mailboxes, NCCL communicators) keep one queue per channel.
 struct MessageChannel {
-  int src = 0;
-  int dst = 0;
+  RankId src;
+  RankId dst;
   Pass pass = Pass::kF;
   int producer = 0;
   int boundary = 0;
   auto operator<=>(const MessageChannel&) const = default;
 };
-MessageChannel channel_of(int src, int dst, const MessageTag& tag);
+MessageChannel channel_of(RankId src, RankId dst, const MessageTag& tag);
 
 struct Matching {
   /// For each Recv: the Send it receives. For each Send: the Recv that receives it.
-  /// For other ops: {-1, -1} is never read (kept parallel to the programs for O(1) access).
-  std::vector<std::vector<OpRef>> peer;
+  /// For other ops: {0, -1} is never read (kept parallel to the programs for O(1) access).
+  PerRank<std::vector<OpRef>> peer;
   /// For each Collective op: the instance it belongs to; instances[i] lists the member ops.
-  std::vector<std::vector<int>> collective_instance;
+  PerRank<std::vector<int>> collective_instance;
   std::vector<std::vector<OpRef>> instances;
+
+  OpRef peer_of(OpRef ref) const { return peer[ref.rank][static_cast<size_t>(ref.index)]; }
+  int instance_of(OpRef ref) const {
+    return collective_instance[ref.rank][static_cast<size_t>(ref.index)];
+  }
+  const std::vector<OpRef>& members(int instance) const {
+    return instances[static_cast<size_t>(instance)];
+  }
 };
 
 /// Matches every Send to its Recv and every Collective to its instance. Throws

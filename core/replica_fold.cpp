@@ -62,8 +62,8 @@ ReplicaFold plan_replica_fold(const Config& config) {
 
 namespace {
 
-std::string describe_op(int replica, int rank, size_t index) {
-  return "replica " + std::to_string(replica) + " rank " + std::to_string(rank) + " op #" +
+std::string describe_op(int replica, RankId rank, size_t index) {
+  return "replica " + std::to_string(replica) + " rank " + to_string(rank) + " op #" +
          std::to_string(index) + " differs from replica 0's";
 }
 
@@ -87,9 +87,9 @@ bool same_shifted(const Schedule& schedule, const Op& op, const Op& base, int sh
                           Collective b = std::get<Collective>(base);
                           if (c.group != b.group && schedule.group_in_one_replica(c.group) &&
                               schedule.group_in_one_replica(b.group)) {
-                            std::vector<int> shifted =
+                            std::vector<RankId> shifted =
                                 schedule.groups[static_cast<size_t>(b.group)];
-                            for (int& m : shifted) m += shift;
+                            for (RankId& m : shifted) m += shift;
                             if (shifted != schedule.groups[static_cast<size_t>(c.group)])
                               return false;
                             b.group = c.group;
@@ -110,31 +110,29 @@ std::string replica_asymmetry(const Schedule& s) {
   if (replicas <= 1) return "";
   if (ranks % replicas != 0) return "replicas hold different numbers of ranks";
   const int per = ranks / replicas;
-  const int stride = s.ranks[static_cast<size_t>(per)].gpu - s.ranks[0].gpu;
+  const int stride = s.ranks[RankId{per}].gpu - s.ranks[RankId{0}].gpu;
   if (s.samples.size() != static_cast<size_t>(replicas))
     return "the sample assignment does not cover every replica";
   for (int d = 0; d < replicas; ++d) {
     if (s.samples[static_cast<size_t>(d)].size() != s.samples[0].size())
       return "replica " + std::to_string(d) + " runs another number of microbatches";
     for (int i = 0; i < per; ++i) {
-      const size_t r = static_cast<size_t>(d * per + i), r0 = static_cast<size_t>(i);
+      const RankId r0{i}, r = r0 + d * per;
       const RankInfo& info = s.ranks[r];
       const RankInfo& base = s.ranks[r0];
       if (info.replica != d || info.tp != base.tp || info.gpu != base.gpu + d * stride) {
-        return "replica " + std::to_string(d) + " rank " + std::to_string(r) +
+        return "replica " + std::to_string(d) + " rank " + to_string(r) +
                " is not placed as replica 0's rank " + std::to_string(i) +
                " shifted by whole replicas";
       }
       if (!(s.static_memory[r] == s.static_memory[r0]))
-        return "replica " + std::to_string(d) + " rank " + std::to_string(r) +
-               " holds other weights";
+        return "replica " + std::to_string(d) + " rank " + to_string(r) + " holds other weights";
       const auto& program = s.programs[r];
       const auto& base_program = s.programs[r0];
       if (program.size() != base_program.size())
-        return describe_op(d, static_cast<int>(r), std::min(program.size(), base_program.size()));
+        return describe_op(d, r, std::min(program.size(), base_program.size()));
       for (size_t k = 0; k < program.size(); ++k) {
-        if (!same_shifted(s, program[k], base_program[k], d * per))
-          return describe_op(d, static_cast<int>(r), k);
+        if (!same_shifted(s, program[k], base_program[k], d * per)) return describe_op(d, r, k);
       }
     }
   }

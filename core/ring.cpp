@@ -15,8 +15,8 @@ RingTiming ring_timing(const Schedule& schedule, const Cluster& cluster,
   RingTiming t;
   if (steps == 0) return t;
   const double stream = ring_stream_bytes(collective.kind, ring, collective.bytes);
-  auto gpu = [&](const OpRef& m) { return schedule.ranks[static_cast<size_t>(m.rank)].gpu; };
-  auto tp = [&](const OpRef& m) { return schedule.ranks[static_cast<size_t>(m.rank)].tp; };
+  auto gpu = [&](const OpRef& m) { return schedule.ranks[m.rank].gpu; };
+  auto tp = [&](const OpRef& m) { return schedule.ranks[m.rank].tp; };
   double largest_latency = 0;
   for (int k = 0; k < n; ++k) {
     const int from = gpu(members[static_cast<size_t>((k + n - 1) % n)]);

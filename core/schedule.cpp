@@ -64,12 +64,10 @@ std::string to_string(const Op& op, const Schedule& schedule) {
                    module_suffix(c.module, schedule) + compute_flags(c);
           },
           [&](const Send& s) {
-            return std::to_string(s.stage) + "SEND_" + tag_string(s.tag) + "->" +
-                   std::to_string(s.peer);
+            return std::to_string(s.stage) + "SEND_" + tag_string(s.tag) + "->" + to_string(s.peer);
           },
           [&](const Recv& r) {
-            return std::to_string(r.stage) + "RECV_" + tag_string(r.tag) + "<-" +
-                   std::to_string(r.peer);
+            return std::to_string(r.stage) + "RECV_" + tag_string(r.tag) + "<-" + to_string(r.peer);
           },
           [&](const Collective& c) {
             std::string name = to_string(c.kind);
@@ -83,10 +81,8 @@ std::string to_string(const Op& op, const Schedule& schedule) {
 
 bool Schedule::group_in_one_replica(int group) const {
   const auto& members = groups.at(static_cast<size_t>(group));
-  for (int m : members) {
-    if (ranks.at(static_cast<size_t>(m)).replica !=
-        ranks.at(static_cast<size_t>(members[0])).replica)
-      return false;
+  for (const RankId m : members) {
+    if (ranks.at(m).replica != ranks.at(members[0]).replica) return false;
   }
   return true;
 }
@@ -101,16 +97,16 @@ double ring_chunk_bytes(CollectiveKind /*kind*/, int members, double bytes) {
   return members <= 0 ? 0.0 : bytes / members;
 }
 
-void throw_if_deadlocked(const Schedule& schedule, const std::vector<int>& next_op,
+void throw_if_deadlocked(const Schedule& schedule, const PerRank<int>& next_op,
                          const std::string& where) {
   std::string blocked;
   int count = 0;
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const auto& program = schedule.programs[static_cast<size_t>(r)];
-    const int i = next_op[static_cast<size_t>(r)];
+  for (const RankId r : schedule.rank_ids()) {
+    const auto& program = schedule.programs[r];
+    const int i = next_op[r];
     if (i >= static_cast<int>(program.size())) continue;
     if (count++ < 8) {
-      blocked += "\n  rank " + std::to_string(r) + " blocked at op #" + std::to_string(i) + " (" +
+      blocked += "\n  rank " + to_string(r) + " blocked at op #" + std::to_string(i) + " (" +
                  to_string(program[static_cast<size_t>(i)], schedule) + ")";
     }
   }

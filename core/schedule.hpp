@@ -41,6 +41,8 @@
 #include <variant>
 #include <vector>
 
+#include "core/index.hpp"
+
 namespace loom {
 
 /// Compute passes, named as in PyTorch pipelining: F forward, B fused backward,
@@ -100,7 +102,7 @@ struct Compute {
 };
 
 struct Send {
-  int peer = 0;
+  RankId peer;
   int stage = 0;   ///< the sending stage
   int module = 0;  ///< module of the data
   MessageTag tag;
@@ -109,7 +111,7 @@ struct Send {
 };
 
 struct Recv {
-  int peer = 0;
+  RankId peer;
   int stage = 0;  ///< the receiving stage
   int module = 0;
   MessageTag tag;
@@ -152,6 +154,13 @@ struct OptimizerStep {
 
 using Op = std::variant<Compute, Send, Recv, Collective, OptimizerStep>;
 
+/// One op of one rank's program: programs[rank][index].
+struct OpRef {
+  RankId rank;
+  int index = 0;
+  friend bool operator==(const OpRef&, const OpRef&) = default;
+};
+
 /// Where a rank lives: the first GPU of its tensor-parallel group, the group's size, and
 /// which data-parallel replica of the pipeline it belongs to.
 struct RankInfo {
@@ -182,19 +191,20 @@ struct Schedule {
   std::vector<std::string> module_names;
   int num_stages = 0;
   int microbatches = 0;  ///< per pipeline replica
-  std::vector<RankInfo> ranks;
-  std::vector<std::vector<Op>> programs;  ///< per rank, in execution order
-  std::vector<std::vector<int>> groups;   ///< collective groups (rank lists, ring order)
+  PerRank<RankInfo> ranks;
+  PerRank<std::vector<Op>> programs;        ///< per rank, in execution order
+  std::vector<std::vector<RankId>> groups;  ///< collective groups (rank lists, ring order)
   /// samples[replica][microbatch] -> sample ids it covers
   std::vector<std::vector<std::vector<int>>> samples;
-  std::vector<StaticMemory> static_memory;  ///< per rank
+  PerRank<StaticMemory> static_memory;
   /// Symmetric folding (core/replica_fold.hpp): each data-parallel replica in the IR stands
   /// for `replica_fold` identical ones that are not simulated op by op. Every collective
   /// group then has one member per simulated replica, and its ring runs over
   /// members x replica_fold ranks: the same steps and bytes per link as the whole ring.
   int replica_fold = 1;
 
-  int num_ranks() const { return static_cast<int>(programs.size()); }
+  int num_ranks() const { return programs.ssize(); }
+  IdRange<RankId> rank_ids() const { return programs.ids(); }
   /// Whether every member of the group is in one data-parallel replica (a tied
   /// embedding's all-reduce; with one replica, every group).
   bool group_in_one_replica(int group) const;
@@ -205,6 +215,7 @@ struct Schedule {
     return replica_fold > 1 && !group_in_one_replica(group) ? members * replica_fold : members;
   }
   size_t num_ops() const;
+  const Op& op(OpRef ref) const { return programs[ref.rank][static_cast<size_t>(ref.index)]; }
   /// Field by field (ops compare exactly, MessageTag by its producer()): what the text
   /// form's round trip preserves (core/schedule_text.hpp).
   bool operator==(const Schedule&) const = default;
@@ -216,7 +227,7 @@ std::string to_string(const Op& op, const Schedule& schedule);
 /// Throws InfeasibleError "schedule deadlocks<where>: N rank(s) can never finish",
 /// naming up to 8 ranks and the op each is stuck at, if any rank's next op
 /// (`next_op[rank]`) is short of the end of its program. Both backends report with it.
-void throw_if_deadlocked(const Schedule& schedule, const std::vector<int>& next_op,
+void throw_if_deadlocked(const Schedule& schedule, const PerRank<int>& next_op,
                          const std::string& where);
 
 /// The ring decomposition of a collective over `members` ranks: how many steps, and how

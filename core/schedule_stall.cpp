@@ -9,34 +9,33 @@
 namespace loom {
 namespace {
 
-std::string step(const Schedule& s, int rank, int index) {
+std::string step(const Schedule& s, RankId rank, int index) {
   return "step " + std::to_string(index) + " (" +
-         to_string(s.programs[static_cast<size_t>(rank)][static_cast<size_t>(index)], s) + ")";
+         to_string(s.programs[rank][static_cast<size_t>(index)], s) + ")";
 }
 
 /// The op rank `rank` stopped at, or "the end of its program".
-std::string where_stuck(const Schedule& s, const std::vector<int>& next, int rank) {
-  const int i = next[static_cast<size_t>(rank)];
-  if (i >= static_cast<int>(s.programs[static_cast<size_t>(rank)].size()))
-    return "finished its program";
+std::string where_stuck(const Schedule& s, const PerRank<int>& next, RankId rank) {
+  const int i = next[rank];
+  if (i >= static_cast<int>(s.programs[rank].size())) return "finished its program";
   return "stuck at " + step(s, rank, i);
 }
 
-std::string explain(const Schedule& s, const Matching& m, const std::vector<int>& next, int r) {
-  const int i = next[static_cast<size_t>(r)];
-  const Op& op = s.programs[static_cast<size_t>(r)][static_cast<size_t>(i)];
-  std::string text = "\n  rank " + std::to_string(r) + " stuck at " + step(s, r, i) + ": ";
+std::string explain(const Schedule& s, const Matching& m, const PerRank<int>& next, RankId r) {
+  const int i = next[r];
+  const Op& op = s.programs[r][static_cast<size_t>(i)];
+  std::string text = "\n  rank " + to_string(r) + " stuck at " + step(s, r, i) + ": ";
   if (std::holds_alternative<Recv>(op)) {
-    const OpRef send = m.peer[static_cast<size_t>(r)][static_cast<size_t>(i)];
-    return text + "waits for its producer, rank " + std::to_string(send.rank) + " " +
-           step(s, send.rank, send.index) + ", which rank " + std::to_string(send.rank) +
+    const OpRef send = m.peer_of({r, i});
+    return text + "waits for its producer, rank " + to_string(send.rank) + " " +
+           step(s, send.rank, send.index) + ", which rank " + to_string(send.rank) +
            " never reaches (" + where_stuck(s, next, send.rank) + ")";
   }
-  const int instance = m.collective_instance[static_cast<size_t>(r)][static_cast<size_t>(i)];
+  const int instance = m.instance_of({r, i});
   text += "waits for the other members of its collective:";
-  for (const OpRef& member : m.instances[static_cast<size_t>(instance)]) {
-    if (next[static_cast<size_t>(member.rank)] < member.index) {
-      text += " rank " + std::to_string(member.rank) + " never reaches " +
+  for (const OpRef& member : m.members(instance)) {
+    if (next[member.rank] < member.index) {
+      text += " rank " + to_string(member.rank) + " never reaches " +
               step(s, member.rank, member.index) + " (" + where_stuck(s, next, member.rank) + ");";
     }
   }
@@ -45,17 +44,17 @@ std::string explain(const Schedule& s, const Matching& m, const std::vector<int>
 }
 
 /// Whether rank r's next op can run now.
-bool can_run(const Schedule& s, const Matching& m, const std::vector<int>& next, int r) {
-  const size_t i = static_cast<size_t>(next[static_cast<size_t>(r)]);
-  const Op& op = s.programs[static_cast<size_t>(r)][i];
+bool can_run(const Schedule& s, const Matching& m, const PerRank<int>& next, RankId r) {
+  const size_t i = static_cast<size_t>(next[r]);
+  const Op& op = s.programs[r][i];
   if (std::holds_alternative<Recv>(op)) {
-    const OpRef send = m.peer[static_cast<size_t>(r)][i];
-    return next[static_cast<size_t>(send.rank)] > send.index;
+    const OpRef send = m.peer[r][i];
+    return next[send.rank] > send.index;
   }
   if (std::holds_alternative<Collective>(op)) {
-    const int instance = m.collective_instance[static_cast<size_t>(r)][i];
-    for (const OpRef& member : m.instances[static_cast<size_t>(instance)]) {
-      if (next[static_cast<size_t>(member.rank)] < member.index) return false;
+    const int instance = m.collective_instance[r][i];
+    for (const OpRef& member : m.members(instance)) {
+      if (next[member.rank] < member.index) return false;
     }
   }
   return true;  // compute and eager sends
@@ -65,26 +64,23 @@ bool can_run(const Schedule& s, const Matching& m, const std::vector<int>& next,
 
 void check_runs_to_completion(const Schedule& schedule) {
   const Matching matching = match_operations(schedule);
-  const int ranks = schedule.num_ranks();
-  std::vector<int> next(static_cast<size_t>(ranks), 0);
+  PerRank<int> next(schedule.num_ranks(), 0);
   // A collective's members pass it one by one: a member that passed it counts as having
   // reached it (next > index), so the rest still see every member arrived.
   for (bool moved = true; moved;) {
     moved = false;
-    for (int r = 0; r < ranks; ++r) {
-      const int size = static_cast<int>(schedule.programs[static_cast<size_t>(r)].size());
-      while (next[static_cast<size_t>(r)] < size && can_run(schedule, matching, next, r)) {
-        ++next[static_cast<size_t>(r)];
+    for (const RankId r : schedule.rank_ids()) {
+      const int size = static_cast<int>(schedule.programs[r].size());
+      while (next[r] < size && can_run(schedule, matching, next, r)) {
+        ++next[r];
         moved = true;
       }
     }
   }
   std::string stuck;
   int count = 0;
-  for (int r = 0; r < ranks; ++r) {
-    if (next[static_cast<size_t>(r)] >=
-        static_cast<int>(schedule.programs[static_cast<size_t>(r)].size()))
-      continue;
+  for (const RankId r : schedule.rank_ids()) {
+    if (next[r] >= static_cast<int>(schedule.programs[r].size())) continue;
     if (count++ < 8) stuck += explain(schedule, matching, next, r);
   }
   if (count > 0) {

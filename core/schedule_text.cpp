@@ -61,9 +61,11 @@ std::string op_line(const Op& op, const Schedule& s) {
   return line + "\n";
 }
 
-std::string int_list(const std::vector<int>& values) {
+template <class T>
+std::string int_list(const std::vector<T>& values) {
+  using std::to_string;
   std::string out;
-  for (int v : values) out += " " + std::to_string(v);
+  for (const T v : values) out += " " + to_string(v);
   return out;
 }
 
@@ -105,10 +107,10 @@ std::string format_schedule(const Schedule& s) {
       out += "mb " + std::to_string(j) + ":" + int_list(s.samples[d][j]) + "\n";
   }
   out += "ranks " + std::to_string(n) + "\n";
-  for (size_t r = 0; r < n; ++r) {
+  for (const RankId r : s.rank_ids()) {
     const RankInfo& info = s.ranks[r];
     const StaticMemory& mem = s.static_memory[r];
-    out += "rank " + std::to_string(r) + " gpu=" + std::to_string(info.gpu) +
+    out += "rank " + to_string(r) + " gpu=" + std::to_string(info.gpu) +
            " tp=" + std::to_string(info.tp) + " replica=" + std::to_string(info.replica) +
            field("parameters", mem.parameters) + field("gradients", mem.gradients) +
            field("optimizer", mem.optimizer) + "\n";

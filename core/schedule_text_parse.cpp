@@ -294,11 +294,11 @@ class OpReader {
     }
     expect(arrow);
     const size_t peer_at = pos_;
-    m.peer = number();
+    m.peer = RankId{number()};
     finish();
-    if (m.peer >= s_.num_ranks()) {
+    if (m.peer.value() >= s_.num_ranks()) {
       in_.fail(line_.number, token_.column + static_cast<int>(peer_at),
-               "peer rank " + std::to_string(m.peer) + " does not exist (the schedule has " +
+               "peer rank " + to_string(m.peer) + " does not exist (the schedule has " +
                    std::to_string(s_.num_ranks()) + " ranks)");
     }
     const Fields f = in_.fields(line_, 1, {"module", "bytes"});
@@ -407,7 +407,7 @@ void read_groups_and_samples(Reader& in, Schedule& s) {
     if (line.tokens.front().text != "group" || line.tokens.size() < 2)
       in.fail(line, line.tokens.front(), "expected 'group " + std::to_string(g) + ": RANK...'");
     in.index_colon(line, line.tokens[1], static_cast<int>(g));
-    s.groups[g] = in.int_list(line, 2);
+    for (const int rank : in.int_list(line, 2)) s.groups[g].push_back(RankId{rank});
   }
   const Line& samples = in.keyword("samples", 1, "'samples REPLICAS'");
   s.samples.resize(in.count(samples, samples.tokens[1], "replicas"));
@@ -430,16 +430,16 @@ void read_groups_and_samples(Reader& in, Schedule& s) {
 
 void read_ranks(Reader& in, Schedule& s) {
   const Line& ranks = in.keyword("ranks", 1, "'ranks COUNT'");
-  const size_t n = in.count(ranks, ranks.tokens[1], "ranks");
+  const int n = static_cast<int>(in.count(ranks, ranks.tokens[1], "ranks"));
   s.ranks.resize(n);
   s.static_memory.resize(n);
   s.programs.resize(n);
-  for (size_t r = 0; r < n; ++r) {
-    const std::string expected = "'rank " + std::to_string(r) + " gpu=.. tp=.. ...'";
+  for (const RankId r : s.rank_ids()) {
+    const std::string expected = "'rank " + to_string(r) + " gpu=.. tp=.. ...'";
     const Line& head = in.next(expected);
     if (head.tokens.front().text != "rank" || head.tokens.size() < 2)
       in.fail(head, head.tokens.front(), "expected " + expected);
-    if (in.integer(head, head.tokens[1]) != static_cast<int>(r))
+    if (in.integer(head, head.tokens[1]) != r.value())
       in.fail(head, head.tokens[1], "expected " + expected + " (ranks come in order from 0)");
     const Fields f =
         in.fields(head, 2, {"gpu", "tp", "replica", "parameters", "gradients", "optimizer"});

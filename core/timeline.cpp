@@ -71,15 +71,15 @@ double Timeline::iteration_time_s() const {
   return end;
 }
 
-std::vector<ActivationPeak> activation_peaks(const Schedule& schedule) {
-  std::vector<ActivationPeak> peaks(static_cast<size_t>(schedule.num_ranks()));
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const auto& program = schedule.programs[static_cast<size_t>(r)];
+PerRank<ActivationPeak> activation_peaks(const Schedule& schedule) {
+  PerRank<ActivationPeak> peaks(schedule.num_ranks());
+  for (const RankId r : schedule.rank_ids()) {
+    const auto& program = schedule.programs[r];
     const auto retained = released_keys(program);
     std::map<std::pair<int, int>, int> live_segments;  // (stage, microbatch) -> segments
     std::map<ActivationKey, double> live_bytes;
     double bytes = 0;
-    ActivationPeak& peak = peaks[static_cast<size_t>(r)];
+    ActivationPeak& peak = peaks[r];
     for (const Op& op : program) {
       const auto* c = std::get_if<Compute>(&op);
       if (!c) continue;
@@ -114,19 +114,18 @@ Metrics compute_metrics(const Schedule& schedule, const Timeline& timeline) {
   m.throughput_samples_per_s = m.iteration_time_s > 0 ? samples / m.iteration_time_s : 0.0;
   const auto peaks = activation_peaks(schedule);
   double busy_total = 0;
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
+  for (const RankId r : schedule.rank_ids()) {
     RankMetrics rm;
     rm.rank = r;
-    const auto& program = schedule.programs[static_cast<size_t>(r)];
+    const auto& program = schedule.programs[r];
     for (size_t i = 0; i < program.size(); ++i) {
       if (occupies_rank(program[i])) {
-        const OpTiming& t = timeline.timings[static_cast<size_t>(r)][i];
+        const OpTiming& t = timeline.timings[r][i];
         rm.busy_s += t.end_s - t.start_s;
       }
     }
-    rm.peak_memory_bytes = schedule.static_memory[static_cast<size_t>(r)].total() +
-                           peaks[static_cast<size_t>(r)].bytes;
-    rm.peak_live_microbatches = peaks[static_cast<size_t>(r)].microbatches;
+    rm.peak_memory_bytes = schedule.static_memory[r].total() + peaks[r].bytes;
+    rm.peak_live_microbatches = peaks[r].microbatches;
     busy_total += rm.busy_s;
     m.per_rank.push_back(rm);
   }
@@ -137,17 +136,17 @@ Metrics compute_metrics(const Schedule& schedule, const Timeline& timeline) {
 
 std::vector<MemorySample> memory_over_time(const Schedule& schedule, const Timeline& timeline) {
   std::vector<MemorySample> rows;
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const auto& program = schedule.programs[static_cast<size_t>(r)];
+  for (const RankId r : schedule.rank_ids()) {
+    const auto& program = schedule.programs[r];
     const auto retained = released_keys(program);
-    const StaticMemory& fixed = schedule.static_memory[static_cast<size_t>(r)];
+    const StaticMemory& fixed = schedule.static_memory[r];
     // (time, delta) changes; stable sort keeps program order among equal times.
     std::vector<std::pair<double, double>> changes;
     std::map<ActivationKey, double> live;
     for (size_t i = 0; i < program.size(); ++i) {
       const auto* c = std::get_if<Compute>(&program[i]);
       if (!c) continue;
-      const OpTiming& t = timeline.timings[static_cast<size_t>(r)][i];
+      const OpTiming& t = timeline.timings[r][i];
       if (c->pass == Pass::kF && retained.count(key_of(*c))) {
         changes.emplace_back(t.start_s, c->activation_bytes);
         live[key_of(*c)] += c->activation_bytes;
@@ -179,11 +178,11 @@ void write_timeline_csv(const std::string& path, const Schedule& schedule,
                         const Timeline& timeline) {
   std::ofstream out = open_for_write(path);
   out << "rank,kind,module,stage,microbatch,start_s,end_s\n";
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const auto& program = schedule.programs[static_cast<size_t>(r)];
+  for (const RankId r : schedule.rank_ids()) {
+    const auto& program = schedule.programs[r];
     for (size_t i = 0; i < program.size(); ++i) {
       const Op& op = program[i];
-      const OpTiming& t = timeline.timings[static_cast<size_t>(r)][i];
+      const OpTiming& t = timeline.timings[r][i];
       const auto mb = op_microbatch(op);
       out << r << ',' << op_kind_name(op) << ',' << module_name(schedule, op) << ',' << op_stage(op)
           << ',' << (mb ? std::to_string(*mb) : "") << ',' << Fixed{t.start_s, 9} << ','
@@ -210,16 +209,16 @@ int first_send_tid(const std::vector<Op>& program) {
   return std::any_of(program.begin(), program.end(), is_async) ? 3 : 2;
 }
 
-std::vector<std::vector<int>> trace_threads(const Schedule& schedule, const Timeline& timeline) {
-  std::vector<std::vector<int>> tids(static_cast<size_t>(schedule.num_ranks()));
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const auto& program = schedule.programs[static_cast<size_t>(r)];
+PerRank<std::vector<int>> trace_threads(const Schedule& schedule, const Timeline& timeline) {
+  PerRank<std::vector<int>> tids(schedule.num_ranks());
+  for (const RankId r : schedule.rank_ids()) {
+    const auto& program = schedule.programs[r];
     const int sends = first_send_tid(program);
     std::vector<std::int64_t> lane_free_ns;  // per send lane: when its last send ends
     for (size_t i = 0; i < program.size(); ++i) {
       int tid = occupies_rank(program[i]) ? 0 : is_async(program[i]) ? 2 : 1;
       if (std::holds_alternative<Send>(program[i])) {
-        const OpTiming& t = timeline.timings[static_cast<size_t>(r)][i];
+        const OpTiming& t = timeline.timings[r][i];
         const std::int64_t start = std::llround(t.start_s * 1e9), end = std::llround(t.end_s * 1e9);
         size_t lane = 0;
         while (lane < lane_free_ns.size() && lane_free_ns[lane] > start) ++lane;
@@ -229,7 +228,7 @@ std::vector<std::vector<int>> trace_threads(const Schedule& schedule, const Time
           lane_free_ns[lane] = end;
         tid = sends + static_cast<int>(lane);
       }
-      tids[static_cast<size_t>(r)].push_back(tid);
+      tids[r].push_back(tid);
     }
   }
   return tids;
@@ -250,8 +249,8 @@ void write_chrome_trace(const std::string& path, const Schedule& schedule,
     first = false;
     return out;
   };
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const RankInfo& info = schedule.ranks[static_cast<size_t>(r)];
+  for (const RankId r : schedule.rank_ids()) {
+    const RankInfo& info = schedule.ranks[r];
     sep() << "{\"ph\":\"M\",\"pid\":" << r
           << ",\"name\":\"process_name\",\"args\":{\"name\":\"rank " << r << " (gpu " << info.gpu;
     if (info.tp > 1) out << "-" << info.gpu + info.tp - 1;
@@ -259,11 +258,8 @@ void write_chrome_trace(const std::string& path, const Schedule& schedule,
     sep() << "{\"ph\":\"M\",\"pid\":" << r
           << ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" << r << "}}";
     const int rank_max_tid =
-        tids[static_cast<size_t>(r)].empty()
-            ? 1
-            : std::max(1, *std::max_element(tids[static_cast<size_t>(r)].begin(),
-                                            tids[static_cast<size_t>(r)].end()));
-    const int sends = first_send_tid(schedule.programs[static_cast<size_t>(r)]);
+        tids[r].empty() ? 1 : std::max(1, *std::max_element(tids[r].begin(), tids[r].end()));
+    const int sends = first_send_tid(schedule.programs[r]);
     for (int tid = 0; tid <= rank_max_tid; ++tid) {
       const std::string name = tid == 0      ? "compute"
                                : tid == 1    ? "recv / collective"
@@ -273,18 +269,18 @@ void write_chrome_trace(const std::string& path, const Schedule& schedule,
             << ",\"name\":\"thread_name\",\"args\":{\"name\":\"" << name << "\"}}";
     }
   }
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const auto& program = schedule.programs[static_cast<size_t>(r)];
-    const int replica = schedule.ranks[static_cast<size_t>(r)].replica;
+  for (const RankId r : schedule.rank_ids()) {
+    const auto& program = schedule.programs[r];
+    const int replica = schedule.ranks[r].replica;
     for (size_t i = 0; i < program.size(); ++i) {
       const Op& op = program[i];
-      const OpTiming& t = timeline.timings[static_cast<size_t>(r)][i];
+      const OpTiming& t = timeline.timings[r][i];
       const auto mb = op_microbatch(op);
       const std::int64_t start_ns = std::llround(t.start_s * 1e9),
                          end_ns = std::llround(t.end_s * 1e9);
-      sep() << "{\"ph\":\"X\",\"pid\":" << r << ",\"tid\":" << tids[static_cast<size_t>(r)][i]
-            << ",\"name\":\"" << json_escape(to_string(op, schedule)) << "\",\"cat\":\""
-            << op_kind_name(op) << "\",\"ts\":" << Fixed{static_cast<double>(start_ns) / 1e3, 3}
+      sep() << "{\"ph\":\"X\",\"pid\":" << r << ",\"tid\":" << tids[r][i] << ",\"name\":\""
+            << json_escape(to_string(op, schedule)) << "\",\"cat\":\"" << op_kind_name(op)
+            << "\",\"ts\":" << Fixed{static_cast<double>(start_ns) / 1e3, 3}
             << ",\"dur\":" << Fixed{static_cast<double>(end_ns - start_ns) / 1e3, 3}
             << ",\"args\":{\"stage\":" << op_stage(op) << ",\"module\":\""
             << json_escape(module_name(schedule, op)) << "\"";

@@ -22,12 +22,14 @@ struct OpTiming {
 
 struct Timeline {
   /// timings[rank][i] is the timing of schedule.programs[rank][i].
-  std::vector<std::vector<OpTiming>> timings;
+  PerRank<std::vector<OpTiming>> timings;
   double iteration_time_s() const;
+  OpTiming& at(OpRef ref) { return timings[ref.rank][static_cast<size_t>(ref.index)]; }
+  const OpTiming& at(OpRef ref) const { return timings[ref.rank][static_cast<size_t>(ref.index)]; }
 };
 
 struct RankMetrics {
-  int rank = 0;
+  RankId rank;
   double busy_s = 0;               ///< time in Compute and OptimizerStep operations
   double peak_memory_bytes = 0;    ///< static memory + peak live activations
   int peak_live_microbatches = 0;  ///< microbatches whose activations are alive at once
@@ -38,14 +40,14 @@ struct Metrics {
   double throughput_samples_per_s = 0;
   /// 1 - sum(busy) / (ranks x iteration time)   (DESIGN.md)
   double bubble_fraction = 0;
-  std::vector<RankMetrics> per_rank;
+  PerRank<RankMetrics> per_rank;
 };
 
 Metrics compute_metrics(const Schedule& schedule, const Timeline& timeline);
 
 /// One row of memory.csv: a rank's allocated bytes from `time_s` on.
 struct MemorySample {
-  int rank = 0;
+  RankId rank;
   double time_s = 0;
   double parameters = 0;
   double gradients = 0;
@@ -62,7 +64,7 @@ struct ActivationPeak {
   double bytes = 0;
   int microbatches = 0;
 };
-std::vector<ActivationPeak> activation_peaks(const Schedule& schedule);
+PerRank<ActivationPeak> activation_peaks(const Schedule& schedule);
 
 // Writers. Each writes one file; callers write into a staging directory and publish it
 // atomically (cli/output_dir.hpp; core/io.hpp checks every write), so nothing half-written is left

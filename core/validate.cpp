@@ -17,11 +17,11 @@ namespace loom {
 namespace {
 
 /// "rank 2, op #7 (2B3)" plus the rank's program around it, the offending op marked.
-std::string describe(const Schedule& schedule, int rank, int index) {
-  const auto& program = schedule.programs[static_cast<size_t>(rank)];
-  std::string text = "rank " + std::to_string(rank) + " op #" + std::to_string(index) + " (" +
+std::string describe(const Schedule& schedule, RankId rank, int index) {
+  const auto& program = schedule.programs[rank];
+  std::string text = "rank " + to_string(rank) + " op #" + std::to_string(index) + " (" +
                      to_string(program[static_cast<size_t>(index)], schedule) + ")\n  rank " +
-                     std::to_string(rank) + ":";
+                     to_string(rank) + ":";
   const int lo = std::max(0, index - 4);
   const int hi = std::min(static_cast<int>(program.size()), index + 5);
   if (lo > 0) text += " ...";
@@ -66,8 +66,8 @@ void check_optimizer_steps(const Schedule& schedule) {
     for (const Op& op : program) any = any || std::holds_alternative<OptimizerStep>(op);
   }
   if (!any) return;
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const auto& program = schedule.programs[static_cast<size_t>(r)];
+  for (const RankId r : schedule.rank_ids()) {
+    const auto& program = schedule.programs[r];
     int steps = 0, step_at = -1, last_compute = -1;
     bool trains = false;
     for (int i = 0; i < static_cast<int>(program.size()); ++i) {
@@ -83,14 +83,14 @@ void check_optimizer_steps(const Schedule& schedule) {
       }
     }
     if (steps > 1)
-      throw InfeasibleError("rank " + std::to_string(r) + " steps its optimizer " +
+      throw InfeasibleError("rank " + to_string(r) + " steps its optimizer " +
                             std::to_string(steps) + " times (once per iteration)");
     if (steps == 1 && step_at < last_compute)
       throw InfeasibleError("optimizer step before the last computation or reduction at " +
                             describe(schedule, r, step_at) +
                             "\n  it must come after every backward and gradient all-reduce");
     if (steps == 0 && trains)
-      throw InfeasibleError("rank " + std::to_string(r) +
+      throw InfeasibleError("rank " + to_string(r) +
                             " computes weight gradients but never steps its optimizer, and "
                             "other ranks do");
   }
@@ -99,8 +99,8 @@ void check_optimizer_steps(const Schedule& schedule) {
 /// An overlapped pair is its F's computes, then at once its B's computes (another
 /// microbatch): the lowering groups the pair's messages around it, so nothing comes between.
 void check_overlapped_pairs(const Schedule& schedule) {
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const auto& program = schedule.programs[static_cast<size_t>(r)];
+  for (const RankId r : schedule.rank_ids()) {
+    const auto& program = schedule.programs[r];
     size_t i = 0;
     while (i < program.size()) {
       const auto* c = std::get_if<Compute>(&program[i]);
@@ -136,14 +136,14 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
   auto at = [&](int replica, int mb, int layer) -> Counts& {
     return counts[static_cast<size_t>((replica * schedule.microbatches + mb) * layers + layer)];
   };
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const int replica = schedule.ranks[static_cast<size_t>(r)].replica;
+  for (const RankId r : schedule.rank_ids()) {
+    const int replica = schedule.ranks[r].replica;
     if (replica < 0 || replica >= replicas) {
-      throw InfeasibleError("rank " + std::to_string(r) + " belongs to replica " +
+      throw InfeasibleError("rank " + to_string(r) + " belongs to replica " +
                             std::to_string(replica) + " but the schedule's samples cover " +
                             std::to_string(replicas) + " replica(s)");
     }
-    const auto& program = schedule.programs[static_cast<size_t>(r)];
+    const auto& program = schedule.programs[r];
     for (int i = 0; i < static_cast<int>(program.size()); ++i) {
       const auto* c = std::get_if<Compute>(&program[static_cast<size_t>(i)]);
       if (!c || c->redundant) continue;  // a redundant copy covers no sample
@@ -205,8 +205,8 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
 /// oracle (core/dataflow.hpp) names what every op needs.
 void check_data_dependencies(const Schedule& schedule, const Model& model) {
   const LayerGraph graph(model);
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const auto& program = schedule.programs[static_cast<size_t>(r)];
+  for (const RankId r : schedule.rank_ids()) {
+    const auto& program = schedule.programs[r];
     std::unordered_set<std::uint64_t> forward_done, input_grad_done;
     std::set<DataEdge> received;
     // Whether the data of `edge` is on this rank: received, or computed here (a forward
@@ -267,10 +267,9 @@ void check_data_dependencies(const Schedule& schedule, const Model& model) {
 void check_acyclic(const Schedule& schedule) {
   const Matching matching = match_operations(schedule);
   // Vertices: every op, then one barrier per collective instance.
-  std::vector<std::size_t> base(static_cast<size_t>(schedule.num_ranks()) + 1, 0);
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    base[static_cast<size_t>(r) + 1] =
-        base[static_cast<size_t>(r)] + schedule.programs[static_cast<size_t>(r)].size();
+  PerRank<std::size_t> base(schedule.num_ranks() + 1, 0);
+  for (const RankId r : schedule.rank_ids()) {
+    base[r + 1] = base[r] + schedule.programs[r].size();
   }
   const std::size_t n_ops = base.back();
   // Compressed sparse rows with 32-bit indices: a 4,096-GPU schedule has 3 M ops, and a
@@ -284,18 +283,18 @@ void check_acyclic(const Schedule& schedule) {
   auto add_edge = [&](std::size_t from, std::size_t to) {
     edges.emplace_back(static_cast<Vertex>(from), static_cast<Vertex>(to));
   };
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const auto& program = schedule.programs[static_cast<size_t>(r)];
+  for (const RankId r : schedule.rank_ids()) {
+    const auto& program = schedule.programs[r];
     for (size_t i = 0; i < program.size(); ++i) {
-      const std::size_t v = base[static_cast<size_t>(r)] + i;
+      const std::size_t v = base[r] + i;
       if (i > 0) add_edge(v - 1, v);
       if (std::holds_alternative<Send>(program[i])) {
-        const OpRef recv = matching.peer[static_cast<size_t>(r)][i];
-        add_edge(v, base[static_cast<size_t>(recv.rank)] + static_cast<size_t>(recv.index));
+        const OpRef recv = matching.peer_of({r, static_cast<int>(i)});
+        add_edge(v, base[recv.rank] + static_cast<size_t>(recv.index));
       }
       if (std::holds_alternative<Collective>(program[i])) {
         const std::size_t barrier =
-            n_ops + static_cast<size_t>(matching.collective_instance[static_cast<size_t>(r)][i]);
+            n_ops + static_cast<size_t>(matching.instance_of({r, static_cast<int>(i)}));
         // Everything before the collective on each member precedes everything after it.
         if (i > 0) add_edge(v - 1, barrier);
         add_edge(barrier, v);
@@ -314,25 +313,24 @@ void check_acyclic(const Schedule& schedule) {
   } catch (const BackEdgeFound& found) {
     std::size_t v = found.vertex;
     if (v >= n_ops) v = n_ops - 1;  // a barrier: report the last op instead (rare)
-    int rank = 0;
-    while (base[static_cast<size_t>(rank) + 1] <= v) ++rank;
-    throw InfeasibleError(
-        "schedule deadlocks: a cycle of waits passes through " +
-        describe(schedule, rank, static_cast<int>(v - base[static_cast<size_t>(rank)])));
+    RankId rank{0};
+    while (base[rank + 1] <= v) ++rank;
+    throw InfeasibleError("schedule deadlocks: a cycle of waits passes through " +
+                          describe(schedule, rank, static_cast<int>(v - base[rank])));
   }
 }
 
 namespace {
-std::string rank_gpus(int r, const RankInfo& info) {
-  return "rank " + std::to_string(r) + " (GPUs " + std::to_string(info.gpu) + ".." +
+std::string rank_gpus(RankId r, const RankInfo& info) {
+  return "rank " + to_string(r) + " (GPUs " + std::to_string(info.gpu) + ".." +
          std::to_string(info.gpu + info.tp - 1) + ")";
 }
 }  // namespace
 
 void check_placement(const Schedule& schedule, const Cluster& cluster) {
-  std::vector<std::pair<int, int>> first_gpu;  // (gpu, rank), to find overlaps in order
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const RankInfo& info = schedule.ranks[static_cast<size_t>(r)];
+  std::vector<std::pair<int, RankId>> first_gpu;  // (gpu, rank), to find overlaps in order
+  for (const RankId r : schedule.rank_ids()) {
+    const RankInfo& info = schedule.ranks[r];
     if (info.tp < 1 || info.gpu < 0 || info.gpu + info.tp > cluster.num_gpus()) {
       throw InfeasibleError(rank_gpus(r, info) + " is outside the cluster's " +
                             std::to_string(cluster.num_gpus()) + " GPUs");
@@ -347,31 +345,31 @@ void check_placement(const Schedule& schedule, const Cluster& cluster) {
   std::sort(first_gpu.begin(), first_gpu.end());
   for (size_t k = 1; k < first_gpu.size(); ++k) {
     const auto [gpu, r] = first_gpu[k];
-    const int before = first_gpu[k - 1].second;
-    const RankInfo& prev = schedule.ranks[static_cast<size_t>(before)];
+    const RankId before = first_gpu[k - 1].second;
+    const RankInfo& prev = schedule.ranks[before];
     if (prev.gpu + prev.tp > gpu) {
-      throw InfeasibleError(rank_gpus(r, schedule.ranks[static_cast<size_t>(r)]) + " shares GPU " +
-                            std::to_string(gpu) + " with rank " + std::to_string(before));
+      throw InfeasibleError(rank_gpus(r, schedule.ranks[r]) + " shares GPU " + std::to_string(gpu) +
+                            " with rank " + to_string(before));
     }
   }
 }
 
 void check_fits_memory(const Schedule& schedule, double gpu_memory_bytes) {
   const auto peaks = activation_peaks(schedule);
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const StaticMemory& m = schedule.static_memory[static_cast<size_t>(r)];
-    const double need = m.total() + peaks[static_cast<size_t>(r)].bytes;
+  for (const RankId r : schedule.rank_ids()) {
+    const StaticMemory& m = schedule.static_memory[r];
+    const double need = m.total() + peaks[r].bytes;
     if (need > gpu_memory_bytes) {
       auto gib = [](double b) {
         return std::to_string(b / (1024.0 * 1024 * 1024)).substr(0, 6) + " GiB";
       };
       throw InfeasibleError(
-          "out of memory: rank " + std::to_string(r) + " (stage " +
-          std::to_string(r % std::max(1, schedule.num_stages)) + ") needs " + gib(need) +
+          "out of memory: rank " + to_string(r) + " (stage " +
+          std::to_string(r.value() % std::max(1, schedule.num_stages)) + ") needs " + gib(need) +
           " (parameters " + gib(m.parameters) + ", gradients " + gib(m.gradients) + ", optimizer " +
-          gib(m.optimizer) + ", activations of " +
-          std::to_string(peaks[static_cast<size_t>(r)].microbatches) + " live microbatches " +
-          gib(peaks[static_cast<size_t>(r)].bytes) + ") but the GPU has " + gib(gpu_memory_bytes) +
+          gib(m.optimizer) + ", activations of " + std::to_string(peaks[r].microbatches) +
+          " live microbatches " + gib(peaks[r].bytes) + ") but the GPU has " +
+          gib(gpu_memory_bytes) +
           "; try more pipeline stages, tensor parallelism, or fewer/smaller microbatches");
     }
   }

@@ -25,7 +25,7 @@ std::vector<ComponentForwardStats> component_forward_stats(const Schedule& sched
   }
   // (component, replica, microbatch) -> forward seconds over all stages.
   std::map<std::tuple<int, int, int>, double> sums;
-  for (size_t r = 0; r < schedule.programs.size(); ++r) {
+  for (const RankId r : schedule.rank_ids()) {
     const int replica = schedule.ranks[r].replica;
     for (const Op& op : schedule.programs[r]) {
       const Compute* c = std::get_if<Compute>(&op);

@@ -79,7 +79,7 @@ struct ExecProblem {
 
 /// Makes rank `rank` throw at its op `op_index` (tests kill a rank mid-run with it).
 struct FaultInjection {
-  int rank = 0;
+  RankId rank;
   int op_index = 0;
 };
 
@@ -141,14 +141,14 @@ class RankBackend {
 /// The interpreter loop: runs `rank`'s program on `backend`, one visit per op. A fault
 /// injected for this rank throws at its op. Any exception escapes as ExecError naming
 /// the rank, the op index and its text form (to_string(op, schedule)).
-void run_program(const Schedule& schedule, int rank, RankBackend& backend,
+void run_program(const Schedule& schedule, RankId rank, RankBackend& backend,
                  const ExecOptions& options);
 
 /// What a whole run returns.
 struct ExecResult {
   Timeline timeline;
-  std::vector<Gradients> gradients;    ///< per rank (none without collect_tensors)
-  std::vector<Parameters> parameters;  ///< per rank, after its optimizer step (or empty)
+  PerRank<Gradients> gradients;    ///< none without collect_tensors
+  PerRank<Parameters> parameters;  ///< after each rank's optimizer step (or empty)
 };
 
 struct ProfileRow;      // executor/profile.hpp

@@ -6,9 +6,9 @@
 
 namespace loom::exec {
 
-std::vector<int> rank_layers(const Schedule& schedule, int rank) {
+std::vector<int> rank_layers(const Schedule& schedule, RankId rank) {
   std::set<int> layers;
-  for (const Op& op : schedule.programs.at(static_cast<size_t>(rank))) {
+  for (const Op& op : schedule.programs.at(rank)) {
     const auto* c = std::get_if<Compute>(&op);
     if (!c || c->pass != Pass::kF || is_redundant(*c)) continue;
     for (int l = c->first_layer; l < c->end_layer; ++l) layers.insert(l);
@@ -17,8 +17,8 @@ std::vector<int> rank_layers(const Schedule& schedule, int rank) {
 }
 
 std::map<int, std::vector<int>> allreduce_layers(const Schedule& schedule, const Model& model,
-                                                 int rank) {
-  const auto& program = schedule.programs.at(static_cast<size_t>(rank));
+                                                 RankId rank) {
+  const auto& program = schedule.programs.at(rank);
   std::vector<int> trained;
   for (int l : rank_layers(schedule, rank)) {
     if (!model.layer(l).frozen) trained.push_back(l);

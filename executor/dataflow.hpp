@@ -30,7 +30,7 @@ using loom::LayerGraph;
 /// bucket). A tied-embedding all-reduce (Collective::tied_embedding) sums none of them:
 /// the executors' math has no embedding. Keyed by op index.
 std::map<int, std::vector<int>> allreduce_layers(const Schedule& schedule, const Model& model,
-                                                 int rank);
+                                                 RankId rank);
 
 /// Whether a compute is a redundant forward-only copy (issue 3's Compute::redundant, when
 /// the IR has it): it costs time but its output feeds nothing and it trains nothing.
@@ -44,6 +44,6 @@ bool is_redundant(const C& op) {
 }
 
 /// The layers a rank holds parameters for: those of its non-redundant forward computes.
-std::vector<int> rank_layers(const Schedule& schedule, int rank);
+std::vector<int> rank_layers(const Schedule& schedule, RankId rank);
 
 }  // namespace loom::exec

@@ -22,16 +22,15 @@ using Clock = std::chrono::steady_clock;
 class HostRankBackend final : public RankBackend {
  public:
   HostRankBackend(const ExecProblem& problem, const LayerGraph& graph, Transport& transport,
-                  const Matching& matching, int rank, const Clock::time_point& epoch)
+                  const Matching& matching, RankId rank, const Clock::time_point& epoch)
       : schedule_(*problem.schedule),
         transport_(transport),
         matching_(matching),
         rank_(rank),
         epoch_(epoch),
-        state_(problem, graph, schedule_.ranks.at(static_cast<size_t>(rank)).replica,
-               rank_layers(schedule_, rank)),
+        state_(problem, graph, schedule_.ranks.at(rank).replica, rank_layers(schedule_, rank)),
         reduce_layers_(allreduce_layers(schedule_, *problem.model, rank)),
-        timings_(schedule_.programs.at(static_cast<size_t>(rank)).size()) {}
+        timings_(schedule_.programs.at(rank).size()) {}
 
   void compute(int index, const Compute& op) override {
     const double start = now();
@@ -56,12 +55,11 @@ class HostRankBackend final : public RankBackend {
   /// a CPU thread has no second stream. The sums are the same; the timing shows no overlap.
   void collective(int index, const Collective& op) override {
     const double start = now();
-    const std::vector<int>& group = schedule_.groups.at(static_cast<size_t>(op.group));
+    const std::vector<RankId>& group = schedule_.groups.at(static_cast<size_t>(op.group));
     const int members = static_cast<int>(group.size());
     const int member =
         static_cast<int>(std::find(group.begin(), group.end(), rank_) - group.begin());
-    const int instance =
-        matching_.collective_instance[static_cast<size_t>(rank_)][static_cast<size_t>(index)];
+    const int instance = matching_.instance_of({rank_, index});
     if (op.kind == CollectiveKind::kAllReduce) {
       const std::vector<int>& layers = reduce_layers_.at(index);
       state_.set_flat_gradients(layers, transport_.all_reduce(op.group, instance, member, members,
@@ -96,7 +94,7 @@ class HostRankBackend final : public RankBackend {
   const Schedule& schedule_;
   Transport& transport_;
   const Matching& matching_;
-  int rank_;
+  RankId rank_;
   const Clock::time_point& epoch_;  ///< set by the executor once every rank is ready
   HostModelState state_;
   std::map<int, std::vector<int>> reduce_layers_;
@@ -125,29 +123,28 @@ class HostExecutor final : public Executor {
     const LayerGraph graph(*problem.model);
     const int n = schedule.num_ranks();
     Transport transport(options.timeout_s, n);
-    std::vector<std::unique_ptr<HostRankBackend>> backends;
+    PerRank<std::unique_ptr<HostRankBackend>> backends;
     Clock::time_point epoch;
-    for (int r = 0; r < n; ++r) {
+    for (const RankId r : schedule.rank_ids()) {
       backends.push_back(
           std::make_unique<HostRankBackend>(problem, graph, transport, matching, r, epoch));
     }
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-    std::vector<double> failed_at(static_cast<size_t>(n), 0);
+    PerRank<std::exception_ptr> errors(n);
+    PerRank<double> failed_at(n, 0);
     std::vector<std::thread> threads;
     // Time zero is when every rank's thread exists and its parameters are initialised,
     // so the iteration time is the schedule's, not thread start-up or initialisation.
     std::latch start(1);
-    for (int r = 0; r < n; ++r) {
+    for (const RankId r : schedule.rank_ids()) {
       threads.emplace_back([&, r] {
         enable_flush_to_zero();
         start.wait();
         try {
-          run_program(schedule, r, *backends[static_cast<size_t>(r)], options);
+          run_program(schedule, r, *backends[r], options);
           transport.finished();
         } catch (const std::exception& e) {
-          errors[static_cast<size_t>(r)] = std::current_exception();
-          failed_at[static_cast<size_t>(r)] =
-              std::chrono::duration<double>(Clock::now() - epoch).count();
+          errors[r] = std::current_exception();
+          failed_at[r] = std::chrono::duration<double>(Clock::now() - epoch).count();
           transport.abort(e.what());
         }
       });
@@ -168,14 +165,13 @@ class HostExecutor final : public Executor {
 
  private:
   /// The root cause is the earliest failure; the others are aborts it caused.
-  static void rethrow_first(const std::vector<std::exception_ptr>& errors,
-                            const std::vector<double>& failed_at) {
-    int first = -1;
-    for (size_t r = 0; r < errors.size(); ++r) {
-      if (errors[r] && (first < 0 || failed_at[r] < failed_at[static_cast<size_t>(first)]))
-        first = static_cast<int>(r);
+  static void rethrow_first(const PerRank<std::exception_ptr>& errors,
+                            const PerRank<double>& failed_at) {
+    std::optional<RankId> first;
+    for (const RankId r : errors.ids()) {
+      if (errors[r] && (!first || failed_at[r] < failed_at[*first])) first = r;
     }
-    if (first >= 0) std::rethrow_exception(errors[static_cast<size_t>(first)]);
+    if (first) std::rethrow_exception(errors[*first]);
   }
 };
 

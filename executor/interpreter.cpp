@@ -10,9 +10,9 @@
 
 namespace loom::exec {
 
-void run_program(const Schedule& schedule, int rank, RankBackend& backend,
+void run_program(const Schedule& schedule, RankId rank, RankBackend& backend,
                  const ExecOptions& options) {
-  const std::vector<Op>& program = schedule.programs.at(static_cast<size_t>(rank));
+  const std::vector<Op>& program = schedule.programs.at(rank);
   for (size_t i = 0; i < program.size(); ++i) {
     const int index = static_cast<int>(i);
     try {
@@ -27,7 +27,7 @@ void run_program(const Schedule& schedule, int rank, RankBackend& backend,
     } catch (const InputError&) {
       throw;  // a property of the model, not of this rank: keep the exit code
     } catch (const std::exception& e) {
-      throw ExecError("rank " + std::to_string(rank) + " op " + std::to_string(index) + " (" +
+      throw ExecError("rank " + to_string(rank) + " op " + std::to_string(index) + " (" +
                       to_string(program[i], schedule) + "): " + e.what());
     }
   }

@@ -49,11 +49,12 @@ Schedule sequential_schedule(const Schedule& schedule, const Model& model) {
   s.microbatches = static_cast<int>(s.samples[0].size());
   s.programs.resize(1);
   const std::vector<ModuleSpan> spans = module_spans(model);
+  std::vector<Op>& program = s.programs.front();
   for (int j = 0; j < s.microbatches; ++j) {
     for (const ModuleSpan& m : spans)
-      s.programs[0].push_back(Compute{Pass::kF, 0, j, m.module, m.first, m.end});
+      program.push_back(Compute{Pass::kF, 0, j, m.module, m.first, m.end});
     for (auto it = spans.rbegin(); it != spans.rend(); ++it)
-      s.programs[0].push_back(Compute{Pass::kB, 0, j, it->module, it->first, it->end});
+      program.push_back(Compute{Pass::kB, 0, j, it->module, it->first, it->end});
   }
   s.static_memory.resize(1);
   return s;
@@ -67,7 +68,7 @@ Gradients reference_gradients(const ExecProblem& problem, const ExecOptions& opt
   o.fault.reset();
   o.rendezvous_file.clear();  // one in-process run: nothing to meet
   o.collect_tensors = true;
-  return make_host_executor()->run(p, o).gradients.at(0);
+  return make_host_executor()->run(p, o).gradients.at(RankId{0});
 }
 
 namespace {
@@ -107,22 +108,20 @@ void check_optimizer_steps(const ExecProblem& problem, const ExecResult& result,
   const Schedule& schedule = *problem.schedule;
   const Model& model = *problem.model;
   std::map<int, LayerTensors> initial;
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const auto& program = schedule.programs[static_cast<size_t>(r)];
+  for (const RankId r : schedule.rank_ids()) {
+    const auto& program = schedule.programs[r];
     const bool steps = std::any_of(program.begin(), program.end(), [](const Op& op) {
       return std::holds_alternative<OptimizerStep>(op);
     });
     const Parameters none;
-    const Parameters& params = static_cast<size_t>(r) < result.parameters.size()
-                                   ? result.parameters[static_cast<size_t>(r)]
-                                   : none;
+    const Parameters& params = result.parameters.contains(r) ? result.parameters[r] : none;
     if (!steps) continue;
-    if (params.empty() && !result.gradients.at(static_cast<size_t>(r)).empty()) {
-      check.failures.push_back("rank " + std::to_string(r) + ": ran no optimizer step");
+    if (params.empty() && !result.gradients.at(r).empty()) {
+      check.failures.push_back("rank " + to_string(r) + ": ran no optimizer step");
       continue;
     }
     for (const auto& [key, value] : params) {
-      const std::string where = describe(key) + " (rank " + std::to_string(r) + ")";
+      const std::string where = describe(key) + " (rank " + to_string(r) + ")";
       const auto grad = reference.find(key);
       if (grad == reference.end()) {
         check.failures.push_back(where + ": updated but has no reference gradient");
@@ -151,10 +150,10 @@ GradientCheck check_gradients(const ExecProblem& problem, const ExecResult& resu
   const Schedule& schedule = *problem.schedule;
   const Model& model = *problem.model;
   std::map<int, std::set<ParamKey>> seen;  // replica -> tensors some rank holds
-  for (int r = 0; r < static_cast<int>(result.gradients.size()); ++r) {
-    const int replica = schedule.ranks.at(static_cast<size_t>(r)).replica;
-    for (const auto& [key, grad] : result.gradients[static_cast<size_t>(r)]) {
-      const std::string where = describe(key) + " (rank " + std::to_string(r) + ")";
+  for (const RankId r : result.gradients.ids()) {
+    const int replica = schedule.ranks.at(r).replica;
+    for (const auto& [key, grad] : result.gradients[r]) {
+      const std::string where = describe(key) + " (rank " + to_string(r) + ")";
       if (model.layer(key.layer).frozen) {
         check.failures.push_back(where + ": frozen but has a gradient");
         continue;

@@ -36,7 +36,7 @@ void Transport::finished() {
   changed_.notify_all();
 }
 
-void Transport::send(int src, int dst, Message message) {
+void Transport::send(RankId src, RankId dst, Message message) {
   {
     std::lock_guard lock(mutex_);
     mailboxes_[channel_of(src, dst, message.tag)].push_back(std::move(message));
@@ -44,16 +44,16 @@ void Transport::send(int src, int dst, Message message) {
   changed_.notify_all();
 }
 
-Message Transport::recv(int src, int dst, const MessageTag& tag) {
+Message Transport::recv(RankId src, RankId dst, const MessageTag& tag) {
   std::unique_lock lock(mutex_);
   auto& box = mailboxes_[channel_of(src, dst, tag)];
   wait(
-      lock, [&] { return !box.empty(); }, "a message from rank " + std::to_string(src));
+      lock, [&] { return !box.empty(); }, "a message from rank " + to_string(src));
   Message m = std::move(box.front());
   box.pop_front();
   if (!(m.tag == tag)) {
     throw ExecError("received microbatch " + std::to_string(m.tag.microbatch) + " from rank " +
-                    std::to_string(src) + " where the program expects microbatch " +
+                    to_string(src) + " where the program expects microbatch " +
                     std::to_string(tag.microbatch) + " (sends and receives out of order)");
   }
   return m;

@@ -31,9 +31,9 @@ class Transport {
   Transport(double timeout_s, int ranks);
 
   /// Eager: never blocks.
-  void send(int src, int dst, Message message);
+  void send(RankId src, RankId dst, Message message);
   /// Blocks until the channel's next message arrives; throws ExecError on timeout or abort.
-  Message recv(int src, int dst, const MessageTag& tag);
+  Message recv(RankId src, RankId dst, const MessageTag& tag);
 
   /// Sum (all-reduce) or concatenation in member order (all-gather) of every member's
   /// buffer for the `instance`-th collective on `group`; blocks until all members

@@ -86,30 +86,27 @@ class Simulation {
         matching_(match_operations(schedule)),
         on_progress_(std::move(on_progress)),
         total_ops_(schedule.num_ops()) {
-    timeline_.timings.resize(static_cast<size_t>(schedule.num_ranks()));
-    for (int r = 0; r < schedule.num_ranks(); ++r) {
-      timeline_.timings[static_cast<size_t>(r)].resize(program(r).size());
-    }
-    position_.assign(static_cast<size_t>(schedule.num_ranks()), 0);
+    timeline_.timings.resize(schedule.num_ranks());
+    for (const RankId r : schedule.rank_ids()) timeline_.timings[r].resize(program(r).size());
+    position_.resize(schedule.num_ranks(), 0);
   }
 
   /// Creates the platform, the actors and their mailboxes, then runs the simulation.
   void run(sg::Engine& engine) {
     check_placement(schedule_, cluster_);
     const std::vector<sg::Host*> hosts = sim::build_platform(cluster_, used_nodes());
-    std::vector<sg::ActorPtr> actors, comm_actors;
-    streams_.resize(static_cast<size_t>(schedule_.num_ranks()));
-    for (int r = 0; r < schedule_.num_ranks(); ++r) {
-      sg::Host* host = hosts[static_cast<size_t>(schedule_.ranks[static_cast<size_t>(r)].gpu)];
-      actors.push_back(
-          sg::Actor::create("rank" + std::to_string(r), host, [this, r] { run_rank(r); }));
-      CommStream& stream = streams_[static_cast<size_t>(r)];
+    PerRank<sg::ActorPtr> actors, comm_actors;
+    streams_.resize(schedule_.num_ranks());
+    for (const RankId r : schedule_.rank_ids()) {
+      sg::Host* host = hosts[static_cast<size_t>(schedule_.ranks[r].gpu)];
+      actors.push_back(sg::Actor::create("rank" + to_string(r), host, [this, r] { run_rank(r); }));
+      CommStream& stream = streams_[r];
       for (size_t i = 0; i < program(r).size(); ++i) {
         const auto* c = std::get_if<Collective>(&program(r)[i]);
         if (c && c->async) stream.ops.push_back(i);
       }
       comm_actors.push_back(stream.ops.empty() ? actors.back()
-                                               : sg::Actor::create("comm" + std::to_string(r), host,
+                                               : sg::Actor::create("comm" + to_string(r), host,
                                                                    [this, r] { run_stream(r); }));
     }
     wire_mailboxes(actors, comm_actors);
@@ -133,19 +130,16 @@ class Simulation {
   size_t activities() const { return activities_; }
 
  private:
-  const std::vector<Op>& program(int r) const { return schedule_.programs[static_cast<size_t>(r)]; }
-  OpTiming& timing(OpRef ref) {
-    return timeline_.timings[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.index)];
+  const std::vector<Op>& program(RankId r) const { return schedule_.programs[r]; }
+  OpTiming& timing(OpRef ref) { return timeline_.at(ref); }
+
+  double latency(RankId src_rank, RankId dst_rank) const {
+    return transfer_time(cluster_, schedule_.ranks[src_rank].gpu, schedule_.ranks[dst_rank].gpu, 0);
   }
 
-  double latency(int src_rank, int dst_rank) const {
-    return transfer_time(cluster_, schedule_.ranks[static_cast<size_t>(src_rank)].gpu,
-                         schedule_.ranks[static_cast<size_t>(dst_rank)].gpu, 0);
-  }
-
-  double rate_cap(int src_rank, int dst_rank) const {
-    const RankInfo& src = schedule_.ranks[static_cast<size_t>(src_rank)];
-    const RankInfo& dst = schedule_.ranks[static_cast<size_t>(dst_rank)];
+  double rate_cap(RankId src_rank, RankId dst_rank) const {
+    const RankInfo& src = schedule_.ranks[src_rank];
+    const RankInfo& dst = schedule_.ranks[dst_rank];
     return flow_rate_cap(cluster_, src.gpu, dst.gpu, std::max(src.tp, dst.tp));
   }
 
@@ -160,25 +154,25 @@ class Simulation {
   sg::Mailbox* p2p_mailbox(const MessageChannel& c) {
     sg::Mailbox*& box = channel_mailboxes_[c];
     if (!box) {
-      box = sg::Mailbox::by_name("p" + std::to_string(c.src) + ">" + std::to_string(c.dst) + ":" +
+      box = sg::Mailbox::by_name("p" + to_string(c.src) + ">" + to_string(c.dst) + ":" +
                                  to_string(c.pass) + std::to_string(c.producer) + ">" +
                                  std::to_string(c.boundary));
     }
     return box;
   }
-  static sg::Mailbox* ring_mailbox(int group, int src, int dst) {
-    return sg::Mailbox::by_name("g" + std::to_string(group) + ":" + std::to_string(src) + ">" +
-                                std::to_string(dst));
+  static sg::Mailbox* ring_mailbox(int group, RankId src, RankId dst) {
+    return sg::Mailbox::by_name("g" + std::to_string(group) + ":" + to_string(src) + ">" +
+                                to_string(dst));
   }
 
   /// Resolves every op's mailboxes once, and makes each receiver the permanent receiver
   /// of its mailboxes so that sends are eager: the transfer starts when the Send is
   /// reached, whether or not the Recv has been posted.
-  void wire_mailboxes(const std::vector<sg::ActorPtr>& actors,
-                      const std::vector<sg::ActorPtr>& comm_actors) {
-    mailboxes_.resize(static_cast<size_t>(schedule_.num_ranks()));
-    for (int r = 0; r < schedule_.num_ranks(); ++r) {
-      auto& boxes = mailboxes_[static_cast<size_t>(r)];
+  void wire_mailboxes(const PerRank<sg::ActorPtr>& actors,
+                      const PerRank<sg::ActorPtr>& comm_actors) {
+    mailboxes_.resize(schedule_.num_ranks());
+    for (const RankId r : schedule_.rank_ids()) {
+      auto& boxes = mailboxes_[r];
       boxes.resize(program(r).size());
       for (size_t i = 0; i < program(r).size(); ++i) {
         std::visit(Overloaded{
@@ -189,7 +183,7 @@ class Simulation {
                        },
                        [&](const Recv& rv) {
                          boxes[i].in = p2p_mailbox(channel_of(rv.peer, r, rv.tag));
-                         boxes[i].in->set_receiver(actors[static_cast<size_t>(r)]);
+                         boxes[i].in->set_receiver(actors[r]);
                        },
                        [&](const Collective& c) {
                          const auto& members = schedule_.groups[static_cast<size_t>(c.group)];
@@ -202,8 +196,7 @@ class Simulation {
                              latency(r, members[(k + 1) % n]));
                          boxes[i].out_rate = rate_cap(r, members[(k + 1) % n]);
                          boxes[i].in = ring_mailbox(c.group, members[(k + n - 1) % n], r);
-                         boxes[i].in->set_receiver(
-                             (c.async ? comm_actors : actors)[static_cast<size_t>(r)]);
+                         boxes[i].in->set_receiver((c.async ? comm_actors : actors)[r]);
                        },
                        [](const Compute&) {},
                        [](const OptimizerStep&) {},
@@ -218,8 +211,7 @@ class Simulation {
     for (size_t i = 0; i < matching_.instances.size(); ++i) {
       const auto& members = matching_.instances[i];
       const int n = static_cast<int>(members.size());
-      const auto& c =
-          std::get<Collective>(program(members[0].rank)[static_cast<size_t>(members[0].index)]);
+      const auto& c = std::get<Collective>(schedule_.op(members[0]));
       if (ring_steps(c.kind, schedule_.ring_size(c.group)) == 0) continue;
       rings_[i] = {sg::Barrier::create(static_cast<unsigned>(n)),
                    sg::Barrier::create(static_cast<unsigned>(n)),
@@ -228,11 +220,11 @@ class Simulation {
   }
 
   /// The actor of rank r: its program, in order, with the IR's semantics.
-  void run_rank(int r) {
+  void run_rank(RankId r) {
     const auto& ops = program(r);
-    const auto& boxes = mailboxes_[static_cast<size_t>(r)];
+    const auto& boxes = mailboxes_[r];
     for (size_t i = 0; i < ops.size(); ++i) {
-      position_[static_cast<size_t>(r)] = static_cast<int>(i);
+      position_[r] = static_cast<int>(i);
       if (size_t end = compute_run_end(ops, i); end > i + 1) {
         // Back-to-back computes touch nothing another rank sees: one SimGrid activity
         // for the whole run, each op's times by arithmetic (one sleep, not end - i).
@@ -290,29 +282,29 @@ class Simulation {
       if (!failure_.empty()) return;
     }
     wait_for_async(r);  // the program's end waits for the rank's async collectives
-    position_[static_cast<size_t>(r)] = static_cast<int>(ops.size());
+    position_[r] = static_cast<int>(ops.size());
     // Every message to this rank has been consumed: release the mailboxes' hold on it.
     for (const OpMailboxes& b : boxes) {
       if (b.in) b.in->set_receiver(nullptr);
     }
   }
 
-  void issue_async(int r) {
-    CommStream& stream = streams_[static_cast<size_t>(r)];
+  void issue_async(RankId r) {
+    CommStream& stream = streams_[r];
     ++stream.issued_count;
     stream.issued->release();
   }
 
-  void wait_for_async(int r) {
-    CommStream& stream = streams_[static_cast<size_t>(r)];
+  void wait_for_async(RankId r) {
+    CommStream& stream = streams_[r];
     for (; stream.waited_count < stream.issued_count; ++stream.waited_count)
       stream.ended->acquire();
   }
 
   /// The actor of rank r's communication stream: each async collective once issued.
-  void run_stream(int r) {
-    CommStream& stream = streams_[static_cast<size_t>(r)];
-    const auto& boxes = mailboxes_[static_cast<size_t>(r)];
+  void run_stream(RankId r) {
+    CommStream& stream = streams_[r];
+    const auto& boxes = mailboxes_[r];
     for (size_t i : stream.ops) {
       stream.issued->acquire();
       const OpRef here{r, static_cast<int>(i)};
@@ -334,16 +326,13 @@ class Simulation {
     Op* payload = nullptr;
     sg::CommPtr comm = in->get_async<Op>(&payload);
     comm->wait();
-    const OpRef send =
-        matching_.peer[static_cast<size_t>(here.rank)][static_cast<size_t>(here.index)];
-    const Op* expected =
-        &schedule_.programs[static_cast<size_t>(send.rank)][static_cast<size_t>(send.index)];
+    const Op* expected = &schedule_.op(matching_.peer_of(here));
     if (payload != expected) {
-      failure_ = "rank " + std::to_string(here.rank) + " op #" + std::to_string(here.index) +
+      failure_ = "rank " + to_string(here.rank) + " op #" + std::to_string(here.index) +
                  " received a message it was not matched with";
       return;
     }
-    timing(send).end_s = comm->get_finish_time();
+    timing(matching_.peer_of(here)).end_s = comm->get_finish_time();
   }
 
   void count_done_op() {
@@ -357,9 +346,7 @@ class Simulation {
   /// Returns when it started (all members were there).
   double ring(OpRef here, const Collective& c, const OpMailboxes& boxes) {
     if (ring_steps(c.kind, schedule_.ring_size(c.group)) == 0) return sg::Engine::get_clock();
-    const RingInstance& instance =
-        rings_[static_cast<size_t>(matching_.collective_instance[static_cast<size_t>(here.rank)]
-                                                                [static_cast<size_t>(here.index)])];
+    const RingInstance& instance = rings_[static_cast<size_t>(matching_.instance_of(here))];
     instance.start->wait();
     const double start = sg::Engine::get_clock();
     put(boxes, const_cast<Collective*>(&c));
@@ -379,12 +366,12 @@ class Simulation {
   const Schedule& schedule_;
   const Cluster& cluster_;
   Matching matching_;
-  std::vector<std::vector<OpMailboxes>> mailboxes_;
+  PerRank<std::vector<OpMailboxes>> mailboxes_;
   std::map<MessageChannel, sg::Mailbox*> channel_mailboxes_;
   std::vector<RingInstance> rings_;  ///< per collective instance (matching_.instances)
-  std::vector<CommStream> streams_;  ///< per rank
+  PerRank<CommStream> streams_;
   Timeline timeline_;
-  std::vector<int> position_;  ///< per rank: the op it is at (program size once done)
+  PerRank<int> position_;  ///< the op each rank is at (program size once done)
   std::string failure_;
   size_t activities_ = 0;
   std::function<void(double)> on_progress_;

@@ -30,15 +30,14 @@ inline constexpr size_t kMaxOrder = 2000;
 
 inline std::string order_line(const Schedule& s, int r) {
   std::string ops;
-  for (const Op& op : s.programs[static_cast<size_t>(r)]) ops += " " + to_string(op, s);
+  for (const Op& op : s.programs[RankId{r}]) ops += " " + to_string(op, s);
   const std::string head = "order " + std::to_string(r) + ":";
   if (ops.size() <= kMaxOrder) return head + ops + "\n";
   std::uint64_t hash = 14695981039346656037ull;
   for (unsigned char c : ops) hash = (hash ^ c) * 1099511628211ull;
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
-  return head + " " + std::to_string(s.programs[static_cast<size_t>(r)].size()) + " ops, fnv1a " +
-         hex + "\n";
+  return head + " " + std::to_string(s.programs[RankId{r}].size()) + " ops, fnv1a " + hex + "\n";
 }
 
 /// A run's numbers and op order: iteration time, bubble fraction, per-rank busy time and
@@ -47,7 +46,7 @@ inline std::string run_summary(const Schedule& s, const Metrics& m) {
   std::string out = "iteration_time_s " + exact_double(m.iteration_time_s) + "\n";
   out += "bubble_fraction " + exact_double(m.bubble_fraction) + "\n";
   for (const RankMetrics& r : m.per_rank) {
-    out += "rank " + std::to_string(r.rank) + " busy_s " + exact_double(r.busy_s) +
+    out += "rank " + to_string(r.rank) + " busy_s " + exact_double(r.busy_s) +
            " peak_memory_bytes " + exact_double(r.peak_memory_bytes) + "\n";
   }
   for (int r = 0; r < s.num_ranks(); ++r) out += order_line(s, r);

@@ -61,7 +61,7 @@ inline Schedule ranks_on(const std::vector<int>& gpus) {
   s.num_stages = static_cast<int>(gpus.size());
   s.microbatches = 1;
   for (int gpu : gpus) s.ranks.push_back({gpu, 1, 0});
-  s.programs.resize(gpus.size());
+  s.programs.resize(static_cast<int>(gpus.size()));
   s.static_memory.resize(gpus.size());
   s.samples = {{{0}}};
   return s;
@@ -72,7 +72,7 @@ inline Schedule ranks_on(const std::vector<int>& gpus) {
 /// runs `compute_s` more, issues a second bucket and steps the optimizer (0.1 ms).
 inline Schedule overlapped_buckets(double compute_s, double bytes) {
   Schedule s = ranks_on({0, 1});
-  s.groups = {{0, 1}};
+  s.groups = {{0_rank, 1_rank}};
   const Collective bucket{.kind = CollectiveKind::kAllReduce, .bytes = bytes, .async = true};
   for (auto& program : s.programs) {
     program = {Compute{Pass::kB, 0, 0, 0, 1, 2, compute_s}, bucket,

@@ -18,8 +18,8 @@ namespace {
 /// Every channel of the schedule, in one order all ranks agree on.
 std::set<MessageChannel> all_channels(const Schedule& schedule) {
   std::set<MessageChannel> channels;
-  for (int r = 0; r < schedule.num_ranks(); ++r)
-    for (const Op& op : schedule.programs[static_cast<size_t>(r)])
+  for (const RankId r : schedule.rank_ids())
+    for (const Op& op : schedule.programs[r])
       if (const Send* s = std::get_if<Send>(&op)) channels.insert(channel_of(r, s->peer, s->tag));
   return channels;
 }
@@ -66,16 +66,17 @@ RankComms::RankComms(const Schedule& schedule, const LaunchInfo& info, double ti
   std::memcpy(&id, blob.data(), sizeof id);
   int device = 0;
   LOOM_CUDA_CHECK(cudaGetDevice(&device));
+  const RankId me{info.rank};  // one process per rank of the schedule
   with_deadline(
       [&] {
         // The current device is per thread: NCCL binds each communicator to this one.
         LOOM_CUDA_CHECK(cudaSetDevice(device));
         LOOM_NCCL_CHECK(ncclCommInitRank(&world_, info.world_size, id, info.rank));
         for (const MessageChannel& c : all_channels(schedule)) {
-          const bool member = info.rank == c.src || info.rank == c.dst;
+          const bool member = me == c.src || me == c.dst;
           ncclComm_t comm = nullptr;
           LOOM_NCCL_CHECK(ncclCommSplit(world_, member ? 0 : NCCL_SPLIT_NOCOLOR,
-                                        info.rank == c.src ? 0 : 1, &comm, nullptr));
+                                        me == c.src ? 0 : 1, &comm, nullptr));
           if (!member) continue;
           channels_[c] = comm;
           cudaStream_t stream = nullptr;
@@ -83,8 +84,8 @@ RankComms::RankComms(const Schedule& schedule, const LaunchInfo& info, double ti
           streams_[c] = stream;
         }
         for (size_t g = 0; g < schedule.groups.size(); ++g) {
-          const std::vector<int>& members = schedule.groups[g];
-          const auto it = std::find(members.begin(), members.end(), info.rank);
+          const std::vector<RankId>& members = schedule.groups[g];
+          const auto it = std::find(members.begin(), members.end(), me);
           ncclComm_t comm = nullptr;
           LOOM_NCCL_CHECK(ncclCommSplit(world_, it == members.end() ? NCCL_SPLIT_NOCOLOR : 0,
                                         static_cast<int>(it - members.begin()), &comm, nullptr));
@@ -115,8 +116,7 @@ std::string RankComms::async_error() const {
     return std::string("world communicator: ") + ncclGetErrorString(s);
   for (const auto& [c, comm] : channels_)
     if (const ncclResult_t s = check(comm); s != ncclSuccess)
-      return "channel " + std::to_string(c.src) + "->" + std::to_string(c.dst) + ": " +
-             ncclGetErrorString(s);
+      return "channel " + to_string(c.src) + "->" + to_string(c.dst) + ": " + ncclGetErrorString(s);
   for (const auto& [g, comm] : groups_)
     if (const ncclResult_t s = check(comm); s != ncclSuccess)
       return "group " + std::to_string(g) + ": " + ncclGetErrorString(s);

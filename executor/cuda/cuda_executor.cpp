@@ -37,7 +37,7 @@ struct Stream {
 /// The trainable layers rank r holds and their parameter shapes, in the order
 /// CudaModelState::gradient_tensors flattens them (layer, then parameter name).
 std::vector<std::pair<ParamKey, size_t>> gradient_layout(const Schedule& schedule,
-                                                         const Model& model, int rank) {
+                                                         const Model& model, RankId rank) {
   std::vector<int> layers = rank_layers(schedule, rank);
   std::sort(layers.begin(), layers.end());
   layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
@@ -94,10 +94,11 @@ class CudaExecutor final : public Executor {
     // Communicator setup is collective: every rank has read the rendezvous file by now.
     // Removing it lets the next iteration (--iterations) and the next launch meet anew.
     cuda::release_rendezvous(info);
-    CudaRankBackend backend(problem, graph, comms, info.rank, compute.stream, options.timeout_s);
+    const RankId rank{info.rank};  // one process per rank of the schedule
+    CudaRankBackend backend(problem, graph, comms, rank, compute.stream, options.timeout_s);
     try {
       backend.start_epoch();
-      run_program(schedule, info.rank, backend, options);
+      run_program(schedule, rank, backend, options);
       backend.finish();
     } catch (...) {
       comms.abort_all();  // peers blocked on this rank end with their own errors
@@ -107,19 +108,19 @@ class CudaExecutor final : public Executor {
     result.timeline.timings = gather_timings(schedule, backend.timings(), comms, compute.stream);
     if (!options.collect_tensors) return result;  // every rank skips the gathers alike
     result.gradients = gather_tensors(
-        problem, info.rank, [&](const auto& layers) { return backend.gradient_tensors(layers); },
-        false, comms, compute.stream);
+        problem, rank, [&](const auto& layers) { return backend.gradient_tensors(layers); }, false,
+        comms, compute.stream);
     result.parameters = gather_tensors(
-        problem, info.rank, [&](const auto& layers) { return backend.parameter_tensors(layers); },
-        true, comms, compute.stream);
+        problem, rank, [&](const auto& layers) { return backend.parameter_tensors(layers); }, true,
+        comms, compute.stream);
     return result;
   }
 
  private:
   /// All-gather of every rank's (start, end) pairs, padded to the longest program.
-  static std::vector<std::vector<OpTiming>> gather_timings(const Schedule& schedule,
-                                                           const std::vector<OpTiming>& mine,
-                                                           RankComms& comms, cudaStream_t stream) {
+  static PerRank<std::vector<OpTiming>> gather_timings(const Schedule& schedule,
+                                                       const std::vector<OpTiming>& mine,
+                                                       RankComms& comms, cudaStream_t stream) {
     size_t longest = 0;
     for (const auto& program : schedule.programs) longest = std::max(longest, program.size());
     const int n = schedule.num_ranks();
@@ -134,11 +135,11 @@ class CudaExecutor final : public Executor {
         ncclAllGather(part.data(), all.data(), part.size(), ncclDouble, comms.world(), stream));
     LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
     const std::vector<double> gathered = all.to_host();
-    std::vector<std::vector<OpTiming>> out(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r)
-      for (size_t i = 0; i < schedule.programs[static_cast<size_t>(r)].size(); ++i) {
-        const size_t at = static_cast<size_t>(r) * 2 * longest + 2 * i;
-        out[static_cast<size_t>(r)].push_back({gathered[at], gathered[at + 1]});
+    PerRank<std::vector<OpTiming>> out(n);
+    for (const RankId r : schedule.rank_ids())
+      for (size_t i = 0; i < schedule.programs[r].size(); ++i) {
+        const size_t at = r.slot() * 2 * longest + 2 * i;
+        out[r].push_back({gathered[at], gathered[at + 1]});
       }
     return out;
   }
@@ -148,15 +149,15 @@ class CudaExecutor final : public Executor {
   /// packs its tensors in gradient_layout order and broadcasts them (one NCCL group), so
   /// each process returns the same complete result and can run the check itself.
   template <class Tensors>
-  static std::vector<Gradients> gather_tensors(const ExecProblem& problem, int rank,
-                                               const Tensors& tensors_of, bool after_optimizer_step,
-                                               RankComms& comms, cudaStream_t stream) {
+  static PerRank<Gradients> gather_tensors(const ExecProblem& problem, RankId rank,
+                                           const Tensors& tensors_of, bool after_optimizer_step,
+                                           RankComms& comms, cudaStream_t stream) {
     const Schedule& schedule = *problem.schedule;
     const int n = schedule.num_ranks();
-    std::vector<std::vector<std::pair<ParamKey, size_t>>> layouts;
-    std::vector<DeviceMatrix> flat;
-    for (int r = 0; r < n; ++r) {
-      const auto& program = schedule.programs[static_cast<size_t>(r)];
+    PerRank<std::vector<std::pair<ParamKey, size_t>>> layouts;
+    PerRank<DeviceMatrix> flat;
+    for (const RankId r : schedule.rank_ids()) {
+      const auto& program = schedule.programs[r];
       const bool stepped = std::any_of(program.begin(), program.end(), [](const Op& op) {
         return std::holds_alternative<OptimizerStep>(op);
       });
@@ -168,29 +169,29 @@ class CudaExecutor final : public Executor {
       flat.emplace_back(1, static_cast<int>(floats), stream);
     }
     std::vector<int> trainable;
-    for (const auto& [key, size] : layouts[static_cast<size_t>(rank)])
+    for (const auto& [key, size] : layouts[rank])
       if (trainable.empty() || trainable.back() != key.layer) trainable.push_back(key.layer);
     size_t pos = 0;
     for (const DeviceMatrix* g : tensors_of(trainable)) {
-      LOOM_CUDA_CHECK(cudaMemcpyAsync(flat[static_cast<size_t>(rank)].data() + pos, g->data(),
-                                      g->bytes(), cudaMemcpyDeviceToDevice, stream));
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(flat[rank].data() + pos, g->data(), g->bytes(),
+                                      cudaMemcpyDeviceToDevice, stream));
       pos += g->size();
     }
     LOOM_NCCL_CHECK(ncclGroupStart());
-    for (int r = 0; r < n; ++r) {
-      DeviceMatrix& buffer = flat[static_cast<size_t>(r)];
+    for (const RankId r : schedule.rank_ids()) {
+      DeviceMatrix& buffer = flat[r];
       if (buffer.empty()) continue;  // every rank knows the sizes: skipped alike everywhere
-      LOOM_NCCL_CHECK(ncclBroadcast(buffer.data(), buffer.data(), buffer.size(), ncclFloat, r,
-                                    comms.world(), stream));
+      LOOM_NCCL_CHECK(ncclBroadcast(buffer.data(), buffer.data(), buffer.size(), ncclFloat,
+                                    r.value(), comms.world(), stream));
     }
     LOOM_NCCL_CHECK(ncclGroupEnd());
-    std::vector<Gradients> out(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) {
-      const std::vector<float> host = flat[static_cast<size_t>(r)].download();
+    PerRank<Gradients> out(n);
+    for (const RankId r : schedule.rank_ids()) {
+      const std::vector<float> host = flat[r].download();
       size_t at = 0;
-      for (const auto& [key, size] : layouts[static_cast<size_t>(r)]) {
-        out[static_cast<size_t>(r)][key].assign(host.begin() + static_cast<long>(at),
-                                                host.begin() + static_cast<long>(at + size));
+      for (const auto& [key, size] : layouts[r]) {
+        out[r][key].assign(host.begin() + static_cast<long>(at),
+                           host.begin() + static_cast<long>(at + size));
         at += size;
       }
     }

@@ -16,7 +16,8 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 CudaRankBackend::CudaRankBackend(const ExecProblem& problem, const LayerGraph& graph,
-                                 RankComms& comms, int rank, cudaStream_t compute, double timeout_s)
+                                 RankComms& comms, RankId rank, cudaStream_t compute,
+                                 double timeout_s)
     : problem_(problem),
       schedule_(*problem.schedule),
       model_(*problem.model),
@@ -25,11 +26,10 @@ CudaRankBackend::CudaRankBackend(const ExecProblem& problem, const LayerGraph& g
       compute_(compute),
       timeout_s_(timeout_s),
       blas_(compute, /*allow_tf32=*/false),  // exact fp32: the gradient check's tolerance
-      state_(problem, graph, schedule_.ranks.at(static_cast<size_t>(rank)).replica,
-             rank_layers(schedule_, rank), schedule_.programs.at(static_cast<size_t>(rank)), blas_,
-             compute),
+      state_(problem, graph, schedule_.ranks.at(rank).replica, rank_layers(schedule_, rank),
+             schedule_.programs.at(rank), blas_, compute),
       reduce_layers_(allreduce_layers(schedule_, model_, rank)) {
-  const size_t ops = schedule_.programs.at(static_cast<size_t>(rank)).size();
+  const size_t ops = schedule_.programs.at(rank).size();
   start_.assign(ops, nullptr);
   end_.assign(ops, nullptr);
   epoch_ = event();
@@ -76,11 +76,11 @@ void CudaRankBackend::send(int index, const Send& op) {
   const MessageChannel channel = channel_of(rank_, op.peer, op.tag);
   const cudaStream_t stream = comms_.channel_stream(channel);
   DeviceActivation a = state_.take_edge(edge_of(op.tag));
-  const std::vector<int> expected = layer_output_lengths(
-      model_, *problem_.samples,
-      schedule_.samples.at(static_cast<size_t>(schedule_.ranks[static_cast<size_t>(rank_)].replica))
-          .at(static_cast<size_t>(op.tag.microbatch)),
-      op.tag.producer());
+  const std::vector<int> expected =
+      layer_output_lengths(model_, *problem_.samples,
+                           schedule_.samples.at(static_cast<size_t>(schedule_.ranks[rank_].replica))
+                               .at(static_cast<size_t>(op.tag.microbatch)),
+                           op.tag.producer());
   int rows = 0;
   for (int n : expected) rows += n;
   if (rows != a.x.rows())
@@ -101,11 +101,11 @@ void CudaRankBackend::send(int index, const Send& op) {
 void CudaRankBackend::recv(int index, const Recv& op) {
   const MessageChannel channel = channel_of(op.peer, rank_, op.tag);
   const cudaStream_t stream = comms_.channel_stream(channel);
-  const std::vector<int> lengths = layer_output_lengths(
-      model_, *problem_.samples,
-      schedule_.samples.at(static_cast<size_t>(schedule_.ranks[static_cast<size_t>(rank_)].replica))
-          .at(static_cast<size_t>(op.tag.microbatch)),
-      op.tag.producer());
+  const std::vector<int> lengths =
+      layer_output_lengths(model_, *problem_.samples,
+                           schedule_.samples.at(static_cast<size_t>(schedule_.ranks[rank_].replica))
+                               .at(static_cast<size_t>(op.tag.microbatch)),
+                           op.tag.producer());
   int rows = 0;
   for (int n : lengths) rows += n;
   const int cols = output_width(model_.layer(op.tag.producer()));
@@ -158,8 +158,8 @@ void CudaRankBackend::collective(int index, const Collective& op) {
 
 void CudaRankBackend::fail(int index, const std::string& why) {
   comms_.abort_all();  // every peer's pending NCCL work ends too
-  const Op& op = schedule_.programs.at(static_cast<size_t>(rank_)).at(static_cast<size_t>(index));
-  throw ExecError("rank " + std::to_string(rank_) + " op " + std::to_string(index) + " (" +
+  const Op& op = schedule_.programs.at(rank_).at(static_cast<size_t>(index));
+  throw ExecError("rank " + to_string(rank_) + " op " + std::to_string(index) + " (" +
                   to_string(op, schedule_) + "): " + why);
 }
 
@@ -173,7 +173,7 @@ void CudaRankBackend::wait_event(cudaEvent_t e, const std::string& what) {
     const std::string nccl = comms_.async_error();
     if (!nccl.empty() || Clock::now() > deadline) {
       comms_.abort_all();
-      throw ExecError("rank " + std::to_string(rank_) + ": " + what + ": " +
+      throw ExecError("rank " + to_string(rank_) + ": " + what + ": " +
                       (nccl.empty() ? "timed out after " + std::to_string(timeout_s_) + " s"
                                     : "NCCL error on " + nccl));
     }

@@ -30,8 +30,8 @@ namespace loom::exec::cuda {
 
 class CudaRankBackend final : public RankBackend {
  public:
-  CudaRankBackend(const ExecProblem& problem, const LayerGraph& graph, RankComms& comms, int rank,
-                  cudaStream_t compute, double timeout_s);
+  CudaRankBackend(const ExecProblem& problem, const LayerGraph& graph, RankComms& comms,
+                  RankId rank, cudaStream_t compute, double timeout_s);
   ~CudaRankBackend() override;
 
   /// A world barrier, then the epoch event every timing is measured from.
@@ -67,7 +67,7 @@ class CudaRankBackend final : public RankBackend {
   const Schedule& schedule_;
   const Model& model_;
   RankComms& comms_;
-  int rank_;
+  RankId rank_;
   cudaStream_t compute_;
   double timeout_s_;
   kernels::Blas blas_;

@@ -169,15 +169,15 @@ void add_gradient_buckets(const Context& ctx, Schedule& schedule,
   for (int r = 0; r < ranks; ++r) {
     const std::vector<int> layers = trained_layers(ctx, r);
     std::vector<Bucket> buckets =
-        form_buckets(ctx, r, layers, schedule.programs[static_cast<size_t>(r)], bucket_size);
+        form_buckets(ctx, r, layers, schedule.programs[ctx.global_rank(0, r)], bucket_size);
     if (buckets.empty()) continue;
     buckets.front().bytes += extra_bytes(r);
     const int group = static_cast<int>(schedule.groups.size());
-    std::vector<int> members;
-    for (int d = 0; d < ctx.replicas; ++d) members.push_back(d * ranks + r);
+    std::vector<RankId> members;
+    for (int d = 0; d < ctx.replicas; ++d) members.push_back(ctx.global_rank(d, r));
     schedule.groups.push_back(members);
     for (int d = 0; d < ctx.replicas; ++d) {
-      auto& program = schedule.programs[static_cast<size_t>(d * ranks + r)];
+      auto& program = schedule.programs[ctx.global_rank(d, r)];
       std::vector<Op> split = split_final_backward(ctx, d, program, buckets);
       const std::vector<int> last = final_backward(split, ctx.model.num_layers());
       // Bucket k goes after the compute that finishes its last gradient and after bucket

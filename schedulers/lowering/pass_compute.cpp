@@ -116,7 +116,7 @@ Compute segment_op(Pass pass, int s, int mb, const Segment& seg) {
 struct Target {
   Schedule& schedule;
   std::vector<Op>& program;
-  int rank = 0;  ///< global
+  RankId rank;
 };
 
 /// A segment's layers as computes: one, or one per layer where its module's CP ring
@@ -221,14 +221,14 @@ void check_overlap_pair(const std::vector<RankAction>& order, size_t step, const
 
 void expand_actions(Context& ctx, Schedule& schedule) {
   const int ranks = ctx.programs.ranks;
-  ctx.joins_next.assign(schedule.programs.size(), {});
+  ctx.joins_next = PerRank<std::vector<bool>>(schedule.num_ranks());
   for (int d = 0; d < ctx.replicas; ++d) {
     const RankOrders& orders = ctx.programs.orders(d);
     for (int r = 0; r < ranks; ++r) {
-      const int global = d * ranks + r;
-      auto& program = schedule.programs[static_cast<size_t>(global)];
+      const RankId global = ctx.global_rank(d, r);
+      auto& program = schedule.programs[global];
       Target target{schedule, program, global};
-      std::vector<bool>& joins = ctx.joins_next[static_cast<size_t>(global)];
+      std::vector<bool>& joins = ctx.joins_next[global];
       const auto& order = orders[static_cast<size_t>(r)];
       bool in_unit = false;  // the previous action runs in one unit with this one
       for (size_t step = 0; step < order.size(); ++step) {

@@ -14,16 +14,16 @@ namespace loom::lowering {
 namespace {
 
 /// The IR rank (any replica) placed on `gpu`.
-int rank_on_gpu(const Schedule& schedule, int gpu) {
-  for (size_t r = 0; r < schedule.ranks.size(); ++r) {
-    if (schedule.ranks[r].gpu == gpu) return static_cast<int>(r);
+RankId rank_on_gpu(const Schedule& schedule, int gpu) {
+  for (const RankId r : schedule.rank_ids()) {
+    if (schedule.ranks[r].gpu == gpu) return r;
   }
   throw std::logic_error("lowering: no rank on GPU " + std::to_string(gpu));
 }
 
 /// The collective group of `gpus` (ring order as given), one per distinct member list.
 int group_of_gpus(Schedule& schedule, const std::vector<int>& gpus) {
-  std::vector<int> members;
+  std::vector<RankId> members;
   for (int gpu : gpus) members.push_back(rank_on_gpu(schedule, gpu));
   return group_id(schedule, members);
 }
@@ -38,20 +38,20 @@ int consumer_stage(const Context& ctx, int s) {
 
 }  // namespace
 
-int group_id(Schedule& schedule, const std::vector<int>& members) {
+int group_id(Schedule& schedule, const std::vector<RankId>& members) {
   const auto it = std::find(schedule.groups.begin(), schedule.groups.end(), members);
   if (it != schedule.groups.end()) return static_cast<int>(it - schedule.groups.begin());
   schedule.groups.push_back(members);
   return static_cast<int>(schedule.groups.size() - 1);
 }
 
-void add_kv_exchange(const Context& ctx, Schedule& schedule, std::vector<Op>& program, int rank,
+void add_kv_exchange(const Context& ctx, Schedule& schedule, std::vector<Op>& program, RankId rank,
                      const Compute& layer_op, double bytes) {
   const int layer = layer_op.first_layer;
   if (ctx.model.layer(layer).kind != LayerKind::kTransformer) return;
   if (layer_op.pass != Pass::kF && !ctx.graph.needs_backward(layer)) return;
   const ModuleLayout& layout = *ctx.stage(layer_op.stage).layout;
-  const int gpu = schedule.ranks[static_cast<size_t>(rank)].gpu;
+  const int gpu = schedule.ranks[rank].gpu;
   program.push_back(Collective{.kind = CollectiveKind::kAllGather,
                                .group = group_of_gpus(schedule, cp_ring(layout, gpu)),
                                .stage = layer_op.stage,
@@ -59,7 +59,7 @@ void add_kv_exchange(const Context& ctx, Schedule& schedule, std::vector<Op>& pr
                                .bytes = bytes});
 }
 
-void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& program, int rank,
+void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& program, RankId rank,
                      const RankAction& a) {
   const int to = consumer_stage(ctx, a.stage);
   if (to < 0) return;
@@ -70,7 +70,7 @@ void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& pr
   for (int id = 0; id < static_cast<int>(ctx.problem.samples.size()); ++id) all.push_back(id);
   const int last = ctx.stage(a.stage).segments.back().end - 1;
   const double per_sample = boundary_bytes_per_sample(ctx.problem, last, all);
-  const int gpu = schedule.ranks[static_cast<size_t>(rank)].gpu;
+  const int gpu = schedule.ranks[rank].gpu;
   auto gather = [&](const std::vector<int>& gpus, double bytes) {
     program.push_back(Collective{.kind = CollectiveKind::kAllGather,
                                  .group = group_of_gpus(schedule, gpus),
@@ -106,7 +106,6 @@ void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& pr
 void add_module_allreduce(const Context& ctx, Schedule& schedule,
                           const std::function<double(int)>& extra_bytes) {
   const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
-  const int ranks = ctx.programs.ranks;
   // Last stage first: the order gradients become final in (and Megatron reduces them).
   for (int s = ctx.num_stages() - 1; s >= 0; --s) {
     const StageSpec& spec = ctx.stage(s);
@@ -120,25 +119,24 @@ void add_module_allreduce(const Context& ctx, Schedule& schedule,
     }
     if (bytes <= 0) continue;
     // One ring per TP shard: every copy, in every replica, whose GPU holds that shard.
-    std::map<int, std::vector<int>> rings;
+    std::map<int, std::vector<RankId>> rings;
     const size_t copies = spec.copy_ranks.size();
     for (int d = 0; d < ctx.replicas; ++d) {
       for (size_t c = 0; c < copies; ++c) {
         const int gpu = spec.gpu[static_cast<size_t>(d) * copies + c];
-        rings[grid_position(layout, gpu).tp_rank].push_back(d * ranks + spec.copy_ranks[c]);
+        rings[grid_position(layout, gpu).tp_rank].push_back(ctx.global_rank(d, spec.copy_ranks[c]));
       }
     }
     for (auto& [tp_rank, members] : rings) {
       std::sort(members.begin(), members.end());
       if (members.size() < 2) continue;
       const int group = group_id(schedule, members);
-      for (int r : members) {
-        schedule.programs[static_cast<size_t>(r)].push_back(
-            Collective{.kind = CollectiveKind::kAllReduce,
-                       .group = group,
-                       .stage = s,
-                       .module = spec.segments.front().module,
-                       .bytes = bytes});
+      for (const RankId r : members) {
+        schedule.programs[r].push_back(Collective{.kind = CollectiveKind::kAllReduce,
+                                                  .group = group,
+                                                  .stage = s,
+                                                  .module = spec.segments.front().module,
+                                                  .bytes = bytes});
       }
     }
   }

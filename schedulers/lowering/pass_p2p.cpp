@@ -78,11 +78,11 @@ void group_overlapped(std::vector<Op>& program, size_t start) {
 
 void lower_replica(const Context& ctx, Schedule& schedule, int d) {
   const int ranks = ctx.programs.ranks;
-  auto global = [&](int r) { return d * ranks + r; };
+  auto global = [&](int r) { return ctx.global_rank(d, r); };
   // The send order of every channel: the senders' compute order.
   std::map<Channel, ChannelState> channels;
   for (int r = 0; r < ranks; ++r) {
-    for (const Op& op : schedule.programs[static_cast<size_t>(global(r))]) {
+    for (const Op& op : schedule.programs[global(r)]) {
       const auto* c = std::get_if<Compute>(&op);
       if (!c || c->redundant) continue;
       for (const DataEdge& e : op_outputs(ctx.graph, *c)) {
@@ -92,10 +92,10 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
     }
   }
   for (int r = 0; r < ranks; ++r) {
-    auto& program = schedule.programs[static_cast<size_t>(global(r))];
+    auto& program = schedule.programs[global(r)];
     std::vector<Op> computes = std::move(program);
     program.clear();
-    const std::vector<bool>& joins = ctx.joins_next[static_cast<size_t>(global(r))];
+    const std::vector<bool>& joins = ctx.joins_next[global(r)];
     auto joined = [&](size_t i) { return i < joins.size() && joins[i]; };
     auto compute_at = [&](size_t i) { return std::get_if<Compute>(&computes[i]); };
     size_t group_start = 0;  // where the current overlapped action's ops begin
@@ -140,12 +140,12 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
             found = k == e.microbatch;
           }
           if (!found)
-            throw InputError("rank " + std::to_string(global(r)) + " step " + std::to_string(step) +
+            throw InputError("rank " + to_string(global(r)) + " step " + std::to_string(step) +
                              " (" + to_string(computes[step], schedule) + ") needs " +
                              (e.pass == Pass::kF ? "the output" : "the gradient") + " of layer " +
                              std::to_string(e.pass == Pass::kF ? e.producer : e.boundary) +
                              " for microbatch " + std::to_string(e.microbatch) + " from rank " +
-                             std::to_string(global(from)) + ", which never computes it");
+                             to_string(global(from)) + ", which never computes it");
         }
       }
       program.push_back(c);

@@ -124,21 +124,21 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
   for (const Module& mod : ctx.model.modules()) schedule.module_names.push_back(mod.name);
   schedule.num_stages = ranks;
   schedule.microbatches = ctx.microbatches;
-  schedule.programs.resize(static_cast<size_t>(ranks * dp));
+  schedule.programs.resize(ranks * dp);
   if (ctx.programs.sharded()) {  // every copy of every stage on a rank of its own
     schedule.num_stages = ctx.num_stages();
-    schedule.ranks.resize(static_cast<size_t>(ranks * dp));
-    std::vector<bool> placed(schedule.ranks.size(), false);
+    schedule.ranks.resize(ranks * dp);
+    PerRank<char> placed(ranks * dp, false);
     for (const StageSpec& spec : ctx.programs.stages) {
       const size_t copies = spec.copy_ranks.size();
       for (int d = 0; d < dp; ++d) {
         for (size_t c = 0; c < copies; ++c) {
-          const size_t r = static_cast<size_t>(d * ranks + spec.copy_ranks[c]);
+          const RankId r = ctx.global_rank(d, spec.copy_ranks[c]);
           const RankInfo info{.gpu = spec.gpu[static_cast<size_t>(d) * copies + c],
                               .tp = ctx.stage_rank_width(spec),
                               .replica = d};
           if (placed[r] && !(schedule.ranks[r] == info))
-            throw std::logic_error("lowering: rank " + std::to_string(r) +
+            throw std::logic_error("lowering: rank " + to_string(r) +
                                    " holds copies placed on different GPUs");
           schedule.ranks[r] = info;
           placed[r] = true;
@@ -297,19 +297,18 @@ void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
     bytes += extra_bytes(r);
     if (bytes <= 0) continue;
     const int group = static_cast<int>(schedule.groups.size());
-    std::vector<int> members;
+    std::vector<RankId> members;
     for (int d = 0; d < dp; ++d) {
-      members.push_back(d * ctx.programs.ranks + r);
-      if (other != r) members.push_back(d * ctx.programs.ranks + other);
+      members.push_back(ctx.global_rank(d, r));
+      if (other != r) members.push_back(ctx.global_rank(d, other));
     }
     schedule.groups.push_back(members);
-    for (int member : members) {
-      schedule.programs[static_cast<size_t>(member)].push_back(
-          Collective{.kind = CollectiveKind::kAllReduce,
-                     .group = group,
-                     .stage = label,
-                     .module = module,
-                     .bytes = bytes});
+    for (const RankId member : members) {
+      schedule.programs[member].push_back(Collective{.kind = CollectiveKind::kAllReduce,
+                                                     .group = group,
+                                                     .stage = label,
+                                                     .module = module,
+                                                     .bytes = bytes});
     }
   }
 }
@@ -346,14 +345,14 @@ void add_embedding_allreduce(const Context& ctx, Schedule& schedule,
     if (!e.trained) continue;
     for (int d = 0; d < ctx.replicas; ++d) {
       for (const std::vector<int>& ranks : embedding_groups(ctx, e)) {
-        std::vector<int> members;
-        for (int r : ranks) members.push_back(d * ctx.programs.ranks + r);
+        std::vector<RankId> members;
+        for (int r : ranks) members.push_back(ctx.global_rank(d, r));
         const int group = static_cast<int>(schedule.groups.size());
         schedule.groups.push_back(members);
         for (int r : ranks) {
           // Labelled with the stage of the embedding's copy this rank holds.
           const int stage = ctx.programs.holds(r, e.last_stage) ? e.last_stage : e.first_stage;
-          schedule.programs[static_cast<size_t>(d * ctx.programs.ranks + r)].push_back(
+          schedule.programs[ctx.global_rank(d, r)].push_back(
               Collective{.kind = CollectiveKind::kAllReduce,
                          .group = group,
                          .stage = stage,
@@ -418,7 +417,7 @@ void add_optimizer_step(const Context& ctx, Schedule& schedule) {
     const double seconds = parameters > 0 ? ctx.problem.cost->optimizer_step_seconds(bytes) : 0;
     if (seconds <= 0) continue;
     for (int d = 0; d < ctx.replicas; ++d) {
-      schedule.programs[static_cast<size_t>(d * ctx.programs.ranks + r)].push_back(
+      schedule.programs[ctx.global_rank(d, r)].push_back(
           OptimizerStep{.stage = first_stage_of(ctx, r),
                         .module = module,
                         .parameters = parameters,
@@ -430,7 +429,7 @@ void add_optimizer_step(const Context& ctx, Schedule& schedule) {
 void fill_static_memory(const Context& ctx, Schedule& schedule) {
   const auto per_rank = static_memory_per_rank(ctx.problem, ctx.programs);
   for (int d = 0; d < ctx.replicas; ++d)
-    schedule.static_memory.insert(schedule.static_memory.end(), per_rank.begin(), per_rank.end());
+    for (const StaticMemory& memory : per_rank) schedule.static_memory.push_back(memory);
 }
 
 }  // namespace loom::lowering

@@ -52,13 +52,18 @@ struct Context {
   std::vector<TiedEmbedding> embeddings;  ///< tied_embeddings() of the programs
   /// joins_next[r][i]: op i of global rank r's expanded program runs in one unit with op
   /// i + 1 (RankAction::unit_with_next); pass 4 fills it, pass 5 reads it.
-  std::vector<std::vector<bool>> joins_next;
+  PerRank<std::vector<bool>> joins_next;
 
   const StageSpec& stage(int s) const { return programs.stages[static_cast<size_t>(s)]; }
   int num_stages() const { return static_cast<int>(programs.stages.size()); }
+  /// The Schedule's rank for replica d's rank `local` (PipelinePrograms numbers a
+  /// replica's ranks from 0).
+  RankId global_rank(int replica, int local) const {
+    return RankId{replica * programs.ranks + local};
+  }
   /// Global rank of replica d's rank holding `stage`.
-  int rank(int replica, int stage) const {
-    return replica * programs.ranks + programs.rank_of(stage);
+  RankId rank(int replica, int stage) const {
+    return global_rank(replica, programs.rank_of(stage));
   }
   int stage_tp(int s) const { return lowering::stage_tp(problem, stage(s)); }
   /// GPUs of the rank a copy runs on: a TP group, or one GPU (StageSpec::tp).
@@ -83,14 +88,14 @@ void place_ranks(const Context& ctx, Schedule& schedule);
 
 // Per-module layouts (pass_module_layouts.cpp).
 /// The group of `members` in schedule.groups, added when new.
-int group_id(Schedule& schedule, const std::vector<int>& members);
+int group_id(Schedule& schedule, const std::vector<RankId>& members);
 /// The K/V all-gather of `layer_op` (one layer's compute) on the CP ring of `rank`'s GPU;
 /// the caller puts it before a forward and after a backward (the dK/dV reduce-scatter, the
 /// same volume). None for a non-transformer layer or a backward the layer does not run.
-void add_kv_exchange(const Context& ctx, Schedule& schedule, std::vector<Op>& program, int rank,
+void add_kv_exchange(const Context& ctx, Schedule& schedule, std::vector<Op>& program, RankId rank,
                      const Compute& layer_op, double bytes);
 /// The colocated boundary transform a `boundary` action stands for, on `rank`.
-void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& program, int rank,
+void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& program, RankId rank,
                      const RankAction& a);
 /// Pass 6 under per-module layouts: each stage's gradients over its copies, one ring per
 /// TP shard, last stage first.

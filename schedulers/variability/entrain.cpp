@@ -93,15 +93,15 @@ std::vector<const Sample*> pointers(const std::vector<Sample>& samples,
 void cost_encoder_forwards(Schedule& schedule, const SchedulingProblem& q, const EntrainPlan& plan,
                            const std::vector<bool>& is_llm) {
   const Model& model = *q.model;
-  auto enc_set = [&](int rank, int mb) {
-    const int d = schedule.ranks[static_cast<size_t>(rank)].replica;
+  auto enc_set = [&](RankId rank, int mb) {
+    const int d = schedule.ranks[rank].replica;
     return pointers(
         q.samples,
         plan.assignment.replicas[static_cast<size_t>(d)].encoder[static_cast<size_t>(mb)]);
   };
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const int tp = schedule.ranks[static_cast<size_t>(r)].tp;
-    for (Op& op : schedule.programs[static_cast<size_t>(r)]) {
+  for (const RankId r : schedule.rank_ids()) {
+    const int tp = schedule.ranks[r].tp;
+    for (Op& op : schedule.programs[r]) {
       if (auto* c = std::get_if<Compute>(&op);
           c && c->pass == Pass::kF && !is_llm[static_cast<size_t>(c->first_layer)]) {
         const auto batch = enc_set(r, c->microbatch);

@@ -37,9 +37,9 @@ LayerEffect effect(const Schedule& schedule, const SchedulingProblem& problem, i
 
 /// Applies recomputation of `layer` (on stage `stage`) to every replica's ops.
 void apply(Schedule& schedule, const SchedulingProblem& problem, int stage, int layer) {
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    const RankInfo& info = schedule.ranks[static_cast<size_t>(r)];
-    for (Op& op : schedule.programs[static_cast<size_t>(r)]) {
+  for (const RankId r : schedule.rank_ids()) {
+    const RankInfo& info = schedule.ranks[r];
+    for (Op& op : schedule.programs[r]) {
       auto* c = std::get_if<Compute>(&op);
       if (!c || c->redundant || c->stage != stage || layer < c->first_layer ||
           layer >= c->end_layer)
@@ -60,13 +60,10 @@ std::vector<int> adaptive_recompute(Schedule& schedule, const SchedulingProblem&
   std::vector<int> recomputed(static_cast<size_t>(schedule.num_stages), 0);
   auto over = [&](int stage) {
     const auto peaks = activation_peaks(schedule);
-    for (int r = 0; r < schedule.num_ranks(); ++r) {
-      const bool on_stage = std::any_of(schedule.programs[static_cast<size_t>(r)].begin(),
-                                        schedule.programs[static_cast<size_t>(r)].end(),
+    for (const RankId r : schedule.rank_ids()) {
+      const bool on_stage = std::any_of(schedule.programs[r].begin(), schedule.programs[r].end(),
                                         [&](const Op& op) { return op_stage(op) == stage; });
-      if (on_stage && schedule.static_memory[static_cast<size_t>(r)].total() +
-                              peaks[static_cast<size_t>(r)].bytes >
-                          memory_bytes)
+      if (on_stage && schedule.static_memory[r].total() + peaks[r].bytes > memory_bytes)
         return true;
     }
     return false;
@@ -76,14 +73,14 @@ std::vector<int> adaptive_recompute(Schedule& schedule, const SchedulingProblem&
     // Candidate layers of the stage that keep activations, from replica 0's first
     // microbatch op that covers them, most bytes saved per second first.
     std::map<int, LayerEffect> cand;
-    for (int r = 0; r < schedule.num_ranks(); ++r) {
-      for (const Op& op : schedule.programs[static_cast<size_t>(r)]) {
+    for (const RankId r : schedule.rank_ids()) {
+      for (const Op& op : schedule.programs[r]) {
         const auto* c = std::get_if<Compute>(&op);
         if (!c || c->pass != Pass::kF || c->stage != s || c->activation_bytes <= 0) continue;
         for (int l = c->first_layer; l < c->end_layer; ++l) {
           if (!cand.count(l) && model.has_trainable_upstream(l))
-            cand[l] = effect(schedule, problem, schedule.ranks[static_cast<size_t>(r)].replica,
-                             c->microbatch, l, schedule.ranks[static_cast<size_t>(r)].tp);
+            cand[l] = effect(schedule, problem, schedule.ranks[r].replica, c->microbatch, l,
+                             schedule.ranks[r].tp);
         }
       }
     }

@@ -49,13 +49,13 @@ TEST(PytorchCsv, ExportsOneRowOfActionsPerRank) {
   // above); the segments of a multi-module stage are one action; copies are left out.
   Schedule s = test::ranks_on({0, 1});
   s.module_names = {"vision", "llm"};
-  s.groups = {{0, 1}};
+  s.groups = {{0_rank, 1_rank}};
   const Compute copy{Pass::kF, 0, 0, 0, 0, 1, 1e-3, 0, false, 0, true};
-  s.programs[0] = {copy, Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3},
-                   Compute{Pass::kF, 0, 0, 1, 1, 2, 1e-3},
-                   Collective{CollectiveKind::kAllReduce, 0, 0, 1, 1e6}};
-  s.programs[1] = {Collective{CollectiveKind::kAllReduce, 0, 0, 1, 1e6}};
-  s.ranks[1].replica = 1;
+  s.programs[0_rank] = {copy, Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3},
+                        Compute{Pass::kF, 0, 0, 1, 1, 2, 1e-3},
+                        Collective{CollectiveKind::kAllReduce, 0, 0, 1, 1e6}};
+  s.programs[1_rank] = {Collective{CollectiveKind::kAllReduce, 0, 0, 1, 1e6}};
+  s.ranks[1_rank].replica = 1;
   EXPECT_EQ(format_pytorch_csv(s, true), "0F0,0REDUCE_GRAD\n");
   EXPECT_EQ(format_pytorch_csv(s, false), "0F0\n");
 }
@@ -168,7 +168,7 @@ TEST(PytorchCsv, ImportsAVShapedPlacement) {
                                         "1F0,2F0,1F1,2F1,2B0,1B0,2B1,1B1\n",
                                         "v.csv");
   std::string rank1;
-  for (const Op& op : s.programs[1]) rank1 += to_string(op, s) + " ";
+  for (const Op& op : s.programs[1_rank]) rank1 += to_string(op, s) + " ";
   EXPECT_EQ(rank1.find("SEND_F0:L4->"), std::string::npos) << rank1;  // 1 -> 2 stays local
   EXPECT_NE(rank1.find("2SEND_F0"), std::string::npos) << rank1;      // 2 -> 3 crosses
   EXPECT_NO_THROW(validate(s, *study->problem.model));

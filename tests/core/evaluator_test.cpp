@@ -20,22 +20,24 @@ using test::small_cluster;
 
 TEST(Evaluator, TransferTakesLatencyPlusBytesOverBandwidth) {
   Schedule s = ranks_on({0, 1});
-  s.programs[0] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3}, Send{1, 0, 0, {Pass::kF, 0, 1}, 1e6}};
-  s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 1e6}, Compute{Pass::kF, 1, 0, 0, 1, 2, 2e-3}};
+  s.programs[0_rank] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3},
+                        Send{1_rank, 0, 0, {Pass::kF, 0, 1}, 1e6}};
+  s.programs[1_rank] = {Recv{0_rank, 1, 0, {Pass::kF, 0, 1}, 1e6},
+                        Compute{Pass::kF, 1, 0, 0, 1, 2, 2e-3}};
   const Timeline t = evaluate(s, small_cluster(1, 2));
   const double transfer = 2e-6 + 1e6 / 10e9;
-  EXPECT_DOUBLE_EQ(t.timings[1][0].end_s, 1e-3 + transfer);
+  EXPECT_DOUBLE_EQ(t.timings[1_rank][0].end_s, 1e-3 + transfer);
   EXPECT_DOUBLE_EQ(t.iteration_time_s(), 1e-3 + transfer + 2e-3);
   // Across nodes the route adds the inter-node latency and is limited by the slower link.
-  s.ranks[1].gpu = 2;
+  s.ranks[1_rank].gpu = 2;
   const Timeline across = evaluate(s, small_cluster(2, 2));
-  EXPECT_DOUBLE_EQ(across.timings[1][0].end_s, 1e-3 + 12e-6 + 1e6 / 5e9);
+  EXPECT_DOUBLE_EQ(across.timings[1_rank][0].end_s, 1e-3 + 12e-6 + 1e6 / 5e9);
 }
 
 TEST(Evaluator, RingAllReduceClosedForm) {
   const int n = 4;
   Schedule s = ranks_on({0, 1, 2, 3});
-  s.groups = {{0, 1, 2, 3}};
+  s.groups = {{0_rank, 1_rank, 2_rank, 3_rank}};
   for (auto& program : s.programs) program = {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}};
   const Timeline t = evaluate(s, small_cluster(1, 4));
   const double step = 2e-6 + (4e6 / n) / 10e9;
@@ -45,8 +47,10 @@ TEST(Evaluator, RingAllReduceClosedForm) {
 TEST(Evaluator, DeadlockIsReportedNotHung) {
   Schedule s = ranks_on({0, 1});
   // Both ranks wait for the other first: a cycle.
-  s.programs[0] = {Recv{1, 0, 0, {Pass::kB, 0, 0}, 0}, Send{1, 0, 0, {Pass::kF, 0, 1}, 0}};
-  s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 0}, Send{0, 1, 0, {Pass::kB, 0, 0}, 0}};
+  s.programs[0_rank] = {Recv{1_rank, 0, 0, {Pass::kB, 0, 0}, 0},
+                        Send{1_rank, 0, 0, {Pass::kF, 0, 1}, 0}};
+  s.programs[1_rank] = {Recv{0_rank, 1, 0, {Pass::kF, 0, 1}, 0},
+                        Send{0_rank, 1, 0, {Pass::kB, 0, 0}, 0}};
   EXPECT_THROW(evaluate(s, small_cluster(1, 2)), InfeasibleError);
   try {
     check_acyclic(s);
@@ -68,11 +72,11 @@ TEST(Evaluator, AsyncBucketsOverlapTheBackwardAndTheOptimizerStepWaits) {
     const double second_start = std::max(4e-3, first_end);
     for (int r = 0; r < 2; ++r) {
       SCOPED_TRACE(std::to_string(bytes) + " bytes, rank " + std::to_string(r));
-      EXPECT_DOUBLE_EQ(t.timings[r][1].start_s, 2e-3);
-      EXPECT_NEAR(t.timings[r][1].end_s, first_end, 1e-15);
-      EXPECT_DOUBLE_EQ(t.timings[r][2].start_s, 2e-3);  // the rank went on at once
-      EXPECT_NEAR(t.timings[r][3].start_s, second_start, 1e-15);
-      EXPECT_NEAR(t.timings[r][4].start_s, second_start + ring, 1e-15);
+      EXPECT_DOUBLE_EQ(t.timings[RankId{r}][1].start_s, 2e-3);
+      EXPECT_NEAR(t.timings[RankId{r}][1].end_s, first_end, 1e-15);
+      EXPECT_DOUBLE_EQ(t.timings[RankId{r}][2].start_s, 2e-3);  // the rank went on at once
+      EXPECT_NEAR(t.timings[RankId{r}][3].start_s, second_start, 1e-15);
+      EXPECT_NEAR(t.timings[RankId{r}][4].start_s, second_start + ring, 1e-15);
     }
     // Overlap hides the first bucket entirely; the second waits for its own compute.
     EXPECT_NEAR(t.iteration_time_s(), second_start + ring + 1e-4, 1e-15);
@@ -81,11 +85,11 @@ TEST(Evaluator, AsyncBucketsOverlapTheBackwardAndTheOptimizerStepWaits) {
 
 TEST(Evaluator, AsyncBucketsIssuedInDifferentOrdersAreADeadlock) {
   Schedule s = ranks_on({0, 1});
-  s.groups = {{0, 1}, {0, 1}};
+  s.groups = {{0_rank, 1_rank}, {0_rank, 1_rank}};
   const Collective a{.group = 0, .bytes = 1e6, .async = true};
   const Collective b{.group = 1, .bytes = 1e6, .async = true};
-  s.programs[0] = {a, b};
-  s.programs[1] = {b, a};
+  s.programs[0_rank] = {a, b};
+  s.programs[1_rank] = {b, a};
   try {
     evaluate(s, small_cluster(1, 2));
     FAIL();
@@ -96,7 +100,7 @@ TEST(Evaluator, AsyncBucketsIssuedInDifferentOrdersAreADeadlock) {
 
 TEST(Evaluator, UnmatchedReceiveNamesTheOperation) {
   Schedule s = ranks_on({0, 1});
-  s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 0}};
+  s.programs[1_rank] = {Recv{0_rank, 1, 0, {Pass::kF, 0, 1}, 0}};
   try {
     evaluate(s, small_cluster(1, 2));
     FAIL();
@@ -110,30 +114,31 @@ TEST(Evaluator, CollectiveWaitsForTheLastMemberAndTheSlowestHop) {
   // Members arrive at 0, 1, 2, 3 ms; the ring spans two nodes, so its slowest hop is the
   // NIC: it ends 2(n-1) x (12 us + 1 MB / 5 GB/s) after the last arrival, for everyone.
   Schedule s = ranks_on({0, 1, 2, 3});
-  s.groups = {{0, 1, 2, 3}};
+  s.groups = {{0_rank, 1_rank, 2_rank, 3_rank}};
   for (int r = 0; r < 4; ++r) {
-    s.programs[static_cast<size_t>(r)] = {Compute{Pass::kW, 0, 0, 0, 0, 1, 1e-3 * r},
-                                          Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}};
+    s.programs[RankId{r}] = {Compute{Pass::kW, 0, 0, 0, 0, 1, 1e-3 * r},
+                             Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}};
   }
   const Timeline t = evaluate(s, small_cluster(2, 2));
   for (int r = 0; r < 4; ++r) {
-    EXPECT_NEAR(t.timings[static_cast<size_t>(r)][1].start_s, 1e-3 * r, 1e-12);
-    EXPECT_NEAR(t.timings[static_cast<size_t>(r)][1].end_s, 3e-3 + 6 * (12e-6 + 1e6 / 5e9), 1e-12);
+    EXPECT_NEAR(t.timings[RankId{r}][1].start_s, 1e-3 * r, 1e-12);
+    EXPECT_NEAR(t.timings[RankId{r}][1].end_s, 3e-3 + 6 * (12e-6 + 1e6 / 5e9), 1e-12);
   }
 }
 
 TEST(Evaluator, OpsAfterACollectiveRunOnEveryMember) {
   // Regression: the last member to arrive used to skip the op after the collective.
   Schedule s = ranks_on({0, 1});
-  s.groups = {{0, 1}};
+  s.groups = {{0_rank, 1_rank}};
   s.programs = {
-      {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6}, Send{1, 0, 0, {Pass::kF, 0, 1}, 1e6}},
-      {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6}, Recv{0, 1, 0, {Pass::kF, 0, 1}, 1e6},
-       Compute{Pass::kF, 1, 0, 0, 1, 2, 1e-3}}};
+      {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6},
+       Send{1_rank, 0, 0, {Pass::kF, 0, 1}, 1e6}},
+      {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6},
+       Recv{0_rank, 1, 0, {Pass::kF, 0, 1}, 1e6}, Compute{Pass::kF, 1, 0, 0, 1, 2, 1e-3}}};
   const Timeline t = evaluate(s, test::small_cluster(1, 2));
   const double ring = 2 * (2e-6 + 1e6 / 10e9);
-  EXPECT_NEAR(t.timings[1][1].end_s, ring + 2e-6 + 1e6 / 10e9, 1e-12);
-  EXPECT_NEAR(t.timings[1][2].start_s, t.timings[1][1].end_s, 1e-12);
+  EXPECT_NEAR(t.timings[1_rank][1].end_s, ring + 2e-6 + 1e6 / 10e9, 1e-12);
+  EXPECT_NEAR(t.timings[1_rank][2].start_s, t.timings[1_rank][1].end_s, 1e-12);
   EXPECT_NEAR(t.iteration_time_s(), ring + 2e-6 + 1e6 / 10e9 + 1e-3, 1e-12);
 }
 

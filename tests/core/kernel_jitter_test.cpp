@@ -22,7 +22,7 @@ Schedule ops_of_one_second(int ranks, int computes) {
       compute.weight_grad_s = 0.5;
       program.push_back(compute);
       Send send;
-      send.peer = (r + 1) % ranks;
+      send.peer = RankId{(r + 1) % ranks};
       send.bytes = 1e6;
       program.push_back(send);
     }
@@ -70,7 +70,7 @@ TEST(KernelJitter, FactorsAreNormalWithTheStatedSigmaTruncatedAtThreeSigma) {
 TEST(KernelJitter, WeightGradientShareMovesWithItsOp) {
   Schedule s = ops_of_one_second(1, 50);
   apply_kernel_jitter(s, {.sigma = 0.1, .seed = 3});
-  for (const Op& op : s.programs[0]) {
+  for (const Op& op : s.programs[0_rank]) {
     if (const auto* c = std::get_if<Compute>(&op)) {
       EXPECT_DOUBLE_EQ(c->weight_grad_s, c->seconds / 2);
     } else {
@@ -94,10 +94,10 @@ TEST(KernelJitter, ARanksDrawsDoNotDependOnOtherRanks) {
   // Rank 0 runs fewer ops in one schedule: rank 1, drawn after it, must not notice.
   Schedule full = ops_of_one_second(2, 10);
   Schedule short_first = full;
-  short_first.programs[0].resize(2);
+  short_first.programs[0_rank].resize(2);
   apply_kernel_jitter(full, {.sigma = 0.05});
   apply_kernel_jitter(short_first, {.sigma = 0.05});
-  EXPECT_EQ(full.programs[1], short_first.programs[1]);
+  EXPECT_EQ(full.programs[1_rank], short_first.programs[1_rank]);
 }
 
 }  // namespace

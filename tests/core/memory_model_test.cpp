@@ -63,7 +63,7 @@ TEST(MemoryModel, DistributedOptimizerShardsEveryRanksOptimizerStateOverDataPara
     const auto plain = test::example("uniform-1f1b.toml", base);
     const auto zero1 = test::example("uniform-1f1b.toml", sharded);
     ASSERT_EQ(plain->schedule.static_memory.size(), zero1->schedule.static_memory.size());
-    for (size_t r = 0; r < plain->schedule.static_memory.size(); ++r) {
+    for (const RankId r : plain->schedule.rank_ids()) {
       const StaticMemory& a = plain->schedule.static_memory[r];
       const StaticMemory& b = zero1->schedule.static_memory[r];
       EXPECT_DOUBLE_EQ(b.parameters, a.parameters) << scheduler << " rank " << r;

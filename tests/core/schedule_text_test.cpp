@@ -53,10 +53,10 @@ TEST(ScheduleText, DoublesReadBackBitForBit) {
                    std::numeric_limits<double>::max()}) {
     Schedule s = test::ranks_on({0});
     s.scheduler = "hand";
-    s.programs[0] = {Compute{Pass::kF, 0, 0, 0, 0, 1, v, v, false, v}};
-    s.static_memory[0] = {v, v, v};
+    s.programs[0_rank] = {Compute{Pass::kF, 0, 0, 0, 0, 1, v, v, false, v}};
+    s.static_memory[0_rank] = {v, v, v};
     const Schedule back = parse_schedule(format_schedule(s));
-    EXPECT_EQ(std::get<Compute>(back.programs[0][0]).seconds, v) << exact_double(v);
+    EXPECT_EQ(std::get<Compute>(back.programs[0_rank][0]).seconds, v) << exact_double(v);
     EXPECT_TRUE(back == s) << exact_double(v);
   }
   EXPECT_EQ(exact_double(0.1), "0.1");
@@ -68,21 +68,21 @@ Schedule every_kind() {
   Schedule s = test::ranks_on({0, 1});
   s.scheduler = "hand";
   s.module_names = {"vision", "llm"};
-  s.groups = {{0, 1}};
+  s.groups = {{0_rank, 1_rank}};
   s.samples = {{{0, 1}, {}}};
   s.microbatches = 2;
-  s.static_memory[1] = {1e9, 2e9, 4e9};
-  s.programs[0] = {Compute{Pass::kF, 0, 0, 0, 0, 2, 1e-3, 5e6, false, 0, true},
-                   Compute{Pass::kF, 0, 0, 0, 0, 2, 1e-3, 5e6},
-                   Send{1, 0, 0, {Pass::kF, 0, 3, 1}, 4096},
-                   Recv{1, 0, 0, {Pass::kB, 0, 3, 1}, 4096},
-                   Compute{Pass::kI, 0, 0, 0, 0, 2, 2e-3},
-                   Compute{Pass::kW, 0, 0, 0, 0, 2, 2e-3, 0, true, 2e-3},
-                   Collective{CollectiveKind::kAllGather, 0, 0, 0, 1e6}};
-  s.programs[1] = {Recv{0, 1, 1, {Pass::kF, 0, 3, 1}, 4096},
-                   Compute{Pass::kB, 1, 0, 1, 2, 4, 3e-3, 0, true, 1e-3},
-                   Send{0, 1, 1, {Pass::kB, 0, 3, 1}, 4096},
-                   Collective{CollectiveKind::kAllReduce, 0, 1, 1, 2e6}};
+  s.static_memory[1_rank] = {1e9, 2e9, 4e9};
+  s.programs[0_rank] = {Compute{Pass::kF, 0, 0, 0, 0, 2, 1e-3, 5e6, false, 0, true},
+                        Compute{Pass::kF, 0, 0, 0, 0, 2, 1e-3, 5e6},
+                        Send{1_rank, 0, 0, {Pass::kF, 0, 3, 1}, 4096},
+                        Recv{1_rank, 0, 0, {Pass::kB, 0, 3, 1}, 4096},
+                        Compute{Pass::kI, 0, 0, 0, 0, 2, 2e-3},
+                        Compute{Pass::kW, 0, 0, 0, 0, 2, 2e-3, 0, true, 2e-3},
+                        Collective{CollectiveKind::kAllGather, 0, 0, 0, 1e6}};
+  s.programs[1_rank] = {Recv{0_rank, 1, 1, {Pass::kF, 0, 3, 1}, 4096},
+                        Compute{Pass::kB, 1, 0, 1, 2, 4, 3e-3, 0, true, 1e-3},
+                        Send{0_rank, 1, 1, {Pass::kB, 0, 3, 1}, 4096},
+                        Collective{CollectiveKind::kAllReduce, 0, 1, 1, 2e6}};
   // A gradient bucket overlapped with the backward (lowering/gradient_buckets.hpp).
   for (auto& program : s.programs) {
     program.push_back(Collective{.kind = CollectiveKind::kAllReduce,
@@ -110,10 +110,10 @@ TEST(ScheduleText, EveryOpKindAndFieldRoundTrips) {
   EXPECT_FALSE(is_loom_schedule_text("0F0,0B0\n"));
   // A field that changes must make the schedules differ (equality is not vacuous).
   Schedule other = s;
-  std::get<Compute>(other.programs[1][1]).weight_grad_s = 2e-3;
+  std::get<Compute>(other.programs[1_rank][1]).weight_grad_s = 2e-3;
   EXPECT_FALSE(other == s);
   other = s;
-  std::get<Send>(other.programs[0][2]).tag.producer_layer = 2;
+  std::get<Send>(other.programs[0_rank][2]).tag.producer_layer = 2;
   EXPECT_FALSE(other == s);
 }
 
@@ -192,7 +192,8 @@ TEST(ScheduleText, CountsAndSectionsAreChecked) {
   // Op lines are free to add or drop; the rank lines must stay in order.
   const std::string dropped = edit(text, "  0I0@vision layers=0:2 seconds=0.002\n", "");
   EXPECT_EQ(parse_error(dropped), "");
-  EXPECT_EQ(parse_schedule(dropped).programs[0].size(), every_kind().programs[0].size() - 1);
+  EXPECT_EQ(parse_schedule(dropped).programs[0_rank].size(),
+            every_kind().programs[0_rank].size() - 1);
   const std::string swapped = edit(text, "rank 1 gpu", "rank 2 gpu");
   std::string error = parse_error(swapped);
   EXPECT_EQ(error.rfind(position(swapped, "2 gpu"), 0), 0u) << error;

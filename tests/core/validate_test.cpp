@@ -34,7 +34,7 @@ TEST(Validate, RejectsABrokenOverlappedPair) {
                     {"schedule.name=dualpipe-v", "parallel.pp=2", "schedule.microbatches=4"});
   EXPECT_EQ(error_of(study->schedule, study->config.model), "");
   Schedule s = study->schedule;
-  for (Op& op : s.programs[0]) {
+  for (Op& op : s.programs[0_rank]) {
     auto* c = std::get_if<Compute>(&op);
     if (c && c->overlapped && c->pass == Pass::kB) {
       c->overlapped = false;
@@ -49,7 +49,7 @@ TEST(Validate, RejectsABrokenOverlappedPair) {
 TEST(Validate, RejectsADroppedBackward) {
   const auto study = test::example("uniform-1f1b.toml");
   Schedule s = study->schedule;
-  auto& program = s.programs[3];
+  auto& program = s.programs[3_rank];
   for (size_t i = 0; i < program.size(); ++i) {
     const auto* c = std::get_if<Compute>(&program[i]);
     if (c && c->pass == Pass::kB && c->microbatch == 5) {
@@ -65,7 +65,7 @@ TEST(Validate, RejectsADroppedBackward) {
 TEST(Validate, RejectsAForwardRunTwice) {
   const auto study = test::example("uniform-1f1b.toml", {"parallel.pp=1"});
   Schedule s = study->schedule;
-  s.programs[0].insert(s.programs[0].begin() + 1, s.programs[0].front());
+  s.programs[0_rank].insert(s.programs[0_rank].begin() + 1, s.programs[0_rank].front());
   const std::string error = error_of(s, study->config.model);
   EXPECT_NE(error.find("twice"), std::string::npos) << error;
   EXPECT_NE(error.find(">>0F0<<"), std::string::npos) << error;  // the offending op, marked
@@ -85,10 +85,10 @@ TEST(Validate, RejectsBackwardBeforeItsGradientArrives) {
       }
     }
   };
-  drop_first(s.programs[0], [](const Op& op) {
+  drop_first(s.programs[0_rank], [](const Op& op) {
     return std::holds_alternative<Recv>(op) && std::get<Recv>(op).tag.pass == Pass::kB;
   });
-  drop_first(s.programs[1], [](const Op& op) {
+  drop_first(s.programs[1_rank], [](const Op& op) {
     return std::holds_alternative<Send>(op) && std::get<Send>(op).tag.pass == Pass::kB;
   });
   const std::string error = error_of(s, study->config.model);
@@ -101,7 +101,7 @@ TEST(Validate, RejectsSwappedReceivesThatDeadlock) {
   Schedule s = study->schedule;
   // Stage 0 waits for microbatch 0's gradient before sending microbatch 0's activations:
   // every message still has its partner (matching passes), but the waits form a cycle.
-  auto& p0 = s.programs[0];
+  auto& p0 = s.programs[0_rank];
   const auto is = [&](auto pred) { return std::find_if(p0.begin(), p0.end(), pred); };
   const auto recv_grad = is([](const Op& op) {
     const auto* r = std::get_if<Recv>(&op);

@@ -22,7 +22,7 @@ TEST(Faults, KilledRankEndsTheRunNamingRankAndOperation) {
   const ExecProblem p{&study->schedule, &study->config.model, &study->problem.samples, 1};
   ExecOptions o;
   o.timeout_s = 30;  // the abort, not the timeout, must end the others' waits
-  o.fault = FaultInjection{1, 3};
+  o.fault = FaultInjection{1_rank, 3};
   const auto start = std::chrono::steady_clock::now();
   try {
     make_host_executor()->run(p, o);
@@ -38,7 +38,7 @@ TEST(Faults, KilledRankEndsTheRunNamingRankAndOperation) {
 TEST(Faults, UnmatchedCommunicationIsRejectedBeforeRunning) {
   const auto study = host_study();
   Schedule s = study->schedule;
-  std::erase_if(s.programs[0], [](const Op& op) { return std::holds_alternative<Send>(op); });
+  std::erase_if(s.programs[0_rank], [](const Op& op) { return std::holds_alternative<Send>(op); });
   const ExecProblem p{&s, &study->config.model, &study->problem.samples, 1};
   EXPECT_THROW(make_host_executor()->run(p, {}), InfeasibleError);
 }
@@ -49,8 +49,8 @@ TEST(Faults, HungTransferTimesOutNamingTheReceive) {
   const auto study = host_study();
   Schedule s = test::ranks_on({0, 1});
   const MessageTag to1{Pass::kF, 0, 1, 0}, to0{Pass::kB, 0, 1, 0};
-  s.programs[0] = {Recv{1, 0, 0, to0, 4}, Send{1, 0, 0, to1, 4}};
-  s.programs[1] = {Recv{0, 1, 0, to1, 4}, Send{0, 1, 0, to0, 4}};
+  s.programs[0_rank] = {Recv{1_rank, 0, 0, to0, 4}, Send{1_rank, 0, 0, to1, 4}};
+  s.programs[1_rank] = {Recv{0_rank, 1, 0, to1, 4}, Send{0_rank, 1, 0, to0, 4}};
   const ExecProblem p{&s, &study->config.model, &study->problem.samples, 1};
   ExecOptions o;
   o.timeout_s = 0.3;
@@ -73,10 +73,10 @@ TEST(Faults, APeerStillComputingIsNotDeclaredDead) {
   const MessageTag tag{Pass::kF, 0, 1, 0};
   std::thread slow([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(600));
-    transport.send(1, 0, Message{tag, {}});
+    transport.send(1_rank, 0_rank, Message{tag, {}});
     transport.finished();
   });
-  EXPECT_NO_THROW(transport.recv(1, 0, tag));
+  EXPECT_NO_THROW(transport.recv(1_rank, 0_rank, tag));
   transport.finished();
   slow.join();
 }
@@ -87,7 +87,7 @@ TEST(Faults, ARankThatFinishedCannotKeepAWaiterAlive) {
   Transport transport(0.2, 2);
   transport.finished();
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_THROW(transport.recv(1, 0, MessageTag{Pass::kF, 0, 1, 0}), ExecError);
+  EXPECT_THROW(transport.recv(1_rank, 0_rank, MessageTag{Pass::kF, 0, 1, 0}), ExecError);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5);
 }
 
@@ -97,10 +97,10 @@ TEST(Faults, RerunsGiveTheSameTimelineStructure) {
   const ExecResult a = make_host_executor()->run(p, {});
   const ExecResult b = make_host_executor()->run(p, {});
   ASSERT_EQ(a.timeline.timings.size(), b.timeline.timings.size());
-  for (size_t r = 0; r < a.timeline.timings.size(); ++r) {
-    EXPECT_EQ(a.timeline.timings[r].size(), study->schedule.programs[r].size());
-    EXPECT_EQ(a.timeline.timings[r].size(), b.timeline.timings[r].size());
-    for (const OpTiming& t : a.timeline.timings[r]) EXPECT_LE(t.start_s, t.end_s);
+  for (const RankId r : a.timeline.timings.ids()) {
+    EXPECT_EQ(a.timeline.timings[RankId{r}].size(), study->schedule.programs[RankId{r}].size());
+    EXPECT_EQ(a.timeline.timings[RankId{r}].size(), b.timeline.timings[RankId{r}].size());
+    for (const OpTiming& t : a.timeline.timings[RankId{r}]) EXPECT_LE(t.start_s, t.end_s);
   }
   EXPECT_EQ(a.gradients, b.gradients);  // bitwise: same inputs and seed
 }

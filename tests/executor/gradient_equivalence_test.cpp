@@ -133,7 +133,7 @@ TEST(GradientCheck, ScheduleThatDropsAMicrobatchBackwardFails) {
   const auto study =
       host_study({"schedule.name=gpipe", "parallel.pp=1", "cluster.gpus_per_node=1"});
   Schedule broken = study->schedule;
-  auto& program = broken.programs[0];
+  auto& program = broken.programs[0_rank];
   // Drop every backward compute of microbatch 2 (one stage: no messages to keep matched).
   std::erase_if(program, [](const Op& op) {
     const auto* c = std::get_if<Compute>(&op);
@@ -153,7 +153,7 @@ TEST(GradientCheck, ATimingRunCollectsNoTensors) {
   EXPECT_TRUE(result.gradients.empty());
   EXPECT_TRUE(result.parameters.empty());
   ASSERT_EQ(result.timeline.timings.size(), study->schedule.programs.size());
-  EXPECT_EQ(result.timeline.timings[0].size(), study->schedule.programs[0].size());
+  EXPECT_EQ(result.timeline.timings[0_rank].size(), study->schedule.programs[0_rank].size());
   // The reference run collects whatever the options say.
   EXPECT_FALSE(reference_gradients(problem_of(*study), options).empty());
 }
@@ -227,19 +227,19 @@ TEST(GradientCheck, TheOptimizerStepIsRealAdamAndAMissedOrDoubledStepFails) {
   const Gradients reference = reference_gradients(p, {});
   const GradientCheck good = check_gradients(p, result, reference);
   ASSERT_TRUE(good.passed()) << failures(good);
-  ASSERT_FALSE(result.parameters.at(0).empty());  // the lowering gave every rank a step
+  ASSERT_FALSE(result.parameters.at(0_rank).empty());  // the lowering gave every rank a step
 
   ExecResult missed = result;
-  missed.parameters[0].clear();
+  missed.parameters[0_rank].clear();
   const GradientCheck m = check_gradients(p, missed, reference);
   EXPECT_FALSE(m.passed());
   EXPECT_NE(failures(m).find("rank 0: ran no optimizer step"), std::string::npos) << failures(m);
 
   ExecResult doubled = result;
   // A second step from fresh moments moves every weight by about lr again.
-  for (auto& [key, value] : doubled.parameters[0]) {
+  for (auto& [key, value] : doubled.parameters[0_rank]) {
     AdamState fresh;
-    adam_step(value, result.gradients[0].at(key), fresh);
+    adam_step(value, result.gradients[0_rank].at(key), fresh);
   }
   const GradientCheck d = check_gradients(p, doubled, reference);
   EXPECT_FALSE(d.passed());

@@ -19,7 +19,7 @@ void expect_equivalent(const std::vector<std::string>& overrides) {
   const ExecProblem p{&study->schedule, &study->config.model, &study->problem.samples, 7};
   const ExecResult result = make_cuda_executor()->run(p, {});
   ASSERT_EQ(result.timeline.timings.size(), 1u);
-  for (const OpTiming& t : result.timeline.timings[0]) EXPECT_LE(t.start_s, t.end_s);
+  for (const OpTiming& t : result.timeline.timings[0_rank]) EXPECT_LE(t.start_s, t.end_s);
   const GradientCheck c = check_gradients(p, result, reference_gradients(p, {}));
   EXPECT_TRUE(c.passed()) << (c.failures.empty() ? "" : c.failures.front());
   EXPECT_GT(c.tensors_checked, 0);
@@ -45,8 +45,8 @@ TEST(CudaGradients, AnAsyncBucketRunsOnTheGradientStreamBeforeTheOptimizerStep) 
       prepare_study(test::source_path("configs/exec/vlm-host.toml"),
                     {"parallel.pp=1", "cluster.gpus_per_node=1", "model.modules.llm.frozen=false"});
   Schedule schedule = study->schedule;
-  schedule.groups.push_back({0});
-  auto& program = schedule.programs[0];
+  schedule.groups.push_back({0_rank});
+  auto& program = schedule.programs[0_rank];
   ASSERT_TRUE(std::holds_alternative<OptimizerStep>(program.back()));
   program.insert(program.end() - 1,
                  Collective{.kind = CollectiveKind::kAllReduce,

@@ -19,7 +19,7 @@ namespace {
 std::string program_text(const Schedule& s) {
   std::string out;
   for (int r = 0; r < s.num_ranks(); ++r) {
-    for (const Op& op : s.programs[static_cast<size_t>(r)]) out += to_string(op, s) + " ";
+    for (const Op& op : s.programs[RankId{r}]) out += to_string(op, s) + " ";
     out += "\n";
   }
   return out;

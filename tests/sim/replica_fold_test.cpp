@@ -71,10 +71,10 @@ TEST_P(FoldAgrees, OnIterationTimeThroughputAndMemory) {
   EXPECT_NEAR(mf.iteration_time_s / mw.iteration_time_s, 1.0, 1e-3);
   EXPECT_NEAR(mf.throughput_samples_per_s / mw.throughput_samples_per_s, 1.0, 1e-3);
   // Every rank of the job has the memory of its counterpart in the simulated replicas.
-  const size_t per = folded->schedule.ranks.size() / static_cast<size_t>(c.simulated);
-  for (size_t r = 0; r < mw.per_rank.size(); ++r) {
+  const int per = folded->schedule.num_ranks() / c.simulated;
+  for (const RankId r : mw.per_rank.ids()) {
     EXPECT_EQ(mw.per_rank[r].peak_memory_bytes,
-              mf.per_rank[r % (per * c.simulated)].peak_memory_bytes)
+              mf.per_rank[RankId{r.value() % (per * c.simulated)}].peak_memory_bytes)
         << "rank " << r;
   }
 
@@ -115,7 +115,7 @@ TEST(ReplicaFold, TiedEmbeddingsAndTheDistributedOptimizerFoldExactly) {
   const Metrics mw =
       compute_metrics(whole->schedule, evaluate(whole->schedule, whole->config.cluster));
   EXPECT_NEAR(mf.iteration_time_s / mw.iteration_time_s, 1.0, 1e-9);
-  for (size_t r = 0; r < mf.per_rank.size(); ++r)
+  for (const RankId r : mf.per_rank.ids())
     EXPECT_EQ(mf.per_rank[r].peak_memory_bytes, mw.per_rank[r].peak_memory_bytes) << r;
   const double sim_folded = iteration_time(path, zero1, "simgrid");
   std::vector<std::string> unfolded = zero1;
@@ -222,10 +222,10 @@ TEST(ReplicaFold, AsymmetryNamesTheFirstDifference) {
   const auto study = prepare_study(dir.write("job.toml", job(4, 4, 1, 2, 1, "1f1b")), {});
   Schedule s = study->schedule;
   EXPECT_EQ(replica_asymmetry(s), "");
-  std::get<Compute>(s.programs[8][0]).seconds *= 1.5;  // replica 2, rank 8: a straggler
+  std::get<Compute>(s.programs[8_rank][0]).seconds *= 1.5;  // replica 2, rank 8: a straggler
   EXPECT_EQ(replica_asymmetry(s), "replica 2 rank 8 op #0 differs from replica 0's");
   s = study->schedule;
-  s.ranks[5].gpu += 1;
+  s.ranks[5_rank].gpu += 1;
   EXPECT_NE(replica_asymmetry(s).find("is not placed as replica 0's rank 1"), std::string::npos);
 }
 

@@ -15,10 +15,10 @@ using test::small_cluster;
 
 using test::ranks_on;
 
-Send send_to(int peer, double bytes) {
+Send send_to(RankId peer, double bytes) {
   return Send{peer, 0, 0, {Pass::kF, 0, 1}, bytes};
 }
-Recv recv_from(int peer, double bytes) {
+Recv recv_from(RankId peer, double bytes) {
   return Recv{peer, 1, 0, {Pass::kF, 0, 1}, bytes};
 }
 
@@ -26,12 +26,14 @@ Recv recv_from(int peer, double bytes) {
 void expect_same_timings(const Schedule& s, const Cluster& cluster) {
   const Timeline predicted = evaluate(s, cluster);
   const Timeline simulated = run_simgrid(s, cluster);
-  for (size_t r = 0; r < s.programs.size(); ++r) {
-    for (size_t i = 0; i < s.programs[r].size(); ++i) {
-      EXPECT_NEAR(simulated.timings[r][i].start_s, predicted.timings[r][i].start_s, 1e-12)
-          << "rank " << r << " " << to_string(s.programs[r][i], s);
-      EXPECT_NEAR(simulated.timings[r][i].end_s, predicted.timings[r][i].end_s, 1e-12)
-          << "rank " << r << " " << to_string(s.programs[r][i], s);
+  for (const RankId r : s.programs.ids()) {
+    for (size_t i = 0; i < s.programs[RankId{r}].size(); ++i) {
+      EXPECT_NEAR(simulated.timings[RankId{r}][i].start_s, predicted.timings[RankId{r}][i].start_s,
+                  1e-12)
+          << "rank " << r << " " << to_string(s.programs[RankId{r}][i], s);
+      EXPECT_NEAR(simulated.timings[RankId{r}][i].end_s, predicted.timings[RankId{r}][i].end_s,
+                  1e-12)
+          << "rank " << r << " " << to_string(s.programs[RankId{r}][i], s);
     }
   }
 }
@@ -41,16 +43,16 @@ void expect_same_timings(const Schedule& s, const Cluster& cluster) {
 TEST(SimGridBackend, LoneTransferTakesLatencyPlusBytesOverBandwidth) {
   // Across nodes: gpu-0 up, nic-0 up, nic-1 down, gpu-2 down; the NIC is the bottleneck.
   Schedule s = ranks_on({0, 2});
-  s.programs[0] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3}, send_to(1, 1e8)};
-  s.programs[1] = {recv_from(0, 1e8), Compute{Pass::kF, 1, 0, 0, 1, 2, 2e-3}};
+  s.programs[0_rank] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3}, send_to(1_rank, 1e8)};
+  s.programs[1_rank] = {recv_from(0_rank, 1e8), Compute{Pass::kF, 1, 0, 0, 1, 2, 2e-3}};
   const Cluster cluster = small_cluster(2, 2);
   SimGridStats stats;
   const Timeline t = run_simgrid(s, cluster, {}, &stats);
   const double transfer = 2e-6 + 10e-6 + 1e8 / 5e9;
   ASSERT_DOUBLE_EQ(transfer, transfer_time(cluster, 0, 2, 1e8));
-  EXPECT_NEAR(t.timings[0][1].start_s, 1e-3, 1e-12);
-  EXPECT_NEAR(t.timings[0][1].end_s, 1e-3 + transfer, 1e-12);  // send: posted -> arrived
-  EXPECT_NEAR(t.timings[1][0].end_s, 1e-3 + transfer, 1e-12);  // recv: waited for it
+  EXPECT_NEAR(t.timings[0_rank][1].start_s, 1e-3, 1e-12);
+  EXPECT_NEAR(t.timings[0_rank][1].end_s, 1e-3 + transfer, 1e-12);  // send: posted -> arrived
+  EXPECT_NEAR(t.timings[1_rank][0].end_s, 1e-3 + transfer, 1e-12);  // recv: waited for it
   EXPECT_NEAR(t.iteration_time_s(), 1e-3 + transfer + 2e-3, 1e-12);
   EXPECT_EQ(stats.activities, 3u);
 }
@@ -58,7 +60,7 @@ TEST(SimGridBackend, LoneTransferTakesLatencyPlusBytesOverBandwidth) {
 TEST(SimGridBackend, RingAllReduceClosedForm) {
   // 4 ranks in one node, all arriving at t=0: 2(n-1) steps of (latency + bytes/n / bw).
   Schedule s = ranks_on({0, 1, 2, 3});
-  s.groups = {{0, 1, 2, 3}};
+  s.groups = {{0_rank, 1_rank, 2_rank, 3_rank}};
   for (auto& program : s.programs) program = {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}};
   const Timeline t = run_simgrid(s, small_cluster(1, 4));
   const double step = 2e-6 + (4e6 / 4) / 10e9;
@@ -68,16 +70,16 @@ TEST(SimGridBackend, RingAllReduceClosedForm) {
 TEST(SimGridBackend, SharedNicHalvesBandwidthWhereTheEvaluatorDoesNot) {
   // Two GPUs of node 0 send to node 1 at once: both flows cross nic-0 (up) and share it.
   Schedule s = ranks_on({0, 1, 2, 3});
-  s.programs[0] = {send_to(2, 1e9)};
-  s.programs[1] = {send_to(3, 1e9)};
-  s.programs[2] = {recv_from(0, 1e9)};
-  s.programs[3] = {recv_from(1, 1e9)};
+  s.programs[0_rank] = {send_to(2_rank, 1e9)};
+  s.programs[1_rank] = {send_to(3_rank, 1e9)};
+  s.programs[2_rank] = {recv_from(0_rank, 1e9)};
+  s.programs[3_rank] = {recv_from(1_rank, 1e9)};
   const Cluster cluster = small_cluster(2, 2);
   const double latency = 12e-6;
   EXPECT_NEAR(evaluate(s, cluster).iteration_time_s(), latency + 1e9 / 5e9, 1e-12);
   const Timeline t = run_simgrid(s, cluster);
-  EXPECT_NEAR(t.timings[2][0].end_s, latency + 1e9 / 2.5e9, 1e-9);
-  EXPECT_NEAR(t.timings[3][0].end_s, latency + 1e9 / 2.5e9, 1e-9);
+  EXPECT_NEAR(t.timings[2_rank][0].end_s, latency + 1e9 / 2.5e9, 1e-9);
+  EXPECT_NEAR(t.timings[3_rank][0].end_s, latency + 1e9 / 2.5e9, 1e-9);
 }
 
 TEST(SimGridBackend, MessagesBetweenAPairMatchInProgramOrder) {
@@ -86,18 +88,23 @@ TEST(SimGridBackend, MessagesBetweenAPairMatchInProgramOrder) {
   Schedule s = ranks_on({0, 1});
   s.microbatches = 2;
   s.samples = {{{0}, {1}}};
-  s.programs[0] = {Send{1, 0, 0, {Pass::kF, 0, 1}, 1e9}, Send{1, 0, 0, {Pass::kF, 1, 1}, 1e3}};
-  s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 1e9}, Recv{0, 1, 0, {Pass::kF, 1, 1}, 1e3}};
+  s.programs[0_rank] = {Send{1_rank, 0, 0, {Pass::kF, 0, 1}, 1e9},
+                        Send{1_rank, 0, 0, {Pass::kF, 1, 1}, 1e3}};
+  s.programs[1_rank] = {Recv{0_rank, 1, 0, {Pass::kF, 0, 1}, 1e9},
+                        Recv{0_rank, 1, 0, {Pass::kF, 1, 1}, 1e3}};
   const Timeline t = run_simgrid(s, small_cluster(1, 2));
-  EXPECT_GT(t.timings[1][0].end_s, 0.05);                            // the big one
-  EXPECT_LT(t.timings[0][1].end_s, t.timings[0][0].end_s);           // small one arrived first
-  EXPECT_NEAR(t.timings[1][1].end_s, t.timings[1][0].end_s, 1e-12);  // but is taken second
+  EXPECT_GT(t.timings[1_rank][0].end_s, 0.05);                        // the big one
+  EXPECT_LT(t.timings[0_rank][1].end_s, t.timings[0_rank][0].end_s);  // small one arrived first
+  EXPECT_NEAR(t.timings[1_rank][1].end_s, t.timings[1_rank][0].end_s,
+              1e-12);  // but is taken second
 }
 
 TEST(SimGridBackend, DeadlockIsAnInfeasibleErrorNamingTheBlockedOps) {
   Schedule s = ranks_on({0, 1});
-  s.programs[0] = {Recv{1, 0, 0, {Pass::kB, 0, 0}, 0}, Send{1, 0, 0, {Pass::kF, 0, 1}, 0}};
-  s.programs[1] = {Recv{0, 1, 0, {Pass::kF, 0, 1}, 0}, Send{0, 1, 0, {Pass::kB, 0, 0}, 0}};
+  s.programs[0_rank] = {Recv{1_rank, 0, 0, {Pass::kB, 0, 0}, 0},
+                        Send{1_rank, 0, 0, {Pass::kF, 0, 1}, 0}};
+  s.programs[1_rank] = {Recv{0_rank, 1, 0, {Pass::kF, 0, 1}, 0},
+                        Send{0_rank, 1, 0, {Pass::kB, 0, 0}, 0}};
   try {
     run_simgrid(s, small_cluster(1, 2));
     FAIL() << "expected a deadlock";
@@ -109,7 +116,7 @@ TEST(SimGridBackend, DeadlockIsAnInfeasibleErrorNamingTheBlockedOps) {
 
 TEST(SimGridBackend, OneSimulationPerProcess) {
   Schedule s = ranks_on({0});
-  s.programs[0] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3}};
+  s.programs[0_rank] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3}};
   EXPECT_NEAR(run_simgrid(s, small_cluster(1, 1)).iteration_time_s(), 1e-3, 1e-12);
   EXPECT_THROW(run_simgrid(s, small_cluster(1, 1)), std::logic_error);
 }
@@ -125,12 +132,16 @@ TEST(SimGridBackend, AgreesWithEvaluatorOpByOpWhenLinksAreFree) {
   ASSERT_GT(predicted.iteration_time_s(), 33e-3);  // communication is on the critical path
   EXPECT_NEAR(simulated.iteration_time_s(), predicted.iteration_time_s(),
               1e-3 * predicted.iteration_time_s());
-  for (size_t r = 0; r < predicted.timings.size(); ++r) {
-    for (size_t i = 0; i < predicted.timings[r].size(); ++i) {
-      EXPECT_NEAR(simulated.timings[r][i].start_s, predicted.timings[r][i].start_s, 1e-9)
-          << "rank " << r << " op " << to_string(study->schedule.programs[r][i], study->schedule);
-      EXPECT_NEAR(simulated.timings[r][i].end_s, predicted.timings[r][i].end_s, 1e-9)
-          << "rank " << r << " op " << to_string(study->schedule.programs[r][i], study->schedule);
+  for (const RankId r : predicted.timings.ids()) {
+    for (size_t i = 0; i < predicted.timings[RankId{r}].size(); ++i) {
+      EXPECT_NEAR(simulated.timings[RankId{r}][i].start_s, predicted.timings[RankId{r}][i].start_s,
+                  1e-9)
+          << "rank " << r << " op "
+          << to_string(study->schedule.programs[RankId{r}][i], study->schedule);
+      EXPECT_NEAR(simulated.timings[RankId{r}][i].end_s, predicted.timings[RankId{r}][i].end_s,
+                  1e-9)
+          << "rank " << r << " op "
+          << to_string(study->schedule.programs[RankId{r}][i], study->schedule);
     }
   }
 }
@@ -153,41 +164,42 @@ TEST(SimGridBackend, RingAcrossNodesStartsWithTheLastMemberAndMatchesTheEvaluato
   // arriving at different times. No link is shared, so the backends agree; the ring is
   // bounded by its slowest hop (NIC): 6 x (12 us + 1 MB / 5 GB/s) after the last arrival.
   Schedule s = ranks_on({0, 1, 2, 3});
-  s.groups = {{0, 1, 2, 3}};
+  s.groups = {{0_rank, 1_rank, 2_rank, 3_rank}};
   for (int r = 0; r < 4; ++r) {
-    s.programs[static_cast<size_t>(r)] = {Compute{Pass::kW, 0, 0, 0, 0, 1, 1e-3 * r},
-                                          Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}};
+    s.programs[RankId{r}] = {Compute{Pass::kW, 0, 0, 0, 0, 1, 1e-3 * r},
+                             Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}};
   }
   const Cluster cluster = small_cluster(2, 2);
   const Timeline predicted = evaluate(s, cluster);
   const Timeline simulated = run_simgrid(s, cluster);
   const double expected_end = 3e-3 + 12e-6 + 6 * 1e6 / 5e9 + 5 * 12e-6;
   for (int r = 0; r < 4; ++r) {
-    EXPECT_NEAR(predicted.timings[static_cast<size_t>(r)][1].end_s, expected_end, 1e-12);
-    EXPECT_NEAR(simulated.timings[static_cast<size_t>(r)][1].end_s, expected_end, 1e-12);
-    EXPECT_NEAR(simulated.timings[static_cast<size_t>(r)][1].start_s, 1e-3 * r, 1e-12);
+    EXPECT_NEAR(predicted.timings[RankId{r}][1].end_s, expected_end, 1e-12);
+    EXPECT_NEAR(simulated.timings[RankId{r}][1].end_s, expected_end, 1e-12);
+    EXPECT_NEAR(simulated.timings[RankId{r}][1].start_s, 1e-3 * r, 1e-12);
   }
 }
 
 TEST(SimGridBackend, EmptyMessagesStillPayTheRouteLatency) {
   // The receiver is already waiting: SimGrid would hand over an empty message at once.
   Schedule s = ranks_on({0, 2});
-  s.programs[0] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-6}, send_to(1, 0)};
-  s.programs[1] = {recv_from(0, 0)};
+  s.programs[0_rank] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-6}, send_to(1_rank, 0)};
+  s.programs[1_rank] = {recv_from(0_rank, 0)};
   const Cluster cluster = small_cluster(2, 2);
   const Timeline predicted = evaluate(s, cluster);
   const Timeline simulated = run_simgrid(s, cluster);
-  EXPECT_NEAR(predicted.timings[1][0].end_s, 1e-6 + 12e-6, 1e-12);
-  EXPECT_NEAR(simulated.timings[1][0].end_s, predicted.timings[1][0].end_s, 1e-9);
-  EXPECT_NEAR(simulated.timings[0][1].end_s, predicted.timings[0][1].end_s, 1e-9);  // arrival
+  EXPECT_NEAR(predicted.timings[1_rank][0].end_s, 1e-6 + 12e-6, 1e-12);
+  EXPECT_NEAR(simulated.timings[1_rank][0].end_s, predicted.timings[1_rank][0].end_s, 1e-9);
+  EXPECT_NEAR(simulated.timings[0_rank][1].end_s, predicted.timings[0_rank][1].end_s,
+              1e-9);  // arrival
 }
 
 TEST(SimGridBackend, OpsAfterACollectiveAgreeWithTheEvaluator) {
   Schedule s = ranks_on({0, 1});
-  s.groups = {{0, 1}};
-  s.programs[0] = {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6}, send_to(1, 1e6)};
-  s.programs[1] = {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6}, recv_from(0, 1e6),
-                   Compute{Pass::kF, 1, 0, 0, 1, 2, 1e-3}};
+  s.groups = {{0_rank, 1_rank}};
+  s.programs[0_rank] = {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6}, send_to(1_rank, 1e6)};
+  s.programs[1_rank] = {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6},
+                        recv_from(0_rank, 1e6), Compute{Pass::kF, 1, 0, 0, 1, 2, 1e-3}};
   expect_same_timings(s, small_cluster(1, 2));
 }
 
@@ -199,8 +211,8 @@ TEST(SimGridBackend, AsyncBucketsAgreeWithTheEvaluator) {
 
 TEST(SimGridBackend, TwoRanksOnOneGpuAreRejected) {
   Schedule s = ranks_on({1, 1});
-  s.programs[0] = {send_to(1, 1e3)};
-  s.programs[1] = {recv_from(0, 1e3)};
+  s.programs[0_rank] = {send_to(1_rank, 1e3)};
+  s.programs[1_rank] = {recv_from(0_rank, 1e3)};
   try {
     run_simgrid(s, small_cluster(1, 2));
     FAIL() << "expected a placement error";

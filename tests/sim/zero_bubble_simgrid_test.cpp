@@ -35,10 +35,11 @@ void expect_backends_agree(const std::string& scheduler, int chunks, int microba
   ASSERT_GT(predicted.iteration_time_s(), 0.0);
   // 1 KiB over >= 25 GB/s is < 50 ns even when two messages share a link.
   EXPECT_NEAR(simulated.iteration_time_s(), predicted.iteration_time_s(), 1e-7);
-  for (size_t r = 0; r < predicted.timings.size(); ++r) {
-    for (size_t i = 0; i < predicted.timings[r].size(); ++i) {
-      EXPECT_NEAR(simulated.timings[r][i].end_s, predicted.timings[r][i].end_s, 1e-7)
-          << scheduler << " rank " << r << " op " << to_string(s.programs[r][i], s);
+  for (const RankId r : predicted.timings.ids()) {
+    for (size_t i = 0; i < predicted.timings[RankId{r}].size(); ++i) {
+      EXPECT_NEAR(simulated.timings[RankId{r}][i].end_s, predicted.timings[RankId{r}][i].end_s,
+                  1e-7)
+          << scheduler << " rank " << r << " op " << to_string(s.programs[RankId{r}][i], s);
     }
   }
 }

@@ -21,19 +21,19 @@ AllGatherCost kv_allgather_cost(const CpPlan& plan, const KvShape& shape, const 
   AllGatherCost cost;
   double total = 0;
   for (int r = 0; r < cp; ++r) {
-    cost.local_bytes.push_back(static_cast<double>(plan.rank_tokens[static_cast<std::size_t>(r)]) *
+    cost.local_bytes.push_back(static_cast<double>(plan.rank_tokens[static_cast<size_t>(r)]) *
                                shape.bytes_per_token());
     total += cost.local_bytes.back();
   }
   for (int r = 0; r < cp; ++r)
-    cost.received_bytes.push_back(total - cost.local_bytes[static_cast<std::size_t>(r)]);
+    cost.received_bytes.push_back(total - cost.local_bytes[static_cast<size_t>(r)]);
   // Step s (1..G-1): rank r forwards shard (r - s + 1) mod G to rank r + 1; the step ends
   // with its slowest hop, and the next step needs the shard this one delivered.
   for (int s = 1; s < cp; ++s) {
     double step = 0;
     for (int r = 0; r < cp; ++r) {
       const int shard = ((r - s + 1) % cp + cp) % cp;
-      step = std::max(step, transfer_time(cluster, gpus[static_cast<std::size_t>(r)],
+      step = std::max(step, transfer_time(cluster, gpus[static_cast<size_t>(r)],
                                           gpus[static_cast<std::size_t>((r + 1) % cp)],
                                           cost.local_bytes[static_cast<std::size_t>(shard)]));
     }

@@ -86,7 +86,7 @@ std::int64_t makespan_lower_bound(const std::vector<std::int64_t>& workloads, in
 
 double CpPlan::time_fraction(int rank) const {
   if (makespan == 0) return 1;
-  return static_cast<double>(rank_workload[static_cast<std::size_t>(rank)]) /
+  return static_cast<double>(rank_workload[static_cast<size_t>(rank)]) /
          static_cast<double>(makespan);
 }
 

@@ -39,7 +39,7 @@ TEST(HeteroColocated, TableA3ColocatedIsFasterThanHomogeneous) {
   // K/V all-gathers that C's CP-1 encoder does not.
   auto encoder_allgathers = [](const Schedule& s) {
     int n = 0;
-    for (const Op& op : s.programs[0]) {
+    for (const Op& op : s.programs[0_rank]) {
       const auto* col = std::get_if<Collective>(&op);
       if (col && col->kind == CollectiveKind::kAllGather && s.module_names[col->module] == "vision")
         ++n;
@@ -63,11 +63,11 @@ TEST(HeteroColocated, TimelineShowsTheThreePhasesOnEveryRank) {
     for (int r = 0; r < s.num_ranks(); ++r) {
       double enc_f_end = 0, llm_start = 1e30, llm_end = 0, enc_b_start = 1e30;
       int llm_ops = 0;
-      const auto& program = s.programs[static_cast<size_t>(r)];
+      const auto& program = s.programs[RankId{r}];
       for (size_t i = 0; i < program.size(); ++i) {
         const auto* c = std::get_if<Compute>(&program[i]);
         if (!c) continue;
-        const OpTiming& ti = t.timings[static_cast<size_t>(r)][i];
+        const OpTiming& ti = t.timings[RankId{r}][i];
         if (is_llm(s, c->module)) {
           llm_start = std::min(llm_start, ti.start_s);
           llm_end = std::max(llm_end, ti.end_s);
@@ -100,7 +100,7 @@ TEST(HeteroColocated, EverySampleExactlyOnceAndNoDeadlock) {
   EXPECT_EQ(s.microbatches, 2 * 16);
   for (int r = 0; r < s.num_ranks(); ++r) {
     std::map<std::pair<int, int>, int> count;  // (pass, microbatch) -> LLM layers
-    for (const Op& op : s.programs[static_cast<size_t>(r)]) {
+    for (const Op& op : s.programs[RankId{r}]) {
       const auto* c = std::get_if<Compute>(&op);
       if (c && is_llm(s, c->module))
         count[{static_cast<int>(c->pass), c->microbatch}] += c->end_layer - c->first_layer;
@@ -121,17 +121,18 @@ TEST(HeteroColocated, BoundaryAndContextParallelVolumes) {
   // sample) with 32 / TP 2 = 16 heads of 128: 65,536 x 2 x 16 x 128 x 2 bytes.
   const double kv = 65536.0 * 2 * 16 * 128 * 2;
   int boundary = 0, cp = 0;
-  for (const Op& op : s.programs[5]) {
+  for (const Op& op : s.programs[5_rank]) {
     const auto* col = std::get_if<Collective>(&op);
     if (!col || col->kind != CollectiveKind::kAllGather) continue;
     const auto& members = s.groups[static_cast<size_t>(col->group)];
     if (members.size() == 16) {
       ++boundary;
       EXPECT_DOUBLE_EQ(col->bytes, shard);
-      EXPECT_EQ(members.front(), 0);
+      EXPECT_EQ(members.front(), 0_rank);
     } else {
       ++cp;
-      EXPECT_EQ(members, (std::vector<int>{1, 3, 5, 7, 9, 11, 13, 15}));  // TP rank 1, replica 0
+      EXPECT_EQ(members, (std::vector<RankId>{1_rank, 3_rank, 5_rank, 7_rank, 9_rank, 11_rank,
+                                              13_rank, 15_rank}));  // TP rank 1, replica 0
       EXPECT_DOUBLE_EQ(col->bytes, kv);
     }
   }
@@ -165,8 +166,8 @@ TEST(HeteroColocated, SameInputsGiveTheSameSchedule) {
   const auto b = paper(kC);
   ASSERT_EQ(a->schedule.num_ranks(), b->schedule.num_ranks());
   for (int r = 0; r < a->schedule.num_ranks(); ++r) {
-    const auto& pa = a->schedule.programs[static_cast<size_t>(r)];
-    const auto& pb = b->schedule.programs[static_cast<size_t>(r)];
+    const auto& pa = a->schedule.programs[RankId{r}];
+    const auto& pb = b->schedule.programs[RankId{r}];
     ASSERT_EQ(pa.size(), pb.size());
     for (size_t i = 0; i < pa.size(); ++i)
       EXPECT_EQ(to_string(pa[i], a->schedule), to_string(pb[i], b->schedule));
@@ -181,18 +182,18 @@ TEST(HeteroNonColocated, FanInSendsOneLeaderMessagePerShardPair) {
   const int m = st->config.schedule.microbatches;
   // Ranks: vision replicas on GPUs 4 and 6 (their TP leaders), LLM stages on 0 and 2.
   ASSERT_EQ(s.num_ranks(), 4);
-  EXPECT_EQ(s.ranks[0].gpu, 4);
-  EXPECT_EQ(s.ranks[1].gpu, 6);
-  EXPECT_EQ(s.ranks[2].gpu, 0);
+  EXPECT_EQ(s.ranks[0_rank].gpu, 4);
+  EXPECT_EQ(s.ranks[1_rank].gpu, 6);
+  EXPECT_EQ(s.ranks[2_rank].gpu, 0);
   // Per microbatch each vision leader sends its shard (1 sample x 576 tokens x 4,096 x 2
   // bytes after the projector) to the LLM's stage-0 leader: 2 messages, the batch once.
   for (int r : {0, 1}) {
     int sends = 0;
-    for (const Op& op : s.programs[static_cast<size_t>(r)]) {
+    for (const Op& op : s.programs[RankId{r}]) {
       const auto* send = std::get_if<Send>(&op);
       if (!send || send->tag.pass != Pass::kF) continue;
       ++sends;
-      EXPECT_EQ(send->peer, 2);
+      EXPECT_EQ(send->peer, 2_rank);
       EXPECT_DOUBLE_EQ(send->bytes, 576.0 * 4096 * 2);
     }
     EXPECT_EQ(sends, m);
@@ -200,9 +201,9 @@ TEST(HeteroNonColocated, FanInSendsOneLeaderMessagePerShardPair) {
   // The frozen encoder gets no gradients back (nothing trainable upstream of it), but
   // the projector in its group does: one gradient message per shard pair per microbatch.
   int grads = 0;
-  for (const Op& op : s.programs[2]) {
+  for (const Op& op : s.programs[2_rank]) {
     const auto* send = std::get_if<Send>(&op);
-    if (send && send->tag.pass == Pass::kB && send->peer < 2) ++grads;
+    if (send && send->tag.pass == Pass::kB && send->peer < 2_rank) ++grads;
   }
   EXPECT_EQ(grads, 2 * m);
 }
@@ -216,7 +217,7 @@ TEST(HeteroNonColocated, GraphAware1F1BWarmsUpEachStageByItsDistanceToTheSink) {
   const int expected_leading_forwards[] = {3, 3, 2 * 2, 1 * 2};
   for (int r = 0; r < 4; ++r) {
     int forwards = 0;
-    for (const Op& op : s.programs[static_cast<size_t>(r)]) {
+    for (const Op& op : s.programs[RankId{r}]) {
       const auto* c = std::get_if<Compute>(&op);
       if (!c) continue;
       if (c->pass != Pass::kF) break;
@@ -256,7 +257,7 @@ TEST(HeteroColocated, PipelinedLlmGathersEncoderPiecesOnStageZero) {
   // all of them before that microbatch's LLM forward (the stage moves a microbatch's
   // pieces as one unit); the others send theirs there as they compute them.
   int received = 0, pending = 0;
-  for (const Op& op : s.programs[0]) {
+  for (const Op& op : s.programs[0_rank]) {
     if (const auto* rv = std::get_if<Recv>(&op)) {
       if (rv->tag.pass == Pass::kF) {
         ++received;
@@ -272,9 +273,10 @@ TEST(HeteroColocated, PipelinedLlmGathersEncoderPiecesOnStageZero) {
   EXPECT_EQ(received, 3 * 8);
   for (int r = 1; r < 4; ++r) {
     int sent = 0;
-    for (const Op& op : s.programs[static_cast<size_t>(r)]) {
+    for (const Op& op : s.programs[RankId{r}]) {
       const auto* send = std::get_if<Send>(&op);
-      if (send && send->peer == 0 && send->tag.pass == Pass::kF && !is_llm(s, send->module)) ++sent;
+      if (send && send->peer == 0_rank && send->tag.pass == Pass::kF && !is_llm(s, send->module))
+        ++sent;
     }
     EXPECT_EQ(sent, 8) << "rank " << r;
   }
@@ -296,7 +298,7 @@ TEST(HeteroNonColocated, Figure14TopologyDispatchesEveryEdgeByItsKind) {
   const size_t leading[] = {5, 4, 4, 3, 2, 1};
   for (int r = 0; r < 6; ++r) {
     std::set<int> forwards;  // microbatches run forward before the first backward
-    for (const Op& op : s.programs[static_cast<size_t>(r)]) {
+    for (const Op& op : s.programs[RankId{r}]) {
       const auto* c = std::get_if<Compute>(&op);
       if (!c) continue;
       if (c->pass != Pass::kF) break;
@@ -307,9 +309,9 @@ TEST(HeteroNonColocated, Figure14TopologyDispatchesEveryEdgeByItsKind) {
   // LLM stage 0 (rank 3) joins: before F of microbatch 0 it receives both encoders'
   // boundary tensors, from E1's last stage (rank 1) and E2 (rank 2).
   std::set<int> peers;
-  for (const Op& op : s.programs[3]) {
+  for (const Op& op : s.programs[3_rank]) {
     if (std::holds_alternative<Compute>(op)) break;
-    if (const auto* rv = std::get_if<Recv>(&op)) peers.insert(rv->peer);
+    if (const auto* rv = std::get_if<Recv>(&op)) peers.insert(rv->peer.value());
   }
   EXPECT_EQ(peers, (std::set<int>{1, 2}));
   EXPECT_NO_THROW(validate(s, st->config.model));
@@ -325,8 +327,8 @@ TEST(HeteroNonColocated, FanOutSplitsEachMicrobatchIntoPieces) {
   const Schedule& s = st->schedule;
   ASSERT_EQ(s.num_ranks(), 5);
   std::map<int, int> sends_to;
-  for (const Op& op : s.programs[0]) {
-    if (const auto* send = std::get_if<Send>(&op)) sends_to[send->peer]++;
+  for (const Op& op : s.programs[0_rank]) {
+    if (const auto* send = std::get_if<Send>(&op)) sends_to[send->peer.value()]++;
   }
   const int m = st->config.schedule.microbatches;
   EXPECT_EQ(sends_to, (std::map<int, int>{{1, m}, {2, m}, {3, m}, {4, m}}));
@@ -404,7 +406,7 @@ TEST(HeteroSchedulers, ATiedEmbeddingReducesEachShardWithItsLmHead) {
   const auto st = paper(kNc, {"model.modules.llm.vocab=32000", "parallel.modules.llm.tp=1",
                               "parallel.modules.llm.dp=2", "schedule.microbatch_size=2"});
   const Schedule& s = st->schedule;
-  std::set<std::vector<int>> pairs;
+  std::set<std::vector<RankId>> pairs;
   for (const auto& program : s.programs) {
     for (const Op& op : program) {
       const auto* c = std::get_if<Collective>(&op);
@@ -412,7 +414,7 @@ TEST(HeteroSchedulers, ATiedEmbeddingReducesEachShardWithItsLmHead) {
     }
   }
   // Ranks: vision copies 0, 1; LLM stage 0 copies 2, 4 and stage 1 copies 3, 5.
-  EXPECT_EQ(pairs, (std::set<std::vector<int>>{{2, 3}, {4, 5}}));
+  EXPECT_EQ(pairs, (std::set<std::vector<RankId>>{{2_rank, 3_rank}, {4_rank, 5_rank}}));
   EXPECT_NO_THROW(validate(s, st->config.model));
   EXPECT_NO_THROW(evaluate(s, st->config.cluster));
 }

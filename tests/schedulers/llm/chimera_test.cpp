@@ -81,7 +81,7 @@ TEST_P(ChimeraSweep, ValidRunsEachMicrobatchOnceInItsDirectionWithThePapersBubbl
   ASSERT_NO_THROW(validate(s, study->config.model));
   std::map<std::tuple<int, int, Pass>, int> runs;  // (stage, microbatch, pass) -> count
   for (int r = 0; r < p; ++r) {
-    for (const Op& op : s.programs[static_cast<size_t>(r)]) {
+    for (const Op& op : s.programs[RankId{r}]) {
       const auto* c = std::get_if<Compute>(&op);
       if (!c) continue;
       const bool up = c->microbatch >= m / 2;
@@ -100,7 +100,7 @@ TEST_P(ChimeraSweep, ValidRunsEachMicrobatchOnceInItsDirectionWithThePapersBubbl
   EXPECT_NEAR(metrics.bubble_fraction, (p - 2.0) / (2 * m + p - 2), 1e-9);
   const auto peaks = activation_peaks(s);
   for (int r = 0; r < p; ++r)
-    EXPECT_EQ(peaks[static_cast<size_t>(r)].microbatches, chimera_peak(p, r)) << "rank " << r;
+    EXPECT_EQ(peaks[RankId{r}].microbatches, chimera_peak(p, r)) << "rank " << r;
 }
 
 std::vector<Case> sweep() {
@@ -146,21 +146,22 @@ TEST(Chimera, EveryRankHoldsTwoStagesAndAllReducesWithTheOtherCopy) {
   const int p = 4;
   for (int r = 0; r < p; ++r) {
     // Rank r holds stage r (down) and stage p-1-r (up): 1F1B's ranks r and p-1-r together.
-    const StaticMemory& mine = s.static_memory[static_cast<size_t>(r)];
-    const StaticMemory& a = ofob->schedule.static_memory[static_cast<size_t>(r)];
-    const StaticMemory& b = ofob->schedule.static_memory[static_cast<size_t>(p - 1 - r)];
+    const StaticMemory& mine = s.static_memory[RankId{r}];
+    const StaticMemory& a = ofob->schedule.static_memory[RankId{r}];
+    const StaticMemory& b = ofob->schedule.static_memory[RankId{p - 1 - r}];
     EXPECT_DOUBLE_EQ(mine.parameters, a.parameters + b.parameters) << "rank " << r;
     EXPECT_DOUBLE_EQ(mine.gradients, a.gradients + b.gradients) << "rank " << r;
     // One all-reduce at the end (before the optimizer step), between the two copies
     // (dp = 1: only them).
-    const auto& program = s.programs[static_cast<size_t>(r)];
+    const auto& program = s.programs[RankId{r}];
     ASSERT_TRUE(std::holds_alternative<OptimizerStep>(program.back())) << "rank " << r;
     const auto* c = std::get_if<Collective>(&program[program.size() - 2]);
     ASSERT_NE(c, nullptr) << "rank " << r;
     EXPECT_EQ(c->kind, CollectiveKind::kAllReduce);
-    std::vector<int> group = s.groups[static_cast<size_t>(c->group)];
+    std::vector<RankId> group = s.groups[static_cast<size_t>(c->group)];
     std::sort(group.begin(), group.end());
-    EXPECT_EQ(group, (std::vector<int>{std::min(r, p - 1 - r), std::max(r, p - 1 - r)}));
+    EXPECT_EQ(group, (std::vector<RankId>{RankId{std::min(r, p - 1 - r)},
+                                          RankId{std::max(r, p - 1 - r)}}));
     EXPECT_DOUBLE_EQ(c->bytes, mine.gradients) << "rank " << r;
   }
   EXPECT_EQ(s.groups.size(), 2u);
@@ -169,7 +170,7 @@ TEST(Chimera, EveryRankHoldsTwoStagesAndAllReducesWithTheOtherCopy) {
   ASSERT_NO_THROW(validate(dp2->schedule, dp2->config.model));
   EXPECT_EQ(dp2->schedule.groups.size(), 2u);
   for (const auto& g : dp2->schedule.groups) EXPECT_EQ(g.size(), 4u);
-  EXPECT_EQ(dp2->schedule.groups[0], (std::vector<int>{0, 3, 4, 7}));
+  EXPECT_EQ(dp2->schedule.groups[0], (std::vector<RankId>{0_rank, 3_rank, 4_rank, 7_rank}));
 }
 
 TEST(Chimera, OddPipelinesAndMicrobatchCountsOffTheUnitAreInputErrors) {

@@ -85,7 +85,7 @@ TEST(DualPipeV, OverlappedPairsAreFusedInTheIrAndRoundTrip) {
   const Schedule& s = study->schedule;
   // Rank 0's (0F3;3B1): F of stage 0 for microbatch 3 then B of stage 3 for microbatch 1,
   // both flagged, adjacent, with the pair's receives before and sends after.
-  const auto& program = s.programs[0];
+  const auto& program = s.programs[0_rank];
   size_t f = 0;
   while (f < program.size()) {
     const auto* c = std::get_if<Compute>(&program[f]);
@@ -105,7 +105,7 @@ TEST(DualPipeV, OverlappedPairsAreFusedInTheIrAndRoundTrip) {
   // Every overlapped B directly follows its overlapped F (no message between them): rank 0
   // runs (0F3;3B1) (3F2;0B0) (3F3;0B1), rank 1 (2F2;1B0) (1F3;2B1) (2F3;1B1).
   for (int r = 0; r < 2; ++r) {
-    const auto& prog = s.programs[static_cast<size_t>(r)];
+    const auto& prog = s.programs[RankId{r}];
     int pairs = 0;
     for (size_t k = 1; k < prog.size(); ++k) {
       const auto* c = std::get_if<Compute>(&prog[k]);
@@ -165,7 +165,7 @@ TEST_P(DualPipeVSweep, ValidRunsEachChunkOnceAndKeepsItsPeak) {
     std::set<int> stages;
     std::map<std::pair<int, Pass>, int> count;  // (stage, pass) -> microbatches
     int pairs = 0;
-    for (const Op& op : s.programs[static_cast<size_t>(r)]) {
+    for (const Op& op : s.programs[RankId{r}]) {
       if (const auto* c = std::get_if<Compute>(&op)) {
         stages.insert(c->stage);
         ++count[{c->stage, c->pass == Pass::kB ? Pass::kI : c->pass}];
@@ -187,8 +187,8 @@ TEST_P(DualPipeVSweep, ValidRunsEachChunkOnceAndKeepsItsPeak) {
   const double chunk_bytes = 2 * 64.0 * 1024 * 1024;
   const auto peaks = activation_peaks(s);
   for (int r = 0; r < p; ++r) {
-    EXPECT_EQ(peaks[static_cast<size_t>(r)].microbatches, dualpipe_v_peak(p, r)) << "rank " << r;
-    EXPECT_DOUBLE_EQ(peaks[static_cast<size_t>(r)].bytes, dualpipe_v_peak(p, r) * chunk_bytes);
+    EXPECT_EQ(peaks[RankId{r}].microbatches, dualpipe_v_peak(p, r)) << "rank " << r;
+    EXPECT_DOUBLE_EQ(peaks[RankId{r}].bytes, dualpipe_v_peak(p, r) * chunk_bytes);
   }
 }
 

@@ -58,7 +58,7 @@ TEST_P(Interleaved, BubbleOverIdealIsPMinusOneOverVM) {
   // Chunk c of rank r is virtual stage c p + r.
   for (int r = 0; r < p; ++r) {
     std::set<int> stages;
-    for (const Op& op : s.programs[static_cast<size_t>(r)])
+    for (const Op& op : s.programs[RankId{r}])
       if (const auto* c = std::get_if<Compute>(&op)) stages.insert(c->stage);
     std::set<int> expected;
     for (int c = 0; c < v; ++c) expected.insert(c * p + r);
@@ -72,7 +72,7 @@ TEST_P(Interleaved, BubbleOverIdealIsPMinusOneOverVM) {
   EXPECT_NEAR(metrics.bubble_fraction, (p - 1.0) / (v * m + p - 1.0), 1e-9);
   // Rank 0 holds its warm-up plus one chunk-microbatch: p + (p-1)/v stage-equivalents.
   const int warmup = std::min(m * v, 2 * (p - 1) + (v - 1) * p);
-  EXPECT_EQ(metrics.per_rank[0].peak_live_microbatches, std::min(m * v, warmup + 1));
+  EXPECT_EQ(metrics.per_rank[0_rank].peak_live_microbatches, std::min(m * v, warmup + 1));
 }
 
 std::vector<Case> sweep() {
@@ -236,7 +236,8 @@ TEST(Interleaved, RandomGroupsValidEveryMicrobatchOncePerChunkAndTheSameBubble) 
     const Timeline t = evaluate(s, study->config.cluster);
     EXPECT_NEAR(t.iteration_time_s(), (m * v + p - 1) * 3e-3, 1e-12) << what;
     const int warmup = std::min(m * v, 2 * (p - 1) + (v - 1) * group);
-    EXPECT_EQ(compute_metrics(s, t).per_rank[0].peak_live_microbatches, std::min(m * v, warmup + 1))
+    EXPECT_EQ(compute_metrics(s, t).per_rank[0_rank].peak_live_microbatches,
+              std::min(m * v, warmup + 1))
         << what;
   }
   EXPECT_GE(ran, 20);

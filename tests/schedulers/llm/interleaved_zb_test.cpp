@@ -133,7 +133,7 @@ void expect_valid_and_closed_form(const Case& c) {
   const Metrics metrics = compute_metrics(s, t);
   for (int r = 0; r < p; ++r) {
     if (m >= p) {
-      EXPECT_EQ(metrics.per_rank[static_cast<size_t>(r)].peak_live_microbatches,
+      EXPECT_EQ(metrics.per_rank[RankId{r}].peak_live_microbatches,
                 std::min(m * v, (v - 1) * round + p))
           << what << " rank " << r;
     }
@@ -176,7 +176,7 @@ TEST(InterleavedZb, OnTheUniformExampleBeatsInterleavedOneFOneBWithLessMemory) {
   EXPECT_NEAR(il.iteration_time_s, 28.5e-3, 1e-12);
   EXPECT_NEAR(zb.bubble_fraction, 1 - 24.0 / 25.5, 1e-9);
   for (const RankMetrics& r : zb.per_rank) EXPECT_EQ(r.peak_live_microbatches, 8);
-  EXPECT_EQ(il.per_rank[0].peak_live_microbatches, 11);
+  EXPECT_EQ(il.per_rank[0_rank].peak_live_microbatches, 11);
 }
 
 }  // namespace

@@ -56,7 +56,7 @@ TEST_P(LoopedBfsSweep, ValidLoopedAndBubbleOverIdealIsPMinusOneOverVM) {
   ASSERT_NO_THROW(validate(s, study->config.model));
   for (int r = 0; r < p; ++r) {
     std::set<int> stages, expected;
-    for (const Op& op : s.programs[static_cast<size_t>(r)])
+    for (const Op& op : s.programs[RankId{r}])
       if (const auto* c = std::get_if<Compute>(&op)) stages.insert(c->stage);
     for (int c = 0; c < v; ++c) expected.insert(c * p + r);
     EXPECT_EQ(stages, expected) << "rank " << r;
@@ -103,11 +103,11 @@ TEST(LoopedBfs, OnTheUniformExampleMatchesInterleavedWithMoreMemory) {
   EXPECT_NEAR(a.iteration_time_s, 28.5e-3, 1e-12);
   EXPECT_NEAR(a.iteration_time_s, i.iteration_time_s, 1e-12);
   EXPECT_NEAR(g.iteration_time_s, 33e-3, 1e-12);  // v = 1 is GPipe's (m + p - 1)(F + B)
-  EXPECT_EQ(a.per_rank[0].peak_live_microbatches, 16);
-  EXPECT_EQ(i.per_rank[0].peak_live_microbatches, 11);
+  EXPECT_EQ(a.per_rank[0_rank].peak_live_microbatches, 16);
+  EXPECT_EQ(i.per_rank[0_rank].peak_live_microbatches, 11);
   // Bytes: every layer of all 8 microbatches, as GPipe keeps (2 layers x 8 per stage).
-  EXPECT_DOUBLE_EQ(activation_peaks(bfs->schedule)[0].bytes,
-                   activation_peaks(gpipe->schedule)[0].bytes);
+  EXPECT_DOUBLE_EQ(activation_peaks(bfs->schedule)[0_rank].bytes,
+                   activation_peaks(gpipe->schedule)[0_rank].bytes);
 }
 
 TEST(LoopedBfs, OneChunkIsGpipeWithBackwardsInReverse) {

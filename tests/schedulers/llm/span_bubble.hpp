@@ -15,9 +15,9 @@ inline double max_span_bubble(const Schedule& s, const Timeline& t) {
   double worst = 0;
   for (int r = 0; r < s.num_ranks(); ++r) {
     double first = 1e300, last = 0, busy = 0;
-    for (size_t k = 0; k < s.programs[static_cast<size_t>(r)].size(); ++k) {
-      if (!std::holds_alternative<Compute>(s.programs[static_cast<size_t>(r)][k])) continue;
-      const OpTiming& o = t.timings[static_cast<size_t>(r)][k];
+    for (size_t k = 0; k < s.programs[RankId{r}].size(); ++k) {
+      if (!std::holds_alternative<Compute>(s.programs[RankId{r}][k])) continue;
+      const OpTiming& o = t.timings[RankId{r}][k];
       first = std::min(first, o.start_s);
       last = std::max(last, o.end_s);
       busy += o.end_s - o.start_s;

@@ -81,7 +81,7 @@ TEST_P(ZbVSweep, ValidRunsAndKeepsOneFOneBsPeak) {
   for (int r = 0; r < p; ++r) {
     std::set<int> stages;
     int computes = 0;
-    for (const Op& op : s.programs[static_cast<size_t>(r)]) {
+    for (const Op& op : s.programs[RankId{r}]) {
       if (const auto* c = std::get_if<Compute>(&op)) {
         stages.insert(c->stage);
         ++computes;
@@ -103,16 +103,16 @@ TEST_P(ZbVSweep, ValidRunsAndKeepsOneFOneBsPeak) {
   const auto base_peaks = activation_peaks(ofob->schedule);
   const double chunk_bytes = 2 * 64.0 * 1024 * 1024;  // two layers of 64 MiB
   for (int r = 0; r < p; ++r) {
-    const ActivationPeak& peak = zb_peaks[static_cast<size_t>(r)];
+    const ActivationPeak& peak = zb_peaks[RankId{r}];
     if (m >= 2 * p - 1) {  // PyTorch's full order: 2p chunk-microbatches on every rank
       EXPECT_EQ(peak.microbatches, 2 * p) << "rank " << r;
       EXPECT_DOUBLE_EQ(peak.bytes, 2 * p * chunk_bytes) << "rank " << r;
     } else {  // fewer microbatches: the dropped ones leave the peak lower still
       EXPECT_LE(peak.microbatches, std::min(2 * p, 2 * m)) << "rank " << r;
     }
-    EXPECT_LE(peak.bytes, base_peaks[0].bytes) << "rank " << r;
+    EXPECT_LE(peak.bytes, base_peaks[0_rank].bytes) << "rank " << r;
   }
-  EXPECT_DOUBLE_EQ(base_peaks[0].bytes, std::min(p, m) * 2 * chunk_bytes);
+  EXPECT_DOUBLE_EQ(base_peaks[0_rank].bytes, std::min(p, m) * 2 * chunk_bytes);
 }
 
 std::vector<Case> sweep() {

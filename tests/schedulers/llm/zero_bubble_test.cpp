@@ -78,7 +78,7 @@ TEST_P(ZeroBubble, H1BubbleAndPeakFollowTable2) {
     // Table 2's peak p M_B: stage s holds its 1F1B warm-up plus its s deferred W's
     // microbatches (activations are freed by W), p on every stage.
     for (int s = 0; s < p; ++s)
-      EXPECT_EQ(metrics.per_rank[static_cast<size_t>(s)].peak_live_microbatches, std::min(p, m));
+      EXPECT_EQ(metrics.per_rank[RankId{s}].peak_live_microbatches, std::min(p, m));
   }
 }
 
@@ -98,8 +98,7 @@ TEST_P(ZeroBubble, H2BubbleAndPeakFollowTable2) {
       EXPECT_NEAR(max_span_bubble(study->schedule, t), (p - 1) * (f + b - 2 * w), 1e-12) << where;
     }
     for (int s = 0; s < p; ++s)
-      EXPECT_EQ(metrics.per_rank[static_cast<size_t>(s)].peak_live_microbatches,
-                std::min(2 * p - 1, m));
+      EXPECT_EQ(metrics.per_rank[RankId{s}].peak_live_microbatches, std::min(2 * p - 1, m));
   }
 }
 

@@ -27,7 +27,7 @@ std::unique_ptr<Study> overlapped(std::vector<std::string> more = {}) {
 
 std::vector<std::pair<size_t, const Collective*>> buckets(const Schedule& s, int rank) {
   std::vector<std::pair<size_t, const Collective*>> out;
-  const auto& program = s.programs[static_cast<size_t>(rank)];
+  const auto& program = s.programs[RankId{rank}];
   for (size_t i = 0; i < program.size(); ++i) {
     const auto* c = std::get_if<Collective>(&program[i]);
     if (c && !c->tied_embedding) out.emplace_back(i, c);
@@ -82,7 +82,7 @@ TEST(GradientBuckets, EachBucketFollowsTheComputeThatFinishesItsGradients) {
   const Schedule& s = study->schedule;
   ASSERT_NO_THROW(validate(s, study->config.model));
   for (int r = 0; r < s.num_ranks(); ++r) {
-    const auto& program = s.programs[static_cast<size_t>(r)];
+    const auto& program = s.programs[RankId{r}];
     for (const auto& [index, c] : buckets(s, r)) {
       SCOPED_TRACE("rank " + std::to_string(r) + " " + to_string(program[index], s));
       size_t before = index;
@@ -105,7 +105,7 @@ TEST(GradientBuckets, SplittingTheLastBackwardKeepsEachRanksComputeTime) {
   for (int r = 0; r < study->schedule.num_ranks(); ++r) {
     auto compute = [r](const Schedule& s, size_t* count) {
       double seconds = 0, weight = 0;
-      for (const Op& op : s.programs[static_cast<size_t>(r)]) {
+      for (const Op& op : s.programs[RankId{r}]) {
         if (const auto* c = std::get_if<Compute>(&op)) {
           seconds += c->seconds;
           weight += c->weight_grad_s;
@@ -130,7 +130,7 @@ TEST(GradientBuckets, OverlapHidesTheReductionBehindTheBackward) {
   const Timeline t = evaluate(study->schedule, study->config.cluster);
   // The blocking all-reduce's own ring time, on rank 0, is what overlap can hide at most.
   const auto [index, c] = buckets(plain->schedule, 0).front();
-  const double ring = t_plain.timings[0][index].end_s - t_plain.timings[0][index].start_s;
+  const double ring = t_plain.timings[0_rank][index].end_s - t_plain.timings[0_rank][index].start_s;
   ASSERT_GT(ring, 0.05);
   EXPECT_LT(t.iteration_time_s(), t_plain.iteration_time_s() - 0.5 * ring);
   EXPECT_GE(t.iteration_time_s(), t_plain.iteration_time_s() - ring - 1e-9);
@@ -144,7 +144,7 @@ TEST(GradientBuckets, ALaterModelChunkIsOneBucketIssuedBeforeTheFirstChunkFinish
                                  "schedule.stage_layers=[12,12,12,12]"});
   const Schedule& s = study->schedule;
   const auto& stage_of = [&](int layer, int rank = 0) {
-    for (const Op& op : s.programs[static_cast<size_t>(rank)]) {
+    for (const Op& op : s.programs[RankId{rank}]) {
       if (const auto* c = std::get_if<Compute>(&op);
           c && layer >= c->first_layer && layer < c->end_layer)
         return c->stage;
@@ -163,7 +163,7 @@ TEST(GradientBuckets, ALaterModelChunkIsOneBucketIssuedBeforeTheFirstChunkFinish
     EXPECT_EQ(per_stage.rbegin()->second, 1) << r;  // the later chunk: one bucket
   }
   // Rank 0's later-chunk bucket goes before its first chunk's last backward.
-  const auto& program = s.programs[0];
+  const auto& program = s.programs[0_rank];
   size_t later_bucket = 0, last_first_chunk_backward = 0;
   for (size_t i = 0; i < program.size(); ++i) {
     if (const auto* c = std::get_if<Collective>(&program[i]);
@@ -184,16 +184,16 @@ TEST(GradientBuckets, TheTiedEmbeddingAllReduceQueuesBehindTheBuckets) {
   int tied = 0;
   for (int r = 0; r < s.num_ranks(); ++r) {
     double buckets_end = 0;
-    const auto& program = s.programs[static_cast<size_t>(r)];
+    const auto& program = s.programs[RankId{r}];
     for (size_t i = 0; i < program.size(); ++i) {
       const auto* c = std::get_if<Collective>(&program[i]);
       if (!c) continue;
       EXPECT_TRUE(c->async);
       if (!c->tied_embedding) {
-        buckets_end = std::max(buckets_end, t.timings[r][i].end_s);
+        buckets_end = std::max(buckets_end, t.timings[RankId{r}][i].end_s);
       } else {
         ++tied;
-        EXPECT_GE(t.timings[r][i].start_s, buckets_end) << "rank " << r;
+        EXPECT_GE(t.timings[RankId{r}][i].start_s, buckets_end) << "rank " << r;
       }
     }
   }

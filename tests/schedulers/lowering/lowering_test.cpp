@@ -37,9 +37,8 @@ TEST_P(UniformPipeline, IterationBubbleAndPeakActivationsFollowTheFormulas) {
   EXPECT_NEAR(metrics.bubble_fraction, static_cast<double>(p - 1) / (m + p - 1), 1e-9);
   for (int s = 0; s < p; ++s) {
     const int expected = name == "gpipe" ? m : std::min(p - s, m);
-    EXPECT_EQ(metrics.per_rank[static_cast<size_t>(s)].peak_live_microbatches, expected)
-        << "stage " << s;
-    EXPECT_DOUBLE_EQ(metrics.per_rank[static_cast<size_t>(s)].peak_memory_bytes,
+    EXPECT_EQ(metrics.per_rank[RankId{s}].peak_live_microbatches, expected) << "stage " << s;
+    EXPECT_DOUBLE_EQ(metrics.per_rank[RankId{s}].peak_memory_bytes,
                      expected * (8.0 / p) * 64 * 1024 * 1024);
   }
 }
@@ -71,7 +70,7 @@ TEST(UniformPipeline, OneFOneBWarmupIsPMinusSMinusOneForwards) {
   const Schedule& s = study->schedule;
   for (int stage = 0; stage < 4; ++stage) {
     int forwards_before_first_backward = 0;
-    for (const Op& op : s.programs[static_cast<size_t>(stage)]) {
+    for (const Op& op : s.programs[RankId{stage}]) {
       const auto* c = std::get_if<Compute>(&op);
       if (!c) continue;
       if (c->pass != Pass::kF) break;
@@ -89,7 +88,7 @@ TEST(DataParallel, ReplicasAllReduceTrainableGradientsAtTheEnd) {
   ASSERT_EQ(s.num_ranks(), 8);
   ASSERT_EQ(s.groups.size(), 4u);
   for (int r = 0; r < 8; ++r) {
-    const auto* c = std::get_if<Collective>(&s.programs[static_cast<size_t>(r)].back());
+    const auto* c = std::get_if<Collective>(&s.programs[RankId{r}].back());
     ASSERT_NE(c, nullptr) << "rank " << r;
     EXPECT_DOUBLE_EQ(c->bytes, 2 * 1e6 * 4);  // 2 layers per stage x fp32 gradients
   }
@@ -128,7 +127,7 @@ TEST(MultiInputModel, TwoEncodersFeedingOneLlmPlanAndRunForAnyPartition) {
   const auto study =
       test::fixture("two-encoders.toml", {"parallel.pp=2", "schedule.stage_layers=[58, 16]"});
   std::set<int> producers;
-  for (const Op& op : study->schedule.programs[1]) {
+  for (const Op& op : study->schedule.programs[1_rank]) {
     if (const auto* r = std::get_if<Recv>(&op);
         r && r->tag.pass == Pass::kF && r->tag.microbatch == 0) {
       EXPECT_EQ(r->tag.boundary_layer, 58);

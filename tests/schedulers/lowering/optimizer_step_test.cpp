@@ -17,7 +17,7 @@ namespace {
 
 std::vector<const OptimizerStep*> steps(const Schedule& s, int rank) {
   std::vector<const OptimizerStep*> out;
-  for (const Op& op : s.programs[static_cast<size_t>(rank)]) {
+  for (const Op& op : s.programs[RankId{rank}]) {
     if (const auto* o = std::get_if<OptimizerStep>(&op)) out.push_back(o);
   }
   return out;
@@ -31,9 +31,9 @@ TEST(OptimizerStep, EveryTrainingRankStepsOnceLastAtMemoryBandwidth) {
   for (int r = 0; r < s.num_ranks(); ++r) {
     const auto mine = steps(s, r);
     ASSERT_EQ(mine.size(), 1u) << "rank " << r;
-    EXPECT_TRUE(std::holds_alternative<OptimizerStep>(s.programs[static_cast<size_t>(r)].back()));
+    EXPECT_TRUE(std::holds_alternative<OptimizerStep>(s.programs[RankId{r}].back()));
     // It updates the rank's weights: its static parameters at 2 bytes each.
-    const double held = s.static_memory[static_cast<size_t>(r)].parameters / 2;
+    const double held = s.static_memory[RankId{r}].parameters / 2;
     EXPECT_NEAR(mine[0]->parameters / held, 1.0, 1e-12) << "rank " << r;
     EXPECT_DOUBLE_EQ(mine[0]->seconds,
                      memory_bound_seconds(study->config.cluster.gpu, held * kBytesPerParameter));
@@ -74,7 +74,7 @@ TEST(OptimizerStep, ValidationRejectsAStepTooEarlyTwiceOrMissing) {
   const auto study = test::megatron_gpt({"parallel.dp=1", "cluster.nodes=2"});
   const Model& model = study->config.model;
   ASSERT_NO_THROW(validate(study->schedule, model));
-  auto rank0 = [](Schedule& s) -> std::vector<Op>& { return s.programs[0]; };
+  auto rank0 = [](Schedule& s) -> std::vector<Op>& { return s.programs[0_rank]; };
 
   Schedule early = study->schedule;
   std::rotate(rank0(early).begin(), rank0(early).end() - 1, rank0(early).end());

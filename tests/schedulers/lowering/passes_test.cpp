@@ -28,7 +28,7 @@ struct TwoStages {
   }
   std::string text(const Schedule& s, int rank) const {
     std::string out;
-    for (const Op& op : s.programs[static_cast<size_t>(rank)])
+    for (const Op& op : s.programs[RankId{rank}])
       out += (out.empty() ? "" : " ") + to_string(op, s);
     return out;
   }
@@ -52,11 +52,11 @@ TEST(LoweringPasses, ExpandActionsEmitsOnlyComputesOnePerSegment) {
   lowering::expand_actions(ctx, s);
   EXPECT_EQ(t.text(s, 0), "0F0 0B0");
   EXPECT_EQ(t.text(s, 1), "1F0 1B0");
-  const auto& f = std::get<Compute>(s.programs[0][0]);
+  const auto& f = std::get<Compute>(s.programs[0_rank][0]);
   EXPECT_EQ(f.first_layer, 0);
   EXPECT_EQ(f.end_layer, 4);
   EXPECT_NEAR(f.seconds, 4 * 0.5e-3, 1e-12);  // 4 layers of F = 0.5 ms
-  EXPECT_NEAR(std::get<Compute>(s.programs[0][1]).seconds, 4 * 1.0e-3, 1e-12);
+  EXPECT_NEAR(std::get<Compute>(s.programs[0_rank][1]).seconds, 4 * 1.0e-3, 1e-12);
 }
 
 TEST(LoweringPasses, AReceiverTakesAChannelInTheSendersOrder) {
@@ -138,7 +138,7 @@ TEST(LoweringPasses, ChunksOnOneRankShareOneAllReduceAndTheirMemory) {
   }
   const Schedule s = t.lower_with({orders});
   int allreduces = 0;
-  for (const Op& op : s.programs[0]) allreduces += std::holds_alternative<Collective>(op);
+  for (const Op& op : s.programs[0_rank]) allreduces += std::holds_alternative<Collective>(op);
   EXPECT_EQ(allreduces, 1);
   EXPECT_NO_THROW(validate(s, *t.study->problem.model));
 }
@@ -193,8 +193,8 @@ TEST(LoweringPasses, ModuleCopiesComputeTheirPiecesAndReduceOverTheCopies) {
   ASSERT_EQ(s.num_ranks(), 3);
   EXPECT_EQ(s.num_stages, 2);
   EXPECT_EQ(s.microbatches, 4);
-  EXPECT_EQ(s.ranks[1].gpu, 1);
-  EXPECT_EQ(s.ranks[2].tp, 2);
+  EXPECT_EQ(s.ranks[1_rank].gpu, 1);
+  EXPECT_EQ(s.ranks[2_rank].tp, 2);
   // Stage 1 hears from both copies, each copy from stage 1 about its own pieces only.
   EXPECT_EQ(t.text(s, 2).substr(0, 41), "1RECV_F0:L4<-0 1F0 1RECV_F1:L4<-1 1F1 1RE");
   EXPECT_EQ(t.text(s, 1),
@@ -207,14 +207,15 @@ TEST(LoweringPasses, ModuleCopiesComputeTheirPiecesAndReduceOverTheCopies) {
   EXPECT_EQ(s.samples[0][3], (std::vector<int>{3}));
   // A copy computes its piece at the share dp / pieces of its shard: the two-copy stage
   // a whole sample per piece, the one-copy stage half its two-sample shard.
-  const auto& f0 = std::get<Compute>(s.programs[0][0]);
-  const auto& f1 = std::get<Compute>(s.programs[2][1]);
+  const auto& f0 = std::get<Compute>(s.programs[0_rank][0]);
+  const auto& f1 = std::get<Compute>(s.programs[2_rank][1]);
   EXPECT_GT(f0.seconds, 0);
   EXPECT_GT(f1.seconds, 0);
   // Stage 0's gradients reduce over its two copies; stage 1 has one copy, no reduction.
   ASSERT_EQ(s.groups.size(), 1u);
-  EXPECT_EQ(s.groups[0], (std::vector<int>{0, 1}));
-  EXPECT_TRUE(std::holds_alternative<Collective>(s.programs[0][s.programs[0].size() - 2]));
+  EXPECT_EQ(s.groups[0], (std::vector<RankId>{0_rank, 1_rank}));
+  EXPECT_TRUE(
+      std::holds_alternative<Collective>(s.programs[0_rank][s.programs[0_rank].size() - 2]));
   // Both copies hold the whole stage; the optimizer state is not sharded by default.
   const auto per_rank = static_memory_per_rank(t.study->problem, t.programs);
   EXPECT_EQ(per_rank[0], per_rank[1]);
@@ -228,16 +229,16 @@ TEST(LoweringPasses, ABoundaryFromAnotherModuleGroupIsBroadcastToTheTensorParall
   ModuleCopies other, same(0);
   const Schedule a = lower(other.study->problem, "test", other.programs);
   const Schedule b = lower(same.study->problem, "test", same.programs);
-  const auto& recv = std::get<Recv>(a.programs[2][0]);
+  const auto& recv = std::get<Recv>(a.programs[2_rank][0]);
   const LinkSpec& nvlink = other.study->problem.cluster->intra_node;
   EXPECT_GT(recv.bytes, 0);
-  EXPECT_NEAR(
-      std::get<Compute>(a.programs[2][1]).seconds - std::get<Compute>(b.programs[2][1]).seconds,
-      nvlink.latency + recv.bytes / nvlink.bandwidth, 1e-15);
+  EXPECT_NEAR(std::get<Compute>(a.programs[2_rank][1]).seconds -
+                  std::get<Compute>(b.programs[2_rank][1]).seconds,
+              nvlink.latency + recv.bytes / nvlink.bandwidth, 1e-15);
   // Stage 0 (TP 1) receives gradients from the other group and broadcasts nothing.
   auto backward_s = [](const Schedule& s) {
     double total = 0;
-    for (const Op& op : s.programs[0]) {
+    for (const Op& op : s.programs[0_rank]) {
       const auto* c = std::get_if<Compute>(&op);
       if (c && c->pass == Pass::kB) total += c->seconds;
     }

@@ -17,7 +17,7 @@ constexpr double kEmbeddingGradientBytes = kVocab * kHidden / kTp * 2;
 
 std::vector<const Collective*> all_reduces(const Schedule& s, int rank) {
   std::vector<const Collective*> out;
-  for (const Op& op : s.programs[static_cast<size_t>(rank)]) {
+  for (const Op& op : s.programs[RankId{rank}]) {
     if (const auto* c = std::get_if<Collective>(&op)) out.push_back(c);
   }
   return out;
@@ -30,10 +30,10 @@ TEST(TiedEmbedding, TheHeadsStageKeepsACopyAndTheCopiesAreAllReducedPerReplica) 
   for (int d = 0; d < 2; ++d) {
     const int first = 2 * d, last = 2 * d + 1;
     // Both stages hold 24 identical layers and one copy of the embedding.
-    EXPECT_DOUBLE_EQ(s.static_memory[static_cast<size_t>(first)].parameters,
-                     s.static_memory[static_cast<size_t>(last)].parameters);
-    EXPECT_DOUBLE_EQ(s.static_memory[static_cast<size_t>(first)].optimizer,
-                     s.static_memory[static_cast<size_t>(last)].optimizer);
+    EXPECT_DOUBLE_EQ(s.static_memory[RankId{first}].parameters,
+                     s.static_memory[RankId{last}].parameters);
+    EXPECT_DOUBLE_EQ(s.static_memory[RankId{first}].optimizer,
+                     s.static_memory[RankId{last}].optimizer);
     for (int rank : {first, last}) {
       const auto reduces = all_reduces(s, rank);
       ASSERT_EQ(reduces.size(), 2u) << "rank " << rank;
@@ -41,14 +41,16 @@ TEST(TiedEmbedding, TheHeadsStageKeepsACopyAndTheCopiesAreAllReducedPerReplica) 
       EXPECT_EQ(s.groups[static_cast<size_t>(reduces[0]->group)].size(), 2u);
       EXPECT_DOUBLE_EQ(reduces[0]->bytes, all_reduces(s, first)[0]->bytes);
       // Then the embedding all-reduce, over this replica's first and last stage.
-      EXPECT_EQ(s.groups[static_cast<size_t>(reduces[1]->group)], (std::vector<int>{first, last}));
+      EXPECT_EQ(s.groups[static_cast<size_t>(reduces[1]->group)],
+                (std::vector<RankId>{RankId{first}, RankId{last}}));
       EXPECT_DOUBLE_EQ(reduces[1]->bytes, kEmbeddingGradientBytes);
       EXPECT_TRUE(reduces[1]->tied_embedding);
       EXPECT_FALSE(reduces[0]->tied_embedding);
     }
   }
   // The copy's weights are the difference between a stage and its 24 layers.
-  const double layer_weights = (s.static_memory[0].parameters / kFp16 - kVocab * kHidden / kTp);
+  const double layer_weights =
+      (s.static_memory[0_rank].parameters / kFp16 - kVocab * kHidden / kTp);
   EXPECT_NEAR(layer_weights * kTp / 24, 12 * kHidden * kHidden, 0.01 * kHidden * kHidden);
 }
 
@@ -70,7 +72,8 @@ TEST(TiedEmbedding, InterleavedStagesReduceBetweenTheFirstAndLastRankOnly) {
     const bool end = r == 0 || r == 3;  // stage 0 on rank 0, stage 7 on rank 3
     ASSERT_EQ(reduces.size(), end ? 2u : 1u) << "rank " << r;
     if (end) {
-      EXPECT_EQ(s.groups[static_cast<size_t>(reduces[1]->group)], (std::vector<int>{0, 3}));
+      EXPECT_EQ(s.groups[static_cast<size_t>(reduces[1]->group)],
+                (std::vector<RankId>{0_rank, 3_rank}));
     }
   }
 }
@@ -82,18 +85,19 @@ TEST(TiedEmbedding, BamboosLastStageUsesItsSuccessorCopyOfTheEmbedding) {
                                          "schedule.stage_layers=[12,12,12,12]"});
   const Schedule& s = study->schedule;
   // Rank 0: stage 0 (embedding) + a copy of stage 1; rank 3: stage 3 + a copy of stage 0.
-  EXPECT_DOUBLE_EQ(s.static_memory[0].parameters, s.static_memory[3].parameters);
+  EXPECT_DOUBLE_EQ(s.static_memory[0_rank].parameters, s.static_memory[3_rank].parameters);
   const auto reduces = all_reduces(s, 3);
   ASSERT_FALSE(reduces.empty());
   EXPECT_TRUE(reduces.back()->tied_embedding);
-  EXPECT_EQ(s.groups[static_cast<size_t>(reduces.back()->group)], (std::vector<int>{0, 3}));
+  EXPECT_EQ(s.groups[static_cast<size_t>(reduces.back()->group)],
+            (std::vector<RankId>{0_rank, 3_rank}));
 }
 
 TEST(TiedEmbedding, AFrozenEmbeddingsCopyHoldsWeightsOnlyAndIsNotReduced) {
   const auto study = test::megatron_gpt({"model.modules.gpt.frozen=true"});
   const Schedule& s = study->schedule;
-  EXPECT_DOUBLE_EQ(s.static_memory[0].parameters, s.static_memory[1].parameters);
-  EXPECT_EQ(s.static_memory[1].gradients, 0);
+  EXPECT_DOUBLE_EQ(s.static_memory[0_rank].parameters, s.static_memory[1_rank].parameters);
+  EXPECT_EQ(s.static_memory[1_rank].gradients, 0);
   for (int r = 0; r < s.num_ranks(); ++r) EXPECT_TRUE(all_reduces(s, r).empty()) << r;
 }
 

@@ -35,12 +35,11 @@ bool is_encoder_side(const Schedule& s, int module) {
 double encoder_forward_s(const Schedule& s, const Timeline& t) {
   double total = 0;
   for (int r = 0; r < s.num_ranks(); ++r) {
-    const auto& program = s.programs[static_cast<size_t>(r)];
+    const auto& program = s.programs[RankId{r}];
     for (size_t i = 0; i < program.size(); ++i) {
       const auto* c = std::get_if<Compute>(&program[i]);
       if (c && c->pass == Pass::kF && is_encoder_side(s, c->module))
-        total += t.timings[static_cast<size_t>(r)][i].end_s -
-                 t.timings[static_cast<size_t>(r)][i].start_s;
+        total += t.timings[RankId{r}][i].end_s - t.timings[RankId{r}][i].start_s;
     }
   }
   return total;
@@ -56,14 +55,13 @@ std::vector<Interval> forwards(const Schedule& s, const Timeline& t, const std::
                                int microbatch) {
   std::vector<Interval> out;
   for (int r = 0; r < s.num_ranks(); ++r) {
-    if (s.ranks[static_cast<size_t>(r)].replica != 0) continue;
-    const auto& program = s.programs[static_cast<size_t>(r)];
+    if (s.ranks[RankId{r}].replica != 0) continue;
+    const auto& program = s.programs[RankId{r}];
     for (size_t i = 0; i < program.size(); ++i) {
       const auto* c = std::get_if<Compute>(&program[i]);
       if (c && c->pass == Pass::kF && !c->redundant && c->microbatch == microbatch &&
           s.module_names[static_cast<size_t>(c->module)] == module)
-        out.push_back({r, t.timings[static_cast<size_t>(r)][i].start_s,
-                       t.timings[static_cast<size_t>(r)][i].end_s});
+        out.push_back({r, t.timings[RankId{r}][i].start_s, t.timings[RankId{r}][i].end_s});
     }
   }
   return out;
@@ -237,7 +235,7 @@ namespace {
 int stages_running(const Schedule& s, const std::string& module) {
   int n = 0;
   for (int stage = 0; stage < s.num_stages; ++stage) {
-    for (const Op& op : s.programs[static_cast<size_t>(stage)]) {
+    for (const Op& op : s.programs[RankId{stage}]) {
       const auto* c = std::get_if<Compute>(&op);
       if (c && !c->redundant && s.module_names[static_cast<size_t>(c->module)] == module) {
         ++n;
@@ -294,10 +292,10 @@ TEST(Multimodal, CornstarchHonorsPerModuleLayouts) {
   const std::vector<int> gpus = {12, 14, 20, 0, 2, 4};
   const std::vector<int> tps = {2, 2, 1, 2, 2, 2};
   for (int r = 0; r < 6; ++r) {
-    EXPECT_EQ(s.ranks[static_cast<size_t>(r)].gpu, gpus[static_cast<size_t>(r)]) << r;
-    EXPECT_EQ(s.ranks[static_cast<size_t>(r)].tp, tps[static_cast<size_t>(r)]) << r;
+    EXPECT_EQ(s.ranks[RankId{r}].gpu, gpus[static_cast<size_t>(r)]) << r;
+    EXPECT_EQ(s.ranks[RankId{r}].tp, tps[static_cast<size_t>(r)]) << r;
   }
-  EXPECT_EQ(s.ranks[8].gpu, 21);  // replica 1's audio stage
+  EXPECT_EQ(s.ranks[8_rank].gpu, 21);  // replica 1's audio stage
   EXPECT_EQ(stages_running(s, "vision"), 2);
   EXPECT_THROW(with({"parallel.modules.audio.dp=1", "parallel.modules.audio.gpus=20"}),
                InputError);  // DP differs from the other modules

@@ -46,7 +46,7 @@ TEST(Bamboo, EveryStageRunsItsSuccessorsForwardAndTheIterationHasAClosedForm) {
       std::map<std::tuple<int, int, Pass>, int> real;  // (stage, microbatch, pass) -> runs
       for (int r = 0; r < p; ++r) {
         int copies = 0;
-        for (const Op& op : s.programs[static_cast<size_t>(r)]) {
+        for (const Op& op : s.programs[RankId{r}]) {
           const auto* c = std::get_if<Compute>(&op);
           if (!c) continue;
           if (!c->redundant) {
@@ -74,9 +74,9 @@ TEST(Bamboo, EachRankHoldsItsStageAndItsSuccessorsModelState) {
   const auto bamboo = uniform("bamboo", p, 8);
   const auto plain = uniform("1f1b", p, 8);
   for (int r = 0; r < p; ++r) {
-    const StaticMemory& got = bamboo->schedule.static_memory[static_cast<size_t>(r)];
-    const StaticMemory& own = plain->schedule.static_memory[static_cast<size_t>(r)];
-    const StaticMemory& next = plain->schedule.static_memory[static_cast<size_t>((r + 1) % p)];
+    const StaticMemory& got = bamboo->schedule.static_memory[RankId{r}];
+    const StaticMemory& own = plain->schedule.static_memory[RankId{r}];
+    const StaticMemory& next = plain->schedule.static_memory[RankId{(r + 1) % p}];
     EXPECT_DOUBLE_EQ(got.parameters, own.parameters + next.parameters) << "rank " << r;
     EXPECT_DOUBLE_EQ(got.gradients, own.gradients + next.gradients) << "rank " << r;
     EXPECT_DOUBLE_EQ(got.optimizer, own.optimizer + next.optimizer) << "rank " << r;
@@ -86,8 +86,8 @@ TEST(Bamboo, EachRankHoldsItsStageAndItsSuccessorsModelState) {
   const auto b = activation_peaks(bamboo->schedule);
   const auto f = activation_peaks(plain->schedule);
   for (int r = 0; r < p; ++r) {
-    EXPECT_EQ(b[static_cast<size_t>(r)].microbatches, f[static_cast<size_t>(r)].microbatches);
-    EXPECT_DOUBLE_EQ(b[static_cast<size_t>(r)].bytes, 2 * f[static_cast<size_t>(r)].bytes);
+    EXPECT_EQ(b[RankId{r}].microbatches, f[RankId{r}].microbatches);
+    EXPECT_DOUBLE_EQ(b[RankId{r}].bytes, 2 * f[RankId{r}].bytes);
   }
 }
 
@@ -102,7 +102,7 @@ TEST(Bamboo, AFailedOverStageRunsOnItsPredecessorsRank) {
   std::map<int, std::vector<int>> stages_of_rank;
   std::map<int, int> copies_of_rank;
   for (int r = 0; r < 3; ++r) {
-    for (const Op& op : s.programs[static_cast<size_t>(r)]) {
+    for (const Op& op : s.programs[RankId{r}]) {
       const auto* c = std::get_if<Compute>(&op);
       if (!c) continue;
       if (c->redundant) {

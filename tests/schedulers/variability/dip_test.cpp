@@ -26,8 +26,7 @@ double worst_memory(const Schedule& s) {
   const auto peaks = activation_peaks(s);
   double worst = 0;
   for (int r = 0; r < s.num_ranks(); ++r)
-    worst = std::max(worst, s.static_memory[static_cast<size_t>(r)].total() +
-                                peaks[static_cast<size_t>(r)].bytes);
+    worst = std::max(worst, s.static_memory[RankId{r}].total() + peaks[RankId{r}].bytes);
   return worst;
 }
 

@@ -24,7 +24,7 @@ std::unique_ptr<Study> synthchartnet(std::vector<std::string> extra = {}) {
 
 /// (replica, microbatch) -> index of the op in `rank`'s program matching `pred`.
 const Compute* find_compute(const Schedule& s, int rank, Pass pass, int mb, int* index) {
-  const auto& program = s.programs[static_cast<size_t>(rank)];
+  const auto& program = s.programs[RankId{rank}];
   for (size_t i = 0; i < program.size(); ++i) {
     const auto* c = std::get_if<Compute>(&program[i]);
     if (c && !c->redundant && c->pass == pass && c->microbatch == mb) {
@@ -71,16 +71,14 @@ TEST(Entrain, SplitBackwardRunsADeferredSamplesEncoderBackwardAfterItsLlmBackwar
       const Compute* enc = find_compute(s, d * p + enc_last, Pass::kB, next, &ie);
       const Compute* llm = find_compute(s, d * p + enc_last + 1, Pass::kB, next, &il);
       ASSERT_TRUE(enc && llm);
-      const double enc_start =
-          t.timings[static_cast<size_t>(d * p + enc_last)][static_cast<size_t>(ie)].start_s;
-      const double llm_end =
-          t.timings[static_cast<size_t>(d * p + enc_last + 1)][static_cast<size_t>(il)].end_s;
+      const double enc_start = t.timings[RankId{d * p + enc_last}][static_cast<size_t>(ie)].start_s;
+      const double llm_end = t.timings[RankId{d * p + enc_last + 1}][static_cast<size_t>(il)].end_s;
       EXPECT_GE(enc_start, llm_end) << "replica " << d << " microbatch " << next;
       // The rest of microbatch j does not wait for it: its encoder backward is op j,
       // which needs only the LLM backward of j.
       const Compute* kept = find_compute(s, d * p + enc_last, Pass::kB, static_cast<int>(j), &ie);
       ASSERT_TRUE(kept);
-      const auto& program = s.programs[static_cast<size_t>(d * p + enc_last)];
+      const auto& program = s.programs[RankId{d * p + enc_last}];
       const auto* recv = std::get_if<Recv>(&program[static_cast<size_t>(ie - 1)]);
       ASSERT_TRUE(recv);
       EXPECT_EQ(recv->tag.pass, Pass::kB);
@@ -105,12 +103,11 @@ std::vector<double> encoder_forwards(const Schedule& s, int encoder_stages) {
 /// Largest LLM forward of one microbatch (summed over the LLM stages) in the schedule.
 double max_llm_forward(const Schedule& s, int encoder_stages) {
   std::map<std::pair<int, int>, double> per_mb;
-  for (const auto& program : s.programs)
-    for (const Op& op : program)
+  for (const RankId r : s.rank_ids())
+    for (const Op& op : s.programs[r])
       if (const auto* c = std::get_if<Compute>(&op);
           c && c->pass == Pass::kF && c->stage >= encoder_stages)
-        per_mb[{static_cast<int>(&program - s.programs.data()) / s.num_stages, c->microbatch}] +=
-            c->seconds;
+        per_mb[{r.value() / s.num_stages, c->microbatch}] += c->seconds;
   double m = 0;
   for (const auto& [key, v] : per_mb) m = std::max(m, v);
   return m;

@@ -117,8 +117,7 @@ TEST(OmniBal, AdaptiveRecomputeFitsTheBudgetOnlyWhereNeeded) {
   const auto peaks = activation_peaks(base);
   std::vector<double> need;
   for (int r = 0; r < base.num_ranks(); ++r)
-    need.push_back(base.static_memory[static_cast<size_t>(r)].total() +
-                   peaks[static_cast<size_t>(r)].bytes);
+    need.push_back(base.static_memory[RankId{r}].total() + peaks[RankId{r}].bytes);
   const double most = *std::max_element(need.begin(), need.end());
   const double least = *std::min_element(need.begin(), need.end());
   ASSERT_GT(most, least);
@@ -128,8 +127,7 @@ TEST(OmniBal, AdaptiveRecomputeFitsTheBudgetOnlyWhereNeeded) {
   const auto after = activation_peaks(s);
   int stages_recomputed = 0;
   for (int r = 0; r < s.num_ranks(); ++r) {
-    EXPECT_LE(s.static_memory[static_cast<size_t>(r)].total() + after[static_cast<size_t>(r)].bytes,
-              cap);
+    EXPECT_LE(s.static_memory[RankId{r}].total() + after[RankId{r}].bytes, cap);
     if (layers[static_cast<size_t>(r)] > 0) ++stages_recomputed;
     if (need[static_cast<size_t>(r)] <= cap) {
       EXPECT_EQ(layers[static_cast<size_t>(r)], 0) << r;

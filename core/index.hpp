@@ -1,0 +1,155 @@
+#pragma once
+/// Typed indices: a rank, a stage or a microbatch is an int underneath, but mixing them up
+/// (a stage used as a rank) should not compile. `Id<Tag>` is an int only its own kind of
+/// container accepts; `IdVector<Id, T>` is a std::vector addressed by that Id alone, so the
+/// per-rank tables of the Schedule IR need no casts and cannot be indexed by a stray int.
+#include <compare>
+#include <cstddef>
+#include <functional>
+#include <initializer_list>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace loom {
+
+template <class Tag>
+class Id {
+ public:
+  constexpr Id() = default;
+  constexpr explicit Id(int value) : value_(value) {}
+  constexpr int value() const { return value_; }
+  /// Position in a container; an Id is never negative (std::optional says "none").
+  constexpr std::size_t slot() const { return static_cast<std::size_t>(value_); }
+  constexpr auto operator<=>(const Id&) const = default;
+  constexpr Id& operator++() {
+    ++value_;
+    return *this;
+  }
+  /// Offsets: the same position one block of ids further (a rank of the next replica).
+  constexpr Id& operator+=(int offset) {
+    value_ += offset;
+    return *this;
+  }
+  friend constexpr Id operator+(Id id, int offset) { return id += offset; }
+  friend constexpr int operator-(Id a, Id b) { return a.value_ - b.value_; }
+  friend std::ostream& operator<<(std::ostream& os, Id id) { return os << id.value_; }
+
+ private:
+  int value_ = 0;
+};
+
+template <class Tag>
+std::string to_string(Id<Tag> id) {
+  return std::to_string(id.value());
+}
+/// JSON as the plain number (nlohmann::json finds these by ADL).
+template <class Json, class Tag>
+void to_json(Json& json, Id<Tag> id) {
+  json = id.value();
+}
+template <class Json, class Tag>
+void from_json(const Json& json, Id<Tag>& id) {
+  id = Id<Tag>{json.template get<int>()};
+}
+
+/// Id{0} .. Id{n-1}, for range-for loops over a table's ids.
+template <class IdT>
+class IdRange {
+ public:
+  class iterator {
+   public:
+    using value_type = IdT;
+    using difference_type = std::ptrdiff_t;
+    constexpr iterator() = default;
+    constexpr explicit iterator(int at) : at_(at) {}
+    constexpr IdT operator*() const { return IdT{at_}; }
+    constexpr iterator& operator++() {
+      ++at_;
+      return *this;
+    }
+    constexpr iterator operator++(int) { return iterator{at_++}; }
+    constexpr bool operator==(const iterator&) const = default;
+
+   private:
+    int at_ = 0;
+  };
+  constexpr explicit IdRange(int count) : count_(count < 0 ? 0 : count) {}
+  constexpr iterator begin() const { return iterator{0}; }
+  constexpr iterator end() const { return iterator{count_}; }
+  constexpr int size() const { return count_; }
+
+ private:
+  int count_ = 0;
+};
+
+template <class IdT, class T>
+class IdVector {
+ public:
+  using value_type = T;
+  using iterator = typename std::vector<T>::iterator;
+  using const_iterator = typename std::vector<T>::const_iterator;
+
+  IdVector() = default;
+  explicit IdVector(int count, const T& value = T()) : items_(slots(count), value) {}
+  IdVector(std::initializer_list<T> init) : items_(init) {}
+  explicit IdVector(std::vector<T> items) : items_(std::move(items)) {}
+
+  T& operator[](IdT id) { return items_[id.slot()]; }
+  const T& operator[](IdT id) const { return items_[id.slot()]; }
+  T& at(IdT id) { return items_.at(id.slot()); }
+  const T& at(IdT id) const { return items_.at(id.slot()); }
+  bool contains(IdT id) const { return id.value() >= 0 && id.slot() < items_.size(); }
+
+  int ssize() const { return static_cast<int>(items_.size()); }
+  std::size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  IdRange<IdT> ids() const { return IdRange<IdT>(ssize()); }
+  /// The id the next push_back gets.
+  IdT next_id() const { return IdT{ssize()}; }
+
+  iterator begin() { return items_.begin(); }
+  iterator end() { return items_.end(); }
+  const_iterator begin() const { return items_.begin(); }
+  const_iterator end() const { return items_.end(); }
+  T& front() { return items_.front(); }
+  const T& front() const { return items_.front(); }
+  T& back() { return items_.back(); }
+  const T& back() const { return items_.back(); }
+
+  void push_back(const T& value) { items_.push_back(value); }
+  void push_back(T&& value) { items_.push_back(std::move(value)); }
+  template <class... Args>
+  T& emplace_back(Args&&... args) {
+    return items_.emplace_back(std::forward<Args>(args)...);
+  }
+  void resize(int count) { items_.resize(slots(count)); }
+  void resize(int count, const T& value) { items_.resize(slots(count), value); }
+  void reserve(int count) { items_.reserve(slots(count)); }
+  void clear() { items_.clear(); }
+
+  /// The plain vector, for code that needs one (algorithms, serialization).
+  const std::vector<T>& items() const { return items_; }
+  std::vector<T>& items() { return items_; }
+
+  bool operator==(const IdVector&) const = default;
+
+ private:
+  static std::size_t slots(int count) { return count < 0 ? 0 : static_cast<std::size_t>(count); }
+  std::vector<T> items_;
+};
+
+/// A rank of the Schedule IR: one program, run by one GPU or one tensor-parallel group.
+using RankId = Id<struct RankTag>;
+template <class T>
+using PerRank = IdVector<RankId, T>;
+/// `2_rank`: a rank written as a literal (tests, hand-built schedules).
+constexpr RankId operator""_rank(unsigned long long value) { return RankId{static_cast<int>(value)}; }
+
+}  // namespace loom
+
+template <class Tag>
+struct std::hash<loom::Id<Tag>> {
+  std::size_t operator()(loom::Id<Tag> id) const noexcept { return std::hash<int>{}(id.value()); }
+};
