@@ -246,32 +246,37 @@ Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view t
   }
   // Each stage runs on the one row that names it: the looped placement (stage s on rank
   // s mod pp), a V (ZB-V: rank r holds r and 2pp-1-r) or any other.
-  std::vector<int> stage_rank(static_cast<size_t>(count), -1);
+  std::vector<std::optional<PipelineRank>> owners(static_cast<size_t>(count));
   std::vector<const Located*> first_seen(static_cast<size_t>(count), nullptr);
-  for (size_t r = 0; r < rows.size(); ++r) {
-    for (const Located& a : rows[r]) {
-      int& owner = stage_rank[static_cast<size_t>(a.action.stage)];
-      if (owner >= 0 && owner != static_cast<int>(r)) {
+  for (size_t row = 0; row < rows.size(); ++row) {
+    const PipelineRank r{static_cast<int>(row)};
+    for (const Located& a : rows[row]) {
+      std::optional<PipelineRank>& owner = owners[static_cast<size_t>(a.action.stage)];
+      if (owner && *owner != r) {
         const Located& before = *first_seen[static_cast<size_t>(a.action.stage)];
         fail(source, a.line, a.column,
-             "stage " + std::to_string(a.action.stage) + " on rank " + std::to_string(r) +
+             "stage " + std::to_string(a.action.stage) + " on rank " + to_string(r) +
                  ", but line " + std::to_string(before.line) + " column " +
-                 std::to_string(before.column) + " runs it on rank " + std::to_string(owner) +
+                 std::to_string(before.column) + " runs it on rank " + to_string(*owner) +
                  ": a stage lives on one rank");
       }
-      owner = static_cast<int>(r);
+      owner = r;
       if (!first_seen[static_cast<size_t>(a.action.stage)])
         first_seen[static_cast<size_t>(a.action.stage)] = &a;
       if (a.action.microbatch >= m)
         fail(source, a.line, a.column, microbatch_mismatch(max_microbatch, m));
     }
   }
-  std::vector<int> held(static_cast<size_t>(pp), 0);
-  for (int r : stage_rank) ++held[static_cast<size_t>(r)];
-  for (int r = 0; r < pp; ++r) {
-    if (held[static_cast<size_t>(r)] != count / pp)
-      fail(source, r + 1, 1,
-           "rank " + std::to_string(r) + " runs " + std::to_string(held[static_cast<size_t>(r)]) +
+  std::vector<PipelineRank> stage_rank;  // every stage has its owner (checked above)
+  PerPipelineRank<int> held(pp, 0);
+  for (const std::optional<PipelineRank>& owner : owners) {
+    stage_rank.push_back(*owner);
+    ++held[*owner];
+  }
+  for (const PipelineRank r : held.ids()) {
+    if (held[r] != count / pp)
+      fail(source, r.value() + 1, 1,
+           "rank " + to_string(r) + " runs " + std::to_string(held[r]) +
                " stage(s); Loom needs the same number of chunks (" + std::to_string(count / pp) +
                ") on every rank");
   }

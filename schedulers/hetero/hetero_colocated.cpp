@@ -104,8 +104,10 @@ class Colocated {
   }
 
   /// The rank (inside an LLM replica) of GPU (stage p, shard k), and its GPU in replica d.
-  int rank_of(int p, int k) const { return grid_.gpu_of(0, p, k); }
-  int gpu_of(int d, int rank) const { return layout(h_.llm).first_gpu + d * grid_.pieces() + rank; }
+  PipelineRank rank_of(int p, int k) const { return PipelineRank{grid_.gpu_of(0, p, k)}; }
+  int gpu_of(int d, PipelineRank rank) const {
+    return layout(h_.llm).first_gpu + d * grid_.pieces() + rank.value();
+  }
 
   /// A stage of `group`'s layers, priced on its grid, on one-GPU ranks (copies added by
   /// the caller).
@@ -147,7 +149,7 @@ class Colocated {
 
   void add_gpus(StageSpec& stage) const {
     for (int d = 0; d < layout(h_.llm).dp; ++d) {
-      for (int r : stage.copy_ranks) stage.gpu.push_back(gpu_of(d, r));
+      for (const PipelineRank r : stage.copy_ranks) stage.gpu.push_back(gpu_of(d, r));
     }
   }
 
@@ -156,7 +158,7 @@ class Colocated {
     const int p = grid_.stage(r), k = grid_.shard(r), pp = grid_.pp(), q = grid_.pieces();
     const int m = p_.schedule.microbatches;
     const int piece = grid_.piece_at(k, p);  // this GPU's encoder piece
-    auto& order = programs_.replicas.front()[static_cast<size_t>(r)];
+    auto& order = programs_.replicas.front()[PipelineRank{r}];
     auto encoder = [&](int e, Pass pass) {
       return RankAction{.stage = encoder_stage_[static_cast<size_t>(e)], .pass = pass};
     };

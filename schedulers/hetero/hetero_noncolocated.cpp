@@ -48,7 +48,7 @@ class NonColocated {
       const ModuleLayout& l = layout(g);
       for (int d = 0; d < l.dp; ++d) {
         for (int s = 0; s < l.pp; ++s) {
-          auto& order = programs_.replicas.front()[static_cast<size_t>(rank_of(g, d, s))];
+          auto& order = programs_.replicas.front()[rank_of(g, d, s)];
           for (const StageAction& a : orders[static_cast<size_t>(g)][static_cast<size_t>(s)]) {
             for (int k = d * k_ / l.dp; k < (d + 1) * k_ / l.dp; ++k) {
               order.push_back({.stage = stage_base_[static_cast<size_t>(g)] + s,
@@ -68,8 +68,8 @@ class NonColocated {
   std::string key(int g) const {
     return "parallel.modules." + model_.module(h_.groups[static_cast<size_t>(g)].owner).name;
   }
-  int rank_of(int g, int d, int s) const {
-    return rank_base_[static_cast<size_t>(g)] + d * layout(g).pp + s;
+  PipelineRank rank_of(int g, int d, int s) const {
+    return PipelineRank{rank_base_[static_cast<size_t>(g)] + d * layout(g).pp + s};
   }
 
   void check_layouts() {

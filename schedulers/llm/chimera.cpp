@@ -38,7 +38,7 @@
 namespace loom {
 
 RankOrders chimera_orders(int p, int m) {
-  RankOrders orders(static_cast<size_t>(p));
+  RankOrders orders(p);
   const int half = p / 2;
   for (int r = 0; r < p; ++r) {
     std::vector<std::pair<int, RankAction>> slotted;
@@ -57,14 +57,14 @@ RankOrders chimera_orders(int p, int m) {
     }
     std::sort(slotted.begin(), slotted.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (const auto& [slot, action] : slotted) orders[static_cast<size_t>(r)].push_back(action);
+    for (const auto& [slot, action] : slotted) orders[PipelineRank{r}].push_back(action);
   }
   return orders;
 }
 
-std::vector<int> chimera_up_stage_ranks(int p) {
-  std::vector<int> rank(static_cast<size_t>(p));
-  for (int s = 0; s < p; ++s) rank[static_cast<size_t>(s)] = p - 1 - s;
+std::vector<PipelineRank> chimera_up_stage_ranks(int p) {
+  std::vector<PipelineRank> rank;
+  for (int s = 0; s < p; ++s) rank.push_back(PipelineRank{p - 1 - s});
   return rank;
 }
 

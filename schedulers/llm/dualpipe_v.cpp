@@ -76,7 +76,7 @@ class RankBuilder {
 }  // namespace
 
 RankOrders dualpipe_v_orders(int p, int m) {
-  RankOrders orders(static_cast<size_t>(p));
+  RankOrders orders(p);
   for (int r = 0; r < p; ++r) {
     RankBuilder b(r, 2 * p - 1 - r);
     for (int i = 0; i < 2 * (p - r - 1); ++i) b.forward(0);
@@ -115,7 +115,7 @@ RankOrders dualpipe_v_orders(int p, int m) {
       b.backward(0, true);
     }
     for (int i = 0; i < r + 1; ++i) b.weight();
-    orders[static_cast<size_t>(r)] = b.take();
+    orders[PipelineRank{r}] = b.take();
   }
   return orders;
 }

@@ -94,9 +94,9 @@ RankOrders interleaved_1f1b_orders(int p, int m, int v, int group) {
     throw InputError(error);
   const int total = m * v;  // virtual microbatches
   const std::vector<VirtualMicrobatch> table = megatron_schedule_table(m, v, group);
-  RankOrders orders(static_cast<size_t>(p));
+  RankOrders orders(p);
   for (int r = 0; r < p; ++r) {
-    auto& order = orders[static_cast<size_t>(r)];
+    auto& order = orders[PipelineRank{r}];
     // Virtual microbatch k; the backward of k runs the mirrored chunk v-1-c.
     auto push = [&](int k, Pass pass) { order.push_back(virtual_action(table, k, pass, p, v, r)); };
     const int warmup = std::min(total, 2 * (p - r - 1) + (v - 1) * group);

@@ -51,9 +51,9 @@ RankOrders interleaved_zb_orders(int p, int m, int v) {
   const int round = interleaved_zb_round_size(p, m);
   const int total = m * v;  // virtual microbatches
   const std::vector<VirtualMicrobatch> table = megatron_schedule_table(m, v, round);
-  RankOrders orders(static_cast<size_t>(p));
+  RankOrders orders(p);
   for (int r = 0; r < p; ++r) {
-    auto& order = orders[static_cast<size_t>(r)];
+    auto& order = orders[PipelineRank{r}];
     auto push = [&](int k, Pass pass) { order.push_back(virtual_action(table, k, pass, p, v, r)); };
     const int warmup = std::min(total, (v - 1) * round + p - 1 - r);
     int weights = 0;  // W issued, in the order of their I

@@ -22,9 +22,9 @@
 namespace loom {
 
 RankOrders looped_bfs_orders(int p, int m, int v) {
-  RankOrders orders(static_cast<size_t>(p));
+  RankOrders orders(p);
   for (int r = 0; r < p; ++r) {
-    auto& order = orders[static_cast<size_t>(r)];
+    auto& order = orders[PipelineRank{r}];
     for (int c = 0; c < v; ++c) {
       for (int j = 0; j < m; ++j)
         order.push_back({.stage = c * p + r, .pass = Pass::kF, .microbatch = j});

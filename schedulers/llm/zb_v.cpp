@@ -41,7 +41,7 @@ namespace loom {
 
 RankOrders zb_v_orders(int p, int m) {
   const int n = std::max(2 * p - 1, m);  // PyTorch's padding; microbatches >= m dropped
-  RankOrders orders(static_cast<size_t>(p));
+  RankOrders orders(p);
   for (int r = 0; r < p; ++r) {
     const int down = r, up = 2 * p - 1 - r;  // chunk 0 and chunk 1 of rank r
     std::vector<RankAction> all;
@@ -78,7 +78,7 @@ RankOrders zb_v_orders(int p, int m) {
     }
     while (w1 < b1) add(up, Pass::kW, w1++);
     while (w0 < b0) add(down, Pass::kW, w0++);
-    auto& order = orders[static_cast<size_t>(r)];
+    auto& order = orders[PipelineRank{r}];
     std::copy_if(all.begin(), all.end(), std::back_inserter(order),
                  [m](const RankAction& a) { return a.microbatch < m; });
   }
@@ -101,11 +101,11 @@ PipelinePrograms v_shaped_programs(const SchedulingProblem& problem, const std::
           .replicas = {std::move(orders)}};
 }
 
-std::vector<int> zb_v_stage_ranks(int p) {
-  std::vector<int> rank(static_cast<size_t>(2 * p));
-  for (int r = 0; r < p; ++r) {
-    rank[static_cast<size_t>(r)] = r;
-    rank[static_cast<size_t>(2 * p - 1 - r)] = r;
+std::vector<PipelineRank> zb_v_stage_ranks(int p) {
+  std::vector<PipelineRank> rank(static_cast<size_t>(2 * p));
+  for (const PipelineRank r : IdRange<PipelineRank>(p)) {
+    rank[r.slot()] = r;  // stage r down, stage 2p - 1 - r back up: the V
+    rank[static_cast<size_t>(2 * p - 1) - r.slot()] = r;
   }
   return rank;
 }

@@ -32,7 +32,7 @@ std::vector<int> final_backward(const std::vector<Op>& program, int layers) {
 }
 
 /// The trainable layers rank r holds parameters for, ascending.
-std::vector<int> trained_layers(const Context& ctx, int r) {
+std::vector<int> trained_layers(const Context& ctx, PipelineRank r) {
   std::vector<int> out;
   for (int s = 0; s < ctx.num_stages(); ++s) {
     if (!ctx.programs.holds(r, s)) continue;
@@ -52,7 +52,7 @@ std::vector<int> trained_layers(const Context& ctx, int r) {
 /// first stage at `bucket_size` parameters per GPU. Megatron-Core wraps each model chunk
 /// in its own DDP and buckets only the first (megatron/training/training.py, get_model:
 /// disable_bucketing = model_chunk_idx > 0): a later chunk is one bucket.
-std::vector<Bucket> form_buckets(const Context& ctx, int r, const std::vector<int>& layers,
+std::vector<Bucket> form_buckets(const Context& ctx, PipelineRank r, const std::vector<int>& layers,
                                  const std::vector<Op>& program, double bucket_size) {
   int first_chunk = ctx.num_stages();
   for (int s = 0; s < ctx.num_stages(); ++s) {
@@ -160,13 +160,13 @@ bool overlaps_gradient_reduce(const Context& ctx) {
 }
 
 void add_gradient_buckets(const Context& ctx, Schedule& schedule,
-                          const std::function<double(int)>& extra_bytes) {
+                          const std::function<double(PipelineRank)>& extra_bytes) {
   const SchedulingProblem& p = ctx.problem;
   const double bucket_size = p.parallel.grad_bucket_size > 0
                                  ? p.parallel.grad_bucket_size
                                  : std::max(40e6, 1e6 * p.data_parallel());
   const int ranks = ctx.programs.ranks;
-  for (int r = 0; r < ranks; ++r) {
+  for (const PipelineRank r : IdRange<PipelineRank>(ranks)) {
     const std::vector<int> layers = trained_layers(ctx, r);
     std::vector<Bucket> buckets =
         form_buckets(ctx, r, layers, schedule.programs[ctx.global_rank(0, r)], bucket_size);

@@ -31,6 +31,6 @@ bool overlaps_gradient_reduce(const Context& ctx);
 /// Splits every rank's final backward computes and adds the buckets' async all-reduces;
 /// `extra_bytes(r)` (a tied embedding's copy) joins rank r's first bucket.
 void add_gradient_buckets(const Context& ctx, Schedule& schedule,
-                          const std::function<double(int)>& extra_bytes);
+                          const std::function<double(PipelineRank)>& extra_bytes);
 
 }  // namespace loom::lowering

@@ -26,11 +26,12 @@ PipelinePrograms one_stage_per_rank(StageGraph stages, const StageOrders& orders
   PipelinePrograms programs{.stages = std::move(stages),
                             .ranks = static_cast<int>(orders.size()),
                             .stage_rank = {},
-                            .replicas = {RankOrders(orders.size())}};
-  for (size_t s = 0; s < orders.size(); ++s) {
-    for (const StageAction& a : orders[s])
-      programs.replicas.front()[s].push_back(
-          {.stage = static_cast<int>(s), .pass = a.pass, .microbatch = a.microbatch});
+                            .replicas = {RankOrders(static_cast<int>(orders.size()))}};
+  for (const PipelineRank r : programs.rank_ids()) {  // rank r runs stage r
+    const int s = r.value();
+    for (const StageAction& a : orders[static_cast<size_t>(s)])
+      programs.replicas.front()[r].push_back(
+          {.stage = s, .pass = a.pass, .microbatch = a.microbatch});
   }
   return programs;
 }

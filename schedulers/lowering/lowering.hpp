@@ -80,7 +80,7 @@ Schedule lower_virtual_pipeline(const SchedulingProblem& problem, const char* sc
 
 /// Parameters, gradients and optimizer state of every rank of one replica under the
 /// programs' placement (pass 7; planners that search under a memory cap ask it first).
-std::vector<StaticMemory> static_memory_per_rank(const SchedulingProblem& problem,
-                                                 const PipelinePrograms& programs);
+PerPipelineRank<StaticMemory> static_memory_per_rank(const SchedulingProblem& problem,
+                                                     const PipelinePrograms& programs);
 
 }  // namespace loom

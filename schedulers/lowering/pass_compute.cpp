@@ -224,17 +224,17 @@ void expand_actions(Context& ctx, Schedule& schedule) {
   ctx.joins_next = PerRank<std::vector<bool>>(schedule.num_ranks());
   for (int d = 0; d < ctx.replicas; ++d) {
     const RankOrders& orders = ctx.programs.orders(d);
-    for (int r = 0; r < ranks; ++r) {
+    for (const PipelineRank r : IdRange<PipelineRank>(ranks)) {
       const RankId global = ctx.global_rank(d, r);
       auto& program = schedule.programs[global];
       Target target{schedule, program, global};
       std::vector<bool>& joins = ctx.joins_next[global];
-      const auto& order = orders[static_cast<size_t>(r)];
+      const auto& order = orders[r];
       bool in_unit = false;  // the previous action runs in one unit with this one
       for (size_t step = 0; step < order.size(); ++step) {
         const RankAction& a = order[step];
         auto where = [&] {
-          return "rank " + std::to_string(r) + " step " + std::to_string(step) + " (" +
+          return "rank " + to_string(r) + " step " + std::to_string(step) + " (" +
                  std::to_string(a.stage) + to_string(a.pass) + std::to_string(a.microbatch) + ")";
         };
         if (a.microbatch < 0 || a.microbatch >= ctx.microbatches)

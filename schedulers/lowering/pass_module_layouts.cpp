@@ -104,7 +104,7 @@ void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& pr
 }
 
 void add_module_allreduce(const Context& ctx, Schedule& schedule,
-                          const std::function<double(int)>& extra_bytes) {
+                          const std::function<double(PipelineRank)>& extra_bytes) {
   const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
   // Last stage first: the order gradients become final in (and Megatron reduces them).
   for (int s = ctx.num_stages() - 1; s >= 0; --s) {

@@ -20,7 +20,7 @@ namespace loom::lowering {
 namespace {
 
 /// (from rank, to rank, pass, producer layer, consumer layer) inside one replica.
-using Channel = std::tuple<int, int, int, int, int>;
+using Channel = std::tuple<PipelineRank, PipelineRank, int, int, int>;
 
 struct ChannelState {
   std::deque<int> pending;  ///< microbatches sent and not yet received, in send order
@@ -35,7 +35,7 @@ int remote_stage(const Context& ctx, const DataEdge& edge, bool input) {
   const bool at_producer = (edge.pass == Pass::kF) == input;
   return ctx.stage_of_layer[static_cast<size_t>(at_producer ? edge.producer : edge.boundary)];
 }
-int remote_rank(const Context& ctx, const DataEdge& edge, bool input) {
+PipelineRank remote_rank(const Context& ctx, const DataEdge& edge, bool input) {
   return ctx.programs.rank_of(remote_stage(ctx, edge, input), edge.microbatch);
 }
 
@@ -52,7 +52,7 @@ double boundary_broadcast_s(const Context& ctx, int stage, int from_stage, doubl
   return link.latency + bytes / link.bandwidth;
 }
 
-Channel channel(int from, int to, const DataEdge& e) {
+Channel channel(PipelineRank from, PipelineRank to, const DataEdge& e) {
   return {from, to, static_cast<int>(e.pass), e.producer, e.boundary};
 }
 
@@ -78,20 +78,20 @@ void group_overlapped(std::vector<Op>& program, size_t start) {
 
 void lower_replica(const Context& ctx, Schedule& schedule, int d) {
   const int ranks = ctx.programs.ranks;
-  auto global = [&](int r) { return ctx.global_rank(d, r); };
+  auto global = [&](PipelineRank r) { return ctx.global_rank(d, r); };
   // The send order of every channel: the senders' compute order.
   std::map<Channel, ChannelState> channels;
-  for (int r = 0; r < ranks; ++r) {
+  for (const PipelineRank r : IdRange<PipelineRank>(ranks)) {
     for (const Op& op : schedule.programs[global(r)]) {
       const auto* c = std::get_if<Compute>(&op);
       if (!c || c->redundant) continue;
       for (const DataEdge& e : op_outputs(ctx.graph, *c)) {
-        const int to = remote_rank(ctx, e, false);
+        const PipelineRank to = remote_rank(ctx, e, false);
         if (to != r) channels[channel(r, to, e)].pending.push_back(e.microbatch);
       }
     }
   }
-  for (int r = 0; r < ranks; ++r) {
+  for (const PipelineRank r : IdRange<PipelineRank>(ranks)) {
     auto& program = schedule.programs[global(r)];
     std::vector<Op> computes = std::move(program);
     program.clear();
@@ -117,7 +117,7 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
       double broadcast_s = 0;
       if (!c.redundant) {
         for (const DataEdge& e : op_inputs(ctx.graph, c)) {
-          const int from = remote_rank(ctx, e, true);
+          const PipelineRank from = remote_rank(ctx, e, true);
           if (from == r) continue;
           broadcast_s += boundary_broadcast_s(
               ctx, c.stage, remote_stage(ctx, e, true),
@@ -156,7 +156,7 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
         continue;
       }
       for (const DataEdge& e : op_outputs(ctx.graph, c)) {
-        const int to = remote_rank(ctx, e, false);
+        const PipelineRank to = remote_rank(ctx, e, false);
         if (to == r) continue;
         program.push_back(
             Send{.peer = global(to),

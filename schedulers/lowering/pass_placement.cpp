@@ -32,10 +32,11 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
   }
   stage_of_layer.assign(static_cast<size_t>(model.num_layers()), -1);
   for (int s = 0; s < num_stages(); ++s) {
-    const int r = programs.rank_of(s);
-    const int up =
+    const PipelineRank r = programs.rank_of(s);
+    const PipelineRank up =
         programs.up_stage_rank.empty() ? r : programs.up_stage_rank.at(static_cast<size_t>(s));
-    if (r < 0 || r >= programs.ranks || up < 0 || up >= programs.ranks)
+    const PerPipelineRank<char> ranks(programs.ranks);
+    if (!ranks.contains(r) || !ranks.contains(up))
       throw std::logic_error("lowering: stage " + std::to_string(s) + " on no rank");
     for (const Segment& seg : stage(s).segments) {
       for (int l = seg.first; l < seg.end; ++l) {
@@ -73,7 +74,7 @@ void Context::check_module_layouts() const {
     }
     return;
   }
-  std::vector<bool> placed(static_cast<size_t>(progs.ranks), false);
+  PerPipelineRank<char> placed(progs.ranks, false);
   for (const StageSpec& spec : progs.stages) {
     const size_t copies = spec.copy_ranks.size();
     const bool copies_fit = spec.layout.has_value() && copies > 0 &&
@@ -83,12 +84,12 @@ void Context::check_module_layouts() const {
       throw std::logic_error(
           "lowering: per-module layouts need every stage's layout, its copies' ranks, a GPU "
           "per copy and replica, and pieces a multiple of the copies");
-    std::vector<int> seen = spec.copy_ranks;
+    std::vector<PipelineRank> seen = spec.copy_ranks;
     std::sort(seen.begin(), seen.end());
-    if (std::adjacent_find(seen.begin(), seen.end()) != seen.end() || seen.front() < 0 ||
-        seen.back() >= progs.ranks)
+    if (std::adjacent_find(seen.begin(), seen.end()) != seen.end() ||
+        !placed.contains(seen.front()) || !placed.contains(seen.back()))
       throw std::logic_error("lowering: a stage's copies need distinct ranks of the replica");
-    for (int r : seen) placed[static_cast<size_t>(r)] = true;
+    for (const PipelineRank r : seen) placed[r] = true;
   }
   if (std::find(placed.begin(), placed.end(), false) != placed.end())
     throw std::logic_error("lowering: a rank holds no copy of any stage");
@@ -106,14 +107,14 @@ bool Context::needs_backward(const Segment& seg) const {
 namespace {
 /// The first stage a rank of the replica holds (its chunk 0; the stage it holds a copy
 /// of, with per-module data parallelism).
-int first_stage_of(const Context& ctx, int r) {
+int first_stage_of(const Context& ctx, PipelineRank r) {
   for (int s = 0; s < ctx.num_stages(); ++s) {
     if (ctx.programs.rank_of(s) == r) return s;
   }
   for (int s = 0; s < ctx.num_stages(); ++s) {
     if (ctx.programs.holds(r, s)) return s;
   }
-  throw std::logic_error("lowering: rank " + std::to_string(r) + " holds no stage");
+  throw std::logic_error("lowering: rank " + to_string(r) + " holds no stage");
 }
 }  // namespace
 
@@ -150,7 +151,7 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
   if (!ctx.programs.stages.empty() && !ctx.programs.stages.front().gpu.empty()) {
     // Explicit placement; check_placement() vets it against the cluster.
     for (int d = 0; d < dp; ++d) {
-      for (int r = 0; r < ranks; ++r) {
+      for (const PipelineRank r : IdRange<PipelineRank>(ranks)) {
         const int s = first_stage_of(ctx, r);
         schedule.ranks.push_back({.gpu = ctx.stage(s).gpu.at(static_cast<size_t>(d)),
                                   .tp = ctx.stage_tp(s),
@@ -174,8 +175,8 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
                           " nodes x " + std::to_string(c.gpus_per_node) + ")");
   }
   for (int d = 0; d < dp; ++d) {
-    for (int r = 0; r < ranks; ++r)
-      schedule.ranks.push_back({.gpu = (d * ranks + r) * tp, .tp = tp, .replica = d});
+    for (const PipelineRank r : IdRange<PipelineRank>(ranks))
+      schedule.ranks.push_back({.gpu = ctx.global_rank(d, r).value() * tp, .tp = tp, .replica = d});
   }
 }
 
@@ -261,30 +262,30 @@ double trainable_parameters(const Context& ctx, int s, int* label_stage, int* la
 
 /// The rank of the replica that holds the other copy of rank r's stages (Chimera's
 /// bidirectional pipelines: the up copy of its down stage); r itself with one pipeline.
-int copy_rank(const Context& ctx, int r) {
+PipelineRank copy_rank(const Context& ctx, PipelineRank r) {
   const PipelinePrograms& programs = ctx.programs;
   if (programs.up_stage_rank.empty()) return r;
   const int first = first_stage_of(ctx, r);
-  const int other = programs.up_stage_rank[static_cast<size_t>(first)];
+  const PipelineRank other = programs.up_stage_rank[static_cast<size_t>(first)];
   for (int s = 0; s < ctx.num_stages(); ++s) {
     if (programs.holds(r, s) != programs.holds(other, s))
-      throw std::logic_error("lowering: ranks " + std::to_string(r) + " and " +
-                             std::to_string(other) + " hold the two copies of stage " +
-                             std::to_string(first) + " but not the same stages");
+      throw std::logic_error("lowering: ranks " + to_string(r) + " and " + to_string(other) +
+                             " hold the two copies of stage " + std::to_string(first) +
+                             " but not the same stages");
   }
   return other;
 }
 /// One all-reduce per rank over its trainable gradients (plus `extra_bytes(r)`, the
 /// embedding copies' gradients) across the data-parallel replicas.
 void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
-                                 const std::function<double(int)>& extra_bytes) {
+                                 const std::function<double(PipelineRank)>& extra_bytes) {
   const int dp = ctx.replicas;
   const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
-  for (int r = 0; r < ctx.programs.ranks; ++r) {
+  for (const PipelineRank r : ctx.programs.rank_ids()) {
     // One all-reduce per rank over the gradients of all its chunks, labelled with the
     // stage and module of the last trainable parameters it holds. With bidirectional
     // pipelines the two ranks holding copies of the same stages reduce together, once.
-    const int other = copy_rank(ctx, r);
+    const PipelineRank other = copy_rank(ctx, r);
     if (other < r) continue;
     const int first = first_stage_of(ctx, r);
     int label = first;
@@ -317,7 +318,8 @@ void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
 /// stage, or under per-module layouts each copy of the embedding's stage with the same
 /// copy of the LM head's (the same shard of the same module replica, as Megatron pairs
 /// the first and last stage of each pipeline).
-std::vector<std::vector<int>> embedding_groups(const Context& ctx, const TiedEmbedding& e) {
+std::vector<std::vector<PipelineRank>> embedding_groups(const Context& ctx,
+                                                        const TiedEmbedding& e) {
   if (!ctx.programs.sharded()) return {e.group};
   const auto& first = ctx.stage(e.first_stage).copy_ranks;
   const auto& last = ctx.stage(e.last_stage).copy_ranks;
@@ -328,9 +330,9 @@ std::vector<std::vector<int>> embedding_groups(const Context& ctx, const TiedEmb
                      "numbers of copies; leave vocab out or give '" +
                      name + "' one stage");
   }
-  std::vector<std::vector<int>> groups;
+  std::vector<std::vector<PipelineRank>> groups;
   for (size_t c = 0; c < first.size(); ++c) {
-    std::vector<int> pair{first[c], last[c]};
+    std::vector<PipelineRank> pair{first[c], last[c]};
     std::sort(pair.begin(), pair.end());
     groups.push_back(pair);
   }
@@ -344,12 +346,12 @@ void add_embedding_allreduce(const Context& ctx, Schedule& schedule,
   for (const TiedEmbedding& e : embeddings) {
     if (!e.trained) continue;
     for (int d = 0; d < ctx.replicas; ++d) {
-      for (const std::vector<int>& ranks : embedding_groups(ctx, e)) {
+      for (const std::vector<PipelineRank>& ranks : embedding_groups(ctx, e)) {
         std::vector<RankId> members;
-        for (int r : ranks) members.push_back(ctx.global_rank(d, r));
+        for (const PipelineRank r : ranks) members.push_back(ctx.global_rank(d, r));
         const int group = static_cast<int>(schedule.groups.size());
         schedule.groups.push_back(members);
-        for (int r : ranks) {
+        for (const PipelineRank r : ranks) {
           // Labelled with the stage of the embedding's copy this rank holds.
           const int stage = ctx.programs.holds(r, e.last_stage) ? e.last_stage : e.first_stage;
           schedule.programs[ctx.global_rank(d, r)].push_back(
@@ -372,7 +374,7 @@ void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
   const int dp = ctx.replicas;
   const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
   /// Gradient bytes per GPU of the embedding copies rank r keeps.
-  auto copy_gradient_bytes = [&](int r) {
+  auto copy_gradient_bytes = [&](PipelineRank r) {
     double bytes = 0;
     for (const TiedEmbedding& e : ctx.embeddings) {
       if (e.trained && e.keeps_copy(r))
@@ -392,7 +394,7 @@ void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
 void add_optimizer_step(const Context& ctx, Schedule& schedule) {
   const MemoryConstants& memory = ctx.problem.memory;
   auto shards = [&](int s) { return memory.distributed_optimizer ? ctx.optimizer_shards(s) : 1; };
-  for (int r = 0; r < ctx.programs.ranks; ++r) {
+  for (const PipelineRank r : ctx.programs.rank_ids()) {
     double parameters = 0, bytes = 0;
     int module = 0;
     for (int s = 0; s < ctx.num_stages(); ++s) {
@@ -436,12 +438,12 @@ void fill_static_memory(const Context& ctx, Schedule& schedule) {
 
 namespace loom {
 
-std::vector<StaticMemory> static_memory_per_rank(const SchedulingProblem& problem,
-                                                 const PipelinePrograms& programs) {
+PerPipelineRank<StaticMemory> static_memory_per_rank(const SchedulingProblem& problem,
+                                                     const PipelinePrograms& programs) {
   using lowering::optimizer_shards;
   using lowering::stage_tp;
   const Model& model = *problem.model;
-  std::vector<StaticMemory> per_rank(static_cast<size_t>(programs.ranks));
+  PerPipelineRank<StaticMemory> per_rank(programs.ranks);
   for (size_t s = 0; s < programs.stages.size(); ++s) {
     const StageSpec& spec = programs.stages[s];
     StaticMemory stage;
@@ -457,19 +459,19 @@ std::vector<StaticMemory> static_memory_per_rank(const SchedulingProblem& proble
     for (const Segment& seg : spec.segments) add(seg, true);
     for (const Segment& seg : spec.successor_copy) add(seg, true);
     // A rank holds every chunk placed on it.
-    per_rank[static_cast<size_t>(programs.rank_of(static_cast<int>(s)))] += stage;
+    per_rank[programs.rank_of(static_cast<int>(s))] += stage;
     for (size_t c = 1; c < spec.copy_ranks.size(); ++c)  // per-module data parallelism
-      per_rank[static_cast<size_t>(spec.copy_ranks[c])] += stage;
+      per_rank[spec.copy_ranks[c]] += stage;
     if (!programs.up_stage_rank.empty())  // the second copy
-      per_rank[static_cast<size_t>(programs.up_stage_rank[s])] += stage;
+      per_rank[programs.up_stage_rank[s]] += stage;
   }
   // The LM head's copy of a tied embedding (lowering/tied_embedding.hpp).
   for (const lowering::TiedEmbedding& e : lowering::tied_embeddings(problem, programs)) {
     const StageSpec& head = programs.stages[static_cast<size_t>(e.last_stage)];
-    for (int r : e.copy_ranks) {
-      per_rank[static_cast<size_t>(r)] += parameter_state_bytes(
-          e.parameters / stage_tp(problem, head), model.layer(e.first_layer).dtype_bytes,
-          problem.memory, optimizer_shards(problem, head), e.trained);
+    for (const PipelineRank r : e.copy_ranks) {
+      per_rank[r] += parameter_state_bytes(e.parameters / stage_tp(problem, head),
+                                           model.layer(e.first_layer).dtype_bytes, problem.memory,
+                                           optimizer_shards(problem, head), e.trained);
     }
   }
   return per_rank;

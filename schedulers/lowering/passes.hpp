@@ -58,8 +58,8 @@ struct Context {
   int num_stages() const { return static_cast<int>(programs.stages.size()); }
   /// The Schedule's rank for replica d's rank `local` (PipelinePrograms numbers a
   /// replica's ranks from 0).
-  RankId global_rank(int replica, int local) const {
-    return RankId{replica * programs.ranks + local};
+  RankId global_rank(int replica, PipelineRank local) const {
+    return RankId{replica * programs.ranks + local.value()};
   }
   /// Global rank of replica d's rank holding `stage`.
   RankId rank(int replica, int stage) const {
@@ -100,7 +100,7 @@ void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& pr
 /// Pass 6 under per-module layouts: each stage's gradients over its copies, one ring per
 /// TP shard, last stage first.
 void add_module_allreduce(const Context& ctx, Schedule& schedule,
-                          const std::function<double(int)>& extra_bytes);
+                          const std::function<double(PipelineRank)>& extra_bytes);
 void assign_samples(const Context& ctx, Schedule& schedule);
 void cost_microbatches(Context& ctx, const Schedule& schedule);
 void expand_actions(Context& ctx, Schedule& schedule);

@@ -19,6 +19,13 @@
 
 namespace loom {
 
+/// A rank inside one data-parallel replica: PipelinePrograms numbers every replica's
+/// ranks from 0, and the lowering maps (replica, PipelineRank) to the Schedule's RankId
+/// (lowering::Context::global_rank), so the two numberings cannot be mixed up.
+using PipelineRank = Id<struct PipelineRankTag>;
+template <class T>
+using PerPipelineRank = IdVector<PipelineRank, T>;
+
 /// Global layers [first, end) of one module.
 struct Segment {
   int module = 0;
@@ -51,7 +58,7 @@ struct StageSpec {
   /// a GPU). The lowering prices a copy's work as its GPU's shard of the grid
   /// (module_shards.hpp). Every stage has a layout, or none does.
   std::optional<ModuleLayout> layout = {};
-  std::vector<int> copy_ranks = {};
+  std::vector<PipelineRank> copy_ranks = {};
 };
 /// Every layer in exactly one stage's `segments`.
 using StageGraph = std::vector<StageSpec>;
@@ -100,7 +107,7 @@ struct RankAction {
   bool unit_with_next = false;
 };
 /// orders[r]: rank r's actions in execution order.
-using RankOrders = std::vector<std::vector<RankAction>>;
+using RankOrders = PerPipelineRank<std::vector<RankAction>>;
 
 /// A scheduler's whole decision.
 struct PipelinePrograms {
@@ -109,7 +116,7 @@ struct PipelinePrograms {
   int ranks = 1;
   /// stage -> rank inside the replica. Empty: stage s on rank s mod `ranks` (Megatron's
   /// interleaved placement; one stage per rank when there are `ranks` stages).
-  std::vector<int> stage_rank;
+  std::vector<PipelineRank> stage_rank;
   /// Per replica, every rank's order. One entry: the same order in every replica.
   std::vector<RankOrders> replicas;
   /// Bidirectional pipelines (Chimera, Li and Hoefler SC'21): a second copy of the same
@@ -119,7 +126,7 @@ struct PipelinePrograms {
   /// replica; the gradient all-reduce sums both copies (and the data-parallel replicas).
   /// A rank must hold the same stages as each rank its stages' copies live on. Empty: one
   /// pipeline.
-  std::vector<int> up_stage_rank = {};
+  std::vector<PipelineRank> up_stage_rank = {};
   int first_up_microbatch = 0;
   /// Per-module layouts (stages with a layout): each microbatch of the problem is
   /// `pieces` IR microbatches per IR replica, its batch pieces. Copy c of a stage with C
@@ -134,16 +141,18 @@ struct PipelinePrograms {
 
   /// Whether the stages carry per-module layouts (every stage does, or none).
   bool sharded() const { return !stages.empty() && stages.front().layout.has_value(); }
+  IdRange<PipelineRank> rank_ids() const { return IdRange<PipelineRank>(ranks); }
   /// The rank of the down placement (every microbatch's, with one pipeline); a sharded
   /// stage's first copy.
-  int rank_of(int stage) const {
+  PipelineRank rank_of(int stage) const {
     const StageSpec& spec = stages[static_cast<size_t>(stage)];
     if (!spec.copy_ranks.empty()) return spec.copy_ranks.front();
-    return stage_rank.empty() ? stage % ranks : stage_rank[static_cast<size_t>(stage)];
+    return stage_rank.empty() ? PipelineRank{stage % ranks}
+                              : stage_rank[static_cast<size_t>(stage)];
   }
   /// The rank that runs `stage` for `microbatch`.
-  int rank_of(int stage, int microbatch) const {
-    const std::vector<int>& copies = stages[static_cast<size_t>(stage)].copy_ranks;
+  PipelineRank rank_of(int stage, int microbatch) const {
+    const std::vector<PipelineRank>& copies = stages[static_cast<size_t>(stage)].copy_ranks;
     if (!copies.empty()) {
       const int per_copy = pieces / static_cast<int>(copies.size());
       return copies[static_cast<size_t>(microbatch % pieces / per_copy)];
@@ -152,8 +161,8 @@ struct PipelinePrograms {
                ? rank_of(stage)
                : up_stage_rank[static_cast<size_t>(stage)];
   }
-  bool holds(int rank, int stage) const {
-    const std::vector<int>& copies = stages[static_cast<size_t>(stage)].copy_ranks;
+  bool holds(PipelineRank rank, int stage) const {
+    const std::vector<PipelineRank>& copies = stages[static_cast<size_t>(stage)].copy_ranks;
     return rank_of(stage) == rank ||
            std::find(copies.begin(), copies.end(), rank) != copies.end() ||
            (!up_stage_rank.empty() && up_stage_rank[static_cast<size_t>(stage)] == rank);

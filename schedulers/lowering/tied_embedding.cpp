@@ -16,7 +16,7 @@ int stage_owning(const PipelinePrograms& programs, int layer) {
 }
 
 /// Whether a stage on rank r holds a successor copy (Bamboo) of `layer`.
-bool holds_successor_copy(const PipelinePrograms& programs, int r, int layer) {
+bool holds_successor_copy(const PipelinePrograms& programs, PipelineRank r, int layer) {
   for (size_t s = 0; s < programs.stages.size(); ++s) {
     if (!programs.holds(r, static_cast<int>(s))) continue;
     for (const Segment& seg : programs.stages[s].successor_copy) {
@@ -48,7 +48,7 @@ std::vector<TiedEmbedding> tied_embeddings(const SchedulingProblem& problem,
                     .trained = !model.layer(first).frozen};
     if (e.parameters <= 0 || e.first_stage < 0 || e.last_stage < 0) continue;
     bool split = false;  // some rank runs the head without the embedding's own stage
-    for (int r = 0; r < programs.ranks; ++r) {
+    for (const PipelineRank r : programs.rank_ids()) {
       const bool head = programs.holds(r, e.last_stage);
       const bool embedding = programs.holds(r, e.first_stage);
       split = split || (head && !embedding);

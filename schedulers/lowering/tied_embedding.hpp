@@ -25,11 +25,11 @@ struct TiedEmbedding {
   bool trained = true;    ///< the embedding is not frozen: it has gradients to reduce
   /// Ranks of one replica that keep a copy: they hold the last stage but not the first
   /// (nor, as Bamboo's last stage does, a successor copy of it).
-  std::vector<int> copy_ranks = {};
+  std::vector<PipelineRank> copy_ranks = {};
   /// Ranks of one replica holding either stage, ascending: the embedding all-reduce's
   /// members.
-  std::vector<int> group = {};
-  bool keeps_copy(int rank) const {
+  std::vector<PipelineRank> group = {};
+  bool keeps_copy(PipelineRank rank) const {
     return std::find(copy_ranks.begin(), copy_ranks.end(), rank) != copy_ranks.end();
   }
 };

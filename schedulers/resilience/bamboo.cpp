@@ -65,11 +65,11 @@ Schedule generate_bamboo(const SchedulingProblem& problem) {
   StageGraph graph = pipeline_stage_graph(problem, name, stages);
 
   // A failed stage joins its predecessor's rank (stage 0 joins stage 1's).
-  std::vector<int> stage_rank(static_cast<size_t>(stages));
+  std::vector<PipelineRank> stage_rank;
   for (int s = 0, r = -1; s < stages; ++s) {
     const bool joins = (s > 0 && failed.count(s)) || (s == 1 && failed.count(0));
     if (!joins) ++r;
-    stage_rank[static_cast<size_t>(s)] = r;
+    stage_rank.push_back(PipelineRank{r});
   }
   for (int s = 0; s < stages; ++s) {
     const int next = (s + 1) % stages;
@@ -82,17 +82,16 @@ Schedule generate_bamboo(const SchedulingProblem& problem) {
   std::vector<int> warmup;
   for (int r = 0; r < ranks; ++r) warmup.push_back(ranks - r - 1);
   const StageOrders rank_orders = one_f_one_b_orders(warmup, problem.schedule.microbatches);
-  RankOrders orders(static_cast<size_t>(ranks));
+  RankOrders orders(ranks);
   for (int r = 0; r < ranks; ++r) {
     std::vector<int> held;
     for (int s = 0; s < stages; ++s)
-      if (stage_rank[static_cast<size_t>(s)] == r) held.push_back(s);
+      if (stage_rank[static_cast<size_t>(s)] == PipelineRank{r}) held.push_back(s);
     for (const StageAction& a : rank_orders[static_cast<size_t>(r)]) {
       std::vector<int> order = held;
       if (a.pass != Pass::kF) std::reverse(order.begin(), order.end());
       for (int s : order)
-        orders[static_cast<size_t>(r)].push_back(
-            {.stage = s, .pass = a.pass, .microbatch = a.microbatch});
+        orders[PipelineRank{r}].push_back({.stage = s, .pass = a.pass, .microbatch = a.microbatch});
     }
   }
   const PipelinePrograms programs{.stages = std::move(graph),

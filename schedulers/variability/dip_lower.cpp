@@ -18,7 +18,7 @@ PipelinePrograms dip_programs(const DipLayout& layout) {
     StageSpec stage;
     stage.segments = chunk.segments;
     programs.stages.push_back(std::move(stage));
-    programs.stage_rank.push_back(chunk.rank);
+    programs.stage_rank.push_back(PipelineRank{chunk.rank});
   }
   return programs;
 }
@@ -92,13 +92,13 @@ Schedule dip_schedule(const SchedulingProblem& problem, DipSearchStats* stats) {
       prio.push_back(unit_pos[static_cast<size_t>(unit)] * 1e4 + t.chunk);
     }
     const DipOrder order = dip_greedy(tasks, layout.chunks, layout.ranks, static_bytes, cap, prio);
-    RankOrders orders(static_cast<size_t>(layout.ranks));
+    RankOrders orders(layout.ranks);
     for (int r = 0; r < layout.ranks; ++r) {
       for (int t : order.per_rank[static_cast<size_t>(r)]) {
         const DipTask& task = tasks[static_cast<size_t>(t)];
-        orders[static_cast<size_t>(r)].push_back({.stage = task.chunk,
-                                                  .pass = task.forward ? Pass::kF : Pass::kB,
-                                                  .microbatch = task.microbatch});
+        orders[PipelineRank{r}].push_back({.stage = task.chunk,
+                                           .pass = task.forward ? Pass::kF : Pass::kB,
+                                           .microbatch = task.microbatch});
       }
     }
     programs.replicas.push_back(std::move(orders));

@@ -129,13 +129,13 @@ TEST(PytorchCsv, ReadsWhatPytorchWrites) {
       "1RECV_F0,(1F0;1B0)OVERLAP_F_B,1SEND_B0, 1I1 ,1W1\r\n",
       "p.csv");
   ASSERT_EQ(orders.size(), 2u);
-  ASSERT_EQ(orders[0].size(), 2u);
-  EXPECT_EQ(orders[0][1].pass, Pass::kB);
-  ASSERT_EQ(orders[1].size(), 4u);
-  EXPECT_EQ(orders[1][1].pass, Pass::kB);
-  EXPECT_EQ(orders[1][2].pass, Pass::kI);
-  EXPECT_EQ(orders[1][2].microbatch, 1);
-  EXPECT_EQ(orders[1][3].stage, 1);
+  ASSERT_EQ(orders[PipelineRank{0}].size(), 2u);
+  EXPECT_EQ(orders[PipelineRank{0}][1].pass, Pass::kB);
+  ASSERT_EQ(orders[PipelineRank{1}].size(), 4u);
+  EXPECT_EQ(orders[PipelineRank{1}][1].pass, Pass::kB);
+  EXPECT_EQ(orders[PipelineRank{1}][2].pass, Pass::kI);
+  EXPECT_EQ(orders[PipelineRank{1}][2].microbatch, 1);
+  EXPECT_EQ(orders[PipelineRank{1}][3].stage, 1);
 }
 
 TEST(PytorchCsv, ErrorsNameLineColumnAndTheFix) {

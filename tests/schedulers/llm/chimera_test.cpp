@@ -52,19 +52,19 @@ TEST(Chimera, OrdersForFourRanksAndFourMicrobatchesAsInThePapersFigure) {
   //   rank 3: 0F2  .  0F3 3F0 3B0 3F1 3B1 0B2  .  0B3
   const RankOrders orders = chimera_orders(4, 4);
   ASSERT_EQ(orders.size(), 4u);
-  EXPECT_EQ(order_text(orders[0]), "0F0 0F1 3F2 3B2 3F3 3B3 0B0 0B1");
-  EXPECT_EQ(order_text(orders[1]), "1F0 2F2 1F1 2F3 2B2 1B0 2B3 1B1");
-  EXPECT_EQ(order_text(orders[2]), "1F2 2F0 1F3 2F1 2B0 1B2 2B1 1B3");
-  EXPECT_EQ(order_text(orders[3]), "0F2 0F3 3F0 3B0 3F1 3B1 0B2 0B3");
+  EXPECT_EQ(order_text(orders[PipelineRank{0}]), "0F0 0F1 3F2 3B2 3F3 3B3 0B0 0B1");
+  EXPECT_EQ(order_text(orders[PipelineRank{1}]), "1F0 2F2 1F1 2F3 2B2 1B0 2B3 1B1");
+  EXPECT_EQ(order_text(orders[PipelineRank{2}]), "1F2 2F0 1F3 2F1 2B0 1B2 2B1 1B3");
+  EXPECT_EQ(order_text(orders[PipelineRank{3}]), "0F2 0F3 3F0 3B0 3F1 3B1 0B2 0B3");
 }
 
 TEST(Chimera, TwoUnitsAreConcatenatedTwoPSlotsApart) {
   // m = 8 on 4 ranks: microbatches 0..3 down, 4..7 up; unit 1 (down 2, 3; up 6, 7) starts
   // 2p = 8 slots after unit 0 and fills its tail (the paper's direct concatenation, §3.5).
   const RankOrders orders = chimera_orders(4, 8);
-  EXPECT_EQ(order_text(orders[0]),
+  EXPECT_EQ(order_text(orders[PipelineRank{0}]),
             "0F0 0F1 3F4 3B4 3F5 3B5 0B0 0F2 0B1 0F3 3F6 3B6 3F7 3B7 0B2 0B3");
-  EXPECT_EQ(order_text(orders[3]),
+  EXPECT_EQ(order_text(orders[PipelineRank{3}]),
             "0F4 0F5 3F0 3B0 3F1 3B1 0B4 0F6 0B5 0F7 3F2 3B2 3F3 3B3 0B6 0B7");
 }
 

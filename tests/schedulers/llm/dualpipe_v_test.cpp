@@ -59,9 +59,9 @@ TEST(DualPipeV, OrdersForTwoRanksAndFourMicrobatchesByHand) {
   // step 8 the two deferred W, oldest first.
   const RankOrders orders = dualpipe_v_orders(2, 4);
   ASSERT_EQ(orders.size(), 2u);
-  EXPECT_EQ(order_text(orders[0]),
+  EXPECT_EQ(order_text(orders[PipelineRank{0}]),
             "0F0 0F1 0F2 3F0 3I0 3W0 3F1 (0F3;3B1) (3F2;0B0) 3B2 (3F3;0B1) 3B3 0I2 0W2 0I3 0W3");
-  EXPECT_EQ(order_text(orders[1]),
+  EXPECT_EQ(order_text(orders[PipelineRank{1}]),
             "1F0 2F0 1F1 2F1 1F2 2B0 (2F2;1B0) (1F3;2B1) (2F3;1B1) 2B2 1B2 2I3 1I3 2W3 1W3");
 }
 
@@ -69,13 +69,13 @@ TEST(DualPipeV, OrdersForThreeRanksAndSixMicrobatches) {
   // p = 3, m = 6 = 2p (the smallest valid m): rank r holds r and 5-r. Rank 2 (even, the
   // middle of the V) switches B0 to I first, at i = (r+1)/2 = 1 of step 6.
   const RankOrders orders = dualpipe_v_orders(3, 6);
-  EXPECT_EQ(order_text(orders[0]),
+  EXPECT_EQ(order_text(orders[PipelineRank{0}]),
             "0F0 0F1 0F2 0F3 0F4 5F0 5I0 5W0 5F1 5I1 5W1 5F2 (0F5;5B2) (5F3;0B0) 5B3 "
             "(5F4;0B1) 5B4 (5F5;0B2) 5B5 0I3 0W3 0I4 0W4 0I5 0W5");
-  EXPECT_EQ(order_text(orders[1]),
+  EXPECT_EQ(order_text(orders[PipelineRank{1}]),
             "1F0 1F1 1F2 4F0 1F3 4F1 4I0 4W0 4F2 (1F4;4B1) (4F3;1B0) (1F5;4B2) (4F4;1B1) 4B3 "
             "(4F5;1B2) 4B4 1B3 4I5 1I4 4W5 1I5 1W4 1W5");
-  EXPECT_EQ(order_text(orders[2]),
+  EXPECT_EQ(order_text(orders[PipelineRank{2}]),
             "2F0 3F0 2F1 3F1 2F2 3F2 2F3 3B0 (3F3;2B0) (2F4;3B1) (3F4;2B1) (2F5;3B2) (3F5;2B2) "
             "3B3 2B3 3B4 2I4 3I5 2I5 2W4 3W5 2W5");
 }
@@ -123,10 +123,11 @@ TEST(DualPipeV, OverlappedPairsAreFusedInTheIrAndRoundTrip) {
   const std::string csv = format_pytorch_csv(s, false);
   EXPECT_NE(csv.find("(0F3;3B1)OVERLAP_F_B"), std::string::npos) << csv;
   const RankOrders parsed = parse_pytorch_csv(csv, "s.csv");
-  EXPECT_EQ(order_text(parsed[0]), order_text(dualpipe_v_orders(2, 4)[0]));
+  EXPECT_EQ(order_text(parsed[PipelineRank{0}]),
+            order_text(dualpipe_v_orders(2, 4)[PipelineRank{0}]));
   // A pair of the same microbatch is no fused action: it runs unfused, one after the other.
   const RankOrders same = parse_pytorch_csv("(1F0;1B0)OVERLAP_F_B\n", "s.csv");
-  EXPECT_FALSE(same[0][0].overlapped);
+  EXPECT_FALSE(same[PipelineRank{0}][0].overlapped);
 }
 
 TEST(DualPipeV, MisformedPairsAreInputErrors) {

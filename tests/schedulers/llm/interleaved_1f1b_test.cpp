@@ -170,9 +170,9 @@ TEST(Interleaved, OrdersForGroupsOfThreeOnTwoRanksByHand) {
   // 0 warms up with 2(p-1) + (v-1)N = 5 forwards (table entries 0-4), rank 1 with 3; then
   // forward k = warm-up + j and backward k = j (chunk mirrored) per step.
   const RankOrders orders = interleaved_1f1b_orders(2, 5, 2, 3);
-  EXPECT_EQ(order_text(orders[0]),
+  EXPECT_EQ(order_text(orders[PipelineRank{0}]),
             "0F0 0F1 0F2 2F0 2F1 2F2 2B0 0F3 2B1 0F4 2B2 2F3 0B0 2F4 0B1 0B2 2B3 2B4 0B3 0B4");
-  EXPECT_EQ(order_text(orders[1]),
+  EXPECT_EQ(order_text(orders[PipelineRank{1}]),
             "1F0 1F1 1F2 3F0 3B0 3F1 3B1 3F2 3B2 1F3 1B0 1F4 1B1 3F3 1B2 3F4 3B3 3B4 1B3 1B4");
 }
 
@@ -181,7 +181,7 @@ TEST(Interleaved, FigureFourOrderAndGroupOfPIsTheOriginalFormula) {
   // microbatches 1-4 on chunk 0, 1-4 on chunk 1, 5-6 on chunk 0 (warm-up 2(p-1) + (v-1)p =
   // 10), then one forward one backward from chunk 1's microbatch 1 (0-based here).
   const RankOrders orders = interleaved_1f1b_orders(4, 8, 2);
-  EXPECT_EQ(order_text(orders[0]),
+  EXPECT_EQ(order_text(orders[PipelineRank{0}]),
             "0F0 0F1 0F2 0F3 4F0 4F1 4F2 4F3 0F4 0F5 0F6 4B0 0F7 4B1 4F4 4B2 4F5 4B3 4F6 0B0 "
             "4F7 0B1 0B2 0B3 4B4 4B5 4B6 4B7 0B4 0B5 0B6 0B7");
   // ... the original closed form: microbatch (k div pv) p + k mod p, chunk (k mod pv) div p.
@@ -193,8 +193,8 @@ TEST(Interleaved, FigureFourOrderAndGroupOfPIsTheOriginalFormula) {
           EXPECT_EQ(table[static_cast<size_t>(k)].microbatch, (k / (p * v)) * p + k % p);
           EXPECT_EQ(table[static_cast<size_t>(k)].chunk, (k % (p * v)) / p);
         }
-        EXPECT_EQ(order_text(interleaved_1f1b_orders(p, m, v, 0)[0]),
-                  order_text(interleaved_1f1b_orders(p, m, v, p)[0]));
+        EXPECT_EQ(order_text(interleaved_1f1b_orders(p, m, v, 0)[PipelineRank{0}]),
+                  order_text(interleaved_1f1b_orders(p, m, v, p)[PipelineRank{0}]));
       }
     }
   }
@@ -224,7 +224,7 @@ TEST(Interleaved, RandomGroupsValidEveryMicrobatchOncePerChunkAndTheSameBubble) 
     const RankOrders orders = interleaved_1f1b_orders(p, m, v, group);
     for (int r = 0; r < p; ++r) {
       std::set<std::tuple<int, int, int>> seen;
-      for (const RankAction& a : orders[static_cast<size_t>(r)]) {
+      for (const RankAction& a : orders[PipelineRank{r}]) {
         EXPECT_EQ(a.stage % p, r) << what;
         EXPECT_TRUE(seen.insert({a.stage, static_cast<int>(a.pass), a.microbatch}).second) << what;
       }
@@ -253,7 +253,7 @@ TEST(Interleaved, RankOrdersCoverEveryChunkAndMicrobatchOnce) {
   const RankOrders orders = interleaved_1f1b_orders(p, m, v);
   for (int r = 0; r < p; ++r) {
     std::set<std::tuple<int, int, int>> seen;
-    for (const RankAction& a : orders[static_cast<size_t>(r)]) {
+    for (const RankAction& a : orders[PipelineRank{r}]) {
       EXPECT_EQ(a.stage % p, r);
       EXPECT_TRUE(seen.insert({a.stage, static_cast<int>(a.pass), a.microbatch}).second);
     }

@@ -43,10 +43,10 @@ TEST(InterleavedZb, OrdersForTwoRanksTwoChunksFourMicrobatchesByHand) {
   // forwards and runs each W right after its I; rank 1 (stages 1, 3) with 2 forwards and
   // one W deferred (r = 1), drained last.
   const RankOrders orders = interleaved_zb_orders(2, 4, 2);
-  EXPECT_EQ(order_text(orders[0]),
+  EXPECT_EQ(order_text(orders[PipelineRank{0}]),
             "0F0 0F1 2F0 2F1 2I0 2W0 0F2 2I1 2W1 0F3 0I0 0W0 2F2 0I1 0W1 2F3 2I2 2W2 2I3 2W3 "
             "0I2 0W2 0I3 0W3");
-  EXPECT_EQ(order_text(orders[1]),
+  EXPECT_EQ(order_text(orders[PipelineRank{1}]),
             "1F0 1F1 3F0 3I0 3F1 3I1 3W0 1F2 1I0 3W1 1F3 1I1 1W0 3F2 3I2 1W1 3F3 3I3 3W2 1I2 "
             "3W3 1I3 1W2 1W3");
 }
@@ -61,7 +61,7 @@ TEST(InterleavedZb, OneChunkIsZbH1) {
         std::vector<RankAction> expected;
         for (const StageAction& a : h1[static_cast<size_t>(r)])
           expected.push_back({.stage = r, .pass = a.pass, .microbatch = a.microbatch});
-        EXPECT_EQ(order_text(orders[static_cast<size_t>(r)]), order_text(expected))
+        EXPECT_EQ(order_text(orders[PipelineRank{r}]), order_text(expected))
             << "p " << p << " m " << m << " rank " << r;
       }
     }
@@ -109,7 +109,7 @@ void expect_valid_and_closed_form(const Case& c) {
   const RankOrders orders = interleaved_zb_orders(p, m, v);
   for (int r = 0; r < p; ++r) {
     std::set<std::tuple<int, int, int>> seen;
-    for (const RankAction& a : orders[static_cast<size_t>(r)]) {
+    for (const RankAction& a : orders[PipelineRank{r}]) {
       EXPECT_EQ(a.stage % p, r) << what;
       EXPECT_TRUE(seen.insert({a.stage, static_cast<int>(a.pass), a.microbatch}).second) << what;
     }

@@ -37,9 +37,9 @@ TEST(LoopedBfs, OrdersForTwoRanksTwoChunksFourMicrobatchesByHand) {
   // microbatch down (PyTorch's reversed(range(n_microbatches))).
   const RankOrders orders = looped_bfs_orders(2, 4, 2);
   ASSERT_EQ(orders.size(), 2u);
-  EXPECT_EQ(order_text(orders[0]),
+  EXPECT_EQ(order_text(orders[PipelineRank{0}]),
             "0F0 0F1 0F2 0F3 2F0 2F1 2F2 2F3 2B3 2B2 2B1 2B0 0B3 0B2 0B1 0B0");
-  EXPECT_EQ(order_text(orders[1]),
+  EXPECT_EQ(order_text(orders[PipelineRank{1}]),
             "1F0 1F1 1F2 1F3 3F0 3F1 3F2 3F3 3B3 3B2 3B1 3B0 1B3 1B2 1B1 1B0");
 }
 

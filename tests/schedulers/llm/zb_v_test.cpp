@@ -44,10 +44,10 @@ TEST(ZbV, OrdersForTwoRanksAndFourMicrobatchesByHand) {
   // then the pending W1 and W0.
   const RankOrders orders = zb_v_orders(2, 4);
   ASSERT_EQ(orders.size(), 2u);
-  EXPECT_EQ(order_text(orders[0]),
+  EXPECT_EQ(order_text(orders[PipelineRank{0}]),
             "0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0F3 0I0 0W0 3F2 3I2 3W2 0I1 0W1 3F3 3I3 3W3 "
             "0I2 0W2 0I3 0W3");
-  EXPECT_EQ(order_text(orders[1]),
+  EXPECT_EQ(order_text(orders[PipelineRank{1}]),
             "1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1F3 1I1 1W1 2F3 2I2 2W2 1I2 2I3 "
             "1I3 1W2 2W3 1W3");
 }
@@ -56,13 +56,18 @@ TEST(ZbV, FewerMicrobatchesThanTwoPMinusOneDropTheMissingOnes) {
   // PyTorch builds the order for max(2p-1, m) microbatches and drops the rest: p = 2,
   // m = 2 is the m = 3 order without microbatch 2.
   const RankOrders orders = zb_v_orders(2, 2);
-  EXPECT_EQ(order_text(orders[0]), "0F0 0F1 3F0 3I0 3W0 3F1 3I1 3W1 0I0 0W0 0I1 0W1");
-  EXPECT_EQ(order_text(orders[1]), "1F0 2F0 1F1 2F1 2I0 2W0 1I0 1W0 2I1 2W1 1I1 1W1");
+  EXPECT_EQ(order_text(orders[PipelineRank{0}]), "0F0 0F1 3F0 3I0 3W0 3F1 3I1 3W1 0I0 0W0 0I1 0W1");
+  EXPECT_EQ(order_text(orders[PipelineRank{1}]), "1F0 2F0 1F1 2F1 2I0 2W0 1I0 1W0 2I1 2W1 1I1 1W1");
 }
 
 TEST(ZbV, StageRanksFormAV) {
-  EXPECT_EQ(zb_v_stage_ranks(4), (std::vector<int>{0, 1, 2, 3, 3, 2, 1, 0}));
-  EXPECT_EQ(zb_v_stage_ranks(1), (std::vector<int>{0, 0}));
+  auto ranks = [](std::vector<int> values) {
+    std::vector<PipelineRank> out;
+    for (int v : values) out.push_back(PipelineRank{v});
+    return out;
+  };
+  EXPECT_EQ(zb_v_stage_ranks(4), ranks({0, 1, 2, 3, 3, 2, 1, 0}));
+  EXPECT_EQ(zb_v_stage_ranks(1), ranks({0, 0}));
 }
 
 struct Case {

@@ -83,8 +83,8 @@ TEST(LoweringPasses, EachReplicaMayRunItsOwnOrder) {
       {act(0, Pass::kF, 0), act(0, Pass::kF, 1), act(0, Pass::kB, 0), act(0, Pass::kB, 1)},
       {act(1, Pass::kF, 0), act(1, Pass::kB, 0), act(1, Pass::kF, 1), act(1, Pass::kB, 1)}};
   RankOrders swapped = forward_first;
-  std::swap(swapped[1][0], swapped[1][2]);
-  std::swap(swapped[1][1], swapped[1][3]);
+  std::swap(swapped[PipelineRank{1}][0], swapped[PipelineRank{1}][2]);
+  std::swap(swapped[PipelineRank{1}][1], swapped[PipelineRank{1}][3]);
   const Schedule s = t.lower_with({forward_first, swapped});
   ASSERT_EQ(s.num_ranks(), 4);
   const std::string replica0 = t.text(s, 1), replica1 = t.text(s, 3);
@@ -126,14 +126,15 @@ TEST(LoweringPasses, ChunksOnOneRankShareOneAllReduceAndTheirMemory) {
   t.programs.stages = chain_stages(*t.study->problem.model, {{0, 2}, {2, 4}, {4, 6}, {6, 8}});
   const auto per_rank = static_memory_per_rank(t.study->problem, t.programs);
   ASSERT_EQ(per_rank.size(), 2u);
-  EXPECT_DOUBLE_EQ(per_rank[0].parameters, per_rank[1].parameters);  // 4 layers each
+  EXPECT_DOUBLE_EQ(per_rank[PipelineRank{0}].parameters,
+                   per_rank[PipelineRank{1}].parameters);  // 4 layers each
   RankOrders orders(2);
   for (int r = 0; r < 2; ++r) {
     for (int mb = 0; mb < 2; ++mb) {
-      for (int s : {r, r + 2}) orders[static_cast<size_t>(r)].push_back(act(s, Pass::kF, mb));
+      for (int s : {r, r + 2}) orders[PipelineRank{r}].push_back(act(s, Pass::kF, mb));
     }
     for (int mb = 0; mb < 2; ++mb) {
-      for (int s : {r + 2, r}) orders[static_cast<size_t>(r)].push_back(act(s, Pass::kB, mb));
+      for (int s : {r + 2, r}) orders[PipelineRank{r}].push_back(act(s, Pass::kB, mb));
     }
   }
   const Schedule s = t.lower_with({orders});
@@ -168,11 +169,11 @@ struct ModuleCopies : TwoStages {
     const ModuleLayout llm{.tp = 2, .dp = 1, .first_gpu = 2, .gpus = 2, .owner = stage1_owner};
     programs.stages[0].tp = 1;
     programs.stages[0].layout = copies;
-    programs.stages[0].copy_ranks = {0, 1};
+    programs.stages[0].copy_ranks = {PipelineRank{0}, PipelineRank{1}};
     programs.stages[0].gpu = {0, 1};
     programs.stages[1].tp = 2;
     programs.stages[1].layout = llm;
-    programs.stages[1].copy_ranks = {2};
+    programs.stages[1].copy_ranks = {PipelineRank{2}};
     programs.stages[1].gpu = {2};
     programs.ranks = 3;
     programs.pieces = 2;
@@ -182,7 +183,8 @@ struct ModuleCopies : TwoStages {
          {act(0, Pass::kF, 1), act(0, Pass::kF, 3), act(0, Pass::kB, 1), act(0, Pass::kB, 3)},
          {}}};
     for (Pass pass : {Pass::kF, Pass::kB}) {
-      for (int mb = 0; mb < 4; ++mb) programs.replicas[0][2].push_back(act(1, pass, mb));
+      for (int mb = 0; mb < 4; ++mb)
+        programs.replicas[0][PipelineRank{2}].push_back(act(1, pass, mb));
     }
   }
 };
@@ -218,7 +220,7 @@ TEST(LoweringPasses, ModuleCopiesComputeTheirPiecesAndReduceOverTheCopies) {
       std::holds_alternative<Collective>(s.programs[0_rank][s.programs[0_rank].size() - 2]));
   // Both copies hold the whole stage; the optimizer state is not sharded by default.
   const auto per_rank = static_memory_per_rank(t.study->problem, t.programs);
-  EXPECT_EQ(per_rank[0], per_rank[1]);
+  EXPECT_EQ(per_rank[PipelineRank{0}], per_rank[PipelineRank{1}]);
   EXPECT_NO_THROW(validate(s, *t.study->problem.model));
   EXPECT_GT(evaluate(s, *t.study->problem.cluster).iteration_time_s(), 0);
 }
