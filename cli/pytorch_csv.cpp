@@ -127,7 +127,7 @@ void parse_action(std::string_view text, const std::string& source, int line, in
                     : type == "B" ? Pass::kB
                     : type == "I" ? Pass::kI
                                   : Pass::kW;
-  out.push_back({{stage, pass, microbatch}, line, column});
+  out.push_back({{StageId{stage}, pass, microbatch}, line, column});
 }
 
 std::vector<std::vector<Located>> parse_rows(std::string_view text, const std::string& source) {
@@ -228,7 +228,7 @@ Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view t
              std::to_string(pp) + " (run with --set parallel.pp=" + std::to_string(rows.size()) +
              ")");
   }
-  std::set<int> stages;
+  std::set<StageId> stages;
   int max_microbatch = -1;
   for (const auto& row : rows) {
     for (const Located& a : row) {
@@ -237,37 +237,35 @@ Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view t
     }
   }
   const int count = static_cast<int>(stages.size());
-  if (stages.empty() || *stages.rbegin() != count - 1 || count % pp != 0) {
+  if (stages.empty() || *stages.rbegin() != StageId{count - 1} || count % pp != 0) {
     fail(source, 1, 1,
          "the actions name " + std::to_string(count) + " distinct stage(s) (highest " +
-             std::to_string(stages.empty() ? -1 : *stages.rbegin()) +
+             (stages.empty() ? std::string("none") : to_string(*stages.rbegin())) +
              "); Loom needs stages 0..pp*v-1, v chunks on each of parallel.pp = " +
              std::to_string(pp) + " ranks");
   }
   // Each stage runs on the one row that names it: the looped placement (stage s on rank
   // s mod pp), a V (ZB-V: rank r holds r and 2pp-1-r) or any other.
-  std::vector<std::optional<PipelineRank>> owners(static_cast<size_t>(count));
-  std::vector<const Located*> first_seen(static_cast<size_t>(count), nullptr);
+  PerStage<std::optional<PipelineRank>> owners(count);
+  PerStage<const Located*> first_seen(count, nullptr);
   for (size_t row = 0; row < rows.size(); ++row) {
     const PipelineRank r{static_cast<int>(row)};
     for (const Located& a : rows[row]) {
-      std::optional<PipelineRank>& owner = owners[static_cast<size_t>(a.action.stage)];
+      std::optional<PipelineRank>& owner = owners[a.action.stage];
       if (owner && *owner != r) {
-        const Located& before = *first_seen[static_cast<size_t>(a.action.stage)];
+        const Located& before = *first_seen[a.action.stage];
         fail(source, a.line, a.column,
-             "stage " + std::to_string(a.action.stage) + " on rank " + to_string(r) +
-                 ", but line " + std::to_string(before.line) + " column " +
-                 std::to_string(before.column) + " runs it on rank " + to_string(*owner) +
-                 ": a stage lives on one rank");
+             "stage " + to_string(a.action.stage) + " on rank " + to_string(r) + ", but line " +
+                 std::to_string(before.line) + " column " + std::to_string(before.column) +
+                 " runs it on rank " + to_string(*owner) + ": a stage lives on one rank");
       }
       owner = r;
-      if (!first_seen[static_cast<size_t>(a.action.stage)])
-        first_seen[static_cast<size_t>(a.action.stage)] = &a;
+      if (!first_seen[a.action.stage]) first_seen[a.action.stage] = &a;
       if (a.action.microbatch >= m)
         fail(source, a.line, a.column, microbatch_mismatch(max_microbatch, m));
     }
   }
-  std::vector<PipelineRank> stage_rank;  // every stage has its owner (checked above)
+  PerStage<PipelineRank> stage_rank;  // every stage has its owner (checked above)
   PerPipelineRank<int> held(pp, 0);
   for (const std::optional<PipelineRank>& owner : owners) {
     stage_rank.push_back(*owner);

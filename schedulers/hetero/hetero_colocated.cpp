@@ -160,7 +160,7 @@ class Colocated {
     const int piece = grid_.piece_at(k, p);  // this GPU's encoder piece
     auto& order = programs_.replicas.front()[PipelineRank{r}];
     auto encoder = [&](int e, Pass pass) {
-      return RankAction{.stage = encoder_stage_[static_cast<size_t>(e)], .pass = pass};
+      return RankAction{.stage = StageId{encoder_stage_[static_cast<size_t>(e)]}, .pass = pass};
     };
     const auto llm_order = one_f_one_b_order(pp - p - 1, m);
     // With a pipelined LLM, stage 0's TP x CP group gathers each microbatch's shard once
@@ -177,7 +177,7 @@ class Colocated {
           order.push_back(gather);
         }
         for (int i = 0; i < pp; ++i) {
-          order.push_back({.stage = first_llm_stage_ + p,
+          order.push_back({.stage = StageId{first_llm_stage_ + p},
                            .pass = s.action.pass,
                            .microbatch = s.action.microbatch * q + grid_.piece_at(k, i),
                            .unit_with_next = i + 1 < pp});

@@ -49,9 +49,9 @@ class NonColocated {
       for (int d = 0; d < l.dp; ++d) {
         for (int s = 0; s < l.pp; ++s) {
           auto& order = programs_.replicas.front()[rank_of(g, d, s)];
-          for (const StageAction& a : orders[static_cast<size_t>(g)][static_cast<size_t>(s)]) {
+          for (const StageAction& a : orders[static_cast<size_t>(g)][StageId{s}]) {
             for (int k = d * k_ / l.dp; k < (d + 1) * k_ / l.dp; ++k) {
-              order.push_back({.stage = stage_base_[static_cast<size_t>(g)] + s,
+              order.push_back({.stage = StageId{stage_base_[static_cast<size_t>(g)] + s},
                                .pass = a.pass,
                                .microbatch = a.microbatch * k_ + k});
             }

@@ -43,7 +43,7 @@ RankOrders chimera_orders(int p, int m) {
   for (int r = 0; r < p; ++r) {
     std::vector<std::pair<int, RankAction>> slotted;
     auto add = [&](int slot, int stage, Pass pass, int mb) {
-      slotted.push_back({slot, {.stage = stage, .pass = pass, .microbatch = mb}});
+      slotted.push_back({slot, {.stage = StageId{stage}, .pass = pass, .microbatch = mb}});
     };
     for (int u = 0; u < m / p; ++u) {
       const int shift = 2 * p * u;
@@ -62,8 +62,8 @@ RankOrders chimera_orders(int p, int m) {
   return orders;
 }
 
-std::vector<PipelineRank> chimera_up_stage_ranks(int p) {
-  std::vector<PipelineRank> rank;
+PerStage<PipelineRank> chimera_up_stage_ranks(int p) {
+  PerStage<PipelineRank> rank;
   for (int s = 0; s < p; ++s) rank.push_back(PipelineRank{p - 1 - s});
   return rank;
 }

@@ -48,7 +48,7 @@ class RankBuilder {
     const int mb = next_b_[chunk]++;
     if (!zero_bubble) return add(stage_[chunk], Pass::kB, mb, overlapped);
     add(stage_[chunk], Pass::kI, mb, false);
-    deferred_w_.push_back({.stage = stage_[chunk], .pass = Pass::kW, .microbatch = mb});
+    deferred_w_.push_back({.stage = StageId{stage_[chunk]}, .pass = Pass::kW, .microbatch = mb});
   }
   /// The W of the oldest deferred I.
   void weight() {
@@ -64,7 +64,8 @@ class RankBuilder {
 
  private:
   void add(int stage, Pass pass, int mb, bool overlapped) {
-    order_.push_back({.stage = stage, .pass = pass, .microbatch = mb, .overlapped = overlapped});
+    order_.push_back(
+        {.stage = StageId{stage}, .pass = pass, .microbatch = mb, .overlapped = overlapped});
   }
   int stage_[2];
   int next_f_[2] = {0, 0};

@@ -13,9 +13,9 @@
 namespace loom {
 
 StageOrders zb_h1_orders(int p, int m) {
-  StageOrders orders(static_cast<size_t>(p));
+  StageOrders orders(p);
   for (int s = 0; s < p; ++s) {
-    auto& order = orders[static_cast<size_t>(s)];
+    auto& order = orders[StageId{s}];
     int nf = 0, ni = 0, nw = 0;
     // W of the oldest pending microbatch once more than s are pending.
     auto w_beyond = [&](int deferred) {

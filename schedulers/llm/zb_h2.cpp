@@ -14,9 +14,9 @@
 namespace loom {
 
 StageOrders zb_h2_orders(int p, int m) {
-  StageOrders orders(static_cast<size_t>(p));
+  StageOrders orders(p);
   for (int s = 0; s < p; ++s) {
-    auto& order = orders[static_cast<size_t>(s)];
+    auto& order = orders[StageId{s}];
     const int deferred = std::min(2 * s + 1, m);  // W held back before the steady phase
     int nf = 0, ni = 0, nw = 0;
     for (; nf < std::min(2 * (p - s) - 1, m); ++nf) order.push_back({Pass::kF, nf});

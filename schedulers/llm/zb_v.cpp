@@ -47,7 +47,7 @@ RankOrders zb_v_orders(int p, int m) {
     std::vector<RankAction> all;
     int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
     auto add = [&](int stage, Pass pass, int microbatch) {
-      all.push_back({.stage = stage, .pass = pass, .microbatch = microbatch});
+      all.push_back({.stage = StageId{stage}, .pass = pass, .microbatch = microbatch});
     };
     for (int k = 0; k < 2 * (p - r) - 1; ++k) add(down, Pass::kF, f0++);
     for (int k = 0; k < r; ++k) {
@@ -101,11 +101,11 @@ PipelinePrograms v_shaped_programs(const SchedulingProblem& problem, const std::
           .replicas = {std::move(orders)}};
 }
 
-std::vector<PipelineRank> zb_v_stage_ranks(int p) {
-  std::vector<PipelineRank> rank(static_cast<size_t>(2 * p));
+PerStage<PipelineRank> zb_v_stage_ranks(int p) {
+  PerStage<PipelineRank> rank(2 * p);
   for (const PipelineRank r : IdRange<PipelineRank>(p)) {
-    rank[r.slot()] = r;  // stage r down, stage 2p - 1 - r back up: the V
-    rank[static_cast<size_t>(2 * p - 1) - r.slot()] = r;
+    rank[StageId{r.value()}] = r;  // stage r down, stage 2p - 1 - r back up: the V
+    rank[StageId{2 * p - 1 - r.value()}] = r;
   }
   return rank;
 }

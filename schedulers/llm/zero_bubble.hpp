@@ -52,7 +52,7 @@ inline RankAction virtual_action(const std::vector<VirtualMicrobatch>& table, in
                                  int p, int v, int r) {
   const VirtualMicrobatch& t = table[static_cast<size_t>(k)];
   const int chunk = pass == Pass::kF ? t.chunk : v - 1 - t.chunk;
-  return {.stage = chunk * p + r, .pass = pass, .microbatch = t.microbatch};
+  return {.stage = StageId{chunk * p + r}, .pass = pass, .microbatch = t.microbatch};
 }
 
 /// Megatron's rules for the group size N on p ranks and m microbatches, as the InputError
@@ -70,7 +70,7 @@ std::string interleaved_group_error(int p, int m, int group);
 RankOrders zb_v_orders(int p, int m);
 
 /// ZB-V's placement: stage s of 2p on rank s for s < p, on rank 2p-1-s otherwise.
-std::vector<PipelineRank> zb_v_stage_ranks(int p);
+PerStage<PipelineRank> zb_v_stage_ranks(int p);
 /// The programs of a V schedule (zb-v, dualpipe-v): 2p planned stages on ZB-V's placement
 /// with `orders`. Throws InputError naming `name` when the model has fewer than 2p layers.
 PipelinePrograms v_shaped_programs(const SchedulingProblem& problem, const std::string& name,

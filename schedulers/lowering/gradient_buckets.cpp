@@ -34,7 +34,7 @@ std::vector<int> final_backward(const std::vector<Op>& program, int layers) {
 /// The trainable layers rank r holds parameters for, ascending.
 std::vector<int> trained_layers(const Context& ctx, PipelineRank r) {
   std::vector<int> out;
-  for (int s = 0; s < ctx.num_stages(); ++s) {
+  for (const StageId s : ctx.stage_ids()) {
     if (!ctx.programs.holds(r, s)) continue;
     for (const Segment& seg : ctx.stage(s).segments) {
       for (int l = seg.first; l < seg.end; ++l) {
@@ -54,11 +54,11 @@ std::vector<int> trained_layers(const Context& ctx, PipelineRank r) {
 /// disable_bucketing = model_chunk_idx > 0): a later chunk is one bucket.
 std::vector<Bucket> form_buckets(const Context& ctx, PipelineRank r, const std::vector<int>& layers,
                                  const std::vector<Op>& program, double bucket_size) {
-  int first_chunk = ctx.num_stages();
-  for (int s = 0; s < ctx.num_stages(); ++s) {
-    if (ctx.programs.holds(r, s)) first_chunk = std::min(first_chunk, s);
+  std::optional<StageId> first_chunk;  // the rank's first model chunk
+  for (const StageId s : ctx.stage_ids()) {
+    if (!first_chunk && ctx.programs.holds(r, s)) first_chunk = s;
   }
-  auto chunk = [&](int l) { return ctx.stage_of_layer[static_cast<size_t>(l)]; };
+  auto chunk = [&](int l) { return ctx.stage_of(l); };
   const std::vector<int> last = final_backward(program, ctx.model.num_layers());
   std::vector<int> order = layers;
   std::sort(order.begin(), order.end(), [&](int a, int b) {
@@ -198,7 +198,7 @@ void add_gradient_buckets(const Context& ctx, Schedule& schedule,
           program.emplace_back(
               Collective{.kind = CollectiveKind::kAllReduce,
                          .group = group,
-                         .stage = ctx.stage_of_layer[static_cast<size_t>(top)],
+                         .stage = ctx.stage_of(top).value(),
                          .module = ctx.model.layers()[static_cast<size_t>(top)].module,
                          .bytes = b->bytes,
                          .async = true,

@@ -28,8 +28,8 @@ PipelinePrograms one_stage_per_rank(StageGraph stages, const StageOrders& orders
                             .stage_rank = {},
                             .replicas = {RankOrders(static_cast<int>(orders.size()))}};
   for (const PipelineRank r : programs.rank_ids()) {  // rank r runs stage r
-    const int s = r.value();
-    for (const StageAction& a : orders[static_cast<size_t>(s)])
+    const StageId s{r.value()};
+    for (const StageAction& a : orders[s])
       programs.replicas.front()[r].push_back(
           {.stage = s, .pass = a.pass, .microbatch = a.microbatch});
   }

@@ -35,7 +35,7 @@ void cost_batch_pieces(Context& ctx) {
       mc.kv_allgather.assign(layers, 0.0);
       for (int l = 0; l < ctx.model.num_layers(); ++l)
         mc.output.push_back(p.cost->output_bytes(l, layer_shape(ctx.model, l, batch)) / pieces);
-      for (int s = 0; s < ctx.num_stages(); ++s) {
+      for (const StageId s : ctx.stage_ids()) {
         const StageSpec& spec = ctx.stage(s);
         const ModuleLayout& layout = *spec.layout;
         const size_t copies = spec.copy_ranks.size();
@@ -85,7 +85,7 @@ void cost_microbatches(Context& ctx, const Schedule& schedule) {
       MicrobatchCosts& mc = ctx.costs[static_cast<size_t>(d * ctx.microbatches + j)];
       for (int l = 0; l < ctx.model.num_layers(); ++l) {
         const MicrobatchShape shape = layer_shape(ctx.model, l, batch);
-        const int tp = ctx.stage_tp(ctx.stage_of_layer[static_cast<size_t>(l)]);
+        const int tp = ctx.stage_tp(ctx.stage_of(l));
         PassCost c = effective_cost(*p.cost, ctx.model, l, shape, tp);
         if (ctx.naive) {  // §3.3.1: "backward passes take roughly twice as long as forward"
           c = p.cost->layer_cost(l, shape, tp);
@@ -102,9 +102,9 @@ void cost_microbatches(Context& ctx, const Schedule& schedule) {
 namespace {
 
 /// The Compute of one segment of stage `s`, costs still zero.
-Compute segment_op(Pass pass, int s, int mb, const Segment& seg) {
+Compute segment_op(Pass pass, StageId s, int mb, const Segment& seg) {
   return Compute{.pass = pass,
-                 .stage = s,
+                 .stage = s.value(),
                  .microbatch = mb,
                  .module = seg.module,
                  .first_layer = seg.first,
@@ -130,7 +130,7 @@ std::vector<Segment> layer_runs(const Segment& seg, const MicrobatchCosts& mc) {
   return runs;
 }
 
-void expand_forward(const Context& ctx, Target& t, int s, const MicrobatchCosts& mc, int mb) {
+void expand_forward(const Context& ctx, Target& t, StageId s, const MicrobatchCosts& mc, int mb) {
   std::vector<Op>& program = t.program;
   for (const Segment& seg : ctx.stage(s).redundant) {
     Compute c = segment_op(Pass::kF, s, mb, seg);
@@ -178,7 +178,7 @@ void expand_forward(const Context& ctx, Target& t, int s, const MicrobatchCosts&
 }
 
 /// B, I or W: the stage's segments in reverse.
-void expand_backward(const Context& ctx, Target& t, int s, const MicrobatchCosts& mc, Pass pass,
+void expand_backward(const Context& ctx, Target& t, StageId s, const MicrobatchCosts& mc, Pass pass,
                      int mb) {
   std::vector<Segment> segs = ctx.stage(s).segments;
   std::reverse(segs.begin(), segs.end());
@@ -235,16 +235,16 @@ void expand_actions(Context& ctx, Schedule& schedule) {
         const RankAction& a = order[step];
         auto where = [&] {
           return "rank " + to_string(r) + " step " + std::to_string(step) + " (" +
-                 std::to_string(a.stage) + to_string(a.pass) + std::to_string(a.microbatch) + ")";
+                 to_string(a.stage) + to_string(a.pass) + std::to_string(a.microbatch) + ")";
         };
         if (a.microbatch < 0 || a.microbatch >= ctx.microbatches)
           throw InputError(where() + ": microbatch out of range (schedule.microbatches = " +
                            std::to_string(ctx.microbatches) + ")");
-        const bool on_rank = a.stage >= 0 && a.stage < ctx.num_stages() &&
+        const bool on_rank = ctx.programs.stages.contains(a.stage) &&
                              (a.boundary ? ctx.programs.holds(r, a.stage)
                                          : ctx.programs.rank_of(a.stage, a.microbatch) == r);
         if (!on_rank)
-          throw InputError(where() + ": stage " + std::to_string(a.stage) +
+          throw InputError(where() + ": stage " + to_string(a.stage) +
                            " is not on this rank (the schedule has " +
                            std::to_string(ctx.num_stages()) + " stages over " +
                            std::to_string(ranks) + " ranks)");

@@ -29,11 +29,12 @@ int group_of_gpus(Schedule& schedule, const std::vector<int>& gpus) {
 }
 
 /// The stage that consumes the output of stage `s` (the stage of its last layer's first
-/// consumer), or -1 at the sink.
-int consumer_stage(const Context& ctx, int s) {
+/// consumer), none at the sink.
+std::optional<StageId> consumer_stage(const Context& ctx, StageId s) {
   const int last = ctx.stage(s).segments.back().end - 1;
   const auto& consumers = ctx.graph.consumers(last);
-  return consumers.empty() ? -1 : ctx.stage_of_layer[static_cast<size_t>(consumers.front())];
+  if (consumers.empty()) return std::nullopt;
+  return ctx.stage_of(consumers.front());
 }
 
 }  // namespace
@@ -50,7 +51,7 @@ void add_kv_exchange(const Context& ctx, Schedule& schedule, std::vector<Op>& pr
   const int layer = layer_op.first_layer;
   if (ctx.model.layer(layer).kind != LayerKind::kTransformer) return;
   if (layer_op.pass != Pass::kF && !ctx.graph.needs_backward(layer)) return;
-  const ModuleLayout& layout = *ctx.stage(layer_op.stage).layout;
+  const ModuleLayout& layout = *ctx.stage(StageId{layer_op.stage}).layout;
   const int gpu = schedule.ranks[rank].gpu;
   program.push_back(Collective{.kind = CollectiveKind::kAllGather,
                                .group = group_of_gpus(schedule, cp_ring(layout, gpu)),
@@ -61,8 +62,9 @@ void add_kv_exchange(const Context& ctx, Schedule& schedule, std::vector<Op>& pr
 
 void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& program, RankId rank,
                      const RankAction& a) {
-  const int to = consumer_stage(ctx, a.stage);
-  if (to < 0) return;
+  const std::optional<StageId> consumer = consumer_stage(ctx, a.stage);
+  if (!consumer) return;
+  const StageId to = *consumer;
   const ModuleLayout& src = *ctx.stage(a.stage).layout;
   const ModuleLayout& dst = *ctx.stage(to).layout;
   if (!colocated(src, dst)) return;  // disjoint rank sets: leader messages only (pass 5)
@@ -74,7 +76,7 @@ void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& pr
   auto gather = [&](const std::vector<int>& gpus, double bytes) {
     program.push_back(Collective{.kind = CollectiveKind::kAllGather,
                                  .group = group_of_gpus(schedule, gpus),
-                                 .stage = to,
+                                 .stage = to.value(),
                                  .module = ctx.stage(to).segments.front().module,
                                  .bytes = bytes});
   };
@@ -107,7 +109,8 @@ void add_module_allreduce(const Context& ctx, Schedule& schedule,
                           const std::function<double(PipelineRank)>& extra_bytes) {
   const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
   // Last stage first: the order gradients become final in (and Megatron reduces them).
-  for (int s = ctx.num_stages() - 1; s >= 0; --s) {
+  for (int index = ctx.num_stages() - 1; index >= 0; --index) {
+    const StageId s{index};
     const StageSpec& spec = ctx.stage(s);
     const ModuleLayout& layout = *spec.layout;
     double bytes = extra_bytes(spec.copy_ranks.front());
@@ -134,7 +137,7 @@ void add_module_allreduce(const Context& ctx, Schedule& schedule,
       for (const RankId r : members) {
         schedule.programs[r].push_back(Collective{.kind = CollectiveKind::kAllReduce,
                                                   .group = group,
-                                                  .stage = s,
+                                                  .stage = s.value(),
                                                   .module = spec.segments.front().module,
                                                   .bytes = bytes});
       }

@@ -31,9 +31,9 @@ struct ChannelState {
 /// `rank`: an input comes from the producer's (F) or the consumer's (B) rank; an output
 /// goes to the consumer's (F) or the producer's (B) rank (for the edge's microbatch: with
 /// bidirectional pipelines its direction decides).
-int remote_stage(const Context& ctx, const DataEdge& edge, bool input) {
+StageId remote_stage(const Context& ctx, const DataEdge& edge, bool input) {
   const bool at_producer = (edge.pass == Pass::kF) == input;
-  return ctx.stage_of_layer[static_cast<size_t>(at_producer ? edge.producer : edge.boundary)];
+  return ctx.stage_of(at_producer ? edge.producer : edge.boundary);
 }
 PipelineRank remote_rank(const Context& ctx, const DataEdge& edge, bool input) {
   return ctx.programs.rank_of(remote_stage(ctx, edge, input), edge.microbatch);
@@ -43,7 +43,7 @@ PipelineRank remote_rank(const Context& ctx, const DataEdge& edge, bool input) {
 /// receiving stage's leader, which broadcasts it to its TP peers over NVLink before the
 /// compute can start (a pipelined broadcast: latency + bytes / bandwidth). Its time is on
 /// the receiving rank, added to the compute that consumes the tensor.
-double boundary_broadcast_s(const Context& ctx, int stage, int from_stage, double bytes) {
+double boundary_broadcast_s(const Context& ctx, StageId stage, StageId from_stage, double bytes) {
   const auto& layout = ctx.stage(stage).layout;
   if (!layout || ctx.stage_rank_width(ctx.stage(stage)) < 2 ||
       ctx.stage(from_stage).layout->owner == layout->owner)
@@ -120,7 +120,7 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
           const PipelineRank from = remote_rank(ctx, e, true);
           if (from == r) continue;
           broadcast_s += boundary_broadcast_s(
-              ctx, c.stage, remote_stage(ctx, e, true),
+              ctx, StageId{c.stage}, remote_stage(ctx, e, true),
               ctx.cost(d, e.microbatch).output[static_cast<size_t>(e.producer)]);
           ChannelState& ch = channels[channel(from, r, e)];
           if (ch.received.count(e.microbatch)) continue;  // taken earlier, in send order

@@ -30,25 +30,25 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
     if (orders.size() != static_cast<size_t>(progs.ranks))
       throw std::logic_error("lowering: rank orders do not match the ranks per replica");
   }
-  stage_of_layer.assign(static_cast<size_t>(model.num_layers()), -1);
-  for (int s = 0; s < num_stages(); ++s) {
+  std::vector<std::optional<StageId>> owner(static_cast<size_t>(model.num_layers()));
+  for (const StageId s : stage_ids()) {
     const PipelineRank r = programs.rank_of(s);
-    const PipelineRank up =
-        programs.up_stage_rank.empty() ? r : programs.up_stage_rank.at(static_cast<size_t>(s));
+    const PipelineRank up = programs.up_stage_rank.empty() ? r : programs.up_stage_rank.at(s);
     const PerPipelineRank<char> ranks(programs.ranks);
     if (!ranks.contains(r) || !ranks.contains(up))
-      throw std::logic_error("lowering: stage " + std::to_string(s) + " on no rank");
+      throw std::logic_error("lowering: stage " + to_string(s) + " on no rank");
     for (const Segment& seg : stage(s).segments) {
       for (int l = seg.first; l < seg.end; ++l) {
-        if (stage_of_layer[static_cast<size_t>(l)] >= 0)
+        if (owner[static_cast<size_t>(l)])
           throw std::logic_error("stage graph: layer " + std::to_string(l) + " on two stages");
-        stage_of_layer[static_cast<size_t>(l)] = s;
+        owner[static_cast<size_t>(l)] = s;
       }
     }
   }
-  for (int l = 0; l < model.num_layers(); ++l) {
-    if (stage_of_layer[static_cast<size_t>(l)] < 0)
+  for (size_t l = 0; l < owner.size(); ++l) {
+    if (!owner[l])
       throw std::logic_error("stage graph: layer " + std::to_string(l) + " on no stage");
+    stage_of_layer.push_back(*owner[l]);
   }
   check_module_layouts();
 }
@@ -107,11 +107,11 @@ bool Context::needs_backward(const Segment& seg) const {
 namespace {
 /// The first stage a rank of the replica holds (its chunk 0; the stage it holds a copy
 /// of, with per-module data parallelism).
-int first_stage_of(const Context& ctx, PipelineRank r) {
-  for (int s = 0; s < ctx.num_stages(); ++s) {
+StageId first_stage_of(const Context& ctx, PipelineRank r) {
+  for (const StageId s : ctx.stage_ids()) {
     if (ctx.programs.rank_of(s) == r) return s;
   }
-  for (int s = 0; s < ctx.num_stages(); ++s) {
+  for (const StageId s : ctx.stage_ids()) {
     if (ctx.programs.holds(r, s)) return s;
   }
   throw std::logic_error("lowering: rank " + to_string(r) + " holds no stage");
@@ -152,7 +152,7 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
     // Explicit placement; check_placement() vets it against the cluster.
     for (int d = 0; d < dp; ++d) {
       for (const PipelineRank r : IdRange<PipelineRank>(ranks)) {
-        const int s = first_stage_of(ctx, r);
+        const StageId s = first_stage_of(ctx, r);
         schedule.ranks.push_back({.gpu = ctx.stage(s).gpu.at(static_cast<size_t>(d)),
                                   .tp = ctx.stage_tp(s),
                                   .replica = d});
@@ -246,7 +246,8 @@ void assign_samples(const Context& ctx, Schedule& schedule) {
 namespace {
 /// Trainable parameters of stage `s`; `label` becomes the stage and module of its last
 /// trainable segment.
-double trainable_parameters(const Context& ctx, int s, int* label_stage, int* label_module) {
+double trainable_parameters(const Context& ctx, StageId s, StageId* label_stage,
+                            int* label_module) {
   double params = 0;
   for (const Segment& seg : ctx.stage(s).segments) {
     for (int l = seg.first; l < seg.end; ++l) {
@@ -265,12 +266,12 @@ double trainable_parameters(const Context& ctx, int s, int* label_stage, int* la
 PipelineRank copy_rank(const Context& ctx, PipelineRank r) {
   const PipelinePrograms& programs = ctx.programs;
   if (programs.up_stage_rank.empty()) return r;
-  const int first = first_stage_of(ctx, r);
-  const PipelineRank other = programs.up_stage_rank[static_cast<size_t>(first)];
-  for (int s = 0; s < ctx.num_stages(); ++s) {
+  const StageId first = first_stage_of(ctx, r);
+  const PipelineRank other = programs.up_stage_rank[first];
+  for (const StageId s : ctx.stage_ids()) {
     if (programs.holds(r, s) != programs.holds(other, s))
       throw std::logic_error("lowering: ranks " + to_string(r) + " and " + to_string(other) +
-                             " hold the two copies of stage " + std::to_string(first) +
+                             " hold the two copies of stage " + to_string(first) +
                              " but not the same stages");
   }
   return other;
@@ -287,11 +288,11 @@ void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
     // pipelines the two ranks holding copies of the same stages reduce together, once.
     const PipelineRank other = copy_rank(ctx, r);
     if (other < r) continue;
-    const int first = first_stage_of(ctx, r);
-    int label = first;
+    const StageId first = first_stage_of(ctx, r);
+    StageId label = first;
     int module = ctx.stage(first).segments.front().module;
     double bytes = 0;
-    for (int s = 0; s < ctx.num_stages(); ++s) {
+    for (const StageId s : ctx.stage_ids()) {
       if (ctx.programs.holds(r, s))
         bytes += trainable_parameters(ctx, s, &label, &module) * grad_bytes / ctx.stage_tp(s);
     }
@@ -307,7 +308,7 @@ void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
     for (const RankId member : members) {
       schedule.programs[member].push_back(Collective{.kind = CollectiveKind::kAllReduce,
                                                      .group = group,
-                                                     .stage = label,
+                                                     .stage = label.value(),
                                                      .module = module,
                                                      .bytes = bytes});
     }
@@ -353,11 +354,11 @@ void add_embedding_allreduce(const Context& ctx, Schedule& schedule,
         schedule.groups.push_back(members);
         for (const PipelineRank r : ranks) {
           // Labelled with the stage of the embedding's copy this rank holds.
-          const int stage = ctx.programs.holds(r, e.last_stage) ? e.last_stage : e.first_stage;
+          const StageId stage = ctx.programs.holds(r, e.last_stage) ? e.last_stage : e.first_stage;
           schedule.programs[ctx.global_rank(d, r)].push_back(
               Collective{.kind = CollectiveKind::kAllReduce,
                          .group = group,
-                         .stage = stage,
+                         .stage = stage.value(),
                          .module = e.module,
                          .bytes = e.parameters * grad_bytes / ctx.stage_tp(e.last_stage),
                          .tied_embedding = true,
@@ -393,11 +394,13 @@ void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
 
 void add_optimizer_step(const Context& ctx, Schedule& schedule) {
   const MemoryConstants& memory = ctx.problem.memory;
-  auto shards = [&](int s) { return memory.distributed_optimizer ? ctx.optimizer_shards(s) : 1; };
+  auto shards = [&](StageId s) {
+    return memory.distributed_optimizer ? ctx.optimizer_shards(s) : 1;
+  };
   for (const PipelineRank r : ctx.programs.rank_ids()) {
     double parameters = 0, bytes = 0;
     int module = 0;
-    for (int s = 0; s < ctx.num_stages(); ++s) {
+    for (const StageId s : ctx.stage_ids()) {
       if (!ctx.programs.holds(r, s)) continue;
       for (const Segment& seg : ctx.stage(s).segments) {
         for (int l = seg.first; l < seg.end; ++l) {
@@ -420,7 +423,7 @@ void add_optimizer_step(const Context& ctx, Schedule& schedule) {
     if (seconds <= 0) continue;
     for (int d = 0; d < ctx.replicas; ++d) {
       schedule.programs[ctx.global_rank(d, r)].push_back(
-          OptimizerStep{.stage = first_stage_of(ctx, r),
+          OptimizerStep{.stage = first_stage_of(ctx, r).value(),
                         .module = module,
                         .parameters = parameters,
                         .seconds = seconds});
@@ -444,7 +447,7 @@ PerPipelineRank<StaticMemory> static_memory_per_rank(const SchedulingProblem& pr
   using lowering::stage_tp;
   const Model& model = *problem.model;
   PerPipelineRank<StaticMemory> per_rank(programs.ranks);
-  for (size_t s = 0; s < programs.stages.size(); ++s) {
+  for (const StageId s : programs.stages.ids()) {
     const StageSpec& spec = programs.stages[s];
     StaticMemory stage;
     auto add = [&](const Segment& seg, bool trained) {
@@ -459,7 +462,7 @@ PerPipelineRank<StaticMemory> static_memory_per_rank(const SchedulingProblem& pr
     for (const Segment& seg : spec.segments) add(seg, true);
     for (const Segment& seg : spec.successor_copy) add(seg, true);
     // A rank holds every chunk placed on it.
-    per_rank[programs.rank_of(static_cast<int>(s))] += stage;
+    per_rank[programs.rank_of(s)] += stage;
     for (size_t c = 1; c < spec.copy_ranks.size(); ++c)  // per-module data parallelism
       per_rank[spec.copy_ranks[c]] += stage;
     if (!programs.up_stage_rank.empty())  // the second copy
@@ -467,7 +470,7 @@ PerPipelineRank<StaticMemory> static_memory_per_rank(const SchedulingProblem& pr
   }
   // The LM head's copy of a tied embedding (lowering/tied_embedding.hpp).
   for (const lowering::TiedEmbedding& e : lowering::tied_embeddings(problem, programs)) {
-    const StageSpec& head = programs.stages[static_cast<size_t>(e.last_stage)];
+    const StageSpec& head = programs.stages[e.last_stage];
     for (const PipelineRank r : e.copy_ranks) {
       per_rank[r] += parameter_state_bytes(e.parameters / stage_tp(problem, head),
                                            model.layer(e.first_layer).dtype_bytes, problem.memory,

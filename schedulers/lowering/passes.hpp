@@ -47,30 +47,32 @@ struct Context {
   bool naive = false;
   int replicas = 1;      ///< parallel.dp (per-module layouts: programs.module_replicas)
   int microbatches = 1;  ///< per replica
-  std::vector<int> stage_of_layer;
+  std::vector<StageId> stage_of_layer;
   std::vector<MicrobatchCosts> costs;     ///< [replica * microbatches + microbatch], pass 3
   std::vector<TiedEmbedding> embeddings;  ///< tied_embeddings() of the programs
   /// joins_next[r][i]: op i of global rank r's expanded program runs in one unit with op
   /// i + 1 (RankAction::unit_with_next); pass 4 fills it, pass 5 reads it.
   PerRank<std::vector<bool>> joins_next;
 
-  const StageSpec& stage(int s) const { return programs.stages[static_cast<size_t>(s)]; }
-  int num_stages() const { return static_cast<int>(programs.stages.size()); }
+  const StageSpec& stage(StageId s) const { return programs.stages[s]; }
+  int num_stages() const { return programs.stages.ssize(); }
+  IdRange<StageId> stage_ids() const { return programs.stages.ids(); }
+  StageId stage_of(int layer) const { return stage_of_layer[static_cast<size_t>(layer)]; }
   /// The Schedule's rank for replica d's rank `local` (PipelinePrograms numbers a
   /// replica's ranks from 0).
   RankId global_rank(int replica, PipelineRank local) const {
     return RankId{replica * programs.ranks + local.value()};
   }
   /// Global rank of replica d's rank holding `stage`.
-  RankId rank(int replica, int stage) const {
+  RankId rank(int replica, StageId stage) const {
     return global_rank(replica, programs.rank_of(stage));
   }
-  int stage_tp(int s) const { return lowering::stage_tp(problem, stage(s)); }
+  int stage_tp(StageId s) const { return lowering::stage_tp(problem, stage(s)); }
   /// GPUs of the rank a copy runs on: a TP group, or one GPU (StageSpec::tp).
   int stage_rank_width(const StageSpec& spec) const {
     return spec.tp > 0 ? spec.tp : lowering::stage_tp(problem, spec);
   }
-  int optimizer_shards(int s) const { return lowering::optimizer_shards(problem, stage(s)); }
+  int optimizer_shards(StageId s) const { return lowering::optimizer_shards(problem, stage(s)); }
   /// Per-module layouts: the LLM's (the model's sink, its last layers).
   const ModuleLayout& sink_layout() const { return *stage(stage_of_layer.back()).layout; }
   bool needs_backward(const Segment& seg) const;

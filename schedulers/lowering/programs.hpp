@@ -26,6 +26,12 @@ using PipelineRank = Id<struct PipelineRankTag>;
 template <class T>
 using PerPipelineRank = IdVector<PipelineRank, T>;
 
+/// A pipeline stage: an index into PipelinePrograms::stages (a virtual stage where a rank
+/// holds several). The Schedule IR's ops carry it as a plain number, for labels.
+using StageId = Id<struct StageTag>;
+template <class T>
+using PerStage = IdVector<StageId, T>;
+
 /// Global layers [first, end) of one module.
 struct Segment {
   int module = 0;
@@ -61,7 +67,7 @@ struct StageSpec {
   std::vector<PipelineRank> copy_ranks = {};
 };
 /// Every layer in exactly one stage's `segments`.
-using StageGraph = std::vector<StageSpec>;
+using StageGraph = PerStage<StageSpec>;
 
 /// One pass of one microbatch on a stage. Backward is either one fused `kB`, or split
 /// (zero-bubble; Entrain's split backward) into `kI` then `kW`, which a scheduler places
@@ -78,7 +84,7 @@ struct StageAction {
   int microbatch = 0;
 };
 /// orders[s]: the actions of stage s in execution order (one stage per rank).
-using StageOrders = std::vector<std::vector<StageAction>>;
+using StageOrders = PerStage<std::vector<StageAction>>;
 
 /// One action of a rank that may hold several stages: the stage it runs, the pass and
 /// the microbatch. `overlapped` marks the two halves of an overlapped forward-backward
@@ -99,7 +105,7 @@ using StageOrders = std::vector<std::vector<StageAction>>;
 ///                    microbatch's batch pieces together, as Megatron moves whole
 ///                    microbatches)
 struct RankAction {
-  int stage = 0;
+  StageId stage;
   Pass pass = Pass::kF;
   int microbatch = 0;
   bool overlapped = false;
@@ -116,7 +122,7 @@ struct PipelinePrograms {
   int ranks = 1;
   /// stage -> rank inside the replica. Empty: stage s on rank s mod `ranks` (Megatron's
   /// interleaved placement; one stage per rank when there are `ranks` stages).
-  std::vector<PipelineRank> stage_rank;
+  PerStage<PipelineRank> stage_rank;
   /// Per replica, every rank's order. One entry: the same order in every replica.
   std::vector<RankOrders> replicas;
   /// Bidirectional pipelines (Chimera, Li and Hoefler SC'21): a second copy of the same
@@ -126,7 +132,7 @@ struct PipelinePrograms {
   /// replica; the gradient all-reduce sums both copies (and the data-parallel replicas).
   /// A rank must hold the same stages as each rank its stages' copies live on. Empty: one
   /// pipeline.
-  std::vector<PipelineRank> up_stage_rank = {};
+  PerStage<PipelineRank> up_stage_rank = {};
   int first_up_microbatch = 0;
   /// Per-module layouts (stages with a layout): each microbatch of the problem is
   /// `pieces` IR microbatches per IR replica, its batch pieces. Copy c of a stage with C
@@ -144,28 +150,26 @@ struct PipelinePrograms {
   IdRange<PipelineRank> rank_ids() const { return IdRange<PipelineRank>(ranks); }
   /// The rank of the down placement (every microbatch's, with one pipeline); a sharded
   /// stage's first copy.
-  PipelineRank rank_of(int stage) const {
-    const StageSpec& spec = stages[static_cast<size_t>(stage)];
+  PipelineRank rank_of(StageId stage) const {
+    const StageSpec& spec = stages[stage];
     if (!spec.copy_ranks.empty()) return spec.copy_ranks.front();
-    return stage_rank.empty() ? PipelineRank{stage % ranks}
-                              : stage_rank[static_cast<size_t>(stage)];
+    return stage_rank.empty() ? PipelineRank{stage.value() % ranks} : stage_rank[stage];
   }
   /// The rank that runs `stage` for `microbatch`.
-  PipelineRank rank_of(int stage, int microbatch) const {
-    const std::vector<PipelineRank>& copies = stages[static_cast<size_t>(stage)].copy_ranks;
+  PipelineRank rank_of(StageId stage, int microbatch) const {
+    const std::vector<PipelineRank>& copies = stages[stage].copy_ranks;
     if (!copies.empty()) {
       const int per_copy = pieces / static_cast<int>(copies.size());
       return copies[static_cast<size_t>(microbatch % pieces / per_copy)];
     }
-    return up_stage_rank.empty() || microbatch < first_up_microbatch
-               ? rank_of(stage)
-               : up_stage_rank[static_cast<size_t>(stage)];
+    return up_stage_rank.empty() || microbatch < first_up_microbatch ? rank_of(stage)
+                                                                     : up_stage_rank[stage];
   }
-  bool holds(PipelineRank rank, int stage) const {
-    const std::vector<PipelineRank>& copies = stages[static_cast<size_t>(stage)].copy_ranks;
+  bool holds(PipelineRank rank, StageId stage) const {
+    const std::vector<PipelineRank>& copies = stages[stage].copy_ranks;
     return rank_of(stage) == rank ||
            std::find(copies.begin(), copies.end(), rank) != copies.end() ||
-           (!up_stage_rank.empty() && up_stage_rank[static_cast<size_t>(stage)] == rank);
+           (!up_stage_rank.empty() && up_stage_rank[stage] == rank);
   }
   const RankOrders& orders(int replica) const {
     return replicas.size() == 1 ? replicas.front() : replicas[static_cast<size_t>(replica)];

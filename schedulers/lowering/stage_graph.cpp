@@ -63,12 +63,12 @@ std::vector<Segment> segments_of(const Model& model, const std::vector<int>& lay
 }
 
 std::vector<int> stages_downstream(const Model& model, const StageGraph& graph) {
-  const int stages = static_cast<int>(graph.size());
+  const int stages = graph.ssize();
   const LayerGraph layers(model);
   std::vector<int> stage_of(static_cast<size_t>(model.num_layers()), 0);
-  for (int s = 0; s < stages; ++s) {
-    for (const Segment& seg : graph[static_cast<size_t>(s)].segments) {
-      for (int l = seg.first; l < seg.end; ++l) stage_of[static_cast<size_t>(l)] = s;
+  for (const StageId s : graph.ids()) {
+    for (const Segment& seg : graph[s].segments) {
+      for (int l = seg.first; l < seg.end; ++l) stage_of[static_cast<size_t>(l)] = s.value();
     }
   }
   // Stage edges s -> t wherever a layer on s feeds a layer on t; longest path by
@@ -98,10 +98,10 @@ std::vector<int> stages_downstream(const Model& model, const StageGraph& graph) 
 
 StageOrders one_f_one_b_orders(const std::vector<int>& warmup, int microbatches) {
   const int m = microbatches;
-  StageOrders orders(warmup.size());
-  for (size_t s = 0; s < warmup.size(); ++s) {
+  StageOrders orders(static_cast<int>(warmup.size()));
+  for (const StageId s : orders.ids()) {
     auto& order = orders[s];
-    const int w = std::min(warmup[s], m);
+    const int w = std::min(warmup[s.slot()], m);
     int next_f = 0;
     int next_b = 0;
     for (; next_f < w; ++next_f) order.push_back({Pass::kF, next_f});

@@ -5,20 +5,20 @@
 namespace loom::lowering {
 namespace {
 
-/// The stage whose segments own `layer`; -1 when none does.
-int stage_owning(const PipelinePrograms& programs, int layer) {
-  for (size_t s = 0; s < programs.stages.size(); ++s) {
+/// The stage whose segments own `layer`, if one does.
+std::optional<StageId> stage_owning(const PipelinePrograms& programs, int layer) {
+  for (const StageId s : programs.stages.ids()) {
     for (const Segment& seg : programs.stages[s].segments) {
-      if (layer >= seg.first && layer < seg.end) return static_cast<int>(s);
+      if (layer >= seg.first && layer < seg.end) return s;
     }
   }
-  return -1;
+  return std::nullopt;
 }
 
 /// Whether a stage on rank r holds a successor copy (Bamboo) of `layer`.
 bool holds_successor_copy(const PipelinePrograms& programs, PipelineRank r, int layer) {
-  for (size_t s = 0; s < programs.stages.size(); ++s) {
-    if (!programs.holds(r, static_cast<int>(s))) continue;
+  for (const StageId s : programs.stages.ids()) {
+    if (!programs.holds(r, s)) continue;
     for (const Segment& seg : programs.stages[s].successor_copy) {
       if (layer >= seg.first && layer < seg.end) return true;
     }
@@ -40,13 +40,16 @@ std::vector<TiedEmbedding> tied_embeddings(const SchedulingProblem& problem,
       last = l;
     }
     if (first < 0) continue;
+    const std::optional<StageId> first_stage = stage_owning(programs, first),
+                                 last_stage = stage_owning(programs, last);
+    if (!first_stage || !last_stage) continue;
     TiedEmbedding e{.module = m,
                     .first_layer = first,
                     .parameters = problem.cost->embedding_parameters(first),
-                    .first_stage = stage_owning(programs, first),
-                    .last_stage = stage_owning(programs, last),
+                    .first_stage = *first_stage,
+                    .last_stage = *last_stage,
                     .trained = !model.layer(first).frozen};
-    if (e.parameters <= 0 || e.first_stage < 0 || e.last_stage < 0) continue;
+    if (e.parameters <= 0) continue;
     bool split = false;  // some rank runs the head without the embedding's own stage
     for (const PipelineRank r : programs.rank_ids()) {
       const bool head = programs.holds(r, e.last_stage);

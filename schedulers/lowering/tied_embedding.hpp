@@ -20,8 +20,8 @@ struct TiedEmbedding {
   int module = 0;
   int first_layer = 0;    ///< global index; its dtype is the embedding's
   double parameters = 0;  ///< all TP shards together
-  int first_stage = 0;    ///< holds the embedding (the module's first layer)
-  int last_stage = 0;     ///< runs the LM head (the module's last layer)
+  StageId first_stage;    ///< holds the embedding (the module's first layer)
+  StageId last_stage;     ///< runs the LM head (the module's last layer)
   bool trained = true;    ///< the embedding is not frozen: it has gradients to reduce
   /// Ranks of one replica that keep a copy: they hold the last stage but not the first
   /// (nor, as Bamboo's last stage does, a successor copy of it).

@@ -94,9 +94,9 @@ const ModuleLayout& checked_layout(const SchedulingProblem& problem, int layer) 
   return l;
 }
 
-void place(StageGraph& graph, size_t first_stage, const ModuleLayout& l, int dp) {
+void place(StageGraph& graph, StageId first_stage, const ModuleLayout& l, int dp) {
   for (int k = 0; k < l.pp; ++k) {
-    StageSpec& stage = graph[first_stage + static_cast<size_t>(k)];
+    StageSpec& stage = graph[first_stage + k];
     stage.tp = l.tp;
     for (int d = 0; d < dp; ++d) stage.gpu.push_back(l.stage_gpu(d, k));
   }
@@ -110,7 +110,7 @@ StageGraph explicit_graph(const SchedulingProblem& problem, const Branches& bran
   StageGraph graph;
   auto add = [&](const std::vector<int>& layers, const std::string& what) {
     const ModuleLayout& l = checked_layout(problem, layers.front());
-    const size_t first = graph.size();
+    const StageId first = graph.next_id();
     for (auto& piece : partition_branch(model, layers, costs, l.pp, what))
       graph.push_back(StageSpec{.segments = piece});
     place(graph, first, l, dp);

@@ -26,20 +26,19 @@ namespace {
 
 StageGraph colocated_graph(const Model& model, const Branches& branches,
                            const std::vector<double>& costs, int p, int e) {
-  StageGraph graph(static_cast<size_t>(p));
+  StageGraph graph(p);
   for (size_t b = 0; b < branches.encoders.size(); ++b) {
     const auto pieces =
         partition_branch(model, branches.encoders[b], costs, e,
                          "schedule.encoder_stages (encoder '" + branches.names[b] + "')");
     for (int k = 0; k < e; ++k) {
-      auto& segs = graph[static_cast<size_t>(k)].segments;
+      auto& segs = graph[StageId{k}].segments;
       segs.insert(segs.end(), pieces[static_cast<size_t>(k)].begin(),
                   pieces[static_cast<size_t>(k)].end());
     }
   }
   const auto llm = partition_branch(model, branches.llm, costs, p - e, "LLM stages");
-  for (int k = e; k < p; ++k)
-    graph[static_cast<size_t>(k)].segments = llm[static_cast<size_t>(k - e)];
+  for (int k = e; k < p; ++k) graph[StageId{k}].segments = llm[static_cast<size_t>(k - e)];
   return graph;
 }
 

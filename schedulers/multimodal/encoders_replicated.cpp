@@ -32,9 +32,9 @@ Schedule generate_encoders_replicated(const SchedulingProblem& problem) {
   const std::vector<Segment> encoders =
       partition_branch(model, encoder_layers, costs, 1, "encoders").front();
 
-  StageGraph graph(static_cast<size_t>(p));
+  StageGraph graph(p);
   for (int s = 0; s < p; ++s) {
-    StageSpec& stage = graph[static_cast<size_t>(s)];
+    StageSpec& stage = graph[StageId{s}];
     if (s == 0)
       stage.segments = encoders;
     else

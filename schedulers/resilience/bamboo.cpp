@@ -65,7 +65,7 @@ Schedule generate_bamboo(const SchedulingProblem& problem) {
   StageGraph graph = pipeline_stage_graph(problem, name, stages);
 
   // A failed stage joins its predecessor's rank (stage 0 joins stage 1's).
-  std::vector<PipelineRank> stage_rank;
+  PerStage<PipelineRank> stage_rank;
   for (int s = 0, r = -1; s < stages; ++s) {
     const bool joins = (s > 0 && failed.count(s)) || (s == 1 && failed.count(0));
     if (!joins) ++r;
@@ -73,9 +73,8 @@ Schedule generate_bamboo(const SchedulingProblem& problem) {
   }
   for (int s = 0; s < stages; ++s) {
     const int next = (s + 1) % stages;
-    if (!failed.count(s) &&
-        stage_rank[static_cast<size_t>(next)] != stage_rank[static_cast<size_t>(s)])
-      graph[static_cast<size_t>(s)].successor_copy = graph[static_cast<size_t>(next)].segments;
+    if (!failed.count(s) && stage_rank[StageId{next}] != stage_rank[StageId{s}])
+      graph[StageId{s}].successor_copy = graph[StageId{next}].segments;
   }
 
   // 1F1B over the ranks; a rank runs its stages' forwards in order, backwards in reverse.
@@ -86,12 +85,13 @@ Schedule generate_bamboo(const SchedulingProblem& problem) {
   for (int r = 0; r < ranks; ++r) {
     std::vector<int> held;
     for (int s = 0; s < stages; ++s)
-      if (stage_rank[static_cast<size_t>(s)] == PipelineRank{r}) held.push_back(s);
-    for (const StageAction& a : rank_orders[static_cast<size_t>(r)]) {
+      if (stage_rank[StageId{s}] == PipelineRank{r}) held.push_back(s);
+    for (const StageAction& a : rank_orders[StageId{r}]) {
       std::vector<int> order = held;
       if (a.pass != Pass::kF) std::reverse(order.begin(), order.end());
       for (int s : order)
-        orders[PipelineRank{r}].push_back({.stage = s, .pass = a.pass, .microbatch = a.microbatch});
+        orders[PipelineRank{r}].push_back(
+            {.stage = StageId{s}, .pass = a.pass, .microbatch = a.microbatch});
     }
   }
   const PipelinePrograms programs{.stages = std::move(graph),

@@ -96,7 +96,7 @@ Schedule dip_schedule(const SchedulingProblem& problem, DipSearchStats* stats) {
     for (int r = 0; r < layout.ranks; ++r) {
       for (int t : order.per_rank[static_cast<size_t>(r)]) {
         const DipTask& task = tasks[static_cast<size_t>(t)];
-        orders[PipelineRank{r}].push_back({.stage = task.chunk,
+        orders[PipelineRank{r}].push_back({.stage = StageId{task.chunk},
                                            .pass = task.forward ? Pass::kF : Pass::kB,
                                            .microbatch = task.microbatch});
       }

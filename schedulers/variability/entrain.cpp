@@ -23,19 +23,18 @@ constexpr const char* kName = "entrain";
 /// §4.5); the LLM takes the other pp - E stages. Eq 3.5 cuts each branch.
 StageGraph entrain_graph(const Model& model, const Branches& b, const std::vector<double>& costs,
                          int p, int e) {
-  StageGraph graph(static_cast<size_t>(p));
+  StageGraph graph(p);
   for (size_t k = 0; k < b.encoders.size(); ++k) {
     const auto pieces = partition_branch(model, b.encoders[k], costs, e,
                                          "encoder stages (encoder '" + b.names[k] + "')");
     for (int s = 0; s < e; ++s) {
-      auto& segs = graph[static_cast<size_t>(s)].segments;
+      auto& segs = graph[StageId{s}].segments;
       segs.insert(segs.end(), pieces[static_cast<size_t>(s)].begin(),
                   pieces[static_cast<size_t>(s)].end());
     }
   }
   const auto llm = partition_branch(model, b.llm, costs, p - e, "LLM stages");
-  for (int s = e; s < p; ++s)
-    graph[static_cast<size_t>(s)].segments = llm[static_cast<size_t>(s - e)];
+  for (int s = e; s < p; ++s) graph[StageId{s}].segments = llm[static_cast<size_t>(s - e)];
   return graph;
 }
 
@@ -172,7 +171,7 @@ StageOrders entrain_orders(const std::vector<int>& warmup, const std::vector<int
                            int microbatches, bool zero_bubble) {
   StageOrders orders = one_f_one_b_orders(warmup, microbatches);
   if (!zero_bubble) return orders;
-  for (size_t s = 0; s < orders.size(); ++s) {
+  for (const StageId s : orders.ids()) {
     std::vector<StageAction> split;
     int next_w = 0, issued_i = 0;
     for (const StageAction& a : orders[s]) {
@@ -182,7 +181,7 @@ StageOrders entrain_orders(const std::vector<int>& warmup, const std::vector<int
       }
       split.push_back({Pass::kI, a.microbatch});
       // ZB-H1: W trails its I so the next I (on the critical path) is not delayed.
-      if (++issued_i > w_lag[s]) split.push_back({Pass::kW, next_w++});
+      if (++issued_i > w_lag[s.slot()]) split.push_back({Pass::kW, next_w++});
     }
     while (next_w < microbatches) split.push_back({Pass::kW, next_w++});
     orders[s] = std::move(split);

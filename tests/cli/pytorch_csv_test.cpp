@@ -135,7 +135,7 @@ TEST(PytorchCsv, ReadsWhatPytorchWrites) {
   EXPECT_EQ(orders[PipelineRank{1}][1].pass, Pass::kB);
   EXPECT_EQ(orders[PipelineRank{1}][2].pass, Pass::kI);
   EXPECT_EQ(orders[PipelineRank{1}][2].microbatch, 1);
-  EXPECT_EQ(orders[PipelineRank{1}][3].stage, 1);
+  EXPECT_EQ(orders[PipelineRank{1}][3].stage, StageId{1});
 }
 
 TEST(PytorchCsv, ErrorsNameLineColumnAndTheFix) {

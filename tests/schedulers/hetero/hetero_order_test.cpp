@@ -22,14 +22,15 @@ TEST(HeteroOrder, GraphAware1F1BWarmsUpByDistanceAndRunsEveryMicrobatchOnce) {
   const auto orders = graph_aware_1f1b(graph, m);
   const int expected_warmup[3][3] = {{4, 3, -1}, {3, -1, -1}, {2, 1, 0}};
   for (size_t g = 0; g < graph.size(); ++g) {
-    for (size_t s = 0; s < orders[g].size(); ++s) {
+    for (const StageId s : orders[g].ids()) {
       const auto& order = orders[g][s];
       int warmup = 0;
       while (warmup < static_cast<int>(order.size()) &&
              order[static_cast<size_t>(warmup)].pass == Pass::kF)
         ++warmup;
       // The leading run of forwards is the warmup plus the first steady-state forward.
-      EXPECT_EQ(warmup, std::min(expected_warmup[g][s] + 1, m)) << "group " << g << " stage " << s;
+      EXPECT_EQ(warmup, std::min(expected_warmup[g][s.slot()] + 1, m))
+          << "group " << g << " stage " << s;
       std::vector<int> f(m, 0), b(m, 0);
       int live = 0, peak = 0;
       for (const StageAction& a : order) {
@@ -43,7 +44,7 @@ TEST(HeteroOrder, GraphAware1F1BWarmsUpByDistanceAndRunsEveryMicrobatchOnce) {
         EXPECT_EQ(b[static_cast<size_t>(j)], 1);
       }
       // 1F1B's memory bound: at most distance + 1 microbatches alive.
-      EXPECT_EQ(peak, std::min(expected_warmup[g][s] + 1, m));
+      EXPECT_EQ(peak, std::min(expected_warmup[g][s.slot()] + 1, m));
     }
   }
 }
@@ -52,10 +53,10 @@ TEST(HeteroOrder, LinearChainReducesToOrdinary1F1B) {
   const auto orders = graph_aware_1f1b({{4, {}}}, 8);
   for (int s = 0; s < 4; ++s) {
     const auto expected = one_f_one_b_order(4 - s - 1, 8);
-    ASSERT_EQ(orders[0][static_cast<size_t>(s)].size(), expected.size());
+    ASSERT_EQ(orders[0][StageId{s}].size(), expected.size());
     for (size_t i = 0; i < expected.size(); ++i) {
-      EXPECT_EQ(orders[0][static_cast<size_t>(s)][i].pass, expected[i].pass);
-      EXPECT_EQ(orders[0][static_cast<size_t>(s)][i].microbatch, expected[i].microbatch);
+      EXPECT_EQ(orders[0][StageId{s}][i].pass, expected[i].pass);
+      EXPECT_EQ(orders[0][StageId{s}][i].microbatch, expected[i].microbatch);
     }
   }
 }

@@ -137,8 +137,14 @@ TEST(DualPipeV, MisformedPairsAreInputErrors) {
       .stages = chain_stages(*study->problem.model, plan_stages(study->problem, 2)),
       .ranks = 2,
       .stage_rank = {},
-      .replicas = {{{{0, Pass::kF, 0, true}, {0, Pass::kF, 1}, {0, Pass::kB, 0}, {0, Pass::kB, 1}},
-                    {{1, Pass::kF, 0}, {1, Pass::kB, 0}, {1, Pass::kF, 1}, {1, Pass::kB, 1}}}}};
+      .replicas = {{{{StageId{0}, Pass::kF, 0, true},
+                     {StageId{0}, Pass::kF, 1},
+                     {StageId{0}, Pass::kB, 0},
+                     {StageId{0}, Pass::kB, 1}},
+                    {{StageId{1}, Pass::kF, 0},
+                     {StageId{1}, Pass::kB, 0},
+                     {StageId{1}, Pass::kF, 1},
+                     {StageId{1}, Pass::kB, 1}}}}};
   try {
     lower(study->problem, "t", programs);
     FAIL() << "expected InputError";

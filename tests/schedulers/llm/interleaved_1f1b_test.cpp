@@ -225,8 +225,9 @@ TEST(Interleaved, RandomGroupsValidEveryMicrobatchOncePerChunkAndTheSameBubble) 
     for (int r = 0; r < p; ++r) {
       std::set<std::tuple<int, int, int>> seen;
       for (const RankAction& a : orders[PipelineRank{r}]) {
-        EXPECT_EQ(a.stage % p, r) << what;
-        EXPECT_TRUE(seen.insert({a.stage, static_cast<int>(a.pass), a.microbatch}).second) << what;
+        EXPECT_EQ(a.stage.value() % p, r) << what;
+        EXPECT_TRUE(seen.insert({a.stage.value(), static_cast<int>(a.pass), a.microbatch}).second)
+            << what;
       }
       EXPECT_EQ(seen.size(), static_cast<size_t>(2 * m * v)) << what;
     }
@@ -254,8 +255,8 @@ TEST(Interleaved, RankOrdersCoverEveryChunkAndMicrobatchOnce) {
   for (int r = 0; r < p; ++r) {
     std::set<std::tuple<int, int, int>> seen;
     for (const RankAction& a : orders[PipelineRank{r}]) {
-      EXPECT_EQ(a.stage % p, r);
-      EXPECT_TRUE(seen.insert({a.stage, static_cast<int>(a.pass), a.microbatch}).second);
+      EXPECT_EQ(a.stage.value() % p, r);
+      EXPECT_TRUE(seen.insert({a.stage.value(), static_cast<int>(a.pass), a.microbatch}).second);
     }
     EXPECT_EQ(seen.size(), static_cast<size_t>(2 * m * v));
   }

@@ -59,8 +59,8 @@ TEST(InterleavedZb, OneChunkIsZbH1) {
       const StageOrders h1 = zb_h1_orders(p, m);
       for (int r = 0; r < p; ++r) {
         std::vector<RankAction> expected;
-        for (const StageAction& a : h1[static_cast<size_t>(r)])
-          expected.push_back({.stage = r, .pass = a.pass, .microbatch = a.microbatch});
+        for (const StageAction& a : h1[StageId{r}])
+          expected.push_back({.stage = StageId{r}, .pass = a.pass, .microbatch = a.microbatch});
         EXPECT_EQ(order_text(orders[PipelineRank{r}]), order_text(expected))
             << "p " << p << " m " << m << " rank " << r;
       }
@@ -110,8 +110,9 @@ void expect_valid_and_closed_form(const Case& c) {
   for (int r = 0; r < p; ++r) {
     std::set<std::tuple<int, int, int>> seen;
     for (const RankAction& a : orders[PipelineRank{r}]) {
-      EXPECT_EQ(a.stage % p, r) << what;
-      EXPECT_TRUE(seen.insert({a.stage, static_cast<int>(a.pass), a.microbatch}).second) << what;
+      EXPECT_EQ(a.stage.value() % p, r) << what;
+      EXPECT_TRUE(seen.insert({a.stage.value(), static_cast<int>(a.pass), a.microbatch}).second)
+          << what;
     }
     EXPECT_EQ(seen.size(), static_cast<size_t>(3 * m * v)) << what;  // F, I, W per chunk
   }

@@ -13,7 +13,7 @@ inline std::string order_text(const std::vector<RankAction>& order) {
   for (const RankAction& a : order) {
     const bool opens = a.overlapped && a.pass == Pass::kF;
     out += (out.empty() || (a.overlapped && !opens) ? "" : " ");
-    out += (a.overlapped ? (opens ? "(" : ";") : "") + std::to_string(a.stage) + to_string(a.pass) +
+    out += (a.overlapped ? (opens ? "(" : ";") : "") + to_string(a.stage) + to_string(a.pass) +
            std::to_string(a.microbatch) + (a.overlapped && !opens ? ")" : "");
   }
   return out;

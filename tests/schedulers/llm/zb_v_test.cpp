@@ -62,7 +62,7 @@ TEST(ZbV, FewerMicrobatchesThanTwoPMinusOneDropTheMissingOnes) {
 
 TEST(ZbV, StageRanksFormAV) {
   auto ranks = [](std::vector<int> values) {
-    std::vector<PipelineRank> out;
+    PerStage<PipelineRank> out;
     for (int v : values) out.push_back(PipelineRank{v});
     return out;
   };

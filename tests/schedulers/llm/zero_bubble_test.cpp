@@ -133,7 +133,7 @@ TEST(ZeroBubble, WRunsAfterItsIAndDefersSOnStageS) {
   const StageOrders orders = zb_h1_orders(p, m);
   for (int s = 0; s < p; ++s) {
     int i_done = 0, w_done = 0;
-    for (const StageAction& a : orders[static_cast<size_t>(s)]) {
+    for (const StageAction& a : orders[StageId{s}]) {
       if (a.pass == Pass::kI) ++i_done;
       if (a.pass == Pass::kW) {
         EXPECT_LT(a.microbatch, i_done) << "W before its I on stage " << s;

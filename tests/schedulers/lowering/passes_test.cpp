@@ -37,7 +37,7 @@ struct TwoStages {
 };
 
 RankAction act(int stage, Pass pass, int mb) {
-  return {.stage = stage, .pass = pass, .microbatch = mb};
+  return {.stage = StageId{stage}, .pass = pass, .microbatch = mb};
 }
 
 TEST(LoweringPasses, ExpandActionsEmitsOnlyComputesOnePerSegment) {
@@ -167,14 +167,14 @@ struct ModuleCopies : TwoStages {
       : TwoStages({"cost.model=analytical", "schedule.microbatch_size=2"}) {
     const ModuleLayout copies{.tp = 1, .dp = 2, .first_gpu = 0, .gpus = 2, .owner = 0};
     const ModuleLayout llm{.tp = 2, .dp = 1, .first_gpu = 2, .gpus = 2, .owner = stage1_owner};
-    programs.stages[0].tp = 1;
-    programs.stages[0].layout = copies;
-    programs.stages[0].copy_ranks = {PipelineRank{0}, PipelineRank{1}};
-    programs.stages[0].gpu = {0, 1};
-    programs.stages[1].tp = 2;
-    programs.stages[1].layout = llm;
-    programs.stages[1].copy_ranks = {PipelineRank{2}};
-    programs.stages[1].gpu = {2};
+    programs.stages[StageId{0}].tp = 1;
+    programs.stages[StageId{0}].layout = copies;
+    programs.stages[StageId{0}].copy_ranks = {PipelineRank{0}, PipelineRank{1}};
+    programs.stages[StageId{0}].gpu = {0, 1};
+    programs.stages[StageId{1}].tp = 2;
+    programs.stages[StageId{1}].layout = llm;
+    programs.stages[StageId{1}].copy_ranks = {PipelineRank{2}};
+    programs.stages[StageId{1}].gpu = {2};
     programs.ranks = 3;
     programs.pieces = 2;
     // GPipe; microbatch j's piece k is IR microbatch 2j + k, copy c computes piece c.

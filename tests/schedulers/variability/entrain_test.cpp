@@ -127,7 +127,7 @@ TEST(Entrain, DeferralKeepsTheEncoderScheduleAndLowersTheLlmPeak) {
 
 TEST(Entrain, ZeroBubbleOrderSplitsEveryBackward) {
   const StageOrders o = entrain_orders({2, 1, 0}, {0, 1, 2}, 4, true);
-  for (size_t s = 0; s < o.size(); ++s) {
+  for (const StageId s : o.ids()) {
     int i = 0, w = 0;
     for (const StageAction& a : o[s]) {
       EXPECT_NE(a.pass, Pass::kB);
