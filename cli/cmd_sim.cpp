@@ -121,14 +121,14 @@ std::optional<RankId> stage_rank(const Schedule& s, int stage) {
   return any;
 }
 
-/// The smallest microbatch `program` computes for `stage` (-1: none).
+/// The smallest microbatch `program` computes for `stage` (stage_rank() found one).
 int first_microbatch(const std::vector<Op>& program, int stage) {
-  int first = -1;
+  std::optional<int> first;
   for (const Op& op : program) {
     const auto* c = std::get_if<Compute>(&op);
-    if (c && c->stage == stage && (first < 0 || c->microbatch < first)) first = c->microbatch;
+    if (c && c->stage == stage && (!first || c->microbatch < *first)) first = c->microbatch;
   }
-  return first;
+  return first.value();
 }
 
 /// What one stage computes for one microbatch: its layer ranges in program order

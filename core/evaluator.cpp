@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <optional>
 
 #include "core/errors.hpp"
 #include "core/matching.hpp"
@@ -23,7 +24,7 @@ class ListScheduler {
         pos_(schedule.num_ranks(), 0),
         clock_(schedule.num_ranks(), 0.0),
         arrived_(matching_.instances.size(), 0),
-        waiting_at_(schedule.num_ranks(), -1),
+        waiting_at_(schedule.num_ranks()),
         async_queue_(schedule.num_ranks()),
         async_end_(schedule.num_ranks(), 0.0),
         waiting_async_(schedule.num_ranks(), false) {
@@ -165,7 +166,7 @@ class ListScheduler {
     const auto& members = matching_.members(instance);
     int& arrived = arrived_[static_cast<size_t>(instance)];
     // A blocked rank re-executes the same op when woken: count its arrival once.
-    int& waiting_at = waiting_at_[here.rank];
+    std::optional<int>& waiting_at = waiting_at_[here.rank];
     if (waiting_at != instance) {
       waiting_at = instance;
       ++arrived;
@@ -173,7 +174,7 @@ class ListScheduler {
     if (arrived < static_cast<int>(members.size())) return false;
     complete_collective(members, c);
     for (const OpRef& member : members) {
-      waiting_at_[member.rank] = -1;
+      waiting_at_[member.rank].reset();
       ++pos_[member.rank];
       if (member.rank != here.rank) wake(member.rank);
     }
@@ -215,7 +216,7 @@ class ListScheduler {
   PerRank<int> pos_;
   PerRank<double> clock_;
   std::vector<int> arrived_;
-  PerRank<int> waiting_at_;  ///< the collective instance the rank waits in, or -1
+  PerRank<std::optional<int>> waiting_at_;  ///< the collective instance the rank waits in
   /// Per rank: its communication stream, the async instances issued and not yet run...
   PerRank<std::deque<int>> async_queue_;
   PerRank<double> async_end_;    ///< ... when the last one run ends...
