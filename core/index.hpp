@@ -1,8 +1,9 @@
 #pragma once
-/// Typed indices: a rank, a stage or a microbatch is an int underneath, but mixing them up
-/// (a stage used as a rank) should not compile. `Id<Tag>` is an int only its own kind of
-/// container accepts; `IdVector<Id, T>` is a std::vector addressed by that Id alone, so the
-/// per-rank tables of the Schedule IR need no casts and cannot be indexed by a stray int.
+/// Typed indices: a rank or a stage is an int underneath, but mixing them up (a stage
+/// used as a rank, a replica's rank used as the Schedule's) should not compile. `Id<Tag>` is an int
+/// only its own kind of container accepts; `IdVector<Id, T>` is a std::vector addressed by that Id
+/// alone, so the per-rank tables of the Schedule IR need no casts and cannot be indexed by a stray
+/// int.
 #include <compare>
 #include <cstddef>
 #include <functional>
@@ -94,7 +95,6 @@ class IdVector {
   IdVector() = default;
   explicit IdVector(int count, const T& value = T()) : items_(slots(count), value) {}
   IdVector(std::initializer_list<T> init) : items_(init) {}
-  explicit IdVector(std::vector<T> items) : items_(std::move(items)) {}
 
   T& operator[](IdT id) { return items_[id.slot()]; }
   const T& operator[](IdT id) const { return items_[id.slot()]; }
@@ -126,12 +126,6 @@ class IdVector {
   }
   void resize(int count) { items_.resize(slots(count)); }
   void resize(int count, const T& value) { items_.resize(slots(count), value); }
-  void reserve(int count) { items_.reserve(slots(count)); }
-  void clear() { items_.clear(); }
-
-  /// The plain vector, for code that needs one (algorithms, serialization).
-  const std::vector<T>& items() const { return items_; }
-  std::vector<T>& items() { return items_; }
 
   bool operator==(const IdVector&) const = default;
 
@@ -145,7 +139,9 @@ using RankId = Id<struct RankTag>;
 template <class T>
 using PerRank = IdVector<RankId, T>;
 /// `2_rank`: a rank written as a literal (tests, hand-built schedules).
-constexpr RankId operator""_rank(unsigned long long value) { return RankId{static_cast<int>(value)}; }
+constexpr RankId operator""_rank(unsigned long long value) {
+  return RankId{static_cast<int>(value)};
+}
 
 }  // namespace loom
 
