@@ -52,9 +52,19 @@ Schedule sequential_schedule(const Schedule& schedule, const Model& model) {
   std::vector<Op>& program = s.programs.front();
   for (int j = 0; j < s.microbatches; ++j) {
     for (const ModuleSpan& m : spans)
-      program.push_back(Compute{Pass::kF, 0, j, m.module, m.first, m.end});
+      program.push_back(Compute{.pass = Pass::kF,
+                                .stage = 0,
+                                .microbatch = j,
+                                .module = m.module,
+                                .first_layer = m.first,
+                                .end_layer = m.end});
     for (auto it = spans.rbegin(); it != spans.rend(); ++it)
-      program.push_back(Compute{Pass::kB, 0, j, it->module, it->first, it->end});
+      program.push_back(Compute{.pass = Pass::kB,
+                                .stage = 0,
+                                .microbatch = j,
+                                .module = it->module,
+                                .first_layer = it->first,
+                                .end_layer = it->end});
   }
   s.static_memory.resize(1);
   return s;

@@ -75,8 +75,22 @@ inline Schedule overlapped_buckets(double compute_s, double bytes) {
   s.groups = {{0_rank, 1_rank}};
   const Collective bucket{.kind = CollectiveKind::kAllReduce, .bytes = bytes, .async = true};
   for (auto& program : s.programs) {
-    program = {Compute{Pass::kB, 0, 0, 0, 1, 2, compute_s}, bucket,
-               Compute{Pass::kB, 0, 0, 0, 0, 1, compute_s}, bucket, OptimizerStep{.seconds = 1e-4}};
+    program = {Compute{.pass = Pass::kB,
+                       .stage = 0,
+                       .microbatch = 0,
+                       .module = 0,
+                       .first_layer = 1,
+                       .end_layer = 2,
+                       .seconds = compute_s},
+               bucket,
+               Compute{.pass = Pass::kB,
+                       .stage = 0,
+                       .microbatch = 0,
+                       .module = 0,
+                       .first_layer = 0,
+                       .end_layer = 1,
+                       .seconds = compute_s},
+               bucket, OptimizerStep{.seconds = 1e-4}};
   }
   return s;
 }

@@ -20,10 +20,32 @@ using test::small_cluster;
 
 TEST(Evaluator, TransferTakesLatencyPlusBytesOverBandwidth) {
   Schedule s = ranks_on({0, 1});
-  s.programs[0_rank] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3},
-                        Send{1_rank, 0, 0, {Pass::kF, 0, 1}, 1e6}};
-  s.programs[1_rank] = {Recv{0_rank, 1, 0, {Pass::kF, 0, 1}, 1e6},
-                        Compute{Pass::kF, 1, 0, 0, 1, 2, 2e-3}};
+  s.programs[0_rank] = {
+      Compute{.pass = Pass::kF,
+              .stage = 0,
+              .microbatch = 0,
+              .module = 0,
+              .first_layer = 0,
+              .end_layer = 1,
+              .seconds = 1e-3},
+      Send{.peer = 1_rank,
+           .stage = 0,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
+           .bytes = 1e6}};
+  s.programs[1_rank] = {
+      Recv{.peer = 0_rank,
+           .stage = 1,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
+           .bytes = 1e6},
+      Compute{.pass = Pass::kF,
+              .stage = 1,
+              .microbatch = 0,
+              .module = 0,
+              .first_layer = 1,
+              .end_layer = 2,
+              .seconds = 2e-3}};
   const Timeline t = evaluate(s, small_cluster(1, 2));
   const double transfer = 2e-6 + 1e6 / 10e9;
   EXPECT_DOUBLE_EQ(t.timings[1_rank][0].end_s, 1e-3 + transfer);
@@ -38,7 +60,9 @@ TEST(Evaluator, RingAllReduceClosedForm) {
   const int n = 4;
   Schedule s = ranks_on({0, 1, 2, 3});
   s.groups = {{0_rank, 1_rank, 2_rank, 3_rank}};
-  for (auto& program : s.programs) program = {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}};
+  for (auto& program : s.programs)
+    program = {Collective{
+        .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 0, .bytes = 4e6}};
   const Timeline t = evaluate(s, small_cluster(1, 4));
   const double step = 2e-6 + (4e6 / n) / 10e9;
   EXPECT_NEAR(t.iteration_time_s(), 2 * (n - 1) * step, 1e-12);
@@ -47,10 +71,28 @@ TEST(Evaluator, RingAllReduceClosedForm) {
 TEST(Evaluator, DeadlockIsReportedNotHung) {
   Schedule s = ranks_on({0, 1});
   // Both ranks wait for the other first: a cycle.
-  s.programs[0_rank] = {Recv{1_rank, 0, 0, {Pass::kB, 0, 0}, 0},
-                        Send{1_rank, 0, 0, {Pass::kF, 0, 1}, 0}};
-  s.programs[1_rank] = {Recv{0_rank, 1, 0, {Pass::kF, 0, 1}, 0},
-                        Send{0_rank, 1, 0, {Pass::kB, 0, 0}, 0}};
+  s.programs[0_rank] = {
+      Recv{.peer = 1_rank,
+           .stage = 0,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 0},
+           .bytes = 0},
+      Send{.peer = 1_rank,
+           .stage = 0,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
+           .bytes = 0}};
+  s.programs[1_rank] = {
+      Recv{.peer = 0_rank,
+           .stage = 1,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
+           .bytes = 0},
+      Send{.peer = 0_rank,
+           .stage = 1,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 0},
+           .bytes = 0}};
   EXPECT_THROW(evaluate(s, small_cluster(1, 2)), InfeasibleError);
   try {
     check_acyclic(s);
@@ -100,7 +142,12 @@ TEST(Evaluator, AsyncBucketsIssuedInDifferentOrdersAreADeadlock) {
 
 TEST(Evaluator, UnmatchedReceiveNamesTheOperation) {
   Schedule s = ranks_on({0, 1});
-  s.programs[1_rank] = {Recv{0_rank, 1, 0, {Pass::kF, 0, 1}, 0}};
+  s.programs[1_rank] = {
+      Recv{.peer = 0_rank,
+           .stage = 1,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
+           .bytes = 0}};
   try {
     evaluate(s, small_cluster(1, 2));
     FAIL();
@@ -116,8 +163,16 @@ TEST(Evaluator, CollectiveWaitsForTheLastMemberAndTheSlowestHop) {
   Schedule s = ranks_on({0, 1, 2, 3});
   s.groups = {{0_rank, 1_rank, 2_rank, 3_rank}};
   for (int r = 0; r < 4; ++r) {
-    s.programs[RankId{r}] = {Compute{Pass::kW, 0, 0, 0, 0, 1, 1e-3 * r},
-                             Collective{CollectiveKind::kAllReduce, 0, 0, 0, 4e6}};
+    s.programs[RankId{r}] = {
+        Compute{.pass = Pass::kW,
+                .stage = 0,
+                .microbatch = 0,
+                .module = 0,
+                .first_layer = 0,
+                .end_layer = 1,
+                .seconds = 1e-3 * r},
+        Collective{
+            .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 0, .bytes = 4e6}};
   }
   const Timeline t = evaluate(s, small_cluster(2, 2));
   for (int r = 0; r < 4; ++r) {
@@ -131,10 +186,27 @@ TEST(Evaluator, OpsAfterACollectiveRunOnEveryMember) {
   Schedule s = ranks_on({0, 1});
   s.groups = {{0_rank, 1_rank}};
   s.programs = {
-      {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6},
-       Send{1_rank, 0, 0, {Pass::kF, 0, 1}, 1e6}},
-      {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 2e6},
-       Recv{0_rank, 1, 0, {Pass::kF, 0, 1}, 1e6}, Compute{Pass::kF, 1, 0, 0, 1, 2, 1e-3}}};
+      {Collective{
+           .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 0, .bytes = 2e6},
+       Send{.peer = 1_rank,
+            .stage = 0,
+            .module = 0,
+            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
+            .bytes = 1e6}},
+      {Collective{
+           .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 0, .bytes = 2e6},
+       Recv{.peer = 0_rank,
+            .stage = 1,
+            .module = 0,
+            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
+            .bytes = 1e6},
+       Compute{.pass = Pass::kF,
+               .stage = 1,
+               .microbatch = 0,
+               .module = 0,
+               .first_layer = 1,
+               .end_layer = 2,
+               .seconds = 1e-3}}};
   const Timeline t = evaluate(s, test::small_cluster(1, 2));
   const double ring = 2 * (2e-6 + 1e6 / 10e9);
   EXPECT_NEAR(t.timings[1_rank][1].end_s, ring + 2e-6 + 1e6 / 10e9, 1e-12);

@@ -22,23 +22,71 @@ std::string stall(const Schedule& s) {
 TEST(ScheduleStall, ARunnableScheduleFinishes) {
   Schedule s = test::ranks_on({0, 1});
   s.groups = {{0_rank, 1_rank}};
-  s.programs[0_rank] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3},
-                        Send{1_rank, 0, 0, {Pass::kF, 0, 1}, 8},
-                        Collective{CollectiveKind::kAllReduce, 0, 0, 0, 8}};
-  s.programs[1_rank] = {Recv{0_rank, 1, 0, {Pass::kF, 0, 1}, 8},
-                        Compute{Pass::kF, 1, 0, 0, 1, 2, 1e-3},
-                        Collective{CollectiveKind::kAllReduce, 0, 1, 0, 8}};
+  s.programs[0_rank] = {
+      Compute{.pass = Pass::kF,
+              .stage = 0,
+              .microbatch = 0,
+              .module = 0,
+              .first_layer = 0,
+              .end_layer = 1,
+              .seconds = 1e-3},
+      Send{.peer = 1_rank,
+           .stage = 0,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
+           .bytes = 8},
+      Collective{
+          .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 0, .bytes = 8}};
+  s.programs[1_rank] = {
+      Recv{.peer = 0_rank,
+           .stage = 1,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
+           .bytes = 8},
+      Compute{.pass = Pass::kF,
+              .stage = 1,
+              .microbatch = 0,
+              .module = 0,
+              .first_layer = 1,
+              .end_layer = 2,
+              .seconds = 1e-3},
+      Collective{
+          .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 1, .module = 0, .bytes = 8}};
   EXPECT_EQ(stall(s), "");
 }
 
 TEST(ScheduleStall, NamesEachStuckRankItsStepAndProducer) {
   Schedule s = test::ranks_on({0, 1});
   // Each rank receives before it sends what the other waits for.
-  s.programs[0_rank] = {Compute{Pass::kF, 0, 0, 0, 0, 1, 1e-3},
-                        Recv{1_rank, 0, 0, {Pass::kB, 0, 1}, 8},
-                        Send{1_rank, 0, 0, {Pass::kF, 0, 1}, 8}};
-  s.programs[1_rank] = {Recv{0_rank, 1, 0, {Pass::kF, 0, 1}, 8},
-                        Send{0_rank, 1, 0, {Pass::kB, 0, 1}, 8}};
+  s.programs[0_rank] = {
+      Compute{.pass = Pass::kF,
+              .stage = 0,
+              .microbatch = 0,
+              .module = 0,
+              .first_layer = 0,
+              .end_layer = 1,
+              .seconds = 1e-3},
+      Recv{.peer = 1_rank,
+           .stage = 0,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 1},
+           .bytes = 8},
+      Send{.peer = 1_rank,
+           .stage = 0,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
+           .bytes = 8}};
+  s.programs[1_rank] = {
+      Recv{.peer = 0_rank,
+           .stage = 1,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
+           .bytes = 8},
+      Send{.peer = 0_rank,
+           .stage = 1,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 1},
+           .bytes = 8}};
   const std::string error = stall(s);
   EXPECT_NE(error.find("schedule deadlocks: 2 rank(s) can never finish"), std::string::npos)
       << error;
@@ -57,12 +105,33 @@ TEST(ScheduleStall, NamesTheCollectiveMembersThatNeverArrive) {
   Schedule s = test::ranks_on({0, 1, 2});
   s.groups = {{0_rank, 1_rank}};
   // Rank 1 waits for a message rank 2 never sends, so rank 0 waits at the all-reduce.
-  s.programs[0_rank] = {Collective{CollectiveKind::kAllReduce, 0, 0, 0, 8}};
-  s.programs[1_rank] = {Recv{2_rank, 1, 0, {Pass::kF, 0, 1}, 8},
-                        Collective{CollectiveKind::kAllReduce, 0, 1, 0, 8}};
-  s.programs[2_rank] = {Recv{1_rank, 2, 0, {Pass::kB, 0, 2}, 8},
-                        Send{1_rank, 2, 0, {Pass::kF, 0, 1}, 8}};
-  s.programs[1_rank].push_back(Send{2_rank, 1, 0, {Pass::kB, 0, 2}, 8});
+  s.programs[0_rank] = {Collective{
+      .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 0, .bytes = 8}};
+  s.programs[1_rank] = {
+      Recv{.peer = 2_rank,
+           .stage = 1,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
+           .bytes = 8},
+      Collective{
+          .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 1, .module = 0, .bytes = 8}};
+  s.programs[2_rank] = {
+      Recv{.peer = 1_rank,
+           .stage = 2,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 2},
+           .bytes = 8},
+      Send{.peer = 1_rank,
+           .stage = 2,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
+           .bytes = 8}};
+  s.programs[1_rank].push_back(
+      Send{.peer = 2_rank,
+           .stage = 1,
+           .module = 0,
+           .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 2},
+           .bytes = 8});
   const std::string error = stall(s);
   EXPECT_NE(error.find("rank 0 stuck at step 0 (ALLREDUCE_s0[g0]): waits for the other members "
                        "of its collective: rank 1 never reaches step 1 (ALLREDUCE_s1[g0]) (stuck "

@@ -53,7 +53,16 @@ TEST(ScheduleText, DoublesReadBackBitForBit) {
                    std::numeric_limits<double>::max()}) {
     Schedule s = test::ranks_on({0});
     s.scheduler = "hand";
-    s.programs[0_rank] = {Compute{Pass::kF, 0, 0, 0, 0, 1, v, v, false, v}};
+    s.programs[0_rank] = {Compute{.pass = Pass::kF,
+                                  .stage = 0,
+                                  .microbatch = 0,
+                                  .module = 0,
+                                  .first_layer = 0,
+                                  .end_layer = 1,
+                                  .seconds = v,
+                                  .activation_bytes = v,
+                                  .releases_activation = false,
+                                  .weight_grad_s = v}};
     s.static_memory[0_rank] = {v, v, v};
     const Schedule back = parse_schedule(format_schedule(s));
     EXPECT_EQ(std::get<Compute>(back.programs[0_rank][0]).seconds, v) << exact_double(v);
@@ -72,17 +81,86 @@ Schedule every_kind() {
   s.samples = {{{0, 1}, {}}};
   s.microbatches = 2;
   s.static_memory[1_rank] = {1e9, 2e9, 4e9};
-  s.programs[0_rank] = {Compute{Pass::kF, 0, 0, 0, 0, 2, 1e-3, 5e6, false, 0, true},
-                        Compute{Pass::kF, 0, 0, 0, 0, 2, 1e-3, 5e6},
-                        Send{1_rank, 0, 0, {Pass::kF, 0, 3, 1}, 4096},
-                        Recv{1_rank, 0, 0, {Pass::kB, 0, 3, 1}, 4096},
-                        Compute{Pass::kI, 0, 0, 0, 0, 2, 2e-3},
-                        Compute{Pass::kW, 0, 0, 0, 0, 2, 2e-3, 0, true, 2e-3},
-                        Collective{CollectiveKind::kAllGather, 0, 0, 0, 1e6}};
-  s.programs[1_rank] = {Recv{0_rank, 1, 1, {Pass::kF, 0, 3, 1}, 4096},
-                        Compute{Pass::kB, 1, 0, 1, 2, 4, 3e-3, 0, true, 1e-3},
-                        Send{0_rank, 1, 1, {Pass::kB, 0, 3, 1}, 4096},
-                        Collective{CollectiveKind::kAllReduce, 0, 1, 1, 2e6}};
+  s.programs[0_rank] = {
+      Compute{.pass = Pass::kF,
+              .stage = 0,
+              .microbatch = 0,
+              .module = 0,
+              .first_layer = 0,
+              .end_layer = 2,
+              .seconds = 1e-3,
+              .activation_bytes = 5e6,
+              .releases_activation = false,
+              .weight_grad_s = 0,
+              .redundant = true},
+      Compute{.pass = Pass::kF,
+              .stage = 0,
+              .microbatch = 0,
+              .module = 0,
+              .first_layer = 0,
+              .end_layer = 2,
+              .seconds = 1e-3,
+              .activation_bytes = 5e6},
+      Send{.peer = 1_rank,
+           .stage = 0,
+           .module = 0,
+           .tag =
+               MessageTag{
+                   .pass = Pass::kF, .microbatch = 0, .boundary_layer = 3, .producer_layer = 1},
+           .bytes = 4096},
+      Recv{.peer = 1_rank,
+           .stage = 0,
+           .module = 0,
+           .tag =
+               MessageTag{
+                   .pass = Pass::kB, .microbatch = 0, .boundary_layer = 3, .producer_layer = 1},
+           .bytes = 4096},
+      Compute{.pass = Pass::kI,
+              .stage = 0,
+              .microbatch = 0,
+              .module = 0,
+              .first_layer = 0,
+              .end_layer = 2,
+              .seconds = 2e-3},
+      Compute{.pass = Pass::kW,
+              .stage = 0,
+              .microbatch = 0,
+              .module = 0,
+              .first_layer = 0,
+              .end_layer = 2,
+              .seconds = 2e-3,
+              .activation_bytes = 0,
+              .releases_activation = true,
+              .weight_grad_s = 2e-3},
+      Collective{
+          .kind = CollectiveKind::kAllGather, .group = 0, .stage = 0, .module = 0, .bytes = 1e6}};
+  s.programs[1_rank] = {
+      Recv{.peer = 0_rank,
+           .stage = 1,
+           .module = 1,
+           .tag =
+               MessageTag{
+                   .pass = Pass::kF, .microbatch = 0, .boundary_layer = 3, .producer_layer = 1},
+           .bytes = 4096},
+      Compute{.pass = Pass::kB,
+              .stage = 1,
+              .microbatch = 0,
+              .module = 1,
+              .first_layer = 2,
+              .end_layer = 4,
+              .seconds = 3e-3,
+              .activation_bytes = 0,
+              .releases_activation = true,
+              .weight_grad_s = 1e-3},
+      Send{.peer = 0_rank,
+           .stage = 1,
+           .module = 1,
+           .tag =
+               MessageTag{
+                   .pass = Pass::kB, .microbatch = 0, .boundary_layer = 3, .producer_layer = 1},
+           .bytes = 4096},
+      Collective{
+          .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 1, .module = 1, .bytes = 2e6}};
   // A gradient bucket overlapped with the backward (lowering/gradient_buckets.hpp).
   for (auto& program : s.programs) {
     program.push_back(Collective{.kind = CollectiveKind::kAllReduce,

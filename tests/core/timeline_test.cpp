@@ -46,7 +46,12 @@ TEST(ChromeTrace, NoTwoEventsOverlapOnOneThreadAndEveryOpHasOne) {
 TEST(Writers, AFailedWriteIsAnErrorNotATruncatedFile) {
   // /dev/full accepts the open and fails every write with ENOSPC, like a full disk.
   if (!std::ifstream("/dev/full")) GTEST_SKIP() << "no /dev/full";
-  const std::vector<MemorySample> samples(1000, MemorySample{0_rank, 0.0, 1e9, 1e9, 1e9, 1e9});
+  const std::vector<MemorySample> samples(1000, MemorySample{.rank = 0_rank,
+                                                             .time_s = 0.0,
+                                                             .parameters = 1e9,
+                                                             .gradients = 1e9,
+                                                             .optimizer = 1e9,
+                                                             .activations = 1e9});
   EXPECT_THROW(write_memory_csv("/dev/full", samples), std::runtime_error);
 }
 

@@ -49,8 +49,10 @@ TEST(Faults, HungTransferTimesOutNamingTheReceive) {
   const auto study = host_study();
   Schedule s = test::ranks_on({0, 1});
   const MessageTag to1{Pass::kF, 0, 1, 0}, to0{Pass::kB, 0, 1, 0};
-  s.programs[0_rank] = {Recv{1_rank, 0, 0, to0, 4}, Send{1_rank, 0, 0, to1, 4}};
-  s.programs[1_rank] = {Recv{0_rank, 1, 0, to1, 4}, Send{0_rank, 1, 0, to0, 4}};
+  s.programs[0_rank] = {Recv{.peer = 1_rank, .stage = 0, .module = 0, .tag = to0, .bytes = 4},
+                        Send{.peer = 1_rank, .stage = 0, .module = 0, .tag = to1, .bytes = 4}};
+  s.programs[1_rank] = {Recv{.peer = 0_rank, .stage = 1, .module = 0, .tag = to1, .bytes = 4},
+                        Send{.peer = 0_rank, .stage = 1, .module = 0, .tag = to0, .bytes = 4}};
   const ExecProblem p{&s, &study->config.model, &study->problem.samples, 1};
   ExecOptions o;
   o.timeout_s = 0.3;
@@ -87,7 +89,11 @@ TEST(Faults, ARankThatFinishedCannotKeepAWaiterAlive) {
   Transport transport(0.2, 2);
   transport.finished();
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_THROW(transport.recv(1_rank, 0_rank, MessageTag{Pass::kF, 0, 1, 0}), ExecError);
+  EXPECT_THROW(
+      transport.recv(
+          1_rank, 0_rank,
+          MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1, .producer_layer = 0}),
+      ExecError);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5);
 }
 
