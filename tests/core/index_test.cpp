@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <concepts>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "schedulers/lowering/programs.hpp"
