@@ -107,7 +107,7 @@ std::string layout_summary(const Config& c) {
 /// computes it, else the first rank that does (-1: none). Ranks are laid out differently
 /// by each scheduler (hetero-*: one rank per GPU or per module stage, cornstarch: encoder
 /// ranks first), so the stage comes from the Compute ops, not from the rank index.
-std::optional<RankId> stage_rank(const Schedule& s, int stage) {
+std::optional<RankId> stage_rank(const Schedule& s, StageId stage) {
   std::optional<RankId> any;
   for (const RankId r : s.rank_ids()) {
     for (const Op& op : s.programs[r]) {
@@ -122,7 +122,7 @@ std::optional<RankId> stage_rank(const Schedule& s, int stage) {
 }
 
 /// The smallest microbatch `program` computes for `stage` (stage_rank() found one).
-int first_microbatch(const std::vector<Op>& program, int stage) {
+int first_microbatch(const std::vector<Op>& program, StageId stage) {
   std::optional<int> first;
   for (const Op& op : program) {
     const auto* c = std::get_if<Compute>(&op);
@@ -140,7 +140,7 @@ struct StageSummary {
   std::map<std::string, double> weight;
 };
 
-StageSummary summarize_stage(const Schedule& s, const std::vector<Op>& program, int stage,
+StageSummary summarize_stage(const Schedule& s, const std::vector<Op>& program, StageId stage,
                              int microbatch) {
   StageSummary out;
   for (const Op& op : program) {
@@ -166,7 +166,7 @@ StageSummary summarize_stage(const Schedule& s, const std::vector<Op>& program, 
 /// numbering; microbatch 0 for a single-layout pipeline) that stage_rank() computes for it.
 void print_stages(const Study& study, std::ostream& os) {
   const Schedule& s = study.schedule;
-  for (int stage = 0; stage < s.num_stages; ++stage) {
+  for (const StageId stage : IdRange<StageId>(s.num_stages)) {
     const std::optional<RankId> rank = stage_rank(s, stage);
     if (!rank) {
       os << "  stage " << stage << ": (no compute)\n";

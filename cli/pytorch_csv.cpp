@@ -16,7 +16,7 @@ namespace loom {
 namespace {
 
 std::string compute_action(const Compute& c) {
-  return std::to_string(c.stage) + to_string(c.pass) + std::to_string(c.microbatch);
+  return to_string(c.stage) + to_string(c.pass) + std::to_string(c.microbatch);
 }
 
 /// PyTorch's communication action for a Loom op ("" when it has none).
@@ -25,18 +25,18 @@ std::string comm_action(const Op& op) {
       Overloaded{
           [](const Compute&) { return std::string(); },
           [](const Send& s) {
-            return std::to_string(s.stage) + (s.tag.pass == Pass::kF ? "SEND_F" : "SEND_B") +
+            return to_string(s.stage) + (s.tag.pass == Pass::kF ? "SEND_F" : "SEND_B") +
                    std::to_string(s.tag.microbatch);
           },
           [](const Recv& r) {
-            return std::to_string(r.stage) + (r.tag.pass == Pass::kF ? "RECV_F" : "RECV_B") +
+            return to_string(r.stage) + (r.tag.pass == Pass::kF ? "RECV_F" : "RECV_B") +
                    std::to_string(r.tag.microbatch);
           },
           [](const Collective& c) {
             // PyTorch's REDUCE_GRAD is a stage's data-parallel reduction; the tied
             // embedding's all-reduce is the training loop's business there.
             return c.kind == CollectiveKind::kAllReduce && !c.tied_embedding
-                       ? std::to_string(c.stage) + "REDUCE_GRAD"
+                       ? to_string(c.stage) + "REDUCE_GRAD"
                        : std::string();
           },
           // PyTorch's actions have no optimizer step: the training loop runs it after.

@@ -138,6 +138,12 @@ class IdVector {
 using RankId = Id<struct RankTag>;
 template <class T>
 using PerRank = IdVector<RankId, T>;
+/// A pipeline stage (a virtual stage where a rank holds several): an index into a
+/// scheduler's PipelinePrograms::stages, and the stage an op of the Schedule IR belongs to.
+using StageId = Id<struct StageTag>;
+template <class T>
+using PerStage = IdVector<StageId, T>;
+
 /// `2_rank`: a rank written as a literal (tests, hand-built schedules).
 constexpr RankId operator""_rank(unsigned long long value) {
   return RankId{static_cast<int>(value)};

@@ -60,21 +60,21 @@ std::string to_string(const Op& op, const Schedule& schedule) {
   return std::visit(
       Overloaded{
           [&](const Compute& c) {
-            return std::to_string(c.stage) + to_string(c.pass) + std::to_string(c.microbatch) +
+            return to_string(c.stage) + to_string(c.pass) + std::to_string(c.microbatch) +
                    module_suffix(c.module, schedule) + compute_flags(c);
           },
           [&](const Send& s) {
-            return std::to_string(s.stage) + "SEND_" + tag_string(s.tag) + "->" + to_string(s.peer);
+            return to_string(s.stage) + "SEND_" + tag_string(s.tag) + "->" + to_string(s.peer);
           },
           [&](const Recv& r) {
-            return std::to_string(r.stage) + "RECV_" + tag_string(r.tag) + "<-" + to_string(r.peer);
+            return to_string(r.stage) + "RECV_" + tag_string(r.tag) + "<-" + to_string(r.peer);
           },
           [&](const Collective& c) {
             std::string name = to_string(c.kind);
             for (char& ch : name) ch = static_cast<char>(ch - 'a' + 'A');
-            return name + "_s" + std::to_string(c.stage) + "[g" + std::to_string(c.group) + "]";
+            return name + "_s" + to_string(c.stage) + "[g" + std::to_string(c.group) + "]";
           },
-          [&](const OptimizerStep& o) { return "OPTIMIZER_s" + std::to_string(o.stage); },
+          [&](const OptimizerStep& o) { return "OPTIMIZER_s" + to_string(o.stage); },
       },
       op);
 }
@@ -120,7 +120,7 @@ double ring_stream_bytes(CollectiveKind kind, int members, double bytes) {
   return ring_steps(kind, members) * ring_chunk_bytes(kind, members, bytes);
 }
 
-int op_stage(const Op& op) {
+StageId op_stage(const Op& op) {
   return std::visit([](const auto& o) { return o.stage; }, op);
 }
 

@@ -73,7 +73,7 @@ struct MessageTag {
 
 struct Compute {
   Pass pass = Pass::kF;
-  int stage = 0;
+  StageId stage{};
   int microbatch = 0;
   int module = 0;       ///< index into Schedule::module_names
   int first_layer = 0;  ///< global layer range [first_layer, end_layer)
@@ -102,17 +102,17 @@ struct Compute {
 };
 
 struct Send {
-  RankId peer;
-  int stage = 0;   ///< the sending stage
-  int module = 0;  ///< module of the data
+  RankId peer{};
+  StageId stage{};  ///< the sending stage
+  int module = 0;   ///< module of the data
   MessageTag tag;
   double bytes = 0;
   bool operator==(const Send&) const = default;
 };
 
 struct Recv {
-  RankId peer;
-  int stage = 0;  ///< the receiving stage
+  RankId peer{};
+  StageId stage{};  ///< the receiving stage
   int module = 0;
   MessageTag tag;
   double bytes = 0;
@@ -121,8 +121,8 @@ struct Recv {
 
 struct Collective {
   CollectiveKind kind = CollectiveKind::kAllReduce;
-  int group = 0;  ///< index into Schedule::groups
-  int stage = 0;  ///< the stage whose data is reduced (for labels)
+  int group = 0;    ///< index into Schedule::groups
+  StageId stage{};  ///< the stage whose data is reduced (for labels)
   int module = 0;
   double bytes = 0;  ///< the full buffer size per member
   /// An all-reduce of a tied embedding's gradients between the ranks holding its copies
@@ -145,7 +145,7 @@ struct Collective {
 /// it reads and writes the fp32 optimizer state (master weights and two moments), reads
 /// the gradients and writes the model's weights (lowering/pass_placement.cpp).
 struct OptimizerStep {
-  int stage = 0;          ///< the rank's first stage (for labels)
+  StageId stage{};        ///< the rank's first stage (for labels)
   int module = 0;         ///< module of the last trainable parameters it holds (for labels)
   double parameters = 0;  ///< parameters it updates, per GPU (a shard with ZeRO-1)
   double seconds = 0;
@@ -239,7 +239,7 @@ double ring_stream_bytes(CollectiveKind kind, int members, double bytes);
 
 /// Accessors that every consumer of an Op uses, so a new op kind is a compile error
 /// everywhere it matters.
-int op_stage(const Op& op);
+StageId op_stage(const Op& op);
 int op_module(const Op& op);
 /// Microbatch of the op; collectives and optimizer steps belong to none.
 std::optional<int> op_microbatch(const Op& op);

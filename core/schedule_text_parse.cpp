@@ -254,7 +254,7 @@ class OpReader {
 
   Op compute(int stage) {
     Compute c;
-    c.stage = stage;
+    c.stage = StageId{stage};
     c.pass = pass();
     c.microbatch = number();
     const Fields f = in_.fields(
@@ -281,7 +281,7 @@ class OpReader {
   template <class Message>
   Op message(int stage, std::string_view arrow) {
     Message m;
-    m.stage = stage;
+    m.stage = StageId{stage};
     m.tag.pass = pass();
     m.tag.microbatch = number();
     expect(":L");
@@ -311,7 +311,7 @@ class OpReader {
     Collective c;
     c.kind = text_[3] == 'R' ? CollectiveKind::kAllReduce : CollectiveKind::kAllGather;
     pos_ = 11;  // past "ALLREDUCE_s" / "ALLGATHER_s"
-    c.stage = number();
+    c.stage = StageId{number()};
     expect("[g");
     const size_t group_at = pos_;
     c.group = number();
@@ -351,7 +351,7 @@ class OpReader {
 
   Op optimizer_step() {
     OptimizerStep o;
-    o.stage = number();
+    o.stage = StageId{number()};
     finish();
     const Fields f = in_.fields(line_, 1, {"module", "parameters", "seconds"});
     o.module = module_field(f);

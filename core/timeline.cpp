@@ -16,7 +16,7 @@ namespace loom {
 namespace {
 
 /// Identifies one forward's activations: (stage, microbatch, module).
-using ActivationKey = std::tuple<int, int, int>;
+using ActivationKey = std::tuple<StageId, int, int>;
 
 ActivationKey key_of(const Compute& c) {
   return {c.stage, c.microbatch, c.module};
@@ -76,7 +76,7 @@ PerRank<ActivationPeak> activation_peaks(const Schedule& schedule) {
   for (const RankId r : schedule.rank_ids()) {
     const auto& program = schedule.programs[r];
     const auto retained = released_keys(program);
-    std::map<std::pair<int, int>, int> live_segments;  // (stage, microbatch) -> segments
+    std::map<std::pair<StageId, int>, int> live_segments;  // (stage, microbatch) -> segments
     std::map<ActivationKey, double> live_bytes;
     double bytes = 0;
     ActivationPeak& peak = peaks[r];

@@ -53,14 +53,14 @@ Schedule sequential_schedule(const Schedule& schedule, const Model& model) {
   for (int j = 0; j < s.microbatches; ++j) {
     for (const ModuleSpan& m : spans)
       program.push_back(Compute{.pass = Pass::kF,
-                                .stage = 0,
+                                .stage = StageId{0},
                                 .microbatch = j,
                                 .module = m.module,
                                 .first_layer = m.first,
                                 .end_layer = m.end});
     for (auto it = spans.rbegin(); it != spans.rend(); ++it)
       program.push_back(Compute{.pass = Pass::kB,
-                                .stage = 0,
+                                .stage = StageId{0},
                                 .microbatch = j,
                                 .module = it->module,
                                 .first_layer = it->first,

@@ -76,7 +76,7 @@ inline Schedule overlapped_buckets(double compute_s, double bytes) {
   const Collective bucket{.kind = CollectiveKind::kAllReduce, .bytes = bytes, .async = true};
   for (auto& program : s.programs) {
     program = {Compute{.pass = Pass::kB,
-                       .stage = 0,
+                       .stage = StageId{0},
                        .microbatch = 0,
                        .module = 0,
                        .first_layer = 1,
@@ -84,7 +84,7 @@ inline Schedule overlapped_buckets(double compute_s, double bytes) {
                        .seconds = compute_s},
                bucket,
                Compute{.pass = Pass::kB,
-                       .stage = 0,
+                       .stage = StageId{0},
                        .microbatch = 0,
                        .module = 0,
                        .first_layer = 0,

@@ -198,7 +198,7 @@ void add_gradient_buckets(const Context& ctx, Schedule& schedule,
           program.emplace_back(
               Collective{.kind = CollectiveKind::kAllReduce,
                          .group = group,
-                         .stage = ctx.stage_of(top).value(),
+                         .stage = ctx.stage_of(top),
                          .module = ctx.model.layers()[static_cast<size_t>(top)].module,
                          .bytes = b->bytes,
                          .async = true,

@@ -104,7 +104,7 @@ namespace {
 /// The Compute of one segment of stage `s`, costs still zero.
 Compute segment_op(Pass pass, StageId s, int mb, const Segment& seg) {
   return Compute{.pass = pass,
-                 .stage = s.value(),
+                 .stage = s,
                  .microbatch = mb,
                  .module = seg.module,
                  .first_layer = seg.first,

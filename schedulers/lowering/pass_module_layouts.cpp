@@ -51,7 +51,7 @@ void add_kv_exchange(const Context& ctx, Schedule& schedule, std::vector<Op>& pr
   const int layer = layer_op.first_layer;
   if (ctx.model.layer(layer).kind != LayerKind::kTransformer) return;
   if (layer_op.pass != Pass::kF && !ctx.graph.needs_backward(layer)) return;
-  const ModuleLayout& layout = *ctx.stage(StageId{layer_op.stage}).layout;
+  const ModuleLayout& layout = *ctx.stage(layer_op.stage).layout;
   const int gpu = schedule.ranks[rank].gpu;
   program.push_back(Collective{.kind = CollectiveKind::kAllGather,
                                .group = group_of_gpus(schedule, cp_ring(layout, gpu)),
@@ -76,7 +76,7 @@ void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& pr
   auto gather = [&](const std::vector<int>& gpus, double bytes) {
     program.push_back(Collective{.kind = CollectiveKind::kAllGather,
                                  .group = group_of_gpus(schedule, gpus),
-                                 .stage = to.value(),
+                                 .stage = to,
                                  .module = ctx.stage(to).segments.front().module,
                                  .bytes = bytes});
   };
@@ -137,7 +137,7 @@ void add_module_allreduce(const Context& ctx, Schedule& schedule,
       for (const RankId r : members) {
         schedule.programs[r].push_back(Collective{.kind = CollectiveKind::kAllReduce,
                                                   .group = group,
-                                                  .stage = s.value(),
+                                                  .stage = s,
                                                   .module = spec.segments.front().module,
                                                   .bytes = bytes});
       }

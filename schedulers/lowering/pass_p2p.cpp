@@ -120,7 +120,7 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
           const PipelineRank from = remote_rank(ctx, e, true);
           if (from == r) continue;
           broadcast_s += boundary_broadcast_s(
-              ctx, StageId{c.stage}, remote_stage(ctx, e, true),
+              ctx, c.stage, remote_stage(ctx, e, true),
               ctx.cost(d, e.microbatch).output[static_cast<size_t>(e.producer)]);
           ChannelState& ch = channels[channel(from, r, e)];
           if (ch.received.count(e.microbatch)) continue;  // taken earlier, in send order

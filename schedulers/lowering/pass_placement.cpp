@@ -34,8 +34,7 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
   for (const StageId s : stage_ids()) {
     const PipelineRank r = programs.rank_of(s);
     const PipelineRank up = programs.up_stage_rank.empty() ? r : programs.up_stage_rank.at(s);
-    const PerPipelineRank<char> ranks(programs.ranks);
-    if (!ranks.contains(r) || !ranks.contains(up))
+    if (!programs.has_rank(r) || !programs.has_rank(up))
       throw std::logic_error("lowering: stage " + to_string(s) + " on no rank");
     for (const Segment& seg : stage(s).segments) {
       for (int l = seg.first; l < seg.end; ++l) {
@@ -308,7 +307,7 @@ void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
     for (const RankId member : members) {
       schedule.programs[member].push_back(Collective{.kind = CollectiveKind::kAllReduce,
                                                      .group = group,
-                                                     .stage = label.value(),
+                                                     .stage = label,
                                                      .module = module,
                                                      .bytes = bytes});
     }
@@ -358,7 +357,7 @@ void add_embedding_allreduce(const Context& ctx, Schedule& schedule,
           schedule.programs[ctx.global_rank(d, r)].push_back(
               Collective{.kind = CollectiveKind::kAllReduce,
                          .group = group,
-                         .stage = stage.value(),
+                         .stage = stage,
                          .module = e.module,
                          .bytes = e.parameters * grad_bytes / ctx.stage_tp(e.last_stage),
                          .tied_embedding = true,
@@ -423,7 +422,7 @@ void add_optimizer_step(const Context& ctx, Schedule& schedule) {
     if (seconds <= 0) continue;
     for (int d = 0; d < ctx.replicas; ++d) {
       schedule.programs[ctx.global_rank(d, r)].push_back(
-          OptimizerStep{.stage = first_stage_of(ctx, r).value(),
+          OptimizerStep{.stage = first_stage_of(ctx, r),
                         .module = module,
                         .parameters = parameters,
                         .seconds = seconds});

@@ -26,12 +26,6 @@ using PipelineRank = Id<struct PipelineRankTag>;
 template <class T>
 using PerPipelineRank = IdVector<PipelineRank, T>;
 
-/// A pipeline stage: an index into PipelinePrograms::stages (a virtual stage where a rank
-/// holds several). The Schedule IR's ops carry it as a plain number, for labels.
-using StageId = Id<struct StageTag>;
-template <class T>
-using PerStage = IdVector<StageId, T>;
-
 /// Global layers [first, end) of one module.
 struct Segment {
   int module = 0;
@@ -105,7 +99,7 @@ using StageOrders = PerStage<std::vector<StageAction>>;
 ///                    microbatch's batch pieces together, as Megatron moves whole
 ///                    microbatches)
 struct RankAction {
-  StageId stage;
+  StageId stage{};
   Pass pass = Pass::kF;
   int microbatch = 0;
   bool overlapped = false;
@@ -148,6 +142,7 @@ struct PipelinePrograms {
   /// Whether the stages carry per-module layouts (every stage does, or none).
   bool sharded() const { return !stages.empty() && stages.front().layout.has_value(); }
   IdRange<PipelineRank> rank_ids() const { return IdRange<PipelineRank>(ranks); }
+  bool has_rank(PipelineRank rank) const { return rank.value() >= 0 && rank.value() < ranks; }
   /// The rank of the down placement (every microbatch's, with one pipeline); a sharded
   /// stage's first copy.
   PipelineRank rank_of(StageId stage) const {

@@ -36,7 +36,7 @@ LayerEffect effect(const Schedule& schedule, const SchedulingProblem& problem, i
 }
 
 /// Applies recomputation of `layer` (on stage `stage`) to every replica's ops.
-void apply(Schedule& schedule, const SchedulingProblem& problem, int stage, int layer) {
+void apply(Schedule& schedule, const SchedulingProblem& problem, StageId stage, int layer) {
   for (const RankId r : schedule.rank_ids()) {
     const RankInfo& info = schedule.ranks[r];
     for (Op& op : schedule.programs[r]) {
@@ -58,7 +58,7 @@ std::vector<int> adaptive_recompute(Schedule& schedule, const SchedulingProblem&
                                     double memory_bytes) {
   const Model& model = *problem.model;
   std::vector<int> recomputed(static_cast<size_t>(schedule.num_stages), 0);
-  auto over = [&](int stage) {
+  auto over = [&](StageId stage) {
     const auto peaks = activation_peaks(schedule);
     for (const RankId r : schedule.rank_ids()) {
       const bool on_stage = std::any_of(schedule.programs[r].begin(), schedule.programs[r].end(),
@@ -68,7 +68,7 @@ std::vector<int> adaptive_recompute(Schedule& schedule, const SchedulingProblem&
     }
     return false;
   };
-  for (int s = 0; s < schedule.num_stages; ++s) {
+  for (const StageId s : IdRange<StageId>(schedule.num_stages)) {
     if (!over(s)) continue;
     // Candidate layers of the stage that keep activations, from replica 0's first
     // microbatch op that covers them, most bytes saved per second first.
@@ -92,10 +92,10 @@ std::vector<int> adaptive_recompute(Schedule& schedule, const SchedulingProblem&
     for (const auto& [layer, e] : order) {
       if (!over(s)) break;
       apply(schedule, problem, s, layer);
-      ++recomputed[static_cast<size_t>(s)];
+      ++recomputed[s.slot()];
     }
     if (over(s))
-      throw InfeasibleError("omnibal: stage " + std::to_string(s) +
+      throw InfeasibleError("omnibal: stage " + to_string(s) +
                             " does not fit GPU memory even with every layer recomputed");
   }
   return recomputed;

@@ -50,27 +50,42 @@ TEST(PytorchCsv, ExportsOneRowOfActionsPerRank) {
   Schedule s = test::ranks_on({0, 1});
   s.module_names = {"vision", "llm"};
   s.groups = {{0_rank, 1_rank}};
-  const Compute copy{Pass::kF, 0, 0, 0, 0, 1, 1e-3, 0, false, 0, true};
-  s.programs[0_rank] = {
-      copy,
-      Compute{.pass = Pass::kF,
-              .stage = 0,
-              .microbatch = 0,
-              .module = 0,
-              .first_layer = 0,
-              .end_layer = 1,
-              .seconds = 1e-3},
-      Compute{.pass = Pass::kF,
-              .stage = 0,
-              .microbatch = 0,
-              .module = 1,
-              .first_layer = 1,
-              .end_layer = 2,
-              .seconds = 1e-3},
-      Collective{
-          .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 1, .bytes = 1e6}};
-  s.programs[1_rank] = {Collective{
-      .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 1, .bytes = 1e6}};
+  const Compute copy{.pass = Pass::kF,
+                     .stage = StageId{0},
+                     .microbatch = 0,
+                     .module = 0,
+                     .first_layer = 0,
+                     .end_layer = 1,
+                     .seconds = 1e-3,
+                     .activation_bytes = 0,
+                     .releases_activation = false,
+                     .weight_grad_s = 0,
+                     .redundant = true};
+  s.programs[0_rank] = {copy,
+                        Compute{.pass = Pass::kF,
+                                .stage = StageId{0},
+                                .microbatch = 0,
+                                .module = 0,
+                                .first_layer = 0,
+                                .end_layer = 1,
+                                .seconds = 1e-3},
+                        Compute{.pass = Pass::kF,
+                                .stage = StageId{0},
+                                .microbatch = 0,
+                                .module = 1,
+                                .first_layer = 1,
+                                .end_layer = 2,
+                                .seconds = 1e-3},
+                        Collective{.kind = CollectiveKind::kAllReduce,
+                                   .group = 0,
+                                   .stage = StageId{0},
+                                   .module = 1,
+                                   .bytes = 1e6}};
+  s.programs[1_rank] = {Collective{.kind = CollectiveKind::kAllReduce,
+                                   .group = 0,
+                                   .stage = StageId{0},
+                                   .module = 1,
+                                   .bytes = 1e6}};
   s.ranks[1_rank].replica = 1;
   EXPECT_EQ(format_pytorch_csv(s, true), "0F0,0REDUCE_GRAD\n");
   EXPECT_EQ(format_pytorch_csv(s, false), "0F0\n");

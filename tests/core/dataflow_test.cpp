@@ -19,7 +19,7 @@ Model two_encoders() {
 
 Compute op(Pass pass, int first, int end) {
   return Compute{.pass = pass,
-                 .stage = 0,
+                 .stage = StageId{0},
                  .microbatch = 3,
                  .module = 0,
                  .first_layer = first,

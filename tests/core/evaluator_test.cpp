@@ -22,25 +22,25 @@ TEST(Evaluator, TransferTakesLatencyPlusBytesOverBandwidth) {
   Schedule s = ranks_on({0, 1});
   s.programs[0_rank] = {
       Compute{.pass = Pass::kF,
-              .stage = 0,
+              .stage = StageId{0},
               .microbatch = 0,
               .module = 0,
               .first_layer = 0,
               .end_layer = 1,
               .seconds = 1e-3},
       Send{.peer = 1_rank,
-           .stage = 0,
+           .stage = StageId{0},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
            .bytes = 1e6}};
   s.programs[1_rank] = {
       Recv{.peer = 0_rank,
-           .stage = 1,
+           .stage = StageId{1},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
            .bytes = 1e6},
       Compute{.pass = Pass::kF,
-              .stage = 1,
+              .stage = StageId{1},
               .microbatch = 0,
               .module = 0,
               .first_layer = 1,
@@ -61,8 +61,11 @@ TEST(Evaluator, RingAllReduceClosedForm) {
   Schedule s = ranks_on({0, 1, 2, 3});
   s.groups = {{0_rank, 1_rank, 2_rank, 3_rank}};
   for (auto& program : s.programs)
-    program = {Collective{
-        .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 0, .bytes = 4e6}};
+    program = {Collective{.kind = CollectiveKind::kAllReduce,
+                          .group = 0,
+                          .stage = StageId{0},
+                          .module = 0,
+                          .bytes = 4e6}};
   const Timeline t = evaluate(s, small_cluster(1, 4));
   const double step = 2e-6 + (4e6 / n) / 10e9;
   EXPECT_NEAR(t.iteration_time_s(), 2 * (n - 1) * step, 1e-12);
@@ -73,23 +76,23 @@ TEST(Evaluator, DeadlockIsReportedNotHung) {
   // Both ranks wait for the other first: a cycle.
   s.programs[0_rank] = {
       Recv{.peer = 1_rank,
-           .stage = 0,
+           .stage = StageId{0},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 0},
            .bytes = 0},
       Send{.peer = 1_rank,
-           .stage = 0,
+           .stage = StageId{0},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
            .bytes = 0}};
   s.programs[1_rank] = {
       Recv{.peer = 0_rank,
-           .stage = 1,
+           .stage = StageId{1},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
            .bytes = 0},
       Send{.peer = 0_rank,
-           .stage = 1,
+           .stage = StageId{1},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 0},
            .bytes = 0}};
@@ -144,7 +147,7 @@ TEST(Evaluator, UnmatchedReceiveNamesTheOperation) {
   Schedule s = ranks_on({0, 1});
   s.programs[1_rank] = {
       Recv{.peer = 0_rank,
-           .stage = 1,
+           .stage = StageId{1},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
            .bytes = 0}};
@@ -163,16 +166,18 @@ TEST(Evaluator, CollectiveWaitsForTheLastMemberAndTheSlowestHop) {
   Schedule s = ranks_on({0, 1, 2, 3});
   s.groups = {{0_rank, 1_rank, 2_rank, 3_rank}};
   for (int r = 0; r < 4; ++r) {
-    s.programs[RankId{r}] = {
-        Compute{.pass = Pass::kW,
-                .stage = 0,
-                .microbatch = 0,
-                .module = 0,
-                .first_layer = 0,
-                .end_layer = 1,
-                .seconds = 1e-3 * r},
-        Collective{
-            .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 0, .bytes = 4e6}};
+    s.programs[RankId{r}] = {Compute{.pass = Pass::kW,
+                                     .stage = StageId{0},
+                                     .microbatch = 0,
+                                     .module = 0,
+                                     .first_layer = 0,
+                                     .end_layer = 1,
+                                     .seconds = 1e-3 * r},
+                             Collective{.kind = CollectiveKind::kAllReduce,
+                                        .group = 0,
+                                        .stage = StageId{0},
+                                        .module = 0,
+                                        .bytes = 4e6}};
   }
   const Timeline t = evaluate(s, small_cluster(2, 2));
   for (int r = 0; r < 4; ++r) {
@@ -185,28 +190,33 @@ TEST(Evaluator, OpsAfterACollectiveRunOnEveryMember) {
   // Regression: the last member to arrive used to skip the op after the collective.
   Schedule s = ranks_on({0, 1});
   s.groups = {{0_rank, 1_rank}};
-  s.programs = {
-      {Collective{
-           .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 0, .bytes = 2e6},
-       Send{.peer = 1_rank,
-            .stage = 0,
-            .module = 0,
-            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-            .bytes = 1e6}},
-      {Collective{
-           .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 0, .bytes = 2e6},
-       Recv{.peer = 0_rank,
-            .stage = 1,
-            .module = 0,
-            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-            .bytes = 1e6},
-       Compute{.pass = Pass::kF,
-               .stage = 1,
-               .microbatch = 0,
-               .module = 0,
-               .first_layer = 1,
-               .end_layer = 2,
-               .seconds = 1e-3}}};
+  s.programs = {{Collective{.kind = CollectiveKind::kAllReduce,
+                            .group = 0,
+                            .stage = StageId{0},
+                            .module = 0,
+                            .bytes = 2e6},
+                 Send{.peer = 1_rank,
+                      .stage = StageId{0},
+                      .module = 0,
+                      .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
+                      .bytes = 1e6}},
+                {Collective{.kind = CollectiveKind::kAllReduce,
+                            .group = 0,
+                            .stage = StageId{0},
+                            .module = 0,
+                            .bytes = 2e6},
+                 Recv{.peer = 0_rank,
+                      .stage = StageId{1},
+                      .module = 0,
+                      .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
+                      .bytes = 1e6},
+                 Compute{.pass = Pass::kF,
+                         .stage = StageId{1},
+                         .microbatch = 0,
+                         .module = 0,
+                         .first_layer = 1,
+                         .end_layer = 2,
+                         .seconds = 1e-3}}};
   const Timeline t = evaluate(s, test::small_cluster(1, 2));
   const double ring = 2 * (2e-6 + 1e6 / 10e9);
   EXPECT_NEAR(t.timings[1_rank][1].end_s, ring + 2e-6 + 1e6 / 10e9, 1e-12);

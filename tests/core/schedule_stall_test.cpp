@@ -24,34 +24,40 @@ TEST(ScheduleStall, ARunnableScheduleFinishes) {
   s.groups = {{0_rank, 1_rank}};
   s.programs[0_rank] = {
       Compute{.pass = Pass::kF,
-              .stage = 0,
+              .stage = StageId{0},
               .microbatch = 0,
               .module = 0,
               .first_layer = 0,
               .end_layer = 1,
               .seconds = 1e-3},
       Send{.peer = 1_rank,
-           .stage = 0,
+           .stage = StageId{0},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
            .bytes = 8},
-      Collective{
-          .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 0, .bytes = 8}};
+      Collective{.kind = CollectiveKind::kAllReduce,
+                 .group = 0,
+                 .stage = StageId{0},
+                 .module = 0,
+                 .bytes = 8}};
   s.programs[1_rank] = {
       Recv{.peer = 0_rank,
-           .stage = 1,
+           .stage = StageId{1},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
            .bytes = 8},
       Compute{.pass = Pass::kF,
-              .stage = 1,
+              .stage = StageId{1},
               .microbatch = 0,
               .module = 0,
               .first_layer = 1,
               .end_layer = 2,
               .seconds = 1e-3},
-      Collective{
-          .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 1, .module = 0, .bytes = 8}};
+      Collective{.kind = CollectiveKind::kAllReduce,
+                 .group = 0,
+                 .stage = StageId{1},
+                 .module = 0,
+                 .bytes = 8}};
   EXPECT_EQ(stall(s), "");
 }
 
@@ -60,30 +66,30 @@ TEST(ScheduleStall, NamesEachStuckRankItsStepAndProducer) {
   // Each rank receives before it sends what the other waits for.
   s.programs[0_rank] = {
       Compute{.pass = Pass::kF,
-              .stage = 0,
+              .stage = StageId{0},
               .microbatch = 0,
               .module = 0,
               .first_layer = 0,
               .end_layer = 1,
               .seconds = 1e-3},
       Recv{.peer = 1_rank,
-           .stage = 0,
+           .stage = StageId{0},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 1},
            .bytes = 8},
       Send{.peer = 1_rank,
-           .stage = 0,
+           .stage = StageId{0},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
            .bytes = 8}};
   s.programs[1_rank] = {
       Recv{.peer = 0_rank,
-           .stage = 1,
+           .stage = StageId{1},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
            .bytes = 8},
       Send{.peer = 0_rank,
-           .stage = 1,
+           .stage = StageId{1},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 1},
            .bytes = 8}};
@@ -105,30 +111,36 @@ TEST(ScheduleStall, NamesTheCollectiveMembersThatNeverArrive) {
   Schedule s = test::ranks_on({0, 1, 2});
   s.groups = {{0_rank, 1_rank}};
   // Rank 1 waits for a message rank 2 never sends, so rank 0 waits at the all-reduce.
-  s.programs[0_rank] = {Collective{
-      .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 0, .bytes = 8}};
+  s.programs[0_rank] = {Collective{.kind = CollectiveKind::kAllReduce,
+                                   .group = 0,
+                                   .stage = StageId{0},
+                                   .module = 0,
+                                   .bytes = 8}};
   s.programs[1_rank] = {
       Recv{.peer = 2_rank,
-           .stage = 1,
+           .stage = StageId{1},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
            .bytes = 8},
-      Collective{
-          .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 1, .module = 0, .bytes = 8}};
+      Collective{.kind = CollectiveKind::kAllReduce,
+                 .group = 0,
+                 .stage = StageId{1},
+                 .module = 0,
+                 .bytes = 8}};
   s.programs[2_rank] = {
       Recv{.peer = 1_rank,
-           .stage = 2,
+           .stage = StageId{2},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 2},
            .bytes = 8},
       Send{.peer = 1_rank,
-           .stage = 2,
+           .stage = StageId{2},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
            .bytes = 8}};
   s.programs[1_rank].push_back(
       Send{.peer = 2_rank,
-           .stage = 1,
+           .stage = StageId{1},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 2},
            .bytes = 8});

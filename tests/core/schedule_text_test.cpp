@@ -54,7 +54,7 @@ TEST(ScheduleText, DoublesReadBackBitForBit) {
     Schedule s = test::ranks_on({0});
     s.scheduler = "hand";
     s.programs[0_rank] = {Compute{.pass = Pass::kF,
-                                  .stage = 0,
+                                  .stage = StageId{0},
                                   .microbatch = 0,
                                   .module = 0,
                                   .first_layer = 0,
@@ -83,7 +83,7 @@ Schedule every_kind() {
   s.static_memory[1_rank] = {1e9, 2e9, 4e9};
   s.programs[0_rank] = {
       Compute{.pass = Pass::kF,
-              .stage = 0,
+              .stage = StageId{0},
               .microbatch = 0,
               .module = 0,
               .first_layer = 0,
@@ -94,7 +94,7 @@ Schedule every_kind() {
               .weight_grad_s = 0,
               .redundant = true},
       Compute{.pass = Pass::kF,
-              .stage = 0,
+              .stage = StageId{0},
               .microbatch = 0,
               .module = 0,
               .first_layer = 0,
@@ -102,28 +102,28 @@ Schedule every_kind() {
               .seconds = 1e-3,
               .activation_bytes = 5e6},
       Send{.peer = 1_rank,
-           .stage = 0,
+           .stage = StageId{0},
            .module = 0,
            .tag =
                MessageTag{
                    .pass = Pass::kF, .microbatch = 0, .boundary_layer = 3, .producer_layer = 1},
            .bytes = 4096},
       Recv{.peer = 1_rank,
-           .stage = 0,
+           .stage = StageId{0},
            .module = 0,
            .tag =
                MessageTag{
                    .pass = Pass::kB, .microbatch = 0, .boundary_layer = 3, .producer_layer = 1},
            .bytes = 4096},
       Compute{.pass = Pass::kI,
-              .stage = 0,
+              .stage = StageId{0},
               .microbatch = 0,
               .module = 0,
               .first_layer = 0,
               .end_layer = 2,
               .seconds = 2e-3},
       Compute{.pass = Pass::kW,
-              .stage = 0,
+              .stage = StageId{0},
               .microbatch = 0,
               .module = 0,
               .first_layer = 0,
@@ -132,18 +132,21 @@ Schedule every_kind() {
               .activation_bytes = 0,
               .releases_activation = true,
               .weight_grad_s = 2e-3},
-      Collective{
-          .kind = CollectiveKind::kAllGather, .group = 0, .stage = 0, .module = 0, .bytes = 1e6}};
+      Collective{.kind = CollectiveKind::kAllGather,
+                 .group = 0,
+                 .stage = StageId{0},
+                 .module = 0,
+                 .bytes = 1e6}};
   s.programs[1_rank] = {
       Recv{.peer = 0_rank,
-           .stage = 1,
+           .stage = StageId{1},
            .module = 1,
            .tag =
                MessageTag{
                    .pass = Pass::kF, .microbatch = 0, .boundary_layer = 3, .producer_layer = 1},
            .bytes = 4096},
       Compute{.pass = Pass::kB,
-              .stage = 1,
+              .stage = StageId{1},
               .microbatch = 0,
               .module = 1,
               .first_layer = 2,
@@ -153,18 +156,21 @@ Schedule every_kind() {
               .releases_activation = true,
               .weight_grad_s = 1e-3},
       Send{.peer = 0_rank,
-           .stage = 1,
+           .stage = StageId{1},
            .module = 1,
            .tag =
                MessageTag{
                    .pass = Pass::kB, .microbatch = 0, .boundary_layer = 3, .producer_layer = 1},
            .bytes = 4096},
-      Collective{
-          .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 1, .module = 1, .bytes = 2e6}};
+      Collective{.kind = CollectiveKind::kAllReduce,
+                 .group = 0,
+                 .stage = StageId{1},
+                 .module = 1,
+                 .bytes = 2e6}};
   // A gradient bucket overlapped with the backward (lowering/gradient_buckets.hpp).
   for (auto& program : s.programs) {
     program.push_back(Collective{.kind = CollectiveKind::kAllReduce,
-                                 .stage = 1,
+                                 .stage = StageId{1},
                                  .module = 1,
                                  .bytes = 3e6,
                                  .async = true,

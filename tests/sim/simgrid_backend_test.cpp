@@ -17,14 +17,14 @@ using test::ranks_on;
 
 Send send_to(RankId peer, double bytes) {
   return Send{.peer = peer,
-              .stage = 0,
+              .stage = StageId{0},
               .module = 0,
               .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
               .bytes = bytes};
 }
 Recv recv_from(RankId peer, double bytes) {
   return Recv{.peer = peer,
-              .stage = 1,
+              .stage = StageId{1},
               .module = 0,
               .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
               .bytes = bytes};
@@ -52,7 +52,7 @@ TEST(SimGridBackend, LoneTransferTakesLatencyPlusBytesOverBandwidth) {
   // Across nodes: gpu-0 up, nic-0 up, nic-1 down, gpu-2 down; the NIC is the bottleneck.
   Schedule s = ranks_on({0, 2});
   s.programs[0_rank] = {Compute{.pass = Pass::kF,
-                                .stage = 0,
+                                .stage = StageId{0},
                                 .microbatch = 0,
                                 .module = 0,
                                 .first_layer = 0,
@@ -60,7 +60,7 @@ TEST(SimGridBackend, LoneTransferTakesLatencyPlusBytesOverBandwidth) {
                                 .seconds = 1e-3},
                         send_to(1_rank, 1e8)};
   s.programs[1_rank] = {recv_from(0_rank, 1e8), Compute{.pass = Pass::kF,
-                                                        .stage = 1,
+                                                        .stage = StageId{1},
                                                         .microbatch = 0,
                                                         .module = 0,
                                                         .first_layer = 1,
@@ -83,8 +83,11 @@ TEST(SimGridBackend, RingAllReduceClosedForm) {
   Schedule s = ranks_on({0, 1, 2, 3});
   s.groups = {{0_rank, 1_rank, 2_rank, 3_rank}};
   for (auto& program : s.programs)
-    program = {Collective{
-        .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 0, .bytes = 4e6}};
+    program = {Collective{.kind = CollectiveKind::kAllReduce,
+                          .group = 0,
+                          .stage = StageId{0},
+                          .module = 0,
+                          .bytes = 4e6}};
   const Timeline t = run_simgrid(s, small_cluster(1, 4));
   const double step = 2e-6 + (4e6 / 4) / 10e9;
   for (const auto& rank : t.timings) EXPECT_NEAR(rank[0].end_s, 6 * step, 1e-12);
@@ -113,23 +116,23 @@ TEST(SimGridBackend, MessagesBetweenAPairMatchInProgramOrder) {
   s.samples = {{{0}, {1}}};
   s.programs[0_rank] = {
       Send{.peer = 1_rank,
-           .stage = 0,
+           .stage = StageId{0},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
            .bytes = 1e9},
       Send{.peer = 1_rank,
-           .stage = 0,
+           .stage = StageId{0},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 1, .boundary_layer = 1},
            .bytes = 1e3}};
   s.programs[1_rank] = {
       Recv{.peer = 0_rank,
-           .stage = 1,
+           .stage = StageId{1},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
            .bytes = 1e9},
       Recv{.peer = 0_rank,
-           .stage = 1,
+           .stage = StageId{1},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 1, .boundary_layer = 1},
            .bytes = 1e3}};
@@ -144,23 +147,23 @@ TEST(SimGridBackend, DeadlockIsAnInfeasibleErrorNamingTheBlockedOps) {
   Schedule s = ranks_on({0, 1});
   s.programs[0_rank] = {
       Recv{.peer = 1_rank,
-           .stage = 0,
+           .stage = StageId{0},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 0},
            .bytes = 0},
       Send{.peer = 1_rank,
-           .stage = 0,
+           .stage = StageId{0},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
            .bytes = 0}};
   s.programs[1_rank] = {
       Recv{.peer = 0_rank,
-           .stage = 1,
+           .stage = StageId{1},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
            .bytes = 0},
       Send{.peer = 0_rank,
-           .stage = 1,
+           .stage = StageId{1},
            .module = 0,
            .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 0},
            .bytes = 0}};
@@ -176,7 +179,7 @@ TEST(SimGridBackend, DeadlockIsAnInfeasibleErrorNamingTheBlockedOps) {
 TEST(SimGridBackend, OneSimulationPerProcess) {
   Schedule s = ranks_on({0});
   s.programs[0_rank] = {Compute{.pass = Pass::kF,
-                                .stage = 0,
+                                .stage = StageId{0},
                                 .microbatch = 0,
                                 .module = 0,
                                 .first_layer = 0,
@@ -231,16 +234,18 @@ TEST(SimGridBackend, RingAcrossNodesStartsWithTheLastMemberAndMatchesTheEvaluato
   Schedule s = ranks_on({0, 1, 2, 3});
   s.groups = {{0_rank, 1_rank, 2_rank, 3_rank}};
   for (int r = 0; r < 4; ++r) {
-    s.programs[RankId{r}] = {
-        Compute{.pass = Pass::kW,
-                .stage = 0,
-                .microbatch = 0,
-                .module = 0,
-                .first_layer = 0,
-                .end_layer = 1,
-                .seconds = 1e-3 * r},
-        Collective{
-            .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 0, .bytes = 4e6}};
+    s.programs[RankId{r}] = {Compute{.pass = Pass::kW,
+                                     .stage = StageId{0},
+                                     .microbatch = 0,
+                                     .module = 0,
+                                     .first_layer = 0,
+                                     .end_layer = 1,
+                                     .seconds = 1e-3 * r},
+                             Collective{.kind = CollectiveKind::kAllReduce,
+                                        .group = 0,
+                                        .stage = StageId{0},
+                                        .module = 0,
+                                        .bytes = 4e6}};
   }
   const Cluster cluster = small_cluster(2, 2);
   const Timeline predicted = evaluate(s, cluster);
@@ -257,7 +262,7 @@ TEST(SimGridBackend, EmptyMessagesStillPayTheRouteLatency) {
   // The receiver is already waiting: SimGrid would hand over an empty message at once.
   Schedule s = ranks_on({0, 2});
   s.programs[0_rank] = {Compute{.pass = Pass::kF,
-                                .stage = 0,
+                                .stage = StageId{0},
                                 .microbatch = 0,
                                 .module = 0,
                                 .first_layer = 0,
@@ -277,21 +282,25 @@ TEST(SimGridBackend, EmptyMessagesStillPayTheRouteLatency) {
 TEST(SimGridBackend, OpsAfterACollectiveAgreeWithTheEvaluator) {
   Schedule s = ranks_on({0, 1});
   s.groups = {{0_rank, 1_rank}};
-  s.programs[0_rank] = {
-      Collective{
-          .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 0, .bytes = 2e6},
-      send_to(1_rank, 1e6)};
-  s.programs[1_rank] = {
-      Collective{
-          .kind = CollectiveKind::kAllReduce, .group = 0, .stage = 0, .module = 0, .bytes = 2e6},
-      recv_from(0_rank, 1e6),
-      Compute{.pass = Pass::kF,
-              .stage = 1,
-              .microbatch = 0,
-              .module = 0,
-              .first_layer = 1,
-              .end_layer = 2,
-              .seconds = 1e-3}};
+  s.programs[0_rank] = {Collective{.kind = CollectiveKind::kAllReduce,
+                                   .group = 0,
+                                   .stage = StageId{0},
+                                   .module = 0,
+                                   .bytes = 2e6},
+                        send_to(1_rank, 1e6)};
+  s.programs[1_rank] = {Collective{.kind = CollectiveKind::kAllReduce,
+                                   .group = 0,
+                                   .stage = StageId{0},
+                                   .module = 0,
+                                   .bytes = 2e6},
+                        recv_from(0_rank, 1e6),
+                        Compute{.pass = Pass::kF,
+                                .stage = StageId{1},
+                                .microbatch = 0,
+                                .module = 0,
+                                .first_layer = 1,
+                                .end_layer = 2,
+                                .seconds = 1e-3}};
   expect_same_timings(s, small_cluster(1, 2));
 }
 

@@ -85,8 +85,9 @@ TEST_P(ChimeraSweep, ValidRunsEachMicrobatchOnceInItsDirectionWithThePapersBubbl
       const auto* c = std::get_if<Compute>(&op);
       if (!c) continue;
       const bool up = c->microbatch >= m / 2;
-      EXPECT_EQ(r, up ? p - 1 - c->stage : c->stage) << to_string(op, s) << " on rank " << r;
-      ++runs[{c->stage, c->microbatch, c->pass}];
+      EXPECT_EQ(r, up ? p - 1 - c->stage.value() : c->stage.value())
+          << to_string(op, s) << " on rank " << r;
+      ++runs[{c->stage.value(), c->microbatch, c->pass}];
     }
   }
   EXPECT_EQ(runs.size(), static_cast<size_t>(2 * p * m));  // F and B of every stage x mb

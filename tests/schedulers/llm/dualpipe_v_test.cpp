@@ -174,9 +174,9 @@ TEST_P(DualPipeVSweep, ValidRunsEachChunkOnceAndKeepsItsPeak) {
     int pairs = 0;
     for (const Op& op : s.programs[RankId{r}]) {
       if (const auto* c = std::get_if<Compute>(&op)) {
-        stages.insert(c->stage);
-        ++count[{c->stage, c->pass == Pass::kB ? Pass::kI : c->pass}];
-        if (c->pass == Pass::kB) ++count[{c->stage, Pass::kW}];
+        stages.insert(c->stage.value());
+        ++count[{c->stage.value(), c->pass == Pass::kB ? Pass::kI : c->pass}];
+        if (c->pass == Pass::kB) ++count[{c->stage.value(), Pass::kW}];
         if (c->overlapped && c->pass == Pass::kF) ++pairs;
       }
     }

@@ -59,7 +59,7 @@ TEST_P(Interleaved, BubbleOverIdealIsPMinusOneOverVM) {
   for (int r = 0; r < p; ++r) {
     std::set<int> stages;
     for (const Op& op : s.programs[RankId{r}])
-      if (const auto* c = std::get_if<Compute>(&op)) stages.insert(c->stage);
+      if (const auto* c = std::get_if<Compute>(&op)) stages.insert(c->stage.value());
     std::set<int> expected;
     for (int c = 0; c < v; ++c) expected.insert(c * p + r);
     EXPECT_EQ(stages, expected) << "rank " << r;

@@ -57,7 +57,7 @@ TEST_P(LoopedBfsSweep, ValidLoopedAndBubbleOverIdealIsPMinusOneOverVM) {
   for (int r = 0; r < p; ++r) {
     std::set<int> stages, expected;
     for (const Op& op : s.programs[RankId{r}])
-      if (const auto* c = std::get_if<Compute>(&op)) stages.insert(c->stage);
+      if (const auto* c = std::get_if<Compute>(&op)) stages.insert(c->stage.value());
     for (int c = 0; c < v; ++c) expected.insert(c * p + r);
     EXPECT_EQ(stages, expected) << "rank " << r;
   }

@@ -88,7 +88,7 @@ TEST_P(ZbVSweep, ValidRunsAndKeepsOneFOneBsPeak) {
     int computes = 0;
     for (const Op& op : s.programs[RankId{r}]) {
       if (const auto* c = std::get_if<Compute>(&op)) {
-        stages.insert(c->stage);
+        stages.insert(c->stage.value());
         ++computes;
       }
     }

@@ -147,7 +147,7 @@ TEST(GradientBuckets, ALaterModelChunkIsOneBucketIssuedBeforeTheFirstChunkFinish
     for (const Op& op : s.programs[RankId{rank}]) {
       if (const auto* c = std::get_if<Compute>(&op);
           c && layer >= c->first_layer && layer < c->end_layer)
-        return c->stage;
+        return c->stage.value();
     }
     return -1;
   };
@@ -170,7 +170,7 @@ TEST(GradientBuckets, ALaterModelChunkIsOneBucketIssuedBeforeTheFirstChunkFinish
         c && !c->tied_embedding && stage_of(c->first_layer) != 0)
       later_bucket = i;
     if (const auto* c = std::get_if<Compute>(&program[i]);
-        c && c->pass != Pass::kF && c->stage == 0)
+        c && c->pass != Pass::kF && c->stage == StageId{0})
       last_first_chunk_backward = i;
   }
   EXPECT_LT(later_bucket, last_first_chunk_backward);

@@ -50,7 +50,7 @@ TEST(Bamboo, EveryStageRunsItsSuccessorsForwardAndTheIterationHasAClosedForm) {
           const auto* c = std::get_if<Compute>(&op);
           if (!c) continue;
           if (!c->redundant) {
-            ++real[{c->stage, c->microbatch, c->pass}];
+            ++real[{c->stage.value(), c->microbatch, c->pass}];
             continue;
           }
           ++copies;  // forward only, over the successor's layers
@@ -108,7 +108,7 @@ TEST(Bamboo, AFailedOverStageRunsOnItsPredecessorsRank) {
       if (c->redundant) {
         ++copies_of_rank[r];
       } else if (c->pass == Pass::kF && c->microbatch == 0) {
-        stages_of_rank[r].push_back(c->stage);
+        stages_of_rank[r].push_back(c->stage.value());
       }
     }
   }

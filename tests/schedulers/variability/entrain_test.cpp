@@ -94,7 +94,7 @@ std::vector<double> encoder_forwards(const Schedule& s, int encoder_stages) {
   for (const auto& program : s.programs)
     for (const Op& op : program)
       if (const auto* c = std::get_if<Compute>(&op);
-          c && c->pass == Pass::kF && c->stage < encoder_stages)
+          c && c->pass == Pass::kF && c->stage.value() < encoder_stages)
         out.push_back(c->seconds);
   std::sort(out.begin(), out.end());
   return out;
@@ -106,7 +106,7 @@ double max_llm_forward(const Schedule& s, int encoder_stages) {
   for (const RankId r : s.rank_ids())
     for (const Op& op : s.programs[r])
       if (const auto* c = std::get_if<Compute>(&op);
-          c && c->pass == Pass::kF && c->stage >= encoder_stages)
+          c && c->pass == Pass::kF && c->stage.value() >= encoder_stages)
         per_mb[{r.value() / s.num_stages, c->microbatch}] += c->seconds;
   double m = 0;
   for (const auto& [key, v] : per_mb) m = std::max(m, v);
