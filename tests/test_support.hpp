@@ -67,6 +67,32 @@ inline Schedule ranks_on(const std::vector<int>& gpus) {
   return s;
 }
 
+/// Hand-built ops of a one-module schedule (module 0): a compute of layers [first, end) of
+/// `stage`, and the message of an edge into `boundary_layer` (F activations, B gradients).
+inline Compute compute_op(Pass pass, int stage, int microbatch, int first, int end,
+                          double seconds) {
+  return Compute{.pass = pass,
+                 .stage = StageId{stage},
+                 .microbatch = microbatch,
+                 .module = 0,
+                 .first_layer = first,
+                 .end_layer = end,
+                 .seconds = seconds};
+}
+inline MessageTag edge_tag(Pass pass, int microbatch, int boundary_layer) {
+  return MessageTag{.pass = pass, .microbatch = microbatch, .boundary_layer = boundary_layer};
+}
+inline Send send_op(RankId peer, int stage, MessageTag tag, double bytes) {
+  return Send{.peer = peer, .stage = StageId{stage}, .module = 0, .tag = tag, .bytes = bytes};
+}
+inline Recv recv_op(RankId peer, int stage, MessageTag tag, double bytes) {
+  return Recv{.peer = peer, .stage = StageId{stage}, .module = 0, .tag = tag, .bytes = bytes};
+}
+inline Collective allreduce_op(int group, double bytes) {
+  return Collective{
+      .kind = CollectiveKind::kAllReduce, .group = group, .stage = StageId{0}, .bytes = bytes};
+}
+
 /// Two replicas of one rank (GPUs 0 and 1) that overlap their gradient all-reduce with
 /// the backward: each runs `compute_s` of backward, issues an async bucket of `bytes`,
 /// runs `compute_s` more, issues a second bucket and steps the optimizer (0.1 ms).
@@ -75,22 +101,8 @@ inline Schedule overlapped_buckets(double compute_s, double bytes) {
   s.groups = {{0_rank, 1_rank}};
   const Collective bucket{.kind = CollectiveKind::kAllReduce, .bytes = bytes, .async = true};
   for (auto& program : s.programs) {
-    program = {Compute{.pass = Pass::kB,
-                       .stage = StageId{0},
-                       .microbatch = 0,
-                       .module = 0,
-                       .first_layer = 1,
-                       .end_layer = 2,
-                       .seconds = compute_s},
-               bucket,
-               Compute{.pass = Pass::kB,
-                       .stage = StageId{0},
-                       .microbatch = 0,
-                       .module = 0,
-                       .first_layer = 0,
-                       .end_layer = 1,
-                       .seconds = compute_s},
-               bucket, OptimizerStep{.seconds = 1e-4}};
+    program = {compute_op(Pass::kB, 0, 0, 1, 2, compute_s), bucket,
+               compute_op(Pass::kB, 0, 0, 0, 1, compute_s), bucket, OptimizerStep{.seconds = 1e-4}};
   }
   return s;
 }

@@ -20,32 +20,10 @@ using test::small_cluster;
 
 TEST(Evaluator, TransferTakesLatencyPlusBytesOverBandwidth) {
   Schedule s = ranks_on({0, 1});
-  s.programs[0_rank] = {
-      Compute{.pass = Pass::kF,
-              .stage = StageId{0},
-              .microbatch = 0,
-              .module = 0,
-              .first_layer = 0,
-              .end_layer = 1,
-              .seconds = 1e-3},
-      Send{.peer = 1_rank,
-           .stage = StageId{0},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 1e6}};
-  s.programs[1_rank] = {
-      Recv{.peer = 0_rank,
-           .stage = StageId{1},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 1e6},
-      Compute{.pass = Pass::kF,
-              .stage = StageId{1},
-              .microbatch = 0,
-              .module = 0,
-              .first_layer = 1,
-              .end_layer = 2,
-              .seconds = 2e-3}};
+  s.programs[0_rank] = {test::compute_op(Pass::kF, 0, 0, 0, 1, 1e-3),
+                        test::send_op(1_rank, 0, test::edge_tag(Pass::kF, 0, 1), 1e6)};
+  s.programs[1_rank] = {test::recv_op(0_rank, 1, test::edge_tag(Pass::kF, 0, 1), 1e6),
+                        test::compute_op(Pass::kF, 1, 0, 1, 2, 2e-3)};
   const Timeline t = evaluate(s, small_cluster(1, 2));
   const double transfer = 2e-6 + 1e6 / 10e9;
   EXPECT_DOUBLE_EQ(t.timings[1_rank][0].end_s, 1e-3 + transfer);
@@ -60,12 +38,7 @@ TEST(Evaluator, RingAllReduceClosedForm) {
   const int n = 4;
   Schedule s = ranks_on({0, 1, 2, 3});
   s.groups = {{0_rank, 1_rank, 2_rank, 3_rank}};
-  for (auto& program : s.programs)
-    program = {Collective{.kind = CollectiveKind::kAllReduce,
-                          .group = 0,
-                          .stage = StageId{0},
-                          .module = 0,
-                          .bytes = 4e6}};
+  for (auto& program : s.programs) program = {test::allreduce_op(0, 4e6)};
   const Timeline t = evaluate(s, small_cluster(1, 4));
   const double step = 2e-6 + (4e6 / n) / 10e9;
   EXPECT_NEAR(t.iteration_time_s(), 2 * (n - 1) * step, 1e-12);
@@ -74,28 +47,10 @@ TEST(Evaluator, RingAllReduceClosedForm) {
 TEST(Evaluator, DeadlockIsReportedNotHung) {
   Schedule s = ranks_on({0, 1});
   // Both ranks wait for the other first: a cycle.
-  s.programs[0_rank] = {
-      Recv{.peer = 1_rank,
-           .stage = StageId{0},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 0},
-           .bytes = 0},
-      Send{.peer = 1_rank,
-           .stage = StageId{0},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 0}};
-  s.programs[1_rank] = {
-      Recv{.peer = 0_rank,
-           .stage = StageId{1},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 0},
-      Send{.peer = 0_rank,
-           .stage = StageId{1},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 0},
-           .bytes = 0}};
+  s.programs[0_rank] = {test::recv_op(1_rank, 0, test::edge_tag(Pass::kB, 0, 0), 0),
+                        test::send_op(1_rank, 0, test::edge_tag(Pass::kF, 0, 1), 0)};
+  s.programs[1_rank] = {test::recv_op(0_rank, 1, test::edge_tag(Pass::kF, 0, 1), 0),
+                        test::send_op(0_rank, 1, test::edge_tag(Pass::kB, 0, 0), 0)};
   EXPECT_THROW(evaluate(s, small_cluster(1, 2)), InfeasibleError);
   try {
     check_acyclic(s);
@@ -145,12 +100,7 @@ TEST(Evaluator, AsyncBucketsIssuedInDifferentOrdersAreADeadlock) {
 
 TEST(Evaluator, UnmatchedReceiveNamesTheOperation) {
   Schedule s = ranks_on({0, 1});
-  s.programs[1_rank] = {
-      Recv{.peer = 0_rank,
-           .stage = StageId{1},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 0}};
+  s.programs[1_rank] = {test::recv_op(0_rank, 1, test::edge_tag(Pass::kF, 0, 1), 0)};
   try {
     evaluate(s, small_cluster(1, 2));
     FAIL();
@@ -166,18 +116,8 @@ TEST(Evaluator, CollectiveWaitsForTheLastMemberAndTheSlowestHop) {
   Schedule s = ranks_on({0, 1, 2, 3});
   s.groups = {{0_rank, 1_rank, 2_rank, 3_rank}};
   for (int r = 0; r < 4; ++r) {
-    s.programs[RankId{r}] = {Compute{.pass = Pass::kW,
-                                     .stage = StageId{0},
-                                     .microbatch = 0,
-                                     .module = 0,
-                                     .first_layer = 0,
-                                     .end_layer = 1,
-                                     .seconds = 1e-3 * r},
-                             Collective{.kind = CollectiveKind::kAllReduce,
-                                        .group = 0,
-                                        .stage = StageId{0},
-                                        .module = 0,
-                                        .bytes = 4e6}};
+    s.programs[RankId{r}] = {test::compute_op(Pass::kW, 0, 0, 0, 1, 1e-3 * r),
+                             test::allreduce_op(0, 4e6)};
   }
   const Timeline t = evaluate(s, small_cluster(2, 2));
   for (int r = 0; r < 4; ++r) {
@@ -190,33 +130,10 @@ TEST(Evaluator, OpsAfterACollectiveRunOnEveryMember) {
   // Regression: the last member to arrive used to skip the op after the collective.
   Schedule s = ranks_on({0, 1});
   s.groups = {{0_rank, 1_rank}};
-  s.programs = {{Collective{.kind = CollectiveKind::kAllReduce,
-                            .group = 0,
-                            .stage = StageId{0},
-                            .module = 0,
-                            .bytes = 2e6},
-                 Send{.peer = 1_rank,
-                      .stage = StageId{0},
-                      .module = 0,
-                      .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-                      .bytes = 1e6}},
-                {Collective{.kind = CollectiveKind::kAllReduce,
-                            .group = 0,
-                            .stage = StageId{0},
-                            .module = 0,
-                            .bytes = 2e6},
-                 Recv{.peer = 0_rank,
-                      .stage = StageId{1},
-                      .module = 0,
-                      .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-                      .bytes = 1e6},
-                 Compute{.pass = Pass::kF,
-                         .stage = StageId{1},
-                         .microbatch = 0,
-                         .module = 0,
-                         .first_layer = 1,
-                         .end_layer = 2,
-                         .seconds = 1e-3}}};
+  s.programs = {
+      {test::allreduce_op(0, 2e6), test::send_op(1_rank, 0, test::edge_tag(Pass::kF, 0, 1), 1e6)},
+      {test::allreduce_op(0, 2e6), test::recv_op(0_rank, 1, test::edge_tag(Pass::kF, 0, 1), 1e6),
+       test::compute_op(Pass::kF, 1, 0, 1, 2, 1e-3)}};
   const Timeline t = evaluate(s, test::small_cluster(1, 2));
   const double ring = 2 * (2e-6 + 1e6 / 10e9);
   EXPECT_NEAR(t.timings[1_rank][1].end_s, ring + 2e-6 + 1e6 / 10e9, 1e-12);

@@ -22,77 +22,27 @@ std::string stall(const Schedule& s) {
 TEST(ScheduleStall, ARunnableScheduleFinishes) {
   Schedule s = test::ranks_on({0, 1});
   s.groups = {{0_rank, 1_rank}};
-  s.programs[0_rank] = {
-      Compute{.pass = Pass::kF,
-              .stage = StageId{0},
-              .microbatch = 0,
-              .module = 0,
-              .first_layer = 0,
-              .end_layer = 1,
-              .seconds = 1e-3},
-      Send{.peer = 1_rank,
-           .stage = StageId{0},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 8},
-      Collective{.kind = CollectiveKind::kAllReduce,
-                 .group = 0,
-                 .stage = StageId{0},
-                 .module = 0,
-                 .bytes = 8}};
-  s.programs[1_rank] = {
-      Recv{.peer = 0_rank,
-           .stage = StageId{1},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 8},
-      Compute{.pass = Pass::kF,
-              .stage = StageId{1},
-              .microbatch = 0,
-              .module = 0,
-              .first_layer = 1,
-              .end_layer = 2,
-              .seconds = 1e-3},
-      Collective{.kind = CollectiveKind::kAllReduce,
-                 .group = 0,
-                 .stage = StageId{1},
-                 .module = 0,
-                 .bytes = 8}};
+  s.programs[0_rank] = {test::compute_op(Pass::kF, 0, 0, 0, 1, 1e-3),
+                        test::send_op(1_rank, 0, test::edge_tag(Pass::kF, 0, 1), 8),
+                        test::allreduce_op(0, 8)};
+  s.programs[1_rank] = {test::recv_op(0_rank, 1, test::edge_tag(Pass::kF, 0, 1), 8),
+                        test::compute_op(Pass::kF, 1, 0, 1, 2, 1e-3),
+                        Collective{.kind = CollectiveKind::kAllReduce,
+                                   .group = 0,
+                                   .stage = StageId{1},
+                                   .module = 0,
+                                   .bytes = 8}};
   EXPECT_EQ(stall(s), "");
 }
 
 TEST(ScheduleStall, NamesEachStuckRankItsStepAndProducer) {
   Schedule s = test::ranks_on({0, 1});
   // Each rank receives before it sends what the other waits for.
-  s.programs[0_rank] = {
-      Compute{.pass = Pass::kF,
-              .stage = StageId{0},
-              .microbatch = 0,
-              .module = 0,
-              .first_layer = 0,
-              .end_layer = 1,
-              .seconds = 1e-3},
-      Recv{.peer = 1_rank,
-           .stage = StageId{0},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 8},
-      Send{.peer = 1_rank,
-           .stage = StageId{0},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 8}};
-  s.programs[1_rank] = {
-      Recv{.peer = 0_rank,
-           .stage = StageId{1},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 8},
-      Send{.peer = 0_rank,
-           .stage = StageId{1},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 8}};
+  s.programs[0_rank] = {test::compute_op(Pass::kF, 0, 0, 0, 1, 1e-3),
+                        test::recv_op(1_rank, 0, test::edge_tag(Pass::kB, 0, 1), 8),
+                        test::send_op(1_rank, 0, test::edge_tag(Pass::kF, 0, 1), 8)};
+  s.programs[1_rank] = {test::recv_op(0_rank, 1, test::edge_tag(Pass::kF, 0, 1), 8),
+                        test::send_op(0_rank, 1, test::edge_tag(Pass::kB, 0, 1), 8)};
   const std::string error = stall(s);
   EXPECT_NE(error.find("schedule deadlocks: 2 rank(s) can never finish"), std::string::npos)
       << error;
@@ -111,39 +61,16 @@ TEST(ScheduleStall, NamesTheCollectiveMembersThatNeverArrive) {
   Schedule s = test::ranks_on({0, 1, 2});
   s.groups = {{0_rank, 1_rank}};
   // Rank 1 waits for a message rank 2 never sends, so rank 0 waits at the all-reduce.
-  s.programs[0_rank] = {Collective{.kind = CollectiveKind::kAllReduce,
+  s.programs[0_rank] = {test::allreduce_op(0, 8)};
+  s.programs[1_rank] = {test::recv_op(2_rank, 1, test::edge_tag(Pass::kF, 0, 1), 8),
+                        Collective{.kind = CollectiveKind::kAllReduce,
                                    .group = 0,
-                                   .stage = StageId{0},
+                                   .stage = StageId{1},
                                    .module = 0,
                                    .bytes = 8}};
-  s.programs[1_rank] = {
-      Recv{.peer = 2_rank,
-           .stage = StageId{1},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 8},
-      Collective{.kind = CollectiveKind::kAllReduce,
-                 .group = 0,
-                 .stage = StageId{1},
-                 .module = 0,
-                 .bytes = 8}};
-  s.programs[2_rank] = {
-      Recv{.peer = 1_rank,
-           .stage = StageId{2},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 2},
-           .bytes = 8},
-      Send{.peer = 1_rank,
-           .stage = StageId{2},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 8}};
-  s.programs[1_rank].push_back(
-      Send{.peer = 2_rank,
-           .stage = StageId{1},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 2},
-           .bytes = 8});
+  s.programs[2_rank] = {test::recv_op(1_rank, 2, test::edge_tag(Pass::kB, 0, 2), 8),
+                        test::send_op(1_rank, 2, test::edge_tag(Pass::kF, 0, 1), 8)};
+  s.programs[1_rank].push_back(test::send_op(2_rank, 1, test::edge_tag(Pass::kB, 0, 2), 8));
   const std::string error = stall(s);
   EXPECT_NE(error.find("rank 0 stuck at step 0 (ALLREDUCE_s0[g0]): waits for the other members "
                        "of its collective: rank 1 never reaches step 1 (ALLREDUCE_s1[g0]) (stuck "

@@ -16,18 +16,10 @@ using test::small_cluster;
 using test::ranks_on;
 
 Send send_to(RankId peer, double bytes) {
-  return Send{.peer = peer,
-              .stage = StageId{0},
-              .module = 0,
-              .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-              .bytes = bytes};
+  return test::send_op(peer, 0, test::edge_tag(Pass::kF, 0, 1), bytes);
 }
 Recv recv_from(RankId peer, double bytes) {
-  return Recv{.peer = peer,
-              .stage = StageId{1},
-              .module = 0,
-              .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-              .bytes = bytes};
+  return test::recv_op(peer, 1, test::edge_tag(Pass::kF, 0, 1), bytes);
 }
 
 /// Every op of `s` starts and ends at the same time on SimGrid as on the evaluator.
@@ -51,21 +43,8 @@ void expect_same_timings(const Schedule& s, const Cluster& cluster) {
 TEST(SimGridBackend, LoneTransferTakesLatencyPlusBytesOverBandwidth) {
   // Across nodes: gpu-0 up, nic-0 up, nic-1 down, gpu-2 down; the NIC is the bottleneck.
   Schedule s = ranks_on({0, 2});
-  s.programs[0_rank] = {Compute{.pass = Pass::kF,
-                                .stage = StageId{0},
-                                .microbatch = 0,
-                                .module = 0,
-                                .first_layer = 0,
-                                .end_layer = 1,
-                                .seconds = 1e-3},
-                        send_to(1_rank, 1e8)};
-  s.programs[1_rank] = {recv_from(0_rank, 1e8), Compute{.pass = Pass::kF,
-                                                        .stage = StageId{1},
-                                                        .microbatch = 0,
-                                                        .module = 0,
-                                                        .first_layer = 1,
-                                                        .end_layer = 2,
-                                                        .seconds = 2e-3}};
+  s.programs[0_rank] = {test::compute_op(Pass::kF, 0, 0, 0, 1, 1e-3), send_to(1_rank, 1e8)};
+  s.programs[1_rank] = {recv_from(0_rank, 1e8), test::compute_op(Pass::kF, 1, 0, 1, 2, 2e-3)};
   const Cluster cluster = small_cluster(2, 2);
   SimGridStats stats;
   const Timeline t = run_simgrid(s, cluster, {}, &stats);
@@ -82,12 +61,7 @@ TEST(SimGridBackend, RingAllReduceClosedForm) {
   // 4 ranks in one node, all arriving at t=0: 2(n-1) steps of (latency + bytes/n / bw).
   Schedule s = ranks_on({0, 1, 2, 3});
   s.groups = {{0_rank, 1_rank, 2_rank, 3_rank}};
-  for (auto& program : s.programs)
-    program = {Collective{.kind = CollectiveKind::kAllReduce,
-                          .group = 0,
-                          .stage = StageId{0},
-                          .module = 0,
-                          .bytes = 4e6}};
+  for (auto& program : s.programs) program = {test::allreduce_op(0, 4e6)};
   const Timeline t = run_simgrid(s, small_cluster(1, 4));
   const double step = 2e-6 + (4e6 / 4) / 10e9;
   for (const auto& rank : t.timings) EXPECT_NEAR(rank[0].end_s, 6 * step, 1e-12);
@@ -114,28 +88,10 @@ TEST(SimGridBackend, MessagesBetweenAPairMatchInProgramOrder) {
   Schedule s = ranks_on({0, 1});
   s.microbatches = 2;
   s.samples = {{{0}, {1}}};
-  s.programs[0_rank] = {
-      Send{.peer = 1_rank,
-           .stage = StageId{0},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 1e9},
-      Send{.peer = 1_rank,
-           .stage = StageId{0},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 1, .boundary_layer = 1},
-           .bytes = 1e3}};
-  s.programs[1_rank] = {
-      Recv{.peer = 0_rank,
-           .stage = StageId{1},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 1e9},
-      Recv{.peer = 0_rank,
-           .stage = StageId{1},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 1, .boundary_layer = 1},
-           .bytes = 1e3}};
+  s.programs[0_rank] = {test::send_op(1_rank, 0, test::edge_tag(Pass::kF, 0, 1), 1e9),
+                        test::send_op(1_rank, 0, test::edge_tag(Pass::kF, 1, 1), 1e3)};
+  s.programs[1_rank] = {test::recv_op(0_rank, 1, test::edge_tag(Pass::kF, 0, 1), 1e9),
+                        test::recv_op(0_rank, 1, test::edge_tag(Pass::kF, 1, 1), 1e3)};
   const Timeline t = run_simgrid(s, small_cluster(1, 2));
   EXPECT_GT(t.timings[1_rank][0].end_s, 0.05);                        // the big one
   EXPECT_LT(t.timings[0_rank][1].end_s, t.timings[0_rank][0].end_s);  // small one arrived first
@@ -145,28 +101,10 @@ TEST(SimGridBackend, MessagesBetweenAPairMatchInProgramOrder) {
 
 TEST(SimGridBackend, DeadlockIsAnInfeasibleErrorNamingTheBlockedOps) {
   Schedule s = ranks_on({0, 1});
-  s.programs[0_rank] = {
-      Recv{.peer = 1_rank,
-           .stage = StageId{0},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 0},
-           .bytes = 0},
-      Send{.peer = 1_rank,
-           .stage = StageId{0},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 0}};
-  s.programs[1_rank] = {
-      Recv{.peer = 0_rank,
-           .stage = StageId{1},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1},
-           .bytes = 0},
-      Send{.peer = 0_rank,
-           .stage = StageId{1},
-           .module = 0,
-           .tag = MessageTag{.pass = Pass::kB, .microbatch = 0, .boundary_layer = 0},
-           .bytes = 0}};
+  s.programs[0_rank] = {test::recv_op(1_rank, 0, test::edge_tag(Pass::kB, 0, 0), 0),
+                        test::send_op(1_rank, 0, test::edge_tag(Pass::kF, 0, 1), 0)};
+  s.programs[1_rank] = {test::recv_op(0_rank, 1, test::edge_tag(Pass::kF, 0, 1), 0),
+                        test::send_op(0_rank, 1, test::edge_tag(Pass::kB, 0, 0), 0)};
   try {
     run_simgrid(s, small_cluster(1, 2));
     FAIL() << "expected a deadlock";
@@ -178,13 +116,7 @@ TEST(SimGridBackend, DeadlockIsAnInfeasibleErrorNamingTheBlockedOps) {
 
 TEST(SimGridBackend, OneSimulationPerProcess) {
   Schedule s = ranks_on({0});
-  s.programs[0_rank] = {Compute{.pass = Pass::kF,
-                                .stage = StageId{0},
-                                .microbatch = 0,
-                                .module = 0,
-                                .first_layer = 0,
-                                .end_layer = 1,
-                                .seconds = 1e-3}};
+  s.programs[0_rank] = {test::compute_op(Pass::kF, 0, 0, 0, 1, 1e-3)};
   EXPECT_NEAR(run_simgrid(s, small_cluster(1, 1)).iteration_time_s(), 1e-3, 1e-12);
   EXPECT_THROW(run_simgrid(s, small_cluster(1, 1)), std::logic_error);
 }
@@ -234,18 +166,8 @@ TEST(SimGridBackend, RingAcrossNodesStartsWithTheLastMemberAndMatchesTheEvaluato
   Schedule s = ranks_on({0, 1, 2, 3});
   s.groups = {{0_rank, 1_rank, 2_rank, 3_rank}};
   for (int r = 0; r < 4; ++r) {
-    s.programs[RankId{r}] = {Compute{.pass = Pass::kW,
-                                     .stage = StageId{0},
-                                     .microbatch = 0,
-                                     .module = 0,
-                                     .first_layer = 0,
-                                     .end_layer = 1,
-                                     .seconds = 1e-3 * r},
-                             Collective{.kind = CollectiveKind::kAllReduce,
-                                        .group = 0,
-                                        .stage = StageId{0},
-                                        .module = 0,
-                                        .bytes = 4e6}};
+    s.programs[RankId{r}] = {test::compute_op(Pass::kW, 0, 0, 0, 1, 1e-3 * r),
+                             test::allreduce_op(0, 4e6)};
   }
   const Cluster cluster = small_cluster(2, 2);
   const Timeline predicted = evaluate(s, cluster);
@@ -261,14 +183,7 @@ TEST(SimGridBackend, RingAcrossNodesStartsWithTheLastMemberAndMatchesTheEvaluato
 TEST(SimGridBackend, EmptyMessagesStillPayTheRouteLatency) {
   // The receiver is already waiting: SimGrid would hand over an empty message at once.
   Schedule s = ranks_on({0, 2});
-  s.programs[0_rank] = {Compute{.pass = Pass::kF,
-                                .stage = StageId{0},
-                                .microbatch = 0,
-                                .module = 0,
-                                .first_layer = 0,
-                                .end_layer = 1,
-                                .seconds = 1e-6},
-                        send_to(1_rank, 0)};
+  s.programs[0_rank] = {test::compute_op(Pass::kF, 0, 0, 0, 1, 1e-6), send_to(1_rank, 0)};
   s.programs[1_rank] = {recv_from(0_rank, 0)};
   const Cluster cluster = small_cluster(2, 2);
   const Timeline predicted = evaluate(s, cluster);
@@ -282,25 +197,9 @@ TEST(SimGridBackend, EmptyMessagesStillPayTheRouteLatency) {
 TEST(SimGridBackend, OpsAfterACollectiveAgreeWithTheEvaluator) {
   Schedule s = ranks_on({0, 1});
   s.groups = {{0_rank, 1_rank}};
-  s.programs[0_rank] = {Collective{.kind = CollectiveKind::kAllReduce,
-                                   .group = 0,
-                                   .stage = StageId{0},
-                                   .module = 0,
-                                   .bytes = 2e6},
-                        send_to(1_rank, 1e6)};
-  s.programs[1_rank] = {Collective{.kind = CollectiveKind::kAllReduce,
-                                   .group = 0,
-                                   .stage = StageId{0},
-                                   .module = 0,
-                                   .bytes = 2e6},
-                        recv_from(0_rank, 1e6),
-                        Compute{.pass = Pass::kF,
-                                .stage = StageId{1},
-                                .microbatch = 0,
-                                .module = 0,
-                                .first_layer = 1,
-                                .end_layer = 2,
-                                .seconds = 1e-3}};
+  s.programs[0_rank] = {test::allreduce_op(0, 2e6), send_to(1_rank, 1e6)};
+  s.programs[1_rank] = {test::allreduce_op(0, 2e6), recv_from(0_rank, 1e6),
+                        test::compute_op(Pass::kF, 1, 0, 1, 2, 1e-3)};
   expect_same_timings(s, small_cluster(1, 2));
 }
 
