@@ -7,7 +7,8 @@
 #   usage: bench/gpu/validate.sh [pack-dir]          (default .devpack)
 #   LOOM_GPU_BACKEND=host runs the same steps through the host executor (a dry run);
 #   LOOM_GPU_CONFIG and LOOM_GPU_SETS (--set options) replace the timed model;
-#   LOOM_GPU_QUICK=1 stops after the tests, the attention bench and the gradient check.
+#   LOOM_GPU_QUICK=1 stops after the tests, the attention bench and the gradient check;
+#   LOOM_GPU_SKIP="fig3-trainable ..." skips the named steps (to fit a short lease).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -37,6 +38,11 @@ echo "|---|---:|---:|" >>"$summary"
 step() {  # step NAME LIMIT_S CMD...: runs CMD with a deadline, records rc and time
   local name=$1 limit=$2
   shift 2
+  if [[ " ${LOOM_GPU_SKIP:-} " == *" $name "* ]]; then
+    echo "=== $name: skipped (LOOM_GPU_SKIP)"
+    echo "| $name | skipped | 0 |" >>"$summary"
+    return
+  fi
   echo "=== $name: $*"
   local start=$SECONDS
   timeout "$limit" "$@"
