@@ -16,6 +16,7 @@
 #include "core/cost_analytical.hpp"
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
+#include "core/index.hpp"
 #include "core/matching.hpp"
 
 namespace loom {
@@ -249,8 +250,7 @@ int run_cost(const Options& o) {
   auto study = prepare_study(o.config, o.overrides);
   const Model& model = study->config.model;
   const int layer =
-      o.layer >= 0 ? o.layer
-                   : model.num_layers() - static_cast<int>(model.modules().back().layers.size());
+      o.layer >= 0 ? o.layer : model.num_layers() - isize(model.modules().back().layers);
   if (layer >= model.num_layers())
     throw InputError("--layer: " + std::to_string(o.layer) + " is past the model's " +
                      std::to_string(model.num_layers()) + " layers");

@@ -14,6 +14,7 @@
 #include "cli/run_output.hpp"
 #include "cli/study.hpp"
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "core/workload.hpp"
 #include "executor/backend.hpp"
 #include "executor/reference.hpp"
@@ -98,7 +99,7 @@ int run_exec(const ExecCliOptions& o) {
   if (!o.fault.empty()) {
     const Schedule& s = study->schedule;
     if (o.fault[0] < 0 || o.fault[0] >= s.num_ranks() || o.fault[1] < 0 ||
-        o.fault[1] >= static_cast<int>(s.programs[RankId{o.fault[0]}].size())) {
+        o.fault[1] >= isize(s.programs[RankId{o.fault[0]}])) {
       throw InputError("--inject-fault " + std::to_string(o.fault[0]) + " " +
                        std::to_string(o.fault[1]) + ": the schedule has ranks 0.." +
                        std::to_string(s.num_ranks() - 1) +

@@ -11,6 +11,7 @@
 #include "cli/commands.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "core/units.hpp"
 #include "core/workload.hpp"
 #include "schedulers/planners/oobleck/oobleck_planner.hpp"
@@ -68,7 +69,7 @@ oobleck::PlanningProblem from_config(const Options& o) {
   const int b = c.schedule.microbatch_size;
   std::vector<Sample> samples = c.workload.csv.empty() ? synthetic_samples(b, c.workload.tokens)
                                                        : load_samples_csv(c.workload.csv);
-  if (static_cast<int>(samples.size()) < b) {
+  if (isize(samples) < b) {
     throw InputError(c.workload.csv + ": has " + std::to_string(samples.size()) +
                      " samples, fewer than one microbatch (schedule.microbatch_size = " +
                      std::to_string(b) + ")");

@@ -13,6 +13,7 @@
 #include "cli/study.hpp"
 #include "cli/trace_options.hpp"
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "replay/driver.hpp"
 #include "replay/policies.hpp"
 #include "replay/report.hpp"
@@ -96,7 +97,7 @@ IterationTimer measured_bamboo_timer(IterationTimer table, IterationTimer study,
     if (bamboo.scheduler != "bamboo") return table(bamboo);
     Layout base = bamboo;
     for (PipelineLayout& p : base.pipelines) {
-      if (own_table) p.nodes += static_cast<int>(p.failed_over.size());  // the healthy one
+      if (own_table) p.nodes += isize(p.failed_over);  // the healthy one
       p.failed_over.clear();
     }
     if (!own_table) {
@@ -150,15 +151,14 @@ PolicySetup make_setup(const ReplayCliOptions& o, const Config& c, const Study* 
     return s;
   }
   s.timer = std::make_shared<MemoizedTimer>(make_study_timer(study_timer_options(o, c)));
-  int max_alive = static_cast<int>(trace.initial.size());
+  int max_alive = isize(trace.initial);
   for (const AliveStep& step : alive_steps(trace)) max_alive = std::max(max_alive, step.alive);
   oobleck::PlanningProblem problem = planning_problem(*study, max_alive, s.global_batch);
   // Grids: Varuna-like morphs between the memory minimum n0 and one layer per stage;
   // Bamboo-like keeps the config's depth (or replay.baseline_pp).
   s.min_pipeline_nodes = oobleck::minimal_nodes(problem);
   s.pipeline_depth = c.replay.baseline_pp > 0 ? c.replay.baseline_pp : s.min_pipeline_nodes;
-  s.max_pipeline_depth =
-      c.replay.baseline_pp > 0 ? c.replay.baseline_pp : static_cast<int>(problem.layers.size());
+  s.max_pipeline_depth = c.replay.baseline_pp > 0 ? c.replay.baseline_pp : isize(problem.layers);
   s.bamboo_pipeline_depth = c.replay.baseline_pp > 0 ? c.replay.baseline_pp : c.parallel.pp;
   if (o.policy == "oobleck") {
     auto plan = std::make_shared<OobleckPlan>();

@@ -8,6 +8,7 @@
 #include "cli/replay_timer.hpp"
 #include "cli/study_run.hpp"
 #include "core/errors.hpp"
+#include "core/index.hpp"
 
 namespace loom {
 namespace {
@@ -46,7 +47,7 @@ std::vector<std::string> group_overrides(const StudyTimerOptions& o, const Group
   std::vector<std::string> v = o.overrides;
   const PipelineLayout& p = g.pipeline;
   const int ranks = p.nodes * o.gpus_per_node;
-  const int stages = p.stage_layers.empty() ? ranks : static_cast<int>(p.stage_layers.size());
+  const int stages = p.stage_layers.empty() ? ranks : isize(p.stage_layers);
   v.push_back("cluster.nodes=" + std::to_string(p.nodes * g.count));
   // A failed-over pipeline has one rank per node; its failed stages ride on neighbours.
   v.push_back("parallel.pp=" + std::to_string(p.failed_over.empty() ? stages : ranks));

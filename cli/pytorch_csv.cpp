@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "core/overloaded.hpp"
 
 namespace loom {
@@ -219,9 +220,9 @@ Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view t
   const auto rows = parse_rows(text, source);
   const int pp = problem.parallel.pp;
   const int m = problem.schedule.microbatches;
-  if (static_cast<int>(rows.size()) != pp) {
+  if (isize(rows) != pp) {
     // At the first row too many, or just past the last one.
-    fail(source, std::min(static_cast<int>(rows.size()), pp) + 1, 1,
+    fail(source, std::min(isize(rows), pp) + 1, 1,
          "the file has " + std::to_string(rows.size()) +
              " row(s), one per pipeline rank, but "
              "parallel.pp = " +
@@ -236,7 +237,7 @@ Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view t
       max_microbatch = std::max(max_microbatch, a.action.microbatch);
     }
   }
-  const int count = static_cast<int>(stages.size());
+  const int count = isize(stages);
   if (stages.empty() || *stages.rbegin() != StageId{count - 1} || count % pp != 0) {
     fail(source, 1, 1,
          "the actions name " + std::to_string(count) + " distinct stage(s) (highest " +

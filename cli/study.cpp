@@ -6,6 +6,7 @@
 
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
+#include "core/index.hpp"
 #include "core/kernel_jitter.hpp"
 #include "core/resources.hpp"
 #include "core/validate.hpp"
@@ -90,7 +91,7 @@ void check_plan_size(const Config& c) {
 /// does not divide them (tp = 3 with 16 heads) is no layout a framework can run.
 void check_tp_divides_heads(const Config& c) {
   const Model& model = c.model;
-  for (int m = 0; m < static_cast<int>(model.modules().size()); ++m) {
+  for (int m = 0; m < isize(model.modules()); ++m) {
     const Module& mod = model.module(m);
     const bool own = !c.parallel.module_layouts.empty();
     const int tp = own ? c.parallel.module_layouts[static_cast<size_t>(m)].tp : c.parallel.tp;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 
 namespace loom {
 
@@ -35,7 +36,7 @@ AnalyticalCostModel::AnalyticalCostModel(const Model& model, const Cluster& clus
         id = static_cast<int>(c);
     }
     if (id < 0) {
-      id = static_cast<int>(classes.size());
+      id = isize(classes);
       classes.emplace_back(model.layer(l), o.vocab_in, o.vocab_out);
     }
     layer_class_.push_back(id);
@@ -59,7 +60,7 @@ LayerKernelOptions AnalyticalCostModel::kernel_options(int layer) const {
   const Module& module = model_.module(ref.module);
   if (module.vocab > 0) {
     if (ref.local_index == 0) o.vocab_in = module.vocab;
-    if (ref.local_index + 1 == static_cast<int>(module.layers.size())) o.vocab_out = module.vocab;
+    if (ref.local_index + 1 == isize(module.layers)) o.vocab_out = module.vocab;
   }
   return o;
 }

@@ -8,6 +8,7 @@
 
 #include "core/csv.hpp"
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "core/units.hpp"
 
 namespace loom {
@@ -41,7 +42,7 @@ QuadraticFit fit_quadratic(const std::vector<double>& x, const std::vector<doubl
   fit.a = m[0][3] / m[0][0] / (scale * scale);
   fit.b = m[1][3] / m[1][1] / scale;
   fit.c = m[2][3] / m[2][2];
-  fit.points = static_cast<int>(x.size());
+  fit.points = isize(x);
   double sq = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     const double r = fit.at(x[i]) - y[i];

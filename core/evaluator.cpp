@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "core/matching.hpp"
 #include "core/overloaded.hpp"
 #include "core/ring.hpp"
@@ -58,7 +59,7 @@ class ListScheduler {
     const auto& ops = program(r);
     int& i = pos_[r];
     double& clock = clock_[r];
-    while (i < static_cast<int>(ops.size())) {
+    while (i < isize(ops)) {
       const OpRef here{r, i};
       const auto* coll = std::get_if<Collective>(&ops[static_cast<size_t>(i)]);
       const bool blocking_collective = coll && !coll->async;
@@ -123,7 +124,7 @@ class ListScheduler {
       const int instance = candidates.back();
       candidates.pop_back();
       const auto& members = matching_.members(instance);
-      if (arrived_[static_cast<size_t>(instance)] < static_cast<int>(members.size())) continue;
+      if (arrived_[static_cast<size_t>(instance)] < isize(members)) continue;
       bool heads = true;
       for (const OpRef& m : members) {
         const auto& queue = async_queue_[m.rank];
@@ -171,7 +172,7 @@ class ListScheduler {
       waiting_at = instance;
       ++arrived;
     }
-    if (arrived < static_cast<int>(members.size())) return false;
+    if (arrived < isize(members)) return false;
     complete_collective(members, c);
     for (const OpRef& member : members) {
       waiting_at_[member.rank].reset();

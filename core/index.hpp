@@ -8,12 +8,24 @@
 #include <cstddef>
 #include <functional>
 #include <initializer_list>
+#include <iterator>
 #include <ostream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace loom {
+
+/// A container's size as an int, the type of Loom's counts (ranks, stages, layers,
+/// microbatches, samples). `std::ssize` gives a ptrdiff_t, which narrows again at every int it
+/// meets; this is the one place that narrowing happens, and it is checked.
+template <class Container>
+constexpr int isize(const Container& c) {
+  const auto n = std::ssize(c);
+  if (!std::in_range<int>(n)) throw std::length_error("container too large for an int count");
+  return static_cast<int>(n);
+}
 
 template <class Tag>
 class Id {
@@ -102,7 +114,7 @@ class IdVector {
   const T& at(IdT id) const { return items_.at(id.slot()); }
   bool contains(IdT id) const { return id.value() >= 0 && id.slot() < items_.size(); }
 
-  int ssize() const { return static_cast<int>(items_.size()); }
+  int ssize() const { return isize(items_); }
   std::size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
   IdRange<IdT> ids() const { return IdRange<IdT>(ssize()); }

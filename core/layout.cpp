@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 
 namespace loom {
 namespace {
@@ -84,7 +85,7 @@ std::vector<ModuleLayout> resolve_module_layouts(
                        "' (modules: " + names + ")");
     }
   }
-  const int n = static_cast<int>(model.modules().size());
+  const int n = isize(model.modules());
   std::vector<ModuleLayout> out(static_cast<size_t>(n));
   std::vector<int> group_layers(static_cast<size_t>(n), 0);
   for (int m = 0; m < n; ++m) {
@@ -93,7 +94,7 @@ std::vector<ModuleLayout> resolve_module_layouts(
     if (l.gpus == 0) l.gpus = l.size();
     l.owner = owner;
     out[static_cast<size_t>(m)] = l;
-    group_layers[static_cast<size_t>(owner)] += static_cast<int>(model.module(m).layers.size());
+    group_layers[static_cast<size_t>(owner)] += isize(model.module(m).layers);
   }
   for (int m = 0; m < n; ++m) {
     const ModuleLayout& l = out[static_cast<size_t>(m)];
@@ -131,7 +132,7 @@ std::vector<ModuleLayout> default_module_layouts(const Model& model, int pp, int
     if (m.kind == ModuleKind::kEncoder) encoders.push_back(m.name);
     if (m.kind == ModuleKind::kLlm) llm = m.name;
   }
-  const int n_enc = static_cast<int>(encoders.size());
+  const int n_enc = isize(encoders);
   if (colocated_placement) {
     for (const std::string& e : encoders) tables[e] = {tp, 1, 1, pp * dp, 0, 0, -1};
     if (!llm.empty()) tables[llm] = {tp, 1, pp, dp, 0, 0, -1};
@@ -155,7 +156,7 @@ std::vector<ModuleLayout> default_module_layouts(const Model& model, int pp, int
 std::vector<LayoutGroup> layout_groups(const Model& model,
                                        const std::vector<ModuleLayout>& layouts) {
   std::vector<LayoutGroup> groups;
-  for (int m = 0; m < static_cast<int>(model.modules().size()); ++m) {
+  for (int m = 0; m < isize(model.modules()); ++m) {
     const ModuleLayout& l = layouts.at(static_cast<size_t>(m));
     auto it = std::find_if(groups.begin(), groups.end(),
                            [&](const LayoutGroup& g) { return g.owner == l.owner; });

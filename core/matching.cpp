@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "core/overloaded.hpp"
 
 namespace loom {
@@ -76,7 +77,7 @@ Matching match_operations(const Schedule& schedule) {
     const auto& program = schedule.programs[r];
     m.peer[r].assign(program.size(), OpRef{RankId{0}, -1});
     m.collective_instance[r].assign(program.size(), -1);
-    for (int i = 0; i < static_cast<int>(program.size()); ++i) {
+    for (int i = 0; i < isize(program); ++i) {
       const OpRef ref{r, i};
       std::visit(Overloaded{
                      [](const Compute&) {},
@@ -93,7 +94,7 @@ Matching match_operations(const Schedule& schedule) {
                        queues.add(channel_of(rv.peer, r, rv.tag), ref, false);
                      },
                      [&](const Collective& c) {
-                       if (c.group < 0 || c.group >= static_cast<int>(schedule.groups.size())) {
+                       if (c.group < 0 || c.group >= isize(schedule.groups)) {
                          throw InfeasibleError(describe(schedule, ref) + ": unknown group");
                        }
                        group_ops[static_cast<size_t>(c.group)][r].push_back(ref);
@@ -163,7 +164,7 @@ Matching match_operations(const Schedule& schedule) {
       }
     }
     for (size_t k = 0; k < count; ++k) {
-      const int instance = static_cast<int>(m.instances.size());
+      const int instance = isize(m.instances);
       std::vector<OpRef> member_ops;
       for (const RankId member : members) {
         const OpRef ref = group_ops[g][member][k];

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/index.hpp"
+
 namespace loom {
 
 enum class ModuleKind : std::uint8_t { kEncoder, kProjector, kLlm };
@@ -91,7 +93,7 @@ class Model {
   /// All layers in topological order (the "global layer index").
   const std::vector<LayerRef>& layers() const { return layers_; }
   const LayerSpec& layer(int global_index) const;
-  int num_layers() const { return static_cast<int>(layers_.size()); }
+  int num_layers() const { return isize(layers_); }
 
   /// p(L) of dissertation Eq 3.3: true when layer L or any layer upstream of it (across
   /// modules, following the DAG's edges) has trainable parameters. A layer with p(L) false

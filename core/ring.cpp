@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/index.hpp"
+
 namespace loom {
 
 RingTiming ring_timing(const Schedule& schedule, const Cluster& cluster,
@@ -9,7 +11,7 @@ RingTiming ring_timing(const Schedule& schedule, const Cluster& cluster,
   // Steps and bytes are the whole ring's; the hops are those of the simulated members
   // (with folding, the fold's last member stands for the next replica's: the same link
   // types, see core/replica_fold.hpp).
-  const int n = static_cast<int>(members.size());
+  const int n = isize(members);
   const int ring = schedule.ring_size(collective.group);
   const int steps = ring_steps(collective.kind, ring);
   RingTiming t;

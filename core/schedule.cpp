@@ -1,6 +1,7 @@
 #include "core/schedule.hpp"
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "core/overloaded.hpp"
 
 namespace loom {
@@ -104,7 +105,7 @@ void throw_if_deadlocked(const Schedule& schedule, const PerRank<int>& next_op,
   for (const RankId r : schedule.rank_ids()) {
     const auto& program = schedule.programs[r];
     const int i = next_op[r];
-    if (i >= static_cast<int>(program.size())) continue;
+    if (i >= isize(program)) continue;
     if (count++ < 8) {
       blocked += "\n  rank " + to_string(r) + " blocked at op #" + std::to_string(i) + " (" +
                  to_string(program[static_cast<size_t>(i)], schedule) + ")";

@@ -211,7 +211,7 @@ struct Schedule {
   /// Ranks a collective group's ring runs over: its members, times the fold for a group
   /// that spans the replicas (one inside a replica is that replica's alone).
   int ring_size(int group) const {
-    const int members = static_cast<int>(groups[static_cast<size_t>(group)].size());
+    const int members = isize(groups[static_cast<size_t>(group)]);
     return replica_fold > 1 && !group_in_one_replica(group) ? members * replica_fold : members;
   }
   size_t num_ops() const;

@@ -4,6 +4,7 @@
 #include "core/schedule_stall.hpp"
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "core/matching.hpp"
 
 namespace loom {
@@ -17,7 +18,7 @@ std::string step(const Schedule& s, RankId rank, int index) {
 /// The op rank `rank` stopped at, or "the end of its program".
 std::string where_stuck(const Schedule& s, const PerRank<int>& next, RankId rank) {
   const int i = next[rank];
-  if (i >= static_cast<int>(s.programs[rank].size())) return "finished its program";
+  if (i >= isize(s.programs[rank])) return "finished its program";
   return "stuck at " + step(s, rank, i);
 }
 
@@ -70,7 +71,7 @@ void check_runs_to_completion(const Schedule& schedule) {
   for (bool moved = true; moved;) {
     moved = false;
     for (const RankId r : schedule.rank_ids()) {
-      const int size = static_cast<int>(schedule.programs[r].size());
+      const int size = isize(schedule.programs[r]);
       while (next[r] < size && can_run(schedule, matching, next, r)) {
         ++next[r];
         moved = true;
@@ -80,7 +81,7 @@ void check_runs_to_completion(const Schedule& schedule) {
   std::string stuck;
   int count = 0;
   for (const RankId r : schedule.rank_ids()) {
-    if (next[r] >= static_cast<int>(schedule.programs[r].size())) continue;
+    if (next[r] >= isize(schedule.programs[r])) continue;
     if (count++ < 8) stuck += explain(schedule, matching, next, r);
   }
   if (count > 0) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "core/schedule_text.hpp"
 
 namespace loom {
@@ -317,7 +318,7 @@ class OpReader {
     c.group = number();
     expect("]");
     finish();
-    if (c.group >= static_cast<int>(s_.groups.size())) {
+    if (c.group >= isize(s_.groups)) {
       in_.fail(line_.number, token_.column + static_cast<int>(group_at),
                "group " + std::to_string(c.group) + " does not exist (the schedule has " +
                    std::to_string(s_.groups.size()) + " groups)");

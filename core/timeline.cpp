@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "core/io.hpp"
 #include "core/overloaded.hpp"
 
@@ -91,7 +92,7 @@ PerRank<ActivationPeak> activation_peaks(const Schedule& schedule) {
         if (!live_bytes.count(key)) ++live_segments[{c->stage, c->microbatch}];
         live_bytes[key] += c->activation_bytes;
         peak.bytes = std::max(peak.bytes, bytes);
-        peak.microbatches = std::max(peak.microbatches, static_cast<int>(live_segments.size()));
+        peak.microbatches = std::max(peak.microbatches, isize(live_segments));
       } else if (c->releases_activation) {
         bytes -= live_bytes[key];
         live_bytes.erase(key);

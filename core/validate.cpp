@@ -10,6 +10,7 @@
 
 #include "core/dataflow.hpp"
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "core/matching.hpp"
 #include "core/overloaded.hpp"
 
@@ -23,13 +24,13 @@ std::string describe(const Schedule& schedule, RankId rank, int index) {
                      to_string(program[static_cast<size_t>(index)], schedule) + ")\n  rank " +
                      to_string(rank) + ":";
   const int lo = std::max(0, index - 4);
-  const int hi = std::min(static_cast<int>(program.size()), index + 5);
+  const int hi = std::min(isize(program), index + 5);
   if (lo > 0) text += " ...";
   for (int i = lo; i < hi; ++i) {
     const std::string name = to_string(program[static_cast<size_t>(i)], schedule);
     text += i == index ? " >>" + name + "<<" : " " + name;
   }
-  if (hi < static_cast<int>(program.size())) text += " ...";
+  if (hi < isize(program)) text += " ...";
   return text;
 }
 
@@ -70,7 +71,7 @@ void check_optimizer_steps(const Schedule& schedule) {
     const auto& program = schedule.programs[r];
     int steps = 0, step_at = -1, last_compute = -1;
     bool trains = false;
-    for (int i = 0; i < static_cast<int>(program.size()); ++i) {
+    for (int i = 0; i < isize(program); ++i) {
       const Op& op = program[static_cast<size_t>(i)];
       if (std::holds_alternative<OptimizerStep>(op)) {
         ++steps;
@@ -130,7 +131,7 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
   struct Counts {
     int f = 0, b = 0, i = 0, w = 0;
   };
-  const int replicas = static_cast<int>(schedule.samples.size());
+  const int replicas = isize(schedule.samples);
   const int layers = model.num_layers();
   std::vector<Counts> counts(static_cast<size_t>(replicas * schedule.microbatches * layers));
   auto at = [&](int replica, int mb, int layer) -> Counts& {
@@ -144,7 +145,7 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
                             std::to_string(replicas) + " replica(s)");
     }
     const auto& program = schedule.programs[r];
-    for (int i = 0; i < static_cast<int>(program.size()); ++i) {
+    for (int i = 0; i < isize(program); ++i) {
       const auto* c = std::get_if<Compute>(&program[static_cast<size_t>(i)]);
       if (!c || c->redundant) continue;  // a redundant copy covers no sample
       if (c->microbatch < 0 || c->microbatch >= schedule.microbatches || c->first_layer < 0 ||
@@ -194,8 +195,7 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
       }
     }
   }
-  if (!seen.empty() &&
-      (*seen.begin() != 0 || *seen.rbegin() != static_cast<int>(seen.size()) - 1)) {
+  if (!seen.empty() && (*seen.begin() != 0 || *seen.rbegin() != isize(seen) - 1)) {
     throw InfeasibleError("the microbatches do not cover samples 0.." +
                           std::to_string(*seen.rbegin()) + " exactly once");
   }
@@ -216,7 +216,7 @@ void check_data_dependencies(const Schedule& schedule, const Model& model) {
       return e.pass == Pass::kF ? forward_done.count(key(e.microbatch, e.producer)) > 0
                                 : input_grad_done.count(key(e.microbatch, e.boundary)) > 0;
     };
-    for (int i = 0; i < static_cast<int>(program.size()); ++i) {
+    for (int i = 0; i < isize(program); ++i) {
       auto fail = [&](const std::string& what) {
         throw InfeasibleError("data dependency violated at " + describe(schedule, r, i) + "\n  " +
                               what);

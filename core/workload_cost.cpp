@@ -2,6 +2,8 @@
 
 #include <numeric>
 
+#include "core/index.hpp"
+
 namespace loom {
 namespace {
 
@@ -24,10 +26,10 @@ double layer_workload(const Model& model, const CostModel& cost, int layer,
 std::vector<Component> model_components(const Model& model) {
   std::vector<Component> components;
   std::vector<int> index_of(model.modules().size(), -1);
-  for (int m = 0; m < static_cast<int>(model.modules().size()); ++m) {
+  for (int m = 0; m < isize(model.modules()); ++m) {
     const int owner = component_owner(model, m);
     if (index_of[static_cast<size_t>(owner)] < 0) {
-      index_of[static_cast<size_t>(owner)] = static_cast<int>(components.size());
+      index_of[static_cast<size_t>(owner)] = isize(components);
       components.push_back({model.module(owner).name, {}});
     }
   }

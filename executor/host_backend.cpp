@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "core/matching.hpp"
 #include "executor/profile.hpp"
 #include "executor/transport.hpp"
@@ -56,7 +57,7 @@ class HostRankBackend final : public RankBackend {
   void collective(int index, const Collective& op) override {
     const double start = now();
     const std::vector<RankId>& group = schedule_.groups.at(static_cast<size_t>(op.group));
-    const int members = static_cast<int>(group.size());
+    const int members = isize(group);
     const int member =
         static_cast<int>(std::find(group.begin(), group.end(), rank_) - group.begin());
     const int instance = matching_.instance_of({rank_, index});

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "executor/synthetic_data.hpp"
 
 namespace loom::exec {
@@ -70,7 +71,7 @@ Matrix resample_backward(const Matrix& dy, const std::vector<int>& in_lengths,
 
 bool is_module_last(const Model& model, int layer) {
   const LayerRef& ref = model.layers()[static_cast<size_t>(layer)];
-  return ref.local_index + 1 == static_cast<int>(model.module(ref.module).layers.size());
+  return ref.local_index + 1 == isize(model.module(ref.module).layers);
 }
 
 }  // namespace
@@ -102,7 +103,7 @@ HostModelState::HostModelState(const ExecProblem& problem, const LayerGraph& gra
                                const std::vector<int>& layers)
     : problem_(problem), graph_(graph), model_(*problem.model), replica_(replica) {
   for (const auto& per_replica : problem.schedule->samples) {
-    for (const auto& mb : per_replica) batch_samples_ += static_cast<int>(mb.size());
+    for (const auto& mb : per_replica) batch_samples_ += isize(mb);
   }
   for (int l : layers) {
     params_[l] = init_parameters(model_.layer(l), l, problem.seed);

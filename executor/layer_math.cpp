@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 
 namespace loom::exec {
 namespace {
@@ -129,7 +130,7 @@ Matrix layer_forward(const LayerSpec& s, const LayerTensors& p, const Matrix& x,
   add_inplace(y, m);
   k["n1"] = std::move(n1);
   k["xhat1"] = std::move(xhat1);
-  k["inv1"] = Matrix(1, static_cast<int>(inv1.size()));
+  k["inv1"] = Matrix(1, isize(inv1));
   k["inv1"].data = std::move(inv1);
   k["q"] = std::move(q);
   k["k"] = std::move(kk);
@@ -137,7 +138,7 @@ Matrix layer_forward(const LayerSpec& s, const LayerTensors& p, const Matrix& x,
   k["attn"] = std::move(attn);
   k["n2"] = std::move(n2);
   k["xhat2"] = std::move(xhat2);
-  k["inv2"] = Matrix(1, static_cast<int>(inv2.size()));
+  k["inv2"] = Matrix(1, isize(inv2));
   k["inv2"].data = std::move(inv2);
   k["a"] = std::move(a);
   k["u"] = std::move(u);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <set>
 
+#include "core/index.hpp"
 #include "executor/adam.hpp"
 #include "executor/host_backend.hpp"
 #include "executor/layer_math.hpp"
@@ -46,7 +47,7 @@ Schedule sequential_schedule(const Schedule& schedule, const Model& model) {
       for (int id : mb) s.samples[0].push_back({id});
     }
   }
-  s.microbatches = static_cast<int>(s.samples[0].size());
+  s.microbatches = isize(s.samples[0]);
   s.programs.resize(1);
   const std::vector<ModuleSpan> spans = module_spans(model);
   std::vector<Op>& program = s.programs.front();

@@ -20,6 +20,7 @@
 #include <optional>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "replay/policies.hpp"
 
 namespace loom {
@@ -71,11 +72,11 @@ class BambooPolicy final : public ReplayPolicy {
     // are re-formed over every live node (while they fill one); enough spares for a new
     // pipeline add one.
     const int failed = failed_slots();
-    const int spares = static_cast<int>(spares_.size());
+    const int spares = isize(spares_);
     const bool replace = failed > 0 && spares > 0;
     const bool reform = failed > 0 && spares < failed &&
                         2.0 * failed > kOverloadedShare * nodes_in_use() &&
-                        static_cast<int>(live_nodes().size()) >= depth();
+                        isize(live_nodes()) >= depth();
     const bool grow = failed == 0 && spares >= depth();
     if (!replace && !reform && !grow) return std::nullopt;
     const std::string before = text();
@@ -215,7 +216,7 @@ class BambooPolicy final : public ReplayPolicy {
   /// size, each failed slot's stage on its ring predecessor.
   Layout layout() const {
     const int mbs = s_.params.bamboo_microbatch_size;
-    Layout grid = grid_layout(depth(), static_cast<int>(pipelines_.size()), s_, mbs);
+    Layout grid = grid_layout(depth(), isize(pipelines_), s_, mbs);
     grid.scheduler = "bamboo";
     grid.microbatch_size = mbs;
     grid.activation_checkpointing = false;  // footnote 2 of §2.7.1: it conflicts with RC
@@ -224,7 +225,7 @@ class BambooPolicy final : public ReplayPolicy {
       PipelineLayout& p = grid.pipelines[i];
       for (size_t k = 0; k < pipelines_[i].size(); ++k)
         if (pipelines_[i][k].failed) p.failed_over.push_back(static_cast<int>(k));
-      p.nodes -= static_cast<int>(p.failed_over.size());
+      p.nodes -= isize(p.failed_over);
     }
     return grid;
   }

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 
 namespace loom {
 
@@ -93,8 +94,8 @@ class Replayer {
     if (!stopped_) absorb(t_);
     commit_pending();  // the window closed without a failure: nothing more is lost
     rate(0);
-    r_.events.push_back({t_, "end", static_cast<int>(alive_.size()), "", 0,
-                         std::to_string(r_.iterations) + " iterations committed"});
+    r_.events.push_back(
+        {t_, "end", isize(alive_), "", 0, std::to_string(r_.iterations) + " iterations committed"});
     return std::move(r_);
   }
 
@@ -143,7 +144,7 @@ class Replayer {
 
   /// Appends a throughput.csv step, merging steps at one instant and equal neighbours.
   void push_step(double time_s, double samples_per_s) {
-    const int nodes = static_cast<int>(alive_.size());
+    const int nodes = isize(alive_);
     if (!r_.throughput.empty()) {
       ThroughputStep& last = r_.throughput.back();
       if (last.nodes == nodes && last.samples_per_s == samples_per_s) return;
@@ -186,8 +187,8 @@ class Replayer {
                 (join_ == JoinRule::kImmediate ? "" : ", enters at the next reconfiguration");
     }
     const std::string event = g.added.empty() ? "remove" : g.removed.empty() ? "add" : "change";
-    r_.events.push_back({g.time_s, event, static_cast<int>(alive_.size()),
-                         g.added.empty() ? "drop" : "wait", 0, detail});
+    r_.events.push_back(
+        {g.time_s, event, isize(alive_), g.added.empty() ? "drop" : "wait", 0, detail});
   }
   /// A node that has not entered the job leaves.
   void drop(const std::string& node) {
@@ -224,7 +225,7 @@ class Replayer {
     std::string detail = names;
     if (!a.detail.empty()) detail += (detail.empty() ? "" : "; ") + a.detail;
     if (a.rollback) rollback(detail);
-    r_.events.push_back({t_, event, static_cast<int>(alive_.size()), a.name, a.cost_s(), detail});
+    r_.events.push_back({t_, event, isize(alive_), a.name, a.cost_s(), detail});
     phases_.assign(a.phases.begin(), a.phases.end());
     action_name_ = a.name;
     if (a.stop) {

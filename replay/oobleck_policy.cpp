@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "replay/policies.hpp"
 
 namespace loom {
@@ -60,7 +61,7 @@ class OobleckPolicy final : public ReplayPolicy {
 
  private:
   Action reinstantiate(const MembershipChange& c) {
-    nodes_ = static_cast<int>(c.alive.size());
+    nodes_ = isize(c.alive);
     infeasible_ = false;
     if (const std::string why = too_few(nodes_); !why.empty()) return wait(why);
     const Phase fixed{TimeUse::kReconfiguration, s_.params.reconfiguration_s, false};
@@ -113,7 +114,7 @@ class OobleckPolicy final : public ReplayPolicy {
   /// Plans from scratch on `alive`: at the start, or after waiting for nodes (a restart
   /// from the stored progress once the job has trained).
   Action instantiate(const std::vector<std::string>& alive) {
-    nodes_ = static_cast<int>(alive.size());
+    nodes_ = isize(alive);
     infeasible_ = false;
     waiting_ = false;
     if (const std::string why = too_few(nodes_); !why.empty()) return wait(why);
@@ -137,7 +138,7 @@ class OobleckPolicy final : public ReplayPolicy {
   }
 
   int id(const std::string& node) {
-    auto [it, inserted] = id_of_.emplace(node, static_cast<int>(id_of_.size()));
+    auto [it, inserted] = id_of_.emplace(node, isize(id_of_));
     return it->second;
   }
   std::vector<int> ids(const std::vector<std::string>& nodes) {

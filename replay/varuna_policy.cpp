@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "replay/policies.hpp"
 
 namespace loom {
@@ -23,7 +24,7 @@ class VarunaPolicy final : public ReplayPolicy {
   int nodes_in_use() const override { return replicas_ * depth_; }
 
   Action start(const std::vector<std::string>& alive) override {
-    plan(static_cast<int>(alive.size()));
+    plan(isize(alive));
     return {"plan", {}, false, false, grid_text()};
   }
 
@@ -59,7 +60,7 @@ class VarunaPolicy final : public ReplayPolicy {
   Action on_change(const MembershipChange& c) override {
     const int before = replicas_ * depth_;
     const std::pair<int, int> old_grid{depth_, replicas_};
-    plan(static_cast<int>(c.alive.size()));
+    plan(isize(c.alive));
     if (replicas_ == 0) {
       return {"wait",
               {},

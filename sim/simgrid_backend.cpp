@@ -18,6 +18,7 @@
 #include <xbt/config.hpp>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "core/matching.hpp"
 #include "core/overloaded.hpp"
 #include "core/ring.hpp"
@@ -210,7 +211,7 @@ class Simulation {
     rings_.resize(matching_.instances.size());
     for (size_t i = 0; i < matching_.instances.size(); ++i) {
       const auto& members = matching_.instances[i];
-      const int n = static_cast<int>(members.size());
+      const int n = isize(members);
       const auto& c = std::get<Collective>(schedule_.op(members[0]));
       if (ring_steps(c.kind, schedule_.ring_size(c.group)) == 0) continue;
       rings_[i] = {sg::Barrier::create(static_cast<unsigned>(n)),
@@ -282,7 +283,7 @@ class Simulation {
       if (!failure_.empty()) return;
     }
     wait_for_async(r);  // the program's end waits for the rank's async collectives
-    position_[r] = static_cast<int>(ops.size());
+    position_[r] = isize(ops);
     // Every message to this rank has been consumed: release the mailboxes' hold on it.
     for (const OpMailboxes& b : boxes) {
       if (b.in) b.in->set_receiver(nullptr);

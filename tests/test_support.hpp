@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/study.hpp"
+#include "core/index.hpp"
 
 namespace loom::test {
 
@@ -58,10 +59,10 @@ inline Module tiny_module(const std::string& name, ModuleKind kind, int layers, 
 inline Schedule ranks_on(const std::vector<int>& gpus) {
   Schedule s;
   s.module_names = {"m"};
-  s.num_stages = static_cast<int>(gpus.size());
+  s.num_stages = isize(gpus);
   s.microbatches = 1;
   for (int gpu : gpus) s.ranks.push_back({gpu, 1, 0});
-  s.programs.resize(static_cast<int>(gpus.size()));
+  s.programs.resize(isize(gpus));
   s.static_memory.resize(gpus.size());
   s.samples = {{{0}}};
   return s;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/index.hpp"
 #include "core/workload.hpp"
 #include "executor/cuda/data_ops.hpp"
 #include "executor/layer_math.hpp"
@@ -19,7 +20,7 @@ namespace {
 
 bool is_module_last(const Model& model, int layer) {
   const LayerRef& ref = model.layers()[static_cast<size_t>(layer)];
-  return ref.local_index + 1 == static_cast<int>(model.module(ref.module).layers.size());
+  return ref.local_index + 1 == isize(model.module(ref.module).layers);
 }
 
 int total(const std::vector<int>& v) {
@@ -56,7 +57,7 @@ CudaModelState::CudaModelState(const ExecProblem& problem, const LayerGraph& gra
       stream_(stream),
       runner_(blas, stream) {
   for (const auto& per_replica : problem.schedule->samples)
-    for (const auto& mb : per_replica) batch_samples_ += static_cast<int>(mb.size());
+    for (const auto& mb : per_replica) batch_samples_ += isize(mb);
   // Every layer's weights up front, redundant copies' too: a lazy upload mid-run would
   // synchronise the stream.
   std::vector<int> needed = layers;
@@ -151,7 +152,7 @@ void CudaModelState::prefetch(const std::vector<Op>& program) {
       scale.insert(scale.end(), static_cast<size_t>(len),
                    static_cast<float>(1.0 / (static_cast<double>(batch_samples_) * len * out)));
     data_[{-1 - last, c->microbatch, kTargetScale}] = {
-        DeviceMatrix::upload(static_cast<int>(scale.size()), 1, scale, stream_), lengths};
+        DeviceMatrix::upload(isize(scale), 1, scale, stream_), lengths};
     LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <thread>
 
+#include "core/index.hpp"
 #include "core/workload.hpp"
 #include "executor/layer_math.hpp"
 #include "kernels/cuda/check.hpp"
@@ -145,7 +146,7 @@ void CudaRankBackend::collective(int index, const Collective& op) {
   } else {
     // As on the host: the IR's all-gathers carry data this math computes whole on one
     // rank; move the bytes (capped at 16 MiB per member), use none of them.
-    const int members = static_cast<int>(schedule_.groups.at(static_cast<size_t>(op.group)).size());
+    const int members = isize(schedule_.groups.at(static_cast<size_t>(op.group)));
     const double floats = std::min<double>(1 << 22, op.bytes / 4 / std::max(members, 1));
     DeviceMatrix part = DeviceMatrix::zeros(1, static_cast<int>(floats), stream);
     DeviceMatrix all(members, static_cast<int>(floats), stream);

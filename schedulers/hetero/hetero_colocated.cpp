@@ -28,6 +28,7 @@
 #include <algorithm>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/hetero/hetero_common.hpp"
 #include "schedulers/hetero/hetero_order.hpp"
 #include "schedulers/lowering/boundary.hpp"
@@ -120,7 +121,7 @@ class Colocated {
     for (int x = 0; x < grid_.pieces(); ++x)
       stage.copy_ranks.push_back(rank_of(x % grid_.pp(), x / grid_.pp()));
     add_gpus(stage);
-    encoder_stage_.push_back(static_cast<int>(programs_.stages.size()));
+    encoder_stage_.push_back(isize(programs_.stages));
     programs_.stages.push_back(std::move(stage));
   }
 
@@ -135,7 +136,7 @@ class Colocated {
     const auto all = layer_costs(model_, *p_.cost, p_.schedule.partition_view, first, llm.tp);
     std::vector<double> costs;
     for (int l : layers) costs.push_back(all[static_cast<size_t>(l)]);
-    first_llm_stage_ = static_cast<int>(programs_.stages.size());
+    first_llm_stage_ = isize(programs_.stages);
     int p = 0;
     for (const StageRange& range : partition_min_bottleneck(costs, grid_.pp())) {
       StageSpec stage =

@@ -20,6 +20,7 @@
 #include <algorithm>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/hetero/hetero_common.hpp"
 #include "schedulers/hetero/hetero_order.hpp"
 #include "schedulers/lowering/boundary.hpp"
@@ -63,7 +64,7 @@ class NonColocated {
   }
 
  private:
-  int num_groups() const { return static_cast<int>(h_.groups.size()); }
+  int num_groups() const { return isize(h_.groups); }
   const ModuleLayout& layout(int g) const { return h_.groups[static_cast<size_t>(g)].layout; }
   std::string key(int g) const {
     return "parallel.modules." + model_.module(h_.groups[static_cast<size_t>(g)].owner).name;
@@ -110,7 +111,7 @@ class NonColocated {
     for (int g = 0; g < num_groups(); ++g) {
       const ModuleLayout& l = layout(g);
       rank_base_.push_back(programs_.ranks);
-      stage_base_.push_back(static_cast<int>(programs_.stages.size()));
+      stage_base_.push_back(isize(programs_.stages));
       programs_.ranks += l.dp * l.pp;
       const auto& layers = h_.layers[static_cast<size_t>(g)];
       const auto all = layer_costs(model_, *p_.cost, p_.schedule.partition_view, first, l.tp);

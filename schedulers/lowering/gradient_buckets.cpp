@@ -4,6 +4,8 @@
 #include <set>
 #include <variant>
 
+#include "core/index.hpp"
+
 namespace loom::lowering {
 namespace {
 
@@ -172,7 +174,7 @@ void add_gradient_buckets(const Context& ctx, Schedule& schedule,
         form_buckets(ctx, r, layers, schedule.programs[ctx.global_rank(0, r)], bucket_size);
     if (buckets.empty()) continue;
     buckets.front().bytes += extra_bytes(r);
-    const int group = static_cast<int>(schedule.groups.size());
+    const int group = isize(schedule.groups);
     std::vector<RankId> members;
     for (int d = 0; d < ctx.replicas; ++d) members.push_back(ctx.global_rank(d, r));
     schedule.groups.push_back(members);

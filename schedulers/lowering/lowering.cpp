@@ -2,6 +2,7 @@
 #include "schedulers/lowering/lowering.hpp"
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/lowering/passes.hpp"
 
 namespace loom {
@@ -24,9 +25,9 @@ Schedule lower(const SchedulingProblem& problem, const char* scheduler_name,
 
 PipelinePrograms one_stage_per_rank(StageGraph stages, const StageOrders& orders) {
   PipelinePrograms programs{.stages = std::move(stages),
-                            .ranks = static_cast<int>(orders.size()),
+                            .ranks = isize(orders),
                             .stage_rank = {},
-                            .replicas = {RankOrders(static_cast<int>(orders.size()))}};
+                            .replicas = {RankOrders(isize(orders))}};
   for (const PipelineRank r : programs.rank_ids()) {  // rank r runs stage r
     const StageId s{r.value()};
     for (const StageAction& a : orders[s])
@@ -45,10 +46,8 @@ Schedule lower_stage_graph(const SchedulingProblem& problem, const char* schedul
 Schedule lower_virtual_stages(const SchedulingProblem& problem, const char* scheduler_name,
                               const StageGraph& graph, const RankOrders& orders,
                               LoweringCosts costs) {
-  const PipelinePrograms programs{.stages = graph,
-                                  .ranks = static_cast<int>(orders.size()),
-                                  .stage_rank = {},
-                                  .replicas = {orders}};
+  const PipelinePrograms programs{
+      .stages = graph, .ranks = isize(orders), .stage_rank = {}, .replicas = {orders}};
   return lower(problem, scheduler_name, programs, costs);
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/planners/cp/cp_plan.hpp"
 
 namespace loom {
@@ -99,7 +100,7 @@ std::vector<int> module_layers(const Model& model, int module) {
 
 std::vector<std::vector<int>> global_microbatches(const SchedulingProblem& problem, int llm_dp) {
   const int m = problem.schedule.microbatches;
-  const int total = static_cast<int>(problem.samples.size());
+  const int total = isize(problem.samples);
   if (m < 1 || total % m != 0 || total / m < 1) {
     throw InputError("schedule.microbatches: " + std::to_string(m) + " does not divide the " +
                      std::to_string(total) + " samples of the iteration");

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 
 namespace loom {
 
@@ -22,7 +23,7 @@ std::vector<double> layer_costs(const Model& model, const CostModel& cost, Parti
 }
 
 std::vector<StageRange> partition_min_bottleneck(const std::vector<double>& costs, int stages) {
-  const int n = static_cast<int>(costs.size());
+  const int n = isize(costs);
   if (stages > n) {
     throw InputError("parallel.pp: " + std::to_string(stages) +
                      " pipeline stages but the model has only " + std::to_string(n) +
@@ -66,7 +67,7 @@ std::vector<StageRange> partition_min_bottleneck(const std::vector<double>& cost
 
 std::vector<StageRange> partition_explicit(const std::vector<int>& stage_layers, int num_layers,
                                            int stages) {
-  if (static_cast<int>(stage_layers.size()) != stages) {
+  if (isize(stage_layers) != stages) {
     throw InputError("schedule.stage_layers: " + std::to_string(stage_layers.size()) +
                      " entries but parallel.pp is " + std::to_string(stages));
   }

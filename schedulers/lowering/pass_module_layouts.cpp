@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/lowering/boundary.hpp"
 #include "schedulers/lowering/module_shards.hpp"
 #include "schedulers/lowering/passes.hpp"
@@ -69,7 +70,7 @@ void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& pr
   const ModuleLayout& dst = *ctx.stage(to).layout;
   if (!colocated(src, dst)) return;  // disjoint rank sets: leader messages only (pass 5)
   std::vector<int> all;
-  for (int id = 0; id < static_cast<int>(ctx.problem.samples.size()); ++id) all.push_back(id);
+  for (int id = 0; id < isize(ctx.problem.samples); ++id) all.push_back(id);
   const int last = ctx.stage(a.stage).segments.back().end - 1;
   const double per_sample = boundary_bytes_per_sample(ctx.problem, last, all);
   const int gpu = schedule.ranks[rank].gpu;

@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "core/memory_model.hpp"
 #include "schedulers/lowering/gradient_buckets.hpp"
 #include "schedulers/lowering/module_shards.hpp"
@@ -297,7 +298,7 @@ void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
     }
     bytes += extra_bytes(r);
     if (bytes <= 0) continue;
-    const int group = static_cast<int>(schedule.groups.size());
+    const int group = isize(schedule.groups);
     std::vector<RankId> members;
     for (int d = 0; d < dp; ++d) {
       members.push_back(ctx.global_rank(d, r));
@@ -349,7 +350,7 @@ void add_embedding_allreduce(const Context& ctx, Schedule& schedule,
       for (const std::vector<PipelineRank>& ranks : embedding_groups(ctx, e)) {
         std::vector<RankId> members;
         for (const PipelineRank r : ranks) members.push_back(ctx.global_rank(d, r));
-        const int group = static_cast<int>(schedule.groups.size());
+        const int group = isize(schedule.groups);
         schedule.groups.push_back(members);
         for (const PipelineRank r : ranks) {
           // Labelled with the stage of the embedding's copy this rank holds.

@@ -14,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/index.hpp"
 #include "core/layout.hpp"
 #include "core/schedule.hpp"
 
@@ -154,7 +155,7 @@ struct PipelinePrograms {
   PipelineRank rank_of(StageId stage, int microbatch) const {
     const std::vector<PipelineRank>& copies = stages[stage].copy_ranks;
     if (!copies.empty()) {
-      const int per_copy = pieces / static_cast<int>(copies.size());
+      const int per_copy = pieces / isize(copies);
       return copies[static_cast<size_t>(microbatch % pieces / per_copy)];
     }
     return up_stage_rank.empty() || microbatch < first_up_microbatch ? rank_of(stage)

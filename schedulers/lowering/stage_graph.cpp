@@ -4,6 +4,7 @@
 
 #include "core/dataflow.hpp"
 #include "core/errors.hpp"
+#include "core/index.hpp"
 
 namespace loom {
 
@@ -25,8 +26,7 @@ std::vector<StageRange> plan_stages(const SchedulingProblem& problem, int stages
   }
   // The representative microbatch: the first one of the iteration.
   std::vector<const Sample*> first;
-  for (int k = 0;
-       k < problem.schedule.microbatch_size && k < static_cast<int>(problem.samples.size()); ++k) {
+  for (int k = 0; k < problem.schedule.microbatch_size && k < isize(problem.samples); ++k) {
     first.push_back(&problem.samples[static_cast<size_t>(k)]);
   }
   const auto costs = layer_costs(model, *problem.cost, problem.schedule.partition_view, first,
@@ -98,7 +98,7 @@ std::vector<int> stages_downstream(const Model& model, const StageGraph& graph) 
 
 StageOrders one_f_one_b_orders(const std::vector<int>& warmup, int microbatches) {
   const int m = microbatches;
-  StageOrders orders(static_cast<int>(warmup.size()));
+  StageOrders orders(isize(warmup));
   for (const StageId s : orders.ids()) {
     auto& order = orders[s];
     const int w = std::min(warmup[s.slot()], m);

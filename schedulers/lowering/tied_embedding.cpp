@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/index.hpp"
+
 namespace loom::lowering {
 namespace {
 
@@ -32,7 +34,7 @@ std::vector<TiedEmbedding> tied_embeddings(const SchedulingProblem& problem,
                                            const PipelinePrograms& programs) {
   const Model& model = *problem.model;
   std::vector<TiedEmbedding> out;
-  for (int m = 0; m < static_cast<int>(model.modules().size()); ++m) {
+  for (int m = 0; m < isize(model.modules()); ++m) {
     int first = -1, last = -1;  // the module's first and last global layers
     for (int l = 0; l < model.num_layers(); ++l) {
       if (model.layers()[static_cast<size_t>(l)].module != m) continue;

@@ -28,6 +28,7 @@
 #include <limits>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/multimodal/multimodal.hpp"
 
 namespace loom {
@@ -41,15 +42,15 @@ struct Allocation {
 /// Algorithm 1, lines 3-7: the candidate allocations.
 std::vector<Allocation> candidates(const Branches& branches, const std::vector<double>& costs,
                                    int budget) {
-  const int nb = static_cast<int>(branches.encoders.size());
+  const int nb = isize(branches.encoders);
   std::vector<Allocation> out;
-  for (int i = 1; i <= budget - nb && i <= static_cast<int>(branches.llm.size()); ++i) {
+  for (int i = 1; i <= budget - nb && i <= isize(branches.llm); ++i) {
     const double t_i = branch_bottleneck(branches.llm, costs, i);
     Allocation a{i, {}};
     int used = i;
     for (const auto& layers : branches.encoders) {
       int k = 1;
-      const int most = std::min(static_cast<int>(layers.size()), budget);
+      const int most = std::min(isize(layers), budget);
       while (k < most && branch_bottleneck(layers, costs, k) > t_i) ++k;
       a.encoders.push_back(k);
       used += k;

@@ -19,6 +19,7 @@
 #include <limits>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/multimodal/multimodal.hpp"
 
 namespace loom {
@@ -68,7 +69,7 @@ int balanced_encoder_stages(const Model& model, const Branches& branches,
   double best = std::numeric_limits<double>::infinity();
   int chosen = 0;
   for (int e = 1; e < p; ++e) {
-    if (e > static_cast<int>(shortest) || p - e > static_cast<int>(branches.llm.size())) continue;
+    if (e > static_cast<int>(shortest) || p - e > isize(branches.llm)) continue;
     const double t = std::max(fused_bottleneck(model, branches, costs, e),
                               branch_bottleneck(branches.llm, costs, p - e));
     if (chosen == 0 || t < best - 1e-9 * best) {

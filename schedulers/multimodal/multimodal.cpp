@@ -4,17 +4,18 @@
 
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
+#include "core/index.hpp"
 
 namespace loom {
 
 Branches split_branches(const Model& model, const char* scheduler_name) {
   Branches out;
-  const int n = static_cast<int>(model.modules().size());
+  const int n = isize(model.modules());
   std::vector<int> branch_of(static_cast<size_t>(n), -1);
   for (int m = 0; m < n; ++m) {
     const Module& mod = model.module(m);
     if (mod.kind == ModuleKind::kEncoder && mod.inputs.empty()) {
-      branch_of[static_cast<size_t>(m)] = static_cast<int>(out.encoders.size());
+      branch_of[static_cast<size_t>(m)] = isize(out.encoders);
       out.encoders.emplace_back();
       out.names.push_back(mod.name);
     } else if (mod.kind == ModuleKind::kProjector && !mod.inputs.empty()) {
@@ -42,8 +43,7 @@ Branches split_branches(const Model& model, const char* scheduler_name) {
 std::vector<double> view_costs(const SchedulingProblem& problem) {
   // The representative microbatch: the first one of the iteration (as plan_stages()).
   std::vector<const Sample*> first;
-  for (int k = 0;
-       k < problem.schedule.microbatch_size && k < static_cast<int>(problem.samples.size()); ++k) {
+  for (int k = 0; k < problem.schedule.microbatch_size && k < isize(problem.samples); ++k) {
     first.push_back(&problem.samples[static_cast<size_t>(k)]);
   }
   return layer_costs(*problem.model, *problem.cost, problem.schedule.partition_view, first,
@@ -64,7 +64,7 @@ std::vector<std::vector<Segment>> partition_branch(const Model& model,
                                                    const std::vector<int>& layers,
                                                    const std::vector<double>& costs, int stages,
                                                    const std::string& what) {
-  if (stages > static_cast<int>(layers.size())) {
+  if (stages > isize(layers)) {
     throw InputError(what + ": " + std::to_string(stages) + " pipeline stages but it has only " +
                      std::to_string(layers.size()) + " layers (each stage needs at least one)");
   }

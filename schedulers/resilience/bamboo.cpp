@@ -27,6 +27,7 @@
 #include <set>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/lowering/lowering.hpp"
 
 namespace loom {
@@ -56,7 +57,7 @@ std::set<int> failed_stages(const SchedulingProblem& problem, int stages) {
 Schedule generate_bamboo(const SchedulingProblem& problem) {
   const char* name = "bamboo";
   const int ranks = problem.parallel.pp;
-  const int stages = ranks + static_cast<int>(problem.schedule.failed_over.size());
+  const int stages = ranks + isize(problem.schedule.failed_over);
   if (stages < 2)
     throw InputError(
         "parallel.pp: bamboo needs at least 2 stages (a stage's redundant copy "

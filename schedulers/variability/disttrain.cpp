@@ -19,6 +19,7 @@
 #include <numeric>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 
 namespace loom {
 
@@ -60,9 +61,7 @@ std::vector<std::vector<std::vector<int>>> intra_microbatch_lpt(
     for (int id : ids) {
       int best = -1;
       for (int d = 0; d < dp; ++d) {
-        if (static_cast<int>(out[static_cast<size_t>(d)][static_cast<size_t>(j)].size()) >=
-            microbatch_size)
-          continue;
+        if (isize(out[static_cast<size_t>(d)][static_cast<size_t>(j)]) >= microbatch_size) continue;
         if (best < 0 || load[static_cast<size_t>(d)] < load[static_cast<size_t>(best)]) best = d;
       }
       out[static_cast<size_t>(best)][static_cast<size_t>(j)].push_back(id);
@@ -76,7 +75,7 @@ std::vector<std::vector<std::vector<int>>> intra_microbatch_lpt(
 
 std::vector<int> inter_microbatch_order(const std::vector<double>& encoder_stage_s,
                                         const std::vector<double>& llm_stage_s, int tail) {
-  const int m = static_cast<int>(encoder_stage_s.size());
+  const int m = isize(encoder_stage_s);
   std::vector<int> by_size(static_cast<size_t>(m));
   std::iota(by_size.begin(), by_size.end(), 0);
   auto size = [&](int j) {
@@ -118,16 +117,16 @@ struct Allocation {
 Allocation plan_allocation(const SchedulingProblem& problem, const Branches& branches,
                            const std::vector<double>& costs) {
   const int budget = problem.parallel.pp;
-  const int nb = static_cast<int>(branches.encoders.size());
+  const int nb = isize(branches.encoders);
   Allocation best;
-  for (int i = 1; i <= budget - nb && i <= static_cast<int>(branches.llm.size()); ++i) {
+  for (int i = 1; i <= budget - nb && i <= isize(branches.llm); ++i) {
     Allocation a{i, {}, 0};
     double bottleneck = branch_bottleneck(branches.llm, costs, i);
     int used = i, depth = 0;
     for (const auto& layers : branches.encoders) {
       int k = 1;
       const double t_i = branch_bottleneck(branches.llm, costs, i);
-      while (k < static_cast<int>(layers.size()) && branch_bottleneck(layers, costs, k) > t_i) ++k;
+      while (k < isize(layers) && branch_bottleneck(layers, costs, k) > t_i) ++k;
       a.encoders.push_back(k);
       used += k;
       depth = std::max(depth, k);

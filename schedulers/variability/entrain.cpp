@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "core/validate.hpp"
 #include "core/workload_cost.hpp"
 #include "schedulers/multimodal/multimodal.hpp"
@@ -46,7 +47,7 @@ int balanced_split(const Model& model, const Branches& b, const std::vector<doub
   int best_e = 0;
   double best = std::numeric_limits<double>::infinity();
   for (int e = 1; e < p; ++e) {
-    if (e > static_cast<int>(shortest) || p - e > static_cast<int>(b.llm.size())) continue;
+    if (e > static_cast<int>(shortest) || p - e > isize(b.llm)) continue;
     std::vector<double> stage(static_cast<size_t>(e), 0.0);
     for (const auto& branch : b.encoders) {
       const auto pieces = partition_branch(model, branch, costs, e, "encoders");
@@ -127,7 +128,7 @@ Schedule lower_plan(const SchedulingProblem& problem, const EntrainPlan& plan,
   q.schedule.microbatches = plan.assignment.k_eff;
   q.assignment.clear();
   for (const DeferralPlan& r : plan.assignment.replicas) q.assignment.push_back(r.llm);
-  const int p = static_cast<int>(plan.graph.size());
+  const int p = isize(plan.graph);
   std::vector<int> lag(static_cast<size_t>(p));
   const auto downstream = stages_downstream(*problem.model, plan.graph);
   for (int s = 0; s < p; ++s)

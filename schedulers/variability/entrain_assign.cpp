@@ -8,6 +8,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "core/index.hpp"
+
 namespace loom {
 
 double encoder_work(const std::vector<SampleWork>& work, const std::vector<int>& samples) {
@@ -71,7 +73,7 @@ int effective_microbatches(const std::vector<SampleWork>& work, const std::vecto
     k_eff = std::min(k, static_cast<int>(std::floor(ratio * (1 + 1e-12))));
     k_eff = std::max(k_eff, std::min(k, k_min));
   }
-  return std::clamp(k_eff, 1, std::max(1, static_cast<int>(samples.size())));
+  return std::clamp(k_eff, 1, std::max(1, isize(samples)));
 }
 
 std::vector<std::vector<int>> stratified_assignment(const std::vector<SampleWork>& work,
@@ -117,7 +119,7 @@ SubsetSums::SubsetSums(const std::vector<double>& workloads, double unit) : unit
   from_.assign(static_cast<size_t>(total) + 1, -1);
   from_[0] = -2;
   int reach = 0;
-  for (int i = 0; i < static_cast<int>(units_.size()); ++i) {
+  for (int i = 0; i < isize(units_); ++i) {
     const int w = units_[static_cast<size_t>(i)];
     if (w == 0) continue;  // contributes nothing to any sum: never worth deferring
     for (int x = reach; x >= 0; --x) {
@@ -126,7 +128,7 @@ SubsetSums::SubsetSums(const std::vector<double>& workloads, double unit) : unit
     }
     reach += w;
   }
-  for (int x = 0; x < static_cast<int>(from_.size()); ++x) {
+  for (int x = 0; x < isize(from_); ++x) {
     if (from_[static_cast<size_t>(x)] != -1) sums_.push_back(x);
   }
 }

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "core/index.hpp"
 #include "schedulers/variability/entrain_assign.hpp"
 
 namespace loom {
@@ -24,7 +25,7 @@ struct PairTable {
 
 PairTable build_pairs(const std::vector<SampleWork>& work, const std::vector<std::vector<int>>& mbs,
                       const DeferralOptions& opt) {
-  const int k = static_cast<int>(mbs.size());
+  const int k = isize(mbs);
   std::vector<double> w(static_cast<size_t>(k));
   for (int j = 0; j < k; ++j)
     w[static_cast<size_t>(j)] = llm_work(work, mbs[static_cast<size_t>(j)]);

@@ -17,6 +17,7 @@
 
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
+#include "core/index.hpp"
 
 namespace loom {
 namespace {
@@ -52,8 +53,7 @@ std::vector<std::vector<int>> isf_groups(const std::vector<SampleSize>& sizes, i
   std::vector<int> pool(sizes.size());
   std::iota(pool.begin(), pool.end(), 0);
   std::vector<std::vector<int>> accepted;
-  for (int round = 0; round < rounds && !pool.empty() && static_cast<int>(accepted.size()) < groups;
-       ++round) {
+  for (int round = 0; round < rounds && !pool.empty() && isize(accepted) < groups; ++round) {
     std::shuffle(pool.begin(), pool.end(), rng);  // Alg 1 line 1: randperm(D)
     std::vector<std::vector<int>> candidates;
     std::vector<int> g;
@@ -77,7 +77,7 @@ std::vector<std::vector<int>> isf_groups(const std::vector<SampleSize>& sizes, i
         cv += sizes[static_cast<size_t>(i)].vision;
         ct += sizes[static_cast<size_t>(i)].text;
       }
-      if ((cv < qv_min && ct < qt_min) || static_cast<int>(accepted.size()) >= groups) continue;
+      if ((cv < qv_min && ct < qt_min) || isize(accepted) >= groups) continue;
       accepted.push_back(c);
       for (int i : c) taken[static_cast<size_t>(i)] = 1;
     }
@@ -88,7 +88,7 @@ std::vector<std::vector<int>> isf_groups(const std::vector<SampleSize>& sizes, i
     return load(sizes, {a}, qv, qt) > load(sizes, {b}, qv, qt);
   });
   for (int i : pool) {
-    if (static_cast<int>(accepted.size()) < groups) {
+    if (isize(accepted) < groups) {
       accepted.push_back({i});
       continue;
     }
@@ -104,7 +104,7 @@ std::vector<std::vector<int>> isf_groups(const std::vector<SampleSize>& sizes, i
 std::vector<std::vector<StageRange>> bmp_candidates(const std::vector<double>& forward_s,
                                                     const std::vector<double>& boundary_bytes,
                                                     int stages, int radius, int top_k) {
-  const int layers = static_cast<int>(forward_s.size());
+  const int layers = isize(forward_s);
   const std::vector<StageRange> anchor = partition_min_bottleneck(forward_s, stages);
   std::vector<int> cut;  // P(1..N-1): the first layer of stages 1..N-1
   for (size_t s = 1; s < anchor.size(); ++s) cut.push_back(anchor[s].first);
@@ -151,7 +151,7 @@ std::vector<std::vector<StageRange>> bmp_candidates(const std::vector<double>& f
                    [](const Scored& a, const Scored& b) { return a.score < b.score; });
   std::vector<std::vector<StageRange>> out;
   for (const Scored& s : scored) {
-    if (static_cast<int>(out.size()) >= top_k) break;
+    if (isize(out) >= top_k) break;
     std::vector<StageRange> ranges;
     int first = 0;
     for (size_t i = 0; i <= s.cut.size(); ++i) {

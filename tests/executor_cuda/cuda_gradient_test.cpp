@@ -6,6 +6,7 @@
 
 #include <variant>
 
+#include "core/index.hpp"
 #include "executor/backend.hpp"
 #include "executor/reference.hpp"
 #include "kernels/cuda/device.hpp"
@@ -48,13 +49,12 @@ TEST(CudaGradients, AnAsyncBucketRunsOnTheGradientStreamBeforeTheOptimizerStep) 
   schedule.groups.push_back({0_rank});
   auto& program = schedule.programs[0_rank];
   ASSERT_TRUE(std::holds_alternative<OptimizerStep>(program.back()));
-  program.insert(program.end() - 1,
-                 Collective{.kind = CollectiveKind::kAllReduce,
-                            .group = static_cast<int>(schedule.groups.size()) - 1,
-                            .bytes = 4,
-                            .async = true,
-                            .first_layer = 0,
-                            .end_layer = study->config.model.num_layers()});
+  program.insert(program.end() - 1, Collective{.kind = CollectiveKind::kAllReduce,
+                                               .group = isize(schedule.groups) - 1,
+                                               .bytes = 4,
+                                               .async = true,
+                                               .first_layer = 0,
+                                               .end_layer = study->config.model.num_layers()});
   const ExecProblem p{&schedule, &study->config.model, &study->problem.samples, 7};
   const ExecResult result = make_cuda_executor()->run(p, {});
   const GradientCheck c = check_gradients(p, result, reference_gradients(p, {}));

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 
+#include "core/index.hpp"
 #include "replay/driver.hpp"
 #include "replay/policies.hpp"
 #include "replay_test_support.hpp"
@@ -213,7 +214,7 @@ AvailabilityTrace random_trace(unsigned seed, double duration_s) {
   std::mt19937 rng(seed);
   AvailabilityTrace t = test::removal_trace(static_cast<int>(rng() % 7), {}, duration_s);
   std::vector<std::string> alive = t.initial;
-  int next = static_cast<int>(alive.size()) + 1;
+  int next = isize(alive) + 1;
   double time = 0;
   while (true) {
     time += static_cast<double>(rng() % 120);

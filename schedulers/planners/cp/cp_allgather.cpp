@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/planners/cp/cp_plan.hpp"
 
 namespace loom {
@@ -11,7 +12,7 @@ namespace loom {
 AllGatherCost kv_allgather_cost(const CpPlan& plan, const KvShape& shape, const Cluster& cluster,
                                 const std::vector<int>& gpus) {
   const int cp = plan.cp;
-  if (static_cast<int>(gpus.size()) != cp)
+  if (isize(gpus) != cp)
     throw InputError("CP all-gather: " + std::to_string(gpus.size()) +
                      " GPUs given for cp = " + std::to_string(cp));
   for (int gpu : gpus) {

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <map>
 
+#include "core/index.hpp"
 #include "schedulers/planners/cp/cp_plan.hpp"
 
 namespace loom {
@@ -55,7 +56,7 @@ glp_prob* build_model(const std::vector<Distinct>& distinct, int cp, std::int64_
                       std::int64_t upper) {
   glp_prob* lp = glp_create_prob();
   glp_set_obj_dir(lp, GLP_MIN);
-  const int D = static_cast<int>(distinct.size());
+  const int D = isize(distinct);
   const int c_col = D * cp + 1;
   glp_add_cols(lp, c_col);
   for (int d = 0; d < D; ++d) {
@@ -105,7 +106,7 @@ glp_prob* build_model(const std::vector<Distinct>& distinct, int cp, std::int64_
       }
     }
   }
-  glp_load_matrix(lp, static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
+  glp_load_matrix(lp, isize(ia) - 1, ia.data(), ja.data(), ar.data());
   return lp;
 }
 

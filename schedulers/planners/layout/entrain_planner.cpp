@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 
 namespace loom {
 
@@ -19,7 +20,7 @@ int validation_trials(double alpha, double p_error) {
 
 std::vector<int> proportional_allocation(int total_gpus, int dp, int granularity,
                                          const std::vector<double>& p) {
-  const int n = static_cast<int>(p.size());
+  const int n = isize(p);
   const int units = total_gpus / dp / granularity;
   if (units < n) {
     throw InfeasibleError(std::to_string(total_gpus) + " GPUs / DP " + std::to_string(dp) +

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "core/memory_model.hpp"
 #include "schedulers/planners/layout/entrain_planner.hpp"
 
@@ -122,7 +123,7 @@ ConfigSearch profiled(const PlannerInputs& in, const std::vector<Component>& com
                       const std::vector<Sample>& profiling_batch) {
   if (profiling_batch.empty()) throw InputError("the profiling batch is empty");
   ConfigSearch out;
-  out.profiling_size = static_cast<int>(profiling_batch.size());
+  out.profiling_size = isize(profiling_batch);
   out.proportions =
       macroscopic_proportions(*in.model, *in.cost, comps, profiling_batch, in.profile_tp);
   return out;
@@ -143,7 +144,7 @@ ConfigSearch search_configuration(const PlannerInputs& in,
     const int m = out.allocation[i];
     for (int tp : in.tp_choices) {
       if (tp < 1 || m % tp != 0 || tp > in.cluster->gpus_per_node) continue;
-      if (m / tp > static_cast<int>(comps[i].layers.size())) continue;
+      if (m / tp > isize(comps[i].layers)) continue;
       options[i].push_back(balance_component(in, comps[i], profiling_batch, m, tp));  // tier 1
     }
     if (options[i].empty()) {

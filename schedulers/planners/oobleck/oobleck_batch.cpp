@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/planners/oobleck/oobleck_planner.hpp"
 
 namespace loom::oobleck {
@@ -161,7 +162,7 @@ void pairwise_exchange(const Pipes& pipes, std::vector<int>& nb) {
 BatchDistribution distribute_batch(const std::vector<const PipelineTemplate*>& pipelines,
                                    int global_batch, int microbatch_size) {
   BatchDistribution out;
-  const int x = static_cast<int>(pipelines.size());
+  const int x = isize(pipelines);
   if (x == 0 || microbatch_size < 1) return out;
   const std::int64_t b = microbatch_size;
   if (global_batch % b != 0 || global_batch / b < x) {

@@ -4,13 +4,14 @@
 #include <map>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/planners/oobleck/oobleck_planner.hpp"
 
 namespace loom::oobleck {
 
 int Instantiation::num_nodes() const {
   int n = 0;
-  for (const Pipeline& p : pipelines) n += static_cast<int>(p.nodes.size());
+  for (const Pipeline& p : pipelines) n += isize(p.nodes);
   return n;
 }
 
@@ -83,8 +84,8 @@ void check_enough_nodes(const std::vector<PipelineTemplate>& templates, int n_av
 Instantiation instantiate(const PlanningProblem& problem,
                           const std::vector<PipelineTemplate>& templates,
                           const std::vector<int>& nodes) {
-  check_enough_nodes(templates, static_cast<int>(nodes.size()), problem.fault_tolerance);
-  Instantiation best = best_instantiation(problem, templates, static_cast<int>(nodes.size()));
+  check_enough_nodes(templates, isize(nodes), problem.fault_tolerance);
+  Instantiation best = best_instantiation(problem, templates, isize(nodes));
   assign_nodes(templates, nodes, best);
   return best;
 }
@@ -92,7 +93,7 @@ Instantiation instantiate(const PlanningProblem& problem,
 Instantiation instantiate_exhaustive(const PlanningProblem& problem,
                                      const std::vector<PipelineTemplate>& templates,
                                      const std::vector<int>& nodes) {
-  const int n_avail = static_cast<int>(nodes.size());
+  const int n_avail = isize(nodes);
   const int f = problem.fault_tolerance;
   check_enough_nodes(templates, n_avail, f);
   const std::vector<std::vector<int>> all = feasible_counts(templates, n_avail, f);
@@ -134,8 +135,8 @@ std::vector<LayerSyncGroup> gradient_sync_groups(const PlanningProblem& problem,
                                                  const std::vector<PipelineTemplate>& templates,
                                                  const Instantiation& inst) {
   std::vector<LayerSyncGroup> groups;
-  const int r = static_cast<int>(inst.pipelines.size());
-  for (int l = 0; l < static_cast<int>(problem.layers.size()); ++l) {
+  const int r = isize(inst.pipelines);
+  for (int l = 0; l < isize(problem.layers); ++l) {
     LayerSyncGroup g;
     g.layer = l;
     for (const Pipeline& p : inst.pipelines) {

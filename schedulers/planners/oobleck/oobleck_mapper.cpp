@@ -14,6 +14,7 @@
 #include <limits>
 #include <string>
 
+#include "core/index.hpp"
 #include "core/resources.hpp"
 
 namespace loom::oobleck {
@@ -29,7 +30,7 @@ double total_of(double t1, double t3, double tstar, int kstar, int stages) {
 }  // namespace
 
 double planned_time_s(const std::vector<double>& stage_times) {
-  const int S = static_cast<int>(stage_times.size());
+  const int S = isize(stage_times);
   int kstar = 0;
   double t1 = 0;
   for (int k = 0; k < S; ++k) {
@@ -43,9 +44,9 @@ double planned_time_s(const std::vector<double>& stage_times) {
 
 StageMapper::StageMapper(const PlanningProblem& problem)
     : p_(problem),
-      L_(static_cast<int>(problem.layers.size())),
+      L_(isize(problem.layers)),
       M_(problem.gpus_per_node),
-      N_(std::min(problem.max_nodes, static_cast<int>(problem.layers.size()))) {
+      N_(std::min(problem.max_nodes, isize(problem.layers))) {
   pf_.assign(static_cast<size_t>(L_) + 1, 0);
   pb_ = pm_ = par_ = pf_;
   for (int l = 0; l < L_; ++l) {

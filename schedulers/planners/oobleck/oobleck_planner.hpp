@@ -20,6 +20,7 @@
 
 #include "core/cluster.hpp"
 #include "core/cost_model.hpp"
+#include "core/index.hpp"
 #include "core/model.hpp"
 #include "core/workload.hpp"
 
@@ -97,7 +98,7 @@ struct PipelineTemplate {
   /// T1 + T2 + T3 with N_b = 4S as in planning (§2.4.1.2).
   double planned_time_s = 0;
 
-  int num_stages() const { return static_cast<int>(stages.size()); }
+  int num_stages() const { return isize(stages); }
   /// Eq 2.2 with the pipeline's actual microbatch count: T1 + (N_b - S + k* - 1) t_k* + T3,
   /// and never below T1 (one microbatch through every stage).
   double iteration_time_s(int microbatches) const;

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/planners/oobleck/oobleck_planner.hpp"
 
 namespace loom::oobleck {
@@ -52,16 +53,15 @@ std::string size_change(size_t i, size_t from, size_t to) {
 /// pipeline i has n_0 nodes; merged pipelines are left empty (and dropped later).
 void repair(Steps& st, size_t i, int n0) {
   auto& pipes = st.pipes;
-  int need = n0 - static_cast<int>(pipes[i].size());
+  int need = n0 - isize(pipes[i]);
   int spare = 0;
   for (size_t j = 0; j < pipes.size(); ++j)
-    if (j != i && static_cast<int>(pipes[j].size()) > n0)
-      spare += static_cast<int>(pipes[j].size()) - n0;
+    if (j != i && isize(pipes[j]) > n0) spare += isize(pipes[j]) - n0;
   if (spare >= need) {
     while (need > 0) {  // largest donor first, then the lowest index
       size_t donor = pipes.size();
       for (size_t j = 0; j < pipes.size(); ++j) {
-        if (j == i || static_cast<int>(pipes[j].size()) <= n0) continue;
+        if (j == i || isize(pipes[j]) <= n0) continue;
         if (donor == pipes.size() || pipes[j].size() > pipes[donor].size()) donor = j;
       }
       st.actions.push_back(size_change(donor, pipes[donor].size(), pipes[donor].size() - 1) +
@@ -75,7 +75,7 @@ void repair(Steps& st, size_t i, int n0) {
     return;
   }
   // Merge with the smallest other non-empty pipeline until n_0 nodes (App. A.2).
-  while (static_cast<int>(pipes[i].size()) < n0) {
+  while (isize(pipes[i]) < n0) {
     size_t other = pipes.size();
     for (size_t j = 0; j < pipes.size(); ++j) {
       if (j == i || pipes[j].empty()) continue;
@@ -170,7 +170,7 @@ std::vector<int> place_added(Steps& st, const std::vector<int>& added, int n0, i
   for (; taken < added.size(); ++taken) {
     size_t pick = st.pipes.size();
     for (size_t j = 0; j < st.pipes.size(); ++j) {
-      const int sz = static_cast<int>(st.pipes[j].size());
+      const int sz = isize(st.pipes[j]);
       if (sz < n0 || sz >= nmax) continue;
       if (pick == st.pipes.size() || st.pipes[j].size() < st.pipes[pick].size()) pick = j;
     }
@@ -190,7 +190,7 @@ bool valid_layout(const Steps& st, int n0, int nmax, int f, int microbatches) {
   for (const auto& p : st.pipes) {
     if (p.empty()) continue;
     ++pipelines;
-    if (static_cast<int>(p.size()) < n0 || static_cast<int>(p.size()) > nmax) return false;
+    if (isize(p) < n0 || isize(p) > nmax) return false;
   }
   return pipelines >= f + 1 && pipelines <= microbatches;
 }
@@ -205,12 +205,12 @@ Reinstantiation reinstantiate(const PlanningProblem& problem,
   const int f = problem.fault_tolerance;
   const std::set<int> lost_set(lost.begin(), lost.end());
   Steps st = remove_lost(current, lost_set);
-  int remaining = static_cast<int>(added.size());
-  for (const auto& p : st.pipes) remaining += static_cast<int>(p.size());
+  int remaining = isize(added);
+  for (const auto& p : st.pipes) remaining += isize(p);
   if (remaining < (f + 1) * n0)
     throw InfeasibleError("oobleck: " + too_few_nodes_message(remaining, f, n0));
   for (size_t i = 0; i < st.pipes.size(); ++i) {
-    const int r = static_cast<int>(st.pipes[i].size());
+    const int r = isize(st.pipes[i]);
     if (r > 0 && r < n0) repair(st, i, n0);
   }
   const std::vector<int> unplaced = place_added(st, added, n0, nmax);
@@ -223,7 +223,7 @@ Reinstantiation reinstantiate(const PlanningProblem& problem,
     out.next.counts.assign(templates.size(), 0);
     for (auto& p : st.pipes) {
       if (p.empty()) continue;
-      const int t = static_cast<int>(p.size()) - n0;  // templates are n_0, n_0 + 1, ...
+      const int t = isize(p) - n0;  // templates are n_0, n_0 + 1, ...
       ++out.next.counts[static_cast<size_t>(t)];
       out.next.pipelines.push_back({t, std::move(p), 0});
     }

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/planners/oobleck/oobleck_mapper.hpp"
 #include "schedulers/planners/oobleck/oobleck_planner.hpp"
 
@@ -68,7 +69,7 @@ std::vector<PipelineTemplate> generate_templates(const PlanningProblem& problem)
   check_problem(problem);
   const int N = problem.max_nodes;
   const int f = problem.fault_tolerance;
-  const int L = static_cast<int>(problem.layers.size());
+  const int L = isize(problem.layers);
   const int M = problem.gpus_per_node;
   for (int l = 0; l < L; ++l) {
     const double need = problem.layers[static_cast<size_t>(l)].memory_bytes / M;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/index.hpp"
+
 namespace loom {
 namespace {
 
@@ -25,9 +27,7 @@ TEST(HeteroOrder, GraphAware1F1BWarmsUpByDistanceAndRunsEveryMicrobatchOnce) {
     for (const StageId s : orders[g].ids()) {
       const auto& order = orders[g][s];
       int warmup = 0;
-      while (warmup < static_cast<int>(order.size()) &&
-             order[static_cast<size_t>(warmup)].pass == Pass::kF)
-        ++warmup;
+      while (warmup < isize(order) && order[static_cast<size_t>(warmup)].pass == Pass::kF) ++warmup;
       // The leading run of forwards is the warmup plus the first steady-state forward.
       EXPECT_EQ(warmup, std::min(expected_warmup[g][s.slot()] + 1, m))
           << "group " << g << " stage " << s;

@@ -6,6 +6,7 @@
 
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
+#include "core/index.hpp"
 #include "test_support.hpp"
 
 namespace loom {
@@ -23,7 +24,7 @@ double bottleneck(const std::vector<double>& costs, const std::vector<StageRange
 
 /// Exhaustive minimum bottleneck over all ways to cut n layers into k non-empty stages.
 double brute_force(const std::vector<double>& costs, int k, int first = 0) {
-  const int n = static_cast<int>(costs.size());
+  const int n = isize(costs);
   if (k == 1) {
     double sum = 0;
     for (int l = first; l < n; ++l) sum += costs[static_cast<size_t>(l)];
@@ -48,7 +49,7 @@ TEST(Partition, MinBottleneckMatchesExhaustiveSearch) {
     for (double& c : costs) c = dist(rng);
     for (int k = 1; k <= std::min(n, 5); ++k) {
       const auto ranges = partition_min_bottleneck(costs, k);
-      ASSERT_EQ(static_cast<int>(ranges.size()), k);
+      ASSERT_EQ(isize(ranges), k);
       EXPECT_EQ(ranges.front().first, 0);
       EXPECT_EQ(ranges.back().end, n);
       for (const StageRange& r : ranges) EXPECT_LT(r.first, r.end);

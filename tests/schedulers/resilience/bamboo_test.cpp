@@ -11,6 +11,7 @@
 
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
+#include "core/index.hpp"
 #include "core/timeline.hpp"
 #include "core/validate.hpp"
 #include "test_support.hpp"
@@ -21,7 +22,7 @@ namespace {
 /// The uniform example with F = B = T = 1 ms per stage (2 layers of 0.5 ms each).
 std::unique_ptr<Study> uniform(const std::string& scheduler, int pp, int m,
                                std::vector<std::string> extra = {}) {
-  const int stages = pp + static_cast<int>(extra.size());  // one stage per failed entry
+  const int stages = pp + isize(extra);  // one stage per failed entry
   std::vector<std::string> o = {"schedule.name=" + scheduler,
                                 "parallel.pp=" + std::to_string(pp),
                                 "parallel.dp=1",

@@ -7,6 +7,8 @@
 #include <random>
 #include <set>
 
+#include "core/index.hpp"
+
 namespace loom {
 namespace {
 
@@ -64,7 +66,7 @@ TEST(EntrainAssign, FindsThePerfectPairwiseBalance) {
        std::vector<std::vector<double>>{{4, 2, 2}, {5, 3, 1}, {4, 2, 1}, {2, 2}, {3}, {5}}) {
     mbs.emplace_back();
     for (double x : llm) {
-      mbs.back().push_back(static_cast<int>(w.size()));
+      mbs.back().push_back(isize(w));
       w.push_back({3.0 / static_cast<double>(llm.size()), x});
     }
   }
@@ -97,12 +99,12 @@ TEST(EntrainAssign, RandomBatchesKeepEncoderScheduleAndNeverRaiseTheMax) {
     const int dp = 1 + trial % 4, k = 2 + trial % 9, n = dp * k * (1 + trial % 5);
     const auto w = random_batch(rng, n);
     const EntrainAssignment a = entrain_assign(w, dp, k);
-    ASSERT_EQ(static_cast<int>(a.replicas.size()), dp);
+    ASSERT_EQ(isize(a.replicas), dp);
     std::multiset<int> enc_seen, llm_seen;
     const auto replicas = assign_replicas(w, dp);
     for (int d = 0; d < dp; ++d) {
       const DeferralPlan& p = a.replicas[static_cast<size_t>(d)];
-      ASSERT_EQ(static_cast<int>(p.encoder.size()), a.k_eff);
+      ASSERT_EQ(isize(p.encoder), a.k_eff);
       // Never raises the largest microbatch LLM workload.
       EXPECT_LE(max_llm(w, p.llm), p.max_llm_before_s + 1e-9);
       EXPECT_LE(p.bottleneck_s, p.max_llm_before_s + 1e-9);
@@ -120,7 +122,7 @@ TEST(EntrainAssign, RandomBatchesKeepEncoderScheduleAndNeverRaiseTheMax) {
       }
     }
     // Every sample exactly once, in the encoder and in the LLM microbatches.
-    ASSERT_EQ(static_cast<int>(enc_seen.size()), n);
+    ASSERT_EQ(isize(enc_seen), n);
     ASSERT_EQ(enc_seen, llm_seen);
     EXPECT_EQ(std::set<int>(enc_seen.begin(), enc_seen.end()).size(), static_cast<size_t>(n));
   }

@@ -10,6 +10,7 @@
 
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
+#include "core/index.hpp"
 #include "core/validate.hpp"
 #include "test_support.hpp"
 
@@ -43,7 +44,7 @@ TEST(Entrain, ScheduleIsValidAndCoversEverySampleOnce) {
     EXPECT_NO_THROW(evaluate(s, *study->problem.cluster)) << pipeline;
     int samples = 0;
     for (const auto& replica : s.samples)
-      for (const auto& mb : replica) samples += static_cast<int>(mb.size());
+      for (const auto& mb : replica) samples += isize(mb);
     EXPECT_EQ(samples, 128) << pipeline;
   }
 }

@@ -4,6 +4,7 @@
 
 #include "core/config.hpp"
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "test_support.hpp"
 
 namespace loom {
@@ -86,7 +87,7 @@ TEST(EntrainPlanner, ConfigurationSearchFollowsEq42) {
     const ComponentConfig& c = p.components[i];
     EXPECT_EQ(c.tp * c.pp, r.allocation[i]);
     EXPECT_EQ(c.stages.front().first, 0);
-    EXPECT_EQ(c.stages.back().end, static_cast<int>(comps[i].layers.size()));
+    EXPECT_EQ(c.stages.back().end, isize(comps[i].layers));
     for (double t : c.tau) sum += t;
     beta = std::max(beta, c.beta);
   }

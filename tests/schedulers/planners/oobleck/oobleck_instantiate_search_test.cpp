@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/planners/oobleck/oobleck_planner.hpp"
 
 namespace loom::oobleck {
@@ -102,7 +103,7 @@ TEST(OobleckInstantiateSearch, FiftyFiveNodesWithN0OfOne) {
       used.insert(pl.nodes.begin(), pl.nodes.end());
       mb += pl.microbatches;
     }
-    EXPECT_EQ(static_cast<int>(used.size()), n);
+    EXPECT_EQ(isize(used), n);
     EXPECT_GE(inst.pipelines.size(), 2u);
     EXPECT_EQ(mb * p.microbatch_size, p.global_batch);
   }

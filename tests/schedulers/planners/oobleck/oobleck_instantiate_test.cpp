@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/planners/oobleck/oobleck_planner.hpp"
 
 namespace loom::oobleck {
@@ -54,15 +55,14 @@ TEST(OobleckInstantiate, EveryFeasibleNodeCountUsesAllNodes) {
           std::set<int> used;
           int microbatches = 0;
           for (const Pipeline& pl : inst.pipelines) {
-            EXPECT_EQ(static_cast<int>(pl.nodes.size()),
-                      ts[static_cast<size_t>(pl.template_index)].nodes);
+            EXPECT_EQ(isize(pl.nodes), ts[static_cast<size_t>(pl.template_index)].nodes);
             used.insert(pl.nodes.begin(), pl.nodes.end());
             EXPECT_GE(pl.microbatches, 1);
             microbatches += pl.microbatches;
           }
-          EXPECT_EQ(static_cast<int>(used.size()), n) << "N=" << N << " f=" << f << " n'=" << n;
+          EXPECT_EQ(isize(used), n) << "N=" << N << " f=" << f << " n'=" << n;
           EXPECT_EQ(inst.num_nodes(), n);
-          EXPECT_GE(static_cast<int>(inst.pipelines.size()), f + 1);
+          EXPECT_GE(isize(inst.pipelines), f + 1);
           EXPECT_EQ(microbatches * p.microbatch_size, p.global_batch);
           EXPECT_GT(inst.throughput_samples_per_s(), 0);
           ++cases;

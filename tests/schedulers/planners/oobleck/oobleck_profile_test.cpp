@@ -5,6 +5,7 @@
 
 #include "core/config.hpp"
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/planners/oobleck/oobleck_planner.hpp"
 
 namespace loom::oobleck {
@@ -75,7 +76,7 @@ TEST(OobleckProfile, FromModelHonoursFrozenLayers) {
   const std::vector<Sample> samples = synthetic_samples(2, c.workload.tokens);
   const std::vector<const Sample*> mb{&samples[0], &samples[1]};
   const LayerProfile p = profile_from_model(c.model, *cost, mb, c.cluster, c.cost.memory);
-  ASSERT_EQ(static_cast<int>(p.size()), c.model.num_layers());
+  ASSERT_EQ(isize(p), c.model.num_layers());
   const int projector = c.model.module_index("projector");
   for (int l = 0; l < c.model.num_layers(); ++l) {
     const LayerCost& x = p[static_cast<size_t>(l)];

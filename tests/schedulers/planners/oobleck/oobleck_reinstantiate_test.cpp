@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/planners/oobleck/oobleck_planner.hpp"
 
 namespace loom::oobleck {
@@ -38,7 +39,7 @@ Instantiation by_hand(const Fixture& fx, const std::vector<std::vector<int>>& no
   Instantiation inst;
   inst.counts.assign(fx.ts.size(), 0);
   for (const auto& n : nodes) {
-    const int t = static_cast<int>(n.size()) - fx.ts.front().nodes;
+    const int t = isize(n) - fx.ts.front().nodes;
     inst.pipelines.push_back({t, n, 0});
     ++inst.counts[static_cast<size_t>(t)];
   }

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/planners/oobleck/oobleck_mapper.hpp"
 #include "schedulers/planners/oobleck/oobleck_planner.hpp"
 
@@ -34,7 +35,7 @@ PlanningProblem random_problem(std::mt19937& rng, int layers, int gpus, int node
 /// used), scored with the same planning estimate: the exhaustive reference.
 double brute_force(const PlanningProblem& p, int nodes) {
   StageMapper mapper(p);
-  const int L = static_cast<int>(p.layers.size()), M = p.gpus_per_node;
+  const int L = isize(p.layers), M = p.gpus_per_node;
   double best = std::numeric_limits<double>::infinity();
   std::vector<double> times;
   std::function<void(int, int, int)> rec = [&](int u, int node, int gpu) {
