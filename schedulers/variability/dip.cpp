@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "core/dataflow.hpp"
 #include "core/errors.hpp"
+#include "core/index.hpp"
 
 namespace loom {
 
@@ -33,9 +35,9 @@ DipLayout dip_layout(const SchedulingProblem& problem) {
   const double t1 = std::max(*std::min_element(t.begin(), t.end()), 1e-12);
   DipLayout out;
   out.ranks = P;
-  std::vector<int> chunk_of(static_cast<size_t>(model.num_layers()), -1);
+  std::vector<StageId> chunk_of(static_cast<size_t>(model.num_layers()));
   for (size_t i = 0; i < mods.size(); ++i) {
-    const int layers = static_cast<int>(mods[i].size());
+    const int layers = isize(mods[i]);
     const std::string what =
         i < branches.names.size() ? "modality '" + branches.names[i] + "'" : "LLM";
     if (layers < P)
@@ -46,20 +48,23 @@ DipLayout dip_layout(const SchedulingProblem& problem) {
     out.k.push_back(k);
     int c = 0;
     for (auto& piece : partition_branch(model, mods[i], costs, P * k, what)) {
-      DipChunk chunk{static_cast<int>(i), c++ % P, piece, {}, {}};
+      DipChunk chunk{.modality = static_cast<int>(i),
+                     .rank = PipelineRank{c++ % P},
+                     .segments = piece,
+                     .producers = {},
+                     .gradients = {}};
       for (const Segment& s : piece)
         for (int l = s.first; l < s.end; ++l)
-          chunk_of[static_cast<size_t>(l)] = static_cast<int>(out.chunks.size());
+          chunk_of[static_cast<size_t>(l)] = out.chunks.next_id();
       out.chunks.push_back(std::move(chunk));
     }
   }
   const LayerGraph graph(model);
-  for (size_t x = 0; x < out.chunks.size(); ++x) {
+  for (const StageId x : out.chunks.ids()) {
     DipChunk& chunk = out.chunks[x];
-    auto add = [&](std::vector<int>& to, int layer) {
-      const int y = chunk_of[static_cast<size_t>(layer)];
-      if (y != static_cast<int>(x) && std::find(to.begin(), to.end(), y) == to.end())
-        to.push_back(y);
+    auto add = [&](std::vector<StageId>& to, int layer) {
+      const StageId y = chunk_of[static_cast<size_t>(layer)];
+      if (y != x && std::find(to.begin(), to.end(), y) == to.end()) to.push_back(y);
     };
     for (const Segment& s : chunk.segments) {
       for (int p : graph.producers(s.first)) add(chunk.producers, p);
@@ -68,6 +73,17 @@ DipLayout dip_layout(const SchedulingProblem& problem) {
     }
   }
   return out;
+}
+
+IdVector<DipTaskId, double> dip_priorities(const DipTasks& tasks, const DipLayout& layout,
+                                           const std::vector<double>& unit_position) {
+  const int modalities = isize(layout.k);
+  IdVector<DipTaskId, double> priority;
+  for (const DipTask& t : tasks) {
+    const int unit = t.microbatch * modalities + layout.chunks[t.chunk].modality;
+    priority.push_back(unit_position[static_cast<size_t>(unit)] * 1e4 + t.chunk.value());
+  }
+  return priority;
 }
 
 namespace {
@@ -81,89 +97,85 @@ struct RankState {
 /// The dual-queue choice of one rank: the forward and the backward queue each offer
 /// their earliest-startable task (priority breaks ties; the memory cap disables a forward
 /// that would not fit); when both can start now they alternate as in 1F1B, otherwise the
-/// earlier one goes. -1 when the rank has nothing it may run.
-int pick_on_rank(const std::vector<DipTask>& tasks, const std::vector<int>& ready,
-                 const RankState& st, double static_bytes, double cap_bytes,
-                 const std::vector<double>& priority, const std::vector<double>& ready_at) {
-  int pick[2] = {-1, -1};  // [0] forward queue, [1] backward queue
+/// earlier one goes. Nothing when the rank has nothing it may run.
+std::optional<DipTaskId> pick_on_rank(const DipTasks& tasks, const std::vector<DipTaskId>& ready,
+                                      const RankState& st, double static_bytes, double cap_bytes,
+                                      const IdVector<DipTaskId, double>& priority,
+                                      const IdVector<DipTaskId, double>& ready_at) {
+  std::optional<DipTaskId> pick[2];  // [0] forward queue, [1] backward queue
   double pick_start[2] = {0, 0};
-  for (int t : ready) {
-    const DipTask& task = tasks[static_cast<size_t>(t)];
+  for (const DipTaskId t : ready) {
+    const DipTask& task = tasks[t];
     const int q = task.forward ? 0 : 1;
     if (task.forward && static_bytes + st.live_bytes + task.activation_bytes > cap_bytes)
       continue;  // the memory cap disables the forward queue
-    const double start = std::max(st.free_at, ready_at[static_cast<size_t>(t)]);
-    if (pick[q] < 0 || start < pick_start[q] ||
-        (start == pick_start[q] &&
-         priority[static_cast<size_t>(t)] < priority[static_cast<size_t>(pick[q])])) {
+    const double start = std::max(st.free_at, ready_at[t]);
+    if (!pick[q] || start < pick_start[q] ||
+        (start == pick_start[q] && priority[t] < priority[*pick[q]])) {
       pick[q] = t;
       pick_start[q] = start;
     }
   }
-  if (pick[0] >= 0 && pick[1] >= 0 && pick_start[0] <= st.free_at && pick_start[1] <= st.free_at)
+  if (pick[0] && pick[1] && pick_start[0] <= st.free_at && pick_start[1] <= st.free_at)
     return st.last_forward ? pick[1] : pick[0];  // both ready: alternate as 1F1B
-  if (pick[0] >= 0 && (pick[1] < 0 || pick_start[0] < pick_start[1])) return pick[0];
+  if (pick[0] && (!pick[1] || pick_start[0] < pick_start[1])) return pick[0];
   return pick[1];
 }
 
 }  // namespace
 
-DipOrder dip_greedy(const std::vector<DipTask>& tasks, const std::vector<DipChunk>& chunks,
-                    int ranks, const std::vector<double>& static_bytes, double cap_bytes,
-                    const std::vector<double>& priority) {
-  const size_t n = tasks.size();
-  std::vector<int> waiting(n, 0);
-  std::vector<std::vector<int>> users(n);
-  for (size_t t = 0; t < n; ++t) {
-    waiting[t] = static_cast<int>(tasks[t].deps.size());
-    for (int d : tasks[t].deps) users[static_cast<size_t>(d)].push_back(static_cast<int>(t));
+DipOrder dip_greedy(const DipTasks& tasks, const PerStage<DipChunk>& chunks, int ranks,
+                    const PerPipelineRank<double>& static_bytes, double cap_bytes,
+                    const IdVector<DipTaskId, double>& priority) {
+  IdVector<DipTaskId, int> waiting(tasks.ssize(), 0);
+  IdVector<DipTaskId, std::vector<DipTaskId>> users(tasks.ssize());
+  for (const DipTaskId t : tasks.ids()) {
+    waiting[t] = isize(tasks[t].deps);
+    for (const DipTaskId d : tasks[t].deps) users[d].push_back(t);
   }
-  std::vector<double> ready_at(n, 0), end(n, 0);
-  std::vector<std::vector<int>> ready(static_cast<size_t>(ranks));
-  auto rank_of = [&](size_t t) { return chunks[static_cast<size_t>(tasks[t].chunk)].rank; };
-  for (size_t t = 0; t < n; ++t)
-    if (waiting[t] == 0) ready[static_cast<size_t>(rank_of(t))].push_back(static_cast<int>(t));
-  std::vector<RankState> state(static_cast<size_t>(ranks));
+  IdVector<DipTaskId, double> ready_at(tasks.ssize(), 0), end(tasks.ssize(), 0);
+  PerPipelineRank<std::vector<DipTaskId>> ready(ranks);
+  auto rank_of = [&](DipTaskId t) { return chunks[tasks[t].chunk].rank; };
+  for (const DipTaskId t : tasks.ids())
+    if (waiting[t] == 0) ready[rank_of(t)].push_back(t);
+  PerPipelineRank<RankState> state(ranks);
   DipOrder out;
-  out.per_rank.resize(static_cast<size_t>(ranks));
-  for (int r = 0; r < ranks; ++r)
-    out.peak_bytes = std::max(out.peak_bytes, static_bytes[static_cast<size_t>(r)]);
-  for (size_t done = 0; done < n; ++done) {
+  out.per_rank.resize(ranks);
+  for (const double bytes : static_bytes) out.peak_bytes = std::max(out.peak_bytes, bytes);
+  for (int done = 0; done < tasks.ssize(); ++done) {
     // Per rank: its pick (dual queue, memory cap) and when it would start.
-    int best_task = -1;
+    std::optional<DipTaskId> best_task;
     double best_start = std::numeric_limits<double>::infinity();
-    for (int r = 0; r < ranks; ++r) {
-      const RankState& st = state[static_cast<size_t>(r)];
-      const int chosen =
-          pick_on_rank(tasks, ready[static_cast<size_t>(r)], st,
-                       static_bytes[static_cast<size_t>(r)], cap_bytes, priority, ready_at);
-      if (chosen < 0) continue;
-      const double start = std::max(st.free_at, ready_at[static_cast<size_t>(chosen)]);
+    for (const PipelineRank r : state.ids()) {
+      const RankState& st = state[r];
+      const std::optional<DipTaskId> chosen =
+          pick_on_rank(tasks, ready[r], st, static_bytes[r], cap_bytes, priority, ready_at);
+      if (!chosen) continue;
+      const double start = std::max(st.free_at, ready_at[*chosen]);
       if (start < best_start) {
         best_start = start;
         best_task = chosen;
       }
     }
-    if (best_task < 0)
+    if (!best_task)
       throw InfeasibleError("dip: the memory cap (" + std::to_string(cap_bytes / 1e9) +
                             " GB per rank) admits no schedule: every ready forward exceeds it");
-    const DipTask& task = tasks[static_cast<size_t>(best_task)];
-    const int r = rank_of(static_cast<size_t>(best_task));
-    RankState& st = state[static_cast<size_t>(r)];
-    auto& q = ready[static_cast<size_t>(r)];
-    q.erase(std::find(q.begin(), q.end(), best_task));
-    end[static_cast<size_t>(best_task)] = best_start + task.seconds;
-    st.free_at = end[static_cast<size_t>(best_task)];
+    const DipTaskId picked = *best_task;
+    const DipTask& task = tasks[picked];
+    const PipelineRank r = rank_of(picked);
+    RankState& st = state[r];
+    auto& q = ready[r];
+    q.erase(std::find(q.begin(), q.end(), picked));
+    end[picked] = best_start + task.seconds;
+    st.free_at = end[picked];
     st.last_forward = task.forward;
     st.live_bytes += task.forward ? task.activation_bytes : -task.activation_bytes;
-    out.peak_bytes = std::max(out.peak_bytes, static_bytes[static_cast<size_t>(r)] + st.live_bytes);
+    out.peak_bytes = std::max(out.peak_bytes, static_bytes[r] + st.live_bytes);
     out.makespan_s = std::max(out.makespan_s, st.free_at);
-    out.per_rank[static_cast<size_t>(r)].push_back(best_task);
-    for (int u : users[static_cast<size_t>(best_task)]) {
-      ready_at[static_cast<size_t>(u)] =
-          std::max(ready_at[static_cast<size_t>(u)], end[static_cast<size_t>(best_task)]);
-      if (--waiting[static_cast<size_t>(u)] == 0)
-        ready[static_cast<size_t>(rank_of(static_cast<size_t>(u)))].push_back(u);
+    out.per_rank[r].push_back(picked);
+    for (const DipTaskId u : users[picked]) {
+      ready_at[u] = std::max(ready_at[u], end[picked]);
+      if (--waiting[u] == 0) ready[rank_of(u)].push_back(u);
     }
   }
   return out;

@@ -6,17 +6,20 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/index.hpp"
+#include "schedulers/lowering/programs.hpp"
 #include "schedulers/variability/disttrain.hpp"
 
 namespace loom {
 
-/// One model chunk: a piece of one modality's layers on one rank of the replica.
+/// One model chunk: a piece of one modality's layers on one rank of the replica. Chunk x is
+/// stage x of the lowered programs, so chunks are numbered by StageId.
 struct DipChunk {
-  int modality = 0;  ///< index into DipLayout::modality_names order (encoders, then LLM)
-  int rank = 0;      ///< rank inside the replica (chunk c of a modality: c mod P)
+  int modality = 0;      ///< index into DipLayout::modality_names order (encoders, then LLM)
+  PipelineRank rank{0};  ///< rank inside the replica (chunk c of a modality: c mod P)
   std::vector<Segment> segments;
-  std::vector<int> producers;  ///< chunks whose forward output this chunk's forward needs
-  std::vector<int> gradients;  ///< chunks whose input gradients this chunk's backward needs
+  std::vector<StageId> producers;  ///< chunks whose forward output this chunk's forward needs
+  std::vector<StageId> gradients;  ///< chunks whose input gradients this chunk's backward needs
 };
 
 /// Separated partitioning: modality i gets K_i = floor(T_i / T_1) segments per rank
@@ -25,19 +28,29 @@ struct DipChunk {
 struct DipLayout {
   int ranks = 1;       ///< P
   std::vector<int> k;  ///< K_i per modality
-  std::vector<DipChunk> chunks;
+  PerStage<DipChunk> chunks;
 };
 DipLayout dip_layout(const SchedulingProblem& problem);
 
+/// A task's position in its replica's task list.
+using DipTaskId = Id<struct DipTaskTag>;
+
 /// One F or B of one chunk for one microbatch of one replica: a node of the search's DAG.
 struct DipTask {
-  int chunk = 0;
+  StageId chunk{0};
   int microbatch = 0;
   bool forward = true;
   double seconds = 0;
   double activation_bytes = 0;  ///< held from the F's start to the B's end
-  std::vector<int> deps;        ///< task indices that must finish first
+  std::vector<DipTaskId> deps;  ///< tasks that must finish first
 };
+using DipTasks = IdVector<DipTaskId, DipTask>;
+
+/// The greedy's priority of every task (lower first): its (microbatch, modality) unit's
+/// position in a search order, `unit_position[microbatch * modalities + modality]`, with the
+/// chunk breaking ties inside a unit.
+IdVector<DipTaskId, double> dip_priorities(const DipTasks& tasks, const DipLayout& layout,
+                                           const std::vector<double>& unit_position);
 
 /// Greedy dual-queue interleaving (DIP §schedule search step 2): repeatedly take the rank
 /// whose next task can start earliest; a rank with both a forward and a backward ready
@@ -46,13 +59,13 @@ struct DipTask {
 /// first). Returns per-rank task order and the makespan; throws InfeasibleError when the
 /// cap admits no order.
 struct DipOrder {
-  std::vector<std::vector<int>> per_rank;
+  PerPipelineRank<std::vector<DipTaskId>> per_rank;
   double makespan_s = 0;
   double peak_bytes = 0;  ///< the largest static + live activation bytes on any rank
 };
-DipOrder dip_greedy(const std::vector<DipTask>& tasks, const std::vector<DipChunk>& chunks,
-                    int ranks, const std::vector<double>& static_bytes, double cap_bytes,
-                    const std::vector<double>& priority);
+DipOrder dip_greedy(const DipTasks& tasks, const PerStage<DipChunk>& chunks, int ranks,
+                    const PerPipelineRank<double>& static_bytes, double cap_bytes,
+                    const IdVector<DipTaskId, double>& priority);
 
 /// MCTS over the order of (microbatch, modality) units (priority = position, DIP's
 /// "n - i"): UCB s^alpha + beta sqrt(ln N_parent / N_child), 10 random rollouts per
@@ -68,9 +81,9 @@ struct DipSearchStats {
   double initial_makespan_s = 0;
   double best_makespan_s = 0;
 };
-std::vector<double> dip_search(const std::vector<std::vector<DipTask>>& replicas,
-                               const DipLayout& layout, int microbatches, int modalities,
-                               const std::vector<double>& static_bytes, double cap_bytes,
+std::vector<double> dip_search(const std::vector<DipTasks>& replicas, const DipLayout& layout,
+                               int microbatches, int modalities,
+                               const PerPipelineRank<double>& static_bytes, double cap_bytes,
                                int iterations, double budget_s, std::uint64_t seed,
                                DipSearchStats* stats);
 

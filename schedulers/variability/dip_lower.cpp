@@ -5,6 +5,7 @@
 // been sent, and the lowering receives each channel in its send order, so the lowered
 // schedule cannot deadlock.
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/lowering/passes.hpp"
 #include "schedulers/variability/dip.hpp"
 
@@ -18,26 +19,38 @@ PipelinePrograms dip_programs(const DipLayout& layout) {
     StageSpec stage;
     stage.segments = chunk.segments;
     programs.stages.push_back(std::move(stage));
-    programs.stage_rank.push_back(PipelineRank{chunk.rank});
+    programs.stage_rank.push_back(chunk.rank);
   }
   return programs;
 }
 
 /// Task t = (mb * chunks + chunk) * 2 + (0 forward | 1 backward), costed as the lowering
 /// costs it.
-std::vector<DipTask> dip_tasks(const lowering::Context& ctx, const DipLayout& layout, int d) {
-  const int nc = static_cast<int>(layout.chunks.size());
+DipTasks dip_tasks(const lowering::Context& ctx, const DipLayout& layout, int d) {
+  const int nc = layout.chunks.ssize();
   const int m = ctx.microbatches;
-  std::vector<DipTask> out(static_cast<size_t>(m * nc * 2));
-  auto id = [&](int j, int x, bool fwd) { return (j * nc + x) * 2 + (fwd ? 0 : 1); };
+  DipTasks out(m * nc * 2);
+  auto id = [&](int j, StageId x, bool fwd) {
+    return DipTaskId{(j * nc + x.value()) * 2 + (fwd ? 0 : 1)};
+  };
   for (int j = 0; j < m; ++j) {
     const lowering::MicrobatchCosts& mc = ctx.cost(d, j);
-    for (int x = 0; x < nc; ++x) {
-      const DipChunk& chunk = layout.chunks[static_cast<size_t>(x)];
-      DipTask& f = out[static_cast<size_t>(id(j, x, true))];
-      DipTask& b = out[static_cast<size_t>(id(j, x, false))];
-      f = {x, j, true, 0, 0, {}};
-      b = {x, j, false, 0, 0, {id(j, x, true)}};
+    for (const StageId x : layout.chunks.ids()) {
+      const DipChunk& chunk = layout.chunks[x];
+      DipTask& f = out[id(j, x, true)];
+      DipTask& b = out[id(j, x, false)];
+      f = {.chunk = x,
+           .microbatch = j,
+           .forward = true,
+           .seconds = 0,
+           .activation_bytes = 0,
+           .deps = {}};
+      b = {.chunk = x,
+           .microbatch = j,
+           .forward = false,
+           .seconds = 0,
+           .activation_bytes = 0,
+           .deps = {id(j, x, true)}};
       for (const Segment& seg : chunk.segments) {
         const bool kept = ctx.needs_backward(seg);
         for (int l = seg.first; l < seg.end; ++l) {
@@ -47,8 +60,8 @@ std::vector<DipTask> dip_tasks(const lowering::Context& ctx, const DipLayout& la
         }
       }
       b.activation_bytes = f.activation_bytes;
-      for (int y : chunk.producers) f.deps.push_back(id(j, y, true));
-      for (int y : chunk.gradients) b.deps.push_back(id(j, y, false));
+      for (const StageId y : chunk.producers) f.deps.push_back(id(j, y, true));
+      for (const StageId y : chunk.gradients) b.deps.push_back(id(j, y, false));
     }
   }
   return out;
@@ -70,35 +83,29 @@ Schedule dip_schedule(const SchedulingProblem& problem, DipSearchStats* stats) {
   lowering::assign_samples(ctx, planned);
   lowering::cost_microbatches(ctx, planned);
   const int dp = problem.parallel.dp, m = problem.schedule.microbatches;
-  std::vector<std::vector<DipTask>> replicas;
+  std::vector<DipTasks> replicas;
   for (int d = 0; d < dp; ++d) replicas.push_back(dip_tasks(ctx, layout, d));
-  std::vector<double> static_bytes;
+  PerPipelineRank<double> static_bytes;
   for (const StaticMemory& mem : static_memory_per_rank(problem, programs))
     static_bytes.push_back(mem.total());
   const double cap = problem.schedule.dip_memory_cap_gb > 0
                          ? problem.schedule.dip_memory_cap_gb * 1e9
                          : problem.cluster->gpu.memory_bytes;
-  const int modalities = static_cast<int>(layout.k.size());
+  const int modalities = isize(layout.k);
   const std::vector<double> unit_pos =
       dip_search(replicas, layout, m, modalities, static_bytes, cap,
                  problem.schedule.dip_search_iterations, problem.schedule.dip_search_budget_s,
                  static_cast<std::uint64_t>(problem.schedule.dip_seed), stats);
-  for (int d = 0; d < dp; ++d) {
-    const auto& tasks = replicas[static_cast<size_t>(d)];
-    std::vector<double> prio;
-    for (const DipTask& t : tasks) {
-      const int unit =
-          t.microbatch * modalities + layout.chunks[static_cast<size_t>(t.chunk)].modality;
-      prio.push_back(unit_pos[static_cast<size_t>(unit)] * 1e4 + t.chunk);
-    }
-    const DipOrder order = dip_greedy(tasks, layout.chunks, layout.ranks, static_bytes, cap, prio);
+  for (const DipTasks& tasks : replicas) {
+    const DipOrder order = dip_greedy(tasks, layout.chunks, layout.ranks, static_bytes, cap,
+                                      dip_priorities(tasks, layout, unit_pos));
     RankOrders orders(layout.ranks);
-    for (int r = 0; r < layout.ranks; ++r) {
-      for (int t : order.per_rank[static_cast<size_t>(r)]) {
-        const DipTask& task = tasks[static_cast<size_t>(t)];
-        orders[PipelineRank{r}].push_back({.stage = StageId{task.chunk},
-                                           .pass = task.forward ? Pass::kF : Pass::kB,
-                                           .microbatch = task.microbatch});
+    for (const PipelineRank r : order.per_rank.ids()) {
+      for (const DipTaskId t : order.per_rank[r]) {
+        const DipTask& task = tasks[t];
+        orders[r].push_back({.stage = task.chunk,
+                             .pass = task.forward ? Pass::kF : Pass::kB,
+                             .microbatch = task.microbatch});
       }
     }
     programs.replicas.push_back(std::move(orders));

@@ -11,9 +11,11 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/variability/dip.hpp"
 
 namespace loom {
@@ -23,10 +25,13 @@ constexpr double kAlpha = 1.0;
 constexpr double kBeta = 0.1;
 constexpr int kRolloutsPerExpansion = 10;
 
+using NodeId = Id<struct NodeTag>;
+constexpr NodeId kRoot{0};
+
 struct Node {
-  int parent = -1;
-  int unit = -1;  ///< the unit this node appends to its parent's prefix
-  std::vector<int> children;
+  std::optional<NodeId> parent;  ///< none at the root
+  int unit = -1;                 ///< the unit this node appends to its parent's prefix
+  std::vector<NodeId> children;
   std::vector<int> untried;
   int visits = 0;
   double reward = 0;  ///< sum of rollout rewards
@@ -34,8 +39,8 @@ struct Node {
 
 class Search {
  public:
-  Search(const std::vector<std::vector<DipTask>>& replicas, const DipLayout& layout,
-         int microbatches, int modalities, const std::vector<double>& static_bytes, double cap,
+  Search(const std::vector<DipTasks>& replicas, const DipLayout& layout, int microbatches,
+         int modalities, const PerPipelineRank<double>& static_bytes, double cap,
          std::uint64_t seed)
       : replicas_(replicas),
         layout_(layout),
@@ -51,16 +56,10 @@ class Search {
     for (size_t i = 0; i < order.size(); ++i)
       pos[static_cast<size_t>(order[i])] = static_cast<double>(i);
     double worst = 0;
-    for (const auto& tasks : replicas_) {
-      std::vector<double> prio;
-      prio.reserve(tasks.size());
-      for (const DipTask& t : tasks) {
-        const int unit =
-            t.microbatch * modalities_ + layout_.chunks[static_cast<size_t>(t.chunk)].modality;
-        prio.push_back(pos[static_cast<size_t>(unit)] * 1e4 + t.chunk);
-      }
-      worst = std::max(
-          worst, dip_greedy(tasks, layout_.chunks, layout_.ranks, static_, cap_, prio).makespan_s);
+    for (const DipTasks& tasks : replicas_) {
+      const DipOrder greedy = dip_greedy(tasks, layout_.chunks, layout_.ranks, static_, cap_,
+                                         dip_priorities(tasks, layout_, pos));
+      worst = std::max(worst, greedy.makespan_s);
     }
     return worst;
   }
@@ -84,21 +83,21 @@ class Search {
     best_order_ = root_order;
     best_t_ = root_t_;
     nodes_.push_back(Node{});
-    nodes_[0].untried = root_order;
+    nodes_[kRoot].untried = root_order;
     int it = 0, rollouts = 0;
     double longest = 0;  // the slowest iteration so far: do not start one that would overrun
     for (; it < iterations; ++it) {
       const auto now = std::chrono::steady_clock::now();
       const double elapsed = std::chrono::duration<double>(now - start).count();
       if (elapsed + longest > budget_s) break;
-      int v = select();
+      NodeId v = select();
       std::vector<int> prefix = prefix_of(v);
-      if (!nodes_[static_cast<size_t>(v)].untried.empty()) v = expand(v, prefix);
+      if (!nodes_[v].untried.empty()) v = expand(v, prefix);
       double sum = 0;
       for (int k = 0; k < kRolloutsPerExpansion; ++k, ++rollouts) sum += rollout(prefix_of(v));
-      for (int x = v; x >= 0; x = nodes_[static_cast<size_t>(x)].parent) {
-        nodes_[static_cast<size_t>(x)].visits += kRolloutsPerExpansion;
-        nodes_[static_cast<size_t>(x)].reward += sum;
+      for (std::optional<NodeId> x = v; x; x = nodes_[*x].parent) {
+        nodes_[*x].visits += kRolloutsPerExpansion;
+        nodes_[*x].reward += sum;
       }
       longest = std::max(
           longest, std::chrono::duration<double>(std::chrono::steady_clock::now() - now).count());
@@ -115,15 +114,14 @@ class Search {
   }
 
  private:
-  int select() {
-    int v = 0;
-    while (nodes_[static_cast<size_t>(v)].untried.empty() &&
-           !nodes_[static_cast<size_t>(v)].children.empty()) {
-      const Node& x = nodes_[static_cast<size_t>(v)];
+  NodeId select() {
+    NodeId v = kRoot;
+    while (nodes_[v].untried.empty() && !nodes_[v].children.empty()) {
+      const Node& x = nodes_[v];
       double best = -std::numeric_limits<double>::infinity();
-      int pick = x.children.front();
-      for (int c : x.children) {
-        const Node& n = nodes_[static_cast<size_t>(c)];
+      NodeId pick = x.children.front();
+      for (const NodeId c : x.children) {
+        const Node& n = nodes_[c];
         const double s = n.reward / n.visits;
         const double ucb = std::pow(s, kAlpha) +
                            kBeta * std::sqrt(std::log(static_cast<double>(x.visits)) / n.visits);
@@ -137,38 +135,41 @@ class Search {
     return v;
   }
 
-  std::vector<int> prefix_of(int v) const {
+  std::vector<int> prefix_of(NodeId v) const {
     std::vector<int> out;
-    for (; v > 0; v = nodes_[static_cast<size_t>(v)].parent)
-      out.push_back(nodes_[static_cast<size_t>(v)].unit);
+    for (NodeId x = v; x != kRoot; x = *nodes_[x].parent) out.push_back(nodes_[x].unit);
     return {out.rbegin(), out.rend()};
   }
 
-  int expand(int v, const std::vector<int>& prefix) {
-    auto& untried = nodes_[static_cast<size_t>(v)].untried;
-    const size_t k = static_cast<size_t>(rng_() % untried.size());
-    const int unit = untried[k];
-    untried.erase(untried.begin() + static_cast<std::ptrdiff_t>(k));
-    Node child;
-    child.parent = v;
-    child.unit = unit;
-    std::vector<char> used(static_cast<size_t>(units_), 0);
-    for (int u : prefix) used[static_cast<size_t>(u)] = 1;
-    used[static_cast<size_t>(unit)] = 1;
+  /// The units an order has not placed yet, ascending.
+  std::vector<int> units_after(const std::vector<int>& order) const {
+    std::vector<bool> used(static_cast<size_t>(units_), false);
+    for (int u : order) used[static_cast<size_t>(u)] = true;
+    std::vector<int> rest;
     for (int u = 0; u < units_; ++u)
-      if (!used[static_cast<size_t>(u)]) child.untried.push_back(u);
-    nodes_.push_back(std::move(child));
-    const int id = static_cast<int>(nodes_.size()) - 1;
-    nodes_[static_cast<size_t>(v)].children.push_back(id);
+      if (!used[static_cast<size_t>(u)]) rest.push_back(u);
+    return rest;
+  }
+
+  NodeId expand(NodeId v, std::vector<int> prefix) {
+    auto& untried = nodes_[v].untried;
+    const auto k = untried.begin() + static_cast<std::ptrdiff_t>(rng_() % untried.size());
+    const int unit = *k;
+    untried.erase(k);
+    prefix.push_back(unit);
+    const NodeId id = nodes_.next_id();
+    nodes_.push_back({.parent = v,
+                      .unit = unit,
+                      .children = {},
+                      .untried = units_after(prefix),
+                      .visits = 0,
+                      .reward = 0});
+    nodes_[v].children.push_back(id);
     return id;
   }
 
   double rollout(std::vector<int> order) {
-    std::vector<char> used(static_cast<size_t>(units_), 0);
-    for (int u : order) used[static_cast<size_t>(u)] = 1;
-    std::vector<int> rest;
-    for (int u = 0; u < units_; ++u)
-      if (!used[static_cast<size_t>(u)]) rest.push_back(u);
+    std::vector<int> rest = units_after(order);
     for (size_t i = rest.size(); i > 1; --i)  // Fisher-Yates with the raw engine: portable
       std::swap(rest[i - 1], rest[static_cast<size_t>(rng_() % i)]);
     order.insert(order.end(), rest.begin(), rest.end());
@@ -185,22 +186,22 @@ class Search {
     return root_t_ / t;
   }
 
-  const std::vector<std::vector<DipTask>>& replicas_;
+  const std::vector<DipTasks>& replicas_;
   const DipLayout& layout_;
   int units_ = 0, modalities_ = 1;
-  const std::vector<double>& static_;
+  const PerPipelineRank<double>& static_;
   double cap_ = 0;
   std::mt19937_64 rng_;
-  std::vector<Node> nodes_;
+  IdVector<NodeId, Node> nodes_;
   std::vector<int> best_order_;
   double best_t_ = 0, root_t_ = 0;
 };
 
 }  // namespace
 
-std::vector<double> dip_search(const std::vector<std::vector<DipTask>>& replicas,
-                               const DipLayout& layout, int microbatches, int modalities,
-                               const std::vector<double>& static_bytes, double cap_bytes,
+std::vector<double> dip_search(const std::vector<DipTasks>& replicas, const DipLayout& layout,
+                               int microbatches, int modalities,
+                               const PerPipelineRank<double>& static_bytes, double cap_bytes,
                                int iterations, double budget_s, std::uint64_t seed,
                                DipSearchStats* stats) {
   Search search(replicas, layout, microbatches, modalities, static_bytes, cap_bytes, seed);

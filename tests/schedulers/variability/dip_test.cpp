@@ -8,6 +8,7 @@
 
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
+#include "core/index.hpp"
 #include "core/timeline.hpp"
 #include "core/validate.hpp"
 #include "test_support.hpp"
@@ -41,14 +42,14 @@ TEST(Dip, SeparatedPartitioningColocatesEveryModalityOnEveryRank) {
   ASSERT_EQ(layout.k.size(), 3u);                                     // vision, audio, LLM
   EXPECT_EQ(*std::min_element(layout.k.begin(), layout.k.end()), 1);  // K_1 = 1
   std::vector<int> count(layout.k.size(), 0);
-  std::vector<std::set<int>> ranks(layout.k.size());
+  std::vector<std::set<PipelineRank>> ranks(layout.k.size());
   for (const DipChunk& c : layout.chunks) {
-    EXPECT_EQ(c.rank, count[static_cast<size_t>(c.modality)]++ % P);
+    EXPECT_EQ(c.rank, PipelineRank{count[static_cast<size_t>(c.modality)]++ % P});
     ranks[static_cast<size_t>(c.modality)].insert(c.rank);
   }
   for (size_t i = 0; i < layout.k.size(); ++i) {
     EXPECT_EQ(count[i], P * layout.k[i]);
-    EXPECT_EQ(static_cast<int>(ranks[i].size()), P);
+    EXPECT_EQ(isize(ranks[i]), P);
   }
 }
 
