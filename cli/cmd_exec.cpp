@@ -57,7 +57,7 @@ double iteration_flops(const Study& study) {
   double flops = 0;
   for (const Sample& sample : study.problem.samples) {
     for (int l = 0; l < model.num_layers(); ++l) {
-      const int module = model.layers()[static_cast<size_t>(l)].module;
+      const ModuleId module = model.module_of(l);
       flops += 6 * layer_parameters(model.layer(l)) * module_input_tokens(model, module, sample);
     }
   }

@@ -146,7 +146,7 @@ StageSummary summarize_stage(const Schedule& s, const std::vector<Op>& program, 
   for (const Op& op : program) {
     const auto* c = std::get_if<Compute>(&op);
     if (!c || c->stage != stage || c->microbatch != microbatch) continue;
-    const std::string& name = s.module_names[static_cast<size_t>(c->module)];
+    const std::string& name = s.module_names[c->module];
     if (c->pass != Pass::kF) {
       out.per_module[name].second += c->seconds;
       out.weight[name] += c->weight_grad_s;
@@ -182,7 +182,7 @@ void print_stages(const Study& study, std::ostream& os) {
       os << "    " << name << ": F " << ms(fb.first) << ", B " << ms(fb.second);
       // Say why a backward is missing or partial only when frozen status is the reason
       // (a trainable module can also cost 0 in a table).
-      const Module& mod = study.config.model.module(study.config.model.module_index(name));
+      const Module& mod = study.config.model.module(study.config.model.module_index(name).value());
       const bool all_frozen = std::all_of(mod.layers.begin(), mod.layers.end(),
                                           [](const LayerSpec& l) { return l.frozen; });
       if (fb.second == 0 && all_frozen)

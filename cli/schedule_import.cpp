@@ -24,10 +24,10 @@ std::string read_file(const std::string& path) {
 }
 
 void check_modules(const Schedule& s, const Model& model, const std::string& path) {
-  std::vector<std::string> names;
+  PerModule<std::string> names;
   for (const Module& m : model.modules()) names.push_back(m.name);
   if (s.module_names == names) return;
-  auto list = [](const std::vector<std::string>& v) {
+  auto list = [](const PerModule<std::string>& v) {
     std::string out;
     for (const std::string& n : v) out += (out.empty() ? "" : " ") + n;
     return out;

@@ -91,10 +91,10 @@ void check_plan_size(const Config& c) {
 /// does not divide them (tp = 3 with 16 heads) is no layout a framework can run.
 void check_tp_divides_heads(const Config& c) {
   const Model& model = c.model;
-  for (int m = 0; m < isize(model.modules()); ++m) {
+  for (const ModuleId m : model.modules().ids()) {
     const Module& mod = model.module(m);
     const bool own = !c.parallel.module_layouts.empty();
-    const int tp = own ? c.parallel.module_layouts[static_cast<size_t>(m)].tp : c.parallel.tp;
+    const int tp = own ? c.parallel.module_layouts[m].tp : c.parallel.tp;
     const std::string key = own ? "parallel.modules." + mod.name + ".tp" : "parallel.tp";
     for (const LayerSpec& l : mod.layers) {
       if (l.kind != LayerKind::kTransformer || tp == 1) continue;

@@ -38,7 +38,7 @@ struct ParallelConfig {
   /// (DistributedDataParallelConfig.bucket_size).
   double grad_bucket_size = 0;
   /// Resolved per-module layouts, index = module index; empty = single layout.
-  std::vector<ModuleLayout> module_layouts;
+  PerModule<ModuleLayout> module_layouts;
 };
 
 /// Which per-layer costs the stage partitioner balances (dissertation §3.3.1):

@@ -22,7 +22,7 @@ TableCostModel::TableCostModel(const Model& model, std::map<std::string, TableEn
 }
 
 const TableEntry& TableCostModel::entry(int layer) const {
-  return by_module_[static_cast<size_t>(model_.layers()[static_cast<size_t>(layer)].module)];
+  return by_module_[model_.module_of(layer)];
 }
 
 PassCost TableCostModel::layer_cost(int layer, const MicrobatchShape&, int) const {

@@ -31,7 +31,7 @@ class TableCostModel final : public CostModel {
  private:
   const TableEntry& entry(int layer) const;
   const Model& model_;
-  std::vector<TableEntry> by_module_;
+  PerModule<TableEntry> by_module_;
 };
 
 }  // namespace loom

@@ -9,17 +9,16 @@ LayerGraph::LayerGraph(const Model& model, BackwardRule rule)
   const int n = model.num_layers();
   producers_.resize(static_cast<size_t>(n));
   consumers_.resize(static_cast<size_t>(n));
-  std::vector<int> last_of_module(model.modules().size(), -1);
-  for (int l = 0; l < n; ++l)
-    last_of_module[static_cast<size_t>(model.layers()[static_cast<size_t>(l)].module)] = l;
+  PerModule<int> last_of_module(model.modules().ssize(), -1);
+  for (int l = 0; l < n; ++l) last_of_module[model.module_of(l)] = l;
   for (int l = 0; l < n; ++l) {
     const LayerRef& ref = model.layers()[static_cast<size_t>(l)];
     auto& producers = producers_[static_cast<size_t>(l)];
     if (ref.local_index > 0) {
       producers.push_back(l - 1);
     } else {
-      for (const std::string& input : model.module(ref.module).inputs)
-        producers.push_back(last_of_module[static_cast<size_t>(model.module_index(input))]);
+      for (const ModuleId input : model.inputs(ref.module))
+        producers.push_back(last_of_module[input]);
       std::sort(producers.begin(), producers.end());
     }
     for (int p : producers) consumers_[static_cast<size_t>(p)].push_back(l);

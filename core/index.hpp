@@ -1,9 +1,9 @@
 #pragma once
-/// Typed indices: a rank or a stage is an int underneath, but mixing them up (a stage
-/// used as a rank, a replica's rank used as the Schedule's) should not compile. `Id<Tag>` is an int
-/// only its own kind of container accepts; `IdVector<Id, T>` is a std::vector addressed by that Id
-/// alone, so the per-rank tables of the Schedule IR need no casts and cannot be indexed by a stray
-/// int.
+/// Typed indices: a rank, a stage or a module is an int underneath, but mixing them up (a stage
+/// used as a rank, a replica's rank used as the Schedule's, a module where a layer belongs) should
+/// not compile. `Id<Tag>` is an int only its own kind of container accepts; `IdVector<Id, T>` is a
+/// std::vector addressed by that Id alone, so the per-rank, per-stage and per-module tables need
+/// no casts and cannot be indexed by a stray int.
 #include <compare>
 #include <cstddef>
 #include <functional>
@@ -103,15 +103,19 @@ class IdVector {
   using value_type = T;
   using iterator = typename std::vector<T>::iterator;
   using const_iterator = typename std::vector<T>::const_iterator;
+  using reference = typename std::vector<T>::reference;  // a proxy for std::vector<bool>
+  using const_reference = typename std::vector<T>::const_reference;
 
   IdVector() = default;
   explicit IdVector(int count, const T& value = T()) : items_(slots(count), value) {}
   IdVector(std::initializer_list<T> init) : items_(init) {}
+  /// Item i gets id i.
+  explicit IdVector(std::vector<T> items) : items_(std::move(items)) {}
 
-  T& operator[](IdT id) { return items_[id.slot()]; }
-  const T& operator[](IdT id) const { return items_[id.slot()]; }
-  T& at(IdT id) { return items_.at(id.slot()); }
-  const T& at(IdT id) const { return items_.at(id.slot()); }
+  reference operator[](IdT id) { return items_[id.slot()]; }
+  const_reference operator[](IdT id) const { return items_[id.slot()]; }
+  reference at(IdT id) { return items_.at(id.slot()); }
+  const_reference at(IdT id) const { return items_.at(id.slot()); }
   bool contains(IdT id) const { return id.value() >= 0 && id.slot() < items_.size(); }
 
   int ssize() const { return isize(items_); }
@@ -155,6 +159,11 @@ using PerRank = IdVector<RankId, T>;
 using StageId = Id<struct StageTag>;
 template <class T>
 using PerStage = IdVector<StageId, T>;
+/// A module of the model (an encoder, a projector, the LLM): an index into Model::modules, in
+/// their topological order, and the module an op of the Schedule IR computes or moves data of.
+using ModuleId = Id<struct ModuleTag>;
+template <class T>
+using PerModule = IdVector<ModuleId, T>;
 
 /// `2_rank`: a rank written as a literal (tests, hand-built schedules).
 constexpr RankId operator""_rank(unsigned long long value) {

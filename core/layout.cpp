@@ -18,7 +18,7 @@ bool parse_int(const std::string& text, int* out) {
   return true;
 }
 
-std::string key(const Model& model, int module) {
+std::string key(const Model& model, ModuleId module) {
   return "parallel.modules." + model.module(module).name;
 }
 
@@ -27,20 +27,18 @@ std::string range_text(const ModuleLayout& l) {
 }
 
 /// The module whose table a module without one follows: a projector's first input.
-int owner_of(const Model& model, int module,
-             const std::map<std::string, ModuleLayout>& explicit_layouts) {
+ModuleId owner_of(const Model& model, ModuleId module,
+                  const std::map<std::string, ModuleLayout>& explicit_layouts) {
   const Module& mod = model.module(module);
   if (explicit_layouts.count(mod.name)) return module;
-  if (mod.kind == ModuleKind::kProjector && !mod.inputs.empty()) {
-    const int input = model.module_index(mod.inputs.front());
-    return owner_of(model, input, explicit_layouts);
-  }
+  if (mod.kind == ModuleKind::kProjector && !mod.inputs.empty())
+    return owner_of(model, model.inputs(module).front(), explicit_layouts);
   throw InputError(key(model, module) + ": missing; with per-module layouts every " +
                    std::string(to_string(mod.kind)) + " needs its own [parallel.modules." +
                    mod.name + "] table (only projectors follow their input module)");
 }
 
-void check_size(const Model& model, int module, const ModuleLayout& l, int layers) {
+void check_size(const Model& model, ModuleId module, const ModuleLayout& l, int layers) {
   if (l.size() != l.gpus) {
     throw InputError(key(model, module) + ": tp x cp x pp x dp = " + std::to_string(l.tp) + " x " +
                      std::to_string(l.cp) + " x " + std::to_string(l.pp) + " x " +
@@ -73,33 +71,33 @@ bool parse_gpu_range(const std::string& text, int* first, int* end) {
   return true;
 }
 
-std::vector<ModuleLayout> resolve_module_layouts(
+PerModule<ModuleLayout> resolve_module_layouts(
     const Model& model, const std::map<std::string, ModuleLayout>& explicit_layouts,
     const Cluster& cluster) {
   if (explicit_layouts.empty()) return {};
   for (const auto& [name, layout] : explicit_layouts) {
-    if (model.module_index(name) < 0) {
+    if (!model.module_index(name)) {
       std::string names;
       for (const Module& m : model.modules()) names += (names.empty() ? "" : ", ") + m.name;
       throw InputError("parallel.modules." + name + ": no module named '" + name +
                        "' (modules: " + names + ")");
     }
   }
-  const int n = isize(model.modules());
-  std::vector<ModuleLayout> out(static_cast<size_t>(n));
-  std::vector<int> group_layers(static_cast<size_t>(n), 0);
-  for (int m = 0; m < n; ++m) {
-    const int owner = owner_of(model, m, explicit_layouts);
+  const int n = model.modules().ssize();
+  PerModule<ModuleLayout> out(n);
+  PerModule<int> group_layers(n, 0);
+  for (const ModuleId m : out.ids()) {
+    const ModuleId owner = owner_of(model, m, explicit_layouts);
     ModuleLayout l = explicit_layouts.at(model.module(owner).name);
     if (l.gpus == 0) l.gpus = l.size();
     l.owner = owner;
-    out[static_cast<size_t>(m)] = l;
-    group_layers[static_cast<size_t>(owner)] += isize(model.module(m).layers);
+    out[m] = l;
+    group_layers[owner] += isize(model.module(m).layers);
   }
-  for (int m = 0; m < n; ++m) {
-    const ModuleLayout& l = out[static_cast<size_t>(m)];
+  for (const ModuleId m : out.ids()) {
+    const ModuleLayout& l = out[m];
     if (l.owner != m) continue;
-    check_size(model, m, l, group_layers[static_cast<size_t>(m)]);
+    check_size(model, m, l, group_layers[m]);
     if (l.end_gpu() > cluster.num_gpus()) {
       throw InfeasibleError(key(model, m) + ": rank set gpus = " + range_text(l) + " needs GPU " +
                             std::to_string(l.end_gpu() - 1) + " but the cluster has " +
@@ -107,8 +105,8 @@ std::vector<ModuleLayout> resolve_module_layouts(
                             std::to_string(cluster.nodes) + " nodes x " +
                             std::to_string(cluster.gpus_per_node) + ")");
     }
-    for (int other = 0; other < m; ++other) {
-      const ModuleLayout& o = out[static_cast<size_t>(other)];
+    for (ModuleId other{0}; other < m; ++other) {
+      const ModuleLayout& o = out[other];
       if (o.owner != other || colocated(l, o)) continue;
       const bool disjoint = l.end_gpu() <= o.first_gpu || o.end_gpu() <= l.first_gpu;
       if (!disjoint) {
@@ -123,8 +121,17 @@ std::vector<ModuleLayout> resolve_module_layouts(
   return out;
 }
 
-std::vector<ModuleLayout> default_module_layouts(const Model& model, int pp, int dp, int tp,
-                                                 bool colocated_placement, const Cluster& cluster) {
+PerModule<ModuleLayout> default_module_layouts(const Model& model, int pp, int dp, int tp,
+                                               bool colocated_placement, const Cluster& cluster) {
+  auto layout = [](int tp_, int pp_, int dp_, int first_gpu, int gpus) {
+    return ModuleLayout{.tp = tp_,
+                        .cp = 1,
+                        .pp = pp_,
+                        .dp = dp_,
+                        .first_gpu = first_gpu,
+                        .gpus = gpus,
+                        .owner = {}};
+  };
   std::map<std::string, ModuleLayout> tables;
   std::vector<std::string> encoders;
   std::string llm;
@@ -134,8 +141,8 @@ std::vector<ModuleLayout> default_module_layouts(const Model& model, int pp, int
   }
   const int n_enc = isize(encoders);
   if (colocated_placement) {
-    for (const std::string& e : encoders) tables[e] = {tp, 1, 1, pp * dp, 0, 0, -1};
-    if (!llm.empty()) tables[llm] = {tp, 1, pp, dp, 0, 0, -1};
+    for (const std::string& e : encoders) tables[e] = layout(tp, 1, pp * dp, 0, 0);
+    if (!llm.empty()) tables[llm] = layout(tp, pp, dp, 0, 0);
     return resolve_module_layouts(model, tables, cluster);
   }
   if (pp - n_enc < 1) {
@@ -146,18 +153,17 @@ std::vector<ModuleLayout> default_module_layouts(const Model& model, int pp, int
   }
   int next = 0;
   for (const std::string& e : encoders) {
-    tables[e] = {tp, 1, 1, dp, next, tp * dp, -1};
+    tables[e] = layout(tp, 1, dp, next, tp * dp);
     next += tp * dp;
   }
-  if (!llm.empty()) tables[llm] = {tp, 1, pp - n_enc, dp, next, tp * (pp - n_enc) * dp, -1};
+  if (!llm.empty()) tables[llm] = layout(tp, pp - n_enc, dp, next, tp * (pp - n_enc) * dp);
   return resolve_module_layouts(model, tables, cluster);
 }
 
-std::vector<LayoutGroup> layout_groups(const Model& model,
-                                       const std::vector<ModuleLayout>& layouts) {
+std::vector<LayoutGroup> layout_groups(const Model& model, const PerModule<ModuleLayout>& layouts) {
   std::vector<LayoutGroup> groups;
-  for (int m = 0; m < isize(model.modules()); ++m) {
-    const ModuleLayout& l = layouts.at(static_cast<size_t>(m));
+  for (const ModuleId m : model.modules().ids()) {
+    const ModuleLayout& l = layouts.at(m);
     auto it = std::find_if(groups.begin(), groups.end(),
                            [&](const LayoutGroup& g) { return g.owner == l.owner; });
     if (it == groups.end()) {

@@ -42,9 +42,9 @@ struct ModuleLayout {
   int dp = 1;         ///< data-parallel replicas of this module
   int first_gpu = 0;  ///< R_m = GPUs [first_gpu, first_gpu + gpus)
   int gpus = 0;       ///< |R_m|; 0 before resolution means "tp x cp x pp x dp"
-  /// Index of the module whose [parallel.modules] table this layout is (a projector
-  /// without a table follows its input); set by resolve_module_layouts.
-  int owner = -1;
+  /// The module whose [parallel.modules] table this layout is (a projector without a
+  /// table follows its input); set by resolve_module_layouts.
+  ModuleId owner{0};
 
   int size() const { return tp * cp * pp * dp; }
   int end_gpu() const { return first_gpu + gpus; }
@@ -69,7 +69,7 @@ bool parse_gpu_range(const std::string& text, int* first, int* end);
 /// (`explicit_layouts`, keyed by module name; their `gpus` 0 = default rank set).
 /// Checks everything listed in the header comment. Returns {} when `explicit_layouts`
 /// is empty (the single-layout form).
-std::vector<ModuleLayout> resolve_module_layouts(
+PerModule<ModuleLayout> resolve_module_layouts(
     const Model& model, const std::map<std::string, ModuleLayout>& explicit_layouts,
     const Cluster& cluster);
 
@@ -83,17 +83,16 @@ std::vector<ModuleLayout> resolve_module_layouts(
 ///                  single layout's pp x dp x tp GPUs (as Cornstarch's modality
 ///                  parallelism with one stage per encoder).
 /// Throws InputError when pp leaves the LLM no stage (non-colocated).
-std::vector<ModuleLayout> default_module_layouts(const Model& model, int pp, int dp, int tp,
-                                                 bool colocated_placement, const Cluster& cluster);
+PerModule<ModuleLayout> default_module_layouts(const Model& model, int pp, int dp, int tp,
+                                               bool colocated_placement, const Cluster& cluster);
 
 /// Modules grouped by layout owner, in topological order of their owners: an encoder
 /// with the projectors that follow it, the LLM. What a per-module scheduler pipelines.
 struct LayoutGroup {
-  int owner = 0;             ///< module index of the owner
-  std::vector<int> modules;  ///< owner first, then its followers, in model order
+  ModuleId owner{0};
+  std::vector<ModuleId> modules;  ///< owner first, then its followers, in model order
   ModuleLayout layout;
 };
-std::vector<LayoutGroup> layout_groups(const Model& model,
-                                       const std::vector<ModuleLayout>& layouts);
+std::vector<LayoutGroup> layout_groups(const Model& model, const PerModule<ModuleLayout>& layouts);
 
 }  // namespace loom

@@ -8,6 +8,7 @@
 ///   global layer index   position of a layer in the model's topological layer order
 ///                        (modules in topological order, layers in order inside each)
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,7 +75,7 @@ struct Module {
 
 /// One layer with its place in the model, the unit that partitioning and costs work on.
 struct LayerRef {
-  int module = 0;       ///< index into Model::modules
+  ModuleId module{0};
   int local_index = 0;  ///< index inside the module
 };
 
@@ -86,13 +87,19 @@ class Model {
   /// computes the per-layer input-gradient flags. Throws InputError naming the module.
   explicit Model(std::vector<Module> modules);
 
-  const std::vector<Module>& modules() const { return modules_; }
-  const Module& module(int index) const { return modules_.at(static_cast<size_t>(index)); }
-  int module_index(const std::string& name) const;  ///< -1 if absent
+  const PerModule<Module>& modules() const { return modules_; }
+  const Module& module(ModuleId id) const { return modules_.at(id); }
+  std::optional<ModuleId> module_index(const std::string& name) const;
+  /// The modules feeding `m` (Module::inputs, resolved when the model was built).
+  const std::vector<ModuleId>& inputs(ModuleId m) const { return inputs_.at(m); }
 
   /// All layers in topological order (the "global layer index").
   const std::vector<LayerRef>& layers() const { return layers_; }
   const LayerSpec& layer(int global_index) const;
+  /// The module a global layer belongs to.
+  ModuleId module_of(int global_index) const {
+    return layers_.at(static_cast<size_t>(global_index)).module;
+  }
   int num_layers() const { return isize(layers_); }
 
   /// p(L) of dissertation Eq 3.3: true when layer L or any layer upstream of it (across
@@ -108,7 +115,8 @@ class Model {
   /// Throws InputError naming a module (other than the one sink) that no module consumes.
   void check_every_branch_reaches_the_sink() const;
 
-  std::vector<Module> modules_;
+  PerModule<Module> modules_;
+  PerModule<std::vector<ModuleId>> inputs_;
   std::vector<LayerRef> layers_;
   std::vector<bool> trainable_upstream_;
 };

@@ -38,9 +38,9 @@ size_t Schedule::num_ops() const {
 
 namespace {
 
-std::string module_suffix(int module, const Schedule& schedule) {
+std::string module_suffix(ModuleId module, const Schedule& schedule) {
   if (schedule.module_names.size() <= 1) return "";
-  return "@" + schedule.module_names.at(static_cast<size_t>(module));
+  return "@" + schedule.module_names.at(module);
 }
 
 // "(copy)" on a redundant compute, "(F+B)" on a half of an overlapped pair.
@@ -125,7 +125,7 @@ StageId op_stage(const Op& op) {
   return std::visit([](const auto& o) { return o.stage; }, op);
 }
 
-int op_module(const Op& op) {
+ModuleId op_module(const Op& op) {
   return std::visit([](const auto& o) { return o.module; }, op);
 }
 

@@ -75,7 +75,7 @@ struct Compute {
   Pass pass = Pass::kF;
   StageId stage{};
   int microbatch = 0;
-  int module = 0;       ///< index into Schedule::module_names
+  ModuleId module{0};
   int first_layer = 0;  ///< global layer range [first_layer, end_layer)
   int end_layer = 0;
   double seconds = 0;
@@ -103,8 +103,8 @@ struct Compute {
 
 struct Send {
   RankId peer{};
-  StageId stage{};  ///< the sending stage
-  int module = 0;   ///< module of the data
+  StageId stage{};     ///< the sending stage
+  ModuleId module{0};  ///< module of the data
   MessageTag tag;
   double bytes = 0;
   bool operator==(const Send&) const = default;
@@ -113,7 +113,7 @@ struct Send {
 struct Recv {
   RankId peer{};
   StageId stage{};  ///< the receiving stage
-  int module = 0;
+  ModuleId module{0};
   MessageTag tag;
   double bytes = 0;
   bool operator==(const Recv&) const = default;
@@ -123,7 +123,7 @@ struct Collective {
   CollectiveKind kind = CollectiveKind::kAllReduce;
   int group = 0;    ///< index into Schedule::groups
   StageId stage{};  ///< the stage whose data is reduced (for labels)
-  int module = 0;
+  ModuleId module{0};
   double bytes = 0;  ///< the full buffer size per member
   /// An all-reduce of a tied embedding's gradients between the ranks holding its copies
   /// (schedulers/lowering/tied_embedding.hpp), not of the layers' gradients: the executors
@@ -146,7 +146,7 @@ struct Collective {
 /// the gradients and writes the model's weights (lowering/pass_placement.cpp).
 struct OptimizerStep {
   StageId stage{};        ///< the rank's first stage (for labels)
-  int module = 0;         ///< module of the last trainable parameters it holds (for labels)
+  ModuleId module{0};     ///< module of the last trainable parameters it holds (for labels)
   double parameters = 0;  ///< parameters it updates, per GPU (a shard with ZeRO-1)
   double seconds = 0;
   bool operator==(const OptimizerStep&) const = default;
@@ -188,7 +188,7 @@ struct StaticMemory {
 
 struct Schedule {
   std::string scheduler;  ///< name of the scheduler that produced it
-  std::vector<std::string> module_names;
+  PerModule<std::string> module_names;
   int num_stages = 0;
   int microbatches = 0;  ///< per pipeline replica
   PerRank<RankInfo> ranks;
@@ -240,7 +240,7 @@ double ring_stream_bytes(CollectiveKind kind, int members, double bytes);
 /// Accessors that every consumer of an Op uses, so a new op kind is a compile error
 /// everywhere it matters.
 StageId op_stage(const Op& op);
-int op_module(const Op& op);
+ModuleId op_module(const Op& op);
 /// Microbatch of the op; collectives and optimizer steps belong to none.
 std::optional<int> op_microbatch(const Op& op);
 /// Work that occupies the rank's GPU for its `seconds` (Compute, OptimizerStep): busy

@@ -24,9 +24,9 @@ std::string field(const char* key, double value) {
   return std::string(" ") + key + "=" + exact_double(value);
 }
 
-std::string module_field(int module, const Schedule& s) {
-  if (s.module_names.size() <= 1 && module == 0) return "";
-  return " module=" + s.module_names.at(static_cast<size_t>(module));
+std::string module_field(ModuleId module, const Schedule& s) {
+  if (s.module_names.size() <= 1 && module == ModuleId{0}) return "";
+  return " module=" + s.module_names.at(module);
 }
 
 std::string op_line(const Op& op, const Schedule& s) {

@@ -241,15 +241,14 @@ class OpReader {
     if (pos_ != text_.size())
       fail("unexpected '" + std::string(text_.substr(pos_)) + "' after the operation");
   }
-  int module_index(std::string_view name, int column) const {
-    for (size_t m = 0; m < s_.module_names.size(); ++m) {
-      if (s_.module_names[m] == name) return static_cast<int>(m);
-    }
+  ModuleId module_index(std::string_view name, int column) const {
+    for (const ModuleId m : s_.module_names.ids())
+      if (s_.module_names[m] == name) return m;
     in_.fail(line_.number, column, "unknown module '" + std::string(name) + "'");
   }
-  int module_field(const Fields& f) const {
+  ModuleId module_field(const Fields& f) const {
     const auto it = f.find("module");
-    if (it == f.end()) return 0;
+    if (it == f.end()) return ModuleId{0};
     return module_index(it->second.text, it->second.column);
   }
 

@@ -17,7 +17,7 @@ namespace loom {
 namespace {
 
 /// Identifies one forward's activations: (stage, microbatch, module).
-using ActivationKey = std::tuple<StageId, int, int>;
+using ActivationKey = std::tuple<StageId, int, ModuleId>;
 
 ActivationKey key_of(const Compute& c) {
   return {c.stage, c.microbatch, c.module};
@@ -59,7 +59,7 @@ std::string json_escape(const std::string& text) {
 }
 
 const std::string& module_name(const Schedule& schedule, const Op& op) {
-  return schedule.module_names.at(static_cast<size_t>(op_module(op)));
+  return schedule.module_names.at(op_module(op));
 }
 
 }  // namespace

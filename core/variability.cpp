@@ -13,13 +13,13 @@ std::vector<ComponentForwardStats> component_forward_stats(const Schedule& sched
                                                            const Model& model) {
   const std::vector<Component> comps = model_components(model);
   // Schedule module index -> component, through the module's first layer.
-  std::vector<int> comp_of(schedule.module_names.size(), -1);
-  for (size_t m = 0; m < schedule.module_names.size(); ++m) {
-    const int mi = model.module_index(schedule.module_names[m]);
-    if (mi < 0) continue;
+  PerModule<int> comp_of(schedule.module_names.ssize(), -1);
+  for (const ModuleId m : schedule.module_names.ids()) {
+    const std::optional<ModuleId> mi = model.module_index(schedule.module_names[m]);
+    if (!mi) continue;
     for (size_t c = 0; c < comps.size(); ++c) {
       for (int l : comps[c].layers) {
-        if (model.layers()[static_cast<size_t>(l)].module == mi) comp_of[m] = static_cast<int>(c);
+        if (model.module_of(l) == *mi) comp_of[m] = static_cast<int>(c);
       }
     }
   }
@@ -30,7 +30,7 @@ std::vector<ComponentForwardStats> component_forward_stats(const Schedule& sched
     for (const Op& op : schedule.programs[r]) {
       const Compute* c = std::get_if<Compute>(&op);
       if (!c || c->pass != Pass::kF || c->redundant) continue;
-      const int comp = comp_of[static_cast<size_t>(c->module)];
+      const int comp = comp_of[c->module];
       if (comp >= 0) sums[{comp, replica, c->microbatch}] += c->seconds;
     }
   }

@@ -155,7 +155,7 @@ std::vector<Sample> load_samples_csv(const std::string& path) {
   return samples;
 }
 
-int module_input_tokens(const Model& model, int module, const Sample& sample) {
+int module_input_tokens(const Model& model, ModuleId module, const Sample& sample) {
   const Module& mod = model.module(module);
   auto tokens_of = [&](const std::string& modality) {
     const auto it = sample.tokens.find(modality);
@@ -163,8 +163,7 @@ int module_input_tokens(const Model& model, int module, const Sample& sample) {
   };
   if (mod.inputs.empty()) return tokens_of(mod.modality);
   double total = mod.kind == ModuleKind::kLlm ? tokens_of("text") : 0;
-  for (const std::string& input : mod.inputs) {
-    const int idx = model.module_index(input);
+  for (const ModuleId idx : model.inputs(module)) {
     total += std::round(module_input_tokens(model, idx, sample) * model.module(idx).token_ratio);
   }
   return static_cast<int>(total);
@@ -184,7 +183,7 @@ double MicrobatchShape::sum_squared() const {
 
 MicrobatchShape layer_shape(const Model& model, int global_layer,
                             const std::vector<const Sample*>& samples) {
-  const int module = model.layers()[static_cast<size_t>(global_layer)].module;
+  const ModuleId module = model.module_of(global_layer);
   MicrobatchShape shape;
   for (const Sample* s : samples)
     shape.sequence_lengths.push_back(module_input_tokens(model, module, *s));

@@ -31,7 +31,7 @@ int image_patch_tokens(int width, int height);
 /// Tokens a module processes for one sample: an encoder its modality's tokens; a module
 /// with inputs the sum of its inputs' output tokens (the LLM adds the text tokens); the
 /// output of a module is its input scaled by token_ratio.
-int module_input_tokens(const Model& model, int module, const Sample& sample);
+int module_input_tokens(const Model& model, ModuleId module, const Sample& sample);
 
 /// Per-sample sequence lengths a layer sees for one microbatch: what cost models consume.
 struct MicrobatchShape {

@@ -8,10 +8,10 @@ namespace loom {
 namespace {
 
 /// The encoder a module belongs to: itself, or for a projector its first input's owner.
-int component_owner(const Model& model, int module) {
+ModuleId component_owner(const Model& model, ModuleId module) {
   const Module& m = model.module(module);
   if (m.kind == ModuleKind::kProjector && !m.inputs.empty())
-    return component_owner(model, model.module_index(m.inputs.front()));
+    return component_owner(model, model.inputs(module).front());
   return module;
 }
 
@@ -25,17 +25,17 @@ double layer_workload(const Model& model, const CostModel& cost, int layer,
 
 std::vector<Component> model_components(const Model& model) {
   std::vector<Component> components;
-  std::vector<int> index_of(model.modules().size(), -1);
-  for (int m = 0; m < isize(model.modules()); ++m) {
-    const int owner = component_owner(model, m);
-    if (index_of[static_cast<size_t>(owner)] < 0) {
-      index_of[static_cast<size_t>(owner)] = isize(components);
-      components.push_back({model.module(owner).name, {}});
+  PerModule<size_t> index_of(model.modules().ssize());
+  for (const ModuleId m : model.modules().ids()) {
+    const ModuleId owner = component_owner(model, m);
+    if (owner == m) {  // owners come before the projectors that follow them
+      index_of[owner] = components.size();
+      components.push_back({.name = model.module(owner).name, .layers = {}});
     }
   }
   for (int l = 0; l < model.num_layers(); ++l) {
-    const int owner = component_owner(model, model.layers()[static_cast<size_t>(l)].module);
-    components[static_cast<size_t>(index_of[static_cast<size_t>(owner)])].layers.push_back(l);
+    const ModuleId owner = component_owner(model, model.module_of(l));
+    components[index_of[owner]].layers.push_back(l);
   }
   return components;
 }

@@ -24,8 +24,8 @@ std::map<int, std::vector<int>> allreduce_layers(const Schedule& schedule, const
     if (!model.layer(l).frozen) trained.push_back(l);
   }
   std::map<int, std::vector<int>> out;
-  std::map<int, int> module_op;  // module -> its first all-reduce on this rank
-  int bucket_op = -1;            // the last of those: takes modules without their own
+  std::map<ModuleId, int> module_op;  // module -> its first all-reduce on this rank
+  int bucket_op = -1;                 // the last of those: takes modules without their own
   for (size_t i = 0; i < program.size(); ++i) {
     const auto* c = std::get_if<Collective>(&program[i]);
     if (!c || c->kind != CollectiveKind::kAllReduce) continue;
@@ -41,7 +41,7 @@ std::map<int, std::vector<int>> allreduce_layers(const Schedule& schedule, const
   }
   if (bucket_op < 0) return out;
   for (int l : trained) {
-    const auto it = module_op.find(model.layers()[static_cast<size_t>(l)].module);
+    const auto it = module_op.find(model.module_of(l));
     out[it == module_op.end() ? bucket_op : it->second].push_back(l);
   }
   return out;

@@ -78,7 +78,7 @@ bool is_module_last(const Model& model, int layer) {
 
 void check_model_executable(const Model& model) {
   for (int l = 0; l < model.num_layers(); ++l) {
-    const Module& mod = model.module(model.layers()[static_cast<size_t>(l)].module);
+    const Module& mod = model.module(model.module_of(l));
     check_executable(model.layer(l), "model.modules." + mod.name);
   }
   LayerGraph graph(model);
@@ -87,9 +87,7 @@ void check_model_executable(const Model& model) {
       const int out = output_width(model.layer(p));
       const int in = input_width(model.layer(l));
       if (out == in) continue;
-      const auto& name = [&](int layer) {
-        return model.module(model.layers()[static_cast<size_t>(layer)].module).name;
-      };
+      const auto& name = [&](int layer) { return model.module(model.module_of(layer)).name; };
       throw InputError("model.modules." + name(l) +
                        ".hidden: the executor needs a module's input "
                        "width to equal its producer's output width, but '" +
@@ -116,12 +114,12 @@ std::vector<int> HostModelState::samples_of(int microbatch) const {
       .at(static_cast<size_t>(microbatch));
 }
 
-Activation HostModelState::synthetic(int module, const std::vector<int>& samples,
+Activation HostModelState::synthetic(int key, const std::vector<int>& samples,
                                      const std::string& modality, int width,
                                      const std::vector<int>* lengths) const {
   Activation a;
   a.lengths = lengths ? *lengths : modality_lengths(*problem_.samples, samples, modality);
-  a.x = synthetic_data(problem_.seed, module, modality, samples, a.lengths, width);
+  a.x = synthetic_data(problem_.seed, key, modality, samples, a.lengths, width);
   return a;
 }
 
@@ -134,12 +132,12 @@ const LayerTensors& HostModelState::params(int layer) {
 
 Activation HostModelState::module_input(const Compute& op, bool redundant) {
   const int first = op.first_layer;
-  const int module = model_.layers()[static_cast<size_t>(first)].module;
+  const ModuleId module = model_.module_of(first);
   const Module& mod = model_.module(module);
   const std::vector<int> samples = samples_of(op.microbatch);
   const auto& producers = graph_.producers(first);
   if (producers.empty())
-    return synthetic(module, samples, mod.modality, input_width(model_.layer(first)));
+    return synthetic(module.value(), samples, mod.modality, input_width(model_.layer(first)));
   if (redundant) {  // its output feeds nothing: the right shape is all that matters
     Activation a;
     int total = 0;
@@ -157,7 +155,7 @@ Activation HostModelState::module_input(const Compute& op, bool redundant) {
   // A module fed by several producers (and an LLM's own text tokens) reads, per sample,
   // the rows of each producer in global layer order, then its text.
   if (mod.kind == ModuleKind::kLlm)
-    parts.push_back(synthetic(module, samples, "text", input_width(model_.layer(first))));
+    parts.push_back(synthetic(module.value(), samples, "text", input_width(model_.layer(first))));
   Activation a;
   std::vector<std::vector<int>> pieces;
   int total = 0;
@@ -193,7 +191,7 @@ void HostModelState::forward(const Compute& op) {
     st.lengths = a.lengths;
     a.x = layer_forward(spec, params(l), a.x, a.lengths, &st);
     if (!redundant && model_.has_trainable_upstream(l)) states_[{op.microbatch, l}] = std::move(st);
-    const double ratio = model_.module(model_.layers()[static_cast<size_t>(l)].module).token_ratio;
+    const double ratio = model_.module(model_.module_of(l)).token_ratio;
     if (is_module_last(model_, l) && ratio != 1.0) a = resample_forward(a, ratio);
   }
   if (redundant) return;
@@ -252,7 +250,7 @@ void HostModelState::backward_input(const Compute& op) {
       throw std::logic_error("backward of layer " + std::to_string(l) + " microbatch " +
                              std::to_string(mb) + " before its forward");
     LayerState& st = it->second;
-    const double ratio = model_.module(model_.layers()[static_cast<size_t>(l)].module).token_ratio;
+    const double ratio = model_.module(model_.module_of(l)).token_ratio;
     if (is_module_last(model_, l) && ratio != 1.0) {
       std::vector<int> out_lengths;
       for (int t : st.lengths) out_lengths.push_back(static_cast<int>(std::round(t * ratio)));

@@ -53,7 +53,9 @@ class HostModelState {
   std::vector<int> samples_of(int microbatch) const;
   Activation module_input(const Compute& op, bool redundant);
   const LayerTensors& params(int layer);
-  Activation synthetic(int module, const std::vector<int>& samples, const std::string& modality,
+  /// Deterministic data of one stream: `key` is a module's id for its inputs, -1 - layer for
+  /// a layer's loss target.
+  Activation synthetic(int key, const std::vector<int>& samples, const std::string& modality,
                        int width, const std::vector<int>* lengths = nullptr) const;
   void loss_gradient(int layer, int microbatch, const Activation& y);
 

@@ -14,13 +14,14 @@ namespace loom::exec {
 namespace {
 
 struct ModuleSpan {
-  int module, first, end;
+  ModuleId module;
+  int first, end;
 };
 
 std::vector<ModuleSpan> module_spans(const Model& model) {
   std::vector<ModuleSpan> out;
   for (int l = 0; l < model.num_layers(); ++l) {
-    const int m = model.layers()[static_cast<size_t>(l)].module;
+    const ModuleId m = model.module_of(l);
     if (out.empty() || out.back().module != m)
       out.push_back({m, l, l + 1});
     else

@@ -75,7 +75,7 @@ inline Compute compute_op(Pass pass, int stage, int microbatch, int first, int e
   return Compute{.pass = pass,
                  .stage = StageId{stage},
                  .microbatch = microbatch,
-                 .module = 0,
+                 .module = ModuleId{0},
                  .first_layer = first,
                  .end_layer = end,
                  .seconds = seconds};
@@ -84,10 +84,12 @@ inline MessageTag edge_tag(Pass pass, int microbatch, int boundary_layer) {
   return MessageTag{.pass = pass, .microbatch = microbatch, .boundary_layer = boundary_layer};
 }
 inline Send send_op(RankId peer, int stage, MessageTag tag, double bytes) {
-  return Send{.peer = peer, .stage = StageId{stage}, .module = 0, .tag = tag, .bytes = bytes};
+  return Send{
+      .peer = peer, .stage = StageId{stage}, .module = ModuleId{0}, .tag = tag, .bytes = bytes};
 }
 inline Recv recv_op(RankId peer, int stage, MessageTag tag, double bytes) {
-  return Recv{.peer = peer, .stage = StageId{stage}, .module = 0, .tag = tag, .bytes = bytes};
+  return Recv{
+      .peer = peer, .stage = StageId{stage}, .module = ModuleId{0}, .tag = tag, .bytes = bytes};
 }
 inline Collective allreduce_op(int group, double bytes) {
   return Collective{

@@ -35,7 +35,7 @@ const std::string kTarget = "target", kTargetScale = "target-scale";
 
 std::vector<int> layer_output_lengths(const Model& model, const std::vector<Sample>& samples,
                                       const std::vector<int>& ids, int layer) {
-  const int module = model.layers()[static_cast<size_t>(layer)].module;
+  const ModuleId module = model.module_of(layer);
   const double ratio = model.module(module).token_ratio;
   std::vector<int> lengths;
   for (int id : ids) {
@@ -130,14 +130,14 @@ void CudaModelState::prefetch(const std::vector<Op>& program) {
     const Compute* c = std::get_if<Compute>(&op);
     if (c == nullptr) continue;
     if (c->pass != Pass::kF || is_redundant(*c)) continue;
-    const int module = model_.layers()[static_cast<size_t>(c->first_layer)].module;
+    const ModuleId module = model_.module_of(c->first_layer);
     const Module& mod = model_.module(module);
     const int width = input_width(model_.layer(c->first_layer));
     if (graph_.producers(c->first_layer).empty())
-      prefetch_one(module, c->microbatch, mod.modality, width);
+      prefetch_one(module.value(), c->microbatch, mod.modality, width);
     else if (mod.kind == ModuleKind::kLlm &&
              model_.layers()[static_cast<size_t>(c->first_layer)].local_index == 0)
-      prefetch_one(module, c->microbatch, "text", width);
+      prefetch_one(module.value(), c->microbatch, "text", width);
     const int last = c->end_layer - 1;
     if (!graph_.is_loss_layer(last)) continue;
     // The loss's target and its per-row normaliser 1 / (B T_s w) (host_state.cpp's loss).
@@ -165,11 +165,12 @@ DeviceActivation CudaModelState::synthetic(int module_key, int microbatch,
 
 DeviceActivation CudaModelState::module_input(const Compute& op, bool redundant) {
   const int first = op.first_layer;
-  const int module = model_.layers()[static_cast<size_t>(first)].module;
+  const ModuleId module = model_.module_of(first);
   const Module& mod = model_.module(module);
   const int width = input_width(model_.layer(first));
   const auto& producers = graph_.producers(first);
-  if (producers.empty() && !redundant) return synthetic(module, op.microbatch, mod.modality);
+  if (producers.empty() && !redundant)
+    return synthetic(module.value(), op.microbatch, mod.modality);
   if (redundant) {  // its output feeds nothing: the right shape is all that matters
     std::vector<int> lengths;
     for (int id : samples_of(op.microbatch))
@@ -181,7 +182,8 @@ DeviceActivation CudaModelState::module_input(const Compute& op, bool redundant)
   for (int p : producers) parts.push_back(take_edge({Pass::kF, op.microbatch, p, first}));
   if (model_.layers()[static_cast<size_t>(first)].local_index > 0) return std::move(parts.front());
   // Per sample: the rows of each producer in global layer order, then an LLM's own text.
-  if (mod.kind == ModuleKind::kLlm) parts.push_back(synthetic(module, op.microbatch, "text"));
+  if (mod.kind == ModuleKind::kLlm)
+    parts.push_back(synthetic(module.value(), op.microbatch, "text"));
   std::vector<std::vector<int>> pieces;
   int rows = 0;
   for (const DeviceActivation& part : parts) {
@@ -217,7 +219,7 @@ void CudaModelState::forward(const Compute& op) {
     DeviceLayerState st;
     a.x = runner_.forward(model_.layer(l), params(l), a.x, a.lengths, st);
     if (!redundant && model_.has_trainable_upstream(l)) states_[{op.microbatch, l}] = std::move(st);
-    const double ratio = model_.module(model_.layers()[static_cast<size_t>(l)].module).token_ratio;
+    const double ratio = model_.module(model_.module_of(l)).token_ratio;
     if (is_module_last(model_, l) && ratio != 1.0) {
       const std::vector<int> out = resampled_lengths(a.lengths, ratio);
       a = {resample_forward(a.x, a.lengths, out, stream_), out};
@@ -270,7 +272,7 @@ void CudaModelState::backward_input(const Compute& op) {
       throw std::logic_error("backward of layer " + std::to_string(l) + " microbatch " +
                              std::to_string(mb) + " before its forward");
     DeviceLayerState& st = it->second;
-    const double ratio = model_.module(model_.layers()[static_cast<size_t>(l)].module).token_ratio;
+    const double ratio = model_.module(model_.module_of(l)).token_ratio;
     if (is_module_last(model_, l) && ratio != 1.0)
       g = resample_backward(g, st.lengths, resampled_lengths(st.lengths, ratio), stream_);
     const bool need_dx = l > first ? model_.has_trainable_upstream(l - 1) : !outs.empty();

@@ -95,14 +95,13 @@ std::vector<ProfileRow> profile_cuda(const Model& model, const Sample& first_sam
                                      const ProfileRequest& request) {
   // The sweep of executor/profile.cpp's profile_host, with a GPU timer.
   std::vector<ProfileRow> rows;
-  const size_t modules = model.modules().size();
-  for (size_t m = 0; m < modules; ++m) {
-    const Module& mod = model.module(static_cast<int>(m));
+  for (const ModuleId m : model.modules().ids()) {
+    const Module& mod = model.module(m);
     LayerSpec spec = mod.layers.front();
     spec.frozen = false;  // measure W too; the cost model applies frozen status (Eq 3.2)
     std::vector<int> sweep = request.tokens;
     if (sweep.empty()) {
-      const int base = std::max(4, module_input_tokens(model, static_cast<int>(m), first_sample));
+      const int base = std::max(4, module_input_tokens(model, m, first_sample));
       for (double f : {0.25, 0.5, 1.0, 1.5, 2.0})
         sweep.push_back(std::max(1, static_cast<int>(std::lround(base * f))));
     }
@@ -117,7 +116,7 @@ std::vector<ProfileRow> profile_cuda(const Model& model, const Sample& first_sam
           rows.push_back({mod.name, phases[p], tokens, tp, t[static_cast<size_t>(p)]});
       }
       if (request.on_progress)
-        request.on_progress(mod.name, static_cast<double>(m + 1) / static_cast<double>(modules));
+        request.on_progress(mod.name, (m.value() + 1.0) / model.modules().ssize());
     }
   }
   return rows;

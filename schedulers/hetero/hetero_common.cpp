@@ -10,7 +10,7 @@ namespace loom {
 HeteroGroups hetero_groups(const SchedulingProblem& problem, const std::string& scheduler,
                            bool colocated_placement) {
   const Model& model = *problem.model;
-  std::vector<ModuleLayout> layouts = problem.parallel.module_layouts;
+  PerModule<ModuleLayout> layouts = problem.parallel.module_layouts;
   if (layouts.empty()) {  // a single-layout config: core/layout.hpp's default remap
     const ParallelConfig& pc = problem.parallel;
     layouts =
@@ -31,18 +31,18 @@ HeteroGroups hetero_groups(const SchedulingProblem& problem, const std::string& 
     throw InputError("model.modules: scheduler '" + scheduler +
                      "' needs exactly one llm module, got " + std::to_string(llms));
   }
-  std::vector<int> group_of(model.modules().size());
+  PerModule<int> group_of(model.modules().ssize());
   for (size_t g = 0; g < h.groups.size(); ++g) {
-    for (int m : h.groups[g].modules) group_of[static_cast<size_t>(m)] = static_cast<int>(g);
+    for (const ModuleId m : h.groups[g].modules) group_of[m] = static_cast<int>(g);
   }
   h.layers.resize(h.groups.size());
   const LayerGraph graph(model);  // the one rule of who feeds whom (core/dataflow.hpp)
   h.consumers.resize(h.groups.size());
   for (int l = 0; l < model.num_layers(); ++l) {
-    const int g = group_of[static_cast<size_t>(model.layers()[static_cast<size_t>(l)].module)];
+    const int g = group_of[model.module_of(l)];
     h.layers[static_cast<size_t>(g)].push_back(l);
     for (int c : graph.consumers(l)) {
-      const int cg = group_of[static_cast<size_t>(model.layers()[static_cast<size_t>(c)].module)];
+      const int cg = group_of[model.module_of(c)];
       auto& list = h.consumers[static_cast<size_t>(g)];
       if (cg != g && std::find(list.begin(), list.end(), cg) == list.end()) list.push_back(cg);
     }

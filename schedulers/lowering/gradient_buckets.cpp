@@ -197,15 +197,14 @@ void add_gradient_buckets(const Context& ctx, Schedule& schedule,
       for (size_t i = 0; i <= split.size(); ++i) {
         for (const Bucket* b : after[i]) {
           const int top = b->end_layer - 1;
-          program.emplace_back(
-              Collective{.kind = CollectiveKind::kAllReduce,
-                         .group = group,
-                         .stage = ctx.stage_of(top),
-                         .module = ctx.model.layers()[static_cast<size_t>(top)].module,
-                         .bytes = b->bytes,
-                         .async = true,
-                         .first_layer = b->first_layer,
-                         .end_layer = b->end_layer});
+          program.emplace_back(Collective{.kind = CollectiveKind::kAllReduce,
+                                          .group = group,
+                                          .stage = ctx.stage_of(top),
+                                          .module = ctx.model.module_of(top),
+                                          .bytes = b->bytes,
+                                          .async = true,
+                                          .first_layer = b->first_layer,
+                                          .end_layer = b->end_layer});
         }
         if (i < split.size()) program.push_back(std::move(split[i]));
       }

@@ -17,7 +17,7 @@ namespace {
 /// one sequence per sample.
 MicrobatchShape item_shape(const Model& model, int layer, const std::vector<const Sample*>& batch) {
   MicrobatchShape shape = layer_shape(model, layer, batch);
-  const int item = item_tokens(model, model.layers()[static_cast<size_t>(layer)].module);
+  const int item = item_tokens(model, model.module_of(layer));
   if (item == 0) return shape;
   MicrobatchShape items;
   for (int s : shape.sequence_lengths) {
@@ -79,21 +79,21 @@ PassCost combine(const PassCost& linear, const PassCost& attention, double lin_f
 
 }  // namespace
 
-int item_tokens(const Model& model, int module) {
+int item_tokens(const Model& model, ModuleId module) {
   const Module& mod = model.module(module);
   if (mod.kind == ModuleKind::kEncoder) return mod.item_tokens;
   if (mod.kind == ModuleKind::kLlm || mod.inputs.empty()) return 0;
-  const int producer = model.module_index(mod.inputs.front());
+  const ModuleId producer = model.inputs(module).front();
   const int item = item_tokens(model, producer);
   if (item == 0) return 0;
   const double scaled = std::round(item * model.module(producer).token_ratio);
   return std::max(1, static_cast<int>(scaled));
 }
 
-std::vector<int> module_layers(const Model& model, int module) {
+std::vector<int> module_layers(const Model& model, ModuleId module) {
   std::vector<int> out;
   for (int l = 0; l < model.num_layers(); ++l) {
-    if (model.layers()[static_cast<size_t>(l)].module == module) out.push_back(l);
+    if (model.module_of(l) == module) out.push_back(l);
   }
   return out;
 }
@@ -124,7 +124,7 @@ std::vector<int> replica_samples(const std::vector<int>& microbatch, int replica
           microbatch.begin() + static_cast<long>(per * static_cast<size_t>(replica + 1))};
 }
 
-ShardCost shard_cost(const SchedulingProblem& problem, int module, const ModuleLayout& layout,
+ShardCost shard_cost(const SchedulingProblem& problem, ModuleId module, const ModuleLayout& layout,
                      const std::vector<int>& microbatch, int replica, int cp_rank) {
   const Model& model = *problem.model;
   // The replica's batch interval: whole samples when they divide, else a 1/DP share of

@@ -31,10 +31,10 @@ namespace loom {
 /// A projector's item is its first producer's item times that producer's token_ratio
 /// (rounded, at least 1), so a projector sees the same items its encoder produced. The
 /// LLM: always 0 (one sequence per sample).
-int item_tokens(const Model& model, int module);
+int item_tokens(const Model& model, ModuleId module);
 
 /// Global layers of module `module`, in order.
-std::vector<int> module_layers(const Model& model, int module);
+std::vector<int> module_layers(const Model& model, ModuleId module);
 
 /// The iteration's samples cut into schedule.microbatches global microbatches in order.
 /// Throws InputError when they do not divide evenly or a microbatch cannot be split into
@@ -53,7 +53,7 @@ struct ShardCost {
 
 /// The shard of module `module` (layout `layout`) on CP rank `cp_rank` for replica
 /// `replica` of microbatch `microbatch` (sample ids).
-ShardCost shard_cost(const SchedulingProblem& problem, int module, const ModuleLayout& layout,
+ShardCost shard_cost(const SchedulingProblem& problem, ModuleId module, const ModuleLayout& layout,
                      const std::vector<int>& microbatch, int replica, int cp_rank);
 
 /// Where a GPU sits in a module's grid (core/layout.hpp order: replica, stage, then the

@@ -20,7 +20,7 @@ void cost_batch_pieces(Context& ctx) {
   const int pieces = ctx.programs.pieces;
   const auto global = global_microbatches(p, ctx.sink_layout().dp);
   // (module, microbatch, module replica, CP rank) -> the shard's costs
-  std::map<std::tuple<int, int, int, int>, ShardCost> shards;
+  std::map<std::tuple<ModuleId, int, int, int>, ShardCost> shards;
   const size_t layers = static_cast<size_t>(ctx.model.num_layers());
   ctx.costs.resize(static_cast<size_t>(ctx.replicas * ctx.microbatches));
   for (int d = 0; d < ctx.replicas; ++d) {

@@ -247,7 +247,7 @@ namespace {
 /// Trainable parameters of stage `s`; `label` becomes the stage and module of its last
 /// trainable segment.
 double trainable_parameters(const Context& ctx, StageId s, StageId* label_stage,
-                            int* label_module) {
+                            ModuleId* label_module) {
   double params = 0;
   for (const Segment& seg : ctx.stage(s).segments) {
     for (int l = seg.first; l < seg.end; ++l) {
@@ -290,7 +290,7 @@ void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
     if (other < r) continue;
     const StageId first = first_stage_of(ctx, r);
     StageId label = first;
-    int module = ctx.stage(first).segments.front().module;
+    ModuleId module = ctx.stage(first).segments.front().module;
     double bytes = 0;
     for (const StageId s : ctx.stage_ids()) {
       if (ctx.programs.holds(r, s))
@@ -399,7 +399,7 @@ void add_optimizer_step(const Context& ctx, Schedule& schedule) {
   };
   for (const PipelineRank r : ctx.programs.rank_ids()) {
     double parameters = 0, bytes = 0;
-    int module = 0;
+    ModuleId module{0};
     for (const StageId s : ctx.stage_ids()) {
       if (!ctx.programs.holds(r, s)) continue;
       for (const Segment& seg : ctx.stage(s).segments) {

@@ -29,7 +29,7 @@ using PerPipelineRank = IdVector<PipelineRank, T>;
 
 /// Global layers [first, end) of one module.
 struct Segment {
-  int module = 0;
+  ModuleId module{0};
   int first = 0;
   int end = 0;
 };

@@ -39,7 +39,7 @@ StageGraph chain_stages(const Model& model, const std::vector<StageRange>& range
   for (const StageRange& r : ranges) {
     StageSpec spec;
     for (int l = r.first; l < r.end; ++l) {
-      const int module = model.layers()[static_cast<size_t>(l)].module;
+      const ModuleId module = model.module_of(l);
       if (spec.segments.empty() || spec.segments.back().module != module)
         spec.segments.push_back({.module = module, .first = l, .end = l + 1});
       else
@@ -53,7 +53,7 @@ StageGraph chain_stages(const Model& model, const std::vector<StageRange>& range
 std::vector<Segment> segments_of(const Model& model, const std::vector<int>& layers) {
   std::vector<Segment> out;
   for (int l : layers) {
-    const int module = model.layers()[static_cast<size_t>(l)].module;
+    const ModuleId module = model.module_of(l);
     if (out.empty() || out.back().module != module || out.back().end != l)
       out.push_back({.module = module, .first = l, .end = l + 1});
     else

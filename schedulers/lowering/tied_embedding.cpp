@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/index.hpp"
+#include "schedulers/lowering/module_shards.hpp"
 
 namespace loom::lowering {
 namespace {
@@ -34,14 +35,9 @@ std::vector<TiedEmbedding> tied_embeddings(const SchedulingProblem& problem,
                                            const PipelinePrograms& programs) {
   const Model& model = *problem.model;
   std::vector<TiedEmbedding> out;
-  for (int m = 0; m < isize(model.modules()); ++m) {
-    int first = -1, last = -1;  // the module's first and last global layers
-    for (int l = 0; l < model.num_layers(); ++l) {
-      if (model.layers()[static_cast<size_t>(l)].module != m) continue;
-      if (first < 0) first = l;
-      last = l;
-    }
-    if (first < 0) continue;
+  for (const ModuleId m : model.modules().ids()) {
+    const std::vector<int> layers = module_layers(model, m);  // a module has at least one
+    const int first = layers.front(), last = layers.back();
     const std::optional<StageId> first_stage = stage_owning(programs, first),
                                  last_stage = stage_owning(programs, last);
     if (!first_stage || !last_stage) continue;

@@ -17,7 +17,7 @@
 namespace loom::lowering {
 
 struct TiedEmbedding {
-  int module = 0;
+  ModuleId module{0};
   int first_layer = 0;    ///< global index; its dtype is the embedding's
   double parameters = 0;  ///< all TP shards together
   StageId first_stage;    ///< holds the embedding (the module's first layer)

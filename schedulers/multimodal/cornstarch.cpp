@@ -76,8 +76,8 @@ std::vector<Allocation> candidates(const Branches& branches, const std::vector<d
 /// what this lowering models: modality parallelism on disjoint GPUs, one DP degree.
 const ModuleLayout& checked_layout(const SchedulingProblem& problem, int layer) {
   const Model& model = *problem.model;
-  const int module = model.layers()[static_cast<size_t>(layer)].module;
-  const ModuleLayout& l = problem.parallel.module_layouts[static_cast<size_t>(module)];
+  const ModuleId module = model.module_of(layer);
+  const ModuleLayout& l = problem.parallel.module_layouts[module];
   const std::string key = "parallel.modules." + model.module(l.owner).name;
   if (l.dp != problem.parallel.dp)
     throw InputError(key + ".dp: cornstarch runs parallel.dp = " +

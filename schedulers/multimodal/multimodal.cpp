@@ -5,28 +5,27 @@
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
 #include "core/index.hpp"
+#include "schedulers/lowering/stage_graph.hpp"
 
 namespace loom {
 
 Branches split_branches(const Model& model, const char* scheduler_name) {
   Branches out;
-  const int n = isize(model.modules());
-  std::vector<int> branch_of(static_cast<size_t>(n), -1);
-  for (int m = 0; m < n; ++m) {
+  PerModule<int> branch_of(model.modules().ssize(), -1);
+  for (const ModuleId m : model.modules().ids()) {
     const Module& mod = model.module(m);
     if (mod.kind == ModuleKind::kEncoder && mod.inputs.empty()) {
-      branch_of[static_cast<size_t>(m)] = isize(out.encoders);
+      branch_of[m] = isize(out.encoders);
       out.encoders.emplace_back();
       out.names.push_back(mod.name);
     } else if (mod.kind == ModuleKind::kProjector && !mod.inputs.empty()) {
       // A projector rides with its (first) input's branch, as in Cornstarch's
       // ModalityModule(encoder, projector).
-      branch_of[static_cast<size_t>(m)] =
-          branch_of[static_cast<size_t>(model.module_index(mod.inputs.front()))];
+      branch_of[m] = branch_of[model.inputs(m).front()];
     }
   }
   for (int l = 0; l < model.num_layers(); ++l) {
-    const int b = branch_of[static_cast<size_t>(model.layers()[static_cast<size_t>(l)].module)];
+    const int b = branch_of[model.module_of(l)];
     if (b >= 0)
       out.encoders[static_cast<size_t>(b)].push_back(l);
     else
@@ -70,16 +69,8 @@ std::vector<std::vector<Segment>> partition_branch(const Model& model,
   }
   std::vector<std::vector<Segment>> out;
   for (const StageRange& r : partition_min_bottleneck(sub_costs(layers, costs), stages)) {
-    std::vector<Segment> segs;
-    for (int i = r.first; i < r.end; ++i) {
-      const int l = layers[static_cast<size_t>(i)];
-      const int module = model.layers()[static_cast<size_t>(l)].module;
-      if (segs.empty() || segs.back().module != module || segs.back().end != l)
-        segs.push_back({module, l, l + 1});
-      else
-        segs.back().end = l + 1;
-    }
-    out.push_back(segs);
+    const auto begin = layers.begin();
+    out.push_back(segments_of(model, std::vector<int>(begin + r.first, begin + r.end)));
   }
   return out;
 }

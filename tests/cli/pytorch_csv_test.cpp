@@ -53,7 +53,7 @@ TEST(PytorchCsv, ExportsOneRowOfActionsPerRank) {
   const Compute copy{.pass = Pass::kF,
                      .stage = StageId{0},
                      .microbatch = 0,
-                     .module = 0,
+                     .module = ModuleId{0},
                      .first_layer = 0,
                      .end_layer = 1,
                      .seconds = 1e-3,
@@ -65,19 +65,19 @@ TEST(PytorchCsv, ExportsOneRowOfActionsPerRank) {
                         Compute{.pass = Pass::kF,
                                 .stage = StageId{0},
                                 .microbatch = 0,
-                                .module = 1,
+                                .module = ModuleId{1},
                                 .first_layer = 1,
                                 .end_layer = 2,
                                 .seconds = 1e-3},
                         Collective{.kind = CollectiveKind::kAllReduce,
                                    .group = 0,
                                    .stage = StageId{0},
-                                   .module = 1,
+                                   .module = ModuleId{1},
                                    .bytes = 1e6}};
   s.programs[1_rank] = {Collective{.kind = CollectiveKind::kAllReduce,
                                    .group = 0,
                                    .stage = StageId{0},
-                                   .module = 1,
+                                   .module = ModuleId{1},
                                    .bytes = 1e6}};
   s.ranks[1_rank].replica = 1;
   EXPECT_EQ(format_pytorch_csv(s, true), "0F0,0REDUCE_GRAD\n");

@@ -90,7 +90,8 @@ TEST(MeasuredBackward, TheConfigKeyMustBePositive) {
   const auto st =
       test::example("vlm-frozen.toml", {"model.modules.llm.backward_over_forward=3.45"});
   EXPECT_DOUBLE_EQ(
-      st->config.model.module(st->config.model.module_index("llm")).backward_over_forward, 3.45);
+      st->config.model.module(st->config.model.module_index("llm").value()).backward_over_forward,
+      3.45);
 }
 
 }  // namespace loom

@@ -21,7 +21,7 @@ Compute op(Pass pass, int first, int end) {
   return Compute{.pass = pass,
                  .stage = StageId{0},
                  .microbatch = 3,
-                 .module = 0,
+                 .module = ModuleId{0},
                  .first_layer = first,
                  .end_layer = end};
 }

@@ -40,15 +40,15 @@ TEST(Layout, ProjectorsFollowTheirEncoder) {
   const Model& m = c.model;
   const auto& l = c.parallel.module_layouts;
   ASSERT_EQ(l.size(), m.modules().size());
-  const int vproj = m.module_index("vproj");
-  EXPECT_EQ(l[static_cast<size_t>(vproj)].owner, m.module_index("vision"));
-  EXPECT_EQ(l[static_cast<size_t>(vproj)].first_gpu, 2);
-  EXPECT_EQ(l[static_cast<size_t>(m.module_index("llm"))].gpus, 2);
+  const ModuleId vproj = m.module_index("vproj").value();
+  EXPECT_EQ(l[vproj].owner, m.module_index("vision").value());
+  EXPECT_EQ(l[vproj].first_gpu, 2);
+  EXPECT_EQ(l[m.module_index("llm").value()].gpus, 2);
   const auto groups = layout_groups(m, l);
   ASSERT_EQ(groups.size(), 3u);
-  EXPECT_EQ(groups[0].modules, (std::vector<int>{0, 1}));  // vision, vproj
-  EXPECT_EQ(groups[2].owner, m.module_index("llm"));
-  EXPECT_FALSE(colocated(l[0], l[static_cast<size_t>(m.module_index("llm"))]));
+  EXPECT_EQ(groups[0].modules, (std::vector<ModuleId>{ModuleId{0}, ModuleId{1}}));  // vision, vproj
+  EXPECT_EQ(groups[2].owner, m.module_index("llm").value());
+  EXPECT_FALSE(colocated(l[ModuleId{0}], l[m.module_index("llm").value()]));
 }
 
 TEST(Layout, ColocatedModulesShareTheDefaultRankSet) {
@@ -59,7 +59,7 @@ TEST(Layout, ColocatedModulesShareTheDefaultRankSet) {
     EXPECT_EQ(layout.first_gpu, 0);
     EXPECT_EQ(layout.gpus, 4);
   }
-  EXPECT_TRUE(colocated(l[0], l.back()));
+  EXPECT_TRUE(colocated(l[ModuleId{0}], l.back()));
   EXPECT_EQ(l.back().stage_gpu(1, 1), 3);  // replica 1, stage 1 of a 2 x 2 grid
 }
 
@@ -133,10 +133,10 @@ TEST(Layout, DefaultsFromTheSingleLayout) {
   EXPECT_EQ(co.back().pp, 4);   // llm
   const auto nc = default_module_layouts(c.model, 4, 1, 1, false, c.cluster);
   const Model& m = c.model;
-  EXPECT_EQ(nc[static_cast<size_t>(m.module_index("vision"))].first_gpu, 0);
-  EXPECT_EQ(nc[static_cast<size_t>(m.module_index("audio"))].first_gpu, 1);
-  EXPECT_EQ(nc[static_cast<size_t>(m.module_index("llm"))].first_gpu, 2);
-  EXPECT_EQ(nc[static_cast<size_t>(m.module_index("llm"))].pp, 2);
+  EXPECT_EQ(nc[m.module_index("vision").value()].first_gpu, 0);
+  EXPECT_EQ(nc[m.module_index("audio").value()].first_gpu, 1);
+  EXPECT_EQ(nc[m.module_index("llm").value()].first_gpu, 2);
+  EXPECT_EQ(nc[m.module_index("llm").value()].pp, 2);
   EXPECT_THROW(default_module_layouts(c.model, 2, 1, 1, false, c.cluster), InputError);
 }
 

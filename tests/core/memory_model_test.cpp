@@ -15,7 +15,7 @@ namespace {
 Model gpt(int layers, int h, bool frozen_first) {
   Model model = test::gpt(layers, h, 16);
   if (!frozen_first) return model;
-  std::vector<Module> modules = model.modules();
+  std::vector<Module> modules(model.modules().begin(), model.modules().end());
   modules.front().layers.front().frozen = true;
   return Model(modules);
 }

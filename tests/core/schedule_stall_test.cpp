@@ -30,7 +30,7 @@ TEST(ScheduleStall, ARunnableScheduleFinishes) {
                         Collective{.kind = CollectiveKind::kAllReduce,
                                    .group = 0,
                                    .stage = StageId{1},
-                                   .module = 0,
+                                   .module = ModuleId{0},
                                    .bytes = 8}};
   EXPECT_EQ(stall(s), "");
 }
@@ -66,7 +66,7 @@ TEST(ScheduleStall, NamesTheCollectiveMembersThatNeverArrive) {
                         Collective{.kind = CollectiveKind::kAllReduce,
                                    .group = 0,
                                    .stage = StageId{1},
-                                   .module = 0,
+                                   .module = ModuleId{0},
                                    .bytes = 8}};
   s.programs[2_rank] = {test::recv_op(1_rank, 2, test::edge_tag(Pass::kB, 0, 2), 8),
                         test::send_op(1_rank, 2, test::edge_tag(Pass::kF, 0, 1), 8)};

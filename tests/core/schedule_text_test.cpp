@@ -56,7 +56,7 @@ TEST(ScheduleText, DoublesReadBackBitForBit) {
     s.programs[0_rank] = {Compute{.pass = Pass::kF,
                                   .stage = StageId{0},
                                   .microbatch = 0,
-                                  .module = 0,
+                                  .module = ModuleId{0},
                                   .first_layer = 0,
                                   .end_layer = 1,
                                   .seconds = v,
@@ -85,7 +85,7 @@ Schedule every_kind() {
       Compute{.pass = Pass::kF,
               .stage = StageId{0},
               .microbatch = 0,
-              .module = 0,
+              .module = ModuleId{0},
               .first_layer = 0,
               .end_layer = 2,
               .seconds = 1e-3,
@@ -96,21 +96,21 @@ Schedule every_kind() {
       Compute{.pass = Pass::kF,
               .stage = StageId{0},
               .microbatch = 0,
-              .module = 0,
+              .module = ModuleId{0},
               .first_layer = 0,
               .end_layer = 2,
               .seconds = 1e-3,
               .activation_bytes = 5e6},
       Send{.peer = 1_rank,
            .stage = StageId{0},
-           .module = 0,
+           .module = ModuleId{0},
            .tag =
                MessageTag{
                    .pass = Pass::kF, .microbatch = 0, .boundary_layer = 3, .producer_layer = 1},
            .bytes = 4096},
       Recv{.peer = 1_rank,
            .stage = StageId{0},
-           .module = 0,
+           .module = ModuleId{0},
            .tag =
                MessageTag{
                    .pass = Pass::kB, .microbatch = 0, .boundary_layer = 3, .producer_layer = 1},
@@ -119,7 +119,7 @@ Schedule every_kind() {
       Compute{.pass = Pass::kW,
               .stage = StageId{0},
               .microbatch = 0,
-              .module = 0,
+              .module = ModuleId{0},
               .first_layer = 0,
               .end_layer = 2,
               .seconds = 2e-3,
@@ -129,12 +129,12 @@ Schedule every_kind() {
       Collective{.kind = CollectiveKind::kAllGather,
                  .group = 0,
                  .stage = StageId{0},
-                 .module = 0,
+                 .module = ModuleId{0},
                  .bytes = 1e6}};
   s.programs[1_rank] = {
       Recv{.peer = 0_rank,
            .stage = StageId{1},
-           .module = 1,
+           .module = ModuleId{1},
            .tag =
                MessageTag{
                    .pass = Pass::kF, .microbatch = 0, .boundary_layer = 3, .producer_layer = 1},
@@ -142,7 +142,7 @@ Schedule every_kind() {
       Compute{.pass = Pass::kB,
               .stage = StageId{1},
               .microbatch = 0,
-              .module = 1,
+              .module = ModuleId{1},
               .first_layer = 2,
               .end_layer = 4,
               .seconds = 3e-3,
@@ -151,7 +151,7 @@ Schedule every_kind() {
               .weight_grad_s = 1e-3},
       Send{.peer = 0_rank,
            .stage = StageId{1},
-           .module = 1,
+           .module = ModuleId{1},
            .tag =
                MessageTag{
                    .pass = Pass::kB, .microbatch = 0, .boundary_layer = 3, .producer_layer = 1},
@@ -159,13 +159,13 @@ Schedule every_kind() {
       Collective{.kind = CollectiveKind::kAllReduce,
                  .group = 0,
                  .stage = StageId{1},
-                 .module = 1,
+                 .module = ModuleId{1},
                  .bytes = 2e6}};
   // A gradient bucket overlapped with the backward (lowering/gradient_buckets.hpp).
   for (auto& program : s.programs) {
     program.push_back(Collective{.kind = CollectiveKind::kAllReduce,
                                  .stage = StageId{1},
-                                 .module = 1,
+                                 .module = ModuleId{1},
                                  .bytes = 3e6,
                                  .async = true,
                                  .first_layer = 2,

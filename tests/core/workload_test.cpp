@@ -39,9 +39,9 @@ TEST(Workload, ModuleTokensFollowTheModelGraph) {
   const auto study = test::example("vlm-frozen.toml");
   const Model& m = study->config.model;
   Sample s{0, {{"text", 1024}, {"vision", 4600}}};
-  EXPECT_EQ(module_input_tokens(m, m.module_index("vision"), s), 4600);
-  EXPECT_EQ(module_input_tokens(m, m.module_index("projector"), s), 4600);
-  EXPECT_EQ(module_input_tokens(m, m.module_index("llm"), s), 1024 + 1150);
+  EXPECT_EQ(module_input_tokens(m, m.module_index("vision").value(), s), 4600);
+  EXPECT_EQ(module_input_tokens(m, m.module_index("projector").value(), s), 4600);
+  EXPECT_EQ(module_input_tokens(m, m.module_index("llm").value(), s), 1024 + 1150);
 }
 
 }  // namespace loom

@@ -50,11 +50,11 @@ TEST(Faults, HungTransferTimesOutNamingTheReceive) {
   Schedule s = test::ranks_on({0, 1});
   const MessageTag to1{Pass::kF, 0, 1, 0}, to0{Pass::kB, 0, 1, 0};
   s.programs[0_rank] = {
-      Recv{.peer = 1_rank, .stage = StageId{0}, .module = 0, .tag = to0, .bytes = 4},
-      Send{.peer = 1_rank, .stage = StageId{0}, .module = 0, .tag = to1, .bytes = 4}};
+      Recv{.peer = 1_rank, .stage = StageId{0}, .module = ModuleId{0}, .tag = to0, .bytes = 4},
+      Send{.peer = 1_rank, .stage = StageId{0}, .module = ModuleId{0}, .tag = to1, .bytes = 4}};
   s.programs[1_rank] = {
-      Recv{.peer = 0_rank, .stage = StageId{1}, .module = 0, .tag = to1, .bytes = 4},
-      Send{.peer = 0_rank, .stage = StageId{1}, .module = 0, .tag = to0, .bytes = 4}};
+      Recv{.peer = 0_rank, .stage = StageId{1}, .module = ModuleId{0}, .tag = to1, .bytes = 4},
+      Send{.peer = 0_rank, .stage = StageId{1}, .module = ModuleId{0}, .tag = to0, .bytes = 4}};
   const ExecProblem p{&s, &study->config.model, &study->problem.samples, 1};
   ExecOptions o;
   o.timeout_s = 0.3;

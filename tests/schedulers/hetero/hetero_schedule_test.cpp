@@ -24,8 +24,8 @@ const char* kH = "hetero-1b7b-64k-v75-homogeneous.toml";
 const char* kC = "hetero-1b7b-64k-v75-colocated.toml";
 const char* kNc = "hetero-llava-noncolocated.toml";
 
-bool is_llm(const Schedule& s, int module) {
-  return s.module_names[static_cast<size_t>(module)] == "llm";
+bool is_llm(const Schedule& s, ModuleId module) {
+  return s.module_names[module] == "llm";
 }
 
 TEST(HeteroColocated, TableA3ColocatedIsFasterThanHomogeneous) {
@@ -143,12 +143,12 @@ TEST(HeteroColocated, BoundaryAndContextParallelVolumes) {
 TEST(HeteroColocated, ContextParallelSplitConservesWorkAndZigzagBalancesCausal) {
   const auto st = paper(kC);
   const SchedulingProblem& p = st->problem;
-  const int llm = st->config.model.module_index("llm");
-  ModuleLayout whole = p.parallel.module_layouts[static_cast<size_t>(llm)];
+  const ModuleId llm = st->config.model.module_index("llm").value();
+  ModuleLayout whole = p.parallel.module_layouts[llm];
   whole.cp = 1;
   const std::vector<int> mb = {0, 1};
   const ShardCost full = shard_cost(p, llm, whole, mb, 0, 0);
-  const ModuleLayout& cp8 = p.parallel.module_layouts[static_cast<size_t>(llm)];
+  const ModuleLayout& cp8 = p.parallel.module_layouts[llm];
   double sum = 0;
   std::vector<double> per_rank;
   for (int c = 0; c < cp8.cp; ++c) {
@@ -221,8 +221,7 @@ TEST(HeteroNonColocated, GraphAware1F1BWarmsUpEachStageByItsDistanceToTheSink) {
       const auto* c = std::get_if<Compute>(&op);
       if (!c) continue;
       if (c->pass != Pass::kF) break;
-      if (is_llm(s, c->module) || s.module_names[static_cast<size_t>(c->module)] == "vision")
-        ++forwards;
+      if (is_llm(s, c->module) || s.module_names[c->module] == "vision") ++forwards;
     }
     EXPECT_EQ(forwards, expected_leading_forwards[r]) << "rank " << r;
   }
@@ -352,16 +351,16 @@ TEST(HeteroCosts, EncoderItemTokensComeFromTheConfig) {
   // the projector (token_ratio 1) follows it; the LLM sees whole samples.
   const auto c = paper(kC);
   const Model& model = c->config.model;
-  const int vision = model.module_index("vision");
+  const ModuleId vision = model.module_index("vision").value();
   EXPECT_EQ(model.module(vision).item_tokens, 1024);
   EXPECT_EQ(item_tokens(model, vision), 1024);
-  EXPECT_EQ(item_tokens(model, model.module_index("projector")), 1024);
-  EXPECT_EQ(item_tokens(model, model.module_index("llm")), 0);
+  EXPECT_EQ(item_tokens(model, model.module_index("projector").value()), 1024);
+  EXPECT_EQ(item_tokens(model, model.module_index("llm").value()), 0);
 
   // A projector behind a 2x2-merging encoder (token_ratio 0.25) sees items 4x smaller.
   const auto sss = paper("cornstarch-sss.toml", {"model.modules.vision.item_tokens=1024"});
-  EXPECT_EQ(item_tokens(sss->config.model, sss->config.model.module_index("vproj")), 256);
-  EXPECT_EQ(item_tokens(sss->config.model, sss->config.model.module_index("aproj")), 0);
+  EXPECT_EQ(item_tokens(sss->config.model, sss->config.model.module_index("vproj").value()), 256);
+  EXPECT_EQ(item_tokens(sss->config.model, sss->config.model.module_index("aproj").value()), 0);
 }
 
 TEST(HeteroCosts, ItemTokensChangeOnlyTheEncoderAttention) {
@@ -371,8 +370,8 @@ TEST(HeteroCosts, ItemTokensChangeOnlyTheEncoderAttention) {
   //   (F(0) - F(1024)) / (F(2048) - F(1024)) = (48^2 - 48) / (24 * 4 - 48) = 47.
   auto forward = [](const std::string& items) {
     const auto st = paper(kC, {"model.modules.vision.item_tokens=" + items});
-    const int vision = st->config.model.module_index("vision");
-    ModuleLayout one = st->problem.parallel.module_layouts[static_cast<size_t>(vision)];
+    const ModuleId vision = st->config.model.module_index("vision").value();
+    ModuleLayout one = st->problem.parallel.module_layouts[vision];
     one.dp = 1;
     return shard_cost(st->problem, vision, one, {0}, 0, 0).layer[0].forward_s;
   };

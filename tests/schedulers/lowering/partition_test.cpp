@@ -82,7 +82,7 @@ TEST(Partition, FrozenVlmTimelineHasNoEncoderBackwardAndInputGradOnlyLlm) {
     for (const Op& op : program) {
       const auto* c = std::get_if<Compute>(&op);
       if (!c) continue;
-      const std::string& module = s.module_names[static_cast<size_t>(c->module)];
+      const std::string& module = s.module_names[c->module];
       if (module == "vision") (c->pass == Pass::kF ? vision_f : vision_b) += c->seconds;
       if (module == "llm" && c->pass == Pass::kB) {
         llm_b += c->seconds;

@@ -163,9 +163,9 @@ TEST(LoweringPasses, AUnitOfActionsReceivesBeforeItAndSendsAfterIt) {
 /// data-parallel copies (ranks 0, 1), stage 1 as one TP-2 copy (rank 2) of another module
 /// group, m = 2 microbatches of 2 samples, each 2 batch pieces.
 struct ModuleCopies : TwoStages {
-  explicit ModuleCopies(int stage1_owner = 1)
+  explicit ModuleCopies(ModuleId stage1_owner = ModuleId{1})
       : TwoStages({"cost.model=analytical", "schedule.microbatch_size=2"}) {
-    const ModuleLayout copies{.tp = 1, .dp = 2, .first_gpu = 0, .gpus = 2, .owner = 0};
+    const ModuleLayout copies{.tp = 1, .dp = 2, .first_gpu = 0, .gpus = 2, .owner = ModuleId{0}};
     const ModuleLayout llm{.tp = 2, .dp = 1, .first_gpu = 2, .gpus = 2, .owner = stage1_owner};
     programs.stages[StageId{0}].tp = 1;
     programs.stages[StageId{0}].layout = copies;
@@ -228,7 +228,7 @@ TEST(LoweringPasses, ModuleCopiesComputeTheirPiecesAndReduceOverTheCopies) {
 TEST(LoweringPasses, ABoundaryFromAnotherModuleGroupIsBroadcastToTheTensorParallelPeers) {
   // Same programs, stage 1 in the same module group as stage 0 or in another one (§3.1:
   // the leader receives, then broadcasts to its TP peer over NVLink).
-  ModuleCopies other, same(0);
+  ModuleCopies other, same(ModuleId{0});
   const Schedule a = lower(other.study->problem, "test", other.programs);
   const Schedule b = lower(same.study->problem, "test", same.programs);
   const auto& recv = std::get<Recv>(a.programs[2_rank][0]);

@@ -27,8 +27,8 @@ std::unique_ptr<Study> paper(const std::string& xyz, const std::vector<std::stri
   return prepare_study(test::source_path("configs/paper/cornstarch-" + xyz + ".toml"), extra);
 }
 
-bool is_encoder_side(const Schedule& s, int module) {
-  return s.module_names.at(static_cast<size_t>(module)) != "llm";
+bool is_encoder_side(const Schedule& s, ModuleId module) {
+  return s.module_names.at(module) != "llm";
 }
 
 /// Seconds of encoder-side (encoders and projectors) forward compute in the timeline.
@@ -60,7 +60,7 @@ std::vector<Interval> forwards(const Schedule& s, const Timeline& t, const std::
     for (size_t i = 0; i < program.size(); ++i) {
       const auto* c = std::get_if<Compute>(&program[i]);
       if (c && c->pass == Pass::kF && !c->redundant && c->microbatch == microbatch &&
-          s.module_names[static_cast<size_t>(c->module)] == module)
+          s.module_names[c->module] == module)
         out.push_back({r, t.timings[RankId{r}][i].start_s, t.timings[RankId{r}][i].end_s});
     }
   }
@@ -209,8 +209,7 @@ TEST(Multimodal, SweepStagesAndMicrobatches) {
         for (const auto& program : s.programs) {
           for (const Op& op : program) {
             const auto* c = std::get_if<Compute>(&op);
-            if (c && c->pass == Pass::kF &&
-                s.module_names[static_cast<size_t>(c->module)] == "vision")
+            if (c && c->pass == Pass::kF && s.module_names[c->module] == "vision")
               (c->redundant ? copies : real) += 1;
           }
         }
@@ -237,7 +236,7 @@ int stages_running(const Schedule& s, const std::string& module) {
   for (int stage = 0; stage < s.num_stages; ++stage) {
     for (const Op& op : s.programs[RankId{stage}]) {
       const auto* c = std::get_if<Compute>(&op);
-      if (c && !c->redundant && s.module_names[static_cast<size_t>(c->module)] == module) {
+      if (c && !c->redundant && s.module_names[c->module] == module) {
         ++n;
         break;
       }

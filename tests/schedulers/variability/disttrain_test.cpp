@@ -34,8 +34,7 @@ TEST(DistTrain, EncodersAndLlmOnDisjointRanksValidOnTheExamples) {
     for (const auto& program : s.programs) {
       std::set<std::string> modules;
       for (const Op& op : program)
-        if (const auto* c = std::get_if<Compute>(&op))
-          modules.insert(s.module_names[static_cast<size_t>(c->module)]);
+        if (const auto* c = std::get_if<Compute>(&op)) modules.insert(s.module_names[c->module]);
       EXPECT_FALSE(modules.count("llm") && modules.count("vision"));
     }
   }

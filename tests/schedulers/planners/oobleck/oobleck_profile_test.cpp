@@ -77,10 +77,10 @@ TEST(OobleckProfile, FromModelHonoursFrozenLayers) {
   const std::vector<const Sample*> mb{&samples[0], &samples[1]};
   const LayerProfile p = profile_from_model(c.model, *cost, mb, c.cluster, c.cost.memory);
   ASSERT_EQ(isize(p), c.model.num_layers());
-  const int projector = c.model.module_index("projector");
+  const ModuleId projector = c.model.module_index("projector").value();
   for (int l = 0; l < c.model.num_layers(); ++l) {
     const LayerCost& x = p[static_cast<size_t>(l)];
-    const int module = c.model.layers()[static_cast<size_t>(l)].module;
+    const ModuleId module = c.model.module_of(l);
     EXPECT_GT(x.forward_s, 0);
     EXPECT_LE(x.state_bytes, x.memory_bytes);
     if (module == projector) {
@@ -88,7 +88,7 @@ TEST(OobleckProfile, FromModelHonoursFrozenLayers) {
       EXPECT_GT(x.allreduce_across_nodes_s, 0);
     } else {
       EXPECT_EQ(x.allreduce_across_nodes_s, 0) << "frozen: no gradients";
-      if (module == 0) {
+      if (module == ModuleId{0}) {
         EXPECT_EQ(x.backward_s, 0) << "nothing trainable upstream";
       } else {
         EXPECT_GT(x.backward_s, 0) << "input gradients for the projector";
