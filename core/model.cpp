@@ -67,6 +67,7 @@ Model::Model(std::vector<Module> modules) : modules_(std::move(modules)) {
     bool p = false;
     for (const ModuleId input : inputs_[m]) p = p || module_out_p[input];
     for (int l = 0; l < isize(modules_[m].layers); ++l) {
+      input_needs_gradient_.push_back(p);  // p of everything upstream of this layer
       p = p || !modules_[m].layers[static_cast<size_t>(l)].frozen;
       layers_.push_back({.module = m, .local_index = l});
       trainable_upstream_.push_back(p);

@@ -108,6 +108,12 @@ class Model {
   bool has_trainable_upstream(int global_index) const {
     return trainable_upstream_.at(static_cast<size_t>(global_index));
   }
+  /// Whether layer L's input needs its gradient: some layer strictly upstream of L is
+  /// trainable (p of L's producers). A trainable projector after a frozen encoder has
+  /// p(L) true but no use for dL/dx.
+  bool input_needs_gradient(int global_index) const {
+    return input_needs_gradient_.at(static_cast<size_t>(global_index));
+  }
   /// Whether any layer of the model is trainable (otherwise there is no backward pass).
   bool any_trainable() const;
 
@@ -119,6 +125,7 @@ class Model {
   PerModule<std::vector<ModuleId>> inputs_;
   std::vector<LayerRef> layers_;
   std::vector<bool> trainable_upstream_;
+  std::vector<bool> input_needs_gradient_;
 };
 
 /// Parameter count of one layer (weights only; biases and norms are below 0.1%).

@@ -101,9 +101,10 @@ TABLE_3_2 = Table(
         "Bwd LLM": ("the paper measured the frozen LLM's backward at 3.5x its forward (small "
                     "LLM) to 9-10x (medium, large); Loom charges the recomputed forward plus "
                     "the input gradient, about 2x"),
-        "Bwd Enc": ("the encoder stage's backward is the trainable projectors' gradients, "
-                    "which Loom prices from FLOPs (SSS: 9.5 ms, 4-53x the paper's 0.9-4.2 "
-                    "ms); why the paper's is so small is not explained yet"),
+        "Bwd Enc": ("the encoder stage's backward is the trainable projectors' gradients "
+                    "(their input gradient skipped: nothing upstream trains), which Loom "
+                    "prices from FLOPs (SSS: 5.4 ms, 3-23x the paper's 0.9-4.2 ms); why the "
+                    "paper's is so small is not explained yet"),
         "iteration": ("the paper's iteration is 1.2-4.5x what its own per-stage times give "
                       "under 1F1B ((m + p - 1) x the slowest stage's F + B, in the note); "
                       "Loom's follows its per-stage times"),

@@ -69,6 +69,34 @@ TEST(Model, EffectiveCostHonorsFrozenStatus) {
   EXPECT_EQ(llm.weight_grad_s, 0.0);
 }
 
+// A trainable MLP projector after a frozen encoder needs no dL/dx: its backward skips the
+// first matrix's input-gradient GEMM (T x ffn x hidden) and keeps the second's
+// (T x ffn x out_hidden), as the executors do; after a trainable encoder it keeps both.
+TEST(Model, AProjectorAfterAFrozenEncoderSkipsItsInputGradient) {
+  auto vlm = [](bool encoder_frozen) {
+    Module proj = module("proj", ModuleKind::kProjector, 1, false, {"vit"});
+    LayerSpec& mlp = proj.layers.front();
+    mlp.kind = LayerKind::kMlp;
+    mlp.hidden = 1280;
+    mlp.ffn = 4096;
+    mlp.out_hidden = 4096;
+    return Model({module("vit", ModuleKind::kEncoder, 1, encoder_frozen), proj,
+                  module("llm", ModuleKind::kLlm, 1, true, {"proj"})});
+  };
+  const TableEntry e{1.0, 2.0, 3.0, 0, 0, 0};
+  const MicrobatchShape shape{{100}};
+  const Model frozen = vlm(true), trainable = vlm(false);
+  EXPECT_FALSE(frozen.input_needs_gradient(1));
+  EXPECT_TRUE(trainable.input_needs_gradient(1));
+  EXPECT_TRUE(frozen.input_needs_gradient(2));  // the LLM's input feeds the projector
+  const TableCostModel frozen_cost(frozen, {{"vit", e}, {"proj", e}, {"llm", e}});
+  const TableCostModel trainable_cost(trainable, {{"vit", e}, {"proj", e}, {"llm", e}});
+  const PassCost skipped = effective_cost(frozen_cost, frozen, 1, shape, 1);
+  EXPECT_DOUBLE_EQ(skipped.input_grad_s, 2.0 * 4096 / (1280 + 4096));
+  EXPECT_EQ(skipped.weight_grad_s, 3.0);
+  EXPECT_EQ(effective_cost(trainable_cost, trainable, 1, shape, 1).input_grad_s, 2.0);
+}
+
 // Table 3.1 "# Params" is reproduced by the presets' shapes (within the table's rounding
 // and the encoders' extra modules we do not model).
 TEST(Model, PresetsMatchTable31ParameterCounts) {
