@@ -74,8 +74,7 @@ oobleck::PlanningProblem from_config(const Options& o) {
                      " samples, fewer than one microbatch (schedule.microbatch_size = " +
                      std::to_string(b) + ")");
   }
-  std::vector<const Sample*> microbatch;
-  for (int i = 0; i < b; ++i) microbatch.push_back(&samples[static_cast<size_t>(i)]);
+  const std::vector<const Sample*> microbatch = first_samples(samples, b);
   oobleck::PlanningProblem p;
   p.layers = oobleck::profile_from_model(c.model, *cost, microbatch, c.cluster, c.cost.memory);
   p.gpus_per_node = c.cluster.gpus_per_node;

@@ -42,9 +42,8 @@ struct ReplayCliOptions {
 /// Oobleck's planning problem for the config's model (simulation mode).
 oobleck::PlanningProblem planning_problem(const Study& study, int max_nodes, int global_batch) {
   const Config& c = study.config;
-  std::vector<const Sample*> microbatch;
-  for (int i = 0; i < c.schedule.microbatch_size; ++i)
-    microbatch.push_back(&study.problem.samples.at(static_cast<size_t>(i)));
+  const std::vector<const Sample*> microbatch =
+      first_samples(study.problem.samples, c.schedule.microbatch_size);
   oobleck::PlanningProblem p;
   p.layers =
       oobleck::profile_from_model(c.model, *study.cost, microbatch, c.cluster, c.cost.memory);

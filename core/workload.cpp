@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <utility>
 
 #include "core/csv.hpp"
 #include "core/errors.hpp"
@@ -153,6 +154,20 @@ std::vector<Sample> load_samples_csv(const std::string& path) {
   }
   if (samples.empty()) throw InputError(path + ": no samples after the header");
   return samples;
+}
+
+std::vector<const Sample*> sample_batch(const std::vector<Sample>& samples,
+                                        const std::vector<int>& ids) {
+  std::vector<const Sample*> batch;
+  for (int id : ids) batch.push_back(&samples.at(static_cast<size_t>(id)));
+  return batch;
+}
+
+std::vector<const Sample*> first_samples(const std::vector<Sample>& samples, int count) {
+  std::vector<const Sample*> batch;
+  for (size_t k = 0; k < samples.size() && std::cmp_less(k, count); ++k)
+    batch.push_back(&samples[k]);
+  return batch;
 }
 
 int module_input_tokens(const Model& model, ModuleId module, const Sample& sample) {

@@ -24,6 +24,14 @@ std::vector<Sample> synthetic_samples(int count, const std::map<std::string, int
 /// tokens at all.
 std::vector<Sample> load_samples_csv(const std::string& path);
 
+/// The samples `ids` names, in order: a microbatch as the cost model reads it. Throws
+/// std::out_of_range on an id past `samples`.
+std::vector<const Sample*> sample_batch(const std::vector<Sample>& samples,
+                                        const std::vector<int>& ids);
+/// The first `count` samples (all of them if there are fewer): the representative
+/// microbatch that partitioners and planners cost an iteration by.
+std::vector<const Sample*> first_samples(const std::vector<Sample>& samples, int count);
+
 /// Vision tokens of one image of `width` x `height` pixels: Qwen2-VL-style 14-pixel
 /// patches, sides rounded up to a multiple of 28 (2x2 patch merge).
 int image_patch_tokens(int width, int height);

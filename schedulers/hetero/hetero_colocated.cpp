@@ -130,9 +130,8 @@ class Colocated {
   void add_llm_stages() {
     const ModuleLayout& llm = layout(h_.llm);
     const auto& layers = h_.layers[static_cast<size_t>(h_.llm)];
-    std::vector<const Sample*> first;
-    for (int id : replica_samples(global_microbatches(p_, llm.dp).front(), 0, llm.dp))
-      first.push_back(&p_.samples[static_cast<size_t>(id)]);
+    const std::vector<const Sample*> first = sample_batch(
+        p_.samples, replica_samples(global_microbatches(p_, llm.dp).front(), 0, llm.dp));
     const auto all = layer_costs(model_, *p_.cost, p_.schedule.partition_view, first, llm.tp);
     std::vector<double> costs;
     for (int l : layers) costs.push_back(all[static_cast<size_t>(l)]);

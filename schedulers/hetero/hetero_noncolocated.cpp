@@ -105,8 +105,7 @@ class NonColocated {
   /// one stage per (group, stage) with a copy per data-parallel replica of the group.
   void partition() {
     const auto microbatches = global_microbatches(p_, layout(h_.llm).dp);
-    std::vector<const Sample*> first;
-    for (int id : microbatches.front()) first.push_back(&p_.samples[static_cast<size_t>(id)]);
+    const std::vector<const Sample*> first = sample_batch(p_.samples, microbatches.front());
     programs_.pieces = k_;
     for (int g = 0; g < num_groups(); ++g) {
       const ModuleLayout& l = layout(g);

@@ -135,8 +135,7 @@ ShardCost shard_cost(const SchedulingProblem& problem, ModuleId module, const Mo
     ids = replica_samples(microbatch, replica, layout.dp);
   else
     scale = 1.0 / layout.dp;
-  std::vector<const Sample*> batch;
-  for (int id : ids) batch.push_back(&problem.samples.at(static_cast<size_t>(id)));
+  const std::vector<const Sample*> batch = sample_batch(problem.samples, ids);
   ShardCost out;
   for (int l : module_layers(model, module)) {
     const LayerSpec& spec = model.layer(l);
@@ -189,8 +188,7 @@ std::vector<int> cp_ring(const ModuleLayout& l, int gpu) {
 
 double boundary_bytes_per_sample(const SchedulingProblem& problem, int last_layer,
                                  const std::vector<int>& microbatch) {
-  std::vector<const Sample*> batch;
-  for (int id : microbatch) batch.push_back(&problem.samples.at(static_cast<size_t>(id)));
+  const std::vector<const Sample*> batch = sample_batch(problem.samples, microbatch);
   const MicrobatchShape shape = layer_shape(*problem.model, last_layer, batch);
   return problem.cost->output_bytes(last_layer, shape) / static_cast<double>(batch.size());
 }

@@ -26,9 +26,8 @@ void cost_batch_pieces(Context& ctx) {
   for (int d = 0; d < ctx.replicas; ++d) {
     for (int mb = 0; mb < ctx.microbatches; ++mb) {
       const int j = mb / pieces;
-      std::vector<const Sample*> batch;
-      for (int id : replica_samples(global[static_cast<size_t>(j)], d, ctx.replicas))
-        batch.push_back(&p.samples[static_cast<size_t>(id)]);
+      const std::vector<const Sample*> batch =
+          sample_batch(p.samples, replica_samples(global[static_cast<size_t>(j)], d, ctx.replicas));
       MicrobatchCosts& mc = ctx.costs[static_cast<size_t>(d * ctx.microbatches + mb)];
       mc.layer.resize(layers);
       mc.activation.resize(layers);
@@ -79,9 +78,8 @@ void cost_microbatches(Context& ctx, const Schedule& schedule) {
   ctx.costs.resize(static_cast<size_t>(ctx.replicas * ctx.microbatches));
   for (int d = 0; d < ctx.replicas; ++d) {
     for (int j = 0; j < ctx.microbatches; ++j) {
-      std::vector<const Sample*> batch;
-      for (int id : schedule.samples[static_cast<size_t>(d)][static_cast<size_t>(j)])
-        batch.push_back(&p.samples[static_cast<size_t>(id)]);
+      const std::vector<const Sample*> batch =
+          sample_batch(p.samples, schedule.samples[static_cast<size_t>(d)][static_cast<size_t>(j)]);
       MicrobatchCosts& mc = ctx.costs[static_cast<size_t>(d * ctx.microbatches + j)];
       for (int l = 0; l < ctx.model.num_layers(); ++l) {
         const MicrobatchShape shape = layer_shape(ctx.model, l, batch);

@@ -25,11 +25,8 @@ std::vector<StageRange> plan_stages(const SchedulingProblem& problem, int stages
                      " layers (each stage needs at least one)");
   }
   // The representative microbatch: the first one of the iteration.
-  std::vector<const Sample*> first;
-  for (int k = 0; k < problem.schedule.microbatch_size && k < isize(problem.samples); ++k) {
-    first.push_back(&problem.samples[static_cast<size_t>(k)]);
-  }
-  const auto costs = layer_costs(model, *problem.cost, problem.schedule.partition_view, first,
+  const auto costs = layer_costs(model, *problem.cost, problem.schedule.partition_view,
+                                 first_samples(problem.samples, problem.schedule.microbatch_size),
                                  problem.parallel.tp);
   return partition_min_bottleneck(costs, stages);
 }

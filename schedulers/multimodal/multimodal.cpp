@@ -41,11 +41,8 @@ Branches split_branches(const Model& model, const char* scheduler_name) {
 
 std::vector<double> view_costs(const SchedulingProblem& problem) {
   // The representative microbatch: the first one of the iteration (as plan_stages()).
-  std::vector<const Sample*> first;
-  for (int k = 0; k < problem.schedule.microbatch_size && k < isize(problem.samples); ++k) {
-    first.push_back(&problem.samples[static_cast<size_t>(k)]);
-  }
-  return layer_costs(*problem.model, *problem.cost, problem.schedule.partition_view, first,
+  return layer_costs(*problem.model, *problem.cost, problem.schedule.partition_view,
+                     first_samples(problem.samples, problem.schedule.microbatch_size),
                      problem.parallel.tp);
 }
 

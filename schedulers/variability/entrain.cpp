@@ -81,13 +81,6 @@ std::vector<Sample> iteration_samples(const SchedulingProblem& problem) {
   return {problem.samples.begin(), problem.samples.begin() + static_cast<long>(n)};
 }
 
-std::vector<const Sample*> pointers(const std::vector<Sample>& samples,
-                                    const std::vector<int>& ids) {
-  std::vector<const Sample*> out;
-  for (int id : ids) out.push_back(&samples[static_cast<size_t>(id)]);
-  return out;
-}
-
 /// The lowering costs every op on M^LLM_j (the assignment); the encoders' forwards and the
 /// activations they pass between encoder stages run on M^enc_j instead.
 void cost_encoder_forwards(Schedule& schedule, const SchedulingProblem& q, const EntrainPlan& plan,
@@ -95,7 +88,7 @@ void cost_encoder_forwards(Schedule& schedule, const SchedulingProblem& q, const
   const Model& model = *q.model;
   auto enc_set = [&](RankId rank, int mb) {
     const int d = schedule.ranks[rank].replica;
-    return pointers(
+    return sample_batch(
         q.samples,
         plan.assignment.replicas[static_cast<size_t>(d)].encoder[static_cast<size_t>(mb)]);
   };

@@ -205,8 +205,7 @@ Schedule generate_omnibal(const SchedulingProblem& problem) {
   SchedulingProblem balanced = problem;
   balanced.assignment = balanced_assignment(problem);
   // FWD(l_i) and ACTIV(l_i) profiled on a balanced mini-batch (the first ISF group).
-  std::vector<const Sample*> rep;
-  for (int id : balanced.assignment[0][0]) rep.push_back(&problem.samples[static_cast<size_t>(id)]);
+  const std::vector<const Sample*> rep = sample_batch(problem.samples, balanced.assignment[0][0]);
   std::vector<double> fwd, activ;
   for (int l = 0; l < model.num_layers(); ++l) {
     const MicrobatchShape shape = layer_shape(model, l, rep);

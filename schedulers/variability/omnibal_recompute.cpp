@@ -23,9 +23,8 @@ struct LayerEffect {
 LayerEffect effect(const Schedule& schedule, const SchedulingProblem& problem, int replica, int mb,
                    int layer, int tp) {
   const Model& model = *problem.model;
-  std::vector<const Sample*> batch;
-  for (int id : schedule.samples[static_cast<size_t>(replica)][static_cast<size_t>(mb)])
-    batch.push_back(&problem.samples[static_cast<size_t>(id)]);
+  const std::vector<const Sample*> batch = sample_batch(
+      problem.samples, schedule.samples[static_cast<size_t>(replica)][static_cast<size_t>(mb)]);
   const MicrobatchShape shape = layer_shape(model, layer, batch);
   const double kept = problem.cost->activation_bytes(layer, shape, tp);
   const double input = layer > 0 && model.layers()[static_cast<size_t>(layer)].local_index > 0
