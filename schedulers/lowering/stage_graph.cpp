@@ -1,6 +1,7 @@
 #include "schedulers/lowering/stage_graph.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/dataflow.hpp"
 #include "core/errors.hpp"
@@ -34,14 +35,10 @@ std::vector<StageRange> plan_stages(const SchedulingProblem& problem, int stages
 StageGraph chain_stages(const Model& model, const std::vector<StageRange>& ranges) {
   StageGraph graph;
   for (const StageRange& r : ranges) {
+    std::vector<int> layers(static_cast<size_t>(r.end - r.first));
+    std::iota(layers.begin(), layers.end(), r.first);
     StageSpec spec;
-    for (int l = r.first; l < r.end; ++l) {
-      const ModuleId module = model.module_of(l);
-      if (spec.segments.empty() || spec.segments.back().module != module)
-        spec.segments.push_back({.module = module, .first = l, .end = l + 1});
-      else
-        spec.segments.back().end = l + 1;
-    }
+    spec.segments = segments_of(model, layers);
     graph.push_back(spec);
   }
   return graph;
