@@ -29,16 +29,13 @@ AnalyticalCostModel::AnalyticalCostModel(const Model& model, const Cluster& clus
   std::vector<std::tuple<LayerSpec, int, int>> classes;
   for (int l = 0; l < model.num_layers(); ++l) {
     const LayerKernelOptions o = kernel_options(l);
-    int id = -1;
-    for (size_t c = 0; c < classes.size(); ++c) {
-      const auto& [spec, in, out] = classes[c];
-      if (same_shape(spec, model.layer(l)) && in == o.vocab_in && out == o.vocab_out)
-        id = static_cast<int>(c);
+    // The class equal to this layer's (at most one: classes are distinct), or a new one.
+    int id = 0;
+    for (const auto& [spec, in, out] : classes) {
+      if (same_shape(spec, model.layer(l)) && in == o.vocab_in && out == o.vocab_out) break;
+      ++id;
     }
-    if (id < 0) {
-      id = isize(classes);
-      classes.emplace_back(model.layer(l), o.vocab_in, o.vocab_out);
-    }
+    if (id == isize(classes)) classes.emplace_back(model.layer(l), o.vocab_in, o.vocab_out);
     layer_class_.push_back(id);
   }
 }

@@ -7,13 +7,12 @@ namespace loom {
 LayerGraph::LayerGraph(const Model& model, BackwardRule rule)
     : model_(&model), every_layer_(rule == BackwardRule::kEveryLayer) {
   const int n = model.num_layers();
-  producers_.resize(static_cast<size_t>(n));
-  consumers_.resize(static_cast<size_t>(n));
+  producers_.reserve(model.layers().size());
+  consumers_.resize(model.layers().size());
   PerModule<int> last_of_module(model.modules().ssize(), -1);
   for (int l = 0; l < n; ++l) last_of_module[model.module_of(l)] = l;
-  for (int l = 0; l < n; ++l) {
-    const LayerRef& ref = model.layers()[static_cast<size_t>(l)];
-    auto& producers = producers_[static_cast<size_t>(l)];
+  for (int l = 0; const LayerRef& ref : model.layers()) {
+    std::vector<int> producers;
     if (ref.local_index > 0) {
       producers.push_back(l - 1);
     } else {
@@ -22,6 +21,8 @@ LayerGraph::LayerGraph(const Model& model, BackwardRule rule)
       std::sort(producers.begin(), producers.end());
     }
     for (int p : producers) consumers_[static_cast<size_t>(p)].push_back(l);
+    producers_.push_back(std::move(producers));
+    ++l;
   }
 }
 

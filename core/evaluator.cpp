@@ -13,6 +13,12 @@
 namespace loom {
 namespace {
 
+/// A collective instance of the matching (Matching::instances): the members' k-th
+/// collective on one group, which they run together.
+using InstanceId = Id<struct InstanceTag>;
+template <class T>
+using PerInstance = IdVector<InstanceId, T>;
+
 /// Runs each rank as far as it can; a rank blocks on a Recv whose Send has not been
 /// reached, or on a Collective not all members have reached. Woken ranks go back on the
 /// worklist. Each op is processed once: O(ops + collective ring steps).
@@ -24,7 +30,7 @@ class ListScheduler {
         matching_(match_operations(schedule)),
         pos_(schedule.num_ranks(), 0),
         clock_(schedule.num_ranks(), 0.0),
-        arrived_(matching_.instances.size(), 0),
+        arrived_(isize(matching_.instances), 0),
         waiting_at_(schedule.num_ranks()),
         async_queue_(schedule.num_ranks()),
         async_end_(schedule.num_ranks(), 0.0),
@@ -61,7 +67,8 @@ class ListScheduler {
     double& clock = clock_[r];
     while (i < isize(ops)) {
       const OpRef here{r, i};
-      const auto* coll = std::get_if<Collective>(&ops[static_cast<size_t>(i)]);
+      const Op& op = schedule_.op(here);
+      const auto* coll = std::get_if<Collective>(&op);
       const bool blocking_collective = coll && !coll->async;
       const bool done = std::visit(
           Overloaded{
@@ -97,7 +104,7 @@ class ListScheduler {
                 return true;
               },
           },
-          ops[static_cast<size_t>(i)]);
+          op);
       if (!done) return;
       // A completed collective has already moved every member (this rank included) past it.
       if (!blocking_collective) ++i;
@@ -108,9 +115,9 @@ class ListScheduler {
   /// An async collective costs the rank nothing: note when it was issued, queue it on the
   /// rank's communication stream and start it if it can.
   bool issue_async(OpRef here) {
-    const int instance = instance_of(here);
+    const InstanceId instance = instance_of(here);
     timing(here).start_s = clock_[here.rank];
-    ++arrived_[static_cast<size_t>(instance)];
+    ++arrived_[instance];
     async_queue_[here.rank].push_back(instance);
     start_ready_async(instance);
     return true;
@@ -118,13 +125,13 @@ class ListScheduler {
 
   /// Runs async collectives whose members have all issued them and have nothing earlier on
   /// their communication stream, then those that this frees (core/schedule.hpp).
-  void start_ready_async(int first) {
-    std::vector<int> candidates = {first};
+  void start_ready_async(InstanceId first) {
+    std::vector<InstanceId> candidates = {first};
     while (!candidates.empty()) {
-      const int instance = candidates.back();
+      const InstanceId instance = candidates.back();
       candidates.pop_back();
-      const auto& members = matching_.members(instance);
-      if (arrived_[static_cast<size_t>(instance)] < isize(members)) continue;
+      const auto& members = members_of(instance);
+      if (arrived_[instance] < isize(members)) continue;
       bool heads = true;
       for (const OpRef& m : members) {
         const auto& queue = async_queue_[m.rank];
@@ -157,17 +164,20 @@ class ListScheduler {
     return done;
   }
 
-  int instance_of(OpRef ref) const { return matching_.instance_of(ref); }
+  InstanceId instance_of(OpRef ref) const { return InstanceId{matching_.instance_of(ref)}; }
+  const std::vector<OpRef>& members_of(InstanceId instance) const {
+    return matching_.members(instance.value());
+  }
   OpRef peer(OpRef ref) const { return matching_.peer_of(ref); }
   void wake(RankId rank) { ready_.push_back(rank); }
 
   /// Returns true when the collective completed (and rank `here.rank` moved past it).
   bool arrive_collective(OpRef here, const Collective& c) {
-    const int instance = instance_of(here);
-    const auto& members = matching_.members(instance);
-    int& arrived = arrived_[static_cast<size_t>(instance)];
+    const InstanceId instance = instance_of(here);
+    const auto& members = members_of(instance);
+    int& arrived = arrived_[instance];
     // A blocked rank re-executes the same op when woken: count its arrival once.
-    std::optional<int>& waiting_at = waiting_at_[here.rank];
+    std::optional<InstanceId>& waiting_at = waiting_at_[here.rank];
     if (waiting_at != instance) {
       waiting_at = instance;
       ++arrived;
@@ -200,7 +210,7 @@ class ListScheduler {
     throw_if_deadlocked(schedule_, pos_, "");
     for (const RankId r : schedule_.rank_ids()) {
       if (const auto& queue = async_queue_[r]; !queue.empty()) {
-        const auto& members = matching_.members(queue.front());
+        const auto& members = members_of(queue.front());
         const OpRef op = *std::find_if(members.begin(), members.end(),
                                        [&](const OpRef& m) { return m.rank == r; });
         throw InfeasibleError("deadlock: rank " + to_string(r) + "'s async " +
@@ -216,10 +226,10 @@ class ListScheduler {
   Matching matching_;
   PerRank<int> pos_;
   PerRank<double> clock_;
-  std::vector<int> arrived_;
-  PerRank<std::optional<int>> waiting_at_;  ///< the collective instance the rank waits in
+  PerInstance<int> arrived_;
+  PerRank<std::optional<InstanceId>> waiting_at_;  ///< the collective instance the rank waits in
   /// Per rank: its communication stream, the async instances issued and not yet run...
-  PerRank<std::deque<int>> async_queue_;
+  PerRank<std::deque<InstanceId>> async_queue_;
   PerRank<double> async_end_;    ///< ... when the last one run ends...
   PerRank<char> waiting_async_;  ///< ... and whether the rank waits for them
   std::deque<RankId> ready_;

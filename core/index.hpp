@@ -164,6 +164,18 @@ using PerStage = IdVector<StageId, T>;
 using ModuleId = Id<struct ModuleTag>;
 template <class T>
 using PerModule = IdVector<ModuleId, T>;
+/// A global layer of the model: an index into Model::layers and the per-layer cost tables.
+using LayerId = Id<struct LayerTag>;
+template <class T>
+using PerLayer = IdVector<LayerId, T>;
+/// A data-parallel replica of the pipeline (RankInfo::replica; a minibatch in Entrain §4.3).
+using ReplicaId = Id<struct ReplicaTag>;
+template <class T>
+using PerReplica = IdVector<ReplicaId, T>;
+/// A microbatch of one replica (an encoder microbatch M^enc_j where encoders batch apart).
+using MicrobatchId = Id<struct MicrobatchTag>;
+template <class T>
+using PerMicrobatch = IdVector<MicrobatchId, T>;
 
 /// `2_rank`: a rank written as a literal (tests, hand-built schedules).
 constexpr RankId operator""_rank(unsigned long long value) {

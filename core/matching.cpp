@@ -101,7 +101,7 @@ Matching match_operations(const Schedule& schedule) {
                      },
                      [](const OptimizerStep&) {},
                  },
-                 program[static_cast<size_t>(i)]);
+                 schedule.op(ref));
     }
   }
 

@@ -66,10 +66,10 @@ Model::Model(std::vector<Module> modules) : modules_(std::move(modules)) {
   for (const ModuleId m : modules_.ids()) {
     bool p = false;
     for (const ModuleId input : inputs_[m]) p = p || module_out_p[input];
-    for (int l = 0; l < isize(modules_[m].layers); ++l) {
+    for (int l = 0; const LayerSpec& spec : modules_[m].layers) {
       input_needs_gradient_.push_back(p);  // p of everything upstream of this layer
-      p = p || !modules_[m].layers[static_cast<size_t>(l)].frozen;
-      layers_.push_back({.module = m, .local_index = l});
+      p = p || !spec.frozen;
+      layers_.push_back({.module = m, .local_index = l++});
       trainable_upstream_.push_back(p);
     }
     module_out_p[m] = p;

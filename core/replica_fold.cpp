@@ -111,10 +111,9 @@ std::string replica_asymmetry(const Schedule& s) {
   if (ranks % replicas != 0) return "replicas hold different numbers of ranks";
   const int per = ranks / replicas;
   const int stride = s.ranks[RankId{per}].gpu - s.ranks[RankId{0}].gpu;
-  if (s.samples.size() != static_cast<size_t>(replicas))
-    return "the sample assignment does not cover every replica";
-  for (int d = 0; d < replicas; ++d) {
-    if (s.samples[static_cast<size_t>(d)].size() != s.samples[0].size())
+  if (isize(s.samples) != replicas) return "the sample assignment does not cover every replica";
+  for (int d = 0; const auto& replica_samples : s.samples) {
+    if (replica_samples.size() != s.samples[0].size())
       return "replica " + std::to_string(d) + " runs another number of microbatches";
     for (int i = 0; i < per; ++i) {
       const RankId r0{i}, r = r0 + d * per;
@@ -135,15 +134,20 @@ std::string replica_asymmetry(const Schedule& s) {
         if (!same_shifted(s, program[k], base_program[k], d * per)) return describe_op(d, r, k);
       }
     }
+    ++d;
   }
-  for (size_t g = 0; g < s.groups.size(); ++g) {
-    if (s.group_in_one_replica(static_cast<int>(g))) continue;  // compared through the ops
-    const auto& members = s.groups[g];
-    bool one_per_replica = members.size() == static_cast<size_t>(replicas);
-    for (int d = 0; one_per_replica && d < replicas; ++d)
-      one_per_replica = members[static_cast<size_t>(d)] == members[0] + d * per;
-    if (!one_per_replica)
-      return "collective group " + std::to_string(g) + " is not one member per replica";
+  for (int g = 0; const auto& members : s.groups) {
+    // A group inside one replica is compared through the ops.
+    if (!s.group_in_one_replica(g)) {
+      bool one_per_replica = isize(members) == replicas;
+      for (int d = 0; const RankId member : members) {
+        one_per_replica = one_per_replica && member == members[0] + d * per;
+        ++d;
+      }
+      if (!one_per_replica)
+        return "collective group " + std::to_string(g) + " is not one member per replica";
+    }
+    ++g;
   }
   return "";
 }

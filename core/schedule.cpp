@@ -108,7 +108,7 @@ void throw_if_deadlocked(const Schedule& schedule, const PerRank<int>& next_op,
     if (i >= isize(program)) continue;
     if (count++ < 8) {
       blocked += "\n  rank " + to_string(r) + " blocked at op #" + std::to_string(i) + " (" +
-                 to_string(program[static_cast<size_t>(i)], schedule) + ")";
+                 to_string(schedule.op({r, i}), schedule) + ")";
     }
   }
   if (count > 0) {

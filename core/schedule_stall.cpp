@@ -11,8 +11,7 @@ namespace loom {
 namespace {
 
 std::string step(const Schedule& s, RankId rank, int index) {
-  return "step " + std::to_string(index) + " (" +
-         to_string(s.programs[rank][static_cast<size_t>(index)], s) + ")";
+  return "step " + std::to_string(index) + " (" + to_string(s.op({rank, index}), s) + ")";
 }
 
 /// The op rank `rank` stopped at, or "the end of its program".
@@ -24,7 +23,7 @@ std::string where_stuck(const Schedule& s, const PerRank<int>& next, RankId rank
 
 std::string explain(const Schedule& s, const Matching& m, const PerRank<int>& next, RankId r) {
   const int i = next[r];
-  const Op& op = s.programs[r][static_cast<size_t>(i)];
+  const Op& op = s.op({r, i});
   std::string text = "\n  rank " + to_string(r) + " stuck at " + step(s, r, i) + ": ";
   if (std::holds_alternative<Recv>(op)) {
     const OpRef send = m.peer_of({r, i});
@@ -46,14 +45,14 @@ std::string explain(const Schedule& s, const Matching& m, const PerRank<int>& ne
 
 /// Whether rank r's next op can run now.
 bool can_run(const Schedule& s, const Matching& m, const PerRank<int>& next, RankId r) {
-  const size_t i = static_cast<size_t>(next[r]);
-  const Op& op = s.programs[r][i];
+  const OpRef here{r, next[r]};
+  const Op& op = s.op(here);
   if (std::holds_alternative<Recv>(op)) {
-    const OpRef send = m.peer[r][i];
+    const OpRef send = m.peer_of(here);
     return next[send.rank] > send.index;
   }
   if (std::holds_alternative<Collective>(op)) {
-    const int instance = m.collective_instance[r][i];
+    const int instance = m.instance_of(here);
     for (const OpRef& member : m.members(instance)) {
       if (next[member.rank] < member.index) return false;
     }

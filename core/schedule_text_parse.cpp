@@ -4,6 +4,7 @@
 // so that a hand-edited file says where it went wrong.
 #include <charconv>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "core/errors.hpp"
@@ -15,7 +16,7 @@ namespace {
 
 struct Token {
   std::string_view text;
-  int column = 1;  ///< 1-based
+  size_t column = 1;  ///< 1-based
 };
 
 struct Line {
@@ -44,7 +45,7 @@ class Reader {
         }
         const size_t start = i;
         while (i < raw.size() && raw[i] != ' ' && raw[i] != '\t') ++i;
-        line.tokens.push_back({raw.substr(start, i - start), static_cast<int>(start) + 1});
+        line.tokens.push_back({raw.substr(start, i - start), start + 1});
       }
       if (!line.tokens.empty() && line.tokens.front().text.front() != '#')
         lines_.push_back(std::move(line));
@@ -53,7 +54,7 @@ class Reader {
     last_line_ = number;
   }
 
-  [[noreturn]] void fail(int line, int column, const std::string& what) const {
+  [[noreturn]] void fail(int line, size_t column, const std::string& what) const {
     throw InputError(source_ + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
                      what);
   }
@@ -89,7 +90,8 @@ class Reader {
     return line;
   }
 
-  int integer(const Line& line, const Token& token, std::string_view text, int offset = 0) const {
+  int integer(const Line& line, const Token& token, std::string_view text,
+              size_t offset = 0) const {
     int value = 0;
     const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (ec != std::errc() || ptr != text.data() + text.size() || value < 0) {
@@ -108,7 +110,7 @@ class Reader {
   size_t count(const Line& line, const Token& token, const std::string& items) const {
     const int value = integer(line, token);
     const size_t left = lines_.size() - next_;
-    if (static_cast<size_t>(value) > left) {
+    if (std::cmp_greater(value, left)) {
       fail(line, token,
            "says " + std::to_string(value) + " " + items + " but only " + std::to_string(left) +
                " line(s) follow");
@@ -116,7 +118,7 @@ class Reader {
     return static_cast<size_t>(value);
   }
 
-  double real(const Line& line, const Token& token, std::string_view text, int offset) const {
+  double real(const Line& line, const Token& token, std::string_view text, size_t offset) const {
     double value = 0;
     const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (ec != std::errc() || ptr != text.data() + text.size()) {
@@ -127,11 +129,11 @@ class Reader {
   }
 
   /// "N:" as written before a list ("group 0:", "mb 3:"); must equal `expected`.
-  void index_colon(const Line& line, const Token& token, int expected) const {
+  void index_colon(const Line& line, const Token& token, size_t expected) const {
     if (token.text.empty() || token.text.back() != ':')
       fail(line, token, "expected '" + std::to_string(expected) + ":'");
     const int value = integer(line, token, token.text.substr(0, token.text.size() - 1));
-    if (value != expected) {
+    if (std::cmp_not_equal(value, expected)) {
       fail(line, token,
            "expected index " + std::to_string(expected) + ", found " + std::to_string(value) +
                " (entries are numbered in order from 0)");
@@ -160,8 +162,7 @@ class Reader {
         keys += (keys.empty() ? "" : ", ") + std::string(k);
       }
       if (!known) fail(line, t, "unknown key '" + key + "' (valid here: " + keys + ")");
-      if (!out.emplace(key, Token{t.text.substr(eq + 1), t.column + static_cast<int>(eq) + 1})
-               .second)
+      if (!out.emplace(key, Token{t.text.substr(eq + 1), t.column + eq + 1}).second)
         fail(line, t, "key '" + key + "' given twice");
     }
     return out;
@@ -210,7 +211,7 @@ class OpReader {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    in_.fail(line_.number, token_.column + static_cast<int>(pos_), what);
+    in_.fail(line_.number, token_.column + pos_, what);
   }
   bool eat(std::string_view word) {
     if (text_.substr(pos_, word.size()) != word) return false;
@@ -224,8 +225,7 @@ class OpReader {
     size_t end = pos_;
     while (end < text_.size() && text_[end] >= '0' && text_[end] <= '9') ++end;
     if (end == pos_) fail("expected a number in '" + std::string(text_) + "'");
-    const int value =
-        in_.integer(line_, token_, text_.substr(pos_, end - pos_), static_cast<int>(pos_));
+    const int value = in_.integer(line_, token_, text_.substr(pos_, end - pos_), pos_);
     pos_ = end;
     return value;
   }
@@ -241,7 +241,7 @@ class OpReader {
     if (pos_ != text_.size())
       fail("unexpected '" + std::string(text_.substr(pos_)) + "' after the operation");
   }
-  ModuleId module_index(std::string_view name, int column) const {
+  ModuleId module_index(std::string_view name, size_t column) const {
     for (const ModuleId m : s_.module_names.ids())
       if (s_.module_names[m] == name) return m;
     in_.fail(line_.number, column, "unknown module '" + std::string(name) + "'");
@@ -261,8 +261,7 @@ class OpReader {
         line_, 1, {"layers", "seconds", "activation", "weight_grad", "release", "module"});
     if (eat("@")) {
       const size_t end = std::min(text_.find('(', pos_), text_.size());
-      c.module =
-          module_index(text_.substr(pos_, end - pos_), token_.column + static_cast<int>(pos_));
+      c.module = module_index(text_.substr(pos_, end - pos_), token_.column + pos_);
       pos_ = end;
     } else {
       c.module = module_field(f);
@@ -297,7 +296,7 @@ class OpReader {
     m.peer = RankId{number()};
     finish();
     if (m.peer.value() >= s_.num_ranks()) {
-      in_.fail(line_.number, token_.column + static_cast<int>(peer_at),
+      in_.fail(line_.number, token_.column + peer_at,
                "peer rank " + to_string(m.peer) + " does not exist (the schedule has " +
                    std::to_string(s_.num_ranks()) + " ranks)");
     }
@@ -318,7 +317,7 @@ class OpReader {
     expect("]");
     finish();
     if (c.group >= isize(s_.groups)) {
-      in_.fail(line_.number, token_.column + static_cast<int>(group_at),
+      in_.fail(line_.number, token_.column + group_at,
                "group " + std::to_string(c.group) + " does not exist (the schedule has " +
                    std::to_string(s_.groups.size()) + " groups)");
     }
@@ -337,7 +336,7 @@ class OpReader {
     const size_t colon = layers.text.find(':');
     if (colon == std::string_view::npos) in_.fail(line_, layers, "expected layers=FIRST:END");
     *first = in_.integer(line_, layers, layers.text.substr(0, colon));
-    *end = in_.integer(line_, layers, layers.text.substr(colon + 1), static_cast<int>(colon) + 1);
+    *end = in_.integer(line_, layers, layers.text.substr(colon + 1), colon + 1);
   }
 
   /// An optional 0/1 field; absent is 0.
@@ -381,10 +380,10 @@ void read_header(Reader& in, Schedule& s) {
   if (modules.tokens.front().text != "modules" || modules.tokens.size() < 2)
     in.fail(modules, modules.tokens.front(), "expected 'modules COUNT NAME...'");
   const int count = in.integer(modules, modules.tokens[1]);
-  if (modules.tokens.size() != static_cast<size_t>(count) + 2) {
+  const size_t names = modules.tokens.size() - 2;
+  if (std::cmp_not_equal(names, count)) {
     in.fail(modules, modules.tokens[1],
-            "says " + std::to_string(count) + " module(s) but names " +
-                std::to_string(modules.tokens.size() - 2));
+            "says " + std::to_string(count) + " module(s) but names " + std::to_string(names));
   }
   for (size_t i = 2; i < modules.tokens.size(); ++i)
     s.module_names.emplace_back(modules.tokens[i].text);
@@ -406,7 +405,7 @@ void read_groups_and_samples(Reader& in, Schedule& s) {
     const Line& line = in.next("'group " + std::to_string(g) + ": RANK...'");
     if (line.tokens.front().text != "group" || line.tokens.size() < 2)
       in.fail(line, line.tokens.front(), "expected 'group " + std::to_string(g) + ": RANK...'");
-    in.index_colon(line, line.tokens[1], static_cast<int>(g));
+    in.index_colon(line, line.tokens[1], g);
     for (const int rank : in.int_list(line, 2)) s.groups[g].push_back(RankId{rank});
   }
   const Line& samples = in.keyword("samples", 1, "'samples REPLICAS'");
@@ -414,7 +413,7 @@ void read_groups_and_samples(Reader& in, Schedule& s) {
   for (size_t d = 0; d < s.samples.size(); ++d) {
     const Line& head =
         in.keyword("replica", 3, "'replica " + std::to_string(d) + " microbatches K'");
-    if (in.integer(head, head.tokens[1]) != static_cast<int>(d) ||
+    if (std::cmp_not_equal(in.integer(head, head.tokens[1]), d) ||
         head.tokens[2].text != "microbatches")
       in.fail(head, head.tokens[1], "expected 'replica " + std::to_string(d) + " microbatches K'");
     s.samples[d].resize(in.count(head, head.tokens[3], "microbatches"));
@@ -422,7 +421,7 @@ void read_groups_and_samples(Reader& in, Schedule& s) {
       const Line& line = in.next("'mb " + std::to_string(j) + ": SAMPLE...'");
       if (line.tokens.front().text != "mb" || line.tokens.size() < 2)
         in.fail(line, line.tokens.front(), "expected 'mb " + std::to_string(j) + ": SAMPLE...'");
-      in.index_colon(line, line.tokens[1], static_cast<int>(j));
+      in.index_colon(line, line.tokens[1], j);
       s.samples[d][j] = in.int_list(line, 2);
     }
   }

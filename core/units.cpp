@@ -20,7 +20,7 @@ std::optional<double> parse_with_suffix(std::string_view text, Suffixes suffixes
   double value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc{}) return std::nullopt;
-  std::string_view suffix(end, static_cast<size_t>(text.data() + text.size() - end));
+  std::string_view suffix(end, text.data() + text.size());
   while (!suffix.empty() && suffix.front() == ' ') suffix.remove_prefix(1);
   for (const auto& [name, scale] : suffixes) {
     // from_chars accepts "nan" and "inf": no quantity is either.

@@ -5,6 +5,7 @@
 #include <boost/graph/depth_first_search.hpp>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <set>
 #include <unordered_set>
 
@@ -18,19 +19,18 @@ namespace loom {
 namespace {
 
 /// "rank 2, op #7 (2B3)" plus the rank's program around it, the offending op marked.
-std::string describe(const Schedule& schedule, RankId rank, int index) {
+std::string describe(const Schedule& schedule, RankId rank, size_t index) {
   const auto& program = schedule.programs[rank];
   std::string text = "rank " + to_string(rank) + " op #" + std::to_string(index) + " (" +
-                     to_string(program[static_cast<size_t>(index)], schedule) + ")\n  rank " +
-                     to_string(rank) + ":";
-  const int lo = std::max(0, index - 4);
-  const int hi = std::min(isize(program), index + 5);
+                     to_string(program[index], schedule) + ")\n  rank " + to_string(rank) + ":";
+  const size_t lo = std::max(index, size_t{4}) - 4;
+  const size_t hi = std::min(program.size(), index + 5);
   if (lo > 0) text += " ...";
-  for (int i = lo; i < hi; ++i) {
-    const std::string name = to_string(program[static_cast<size_t>(i)], schedule);
+  for (size_t i = lo; i < hi; ++i) {
+    const std::string name = to_string(program[i], schedule);
     text += i == index ? " >>" + name + "<<" : " " + name;
   }
-  if (hi < isize(program)) text += " ...";
+  if (hi < program.size()) text += " ...";
   return text;
 }
 
@@ -69,10 +69,11 @@ void check_optimizer_steps(const Schedule& schedule) {
   if (!any) return;
   for (const RankId r : schedule.rank_ids()) {
     const auto& program = schedule.programs[r];
-    int steps = 0, step_at = -1, last_compute = -1;
+    int steps = 0;
+    std::optional<size_t> step_at, last_compute;
     bool trains = false;
-    for (int i = 0; i < isize(program); ++i) {
-      const Op& op = program[static_cast<size_t>(i)];
+    for (size_t i = 0; i < program.size(); ++i) {
+      const Op& op = program[i];
       if (std::holds_alternative<OptimizerStep>(op)) {
         ++steps;
         step_at = i;
@@ -86,9 +87,9 @@ void check_optimizer_steps(const Schedule& schedule) {
     if (steps > 1)
       throw InfeasibleError("rank " + to_string(r) + " steps its optimizer " +
                             std::to_string(steps) + " times (once per iteration)");
-    if (steps == 1 && step_at < last_compute)
+    if (steps == 1 && last_compute && *step_at < *last_compute)
       throw InfeasibleError("optimizer step before the last computation or reduction at " +
-                            describe(schedule, r, step_at) +
+                            describe(schedule, r, *step_at) +
                             "\n  it must come after every backward and gradient all-reduce");
     if (steps == 0 && trains)
       throw InfeasibleError("rank " + to_string(r) +
@@ -115,8 +116,7 @@ void check_overlapped_pairs(const Schedule& schedule) {
       const auto* b = i < program.size() ? std::get_if<Compute>(&program[i]) : nullptr;
       if (forward.pass != Pass::kF || !b || !b->overlapped || b->pass != Pass::kB ||
           b->microbatch == forward.microbatch) {
-        throw InfeasibleError("broken overlapped pair at " +
-                              describe(schedule, r, static_cast<int>(at)) +
+        throw InfeasibleError("broken overlapped pair at " + describe(schedule, r, at) +
                               "\n  an overlapped forward (F+B) must be directly followed by the "
                               "overlapped backward (B) of another microbatch");
       }
@@ -145,8 +145,8 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
                             std::to_string(replicas) + " replica(s)");
     }
     const auto& program = schedule.programs[r];
-    for (int i = 0; i < isize(program); ++i) {
-      const auto* c = std::get_if<Compute>(&program[static_cast<size_t>(i)]);
+    for (size_t i = 0; i < program.size(); ++i) {
+      const auto* c = std::get_if<Compute>(&program[i]);
       if (!c || c->redundant) continue;  // a redundant copy covers no sample
       if (c->microbatch < 0 || c->microbatch >= schedule.microbatches || c->first_layer < 0 ||
           c->end_layer > layers || c->first_layer >= c->end_layer) {
@@ -216,7 +216,7 @@ void check_data_dependencies(const Schedule& schedule, const Model& model) {
       return e.pass == Pass::kF ? forward_done.count(key(e.microbatch, e.producer)) > 0
                                 : input_grad_done.count(key(e.microbatch, e.boundary)) > 0;
     };
-    for (int i = 0; i < isize(program); ++i) {
+    for (size_t i = 0; i < program.size(); ++i) {
       auto fail = [&](const std::string& what) {
         throw InfeasibleError("data dependency violated at " + describe(schedule, r, i) + "\n  " +
                               what);
@@ -257,7 +257,7 @@ void check_data_dependencies(const Schedule& schedule, const Model& model) {
                      [&](const Collective&) {},
                      [&](const OptimizerStep&) {},
                  },
-                 program[static_cast<size_t>(i)]);
+                 program[i]);
     }
   }
 }
@@ -289,12 +289,11 @@ void check_acyclic(const Schedule& schedule) {
       const std::size_t v = base[r] + i;
       if (i > 0) add_edge(v - 1, v);
       if (std::holds_alternative<Send>(program[i])) {
-        const OpRef recv = matching.peer_of({r, static_cast<int>(i)});
+        const OpRef recv = matching.peer[r][i];
         add_edge(v, base[recv.rank] + static_cast<size_t>(recv.index));
       }
       if (std::holds_alternative<Collective>(program[i])) {
-        const std::size_t barrier =
-            n_ops + static_cast<size_t>(matching.instance_of({r, static_cast<int>(i)}));
+        const std::size_t barrier = n_ops + static_cast<size_t>(matching.collective_instance[r][i]);
         // Everything before the collective on each member precedes everything after it.
         if (i > 0) add_edge(v - 1, barrier);
         add_edge(barrier, v);
@@ -316,7 +315,7 @@ void check_acyclic(const Schedule& schedule) {
     RankId rank{0};
     while (base[rank + 1] <= v) ++rank;
     throw InfeasibleError("schedule deadlocks: a cycle of waits passes through " +
-                          describe(schedule, rank, static_cast<int>(v - base[rank])));
+                          describe(schedule, rank, v - base[rank]));
   }
 }
 

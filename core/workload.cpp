@@ -16,9 +16,9 @@ namespace loom {
 
 std::vector<Sample> synthetic_samples(int count, const std::map<std::string, int>& tokens) {
   std::vector<Sample> samples(static_cast<size_t>(count));
-  for (int i = 0; i < count; ++i) {
-    samples[static_cast<size_t>(i)].id = i;
-    samples[static_cast<size_t>(i)].tokens = tokens;
+  for (int id = 0; auto& sample : samples) {
+    sample.id = id++;
+    sample.tokens = tokens;
   }
   return samples;
 }
@@ -33,7 +33,7 @@ std::vector<std::string> split_commas(const std::string& line) {
   return cells;
 }
 
-long parse_count(const std::string& where, const std::string& column, const std::string& cell) {
+int parse_count(const std::string& where, const std::string& column, const std::string& cell) {
   constexpr long kMaxValue = 1L << 30;  // ids and token counts are ints downstream
   long v = 0;
   const char* b = cell.data();
@@ -47,7 +47,7 @@ long parse_count(const std::string& where, const std::string& column, const std:
     throw InputError(where + ": column '" + column + "': " + cell + " is more than " +
                      std::to_string(kMaxValue));
   }
-  return v;
+  return static_cast<int>(v);
 }
 
 /// `WxH` or several images `WxH;WxH` (an empty cell: no image) -> vision tokens.
@@ -61,9 +61,9 @@ long resolution_tokens(const std::string& where, const std::string& column,
       throw InputError(where + ": column '" + column + "': '" + image +
                        "' is not a resolution WIDTHxHEIGHT (e.g. 1280x720)");
     }
-    const long w = parse_count(where, column, image.substr(0, x));
-    const long h = parse_count(where, column, image.substr(x + 1));
-    total += image_patch_tokens(static_cast<int>(w), static_cast<int>(h));
+    const int w = parse_count(where, column, image.substr(0, x));
+    const int h = parse_count(where, column, image.substr(x + 1));
+    total += image_patch_tokens(w, h);
   }
   return total;
 }
@@ -136,7 +136,7 @@ std::vector<Sample> load_samples_csv(const std::string& path) {
                        std::to_string(cells.size()));
     }
     Sample s;
-    s.id = static_cast<int>(parse_count(where, columns[0], cells[0]));
+    s.id = parse_count(where, columns[0], cells[0]);
     long total = 0;
     for (size_t m = 0; m < modalities.size(); ++m) {
       const std::string& col = columns[m + 1];

@@ -18,6 +18,7 @@
 //   n1 fails too:   stage 1 and 2 both gone   (restart)
 #include <algorithm>
 #include <optional>
+#include <ranges>
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
@@ -40,8 +41,8 @@ class BambooPolicy final : public ReplayPolicy {
   int nodes_in_use() const override {
     int n = 0;
     for (const auto& p : pipelines_)
-      n += static_cast<int>(
-          std::count_if(p.begin(), p.end(), [](const Slot& x) { return !x.failed; }));
+      for (const Slot& x : p)
+        if (!x.failed) ++n;
     return n;
   }
 
@@ -140,13 +141,15 @@ class BambooPolicy final : public ReplayPolicy {
     pipelines_.clear();
     spares_.clear();
     infeasible_ = false;
-    const size_t depth = static_cast<size_t>(this->depth());
-    for (size_t i = 0; i + depth <= nodes.size(); i += depth) {
+    const int depth = this->depth();
+    auto next = nodes.begin();
+    for (; nodes.end() - next >= depth; next += depth) {
       std::vector<Slot> p;
-      for (size_t k = 0; k < depth; ++k) p.push_back({nodes[i + k], false});
+      for (const std::string& node : std::ranges::subrange(next, next + depth))
+        p.push_back({node, false});
       pipelines_.push_back(p);
     }
-    for (size_t i = pipelines_.size() * depth; i < nodes.size(); ++i) spares_.push_back(nodes[i]);
+    spares_.assign(next, nodes.end());
   }
 
   /// Marks `node` failed; false when its ring neighbour has failed too (no copy left).
@@ -175,11 +178,13 @@ class BambooPolicy final : public ReplayPolicy {
           slot = {spares_.front(), false};
           spares_.erase(spares_.begin());
         }
-    const size_t depth = static_cast<size_t>(this->depth());
-    while (failed_slots() == 0 && spares_.size() >= depth) {
+    const int depth = this->depth();
+    while (failed_slots() == 0 && isize(spares_) >= depth) {
+      const auto taken = spares_.begin() + depth;
       std::vector<Slot> p;
-      for (size_t k = 0; k < depth; ++k) p.push_back({spares_[k], false});
-      spares_.erase(spares_.begin(), spares_.begin() + static_cast<long>(depth));
+      for (const std::string& node : std::ranges::subrange(spares_.begin(), taken))
+        p.push_back({node, false});
+      spares_.erase(spares_.begin(), taken);
       pipelines_.push_back(p);
     }
     infeasible_ = false;
@@ -223,8 +228,10 @@ class BambooPolicy final : public ReplayPolicy {
     grid.activation_factor = s_.params.bamboo_activation_factor;  // so TF32 activations
     for (size_t i = 0; i < pipelines_.size(); ++i) {
       PipelineLayout& p = grid.pipelines[i];
-      for (size_t k = 0; k < pipelines_[i].size(); ++k)
-        if (pipelines_[i][k].failed) p.failed_over.push_back(static_cast<int>(k));
+      for (int k = 0; const Slot& slot : pipelines_[i]) {
+        if (slot.failed) p.failed_over.push_back(k);
+        ++k;
+      }
       p.nodes -= isize(p.failed_over);
     }
     return grid;

@@ -22,12 +22,11 @@ sg::Link* make_link(sg::NetZone* zone, const NetworkLink& spec) {
 
 }  // namespace
 
-std::vector<sg::Host*> build_platform(const Cluster& cluster, const std::vector<bool>& nodes) {
+std::vector<sg::Host*> build_platform(const Cluster& cluster, const std::set<int>& nodes) {
   // A star zone of nodes: a message leaving a node goes up its NIC, down the other's.
   sg::NetZone* root = sg::create_star_zone("cluster");
   std::vector<sg::Host*> hosts(static_cast<size_t>(cluster.num_gpus()), nullptr);
-  for (int node = 0; node < cluster.nodes; ++node) {
-    if (!nodes[static_cast<size_t>(node)]) continue;
+  for (const int node : nodes) {
     // A star zone per node: a message goes up the sender's GPU link, down the receiver's.
     sg::NetZone* zone = sg::create_star_zone("node-" + std::to_string(node));
     zone->set_parent(root);

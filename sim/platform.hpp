@@ -1,5 +1,6 @@
 #pragma once
 /// Builds the SimGrid platform of a Cluster (see simgrid_backend.hpp for the topology).
+#include <set>
 #include <simgrid/s4u/Host.hpp>
 #include <vector>
 
@@ -7,10 +8,9 @@
 
 namespace loom::sim {
 
-/// Creates the zones, hosts and links of the nodes of `cluster` marked in `nodes` in the
+/// Creates the zones, hosts and links of the nodes of `cluster` listed in `nodes` in the
 /// current engine and returns the host of each GPU, indexed by GPU (nullptr on nodes not
 /// built). Link names follow core's network_links().
-std::vector<simgrid::s4u::Host*> build_platform(const Cluster& cluster,
-                                                const std::vector<bool>& nodes);
+std::vector<simgrid::s4u::Host*> build_platform(const Cluster& cluster, const std::set<int>& nodes);
 
 }  // namespace loom::sim

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <simgrid/s4u/Actor.hpp>
 #include <simgrid/s4u/Barrier.hpp>
 #include <simgrid/s4u/Comm.hpp>
@@ -117,10 +118,9 @@ class Simulation {
 
   /// Nodes that host a rank: only they are built (a what-if on a huge cluster with a
   /// small job should not pay for the idle part).
-  std::vector<bool> used_nodes() const {
-    std::vector<bool> used(static_cast<size_t>(cluster_.nodes), false);
-    for (const RankInfo& info : schedule_.ranks)
-      used[static_cast<size_t>(cluster_.node_of(info.gpu))] = true;
+  std::set<int> used_nodes() const {
+    std::set<int> used;
+    for (const RankInfo& info : schedule_.ranks) used.insert(cluster_.node_of(info.gpu));
     return used;
   }
 
@@ -211,11 +211,10 @@ class Simulation {
     rings_.resize(matching_.instances.size());
     for (size_t i = 0; i < matching_.instances.size(); ++i) {
       const auto& members = matching_.instances[i];
-      const int n = isize(members);
+      const auto n = static_cast<unsigned>(isize(members));
       const auto& c = std::get<Collective>(schedule_.op(members[0]));
       if (ring_steps(c.kind, schedule_.ring_size(c.group)) == 0) continue;
-      rings_[i] = {sg::Barrier::create(static_cast<unsigned>(n)),
-                   sg::Barrier::create(static_cast<unsigned>(n)),
+      rings_[i] = {sg::Barrier::create(n), sg::Barrier::create(n),
                    ring_timing(schedule_, cluster_, members, c).handshake_s};
     }
   }
@@ -225,7 +224,8 @@ class Simulation {
     const auto& ops = program(r);
     const auto& boxes = mailboxes_[r];
     for (size_t i = 0; i < ops.size(); ++i) {
-      position_[r] = static_cast<int>(i);
+      const OpRef here{r, static_cast<int>(i)};
+      position_[r] = here.index;
       if (size_t end = compute_run_end(ops, i); end > i + 1) {
         // Back-to-back computes touch nothing another rank sees: one SimGrid activity
         // for the whole run, each op's times by arithmetic (one sleep, not end - i).
@@ -233,7 +233,7 @@ class Simulation {
         for (size_t k = i; k < end; ++k) {
           const double from = t;
           if (const double s = std::get<Compute>(ops[k]).seconds; s > 0) t += s;
-          timing({r, static_cast<int>(k)}) = {from, t};
+          timeline_.timings[r][k] = {from, t};
         }
         if (t > sg::Engine::get_clock()) sg::this_actor::sleep_until(t);
         ++activities_;
@@ -241,7 +241,6 @@ class Simulation {
         i = end - 1;
         continue;
       }
-      const OpRef here{r, static_cast<int>(i)};
       const double start = sg::Engine::get_clock();
       std::visit(Overloaded{
                      [&](const Compute& c) {
