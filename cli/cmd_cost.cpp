@@ -75,29 +75,29 @@ Waits rank_waits(const Schedule& schedule, const Timeline& timeline, RankId rank
     w.dp_async_hidden += ring - covered;
     pending.clear();
   };
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const OpTiming t = timing({rank, static_cast<int>(i)});
-    if (const auto* c = std::get_if<Collective>(&ops[i]); c && c->async) {
+  for (int i = 0; const Op& op : ops) {
+    const OpRef ref{rank, i++};
+    const OpTiming t = timing(ref);
+    if (const auto* c = std::get_if<Collective>(&op); c && c->async) {
       pending.push_back(t);
       continue;
     }
-    if (std::holds_alternative<OptimizerStep>(ops[i]) && !pending.empty()) settle_async(t.start_s);
-    if (!std::holds_alternative<Send>(ops[i])) rank_end = std::max(rank_end, t.end_s);
-    if (std::holds_alternative<Recv>(ops[i])) {
-      const OpTiming sent = timing(matching.peer_of({rank, static_cast<int>(i)}));
+    if (std::holds_alternative<OptimizerStep>(op) && !pending.empty()) settle_async(t.start_s);
+    if (!std::holds_alternative<Send>(op)) rank_end = std::max(rank_end, t.end_s);
+    if (std::holds_alternative<Recv>(op)) {
+      const OpTiming sent = timing(matching.peer_of(ref));
       const double exposed =
           std::max(0.0, std::min(t.end_s, sent.end_s) - std::max(t.start_s, sent.start_s));
       w.pp_exposed += exposed;
       w.pp_bubble += (t.end_s - t.start_s) - exposed;
       w.pp_hidden += std::max(0.0, (sent.end_s - sent.start_s) - exposed);
-    } else if (std::holds_alternative<Collective>(ops[i])) {
-      const int instance = matching.instance_of({rank, static_cast<int>(i)});
+    } else if (std::holds_alternative<Collective>(op)) {
       double all_arrived = t.start_s;
-      for (const OpRef& m : matching.instances[static_cast<size_t>(instance)])
+      for (const OpRef& m : matching.members(matching.instance_of(ref)))
         all_arrived = std::max(all_arrived, timing(m).start_s);
       w.dp_wait += all_arrived - t.start_s;
       w.dp_ring += t.end_s - all_arrived;
-    } else if (std::holds_alternative<OptimizerStep>(ops[i])) {
+    } else if (std::holds_alternative<OptimizerStep>(op)) {
       w.optimizer += t.end_s - t.start_s;
     }
   }

@@ -168,12 +168,11 @@ void print_text(const PlanCpOptions& o, const std::vector<CpPlan>& plans) {
   for (const CpPlan& p : plans)
     std::printf("  %12s %8s %5s", to_string(p.distribution), "tokens", "frac");
   std::printf("\n");
-  for (int r = 0; r < first.cp; ++r) {
-    std::printf("%-6d", r);
+  for (size_t r = 0; r < first.rank_workload.size(); ++r) {  // one per CP rank
+    std::printf("%-6zu", r);
     for (const CpPlan& p : plans)
-      std::printf(
-          "  %12lld %8lld %5.3f", static_cast<long long>(p.rank_workload[static_cast<size_t>(r)]),
-          static_cast<long long>(p.rank_tokens[static_cast<size_t>(r)]), p.time_fraction(r));
+      std::printf("  %12lld %8lld %5.3f", static_cast<long long>(p.rank_workload[r]),
+                  static_cast<long long>(p.rank_tokens[r]), p.time_fraction(static_cast<int>(r)));
     std::printf("\n");
   }
   std::printf("\n%-14s %12s %10s %10s %s\n", "distribution", "makespan", "imbalance", "vs-bound",
@@ -195,9 +194,9 @@ void print_attention(const PlanCpOptions& o, const std::vector<CpPlan>& plans,
       "per row), ms\n%-6s",
       o.gpu.c_str(), o.shape.heads, o.shape.kv_heads, o.shape.head_dim, o.sub_blocks, "rank");
   for (const CpPlan& p : plans) std::printf(" %12s", to_string(p.distribution));
-  for (int r = 0; r < plans.front().cp; ++r) {
-    std::printf("\n%-6d", r);
-    for (const auto& t : times) std::printf(" %12.3f", 1e3 * t[static_cast<size_t>(r)]);
+  for (size_t r = 0; r < times.front().size(); ++r) {  // one per CP rank
+    std::printf("\n%-6zu", r);
+    for (const auto& t : times) std::printf(" %12.3f", 1e3 * t[r]);
   }
   std::printf("\n%-6s", "max");
   for (const auto& t : times) std::printf(" %12.3f", 1e3 * *std::max_element(t.begin(), t.end()));
@@ -244,13 +243,13 @@ char token_letter(std::uint64_t word) {
 void print_picture(const AttentionMask& mask) {
   if (mask.size() > 256) throw InputError("--picture: --seq must be <= 256 tokens");
   std::string header(2, ' ');
-  for (std::int64_t k = 0; k < mask.size(); ++k)
-    header += token_letter(mask.words[static_cast<std::size_t>(k)]);
+  for (const std::uint64_t word : mask.words) header += token_letter(word);
   std::printf("%s\n", header.c_str());
-  for (std::int64_t q = 0; q < mask.size(); ++q) {
-    std::string row{token_letter(mask.words[static_cast<std::size_t>(q)]), ' '};
+  for (std::int64_t q = 0; const std::uint64_t word : mask.words) {
+    std::string row{token_letter(word), ' '};
     for (std::int64_t k = 0; k < mask.size(); ++k) row += mask.attends(q, k) ? '#' : '.';
     std::printf("%s\n", row.c_str());
+    ++q;
   }
 }
 

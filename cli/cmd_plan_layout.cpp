@@ -4,6 +4,7 @@
 // derive (Table 4.1).
 #include <cstdio>
 #include <iostream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -75,6 +76,13 @@ void print_plan(const char* planner, const ConfigSearch& s, const ParallelPlan& 
               p.fits_memory ? "fits" : "OOM");
 }
 
+/// A stage's layers as global [first, end): its own range indexes the component's layers.
+StageRange global_layers(const Component& comp, StageRange stage) {
+  const auto first = std::next(comp.layers.begin(), stage.first);
+  const auto last = std::next(comp.layers.begin(), stage.end - 1);
+  return {*first, *last + 1};
+}
+
 void print_stages(const Model& model, const ParallelPlan& p) {
   const std::vector<Component> comps = model_components(model);
   std::printf("\nChosen layout (entrain), per replica; stages as [first, end) global layers:\n");
@@ -83,10 +91,9 @@ void print_stages(const Model& model, const ParallelPlan& p) {
     std::printf("  %s: %d GPUs = TP %d x PP %d, beta %s ms\n", c.name.c_str(), c.gpus, c.tp, c.pp,
                 ms(c.beta).c_str());
     for (size_t s = 0; s < c.stages.size(); ++s) {
-      const auto& layers = comps[i].layers;
-      std::printf("    stage %zu: [%d,%d)  tau %s ms\n", s,
-                  layers[static_cast<size_t>(c.stages[s].first)],
-                  layers[static_cast<size_t>(c.stages[s].end - 1)] + 1, ms(c.tau[s]).c_str());
+      const StageRange layers = global_layers(comps[i], c.stages[s]);
+      std::printf("    stage %zu: [%d,%d)  tau %s ms\n", s, layers.first, layers.end,
+                  ms(c.tau[s]).c_str());
     }
   }
 }
@@ -113,10 +120,9 @@ nlohmann::json plan_json(const char* planner, const ConfigSearch& s, const Paral
     const ComponentConfig& c = p.components[i];
     nlohmann::json stages = nlohmann::json::array();
     for (size_t k = 0; k < c.stages.size(); ++k) {
-      const auto& layers = comps[i].layers;
-      stages.push_back({{"first_layer", layers[static_cast<size_t>(c.stages[k].first)]},
-                        {"end_layer", layers[static_cast<size_t>(c.stages[k].end - 1)] + 1},
-                        {"tau_s", c.tau[k]}});
+      const StageRange layers = global_layers(comps[i], c.stages[k]);
+      stages.push_back(
+          {{"first_layer", layers.first}, {"end_layer", layers.end}, {"tau_s", c.tau[k]}});
     }
     components.push_back({{"name", c.name},
                           {"gpus", c.gpus},

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <numeric>
+#include <ranges>
 #include <sstream>
 
 #include "cli/commands.hpp"
@@ -272,8 +272,8 @@ CommandRun attach_plan_templates(CLI::App& sub) {
     const std::vector<oobleck::PipelineTemplate> ts = oobleck::generate_templates(p);
     progress.step(std::to_string(ts.size()) + " templates; instantiating " +
                   std::to_string(available) + " nodes (Eq 2.5, 2.6)");
-    std::vector<int> nodes(static_cast<size_t>(available));
-    std::iota(nodes.begin(), nodes.end(), 0);
+    const auto node_ids = std::views::iota(0, available);
+    const std::vector<int> nodes(node_ids.begin(), node_ids.end());
     const oobleck::Instantiation inst = oobleck::instantiate(p, ts, nodes);
     progress.step("planned (search: " + inst.search + ")");
     if (o->json) {

@@ -50,16 +50,17 @@ std::string comm_action(const Op& op) {
 struct Located {
   RankAction action;
   int line = 0;
-  int column = 0;
+  size_t column = 0;  ///< 1-based position in the line
 };
 
-[[noreturn]] void fail(const std::string& source, int line, int column, const std::string& what) {
+[[noreturn]] void fail(const std::string& source, int line, size_t column,
+                       const std::string& what) {
   throw InputError(source + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
                    what);
 }
 
 /// Parses one `_Action` string (already trimmed); appends compute actions to `out`.
-void parse_action(std::string_view text, const std::string& source, int line, int column,
+void parse_action(std::string_view text, const std::string& source, int line, size_t column,
                   std::vector<Located>& out) {
   if (!text.empty() && text.front() == '(') {  // "(0F1;1B0)OVERLAP_F_B"
     const size_t close = text.find(')');
@@ -70,7 +71,7 @@ void parse_action(std::string_view text, const std::string& source, int line, in
     size_t at = 1;
     while (at < close) {
       size_t end = std::min(text.find(';', at), close);
-      parse_action(text.substr(at, end - at), source, line, column + static_cast<int>(at), out);
+      parse_action(text.substr(at, end - at), source, line, column + at, out);
       at = end + 1;
     }
     // A forward and a full backward of another microbatch: Loom's overlapped pair
@@ -105,7 +106,7 @@ void parse_action(std::string_view text, const std::string& source, int line, in
     }
   }
   if (type.empty()) {
-    fail(source, line, column + static_cast<int>(type_at),
+    fail(source, line, column + type_at,
          "unknown action type in '" + std::string(text) +
              "' (valid: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, REDUCE_GRAD, UNSHARD, "
              "RESHARD)");
@@ -119,7 +120,7 @@ void parse_action(std::string_view text, const std::string& source, int line, in
                                       !rest.empty() && rest.front() != '-')
                                    : rest.empty();
   if (!ok) {
-    fail(source, line, column + static_cast<int>(type_at + type.size()),
+    fail(source, line, column + type_at + type.size(),
          std::string(takes_microbatch ? "expected a microbatch number" : "expected nothing") +
              " after '" + std::string(type) + "' in '" + std::string(text) + "'");
   }
@@ -131,7 +132,8 @@ void parse_action(std::string_view text, const std::string& source, int line, in
   out.push_back({{StageId{stage}, pass, microbatch}, line, column});
 }
 
-std::vector<std::vector<Located>> parse_rows(std::string_view text, const std::string& source) {
+/// The file's rows: row r is pipeline rank r's actions.
+PerPipelineRank<std::vector<Located>> parse_rows(std::string_view text, const std::string& source) {
   std::vector<std::vector<Located>> rows;
   int number = 0;
   for (size_t at = 0; at < text.size();) {
@@ -152,13 +154,13 @@ std::vector<std::vector<Located>> parse_rows(std::string_view text, const std::s
       cell.remove_prefix(lead);
       while (!cell.empty() && (cell.back() == ' ' || cell.back() == '"')) cell.remove_suffix(1);
       if (!cell.empty())  // an empty field is an idle step
-        parse_action(cell, source, number, static_cast<int>(field + lead) + 1, actions);
+        parse_action(cell, source, number, field + lead + 1, actions);
       field = comma + 1;
     }
     rows.push_back(std::move(actions));
   }
   while (!rows.empty() && rows.back().empty()) rows.pop_back();  // trailing blank lines
-  return rows;
+  return PerPipelineRank<std::vector<Located>>(std::move(rows));
 }
 
 std::string microbatch_mismatch(int max_microbatch, int m) {
@@ -220,9 +222,9 @@ Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view t
   const auto rows = parse_rows(text, source);
   const int pp = problem.parallel.pp;
   const int m = problem.schedule.microbatches;
-  if (isize(rows) != pp) {
+  if (rows.ssize() != pp) {
     // At the first row too many, or just past the last one.
-    fail(source, std::min(isize(rows), pp) + 1, 1,
+    fail(source, std::min(rows.ssize(), pp) + 1, 1,
          "the file has " + std::to_string(rows.size()) +
              " row(s), one per pipeline rank, but "
              "parallel.pp = " +
@@ -249,9 +251,8 @@ Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view t
   // s mod pp), a V (ZB-V: rank r holds r and 2pp-1-r) or any other.
   PerStage<std::optional<PipelineRank>> owners(count);
   PerStage<const Located*> first_seen(count, nullptr);
-  for (size_t row = 0; row < rows.size(); ++row) {
-    const PipelineRank r{static_cast<int>(row)};
-    for (const Located& a : rows[row]) {
+  for (const PipelineRank r : rows.ids()) {
+    for (const Located& a : rows[r]) {
       std::optional<PipelineRank>& owner = owners[a.action.stage];
       if (owner && *owner != r) {
         const Located& before = *first_seen[a.action.stage];

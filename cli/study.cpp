@@ -116,34 +116,35 @@ void check_tp_divides_heads(const Config& c) {
   }
 }
 
-std::vector<Sample> load_workload(const Config& config, size_t needed) {
+std::vector<Sample> load_workload(const Config& config, int needed) {
   if (!config.workload.dataset.empty()) {
     // Ids stay global (offset + i): the generator's draw for a sample depends on its id.
     std::vector<Sample> samples =
-        generate_samples(find_dataset(config.workload.dataset), static_cast<int>(needed),
+        generate_samples(find_dataset(config.workload.dataset), needed,
                          static_cast<std::uint64_t>(config.workload.seed), config.workload.offset);
-    for (size_t i = 0; i < samples.size(); ++i) samples[i].id = static_cast<int>(i);
+    int id = 0;
+    for (Sample& sample : samples) sample.id = id++;
     check_modalities(config, samples.front());
     return samples;
   }
   if (config.workload.csv.empty()) {
-    std::vector<Sample> samples =
-        synthetic_samples(static_cast<int>(needed), config.workload.tokens);
+    std::vector<Sample> samples = synthetic_samples(needed, config.workload.tokens);
     if (!samples.empty()) check_modalities(config, samples.front());
     return samples;
   }
   std::vector<Sample> samples = load_samples_csv(config.workload.csv);
   check_modalities(config, samples.front());
-  const size_t offset = static_cast<size_t>(config.workload.offset);
-  if (samples.size() < offset + needed) {
+  const int offset = config.workload.offset;
+  if (isize(samples) - needed < offset) {
     throw InputError(config.workload.csv + ": has " + std::to_string(samples.size()) +
                      " samples but one iteration needs dp x microbatches x microbatch_size = " +
                      std::to_string(needed) + " from workload.offset = " + std::to_string(offset));
   }
-  samples.erase(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(offset));
-  samples.resize(needed);
+  samples.erase(samples.begin() + offset + needed, samples.end());
+  samples.erase(samples.begin(), samples.begin() + offset);
   // Renumber in order: sample ids in the schedule index the iteration's batch.
-  for (size_t i = 0; i < samples.size(); ++i) samples[i].id = static_cast<int>(i);
+  int id = 0;
+  for (Sample& sample : samples) sample.id = id++;
   return samples;
 }
 
@@ -169,7 +170,7 @@ void plan_replicas(Study& study, int replicas) {
                      std::to_string(needed) + " samples per iteration; Loom plans at most " +
                      std::to_string(kMaxSamples));
   }
-  p.samples = load_workload(c, needed);
+  p.samples = load_workload(c, static_cast<int>(needed));  // at most kMaxSamples
 }
 
 Schedule generate_checked(const Study& study) {

@@ -58,25 +58,25 @@ void attention_backward(const Matrix& dout, const Matrix& q, const Matrix& k, co
   dv = Matrix(v.rows, v.cols);
   int offset = 0;
   size_t index = 0;
-  std::vector<float> dp;
   for (int len : lengths) {
+    Matrix dp_row(1, len);  // dP_i, rewritten in full for each head and query
+    float* dp = dp_row.row(0);
     for (int h = 0; h < heads; ++h) {
       const Matrix& p = probs[index++];
       const int kh = h / group;
-      dp.assign(static_cast<size_t>(len), 0.0F);
       for (int i = 0; i < len; ++i) {
         const float* doi = dout.row(offset + i) + h * d;
         // dP_ij = dO_i . V_j;  dS_ij = P_ij (dP_ij - sum_j P_ij dP_ij)  (softmax backward)
         float dot = 0;
         for (int j = 0; j < len; ++j) {
           if (p.at(i, j) == 0) {
-            dp[static_cast<size_t>(j)] = 0;
+            dp[j] = 0;
             continue;
           }
           const float* vj = v.row(offset + j) + kh * d;
           float s = 0;
           for (int c = 0; c < d; ++c) s += doi[c] * vj[c];
-          dp[static_cast<size_t>(j)] = s;
+          dp[j] = s;
           dot += p.at(i, j) * s;
         }
         float* dqi = dq.row(offset + i) + h * d;
@@ -84,7 +84,7 @@ void attention_backward(const Matrix& dout, const Matrix& q, const Matrix& k, co
         for (int j = 0; j < len; ++j) {
           const float pij = p.at(i, j);
           if (pij == 0) continue;
-          const float ds = pij * (dp[static_cast<size_t>(j)] - dot) * scale;
+          const float ds = pij * (dp[j] - dot) * scale;
           const float* kj = k.row(offset + j) + kh * d;
           float* dkj = dk.row(offset + j) + kh * d;
           float* dvj = dv.row(offset + j) + kh * d;

@@ -1,6 +1,7 @@
 #include "executor/dataflow.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <variant>
 
@@ -25,24 +26,25 @@ std::map<int, std::vector<int>> allreduce_layers(const Schedule& schedule, const
   }
   std::map<int, std::vector<int>> out;
   std::map<ModuleId, int> module_op;  // module -> its first all-reduce on this rank
-  int bucket_op = -1;                 // the last of those: takes modules without their own
-  for (size_t i = 0; i < program.size(); ++i) {
-    const auto* c = std::get_if<Collective>(&program[i]);
+  std::optional<int> bucket_op;       // the last of those: takes modules without their own
+  for (int next = 0; const Op& op : program) {
+    const int index = next++;  // the op's index in the rank's program
+    const auto* c = std::get_if<Collective>(&op);
     if (!c || c->kind != CollectiveKind::kAllReduce) continue;
-    std::vector<int>& layers = out[static_cast<int>(i)];
+    std::vector<int>& layers = out[index];
     if (c->tied_embedding) continue;      // the host math has no embedding: it sums nothing
     if (c->end_layer > c->first_layer) {  // a gradient bucket: its layer range
       for (int l : trained) {
         if (l >= c->first_layer && l < c->end_layer) layers.push_back(l);
       }
-    } else if (module_op.try_emplace(c->module, static_cast<int>(i)).second) {
-      bucket_op = static_cast<int>(i);
+    } else if (module_op.try_emplace(c->module, index).second) {
+      bucket_op = index;
     }
   }
-  if (bucket_op < 0) return out;
+  if (!bucket_op) return out;
   for (int l : trained) {
     const auto it = module_op.find(model.module_of(l));
-    out[it == module_op.end() ? bucket_op : it->second].push_back(l);
+    out[it == module_op.end() ? *bucket_op : it->second].push_back(l);
   }
   return out;
 }

@@ -36,20 +36,20 @@ class HostRankBackend final : public RankBackend {
   void compute(int index, const Compute& op) override {
     const double start = now();
     run_passes(state_, op);
-    timings_[static_cast<size_t>(index)] = {start, now()};
+    record(index, start);
   }
 
   void send(int index, const Send& op) override {
     const double start = now();
     transport_.send(rank_, op.peer, {op.tag, state_.take_edge(edge_of(op.tag))});
-    timings_[static_cast<size_t>(index)] = {start, now()};
+    record(index, start);
   }
 
   void recv(int index, const Recv& op) override {
     const double start = now();
     Message m = transport_.recv(op.peer, rank_, op.tag);
     state_.put_edge(edge_of(op.tag), std::move(m.payload));
-    timings_[static_cast<size_t>(index)] = {start, now()};
+    record(index, start);
   }
 
   /// An async collective (Collective::async) runs here when reached, like a blocking one:
@@ -73,7 +73,7 @@ class HostRankBackend final : public RankBackend {
       transport_.all_gather(op.group, instance, member, members,
                             std::vector<float>(static_cast<size_t>(floats)));
     }
-    timings_[static_cast<size_t>(index)] = {start, now()};
+    record(index, start);
   }
 
   std::vector<OpTiming> timings() override { return timings_; }
@@ -81,7 +81,7 @@ class HostRankBackend final : public RankBackend {
     const double start = now();
     state_.optimizer_step();
     stepped_ = true;
-    timings_[static_cast<size_t>(index)] = {start, now()};
+    record(index, start);
   }
 
   Gradients gradients() override { return state_.gradients(); }
@@ -91,6 +91,8 @@ class HostRankBackend final : public RankBackend {
 
  private:
   double now() const { return std::chrono::duration<double>(Clock::now() - epoch_).count(); }
+  /// Op `index` of the rank's program ran from `start` until now.
+  void record(int index, double start) { timings_[static_cast<size_t>(index)] = {start, now()}; }
 
   const Schedule& schedule_;
   Transport& transport_;

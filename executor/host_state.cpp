@@ -69,6 +69,10 @@ Matrix resample_backward(const Matrix& dy, const std::vector<int>& in_lengths,
   return dx;
 }
 
+bool is_module_first(const Model& model, int layer) {
+  return model.layers()[static_cast<size_t>(layer)].local_index == 0;
+}
+
 bool is_module_last(const Model& model, int layer) {
   const LayerRef& ref = model.layers()[static_cast<size_t>(layer)];
   return ref.local_index + 1 == isize(model.module(ref.module).layers);
@@ -141,9 +145,8 @@ Activation HostModelState::module_input(const Compute& op, bool redundant) {
   if (redundant) {  // its output feeds nothing: the right shape is all that matters
     Activation a;
     int total = 0;
-    for (int id : samples) {
-      a.lengths.push_back(
-          module_input_tokens(model_, module, problem_.samples->at(static_cast<size_t>(id))));
+    for (const Sample* sample : sample_batch(*problem_.samples, samples)) {
+      a.lengths.push_back(module_input_tokens(model_, module, *sample));
       total += a.lengths.back();
     }
     a.x = Matrix(total, input_width(model_.layer(first)));
@@ -151,7 +154,7 @@ Activation HostModelState::module_input(const Compute& op, bool redundant) {
   }
   std::vector<Activation> parts;
   for (int p : producers) parts.push_back(take_edge({Pass::kF, op.microbatch, p, first}));
-  if (model_.layers()[static_cast<size_t>(first)].local_index > 0) return std::move(parts.front());
+  if (!is_module_first(model_, first)) return std::move(parts.front());
   // A module fed by several producers (and an LLM's own text tokens) reads, per sample,
   // the rows of each producer in global layer order, then its text.
   if (mod.kind == ModuleKind::kLlm)
@@ -171,8 +174,7 @@ Activation HostModelState::module_input(const Compute& op, bool redundant) {
     int len = 0;
     for (size_t k = 0; k < parts.size(); ++k) {
       const int n = parts[k].lengths.at(s);
-      std::copy(parts[k].x.row(offsets[k]),
-                parts[k].x.row(offsets[k]) + static_cast<size_t>(n) * a.x.cols, a.x.row(row));
+      std::copy(parts[k].x.row(offsets[k]), parts[k].x.row(offsets[k] + n), a.x.row(row));
       offsets[k] += n;
       row += n;
       len += n;
@@ -263,7 +265,7 @@ void HostModelState::backward_input(const Compute& op) {
     if (!need_dx) return;
   }
   // Split the input gradient back along the edges the input came from.
-  if (model_.layers()[static_cast<size_t>(first)].local_index > 0) {
+  if (!is_module_first(model_, first)) {
     put_edge(outs.front(), {std::move(g), {}});
     return;
   }
@@ -282,8 +284,7 @@ void HostModelState::backward_input(const Compute& op) {
     for (size_t s = 0; s < part.lengths.size(); ++s) {
       int skip = 0;
       for (size_t j = 0; j < k; ++j) skip += pieces[j][s];
-      std::copy(g.row(row + skip),
-                g.row(row + skip) + static_cast<size_t>(part.lengths[s]) * g.cols, part.x.row(dst));
+      std::copy(g.row(row + skip), g.row(row + skip + part.lengths[s]), part.x.row(dst));
       dst += part.lengths[s];
       for (const auto& p : pieces) row += p[s];
     }
@@ -355,13 +356,10 @@ std::vector<float> HostModelState::flat_gradients(const std::vector<int>& layers
 
 void HostModelState::set_flat_gradients(const std::vector<int>& layers,
                                         const std::vector<float>& flat) {
-  size_t pos = 0;
+  auto from = flat.begin();
   for (int l : layers) {
-    for (auto& [name, m] : grads_.at(l)) {
-      std::copy(flat.begin() + static_cast<long>(pos),
-                flat.begin() + static_cast<long>(pos + m.size()), m.data.begin());
-      pos += m.size();
-    }
+    for (auto& [name, m] : grads_.at(l))
+      from = std::ranges::copy_n(from, std::ssize(m.data), m.data.begin()).in;
   }
 }
 

@@ -13,8 +13,8 @@ namespace loom::exec {
 void run_program(const Schedule& schedule, RankId rank, RankBackend& backend,
                  const ExecOptions& options) {
   const std::vector<Op>& program = schedule.programs.at(rank);
-  for (size_t i = 0; i < program.size(); ++i) {
-    const int index = static_cast<int>(i);
+  for (int next = 0; const Op& entry : program) {
+    const int index = next++;
     try {
       if (options.fault && options.fault->rank == rank && options.fault->op_index == index)
         throw ExecError("injected fault");
@@ -23,12 +23,12 @@ void run_program(const Schedule& schedule, RankId rank, RankBackend& backend,
                             [&](const Recv& op) { backend.recv(index, op); },
                             [&](const Collective& op) { backend.collective(index, op); },
                             [&](const OptimizerStep& op) { backend.optimizer_step(index, op); }},
-                 program[i]);
+                 entry);
     } catch (const InputError&) {
       throw;  // a property of the model, not of this rank: keep the exit code
     } catch (const std::exception& e) {
       throw ExecError("rank " + to_string(rank) + " op " + std::to_string(index) + " (" +
-                      to_string(program[i], schedule) + "): " + e.what());
+                      to_string(entry, schedule) + "): " + e.what());
     }
   }
 }

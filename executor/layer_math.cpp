@@ -22,8 +22,7 @@ std::vector<float> gain_of(const Matrix& m) {
 /// Column sums of a ∘ b: the gradient of a per-column gain.
 void accumulate_gain_grad(const Matrix& dn, const Matrix& xhat, Matrix& grad) {
   for (int r = 0; r < dn.rows; ++r) {
-    for (int c = 0; c < dn.cols; ++c)
-      grad.data[static_cast<size_t>(c)] += dn.at(r, c) * xhat.at(r, c);
+    for (int c = 0; c < dn.cols; ++c) grad.at(0, c) += dn.at(r, c) * xhat.at(r, c);
   }
 }
 

@@ -93,12 +93,12 @@ std::vector<ProfileRow> profile_host(const Model& model, const Sample& first_sam
     for (int tp : request.tp) {
       LayerSpec shard;
       if (!tp_shard(spec, tp, &shard)) continue;
-      for (size_t k = 0; k < sweep.size(); ++k) {
+      for (const int tokens : sweep) {
         const int head_dim = spec.kind == LayerKind::kMlp ? 0 : spec.hidden / spec.heads;
-        const auto t = time_layer(shard, head_dim, sweep[k], request.repeats, request.seed);
+        const auto t = time_layer(shard, head_dim, tokens, request.repeats, request.seed);
         const char phases[3] = {'F', 'I', 'W'};
-        for (int p = 0; p < 3; ++p)
-          rows.push_back({mod.name, phases[p], sweep[k], tp, t[static_cast<size_t>(p)]});
+        for (size_t p = 0; p < t.size(); ++p)
+          rows.push_back({mod.name, phases[p], tokens, tp, t[p]});
       }
       if (request.on_progress)
         request.on_progress(mod.name, (m.value() + 1.0) / model.modules().ssize());

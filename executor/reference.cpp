@@ -179,9 +179,9 @@ GradientCheck check_gradients(const ExecProblem& problem, const ExecResult& resu
       record(check, where, relative_error(grad, it->second), "gradient");
     }
   }
-  for (size_t d = 0; d < schedule.samples.size(); ++d) {
+  for (int d = 0; d < isize(schedule.samples); ++d) {  // each replica
     for (const auto& [key, grad] : reference) {
-      if (!seen[static_cast<int>(d)].count(key))
+      if (!seen[d].count(key))
         check.failures.push_back(describe(key) + ": no rank of replica " + std::to_string(d) +
                                  " has its gradient");
     }

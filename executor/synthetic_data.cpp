@@ -13,7 +13,8 @@ std::vector<int> modality_lengths(const std::vector<Sample>& samples, const std:
                                   const std::string& modality) {
   std::vector<int> lengths;
   lengths.reserve(ids.size());
-  for (int id : ids) lengths.push_back(tokens_of(samples.at(static_cast<size_t>(id)), modality));
+  for (const Sample* sample : sample_batch(samples, ids))
+    lengths.push_back(tokens_of(*sample, modality));
   return lengths;
 }
 

@@ -62,15 +62,16 @@ void rmsnorm_forward(const Matrix& x, const std::vector<float>& gain, Matrix& y,
   constexpr float kEps = 1e-6F;
   y = Matrix(x.rows, x.cols);
   xhat = Matrix(x.rows, x.cols);
-  inv_rms.assign(static_cast<size_t>(x.rows), 0.0F);
+  inv_rms.clear();
+  const float* g = gain.data();  // one per column
   for (int r = 0; r < x.rows; ++r) {
     double sq = 0;
     for (int c = 0; c < x.cols; ++c) sq += static_cast<double>(x.at(r, c)) * x.at(r, c);
     const float inv = static_cast<float>(1.0 / std::sqrt(sq / x.cols + kEps));
-    inv_rms[static_cast<size_t>(r)] = inv;
+    inv_rms.push_back(inv);  // row r's
     for (int c = 0; c < x.cols; ++c) {
       xhat.at(r, c) = x.at(r, c) * inv;
-      y.at(r, c) = xhat.at(r, c) * gain[static_cast<size_t>(c)];
+      y.at(r, c) = xhat.at(r, c) * g[c];
     }
   }
 }
@@ -79,14 +80,16 @@ void rmsnorm_backward_input(const Matrix& dy, const Matrix& xhat, const std::vec
                             const std::vector<float>& inv_rms, Matrix& dx) {
   // y = g * x * r, r = (mean(x^2) + eps)^-1/2:  dx = r * (g dy - xhat * mean(g dy * xhat)).
   dx = Matrix(dy.rows, dy.cols);
+  const float* g = gain.data();           // one per column
+  const float* row_inv = inv_rms.data();  // one per row
   for (int r = 0; r < dy.rows; ++r) {
     double dot = 0;
     for (int c = 0; c < dy.cols; ++c)
-      dot += static_cast<double>(dy.at(r, c)) * gain[static_cast<size_t>(c)] * xhat.at(r, c);
+      dot += static_cast<double>(dy.at(r, c)) * g[c] * xhat.at(r, c);
     const float mean = static_cast<float>(dot / dy.cols);
-    const float inv = inv_rms[static_cast<size_t>(r)];
+    const float inv = row_inv[r];
     for (int c = 0; c < dy.cols; ++c) {
-      dx.at(r, c) = inv * (dy.at(r, c) * gain[static_cast<size_t>(c)] - xhat.at(r, c) * mean);
+      dx.at(r, c) = inv * (dy.at(r, c) * g[c] - xhat.at(r, c) * mean);
     }
   }
 }

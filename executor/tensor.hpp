@@ -16,10 +16,10 @@ struct Matrix {
 
   Matrix() = default;
   Matrix(int r, int c) : rows(r), cols(c), data(static_cast<std::size_t>(r) * c, 0.0F) {}
-  float& at(int r, int c) { return data[static_cast<std::size_t>(r) * cols + c]; }
-  float at(int r, int c) const { return data[static_cast<std::size_t>(r) * cols + c]; }
   float* row(int r) { return data.data() + static_cast<std::size_t>(r) * cols; }
   const float* row(int r) const { return data.data() + static_cast<std::size_t>(r) * cols; }
+  float& at(int r, int c) { return row(r)[c]; }
+  float at(int r, int c) const { return row(r)[c]; }
   std::size_t size() const { return data.size(); }
 };
 

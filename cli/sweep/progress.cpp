@@ -38,9 +38,8 @@ void Progress::done(const std::string& status, const std::string& label) {
   // Redraw at most 10 times a second: a fast evaluator sweep finishes hundreds per second.
   if (done_ < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
   last_draw_ = now;
-  constexpr int kWidth = 30;
-  const int filled = static_cast<int>(kWidth * done_ / std::max<size_t>(total_, 1));
-  std::string bar(static_cast<size_t>(filled), '#');
+  constexpr size_t kWidth = 30;
+  std::string bar(kWidth * done_ / std::max<size_t>(total_, 1), '#');
   bar.resize(kWidth, '.');
   std::fprintf(stderr, "\r[%s] %zu/%zu points, %zu not ok, %.1f points/s, ETA %s ", bar.c_str(),
                done_, total_, not_ok_, rate, clock_text(eta).c_str());
