@@ -40,6 +40,10 @@ namespace {
 
 constexpr const char* kName = "hetero-colocated";
 
+/// An encoder group in the order the three phases run them (an index into the encoder
+/// groups, HeteroGroups::encoders).
+using EncoderSlot = Id<struct EncoderSlotTag>;
+
 class Colocated {
  public:
   explicit Colocated(const SchedulingProblem& p)
@@ -53,32 +57,30 @@ class Colocated {
     programs_.ranks = grid_.pieces();
     programs_.pieces = grid_.pieces();
     programs_.module_replicas = llm.dp;
-    for (int e : h_.encoders) add_encoder_stage(e);
+    for (const LayoutGroupId e : h_.encoders) add_encoder_stage(e);
     add_llm_stages();
-    programs_.replicas.assign(1, RankOrders(static_cast<size_t>(grid_.pieces())));
+    programs_.replicas.assign(1, RankOrders(grid_.pieces()));
     for (int r = 0; r < grid_.pieces(); ++r) order_gpu(r);
     return std::move(programs_);
   }
 
  private:
-  const ModuleLayout& layout(int group) const {
-    return h_.groups[static_cast<size_t>(group)].layout;
-  }
-  std::string key(int group) const {
-    return "parallel.modules." + model_.module(h_.groups[static_cast<size_t>(group)].owner).name;
+  const ModuleLayout& layout(LayoutGroupId group) const { return h_.groups[group].layout; }
+  std::string key(LayoutGroupId group) const {
+    return "parallel.modules." + model_.module(h_.groups[group].owner).name;
   }
 
   void check_layouts() const {
     const ModuleLayout& llm = layout(h_.llm);
-    for (size_t g = 0; g < h_.groups.size(); ++g) {
-      const ModuleLayout& l = h_.groups[g].layout;
+    for (const LayoutGroupId g : h_.groups.ids()) {
+      const ModuleLayout& l = layout(g);
       if (!colocated(l, llm)) {
-        throw InputError(key(static_cast<int>(g)) +
+        throw InputError(key(g) +
                          ": hetero-colocated needs every module on the LLM's rank set; "
                          "use hetero-noncolocated for disjoint rank sets");
       }
-      if (static_cast<int>(g) != h_.llm && l.pp != 1) {
-        throw InputError(key(static_cast<int>(g)) +
+      if (g != h_.llm && l.pp != 1) {
+        throw InputError(key(g) +
                          ".pp: hetero-colocated runs each encoder as one stage (the "
                          "seed's C-E layouts, Tables A2-A3, have PP 1), got " +
                          std::to_string(l.pp));
@@ -89,8 +91,8 @@ class Colocated {
   /// §3.2 models nested grids only: where a group hands its output to a one-stage group,
   /// each GPU must already hold the source slices its destination shard needs.
   void check_boundaries() const {
-    for (int e : h_.encoders) {
-      for (int v : h_.consumers[static_cast<size_t>(e)]) {
+    for (const LayoutGroupId e : h_.encoders) {
+      for (const LayoutGroupId v : h_.consumers[e]) {
         if (layout(v).pp > 1) continue;  // pieces travel to the first stage (pass 5)
         const BoundaryPlan plan = plan_boundary(
             layout(e), layout(v), static_cast<double>(p_.samples.size()), 1.0, key(e));
@@ -112,16 +114,16 @@ class Colocated {
 
   /// A stage of `group`'s layers, priced on its grid, on one-GPU ranks (copies added by
   /// the caller).
-  StageSpec stage_of(int group, const std::vector<int>& layers) const {
+  StageSpec stage_of(LayoutGroupId group, const std::vector<int>& layers) const {
     return StageSpec{.segments = segments_of(model_, layers), .tp = 1, .layout = layout(group)};
   }
 
-  void add_encoder_stage(int e) {
-    StageSpec stage = stage_of(e, h_.layers[static_cast<size_t>(e)]);
+  void add_encoder_stage(LayoutGroupId e) {
+    StageSpec stage = stage_of(e, h_.layers[e]);
     for (int x = 0; x < grid_.pieces(); ++x)
       stage.copy_ranks.push_back(rank_of(x % grid_.pp(), x / grid_.pp()));
     add_gpus(stage);
-    encoder_stage_.push_back(isize(programs_.stages));
+    encoder_stage_.push_back(programs_.stages.next_id());
     programs_.stages.push_back(std::move(stage));
   }
 
@@ -129,7 +131,7 @@ class Colocated {
   /// copy k on GPU (p, k) computes pieces k P .. k P + P - 1.
   void add_llm_stages() {
     const ModuleLayout& llm = layout(h_.llm);
-    const auto& layers = h_.layers[static_cast<size_t>(h_.llm)];
+    const auto& layers = h_.layers[h_.llm];
     const std::vector<const Sample*> first = sample_batch(
         p_.samples, replica_samples(global_microbatches(p_, llm.dp).front(), 0, llm.dp));
     const auto all = layer_costs(model_, *p_.cost, p_.schedule.partition_view, first, llm.tp);
@@ -159,22 +161,22 @@ class Colocated {
     const int m = p_.schedule.microbatches;
     const int piece = grid_.piece_at(k, p);  // this GPU's encoder piece
     auto& order = programs_.replicas.front()[PipelineRank{r}];
-    auto encoder = [&](int e, Pass pass) {
-      return RankAction{.stage = StageId{encoder_stage_[static_cast<size_t>(e)]}, .pass = pass};
+    auto encoder = [&](EncoderSlot e, Pass pass) {
+      return RankAction{.stage = encoder_stage_[e], .pass = pass};
     };
     const auto llm_order = one_f_one_b_order(pp - p - 1, m);
     // With a pipelined LLM, stage 0's TP x CP group gathers each microbatch's shard once
     // its pieces have arrived: a boundary action at the head of that forward's unit.
     const bool gathers_per_microbatch = pp > 1 && p == 0 && grid_.shards() > 1;
-    for (const PhaseStep& s : three_phase_order(index_of(h_.encoders), -1, llm_order, m)) {
+    for (const PhaseStep& s : three_phase_order(encoder_slots(), -1, llm_order, m)) {
       if (s.phase == Phase::kLlm) {
-        for (size_t e = 0;
-             gathers_per_microbatch && s.action.pass == Pass::kF && e < encoder_stage_.size();
-             ++e) {
-          RankAction gather = encoder(static_cast<int>(e), Pass::kF);
-          gather.microbatch = s.action.microbatch * q + piece;
-          gather.boundary = gather.unit_with_next = true;
-          order.push_back(gather);
+        if (gathers_per_microbatch && s.action.pass == Pass::kF) {
+          for (const EncoderSlot e : encoder_stage_.ids()) {
+            RankAction gather = encoder(e, Pass::kF);
+            gather.microbatch = s.action.microbatch * q + piece;
+            gather.boundary = gather.unit_with_next = true;
+            order.push_back(gather);
+          }
         }
         for (int i = 0; i < pp; ++i) {
           order.push_back({.stage = StageId{first_llm_stage_ + p},
@@ -185,17 +187,17 @@ class Colocated {
         continue;
       }
       if (s.boundary && pp > 1) continue;  // gathered per microbatch in phase 2 instead
-      RankAction a = encoder(s.group, s.action.pass);
+      RankAction a = encoder(EncoderSlot{s.group}, s.action.pass);
       a.microbatch = s.action.microbatch * q + piece;
       a.boundary = s.boundary;
       order.push_back(a);
     }
   }
 
-  /// 0 .. E-1: the encoder groups as indices into encoder_stage_.
-  std::vector<int> index_of(const std::vector<int>& encoders) const {
-    std::vector<int> out(encoders.size());
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int>(i);
+  /// 0 .. E-1: the encoder slots, as three_phase_order's group indices.
+  std::vector<int> encoder_slots() const {
+    std::vector<int> out;
+    for (const EncoderSlot e : encoder_stage_.ids()) out.push_back(e.value());
     return out;
   }
 
@@ -204,7 +206,7 @@ class Colocated {
   HeteroGroups h_;
   ColocatedGrid grid_;
   PipelinePrograms programs_{.stages = {}, .ranks = 0, .stage_rank = {}, .replicas = {}};
-  std::vector<int> encoder_stage_;
+  IdVector<EncoderSlot, StageId> encoder_stage_;
   int first_llm_stage_ = 0;
 };
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/index.hpp"
 #include "core/layout.hpp"
 #include "core/schedule.hpp"
 #include "schedulers/lowering/module_shards.hpp"
@@ -12,16 +13,21 @@
 
 namespace loom {
 
+/// A module group of a per-module layout: an index into HeteroGroups::groups.
+using LayoutGroupId = Id<struct LayoutGroupTag>;
+template <class T>
+using PerLayoutGroup = IdVector<LayoutGroupId, T>;
+
 /// The module groups of a per-module layout (core/layout.hpp), the LLM group last.
 struct HeteroGroups {
-  std::vector<LayoutGroup> groups;
-  int llm = 0;                ///< index of the LLM (sink) group
-  std::vector<int> encoders;  ///< the other groups, in model order
+  PerLayoutGroup<LayoutGroup> groups;
+  LayoutGroupId llm{0};                 ///< the LLM (sink) group
+  std::vector<LayoutGroupId> encoders;  ///< the other groups, in model order
   /// Global layers of each group in model order (a group's modules may interleave with
   /// another group's in the model's topological order).
-  std::vector<std::vector<int>> layers;
+  PerLayoutGroup<std::vector<int>> layers;
   /// consumers[g]: groups fed by group g.
-  std::vector<std::vector<int>> consumers;
+  PerLayoutGroup<std::vector<LayoutGroupId>> consumers;
 };
 
 /// Reads `problem.parallel.module_layouts`, or for a single-layout config derives them

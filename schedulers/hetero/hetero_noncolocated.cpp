@@ -40,19 +40,22 @@ class NonColocated {
   PipelinePrograms run() {
     check_layouts();
     partition();
-    std::vector<StageGraphGroup> graph;
-    for (size_t g = 0; g < h_.groups.size(); ++g)
-      graph.push_back({h_.groups[g].layout.pp, h_.consumers[g]});
+    std::vector<StageGraphGroup> graph;  // group g is node g.value()
+    for (const LayoutGroupId g : h_.groups.ids()) {
+      StageGraphGroup& node =
+          graph.emplace_back(StageGraphGroup{.pp = layout(g).pp, .consumers = {}});
+      for (const LayoutGroupId v : h_.consumers[g]) node.consumers.push_back(v.value());
+    }
     const auto orders = graph_aware_1f1b(graph, p_.schedule.microbatches);
-    programs_.replicas.assign(1, RankOrders(static_cast<size_t>(programs_.ranks)));
-    for (int g = 0; g < num_groups(); ++g) {
+    programs_.replicas.assign(1, RankOrders(programs_.ranks));
+    for (const LayoutGroupId g : h_.groups.ids()) {
       const ModuleLayout& l = layout(g);
       for (int d = 0; d < l.dp; ++d) {
         for (int s = 0; s < l.pp; ++s) {
           auto& order = programs_.replicas.front()[rank_of(g, d, s)];
-          for (const StageAction& a : orders[static_cast<size_t>(g)][StageId{s}]) {
+          for (const StageAction& a : orders[g.slot()][StageId{s}]) {
             for (int k = d * k_ / l.dp; k < (d + 1) * k_ / l.dp; ++k) {
-              order.push_back({.stage = StageId{stage_base_[static_cast<size_t>(g)] + s},
+              order.push_back({.stage = stage_base_[g] + s,
                                .pass = a.pass,
                                .microbatch = a.microbatch * k_ + k});
             }
@@ -64,17 +67,16 @@ class NonColocated {
   }
 
  private:
-  int num_groups() const { return isize(h_.groups); }
-  const ModuleLayout& layout(int g) const { return h_.groups[static_cast<size_t>(g)].layout; }
-  std::string key(int g) const {
-    return "parallel.modules." + model_.module(h_.groups[static_cast<size_t>(g)].owner).name;
+  const ModuleLayout& layout(LayoutGroupId g) const { return h_.groups[g].layout; }
+  std::string key(LayoutGroupId g) const {
+    return "parallel.modules." + model_.module(h_.groups[g].owner).name;
   }
-  PipelineRank rank_of(int g, int d, int s) const {
-    return PipelineRank{rank_base_[static_cast<size_t>(g)] + d * layout(g).pp + s};
+  PipelineRank rank_of(LayoutGroupId g, int d, int s) const {
+    return rank_base_[g] + (d * layout(g).pp + s);
   }
 
   void check_layouts() {
-    for (int g = 0; g < num_groups(); ++g) {
+    for (const LayoutGroupId g : h_.groups.ids()) {
       if (layout(g).cp != 1) {
         throw InputError(key(g) +
                          ".cp: hetero-noncolocated models cp = 1 (context "
@@ -83,11 +85,11 @@ class NonColocated {
       }
       k_ = std::max(k_, layout(g).dp);
     }
-    for (int g = 0; g < num_groups(); ++g) {
-      for (int v : h_.consumers[static_cast<size_t>(g)]) {
+    for (const LayoutGroupId g : h_.groups.ids()) {
+      for (const LayoutGroupId v : h_.consumers[g]) {
         if (colocated(layout(g), layout(v))) {
           throw InputError(key(g) + ": shares its rank set with '" +
-                           model_.module(h_.groups[static_cast<size_t>(v)].owner).name +
+                           model_.module(h_.groups[v].owner).name +
                            "'; hetero-noncolocated needs disjoint rank sets "
                            "(use hetero-colocated)");
         }
@@ -107,18 +109,16 @@ class NonColocated {
     const auto microbatches = global_microbatches(p_, layout(h_.llm).dp);
     const std::vector<const Sample*> first = sample_batch(p_.samples, microbatches.front());
     programs_.pieces = k_;
-    for (int g = 0; g < num_groups(); ++g) {
+    for (const LayoutGroupId g : h_.groups.ids()) {
       const ModuleLayout& l = layout(g);
-      rank_base_.push_back(programs_.ranks);
-      stage_base_.push_back(isize(programs_.stages));
+      rank_base_.push_back(PipelineRank{programs_.ranks});
+      stage_base_.push_back(programs_.stages.next_id());
       programs_.ranks += l.dp * l.pp;
-      const auto& layers = h_.layers[static_cast<size_t>(g)];
+      const auto& layers = h_.layers[g];
       const auto all = layer_costs(model_, *p_.cost, p_.schedule.partition_view, first, l.tp);
       std::vector<double> costs;
       for (int layer : layers) costs.push_back(all[static_cast<size_t>(layer)]);
-      const auto ranges = partition_min_bottleneck(costs, l.pp);
-      for (int s = 0; s < l.pp; ++s) {
-        const StageRange& range = ranges[static_cast<size_t>(s)];
+      for (int s = 0; const StageRange& range : partition_min_bottleneck(costs, l.pp)) {
         StageSpec stage{.segments = segments_of(
                             model_, {layers.begin() + range.first, layers.begin() + range.end}),
                         .tp = l.tp,
@@ -128,6 +128,7 @@ class NonColocated {
           stage.gpu.push_back(l.stage_gpu(d, s));
         }
         programs_.stages.push_back(std::move(stage));
+        ++s;
       }
     }
   }
@@ -137,7 +138,8 @@ class NonColocated {
   HeteroGroups h_;
   PipelinePrograms programs_{.stages = {}, .ranks = 0, .stage_rank = {}, .replicas = {}};
   int k_ = 1;
-  std::vector<int> rank_base_, stage_base_;
+  PerLayoutGroup<PipelineRank> rank_base_;  ///< each group's first rank
+  PerLayoutGroup<StageId> stage_base_;      ///< each group's first stage
 };
 
 }  // namespace

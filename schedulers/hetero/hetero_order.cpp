@@ -2,29 +2,38 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <stdexcept>
+
+#include "core/index.hpp"
 
 namespace loom {
 
+namespace {
+/// A module group's node in the stage graph: an index into the caller's groups.
+using GroupNode = Id<struct GroupNodeTag>;
+}  // namespace
+
 std::vector<std::vector<int>> stages_to_sink(const std::vector<StageGraphGroup>& groups) {
   // Distance of a group's first stage to the sink, memoized over the (acyclic) group graph.
-  std::vector<int> first(groups.size(), -1);
-  std::vector<bool> visiting(groups.size(), false);
-  std::function<int(int)> from_first = [&](int g) {
-    const size_t gi = static_cast<size_t>(g);
-    if (first[gi] >= 0) return first[gi];
-    if (visiting[gi]) throw std::logic_error("stage graph has a cycle");
-    visiting[gi] = true;
+  IdVector<GroupNode, std::optional<int>> first(isize(groups));
+  IdVector<GroupNode, bool> visiting(isize(groups), false);
+  std::function<int(GroupNode)> from_first = [&](GroupNode g) {
+    if (first[g]) return *first[g];
+    if (visiting[g]) throw std::logic_error("stage graph has a cycle");
+    visiting[g] = true;
+    const StageGraphGroup& group = groups[g.slot()];
     int below = 0;  // the sink's last stage has nothing downstream
-    for (int v : groups[gi].consumers) below = std::max(below, 1 + from_first(v));
-    visiting[gi] = false;
-    first[gi] = groups[gi].pp - 1 + below;
-    return first[gi];
+    for (int v : group.consumers) below = std::max(below, 1 + from_first(GroupNode{v}));
+    visiting[g] = false;
+    first[g] = group.pp - 1 + below;
+    return *first[g];
   };
-  std::vector<std::vector<int>> out(groups.size());
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const int d0 = from_first(static_cast<int>(g));
-    for (int p = 0; p < groups[g].pp; ++p) out[g].push_back(d0 - p);
+  std::vector<std::vector<int>> out;
+  for (const GroupNode g : first.ids()) {
+    const int d0 = from_first(g);
+    std::vector<int>& distance = out.emplace_back();
+    for (int p = 0; p < groups[g.slot()].pp; ++p) distance.push_back(d0 - p);
   }
   return out;
 }

@@ -10,7 +10,7 @@ namespace loom {
 
 Schedule generate_gpipe(const SchedulingProblem& problem) {
   const int m = problem.schedule.microbatches;
-  StageOrders orders(static_cast<size_t>(problem.parallel.pp));
+  StageOrders orders(problem.parallel.pp);
   for (auto& order : orders) {
     for (int j = 0; j < m; ++j) order.push_back({Pass::kF, j});
     for (int j = 0; j < m; ++j) order.push_back({Pass::kB, j});

@@ -77,7 +77,6 @@ std::string interleaved_group_error(int p, int m, int group) {
 
 std::vector<VirtualMicrobatch> megatron_schedule_table(int m, int v, int group) {
   std::vector<VirtualMicrobatch> table;
-  table.reserve(static_cast<size_t>(m * v));
   for (int first = 0; first < m; first += group) {
     // The last group takes what is left (Megatron: first + N >= m).
     const int end = first + group >= m ? m : first + group;

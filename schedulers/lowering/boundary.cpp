@@ -64,8 +64,7 @@ BoundaryPlan plan_colocated(const ModuleLayout& src, const ModuleLayout& dst, do
     if (kind == BoundaryKind::kFanIn) {
       for (int q = 0; q < src.gpus_per_stage(); ++q) {
         std::vector<int> members;
-        for (int du : sources)
-          members.push_back(stage_group(src, du, last)[static_cast<size_t>(q)]);
+        for (int du : sources) members.push_back(src.stage_gpu(du, last) + q);  // stage_group()[q]
         plan.forward.allgathers.push_back({members, batch / dst.dp * bpu, dv});
         covered = sorted_union(covered, members);
       }
@@ -94,7 +93,7 @@ BoundaryPlan plan_colocated(const ModuleLayout& src, const ModuleLayout& dst, do
     std::vector<int> covered;
     for (int q = 0; q < dst.gpus_per_stage(); ++q) {
       std::vector<int> members;
-      for (int dv : children) members.push_back(stage_group(dst, dv, 0)[static_cast<size_t>(q)]);
+      for (int dv : children) members.push_back(dst.stage_gpu(dv, 0) + q);  // stage_group()[q]
       plan.backward.allgathers.push_back({members, batch / src.dp * bpu, du});
       covered = sorted_union(covered, members);
     }

@@ -1,6 +1,7 @@
 #include "schedulers/lowering/gradient_buckets.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <variant>
 
@@ -20,18 +21,22 @@ bool reduces_gradients(const Op& op) {
   return c && (c->pass == Pass::kB || c->pass == Pass::kW) && !c->redundant;
 }
 
-/// Per layer: the index in `program` of the last compute that produces its weight
-/// gradients (-1: none on this rank).
-std::vector<int> final_backward(const std::vector<Op>& program, int layers) {
-  std::vector<int> last(static_cast<size_t>(layers), -1);
-  for (size_t i = 0; i < program.size(); ++i) {
-    if (!reduces_gradients(program[i])) continue;
-    const auto& c = std::get<Compute>(program[i]);
-    for (int l = c.first_layer; l < c.end_layer; ++l)
-      last[static_cast<size_t>(l)] = static_cast<int>(i);
+/// Where each layer's weight gradients become final in a program: the index of the last
+/// compute that produces them (none on this rank: nullopt).
+class FinalBackward {
+ public:
+  FinalBackward(const std::vector<Op>& program, size_t layers) : at_(layers) {
+    for (size_t i = 0; i < program.size(); ++i) {
+      if (!reduces_gradients(program[i])) continue;
+      const auto& c = std::get<Compute>(program[i]);
+      for (std::optional<size_t>& at : layer_slice(at_, c.first_layer, c.end_layer)) at = i;
+    }
   }
-  return last;
-}
+  std::optional<size_t> of(int layer) const { return at_[static_cast<size_t>(layer)]; }
+
+ private:
+  std::vector<std::optional<size_t>> at_;
+};
 
 /// The trainable layers rank r holds parameters for, ascending.
 std::vector<int> trained_layers(const Context& ctx, PipelineRank r) {
@@ -61,10 +66,10 @@ std::vector<Bucket> form_buckets(const Context& ctx, PipelineRank r, const std::
     if (!first_chunk && ctx.programs.holds(r, s)) first_chunk = s;
   }
   auto chunk = [&](int l) { return ctx.stage_of(l); };
-  const std::vector<int> last = final_backward(program, ctx.model.num_layers());
+  const FinalBackward last(program, ctx.model.layers().size());
   std::vector<int> order = layers;
   std::sort(order.begin(), order.end(), [&](int a, int b) {
-    const int fa = last[static_cast<size_t>(a)], fb = last[static_cast<size_t>(b)];
+    const std::optional<size_t> fa = last.of(a), fb = last.of(b);
     return fa != fb ? fa < fb : a > b;
   });
   const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
@@ -92,14 +97,13 @@ std::vector<Bucket> form_buckets(const Context& ctx, PipelineRank r, const std::
 /// first (the order backward runs them), each timed by its layers' share of the costs.
 std::vector<Compute> split_compute(const Compute& c, const std::vector<int>& cuts,
                                    const MicrobatchCosts& mc) {
-  auto layer_time = [&](int l) {
-    const PassCost& pc = mc.layer[static_cast<size_t>(l)];
+  auto layer_time = [&](const PassCost& pc) {
     return (c.pass == Pass::kW ? 0 : pc.input_grad_s) + pc.weight_grad_s;
   };
   double total = 0, total_w = 0;
-  for (int l = c.first_layer; l < c.end_layer; ++l) {
-    total += layer_time(l);
-    total_w += mc.layer[static_cast<size_t>(l)].weight_grad_s;
+  for (const PassCost& pc : layer_slice(mc.layer, c.first_layer, c.end_layer)) {
+    total += layer_time(pc);
+    total_w += pc.weight_grad_s;
   }
   std::vector<int> bounds = {c.first_layer};
   bounds.insert(bounds.end(), cuts.begin(), cuts.end());
@@ -110,9 +114,9 @@ std::vector<Compute> split_compute(const Compute& c, const std::vector<int>& cut
     piece.first_layer = bounds[k - 1];
     piece.end_layer = bounds[k];
     double t = 0, w = 0;
-    for (int l = piece.first_layer; l < piece.end_layer; ++l) {
-      t += layer_time(l);
-      w += mc.layer[static_cast<size_t>(l)].weight_grad_s;
+    for (const PassCost& pc : layer_slice(mc.layer, piece.first_layer, piece.end_layer)) {
+      t += layer_time(pc);
+      w += pc.weight_grad_s;
     }
     const double layers = c.end_layer - c.first_layer;
     piece.seconds = c.seconds * (total > 0 ? t / total : (bounds[k] - bounds[k - 1]) / layers);
@@ -132,7 +136,7 @@ std::vector<Op> split_final_backward(const Context& ctx, int replica,
     boundaries.insert(b.first_layer);
     boundaries.insert(b.end_layer);
   }
-  const std::vector<int> last = final_backward(program, ctx.model.num_layers());
+  const FinalBackward last(program, ctx.model.layers().size());
   std::vector<Op> out;
   out.reserve(program.size() + buckets.size());
   for (size_t i = 0; i < program.size(); ++i) {
@@ -141,7 +145,7 @@ std::vector<Op> split_final_backward(const Context& ctx, int replica,
     if (c && reduces_gradients(program[i]) && !c->overlapped) {
       for (auto it = boundaries.upper_bound(c->first_layer);
            it != boundaries.end() && *it < c->end_layer; ++it) {
-        if (last[static_cast<size_t>(*it)] == static_cast<int>(i)) cuts.push_back(*it);
+        if (last.of(*it) == i) cuts.push_back(*it);
       }
     }
     if (cuts.empty()) {
@@ -181,17 +185,17 @@ void add_gradient_buckets(const Context& ctx, Schedule& schedule,
     for (int d = 0; d < ctx.replicas; ++d) {
       auto& program = schedule.programs[ctx.global_rank(d, r)];
       std::vector<Op> split = split_final_backward(ctx, d, program, buckets);
-      const std::vector<int> last = final_backward(split, ctx.model.num_layers());
+      const FinalBackward last(split, ctx.model.layers().size());
       // Bucket k goes after the compute that finishes its last gradient and after bucket
       // k - 1: one order in every replica.
       std::vector<std::vector<const Bucket*>> after(split.size() + 1);
-      int position = -1;
+      std::optional<size_t> position;
       for (const Bucket& b : buckets) {
         for (int l = b.first_layer; l < b.end_layer; ++l) {
           if (std::binary_search(layers.begin(), layers.end(), l))
-            position = std::max(position, last[static_cast<size_t>(l)]);
+            position = std::max(position, last.of(l));
         }
-        after[position < 0 ? split.size() : static_cast<size_t>(position + 1)].push_back(&b);
+        after[position ? *position + 1 : split.size()].push_back(&b);
       }
       program.clear();
       for (size_t i = 0; i <= split.size(); ++i) {

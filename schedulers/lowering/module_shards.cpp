@@ -111,17 +111,17 @@ std::vector<std::vector<int>> global_microbatches(const SchedulingProblem& probl
                      " sample(s) cannot be split over the LLM's dp = " + std::to_string(llm_dp) +
                      " replicas (make it a multiple of dp)");
   }
-  std::vector<std::vector<int>> out(static_cast<size_t>(m));
+  std::vector<std::vector<int>> out;
   for (int j = 0; j < m; ++j) {
-    for (int k = 0; k < per; ++k) out[static_cast<size_t>(j)].push_back(j * per + k);
+    std::vector<int>& samples = out.emplace_back();
+    for (int k = 0; k < per; ++k) samples.push_back(j * per + k);
   }
   return out;
 }
 
 std::vector<int> replica_samples(const std::vector<int>& microbatch, int replica, int dp) {
-  const size_t per = microbatch.size() / static_cast<size_t>(dp);
-  return {microbatch.begin() + static_cast<long>(per * static_cast<size_t>(replica)),
-          microbatch.begin() + static_cast<long>(per * static_cast<size_t>(replica + 1))};
+  const int per = isize(microbatch) / dp;
+  return {microbatch.begin() + per * replica, microbatch.begin() + per * (replica + 1)};
 }
 
 ShardCost shard_cost(const SchedulingProblem& problem, ModuleId module, const ModuleLayout& layout,
@@ -131,7 +131,7 @@ ShardCost shard_cost(const SchedulingProblem& problem, ModuleId module, const Mo
   // the microbatch's items (equal-size items make the two agree).
   std::vector<int> ids = microbatch;
   double scale = 1.0;
-  if (microbatch.size() % static_cast<size_t>(layout.dp) == 0)
+  if (isize(microbatch) % layout.dp == 0)
     ids = replica_samples(microbatch, replica, layout.dp);
   else
     scale = 1.0 / layout.dp;

@@ -29,37 +29,34 @@ std::vector<StageRange> partition_min_bottleneck(const std::vector<double>& cost
                      " pipeline stages but the model has only " + std::to_string(n) +
                      " layers (each stage needs at least one)");
   }
-  std::vector<double> prefix(static_cast<size_t>(n) + 1, 0.0);
-  for (int i = 0; i < n; ++i)
-    prefix[static_cast<size_t>(i) + 1] =
-        prefix[static_cast<size_t>(i)] + costs[static_cast<size_t>(i)];
+  const size_t layers = costs.size();
+  const size_t parts = static_cast<size_t>(stages);
+  std::vector<double> prefix(layers + 1, 0.0);
+  for (size_t i = 0; i < layers; ++i) prefix[i + 1] = prefix[i] + costs[i];
   const double inf = std::numeric_limits<double>::infinity();
   // best[s][i]: D(i, s); split[s][i]: the minimizing boundary j.
-  std::vector<std::vector<double>> best(static_cast<size_t>(stages) + 1,
-                                        std::vector<double>(static_cast<size_t>(n) + 1, inf));
-  std::vector<std::vector<int>> split(static_cast<size_t>(stages) + 1,
-                                      std::vector<int>(static_cast<size_t>(n) + 1, 0));
-  for (int i = 1; i <= n; ++i) best[1][static_cast<size_t>(i)] = prefix[static_cast<size_t>(i)];
-  for (int s = 2; s <= stages; ++s) {
-    for (int i = s; i <= n; ++i) {
-      for (int j = s - 1; j <= i - 1; ++j) {
-        const double v = std::max(best[static_cast<size_t>(s) - 1][static_cast<size_t>(j)],
-                                  prefix[static_cast<size_t>(i)] - prefix[static_cast<size_t>(j)]);
+  std::vector<std::vector<double>> best(parts + 1, std::vector<double>(layers + 1, inf));
+  std::vector<std::vector<size_t>> split(parts + 1, std::vector<size_t>(layers + 1, 0));
+  for (size_t i = 1; i <= layers; ++i) best[1][i] = prefix[i];
+  for (size_t s = 2; s <= parts; ++s) {
+    for (size_t i = s; i <= layers; ++i) {
+      for (size_t j = s - 1; j < i; ++j) {
+        const double v = std::max(best[s - 1][j], prefix[i] - prefix[j]);
         // Ties (within rounding: two views of identical layers must cut alike) keep the
         // earliest boundary.
-        const double cur = best[static_cast<size_t>(s)][static_cast<size_t>(i)];
+        const double cur = best[s][i];
         if (cur == inf || v < cur - 1e-9 * cur) {
-          best[static_cast<size_t>(s)][static_cast<size_t>(i)] = v;
-          split[static_cast<size_t>(s)][static_cast<size_t>(i)] = j;
+          best[s][i] = v;
+          split[s][i] = j;
         }
       }
     }
   }
-  std::vector<StageRange> ranges(static_cast<size_t>(stages));
-  int end = n;
-  for (int s = stages; s >= 1; --s) {
-    const int first = s == 1 ? 0 : split[static_cast<size_t>(s)][static_cast<size_t>(end)];
-    ranges[static_cast<size_t>(s) - 1] = {first, end};
+  std::vector<StageRange> ranges(parts);
+  size_t end = layers;
+  for (size_t s = parts; s > 0; --s) {
+    const size_t first = s == 1 ? 0 : split[s][end];
+    ranges[s - 1] = {static_cast<int>(first), static_cast<int>(end)};
     end = first;
   }
   return ranges;

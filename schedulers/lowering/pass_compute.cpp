@@ -21,14 +21,14 @@ void cost_batch_pieces(Context& ctx) {
   const auto global = global_microbatches(p, ctx.sink_layout().dp);
   // (module, microbatch, module replica, CP rank) -> the shard's costs
   std::map<std::tuple<ModuleId, int, int, int>, ShardCost> shards;
-  const size_t layers = static_cast<size_t>(ctx.model.num_layers());
-  ctx.costs.resize(static_cast<size_t>(ctx.replicas * ctx.microbatches));
+  const size_t layers = ctx.model.layers().size();
   for (int d = 0; d < ctx.replicas; ++d) {
     for (int mb = 0; mb < ctx.microbatches; ++mb) {
       const int j = mb / pieces;
+      const std::vector<int>& microbatch = global[static_cast<size_t>(j)];
       const std::vector<const Sample*> batch =
-          sample_batch(p.samples, replica_samples(global[static_cast<size_t>(j)], d, ctx.replicas));
-      MicrobatchCosts& mc = ctx.costs[static_cast<size_t>(d * ctx.microbatches + mb)];
+          sample_batch(p.samples, replica_samples(microbatch, d, ctx.replicas));
+      MicrobatchCosts& mc = ctx.cost(d, mb);
       mc.layer.resize(layers);
       mc.activation.resize(layers);
       mc.kv_allgather.assign(layers, 0.0);
@@ -37,29 +37,29 @@ void cost_batch_pieces(Context& ctx) {
       for (const StageId s : ctx.stage_ids()) {
         const StageSpec& spec = ctx.stage(s);
         const ModuleLayout& layout = *spec.layout;
-        const size_t copies = spec.copy_ranks.size();
-        const size_t copy = static_cast<size_t>(mb % pieces / (pieces / static_cast<int>(copies)));
         const GridPosition at =
-            grid_position(layout, spec.gpu[static_cast<size_t>(d) * copies + copy]);
-        const double share = static_cast<double>(copies) / pieces;
+            grid_position(layout, spec.copy_gpu(d, ctx.programs.copy_of(s, mb)));
+        const double share = static_cast<double>(spec.copy_ranks.size()) / pieces;
         for (const Segment& seg : spec.segments) {
           const auto key = std::make_tuple(seg.module, j, at.replica, at.cp_rank);
           auto it = shards.find(key);
           if (it == shards.end()) {
             it = shards
-                     .emplace(key, shard_cost(p, seg.module, layout, global[static_cast<size_t>(j)],
-                                              at.replica, at.cp_rank))
+                     .emplace(key,
+                              shard_cost(p, seg.module, layout, microbatch, at.replica, at.cp_rank))
                      .first;
           }
           const ShardCost& sc = it->second;
-          for (int l = seg.first; l < seg.end; ++l) {
-            const size_t local =
-                static_cast<size_t>(ctx.model.layers()[static_cast<size_t>(l)].local_index);
+          const auto refs = layer_slice(ctx.model.layers(), seg.first, seg.end);
+          const auto layer = layer_slice(mc.layer, seg.first, seg.end);
+          const auto activation = layer_slice(mc.activation, seg.first, seg.end);
+          const auto kv_allgather = layer_slice(mc.kv_allgather, seg.first, seg.end);
+          for (size_t i = 0; i < refs.size(); ++i) {
+            const size_t local = static_cast<size_t>(refs[i].local_index);
             const PassCost& c = sc.layer[local];
-            mc.layer[static_cast<size_t>(l)] = {c.forward_s * share, c.input_grad_s * share,
-                                                c.weight_grad_s * share};
-            mc.activation[static_cast<size_t>(l)] = sc.activation[local] * share;
-            mc.kv_allgather[static_cast<size_t>(l)] = sc.kv_allgather_bytes * share;
+            layer[i] = {c.forward_s * share, c.input_grad_s * share, c.weight_grad_s * share};
+            activation[i] = sc.activation[local] * share;
+            kv_allgather[i] = sc.kv_allgather_bytes * share;
           }
         }
       }
@@ -70,17 +70,19 @@ void cost_batch_pieces(Context& ctx) {
 
 void cost_microbatches(Context& ctx, const Schedule& schedule) {
   const SchedulingProblem& p = ctx.problem;
+  if (ctx.programs.sharded() && ctx.naive)
+    throw std::logic_error("lowering: no frozen-unaware view of per-module layouts");
+  ctx.costs.resize(static_cast<size_t>(ctx.replicas * ctx.microbatches));
   if (ctx.programs.sharded()) {
-    if (ctx.naive) throw std::logic_error("lowering: no frozen-unaware view of per-module layouts");
     cost_batch_pieces(ctx);
     return;
   }
-  ctx.costs.resize(static_cast<size_t>(ctx.replicas * ctx.microbatches));
   for (int d = 0; d < ctx.replicas; ++d) {
+    const std::vector<std::vector<int>>& samples = schedule.samples[static_cast<size_t>(d)];
     for (int j = 0; j < ctx.microbatches; ++j) {
       const std::vector<const Sample*> batch =
-          sample_batch(p.samples, schedule.samples[static_cast<size_t>(d)][static_cast<size_t>(j)]);
-      MicrobatchCosts& mc = ctx.costs[static_cast<size_t>(d * ctx.microbatches + j)];
+          sample_batch(p.samples, samples[static_cast<size_t>(j)]);
+      MicrobatchCosts& mc = ctx.cost(d, j);
       for (int l = 0; l < ctx.model.num_layers(); ++l) {
         const MicrobatchShape shape = layer_shape(ctx.model, l, batch);
         const int tp = ctx.stage_tp(ctx.stage_of(l));
@@ -120,8 +122,7 @@ struct Target {
 /// A segment's layers as computes: one, or one per layer where its module's CP ring
 /// exchanges K/V around every layer (per-module layouts, cp > 1).
 std::vector<Segment> layer_runs(const Segment& seg, const MicrobatchCosts& mc) {
-  const bool per_layer =
-      !mc.kv_allgather.empty() && mc.kv_allgather[static_cast<size_t>(seg.first)] > 0;
+  const bool per_layer = mc.kv_bytes(seg.first) > 0;
   if (!per_layer) return {seg};
   std::vector<Segment> runs;
   for (int l = seg.first; l < seg.end; ++l) runs.push_back({seg.module, l, l + 1});
@@ -133,8 +134,7 @@ void expand_forward(const Context& ctx, Target& t, StageId s, const MicrobatchCo
   for (const Segment& seg : ctx.stage(s).redundant) {
     Compute c = segment_op(Pass::kF, s, mb, seg);
     c.redundant = true;
-    for (int l = seg.first; l < seg.end; ++l)
-      c.seconds += mc.layer[static_cast<size_t>(l)].forward_s;
+    for (const PassCost& pc : layer_slice(mc.layer, seg.first, seg.end)) c.seconds += pc.forward_s;
     program.push_back(c);
   }
   std::optional<size_t> last_kept;  // the stage's last forward whose activations stay
@@ -143,13 +143,14 @@ void expand_forward(const Context& ctx, Target& t, StageId s, const MicrobatchCo
     const auto runs = layer_runs(seg, mc);
     for (const Segment& run : runs) {
       Compute c = segment_op(Pass::kF, s, mb, run);
-      for (int l = run.first; l < run.end; ++l) {
-        c.seconds += mc.layer[static_cast<size_t>(l)].forward_s;
-        if (kept) c.activation_bytes += mc.activation[static_cast<size_t>(l)];
+      for (const PassCost& pc : layer_slice(mc.layer, run.first, run.end))
+        c.seconds += pc.forward_s;
+      if (kept) {
+        for (const double bytes : layer_slice(mc.activation, run.first, run.end))
+          c.activation_bytes += bytes;
       }
       if (runs.size() > 1)
-        add_kv_exchange(ctx, t.schedule, program, t.rank, c,
-                        mc.kv_allgather[static_cast<size_t>(run.first)]);
+        add_kv_exchange(ctx, t.schedule, program, t.rank, c, mc.kv_bytes(run.first));
       if (kept) last_kept = program.size();
       program.push_back(c);
     }
@@ -164,11 +165,9 @@ void expand_forward(const Context& ctx, Target& t, StageId s, const MicrobatchCo
   for (const Segment& seg : ctx.stage(s).successor_copy) {
     Compute c = segment_op(Pass::kF, s, mb, seg);
     c.redundant = true;
+    for (const PassCost& pc : layer_slice(mc.layer, seg.first, seg.end)) c.seconds += pc.forward_s;
     double activation = 0;
-    for (int l = seg.first; l < seg.end; ++l) {
-      c.seconds += mc.layer[static_cast<size_t>(l)].forward_s;
-      activation += mc.activation[static_cast<size_t>(l)];
-    }
+    for (const double bytes : layer_slice(mc.activation, seg.first, seg.end)) activation += bytes;
     if (ctx.needs_backward(seg) && last_kept)
       std::get<Compute>(program[*last_kept]).activation_bytes += activation;
     program.push_back(c);
@@ -185,8 +184,7 @@ void expand_backward(const Context& ctx, Target& t, StageId s, const MicrobatchC
     std::reverse(runs.begin(), runs.end());
     for (const Segment& run : runs) {
       Compute c = segment_op(pass, s, mb, run);
-      for (int l = run.first; l < run.end; ++l) {
-        const PassCost& pc = mc.layer[static_cast<size_t>(l)];
+      for (const PassCost& pc : layer_slice(mc.layer, run.first, run.end)) {
         if (pass != Pass::kW) c.seconds += pc.input_grad_s;
         if (pass != Pass::kI) {
           c.seconds += pc.weight_grad_s;
@@ -196,8 +194,7 @@ void expand_backward(const Context& ctx, Target& t, StageId s, const MicrobatchC
       c.releases_activation = pass != Pass::kI && ctx.needs_backward(seg);
       t.program.push_back(c);
       if (runs.size() > 1)
-        add_kv_exchange(ctx, t.schedule, t.program, t.rank, c,
-                        mc.kv_allgather[static_cast<size_t>(run.first)]);
+        add_kv_exchange(ctx, t.schedule, t.program, t.rank, c, mc.kv_bytes(run.first));
     }
   }
 }

@@ -41,10 +41,13 @@ std::optional<StageId> consumer_stage(const Context& ctx, StageId s) {
 }  // namespace
 
 int group_id(Schedule& schedule, const std::vector<RankId>& members) {
-  const auto it = std::find(schedule.groups.begin(), schedule.groups.end(), members);
-  if (it != schedule.groups.end()) return static_cast<int>(it - schedule.groups.begin());
+  for (int id = 0; const std::vector<RankId>& group : schedule.groups) {
+    if (group == members) return id;
+    ++id;
+  }
+  const int id = isize(schedule.groups);
   schedule.groups.push_back(members);
-  return static_cast<int>(schedule.groups.size() - 1);
+  return id;
 }
 
 void add_kv_exchange(const Context& ctx, Schedule& schedule, std::vector<Op>& program, RankId rank,
@@ -127,7 +130,7 @@ void add_module_allreduce(const Context& ctx, Schedule& schedule,
     const size_t copies = spec.copy_ranks.size();
     for (int d = 0; d < ctx.replicas; ++d) {
       for (size_t c = 0; c < copies; ++c) {
-        const int gpu = spec.gpu[static_cast<size_t>(d) * copies + c];
+        const int gpu = spec.copy_gpu(d, c);
         rings[grid_position(layout, gpu).tp_rank].push_back(ctx.global_rank(d, spec.copy_ranks[c]));
       }
     }

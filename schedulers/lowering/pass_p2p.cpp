@@ -11,6 +11,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <span>
 #include <tuple>
 
 #include "core/errors.hpp"
@@ -20,7 +21,7 @@ namespace loom::lowering {
 namespace {
 
 /// (from rank, to rank, pass, producer layer, consumer layer) inside one replica.
-using Channel = std::tuple<PipelineRank, PipelineRank, int, int, int>;
+using Channel = std::tuple<PipelineRank, PipelineRank, Pass, int, int>;
 
 struct ChannelState {
   std::deque<int> pending;  ///< microbatches sent and not yet received, in send order
@@ -53,7 +54,7 @@ double boundary_broadcast_s(const Context& ctx, StageId stage, StageId from_stag
 }
 
 Channel channel(PipelineRank from, PipelineRank to, const DataEdge& e) {
-  return {from, to, static_cast<int>(e.pass), e.producer, e.boundary};
+  return {from, to, e.pass, e.producer, e.boundary};
 }
 
 MessageTag tag_of(const DataEdge& e) {
@@ -69,10 +70,10 @@ MessageTag tag_of(const DataEdge& e) {
 /// program[start..) as receives, the rest (computes and their collectives), sends, each
 /// kind in its order, so every channel keeps its send and receive order.
 void group_overlapped(std::vector<Op>& program, size_t start) {
-  const auto first = program.begin() + static_cast<std::ptrdiff_t>(start);
+  const std::span<Op> ops = std::span(program).subspan(start);
   const auto computes = std::stable_partition(
-      first, program.end(), [](const Op& op) { return std::holds_alternative<Recv>(op); });
-  std::stable_partition(computes, program.end(),
+      ops.begin(), ops.end(), [](const Op& op) { return std::holds_alternative<Recv>(op); });
+  std::stable_partition(computes, ops.end(),
                         [](const Op& op) { return !std::holds_alternative<Send>(op); });
 }
 
@@ -119,9 +120,8 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
         for (const DataEdge& e : op_inputs(ctx.graph, c)) {
           const PipelineRank from = remote_rank(ctx, e, true);
           if (from == r) continue;
-          broadcast_s += boundary_broadcast_s(
-              ctx, c.stage, remote_stage(ctx, e, true),
-              ctx.cost(d, e.microbatch).output[static_cast<size_t>(e.producer)]);
+          broadcast_s += boundary_broadcast_s(ctx, c.stage, remote_stage(ctx, e, true),
+                                              ctx.cost(d, e.microbatch).output_bytes(e.producer));
           ChannelState& ch = channels[channel(from, r, e)];
           if (ch.received.count(e.microbatch)) continue;  // taken earlier, in send order
           bool found = false;
@@ -131,12 +131,11 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
             ch.received.insert(k);
             DataEdge sent = e;
             sent.microbatch = k;
-            program.push_back(
-                Recv{.peer = global(from),
-                     .stage = c.stage,
-                     .module = c.module,
-                     .tag = tag_of(sent),
-                     .bytes = ctx.cost(d, k).output[static_cast<size_t>(e.producer)]});
+            program.push_back(Recv{.peer = global(from),
+                                   .stage = c.stage,
+                                   .module = c.module,
+                                   .tag = tag_of(sent),
+                                   .bytes = ctx.cost(d, k).output_bytes(e.producer)});
             found = k == e.microbatch;
           }
           if (!found)
@@ -158,12 +157,11 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
       for (const DataEdge& e : op_outputs(ctx.graph, c)) {
         const PipelineRank to = remote_rank(ctx, e, false);
         if (to == r) continue;
-        program.push_back(
-            Send{.peer = global(to),
-                 .stage = c.stage,
-                 .module = c.module,
-                 .tag = tag_of(e),
-                 .bytes = ctx.cost(d, e.microbatch).output[static_cast<size_t>(e.producer)]});
+        program.push_back(Send{.peer = global(to),
+                               .stage = c.stage,
+                               .module = c.module,
+                               .tag = tag_of(e),
+                               .bytes = ctx.cost(d, e.microbatch).output_bytes(e.producer)});
       }
       const Compute* after = step + 1 < computes.size() ? compute_at(step + 1) : nullptr;
       const bool closes_group = c.overlapped && c.pass != Pass::kF &&

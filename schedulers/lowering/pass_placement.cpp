@@ -24,24 +24,24 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
       microbatches(p.schedule.microbatches * progs.pieces),
       embeddings(tied_embeddings(p, progs)) {
   // No orders yet is allowed: a planner costs the stages before it orders them (dip).
-  if (progs.ranks < 1 ||
-      (progs.replicas.size() > 1 && progs.replicas.size() != static_cast<size_t>(replicas)))
+  if (progs.ranks < 1 || (progs.replicas.size() > 1 && isize(progs.replicas) != replicas))
     throw std::logic_error("lowering: programs need one order set, or one per replica");
   for (const RankOrders& orders : progs.replicas) {
-    if (orders.size() != static_cast<size_t>(progs.ranks))
+    if (orders.ssize() != progs.ranks)
       throw std::logic_error("lowering: rank orders do not match the ranks per replica");
   }
-  std::vector<std::optional<StageId>> owner(static_cast<size_t>(model.num_layers()));
+  std::vector<std::optional<StageId>> owner(model.layers().size());
   for (const StageId s : stage_ids()) {
     const PipelineRank r = programs.rank_of(s);
     const PipelineRank up = programs.up_stage_rank.empty() ? r : programs.up_stage_rank.at(s);
     if (!programs.has_rank(r) || !programs.has_rank(up))
       throw std::logic_error("lowering: stage " + to_string(s) + " on no rank");
     for (const Segment& seg : stage(s).segments) {
-      for (int l = seg.first; l < seg.end; ++l) {
-        if (owner[static_cast<size_t>(l)])
+      for (int l = seg.first; auto& at : layer_slice(owner, seg.first, seg.end)) {
+        if (at)
           throw std::logic_error("stage graph: layer " + std::to_string(l) + " on two stages");
-        owner[static_cast<size_t>(l)] = s;
+        at = s;
+        ++l;
       }
     }
   }
@@ -76,10 +76,9 @@ void Context::check_module_layouts() const {
   }
   PerPipelineRank<char> placed(progs.ranks, false);
   for (const StageSpec& spec : progs.stages) {
-    const size_t copies = spec.copy_ranks.size();
+    const int copies = isize(spec.copy_ranks);
     const bool copies_fit = spec.layout.has_value() && copies > 0 &&
-                            spec.gpu.size() == copies * static_cast<size_t>(replicas) &&
-                            progs.pieces % static_cast<int>(copies) == 0;
+                            isize(spec.gpu) == copies * replicas && progs.pieces % copies == 0;
     if (!copies_fit)
       throw std::logic_error(
           "lowering: per-module layouts need every stage's layout, its copies' ranks, a GPU "
@@ -135,9 +134,8 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
       for (int d = 0; d < dp; ++d) {
         for (size_t c = 0; c < copies; ++c) {
           const RankId r = ctx.global_rank(d, spec.copy_ranks[c]);
-          const RankInfo info{.gpu = spec.gpu[static_cast<size_t>(d) * copies + c],
-                              .tp = ctx.stage_rank_width(spec),
-                              .replica = d};
+          const RankInfo info{
+              .gpu = spec.copy_gpu(d, c), .tp = ctx.stage_rank_width(spec), .replica = d};
           if (placed[r] && !(schedule.ranks[r] == info))
             throw std::logic_error("lowering: rank " + to_string(r) +
                                    " holds copies placed on different GPUs");
@@ -190,19 +188,17 @@ void assign_batch_pieces(const Context& ctx, Schedule& schedule) {
   const int per_replica = dp / ctx.replicas;  // LLM replicas in one IR replica
   const int per = pieces / per_replica;       // pieces per LLM replica
   const auto global = global_microbatches(ctx.problem, dp);
-  schedule.samples.assign(static_cast<size_t>(ctx.replicas),
-                          std::vector<std::vector<int>>(static_cast<size_t>(ctx.microbatches)));
+  schedule.samples.clear();
   for (int d = 0; d < ctx.replicas; ++d) {
-    auto& samples = schedule.samples[static_cast<size_t>(d)];
-    for (size_t j = 0; j < global.size(); ++j) {
+    auto& samples = schedule.samples.emplace_back(static_cast<size_t>(ctx.microbatches));
+    for (int j = 0; const std::vector<int>& microbatch : global) {
       for (int l = 0; l < per_replica; ++l) {
-        const auto ids = replica_samples(global[j], d * per_replica + l, dp);
-        for (size_t i = 0; i < ids.size(); ++i) {
-          const size_t piece = j * static_cast<size_t>(pieces) + static_cast<size_t>(l * per) +
-                               i % static_cast<size_t>(per);
-          samples[piece].push_back(ids[i]);
+        for (int i = 0; const int id : replica_samples(microbatch, d * per_replica + l, dp)) {
+          samples[static_cast<size_t>(j * pieces + l * per + i % per)].push_back(id);
+          ++i;
         }
       }
+      ++j;
     }
   }
 }
@@ -218,8 +214,7 @@ void assign_samples(const Context& ctx, Schedule& schedule) {
     return;
   }
   if (!p.assignment.empty()) {  // a scheduler's own batching (SchedulingProblem)
-    if (p.assignment.size() != static_cast<size_t>(dp) ||
-        p.assignment.front().size() != static_cast<size_t>(m))
+    if (isize(p.assignment) != dp || isize(p.assignment.front()) != m)
       throw std::logic_error("sample assignment does not match dp x microbatches");
     schedule.samples = p.assignment;
     return;
@@ -231,14 +226,12 @@ void assign_samples(const Context& ctx, Schedule& schedule) {
                      std::to_string(needed) + " samples but the workload has " +
                      std::to_string(p.samples.size()));
   }
-  schedule.samples.assign(static_cast<size_t>(dp),
-                          std::vector<std::vector<int>>(static_cast<size_t>(m)));
+  schedule.samples.clear();
   for (int d = 0; d < dp; ++d) {
+    std::vector<std::vector<int>>& replica = schedule.samples.emplace_back();
     for (int j = 0; j < m; ++j) {
-      for (int k = 0; k < mbs; ++k) {
-        schedule.samples[static_cast<size_t>(d)][static_cast<size_t>(j)].push_back(
-            (d * m + j) * mbs + k);
-      }
+      std::vector<int>& microbatch = replica.emplace_back();
+      for (int k = 0; k < mbs; ++k) microbatch.push_back((d * m + j) * mbs + k);
     }
   }
 }

@@ -33,6 +33,13 @@ struct MicrobatchCosts {
   /// forward (and dK/dV reduce-scatter after its backward), full buffer per CP member;
   /// empty or 0: none.
   std::vector<double> kv_allgather = {};
+
+  /// Bytes of layer l's output.
+  double output_bytes(int l) const { return output[static_cast<size_t>(l)]; }
+  /// Layer l's K/V all-gather bytes (kv_allgather); 0: none.
+  double kv_bytes(int l) const {
+    return kv_allgather.empty() ? 0 : kv_allgather[static_cast<size_t>(l)];
+  }
 };
 
 /// What every pass reads: the problem, the scheduler's decision, the layer graph and
@@ -77,10 +84,17 @@ struct Context {
   const ModuleLayout& sink_layout() const { return *stage(stage_of_layer.back()).layout; }
   bool needs_backward(const Segment& seg) const;
   const MicrobatchCosts& cost(int replica, int microbatch) const {
-    return costs[static_cast<size_t>(replica * microbatches + microbatch)];
+    return costs[cost_index(replica, microbatch)];
+  }
+  MicrobatchCosts& cost(int replica, int microbatch) {
+    return costs[cost_index(replica, microbatch)];
   }
 
  private:
+  /// Where (replica, microbatch) is in `costs`.
+  size_t cost_index(int replica, int microbatch) const {
+    return static_cast<size_t>(replica * microbatches + microbatch);
+  }
   /// Throws std::logic_error when the programs' per-module-layout fields disagree (a
   /// scheduler's bug, not bad input).
   void check_module_layouts() const;

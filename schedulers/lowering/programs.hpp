@@ -12,6 +12,7 @@
 ///   microbatch the unit the pipeline moves; numbered from 0 in every replica
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "core/index.hpp"
@@ -33,6 +34,13 @@ struct Segment {
   int first = 0;
   int end = 0;
 };
+
+/// The entries of a per-layer table for layers [first, end) (a segment's, a stage
+/// range's); none when end <= first, as a loop over those layers runs none.
+template <class Table>
+auto layer_slice(Table& per_layer, int first, int end) {
+  return std::span(per_layer.begin() + first, per_layer.begin() + std::max(first, end));
+}
 
 /// One pipeline stage: the segments it owns (forward runs them in this order, backward in
 /// reverse), forward-only redundant copies it runs before them (encoders-replicated), and
@@ -60,6 +68,11 @@ struct StageSpec {
   /// (module_shards.hpp). Every stage has a layout, or none does.
   std::optional<ModuleLayout> layout = {};
   std::vector<PipelineRank> copy_ranks = {};
+
+  /// With `copy_ranks`: the GPU of copy `copy` in replica `replica`.
+  int copy_gpu(int replica, size_t copy) const {
+    return gpu[static_cast<size_t>(replica) * copy_ranks.size() + copy];
+  }
 };
 /// Every layer in exactly one stage's `segments`.
 using StageGraph = PerStage<StageSpec>;
@@ -151,13 +164,16 @@ struct PipelinePrograms {
     if (!spec.copy_ranks.empty()) return spec.copy_ranks.front();
     return stage_rank.empty() ? PipelineRank{stage.value() % ranks} : stage_rank[stage];
   }
+  /// The copy of a stage with `copy_ranks` that computes `microbatch`: copy c of C takes
+  /// pieces [c K/C, (c+1) K/C).
+  size_t copy_of(StageId stage, int microbatch) const {
+    const int per_copy = pieces / isize(stages[stage].copy_ranks);
+    return static_cast<size_t>(microbatch % pieces / per_copy);
+  }
   /// The rank that runs `stage` for `microbatch`.
   PipelineRank rank_of(StageId stage, int microbatch) const {
     const std::vector<PipelineRank>& copies = stages[stage].copy_ranks;
-    if (!copies.empty()) {
-      const int per_copy = pieces / isize(copies);
-      return copies[static_cast<size_t>(microbatch % pieces / per_copy)];
-    }
+    if (!copies.empty()) return copies[copy_of(stage, microbatch)];
     return up_stage_rank.empty() || microbatch < first_up_microbatch ? rank_of(stage)
                                                                      : up_stage_rank[stage];
   }

@@ -1,7 +1,6 @@
 #include "schedulers/lowering/stage_graph.hpp"
 
 #include <algorithm>
-#include <numeric>
 
 #include "core/dataflow.hpp"
 #include "core/errors.hpp"
@@ -35,8 +34,8 @@ std::vector<StageRange> plan_stages(const SchedulingProblem& problem, int stages
 StageGraph chain_stages(const Model& model, const std::vector<StageRange>& ranges) {
   StageGraph graph;
   for (const StageRange& r : ranges) {
-    std::vector<int> layers(static_cast<size_t>(r.end - r.first));
-    std::iota(layers.begin(), layers.end(), r.first);
+    std::vector<int> layers;
+    for (int l = r.first; l < r.end; ++l) layers.push_back(l);
     StageSpec spec;
     spec.segments = segments_of(model, layers);
     graph.push_back(spec);
@@ -59,35 +58,35 @@ std::vector<Segment> segments_of(const Model& model, const std::vector<int>& lay
 std::vector<int> stages_downstream(const Model& model, const StageGraph& graph) {
   const int stages = graph.ssize();
   const LayerGraph layers(model);
-  std::vector<int> stage_of(static_cast<size_t>(model.num_layers()), 0);
+  std::vector<StageId> stage_of(model.layers().size());
   for (const StageId s : graph.ids()) {
-    for (const Segment& seg : graph[s].segments) {
-      for (int l = seg.first; l < seg.end; ++l) stage_of[static_cast<size_t>(l)] = s.value();
-    }
+    for (const Segment& seg : graph[s].segments)
+      std::ranges::fill(layer_slice(stage_of, seg.first, seg.end), s);
   }
   // Stage edges s -> t wherever a layer on s feeds a layer on t; longest path by
   // relaxation (the stage graph of a DAG model is a DAG).
-  std::vector<std::vector<int>> next(static_cast<size_t>(stages));
-  for (int l = 0; l < model.num_layers(); ++l) {
+  PerStage<std::vector<StageId>> next(stages);
+  for (int l = 0; const StageId a : stage_of) {
     for (int c : layers.consumers(l)) {
-      const int a = stage_of[static_cast<size_t>(l)], b = stage_of[static_cast<size_t>(c)];
-      if (a != b) next[static_cast<size_t>(a)].push_back(b);
+      const StageId b = stage_of[static_cast<size_t>(c)];
+      if (a != b) next[a].push_back(b);
     }
+    ++l;
   }
-  std::vector<int> depth(static_cast<size_t>(stages), 0);
+  PerStage<int> depth(stages, 0);
   for (int round = 0; round < stages; ++round) {
     bool changed = false;
-    for (int s = 0; s < stages; ++s) {
-      for (int t : next[static_cast<size_t>(s)]) {
-        if (depth[static_cast<size_t>(t)] + 1 > depth[static_cast<size_t>(s)]) {
-          depth[static_cast<size_t>(s)] = depth[static_cast<size_t>(t)] + 1;
+    for (const StageId s : graph.ids()) {
+      for (const StageId t : next[s]) {
+        if (depth[t] + 1 > depth[s]) {
+          depth[s] = depth[t] + 1;
           changed = true;
         }
       }
     }
     if (!changed) break;
   }
-  return depth;
+  return {depth.begin(), depth.end()};
 }
 
 StageOrders one_f_one_b_orders(const std::vector<int>& warmup, int microbatches) {

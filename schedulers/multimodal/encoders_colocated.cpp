@@ -32,28 +32,31 @@ StageGraph colocated_graph(const Model& model, const Branches& branches,
     const auto pieces =
         partition_branch(model, branches.encoders[b], costs, e,
                          "schedule.encoder_stages (encoder '" + branches.names[b] + "')");
-    for (int k = 0; k < e; ++k) {
-      auto& segs = graph[StageId{k}].segments;
-      segs.insert(segs.end(), pieces[static_cast<size_t>(k)].begin(),
-                  pieces[static_cast<size_t>(k)].end());
+    for (StageId k{0}; const std::vector<Segment>& piece : pieces) {  // stages 0 .. e-1
+      auto& segs = graph[k].segments;
+      segs.insert(segs.end(), piece.begin(), piece.end());
+      ++k;
     }
   }
   const auto llm = partition_branch(model, branches.llm, costs, p - e, "LLM stages");
-  for (int k = e; k < p; ++k) graph[StageId{k}].segments = llm[static_cast<size_t>(k - e)];
+  for (StageId k{e}; const std::vector<Segment>& piece : llm) {  // stages e .. p-1
+    graph[k].segments = piece;
+    ++k;
+  }
   return graph;
 }
 
 /// The largest per-stage cost T of the fused stages: piece k of every branch.
 double fused_bottleneck(const Model& model, const Branches& branches,
                         const std::vector<double>& costs, int e) {
-  std::vector<double> stage(static_cast<size_t>(e), 0.0);
-  for (size_t b = 0; b < branches.encoders.size(); ++b) {
-    const auto pieces = partition_branch(model, branches.encoders[b], costs, e, "encoders");
-    for (int k = 0; k < e; ++k) {
-      for (const Segment& seg : pieces[static_cast<size_t>(k)]) {
-        for (int l = seg.first; l < seg.end; ++l)
-          stage[static_cast<size_t>(k)] += costs[static_cast<size_t>(l)];
+  PerStage<double> stage(e, 0.0);
+  for (const std::vector<int>& branch : branches.encoders) {
+    const auto pieces = partition_branch(model, branch, costs, e, "encoders");
+    for (StageId k{0}; const std::vector<Segment>& piece : pieces) {  // stages 0 .. e-1
+      for (const Segment& seg : piece) {
+        for (const double cost : layer_slice(costs, seg.first, seg.end)) stage[k] += cost;
       }
+      ++k;
     }
   }
   return *std::max_element(stage.begin(), stage.end());
@@ -64,12 +67,12 @@ double fused_bottleneck(const Model& model, const Branches& branches,
 /// forward time, as the frozen-unaware partitioner of dissertation §3.5.3 does.
 int balanced_encoder_stages(const Model& model, const Branches& branches,
                             const std::vector<double>& costs, int p) {
-  size_t shortest = branches.encoders.front().size();
-  for (const auto& b : branches.encoders) shortest = std::min(shortest, b.size());
+  int shortest = isize(branches.encoders.front());
+  for (const auto& b : branches.encoders) shortest = std::min(shortest, isize(b));
   double best = std::numeric_limits<double>::infinity();
   int chosen = 0;
   for (int e = 1; e < p; ++e) {
-    if (e > static_cast<int>(shortest) || p - e > isize(branches.llm)) continue;
+    if (e > shortest || p - e > isize(branches.llm)) continue;
     const double t = std::max(fused_bottleneck(model, branches, costs, e),
                               branch_bottleneck(branches.llm, costs, p - e));
     if (chosen == 0 || t < best - 1e-9 * best) {

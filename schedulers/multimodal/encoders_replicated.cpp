@@ -33,13 +33,13 @@ Schedule generate_encoders_replicated(const SchedulingProblem& problem) {
       partition_branch(model, encoder_layers, costs, 1, "encoders").front();
 
   StageGraph graph(p);
-  for (int s = 0; s < p; ++s) {
-    StageSpec& stage = graph[StageId{s}];
-    if (s == 0)
+  for (const StageId s : graph.ids()) {
+    StageSpec& stage = graph[s];
+    if (s == StageId{0})
       stage.segments = encoders;
     else
       stage.redundant = encoders;
-    const auto& piece = llm[static_cast<size_t>(s)];
+    const auto& piece = llm[s.slot()];
     stage.segments.insert(stage.segments.end(), piece.begin(), piece.end());
   }
   return lower_multimodal(problem, name, graph);

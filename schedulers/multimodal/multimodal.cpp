@@ -1,6 +1,7 @@
 #include "schedulers/multimodal/multimodal.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
@@ -11,11 +12,11 @@ namespace loom {
 
 Branches split_branches(const Model& model, const char* scheduler_name) {
   Branches out;
-  PerModule<int> branch_of(model.modules().ssize(), -1);
+  PerModule<std::optional<size_t>> branch_of(model.modules().ssize());  // none: the LLM
   for (const ModuleId m : model.modules().ids()) {
     const Module& mod = model.module(m);
     if (mod.kind == ModuleKind::kEncoder && mod.inputs.empty()) {
-      branch_of[m] = isize(out.encoders);
+      branch_of[m] = out.encoders.size();
       out.encoders.emplace_back();
       out.names.push_back(mod.name);
     } else if (mod.kind == ModuleKind::kProjector && !mod.inputs.empty()) {
@@ -25,9 +26,8 @@ Branches split_branches(const Model& model, const char* scheduler_name) {
     }
   }
   for (int l = 0; l < model.num_layers(); ++l) {
-    const int b = branch_of[model.module_of(l)];
-    if (b >= 0)
-      out.encoders[static_cast<size_t>(b)].push_back(l);
+    if (const std::optional<size_t> b = branch_of[model.module_of(l)])
+      out.encoders[*b].push_back(l);
     else
       out.llm.push_back(l);
   }
@@ -92,7 +92,7 @@ double branch_bottleneck(const std::vector<int>& layers, const std::vector<doubl
   double worst = 0;
   for (const StageRange& r : partition_min_bottleneck(sub, stages)) {
     double sum = 0;
-    for (int i = r.first; i < r.end; ++i) sum += sub[static_cast<size_t>(i)];
+    for (const double cost : layer_slice(sub, r.first, r.end)) sum += cost;
     worst = std::max(worst, sum);
   }
   return worst;
