@@ -35,7 +35,7 @@ DipLayout dip_layout(const SchedulingProblem& problem) {
   const double t1 = std::max(*std::min_element(t.begin(), t.end()), 1e-12);
   DipLayout out;
   out.ranks = P;
-  std::vector<StageId> chunk_of(static_cast<size_t>(model.num_layers()));
+  PerLayer<StageId> chunk_of(model.num_layers());
   for (size_t i = 0; i < mods.size(); ++i) {
     const int layers = isize(mods[i]);
     const std::string what =
@@ -54,8 +54,7 @@ DipLayout dip_layout(const SchedulingProblem& problem) {
                      .producers = {},
                      .gradients = {}};
       for (const Segment& s : piece)
-        for (int l = s.first; l < s.end; ++l)
-          chunk_of[static_cast<size_t>(l)] = out.chunks.next_id();
+        for (int l = s.first; l < s.end; ++l) chunk_of[LayerId{l}] = out.chunks.next_id();
       out.chunks.push_back(std::move(chunk));
     }
   }
@@ -63,7 +62,7 @@ DipLayout dip_layout(const SchedulingProblem& problem) {
   for (const StageId x : out.chunks.ids()) {
     DipChunk& chunk = out.chunks[x];
     auto add = [&](std::vector<StageId>& to, int layer) {
-      const StageId y = chunk_of[static_cast<size_t>(layer)];
+      const StageId y = chunk_of[LayerId{layer}];
       if (y != x && std::find(to.begin(), to.end(), y) == to.end()) to.push_back(y);
     };
     for (const Segment& s : chunk.segments) {

@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <numeric>
 #include <optional>
 #include <random>
+#include <ranges>
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
@@ -52,7 +54,7 @@ class Search {
 
   /// Makespan of a full unit order: the slowest replica under the greedy interleaving.
   double score(const std::vector<int>& order) {
-    std::vector<double> pos(static_cast<size_t>(units_));
+    std::vector<double> pos(order.size());  // an order places every unit
     for (size_t i = 0; i < order.size(); ++i)
       pos[static_cast<size_t>(order[i])] = static_cast<double>(i);
     double worst = 0;
@@ -143,11 +145,10 @@ class Search {
 
   /// The units an order has not placed yet, ascending.
   std::vector<int> units_after(const std::vector<int>& order) const {
-    std::vector<bool> used(static_cast<size_t>(units_), false);
-    for (int u : order) used[static_cast<size_t>(u)] = true;
+    std::vector<int> placed = order;
+    std::ranges::sort(placed);
     std::vector<int> rest;
-    for (int u = 0; u < units_; ++u)
-      if (!used[static_cast<size_t>(u)]) rest.push_back(u);
+    std::ranges::set_difference(std::views::iota(0, units_), placed, std::back_inserter(rest));
     return rest;
   }
 
@@ -171,7 +172,7 @@ class Search {
   double rollout(std::vector<int> order) {
     std::vector<int> rest = units_after(order);
     for (size_t i = rest.size(); i > 1; --i)  // Fisher-Yates with the raw engine: portable
-      std::swap(rest[i - 1], rest[static_cast<size_t>(rng_() % i)]);
+      std::swap(rest[i - 1], rest[rng_() % i]);
     order.insert(order.end(), rest.begin(), rest.end());
     double t = 0;
     try {

@@ -15,8 +15,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
-#include <numeric>
+#include <optional>
+#include <ranges>
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
@@ -25,19 +27,19 @@ namespace loom {
 
 std::vector<ModalityWork> sample_work(const SchedulingProblem& problem, const Branches& branches) {
   const Model& model = *problem.model;
-  std::vector<char> encoder_side(static_cast<size_t>(model.num_layers()), 0);
+  PerLayer<char> encoder_side(model.num_layers(), 0);
   for (const auto& layers : branches.encoders)
-    for (int l : layers) encoder_side[static_cast<size_t>(l)] = 1;
+    for (int l : layers) encoder_side[LayerId{l}] = 1;
   std::vector<ModalityWork> out;
   out.reserve(problem.samples.size());
   for (const Sample& sample : problem.samples) {
     ModalityWork w;
     const std::vector<const Sample*> one = {&sample};
-    for (int l = 0; l < model.num_layers(); ++l) {
-      const PassCost c =
-          effective_cost(*problem.cost, model, l, layer_shape(model, l, one), problem.parallel.tp);
+    for (const LayerId l : encoder_side.ids()) {
+      const PassCost c = effective_cost(*problem.cost, model, l.value(),
+                                        layer_shape(model, l.value(), one), problem.parallel.tp);
       const double t = c.forward_s + c.backward_s();
-      (encoder_side[static_cast<size_t>(l)] ? w.encoder_s : w.llm_s) += t;
+      (encoder_side[l] ? w.encoder_s : w.llm_s) += t;
     }
     out.push_back(w);
   }
@@ -46,62 +48,74 @@ std::vector<ModalityWork> sample_work(const SchedulingProblem& problem, const Br
 
 std::vector<std::vector<std::vector<int>>> intra_microbatch_lpt(
     const std::vector<ModalityWork>& work, int dp, int microbatches, int microbatch_size) {
-  std::vector<std::vector<std::vector<int>>> out(
-      static_cast<size_t>(dp), std::vector<std::vector<int>>(static_cast<size_t>(microbatches)));
+  PerReplica<std::vector<std::vector<int>>> out(dp);
   const int group = dp * microbatch_size;
   for (int j = 0; j < microbatches; ++j) {
-    std::vector<int> ids(static_cast<size_t>(group));
-    std::iota(ids.begin(), ids.end(), j * group);
+    const auto global_microbatch = std::views::iota(j * group, (j + 1) * group);
+    std::vector<int> ids(global_microbatch.begin(), global_microbatch.end());
     // LPT: longest encoder work first, to the least-loaded replica with room (stable
     // tie-breaks keep it deterministic).
     std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) {
       return work[static_cast<size_t>(a)].encoder_s > work[static_cast<size_t>(b)].encoder_s;
     });
-    std::vector<double> load(static_cast<size_t>(dp), 0);
+    PerReplica<std::vector<int>> microbatch(dp);  // replica d's share of microbatch j
+    PerReplica<double> load(dp, 0);
     for (int id : ids) {
-      int best = -1;
-      for (int d = 0; d < dp; ++d) {
-        if (isize(out[static_cast<size_t>(d)][static_cast<size_t>(j)]) >= microbatch_size) continue;
-        if (best < 0 || load[static_cast<size_t>(d)] < load[static_cast<size_t>(best)]) best = d;
+      std::optional<ReplicaId> best;
+      for (const ReplicaId d : microbatch.ids()) {
+        if (isize(microbatch[d]) >= microbatch_size) continue;
+        if (!best || load[d] < load[*best]) best = d;
       }
-      out[static_cast<size_t>(best)][static_cast<size_t>(j)].push_back(id);
-      load[static_cast<size_t>(best)] += work[static_cast<size_t>(id)].encoder_s;
+      microbatch[*best].push_back(id);
+      load[*best] += work[static_cast<size_t>(id)].encoder_s;
     }
-    for (auto& replica : out)
-      std::sort(replica[static_cast<size_t>(j)].begin(), replica[static_cast<size_t>(j)].end());
+    for (const ReplicaId d : out.ids()) {
+      std::sort(microbatch[d].begin(), microbatch[d].end());
+      out[d].push_back(std::move(microbatch[d]));
+    }
   }
-  return out;
+  return {std::make_move_iterator(out.begin()), std::make_move_iterator(out.end())};
 }
 
 std::vector<int> inter_microbatch_order(const std::vector<double>& encoder_stage_s,
                                         const std::vector<double>& llm_stage_s, int tail) {
-  const int m = isize(encoder_stage_s);
-  std::vector<int> by_size(static_cast<size_t>(m));
-  std::iota(by_size.begin(), by_size.end(), 0);
-  auto size = [&](int j) {
-    return encoder_stage_s[static_cast<size_t>(j)] + llm_stage_s[static_cast<size_t>(j)];
+  struct Microbatch {
+    int id = 0;  ///< position in the arrival order
+    double encoder_s = 0;
+    double llm_s = 0;
   };
-  std::stable_sort(by_size.begin(), by_size.end(), [&](int a, int b) { return size(a) < size(b); });
-  if (m <= 1) return by_size;
+  std::vector<Microbatch> by_size;
+  for (size_t j = 0; j < encoder_stage_s.size(); ++j)
+    by_size.push_back({isize(by_size), encoder_stage_s[j], llm_stage_s[j]});
+  std::stable_sort(by_size.begin(), by_size.end(), [](const Microbatch& a, const Microbatch& b) {
+    return a.encoder_s + a.llm_s < b.encoder_s + b.llm_s;
+  });
+  const int m = isize(by_size);
+  std::vector<int> order;
+  if (m <= 1) {
+    for (const Microbatch& mb : by_size) order.push_back(mb.id);
+    return order;
+  }
   // Smallest first (short warm-up fill); the next `tail` smallest drain the pipeline.
   const int reserved = std::min(tail, m - 1);
-  std::vector<int> order = {by_size.front()};
-  std::vector<int> rest(by_size.begin() + 1 + reserved, by_size.end());
-  std::vector<int> cool(by_size.begin() + 1, by_size.begin() + 1 + reserved);
+  order.push_back(by_size.front().id);
+  double period = by_size.front().llm_s;  // the backbone time of the last one placed
+  std::vector<Microbatch> rest(by_size.begin() + 1 + reserved, by_size.end());
+  std::vector<Microbatch> cool(by_size.begin() + 1, by_size.begin() + 1 + reserved);
   // Middle: best fit. In the 1F1B steady state the encoder forwards the next microbatch
   // while the backbone works on the previous one; the closest fit idles neither.
   while (!rest.empty()) {
-    const double period = llm_stage_s[static_cast<size_t>(order.back())];
-    auto best = std::min_element(rest.begin(), rest.end(), [&](int a, int b) {
-      return std::abs(encoder_stage_s[static_cast<size_t>(a)] - period) <
-             std::abs(encoder_stage_s[static_cast<size_t>(b)] - period);
-    });
-    order.push_back(*best);
+    auto best =
+        std::min_element(rest.begin(), rest.end(), [&](const Microbatch& a, const Microbatch& b) {
+          return std::abs(a.encoder_s - period) < std::abs(b.encoder_s - period);
+        });
+    order.push_back(best->id);
+    period = best->llm_s;
     rest.erase(best);
   }
   // The reserved ones run last, largest of them first so the drain shrinks.
   std::reverse(cool.begin(), cool.end());
-  order.insert(order.end(), cool.begin(), cool.end());
+  for (const Microbatch& mb : cool) order.push_back(mb.id);
   return order;
 }
 
@@ -162,7 +176,7 @@ Schedule disttrain_schedule(const SchedulingProblem& problem, bool reorder) {
   SchedulingProblem out = problem;
   const int dp = problem.parallel.dp, m = problem.schedule.microbatches;
   const int mbs = problem.schedule.microbatch_size;
-  if (problem.samples.size() < static_cast<size_t>(dp * m * mbs))
+  if (isize(problem.samples) < dp * m * mbs)
     throw InputError("workload: disttrain needs dp x microbatches x microbatch_size = " +
                      std::to_string(dp * m * mbs) + " samples, the workload has " +
                      std::to_string(problem.samples.size()));
@@ -171,12 +185,16 @@ Schedule disttrain_schedule(const SchedulingProblem& problem, bool reorder) {
     out.assignment = intra_microbatch_lpt(work, dp, m, mbs);
     int enc_depth = *std::max_element(a.encoders.begin(), a.encoders.end());
     for (auto& replica : out.assignment) {
-      std::vector<double> enc(static_cast<size_t>(m), 0), llm(static_cast<size_t>(m), 0);
-      for (int j = 0; j < m; ++j) {
-        for (int id : replica[static_cast<size_t>(j)]) {
-          enc[static_cast<size_t>(j)] += work[static_cast<size_t>(id)].encoder_s / enc_depth;
-          llm[static_cast<size_t>(j)] += work[static_cast<size_t>(id)].llm_s / a.llm;
+      std::vector<double> enc, llm;  // per microbatch, its encoder and LLM stage times
+      for (const std::vector<int>& microbatch : replica) {
+        double enc_s = 0, llm_s = 0;
+        for (int id : microbatch) {
+          const ModalityWork& w = work[static_cast<size_t>(id)];
+          enc_s += w.encoder_s / enc_depth;
+          llm_s += w.llm_s / a.llm;
         }
+        enc.push_back(enc_s);
+        llm.push_back(llm_s);
       }
       const std::vector<int> order = inter_microbatch_order(enc, llm, enc_depth + a.llm - 1);
       std::vector<std::vector<int>> reordered;

@@ -28,33 +28,37 @@ StageGraph entrain_graph(const Model& model, const Branches& b, const std::vecto
   for (size_t k = 0; k < b.encoders.size(); ++k) {
     const auto pieces = partition_branch(model, b.encoders[k], costs, e,
                                          "encoder stages (encoder '" + b.names[k] + "')");
-    for (int s = 0; s < e; ++s) {
-      auto& segs = graph[StageId{s}].segments;
-      segs.insert(segs.end(), pieces[static_cast<size_t>(s)].begin(),
-                  pieces[static_cast<size_t>(s)].end());
+    StageId s{0};  // the branch's pieces on encoder stages 0 .. e - 1
+    for (const auto& piece : pieces) {
+      auto& segs = graph[s].segments;
+      segs.insert(segs.end(), piece.begin(), piece.end());
+      ++s;
     }
   }
-  const auto llm = partition_branch(model, b.llm, costs, p - e, "LLM stages");
-  for (int s = e; s < p; ++s) graph[StageId{s}].segments = llm[static_cast<size_t>(s - e)];
+  StageId s{e};  // the LLM's pieces on stages e .. p - 1
+  for (const auto& piece : partition_branch(model, b.llm, costs, p - e, "LLM stages")) {
+    graph[s].segments = piece;
+    ++s;
+  }
   return graph;
 }
 
 /// E minimizing the slowest stage under the batch's macroscopic per-layer costs (§4.4.3's
 /// balance between the encoder and LLM pipelines; ties: fewer encoder stages).
 int balanced_split(const Model& model, const Branches& b, const std::vector<double>& costs, int p) {
-  size_t shortest = b.encoders.front().size();
-  for (const auto& e : b.encoders) shortest = std::min(shortest, e.size());
+  int shortest = isize(b.encoders.front());
+  for (const auto& e : b.encoders) shortest = std::min(shortest, isize(e));
   int best_e = 0;
   double best = std::numeric_limits<double>::infinity();
   for (int e = 1; e < p; ++e) {
-    if (e > static_cast<int>(shortest) || p - e > isize(b.llm)) continue;
-    std::vector<double> stage(static_cast<size_t>(e), 0.0);
+    if (e > shortest || p - e > isize(b.llm)) continue;
+    PerStage<double> stage(e, 0.0);
     for (const auto& branch : b.encoders) {
-      const auto pieces = partition_branch(model, branch, costs, e, "encoders");
-      for (int s = 0; s < e; ++s) {
-        for (const Segment& seg : pieces[static_cast<size_t>(s)])
-          for (int l = seg.first; l < seg.end; ++l)
-            stage[static_cast<size_t>(s)] += costs[static_cast<size_t>(l)];
+      StageId s{0};  // the branch's pieces on encoder stages 0 .. e - 1
+      for (const auto& piece : partition_branch(model, branch, costs, e, "encoders")) {
+        for (const Segment& seg : piece)
+          for (int l = seg.first; l < seg.end; ++l) stage[s] += costs[static_cast<size_t>(l)];
+        ++s;
       }
     }
     const double t = std::max(*std::max_element(stage.begin(), stage.end()),
@@ -72,19 +76,19 @@ int balanced_split(const Model& model, const Branches& b, const std::vector<doub
 
 /// The samples of the iteration: dp x microbatches x microbatch_size (as every scheduler).
 std::vector<Sample> iteration_samples(const SchedulingProblem& problem) {
-  const size_t n = static_cast<size_t>(problem.parallel.dp) * problem.schedule.microbatches *
-                   problem.schedule.microbatch_size;
-  if (problem.samples.size() < n)
+  const int n =
+      problem.parallel.dp * problem.schedule.microbatches * problem.schedule.microbatch_size;
+  if (isize(problem.samples) < n)
     throw InputError(
         "workload: the iteration needs dp x microbatches x microbatch_size = " + std::to_string(n) +
         " samples but the workload has " + std::to_string(problem.samples.size()));
-  return {problem.samples.begin(), problem.samples.begin() + static_cast<long>(n)};
+  return {problem.samples.begin(), problem.samples.begin() + n};
 }
 
 /// The lowering costs every op on M^LLM_j (the assignment); the encoders' forwards and the
 /// activations they pass between encoder stages run on M^enc_j instead.
 void cost_encoder_forwards(Schedule& schedule, const SchedulingProblem& q, const EntrainPlan& plan,
-                           const std::vector<bool>& is_llm) {
+                           const PerLayer<bool>& is_llm) {
   const Model& model = *q.model;
   auto enc_set = [&](RankId rank, int mb) {
     const int d = schedule.ranks[rank].replica;
@@ -96,7 +100,7 @@ void cost_encoder_forwards(Schedule& schedule, const SchedulingProblem& q, const
     const int tp = schedule.ranks[r].tp;
     for (Op& op : schedule.programs[r]) {
       if (auto* c = std::get_if<Compute>(&op);
-          c && c->pass == Pass::kF && !is_llm[static_cast<size_t>(c->first_layer)]) {
+          c && c->pass == Pass::kF && !is_llm[LayerId{c->first_layer}]) {
         const auto batch = enc_set(r, c->microbatch);
         c->seconds = 0;
         for (int l = c->first_layer; l < c->end_layer; ++l)
@@ -104,7 +108,7 @@ void cost_encoder_forwards(Schedule& schedule, const SchedulingProblem& q, const
               effective_cost(*q.cost, model, l, layer_shape(model, l, batch), tp).forward_s;
       }
       auto fix_message = [&](MessageTag& tag, double& bytes) {
-        if (tag.pass != Pass::kF || is_llm[static_cast<size_t>(tag.boundary_layer)]) return;
+        if (tag.pass != Pass::kF || is_llm[LayerId{tag.boundary_layer}]) return;
         bytes = q.cost->output_bytes(
             tag.producer(), layer_shape(model, tag.producer(), enc_set(r, tag.microbatch)));
       };
@@ -122,15 +126,14 @@ Schedule lower_plan(const SchedulingProblem& problem, const EntrainPlan& plan,
   q.assignment.clear();
   for (const DeferralPlan& r : plan.assignment.replicas) q.assignment.push_back(r.llm);
   const int p = isize(plan.graph);
-  std::vector<int> lag(static_cast<size_t>(p));
-  const auto downstream = stages_downstream(*problem.model, plan.graph);
-  for (int s = 0; s < p; ++s)
-    lag[static_cast<size_t>(s)] = p - 1 - downstream[static_cast<size_t>(s)];
+  std::vector<int> lag;  // per stage
+  for (const int downstream : stages_downstream(*problem.model, plan.graph))
+    lag.push_back(p - 1 - downstream);
   Schedule schedule = lower_stage_graph(q, kName, plan.graph,
                                         entrain_orders(warmup, lag, q.schedule.microbatches,
                                                        problem.schedule.entrain_pipeline == "zb"));
-  std::vector<bool> is_llm(static_cast<size_t>(problem.model->num_layers()), false);
-  for (int l : split_branches(*problem.model, kName).llm) is_llm[static_cast<size_t>(l)] = true;
+  PerLayer<bool> is_llm(problem.model->num_layers(), false);
+  for (int l : split_branches(*problem.model, kName).llm) is_llm[LayerId{l}] = true;
   cost_encoder_forwards(schedule, q, plan, is_llm);
   return schedule;
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iterator>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 
 #include "core/index.hpp"
@@ -42,24 +43,24 @@ std::vector<std::vector<int>> assign_replicas(const std::vector<SampleWork>& wor
   if (dp < 1) throw std::invalid_argument("assign_replicas: dp < 1");
   std::vector<int> all(work.size());
   std::iota(all.begin(), all.end(), 0);
-  const size_t n = work.size();
-  std::vector<size_t> capacity(static_cast<size_t>(dp), n / static_cast<size_t>(dp));
-  for (size_t d = 0; d < n % static_cast<size_t>(dp); ++d) ++capacity[d];
-  std::vector<std::vector<int>> replicas(static_cast<size_t>(dp));
-  std::vector<double> llm(static_cast<size_t>(dp), 0.0);
+  const int n = isize(work);
+  PerReplica<int> capacity(dp, n / dp);
+  for (const ReplicaId d : IdRange<ReplicaId>(n % dp)) ++capacity[d];
+  PerReplica<std::vector<int>> replicas(dp);
+  PerReplica<double> llm(dp, 0.0);
   // §4.3: heaviest encoder samples first, each to the replica with the least LLM work so
   // far among those with room (the minibatch size is B_global / DP).
   for (int s : by_encoder_descending(work, all)) {
-    size_t best = replicas.size();
-    for (size_t d = 0; d < replicas.size(); ++d) {
-      if (replicas[d].size() >= capacity[d]) continue;
-      if (best == replicas.size() || llm[d] < llm[best]) best = d;
+    std::optional<ReplicaId> best;
+    for (const ReplicaId d : replicas.ids()) {
+      if (isize(replicas[d]) >= capacity[d]) continue;
+      if (!best || llm[d] < llm[*best]) best = d;
     }
-    replicas[best].push_back(s);
-    llm[best] += work[static_cast<size_t>(s)].llm;
+    replicas[*best].push_back(s);
+    llm[*best] += work[static_cast<size_t>(s)].llm;
   }
   for (auto& r : replicas) std::sort(r.begin(), r.end());
-  return replicas;
+  return {std::make_move_iterator(replicas.begin()), std::make_move_iterator(replicas.end())};
 }
 
 int effective_microbatches(const std::vector<SampleWork>& work, const std::vector<int>& samples,
@@ -84,18 +85,18 @@ std::vector<std::vector<int>> stratified_assignment(const std::vector<SampleWork
   std::stable_sort(by_llm.begin(), by_llm.end(), [&](int a, int b) {
     return work[static_cast<size_t>(a)].llm > work[static_cast<size_t>(b)].llm;
   });
-  const size_t coarse = (by_llm.size() + 1) / 2;
-  const std::vector<int> s_c(by_llm.begin(), by_llm.begin() + static_cast<long>(coarse));
-  const std::vector<int> s_f(by_llm.begin() + static_cast<long>(coarse), by_llm.end());
+  const int coarse = (isize(by_llm) + 1) / 2;
+  const std::vector<int> s_c(by_llm.begin(), by_llm.begin() + coarse);
+  const std::vector<int> s_f(by_llm.begin() + coarse, by_llm.end());
 
-  std::vector<std::vector<int>> mbs(static_cast<size_t>(k_eff));
-  std::vector<double> load(static_cast<size_t>(k_eff), 0.0);
+  PerMicrobatch<std::vector<int>> mbs(k_eff);
+  PerMicrobatch<double> load(k_eff, 0.0);
   // Lines 5-6: S_c then S_f, each by w_enc descending, Min-Max greedy (an LPT list
   // schedule, within (2 - 1/K) of the optimal makespan by Graham's bound).
   for (const auto* set : {&s_c, &s_f}) {
     for (int s : by_encoder_descending(work, *set)) {
-      size_t best = 0;
-      for (size_t j = 1; j < mbs.size(); ++j) {
+      MicrobatchId best{0};
+      for (const MicrobatchId j : mbs.ids()) {
         if (load[j] < load[best] || (load[j] == load[best] && mbs[j].size() < mbs[best].size()))
           best = j;
       }
@@ -104,7 +105,7 @@ std::vector<std::vector<int>> stratified_assignment(const std::vector<SampleWork
     }
   }
   for (auto& mb : mbs) std::sort(mb.begin(), mb.end());
-  return mbs;
+  return {std::make_move_iterator(mbs.begin()), std::make_move_iterator(mbs.end())};
 }
 
 SubsetSums::SubsetSums(const std::vector<double>& workloads, double unit) : unit_(unit) {
@@ -119,17 +120,18 @@ SubsetSums::SubsetSums(const std::vector<double>& workloads, double unit) : unit
   from_.assign(static_cast<size_t>(total) + 1, -1);
   from_[0] = -2;
   int reach = 0;
-  for (int i = 0; i < isize(units_); ++i) {
-    const int w = units_[static_cast<size_t>(i)];
+  for (int i = 0; const int w : units_) {
+    const int item = i++;
     if (w == 0) continue;  // contributes nothing to any sum: never worth deferring
     for (int x = reach; x >= 0; --x) {
       if (from_[static_cast<size_t>(x)] != -1 && from_[static_cast<size_t>(x + w)] == -1)
-        from_[static_cast<size_t>(x + w)] = i;
+        from_[static_cast<size_t>(x + w)] = item;
     }
     reach += w;
   }
-  for (int x = 0; x < isize(from_); ++x) {
-    if (from_[static_cast<size_t>(x)] != -1) sums_.push_back(x);
+  for (int x = 0; const int item : from_) {
+    if (item != -1) sums_.push_back(x);
+    ++x;
   }
 }
 

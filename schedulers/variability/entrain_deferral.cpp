@@ -7,7 +7,7 @@
 //   T* = min T in V u L such that every i with L_i > T matches a distinct j with V_ij <= T
 //   execution order:        ol_0 ul_0 ol_1 ul_1 ...  (ul_k runs ol_k's deferred LLM work)
 #include <algorithm>
-#include <numeric>
+#include <optional>
 #include <stdexcept>
 
 #include "core/index.hpp"
@@ -16,39 +16,38 @@
 namespace loom {
 namespace {
 
+/// Overloaded microbatches are rows i, underloaded ones columns j: positions in `ol`, `ul`.
 struct PairTable {
-  std::vector<int> ol, ul;                              ///< microbatch indices
+  std::vector<MicrobatchId> ol, ul;
   std::vector<std::vector<double>> v;                   ///< V[i][j], Eq 4.3
   std::vector<std::vector<std::vector<int>>> deferred;  ///< S_deferred(i, j) (sample ids)
   std::vector<double> l;                                ///< L_i = w_LLM,i
 };
 
-PairTable build_pairs(const std::vector<SampleWork>& work, const std::vector<std::vector<int>>& mbs,
-                      const DeferralOptions& opt) {
-  const int k = isize(mbs);
-  std::vector<double> w(static_cast<size_t>(k));
-  for (int j = 0; j < k; ++j)
-    w[static_cast<size_t>(j)] = llm_work(work, mbs[static_cast<size_t>(j)]);
-  std::vector<int> order(static_cast<size_t>(k));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return w[static_cast<size_t>(a)] > w[static_cast<size_t>(b)];
-  });
+PairTable build_pairs(const std::vector<SampleWork>& work,
+                      const PerMicrobatch<std::vector<int>>& mbs, const DeferralOptions& opt) {
+  const int k = mbs.ssize();
+  PerMicrobatch<double> w;
+  for (const auto& mb : mbs) w.push_back(llm_work(work, mb));
+  std::vector<MicrobatchId> order;
+  for (const MicrobatchId j : mbs.ids()) order.push_back(j);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](MicrobatchId a, MicrobatchId b) { return w[a] > w[b]; });
   PairTable t;
   t.ol.assign(order.begin(), order.begin() + k / 2);  // line 8: top K/2 ...
   t.ul.assign(order.begin() + k / 2, order.end());    // ... and the rest (K odd: one more)
-  const double heaviest = k > 0 ? w[static_cast<size_t>(order.front())] : 0;
+  const double heaviest = k > 0 ? w[order.front()] : 0;
   const double unit = heaviest > 0 ? heaviest / std::max(1, opt.resolution) : 1;
-  for (int i : t.ol) {
-    const auto& samples = mbs[static_cast<size_t>(i)];
+  for (const MicrobatchId i : t.ol) {
+    const auto& samples = mbs[i];
     std::vector<double> items;
     for (int s : samples) items.push_back(work[static_cast<size_t>(s)].llm);
     const SubsetSums dp(items, unit);  // one table per overloaded microbatch (line 10)
-    t.l.push_back(w[static_cast<size_t>(i)]);
+    t.l.push_back(w[i]);
     t.v.emplace_back();
     t.deferred.emplace_back();
-    for (int j : t.ul) {
-      const double wi = w[static_cast<size_t>(i)], wj = w[static_cast<size_t>(j)];
+    for (const MicrobatchId j : t.ul) {
+      const double wi = w[i], wj = w[j];
       std::vector<int> chosen;
       for (int pos : dp.closest((wi - wj) / 2)) chosen.push_back(samples[static_cast<size_t>(pos)]);
       const double moved = llm_work(work, chosen);
@@ -59,15 +58,19 @@ PairTable build_pairs(const std::vector<SampleWork>& work, const std::vector<std
   return t;
 }
 
+/// Per overloaded position, the underloaded position it is paired with (none: unpaired);
+/// per underloaded position, the overloaded one.
+using Mates = std::vector<std::optional<size_t>>;
+
 /// Kuhn's augmenting path from overloaded position i over edges V_ij <= T.
-bool augment(const PairTable& t, size_t i, double threshold, std::vector<int>& mate_ul,
+bool augment(const PairTable& t, size_t i, double threshold, Mates& mate_ul,
              std::vector<char>& seen) {
   for (size_t j = 0; j < t.ul.size(); ++j) {
     if (seen[j] || t.v[i][j] > threshold) continue;
     seen[j] = 1;
-    const int other = mate_ul[j];
-    if (other < 0 || augment(t, static_cast<size_t>(other), threshold, mate_ul, seen)) {
-      mate_ul[j] = static_cast<int>(i);
+    const std::optional<size_t> other = mate_ul[j];
+    if (!other || augment(t, *other, threshold, mate_ul, seen)) {
+      mate_ul[j] = i;
       return true;
     }
   }
@@ -76,19 +79,19 @@ bool augment(const PairTable& t, size_t i, double threshold, std::vector<int>& m
 
 /// BOTTLENECKMATCH's feasibility check at threshold T: every critical overloaded microbatch
 /// (L_i > T) gets a distinct underloaded partner with V_ij <= T, by DFS-based bipartite
-/// matching (§4.5.2). Returns mate[i] per overloaded position (-1: not critical) or an
+/// matching (§4.5.2). Returns mate[i] per overloaded position (none: not critical) or an
 /// empty vector when infeasible (it stops at the first critical one left unmatched).
-std::vector<int> match_at(const PairTable& t, double threshold) {
-  std::vector<int> mate_ul(t.ul.size(), -1);
+Mates match_at(const PairTable& t, double threshold) {
+  Mates mate_ul(t.ul.size());
   std::vector<char> seen(t.ul.size());
   for (size_t i = 0; i < t.ol.size(); ++i) {
     if (t.l[i] <= threshold) continue;  // runs within T alone
     std::fill(seen.begin(), seen.end(), 0);
     if (!augment(t, i, threshold, mate_ul, seen)) return {};
   }
-  std::vector<int> out(t.ol.size(), -1);
+  Mates out(t.ol.size());
   for (size_t j = 0; j < mate_ul.size(); ++j)
-    if (mate_ul[j] >= 0) out[static_cast<size_t>(mate_ul[j])] = static_cast<int>(j);
+    if (mate_ul[j]) out[*mate_ul[j]] = j;
   return out;
 }
 
@@ -97,31 +100,30 @@ std::vector<int> match_at(const PairTable& t, double threshold) {
 DeferralPlan pairwise_deferral(const std::vector<SampleWork>& work,
                                const std::vector<std::vector<int>>& encoder_microbatches,
                                const DeferralOptions& options) {
-  const PairTable t = build_pairs(work, encoder_microbatches, options);
+  const PerMicrobatch<std::vector<int>> mbs(encoder_microbatches);
+  const PairTable t = build_pairs(work, mbs, options);
   DeferralPlan plan;
-  for (const auto& mb : encoder_microbatches)
+  for (const auto& mb : mbs)
     plan.max_llm_before_s = std::max(plan.max_llm_before_s, llm_work(work, mb));
   // Units of execution: a pair (ol, ul) or a lone microbatch, each with its deferral set.
   struct Unit {
-    std::vector<int> mbs;
+    std::vector<MicrobatchId> mbs;
     std::vector<int> deferred;  ///< from mbs[0] to mbs[1]
     double encoder = 0;         ///< the unit's heaviest encoder microbatch
   };
   std::vector<Unit> units;
-  auto push = [&](std::vector<int> mbs, std::vector<int> deferred) {
+  auto push = [&](std::vector<MicrobatchId> unit_mbs, std::vector<int> deferred) {
     double enc = 0;
-    for (int mb : mbs)
-      enc = std::max(enc, encoder_work(work, encoder_microbatches[static_cast<size_t>(mb)]));
-    units.push_back({std::move(mbs), std::move(deferred), enc});
+    for (const MicrobatchId mb : unit_mbs) enc = std::max(enc, encoder_work(work, mbs[mb]));
+    units.push_back({std::move(unit_mbs), std::move(deferred), enc});
   };
   if (t.ol.empty()) {
-    for (int j : t.ul) push({j}, {});
+    for (const MicrobatchId j : t.ul) push({j}, {});
   } else {
     // Candidates: V u L, at least the heaviest underloaded microbatch (which can never
     // shed work) and at most max L (always feasible: nothing is critical).
     double floor_t = 0;
-    for (int j : t.ul)
-      floor_t = std::max(floor_t, llm_work(work, encoder_microbatches[static_cast<size_t>(j)]));
+    for (const MicrobatchId j : t.ul) floor_t = std::max(floor_t, llm_work(work, mbs[j]));
     std::vector<double> cand(t.l.begin(), t.l.end());
     for (const auto& row : t.v) cand.insert(cand.end(), row.begin(), row.end());
     const double max_l = *std::max_element(t.l.begin(), t.l.end());
@@ -137,26 +139,26 @@ DeferralPlan pairwise_deferral(const std::vector<SampleWork>& work,
       else
         hi = mid;
     }
-    const std::vector<int> mate = match_at(t, cand[lo]);
+    const Mates mate = match_at(t, cand[lo]);
     // Non-critical overloaded microbatches take the remaining underloaded ones (heaviest
     // with lightest); Fig 4.8c balances them too, so their pair's deferral set is applied
     // as well (V_ij <= L_i <= T*, so T* is unchanged).
     std::vector<bool> used(t.ul.size(), false);
-    for (int m : mate)
-      if (m >= 0) used[static_cast<size_t>(m)] = true;
-    std::vector<int> partner = mate;
+    for (const std::optional<size_t>& m : mate)
+      if (m) used[*m] = true;
+    Mates partner = mate;
     for (size_t i = 0; i < t.ol.size(); ++i) {
-      if (partner[i] >= 0) continue;
+      if (partner[i]) continue;
       for (size_t j = t.ul.size(); j-- > 0;) {
         if (!used[j]) {
           used[j] = true;
-          partner[i] = static_cast<int>(j);
+          partner[i] = j;
           break;
         }
       }
     }
     for (size_t i = 0; i < t.ol.size(); ++i) {  // line 14: (ol_0, ul_0, ol_1, ul_1, ...)
-      const size_t j = static_cast<size_t>(partner[i]);
+      const size_t j = *partner[i];
       push({t.ol[i], t.ul[j]}, options.defer ? t.deferred[i][j] : std::vector<int>{});
     }
     for (size_t j = 0; j < t.ul.size(); ++j)
@@ -169,7 +171,7 @@ DeferralPlan pairwise_deferral(const std::vector<SampleWork>& work,
                    [](const Unit& a, const Unit& b) { return a.encoder > b.encoder; });
   for (Unit& u : units) {
     for (size_t k = 0; k < u.mbs.size(); ++k) {
-      plan.encoder.push_back(encoder_microbatches[static_cast<size_t>(u.mbs[k])]);
+      plan.encoder.push_back(mbs[u.mbs[k]]);
       plan.deferred.push_back(k == 0 ? std::move(u.deferred) : std::vector<int>{});
     }
   }

@@ -11,9 +11,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <iterator>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <ranges>
 
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
@@ -32,8 +35,9 @@ constexpr double kTextSlack = 128;  // Q'_t = Q_t - 128 (§5.1)
 double load(const std::vector<SampleSize>& sizes, const std::vector<int>& g, double qv, double qt) {
   double v = 0, t = 0;
   for (int i : g) {
-    v += sizes[static_cast<size_t>(i)].vision;
-    t += sizes[static_cast<size_t>(i)].text;
+    const SampleSize& s = sizes[static_cast<size_t>(i)];
+    v += s.vision;
+    t += s.text;
   }
   return (qv > 0 ? v / qv : 0) + (qt > 0 ? t / qt : 0);
 }
@@ -55,33 +59,32 @@ std::vector<std::vector<int>> isf_groups(const std::vector<SampleSize>& sizes, i
   std::vector<std::vector<int>> accepted;
   for (int round = 0; round < rounds && !pool.empty() && isize(accepted) < groups; ++round) {
     std::shuffle(pool.begin(), pool.end(), rng);  // Alg 1 line 1: randperm(D)
-    std::vector<std::vector<int>> candidates;
-    std::vector<int> g;
-    double iv = 0, it = 0;
+    struct Candidate {
+      std::vector<int> samples;
+      double vision = 0, text = 0;  ///< the samples' totals
+    };
+    std::vector<Candidate> candidates;  // the pool cut into consecutive groups
+    Candidate g;
     for (int i : pool) {  // Alg 1: close a group when adding the sample would exceed Q
       const SampleSize& s = sizes[static_cast<size_t>(i)];
-      if (!g.empty() && (iv + s.vision > qv || it + s.text > qt)) {
+      if (!g.samples.empty() && (g.vision + s.vision > qv || g.text + s.text > qt)) {
         candidates.push_back(g);
-        g.clear();
-        iv = it = 0;
+        g = {};
       }
-      g.push_back(i);
-      iv += s.vision;
-      it += s.text;
+      g.samples.push_back(i);
+      g.vision += s.vision;
+      g.text += s.text;
     }
-    if (!g.empty()) candidates.push_back(g);
-    std::vector<char> taken(sizes.size(), 0);
-    for (const auto& c : candidates) {  // Alg 2: keep groups that reach Q'_v or Q'_t
-      double cv = 0, ct = 0;
-      for (int i : c) {
-        cv += sizes[static_cast<size_t>(i)].vision;
-        ct += sizes[static_cast<size_t>(i)].text;
+    if (!g.samples.empty()) candidates.push_back(g);
+    std::vector<int> rejected;  // the next round's pool: the samples of groups not accepted
+    for (const Candidate& c : candidates) {  // Alg 2: keep groups that reach Q'_v or Q'_t
+      if ((c.vision < qv_min && c.text < qt_min) || isize(accepted) >= groups) {
+        rejected.insert(rejected.end(), c.samples.begin(), c.samples.end());
+        continue;
       }
-      if ((cv < qv_min && ct < qt_min) || isize(accepted) >= groups) continue;
-      accepted.push_back(c);
-      for (int i : c) taken[static_cast<size_t>(i)] = 1;
+      accepted.push_back(c.samples);
     }
-    std::erase_if(pool, [&](int i) { return taken[static_cast<size_t>(i)] != 0; });
+    pool = std::move(rejected);
   }
   // Leftovers: open the missing groups with the largest, then LPT on normalized load.
   std::stable_sort(pool.begin(), pool.end(), [&](int a, int b) {
@@ -122,13 +125,11 @@ std::vector<std::vector<StageRange>> bmp_candidates(const std::vector<double>& f
   std::vector<int> offset(cut.size(), -radius);
   while (true) {  // every jitter in [-r, r]^(N-1), odometer order
     std::vector<int> p(cut.size());
-    bool valid = true;
-    for (size_t i = 0; i < cut.size(); ++i) {
-      p[i] = cut[i] + offset[i];
-      if (p[i] < 1 + static_cast<int>(i) || p[i] > layers - static_cast<int>(cut.size() - i) ||
-          (i > 0 && p[i] <= p[i - 1]))
-        valid = false;
-    }
+    for (size_t i = 0; i < cut.size(); ++i) p[i] = cut[i] + offset[i];
+    // Every stage keeps a layer: the cuts strictly increase inside (0, layers).
+    const bool valid =
+        p.empty() || (p.front() >= 1 && p.back() < layers &&
+                      std::adjacent_find(p.begin(), p.end(), std::greater_equal<>{}) == p.end());
     if (valid) {
       std::vector<double> fwd;
       int first = 0;
@@ -168,25 +169,27 @@ namespace {
 
 std::vector<std::vector<std::vector<int>>> balanced_assignment(const SchedulingProblem& problem) {
   const int dp = problem.parallel.dp, m = problem.schedule.microbatches;
-  const size_t n = static_cast<size_t>(dp) * m * problem.schedule.microbatch_size;
-  if (problem.samples.size() < n)
+  const int n = dp * m * problem.schedule.microbatch_size;
+  if (isize(problem.samples) < n)
     throw InputError(
         "workload: omnibal needs dp x microbatches x microbatch_size = " + std::to_string(n) +
         " samples, the workload has " + std::to_string(problem.samples.size()));
   std::vector<SampleSize> sizes;
-  for (size_t i = 0; i < n; ++i) {
+  for (const Sample& sample : problem.samples | std::views::take(n)) {
     SampleSize s;
-    for (const auto& [modality, tokens] : problem.samples[i].tokens)
+    for (const auto& [modality, tokens] : sample.tokens)
       (modality == "text" ? s.text : s.vision) += tokens;
     sizes.push_back(s);
   }
   const auto groups =
       isf_groups(sizes, dp * m, kIsfRounds, static_cast<std::uint64_t>(problem.schedule.dip_seed));
-  std::vector<std::vector<std::vector<int>>> out(
-      static_cast<size_t>(dp), std::vector<std::vector<int>>(static_cast<size_t>(m)));
-  for (size_t k = 0; k < groups.size(); ++k)
-    out[k % static_cast<size_t>(dp)][k / static_cast<size_t>(dp)] = groups[k];
-  return out;
+  // Dealt round-robin: group k is microbatch k / dp of replica k % dp.
+  PerReplica<std::vector<std::vector<int>>> out(dp);
+  auto group = groups.begin();
+  for (int j = 0; j < m; ++j)
+    for (auto& replica : out)
+      replica.push_back(group != groups.end() ? *group++ : std::vector<int>{});
+  return {std::make_move_iterator(out.begin()), std::make_move_iterator(out.end())};
 }
 
 }  // namespace
@@ -213,8 +216,8 @@ Schedule generate_omnibal(const SchedulingProblem& problem) {
     activ.push_back(problem.cost->output_bytes(l, shape));
   }
   const int p = problem.parallel.pp;
-  std::vector<int> warmup(static_cast<size_t>(p));
-  for (int s = 0; s < p; ++s) warmup[static_cast<size_t>(s)] = p - s - 1;
+  std::vector<int> warmup;  // per stage
+  for (int s = 0; s < p; ++s) warmup.push_back(p - s - 1);
   const StageOrders orders = one_f_one_b_orders(warmup, problem.schedule.microbatches);
   const double memory = problem.cluster->gpu.memory_bytes;
   Schedule best;

@@ -56,7 +56,7 @@ void apply(Schedule& schedule, const SchedulingProblem& problem, StageId stage, 
 std::vector<int> adaptive_recompute(Schedule& schedule, const SchedulingProblem& problem,
                                     double memory_bytes) {
   const Model& model = *problem.model;
-  std::vector<int> recomputed(static_cast<size_t>(schedule.num_stages), 0);
+  PerStage<int> recomputed(schedule.num_stages, 0);
   auto over = [&](StageId stage) {
     const auto peaks = activation_peaks(schedule);
     for (const RankId r : schedule.rank_ids()) {
@@ -91,13 +91,13 @@ std::vector<int> adaptive_recompute(Schedule& schedule, const SchedulingProblem&
     for (const auto& [layer, e] : order) {
       if (!over(s)) break;
       apply(schedule, problem, s, layer);
-      ++recomputed[s.slot()];
+      ++recomputed[s];
     }
     if (over(s))
       throw InfeasibleError("omnibal: stage " + to_string(s) +
                             " does not fit GPU memory even with every layer recomputed");
   }
-  return recomputed;
+  return {recomputed.begin(), recomputed.end()};
 }
 
 }  // namespace loom
