@@ -19,24 +19,22 @@ AllGatherCost kv_allgather_cost(const CpPlan& plan, const KvShape& shape, const 
     if (gpu < 0 || gpu >= cluster.num_gpus())
       throw InputError("CP all-gather: GPU " + std::to_string(gpu) + " is not in the cluster");
   }
+  const std::size_t group = gpus.size();  // G == cp
   AllGatherCost cost;
   double total = 0;
-  for (int r = 0; r < cp; ++r) {
-    cost.local_bytes.push_back(static_cast<double>(plan.rank_tokens[static_cast<size_t>(r)]) *
-                               shape.bytes_per_token());
+  for (std::size_t r = 0; r < group; ++r) {
+    cost.local_bytes.push_back(static_cast<double>(plan.rank_tokens[r]) * shape.bytes_per_token());
     total += cost.local_bytes.back();
   }
-  for (int r = 0; r < cp; ++r)
-    cost.received_bytes.push_back(total - cost.local_bytes[static_cast<size_t>(r)]);
+  for (const double local : cost.local_bytes) cost.received_bytes.push_back(total - local);
   // Step s (1..G-1): rank r forwards shard (r - s + 1) mod G to rank r + 1; the step ends
   // with its slowest hop, and the next step needs the shard this one delivered.
-  for (int s = 1; s < cp; ++s) {
+  for (std::size_t s = 1; s < group; ++s) {
     double step = 0;
-    for (int r = 0; r < cp; ++r) {
-      const int shard = ((r - s + 1) % cp + cp) % cp;
-      step = std::max(step, transfer_time(cluster, gpus[static_cast<size_t>(r)],
-                                          gpus[static_cast<std::size_t>((r + 1) % cp)],
-                                          cost.local_bytes[static_cast<std::size_t>(shard)]));
+    for (std::size_t r = 0; r < group; ++r) {
+      const std::size_t shard = (r + group + 1 - s) % group;  // (r - s + 1) mod G, s < G
+      step = std::max(
+          step, transfer_time(cluster, gpus[r], gpus[(r + 1) % group], cost.local_bytes[shard]));
     }
     cost.time_s += step;
   }

@@ -6,6 +6,7 @@
 #include <queue>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/planners/cp/cp_plan.hpp"
 
 namespace loom {
@@ -39,14 +40,16 @@ CpDistribution parse_cp_distribution(const std::string& name) {
 std::vector<int> zigzag_owners(std::int64_t num_blocks, int cp) {
   check_cp(cp);
   // Chunk c covers blocks [c*n/(2G), (c+1)*n/(2G)); rank i owns chunks i and 2G-1-i,
-  // which pairs an early (light, causal) chunk with a late (heavy) one.
+  // which pairs an early (light, causal) chunk with a late (heavy) one. Chunks are
+  // appended in block order: those of ranks 0..G-1, then of ranks G-1..0.
   const std::int64_t chunks = 2 * static_cast<std::int64_t>(cp);
-  std::vector<int> owners(static_cast<std::size_t>(num_blocks));
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const int rank = static_cast<int>(c < cp ? c : chunks - 1 - c);
-    for (std::int64_t b = c * num_blocks / chunks; b < (c + 1) * num_blocks / chunks; ++b)
-      owners[static_cast<std::size_t>(b)] = rank;
-  }
+  std::vector<int> owners;
+  const auto append_chunk = [&](std::int64_t c, int rank) {
+    const std::int64_t end = (c + 1) * num_blocks / chunks;
+    while (std::ssize(owners) < end) owners.push_back(rank);
+  };
+  for (int rank = 0; rank < cp; ++rank) append_chunk(rank, rank);
+  for (int rank = cp - 1; rank >= 0; --rank) append_chunk(chunks - 1 - rank, rank);
   return owners;
 }
 
@@ -105,7 +108,7 @@ CpPlan plan_cp_from_workloads(const std::vector<std::int64_t>& workloads, std::i
   plan.block_workload = workloads;
   switch (request.distribution) {
     case CpDistribution::kZigzag:
-      plan.owner = zigzag_owners(static_cast<std::int64_t>(workloads.size()), request.cp);
+      plan.owner = zigzag_owners(std::ssize(workloads), request.cp);
       break;
     case CpDistribution::kLpt:
       plan.owner = lpt_owners(workloads, request.cp);
@@ -118,15 +121,17 @@ CpPlan plan_cp_from_workloads(const std::vector<std::int64_t>& workloads, std::i
       break;
     }
   }
-  plan.rank_workload.assign(static_cast<std::size_t>(request.cp), 0);
-  plan.rank_tokens.assign(static_cast<std::size_t>(request.cp), 0);
-  for (std::size_t b = 0; b < workloads.size(); ++b) {
-    const auto rank = static_cast<std::size_t>(plan.owner[b]);
-    plan.rank_workload[rank] += workloads[b];
-    const std::int64_t first = static_cast<std::int64_t>(b) * request.sizes.query_block;
-    plan.rank_tokens[rank] += std::min(request.sizes.query_block, seq - first);
+  PerCpRank<std::int64_t> rank_workload(request.cp, 0);
+  PerCpRank<std::int64_t> rank_tokens(request.cp, 0);
+  std::int64_t first = 0;  // first token of block b
+  for (std::size_t b = 0; b < workloads.size(); ++b, first += request.sizes.query_block) {
+    const CpRank rank{plan.owner[b]};
+    rank_workload[rank] += workloads[b];
+    rank_tokens[rank] += std::min(request.sizes.query_block, seq - first);
     plan.total_workload += workloads[b];
   }
+  plan.rank_workload.assign(rank_workload.begin(), rank_workload.end());
+  plan.rank_tokens.assign(rank_tokens.begin(), rank_tokens.end());
   plan.makespan = *std::max_element(plan.rank_workload.begin(), plan.rank_workload.end());
   plan.lower_bound = std::max(plan.lower_bound, makespan_lower_bound(workloads, request.cp));
   plan.optimal = plan.optimal || plan.makespan == plan.lower_bound;

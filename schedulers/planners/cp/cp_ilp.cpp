@@ -27,9 +27,8 @@ struct Distinct {
 
 std::int64_t makespan_of(const std::vector<std::int64_t>& workloads, const std::vector<int>& owners,
                          int cp) {
-  std::vector<std::int64_t> load(static_cast<std::size_t>(cp), 0);
-  for (std::size_t b = 0; b < workloads.size(); ++b)
-    load[static_cast<std::size_t>(owners[b])] += workloads[b];
+  PerCpRank<std::int64_t> load(cp, 0);
+  for (std::size_t b = 0; b < workloads.size(); ++b) load[CpRank{owners[b]}] += workloads[b];
   return *std::max_element(load.begin(), load.end());
 }
 
@@ -59,13 +58,13 @@ glp_prob* build_model(const std::vector<Distinct>& distinct, int cp, std::int64_
   const int D = isize(distinct);
   const int c_col = D * cp + 1;
   glp_add_cols(lp, c_col);
-  for (int d = 0; d < D; ++d) {
+  for (int d = 0; const Distinct& group : distinct) {
     for (int g = 0; g < cp; ++g) {
       const int col = 1 + d * cp + g;
       glp_set_col_kind(lp, col, GLP_IV);
-      glp_set_col_bnds(lp, col, GLP_DB, 0,
-                       static_cast<double>(distinct[static_cast<std::size_t>(d)].blocks.size()));
+      glp_set_col_bnds(lp, col, GLP_DB, 0, static_cast<double>(group.blocks.size()));
     }
+    ++d;
   }
   glp_set_col_kind(lp, c_col, GLP_IV);
   // GLPK rejects a double bound with equal ends: fix the column instead.
@@ -80,18 +79,20 @@ glp_prob* build_model(const std::vector<Distinct>& distinct, int cp, std::int64_
   };
   // Every block of workload d placed once.
   const int first_assign = glp_add_rows(lp, D);
-  for (int d = 0; d < D; ++d) {
-    const auto count = static_cast<double>(distinct[static_cast<std::size_t>(d)].blocks.size());
+  for (int d = 0; const Distinct& group : distinct) {
+    const auto count = static_cast<double>(group.blocks.size());
     glp_set_row_bnds(lp, first_assign + d, GLP_FX, count, count);
     for (int g = 0; g < cp; ++g) add(first_assign + d, 1 + d * cp + g, 1);
+    ++d;
   }
   // load_g - C <= 0.
   const int first_load = glp_add_rows(lp, cp);
   for (int g = 0; g < cp; ++g) {
     glp_set_row_bnds(lp, first_load + g, GLP_UP, 0, 0);
-    for (int d = 0; d < D; ++d)
-      add(first_load + g, 1 + d * cp + g,
-          static_cast<double>(distinct[static_cast<std::size_t>(d)].workload));
+    for (int d = 0; const Distinct& group : distinct) {
+      add(first_load + g, 1 + d * cp + g, static_cast<double>(group.workload));
+      ++d;
+    }
     add(first_load + g, c_col, -1);
   }
   // load_g - load_{g+1} >= 0 (symmetry breaking).
@@ -99,10 +100,11 @@ glp_prob* build_model(const std::vector<Distinct>& distinct, int cp, std::int64_
     const int first_sym = glp_add_rows(lp, cp - 1);
     for (int g = 0; g + 1 < cp; ++g) {
       glp_set_row_bnds(lp, first_sym + g, GLP_LO, 0, 0);
-      for (int d = 0; d < D; ++d) {
-        const auto w = static_cast<double>(distinct[static_cast<std::size_t>(d)].workload);
+      for (int d = 0; const Distinct& group : distinct) {
+        const auto w = static_cast<double>(group.workload);
         add(first_sym + g, 1 + d * cp + g, w);
         add(first_sym + g, 1 + d * cp + g + 1, -w);
+        ++d;
       }
     }
   }
@@ -114,13 +116,13 @@ glp_prob* build_model(const std::vector<Distinct>& distinct, int cp, std::int64_
 std::vector<int> owners_from_counts(glp_prob* lp, const std::vector<Distinct>& distinct,
                                     const std::vector<std::int64_t>& workloads, int cp) {
   std::vector<int> owners(workloads.size(), 0);
-  for (std::size_t d = 0; d < distinct.size(); ++d) {
+  for (int d = 0; const Distinct& group : distinct) {
     std::size_t next = 0;
     for (int g = 0; g < cp; ++g) {
-      const auto n = static_cast<std::size_t>(
-          std::llround(glp_mip_col_val(lp, 1 + static_cast<int>(d) * cp + g)));
-      for (std::size_t i = 0; i < n; ++i) owners[distinct[d].blocks[next++]] = g;
+      const long long n = std::llround(glp_mip_col_val(lp, 1 + d * cp + g));
+      for (long long i = 0; i < n; ++i) owners[group.blocks[next++]] = g;
     }
+    ++d;
   }
   int next_rank = 0;
   for (std::size_t b = 0; b < workloads.size(); ++b) {

@@ -13,14 +13,16 @@
 #include <queue>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/planners/cp/cp_plan.hpp"
 
 namespace loom {
 namespace {
 
+/// `pieces` near-equal sizes summing to w, the first w % pieces of them one larger.
 std::vector<std::int64_t> near_equal(std::int64_t w, std::int64_t pieces) {
-  std::vector<std::int64_t> sizes(static_cast<std::size_t>(pieces), w / pieces);
-  for (std::int64_t i = 0; i < w % pieces; ++i) ++sizes[static_cast<std::size_t>(i)];
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t i = 0; i < pieces; ++i) sizes.push_back(w / pieces + (i < w % pieces ? 1 : 0));
   return sizes;
 }
 
@@ -61,7 +63,7 @@ double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
       const std::vector<std::int64_t> pieces = options.sub_blocks_per_row > 0
                                                    ? split_row_into(w, options.sub_blocks_per_row)
                                                    : split_row(w, options.sub_block);
-      if (pieces.size() > 1) partials += static_cast<std::int64_t>(pieces.size());
+      if (pieces.size() > 1) partials += std::ssize(pieces);
       for (std::int64_t piece : pieces) {
         auto [busy, cu] = cus.top();
         cus.pop();
@@ -98,9 +100,9 @@ IntraGpuOptions intra_gpu_options(const GpuSpec& gpu, const AttentionShape& shap
 }
 
 std::vector<double> rank_attention_times_s(const CpPlan& plan, const IntraGpuOptions& options) {
-  std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(plan.cp));
+  PerCpRank<std::vector<std::int64_t>> rows(plan.cp);
   for (std::size_t b = 0; b < plan.owner.size(); ++b)
-    rows[static_cast<std::size_t>(plan.owner[b])].push_back(plan.block_workload[b]);
+    rows[CpRank{plan.owner[b]}].push_back(plan.block_workload[b]);
   std::vector<double> times;
   for (const auto& r : rows) times.push_back(intra_gpu_time_s(r, options));
   return times;

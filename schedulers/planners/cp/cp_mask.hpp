@@ -4,6 +4,7 @@
 /// shared with the attention kernels) plus the mask-level sliding window, and the
 /// generators of the mask families the CP experiments use.
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,7 @@ struct AttentionMask {
   std::vector<std::uint64_t> words;  ///< one per token, in sequence order
   std::int64_t window = 0;           ///< sliding window for causal queries; 0 = none
 
-  std::int64_t size() const { return static_cast<std::int64_t>(words.size()); }
+  std::int64_t size() const { return std::ssize(words); }
   /// may_attend (core/bitfield_mask.hpp) for the tokens at positions q and k, with this
   /// mask's window.
   bool attends(std::int64_t q, std::int64_t k) const;

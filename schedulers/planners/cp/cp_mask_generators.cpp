@@ -4,6 +4,8 @@
 // pictures (query rows, key columns, 16 tokens): t text, A/B encoders, # attends.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <ranges>
 #include <string>
 
 #include "core/errors.hpp"
@@ -36,9 +38,15 @@ void require(bool ok, const std::string& field, const std::string& what) {
 
 /// Splits `total` into `parts` near-equal sizes (the first ones one larger).
 std::vector<std::int64_t> equal_parts(std::int64_t total, std::int64_t parts) {
-  std::vector<std::int64_t> sizes(static_cast<std::size_t>(parts), total / parts);
-  for (std::int64_t i = 0; i < total % parts; ++i) ++sizes[static_cast<std::size_t>(i)];
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t i = 0; i < parts; ++i)
+    sizes.push_back(total / parts + (i < total % parts ? 1 : 0));
   return sizes;
+}
+
+/// Appends `tokens` tokens that all carry `word`.
+void append_run(std::vector<std::uint64_t>& words, std::int64_t tokens, std::uint64_t word) {
+  std::fill_n(std::back_inserter(words), tokens, word);
 }
 
 /// One multimodal sequence with its own bit group: bit `base` is its text, bits
@@ -48,8 +56,8 @@ std::vector<std::int64_t> equal_parts(std::int64_t total, std::int64_t parts) {
 ///   prefix:   AAAABBBBtttttttt        embedded:  ttAAttttBBttAAtB
 void append_multimodal(std::vector<std::uint64_t>& words, std::int64_t length, const MaskSpec& spec,
                        int base, bool prepend, Rng& rng) {
-  const auto modality_tokens =
-      static_cast<std::int64_t>(std::llround(spec.modality_fraction * static_cast<double>(length)));
+  const std::int64_t modality_tokens =
+      std::llround(spec.modality_fraction * static_cast<double>(length));
   std::uint64_t group = modality_bit(base);
   for (int m = 1; m <= spec.modalities; ++m) group |= modality_bit(base + m);
   const std::uint64_t text_word = group | kCausalBit;
@@ -58,32 +66,31 @@ void append_multimodal(std::vector<std::uint64_t>& words, std::int64_t length, c
   const std::int64_t per_modality = prepend ? 1 : spec.segments;
   std::vector<std::pair<std::uint64_t, std::int64_t>> pieces;  // (word, tokens)
   std::vector<std::int64_t> by_modality = equal_parts(modality_tokens, spec.modalities);
-  for (int m = 0; m < spec.modalities; ++m) {
-    for (std::int64_t size : equal_parts(by_modality[static_cast<std::size_t>(m)], per_modality))
-      if (size > 0) pieces.emplace_back(modality_bit(base + m + 1), size);
+  for (int m = 1; const std::int64_t tokens : by_modality) {  // encoder m has bit base + m
+    for (std::int64_t size : equal_parts(tokens, per_modality))
+      if (size > 0) pieces.emplace_back(modality_bit(base + m), size);
+    ++m;
   }
   const std::int64_t text_tokens = length - modality_tokens;
   if (prepend) {
-    for (const auto& [word, size] : pieces)
-      words.insert(words.end(), static_cast<std::size_t>(size), word);
-    words.insert(words.end(), static_cast<std::size_t>(text_tokens), text_word);
+    for (const auto& [word, size] : pieces) append_run(words, size, word);
+    append_run(words, text_tokens, text_word);
     return;
   }
   // Embedded: segments in random order at random cut points of the text (§3.5.1: "the
   // placement of the modality data is randomly assigned").
-  for (std::size_t i = pieces.size(); i > 1; --i)
-    std::swap(pieces[i - 1],
-              pieces[static_cast<std::size_t>(rng.below(static_cast<std::int64_t>(i)))]);
+  for (std::int64_t i = std::ssize(pieces); i > 1; --i)
+    std::iter_swap(pieces.begin() + (i - 1), pieces.begin() + rng.below(i));
   std::vector<std::int64_t> cuts;
   for (std::size_t i = 0; i < pieces.size(); ++i) cuts.push_back(rng.below(text_tokens + 1));
   std::sort(cuts.begin(), cuts.end());
   std::int64_t text_done = 0;
   for (std::size_t i = 0; i < pieces.size(); ++i) {
-    words.insert(words.end(), static_cast<std::size_t>(cuts[i] - text_done), text_word);
+    append_run(words, cuts[i] - text_done, text_word);
     text_done = cuts[i];
-    words.insert(words.end(), static_cast<std::size_t>(pieces[i].second), pieces[i].first);
+    append_run(words, pieces[i].second, pieces[i].first);
   }
-  words.insert(words.end(), static_cast<std::size_t>(text_tokens - text_done), text_word);
+  append_run(words, text_tokens - text_done, text_word);
 }
 
 /// Packed (Fig 3.5c): `packed_sequences` embedded sequences of random lengths (0.5x to
@@ -101,14 +108,14 @@ void generate_packed(std::vector<std::uint64_t>& words, const MaskSpec& spec, Rn
     sum += weights.back();
   }
   std::int64_t placed = 0;
-  for (int s = 0; s < spec.packed_sequences; ++s) {
+  for (int s = 0; const double weight : weights) {
     std::int64_t length =
         s + 1 == spec.packed_sequences
             ? spec.seq - placed
-            : static_cast<std::int64_t>(static_cast<double>(spec.seq) *
-                                        weights[static_cast<std::size_t>(s)] / sum);
+            : static_cast<std::int64_t>(static_cast<double>(spec.seq) * weight / sum);
     append_multimodal(words, length, spec, s * group, false, rng);
     placed += length;
+    ++s;
   }
 }
 
@@ -123,10 +130,10 @@ void generate_causal_blockwise(std::vector<std::uint64_t>& words, const MaskSpec
   require(spec.blocks >= 1 && spec.blocks <= kMaxModalityBits, "blocks", "must be in [1, 62]");
   std::vector<std::int64_t> sizes = equal_parts(spec.seq, spec.blocks);
   const std::uint64_t all = spec.blocks == 62 ? kModalityBits : (1ULL << spec.blocks) - 1;
-  for (int b = 0; b < spec.blocks; ++b) {
+  for (int b = 0; const std::int64_t size : sizes) {
     const std::uint64_t bits = b + 1 == spec.blocks ? all : modality_bit(b);
-    words.insert(words.end(), static_cast<std::size_t>(sizes[static_cast<std::size_t>(b)]),
-                 bits | kCausalBit);
+    append_run(words, size, bits | kCausalBit);
+    ++b;
   }
 }
 
@@ -140,11 +147,12 @@ void generate_shared_question(std::vector<std::uint64_t>& words, const MaskSpec&
   const auto question = std::max<std::int64_t>(
       1, std::llround(spec.question_fraction * static_cast<double>(spec.seq)));
   require(spec.seq - question >= spec.answers, "answers", "more answers than tokens left");
-  words.insert(words.end(), static_cast<std::size_t>(question), kTextBit | kCausalBit);
+  append_run(words, question, kTextBit | kCausalBit);
   std::vector<std::int64_t> sizes = equal_parts(spec.seq - question, spec.answers);
-  for (int a = 0; a < spec.answers; ++a)
-    words.insert(words.end(), static_cast<std::size_t>(sizes[static_cast<std::size_t>(a)]),
-                 kTextBit | modality_bit(a + 1) | kCausalBit);
+  for (int a = 1; const std::int64_t size : sizes) {  // answer a has bits {0, a}
+    append_run(words, size, kTextBit | modality_bit(a) | kCausalBit);
+    ++a;
+  }
 }
 
 void check_multimodal(const MaskSpec& spec) {
@@ -165,7 +173,7 @@ AttentionMask generate_mask(const MaskSpec& spec) {
   Rng rng{spec.seed};
   switch (spec.kind) {
     case MaskKind::kCausal:
-      mask.words.assign(static_cast<std::size_t>(spec.seq), kTextBit | kCausalBit);
+      append_run(mask.words, spec.seq, kTextBit | kCausalBit);
       break;
     case MaskKind::kPrefix:
     case MaskKind::kEmbedded:
@@ -181,9 +189,8 @@ AttentionMask generate_mask(const MaskSpec& spec) {
       // first `sink_tokens` tokens and the last `window` tokens up to itself.
       require(spec.window >= 1, "window", "must be >= 1");
       require(spec.sink_tokens >= 0, "sink_tokens", "must be >= 0");
-      mask.words.assign(static_cast<std::size_t>(spec.seq), kTextBit | kCausalBit);
-      for (std::int64_t i = 0; i < std::min(spec.sink_tokens, spec.seq); ++i)
-        mask.words[static_cast<std::size_t>(i)] |= kSinkBit;
+      append_run(mask.words, spec.seq, kTextBit | kCausalBit);
+      for (std::uint64_t& word : mask.words | std::views::take(spec.sink_tokens)) word |= kSinkBit;
       mask.window = spec.window;
       break;
     case MaskKind::kCausalBlockwise:

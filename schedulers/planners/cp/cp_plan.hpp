@@ -14,9 +14,15 @@
 #include <vector>
 
 #include "core/cluster.hpp"
+#include "core/index.hpp"
 #include "schedulers/planners/cp/cp_mask.hpp"
 
 namespace loom {
+
+/// A rank of the CP group: an owner of query blocks (not a rank of the Schedule IR).
+using CpRank = Id<struct CpRankTag>;
+template <class T>
+using PerCpRank = IdVector<CpRank, T>;
 
 struct BlockSizes {
   std::int64_t query_block = 128;  ///< N_B of Alg 1: tokens per query block (§3.3.2.1)

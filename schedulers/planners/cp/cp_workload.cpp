@@ -36,13 +36,13 @@ struct Segment {
 
 std::vector<Segment> segments_of(const AttentionMask& mask) {
   std::vector<Segment> segments;
-  for (std::int64_t i = 0; i < mask.size(); ++i) {
-    const std::uint64_t word = mask.words[static_cast<std::size_t>(i)];
+  for (std::int64_t i = 0; const std::uint64_t word : mask.words) {  // i: token position
     if (!segments.empty() && segments.back().word == word) {
       segments.back().last = i;
     } else {
       segments.push_back({i, i, word});
     }
+    ++i;
   }
   return segments;
 }
@@ -97,20 +97,17 @@ std::int64_t row_workload(const std::vector<Segment>& pieces, const std::vector<
 std::vector<std::int64_t> block_workloads_by_segments(const AttentionMask& mask,
                                                       const std::vector<Segment>& segments,
                                                       const BlockSizes& sizes) {
-  const std::int64_t blocks = (mask.size() + sizes.query_block - 1) / sizes.query_block;
-  std::vector<std::int64_t> workloads(static_cast<std::size_t>(blocks));
+  std::vector<std::int64_t> workloads;  // one per query block
   std::vector<Segment> pieces;
   std::size_t s = 0;  // first segment overlapping the current query block
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t first = b * sizes.query_block;
+  for (std::int64_t first = 0; first < mask.size(); first += sizes.query_block) {
     const std::int64_t last = std::min(first + sizes.query_block, mask.size()) - 1;
     while (segments[s].last < first) ++s;
     pieces.clear();
     for (std::size_t i = s; i < segments.size() && segments[i].first <= last; ++i)
       pieces.push_back(
           {std::max(first, segments[i].first), std::min(last, segments[i].last), segments[i].word});
-    workloads[static_cast<std::size_t>(b)] =
-        row_workload(pieces, segments, mask.window, sizes.key_block);
+    workloads.push_back(row_workload(pieces, segments, mask.window, sizes.key_block));
   }
   return workloads;
 }

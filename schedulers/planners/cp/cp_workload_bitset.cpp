@@ -11,6 +11,8 @@
 // O(distinct query words x distinct key words x (key blocks / 64 + key_block)).
 #include <algorithm>
 #include <bit>
+#include <iterator>
+#include <span>
 
 #include "schedulers/planners/cp/cp_plan.hpp"
 
@@ -45,8 +47,9 @@ struct QueryItem {
 std::vector<QueryItem> query_items(const AttentionMask& mask, std::int64_t first,
                                    std::int64_t last) {
   std::vector<QueryItem> items;
-  for (std::int64_t i = first; i <= last; ++i) {
-    const std::uint64_t word = mask.words[static_cast<std::size_t>(i)];
+  const auto block = std::span(mask.words.begin() + first, mask.words.begin() + last + 1);
+  for (std::int64_t next = first; const std::uint64_t word : block) {
+    const std::int64_t i = next++;              // the word's token position
     if ((word & kModalityBits) == 0) continue;  // padding attends to nothing
     if (mask.window > 0) {
       if (!items.empty() && items.back().word == word && items.back().last == i - 1)
@@ -72,16 +75,18 @@ struct KeyIndex {
 
 KeyIndex index_keys(const AttentionMask& mask, std::int64_t key_block, std::size_t bit_words) {
   KeyIndex index;
-  for (std::int64_t i = 0; i < mask.size(); ++i) {
-    const std::uint64_t word = mask.words[static_cast<std::size_t>(i)];
-    if ((word & kModalityBits) == 0) continue;
-    auto it = std::find(index.words.begin(), index.words.end(), word);
-    if (it == index.words.end()) {
-      index.words.push_back(word);
-      index.present.emplace_back(bit_words, 0);
-      it = index.words.end() - 1;
+  for (std::int64_t i = 0; const std::uint64_t word : mask.words) {  // i: token position
+    if ((word & kModalityBits) != 0) {
+      auto it = std::find(index.words.begin(), index.words.end(), word);
+      if (it == index.words.end()) {
+        index.words.push_back(word);
+        index.present.emplace_back(bit_words, 0);
+        it = index.words.end() - 1;
+      }
+      // The word's bitset sits at the word's own position in `present`.
+      set_bit(*std::next(index.present.begin(), it - index.words.begin()), i / key_block);
     }
-    set_bit(index.present[static_cast<std::size_t>(it - index.words.begin())], i / key_block);
+    ++i;
   }
   return index;
 }
@@ -90,9 +95,9 @@ KeyIndex index_keys(const AttentionMask& mask, std::int64_t key_block, std::size
 void add_reach(Bits& acc, const AttentionMask& mask, const Bits& present, std::uint64_t word,
                std::int64_t lo, std::int64_t hi, std::int64_t key_block) {
   auto scan = [&](std::int64_t a, std::int64_t b) {  // one block's tokens [a, b]
-    for (std::int64_t k = a; k <= b; ++k) {
-      if (mask.words[static_cast<std::size_t>(k)] == word) return set_bit(acc, k / key_block);
-    }
+    const auto tokens = mask.words.begin();
+    const auto hit = std::find(tokens + a, tokens + b + 1, word);
+    if (hit != tokens + b + 1) set_bit(acc, (hit - tokens) / key_block);
   };
   const std::int64_t lo_block = lo / key_block;
   const std::int64_t hi_block = hi / key_block;
@@ -118,12 +123,10 @@ std::vector<std::int64_t> block_workloads_by_bitsets(const AttentionMask& mask,
   const std::int64_t key_blocks = (n + sizes.key_block - 1) / sizes.key_block;
   const auto bit_words = static_cast<std::size_t>((key_blocks + 63) / 64);
   const KeyIndex keys = index_keys(mask, sizes.key_block, bit_words);
-  const std::int64_t blocks = (n + sizes.query_block - 1) / sizes.query_block;
-  std::vector<std::int64_t> workloads(static_cast<std::size_t>(blocks));
+  std::vector<std::int64_t> workloads;  // one per query block
   Bits acc(bit_words);
-  for (std::int64_t b = 0; b < blocks; ++b) {
+  for (std::int64_t first = 0; first < n; first += sizes.query_block) {
     std::fill(acc.begin(), acc.end(), 0);
-    const std::int64_t first = b * sizes.query_block;
     for (const QueryItem& q :
          query_items(mask, first, std::min(first + sizes.query_block, n) - 1)) {
       const bool causal = (q.word & kCausalBit) != 0;
@@ -138,7 +141,7 @@ std::vector<std::int64_t> block_workloads_by_bitsets(const AttentionMask& mask,
     }
     std::int64_t count = 0;
     for (std::uint64_t w : acc) count += std::popcount(w);
-    workloads[static_cast<std::size_t>(b)] = count;
+    workloads.push_back(count);
   }
   return workloads;
 }

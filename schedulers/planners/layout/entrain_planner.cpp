@@ -29,23 +29,23 @@ std::vector<int> proportional_allocation(int total_gpus, int dp, int granularity
                           " components (each needs one)");
   }
   // Each component gets at least one unit; the rest is shared by largest remainder.
-  std::vector<int> u(static_cast<size_t>(n), 1);
+  std::vector<int> u(p.size(), 1);
   const int free_units = units - n;
   const double total = std::accumulate(p.begin(), p.end(), 0.0);
-  std::vector<std::pair<double, int>> remainders;
+  std::vector<std::pair<double, size_t>> remainders;  // (remainder, component)
   int given = 0;
-  for (int i = 0; i < n; ++i) {
+  for (size_t i = 0; i < p.size(); ++i) {
     // Target units beyond the minimum: the proportional share of all units, less one.
-    const double share = std::max(0.0, p[static_cast<size_t>(i)] / total * units - 1);
+    const double share = std::max(0.0, p[i] / total * units - 1);
     const int whole = std::min(static_cast<int>(std::floor(share)), free_units - given);
-    u[static_cast<size_t>(i)] += whole;
+    u[i] += whole;
     given += whole;
     remainders.emplace_back(share - whole, i);
   }
   std::stable_sort(remainders.begin(), remainders.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   for (size_t r = 0; given < free_units; r = (r + 1) % remainders.size(), ++given)
-    ++u[static_cast<size_t>(remainders[r].second)];
+    ++u[remainders[r].second];
   for (int& v : u) v *= granularity;
   return u;
 }

@@ -13,6 +13,12 @@
 namespace loom {
 namespace {
 
+/// A layer of one component, by its index into the component's own layers (what a
+/// StageRange counts), not the model's layer number.
+using ComponentLayer = Id<struct ComponentLayerTag>;
+template <class T>
+using PerComponentLayer = IdVector<ComponentLayer, T>;
+
 struct Candidate {
   int tp = 1;
   ComponentConfig config;
@@ -33,14 +39,16 @@ Candidate balance_component(const PlannerInputs& in, const Component& c,
   const std::vector<double> costs =
       macroscopic_layer_costs(*in.model, *in.cost, c.layers, batch, in.microbatch_size, tp);
   cc.stages = partition_min_bottleneck(costs, cc.pp);
+  const PerComponentLayer<int> model_layer(c.layers);
+  const PerComponentLayer<double> layer_cost(costs);
   std::vector<const Sample*> all;
   for (const Sample& s : batch) all.push_back(&s);
   const double scale = static_cast<double>(in.microbatch_size) / static_cast<double>(batch.size());
   for (const StageRange& r : cc.stages) {
     double tau = 0, act = 0, stat = 0;
-    for (int j = r.first; j < r.end; ++j) {
-      const int l = c.layers[static_cast<size_t>(j)];
-      tau += costs[static_cast<size_t>(j)];
+    for (ComponentLayer j{r.first}; j < ComponentLayer{r.end}; ++j) {
+      const int l = model_layer[j];
+      tau += layer_cost[j];
       // Kept only where a backward will need it, the lowering's rule (LayerGraph): a frozen
       // encoder with nothing trainable upstream runs forward only.
       if (in.model->has_trainable_upstream(l))
@@ -85,10 +93,11 @@ ParallelPlan rate(const PlannerInputs& in, const std::vector<Component>& comps,
     ComponentConfig& cc = picks[i].config;
     const bool is_llm = i + 1 == picks.size();
     double peak = 0;
-    for (int s = 0; s < cc.pp; ++s) {
+    for (int s = 0; const double activation : picks[i].activation) {  // one per stage
       // 1F1B: stage s keeps the microbatches of every stage from it to the chain's end.
       const int in_flight = std::min(k, (cc.pp - s) + (is_llm ? 0 : llm_pp));
-      peak = std::max(peak, in_flight * picks[i].activation[static_cast<size_t>(s)]);
+      peak = std::max(peak, in_flight * activation);
+      ++s;
     }
     cc.peak_memory_bytes += peak;
     if (cc.peak_memory_bytes > in.cluster->gpu.memory_bytes) plan.fits_memory = false;
@@ -227,12 +236,12 @@ ParallelPlan rate_plan_on(const PlannerInputs& in, const ParallelPlan& plan,
   out.beta_max = 0;
   for (size_t i = 0; i < out.components.size(); ++i) {
     ComponentConfig& c = out.components[i];
-    const std::vector<double> costs = macroscopic_layer_costs(*in.model, *in.cost, comps[i].layers,
-                                                              batch, in.microbatch_size, c.tp);
+    const PerComponentLayer<double> costs(macroscopic_layer_costs(
+        *in.model, *in.cost, comps[i].layers, batch, in.microbatch_size, c.tp));
     for (size_t s = 0; s < c.stages.size(); ++s) {
       double tau = 0;
-      for (int j = c.stages[s].first; j < c.stages[s].end; ++j)
-        tau += costs[static_cast<size_t>(j)];
+      for (ComponentLayer j{c.stages[s].first}; j < ComponentLayer{c.stages[s].end}; ++j)
+        tau += costs[j];
       c.tau[s] = tau;
       colocated[s] += tau;
       sum += tau;

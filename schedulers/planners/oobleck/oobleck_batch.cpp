@@ -168,13 +168,13 @@ BatchDistribution distribute_batch(const std::vector<const PipelineTemplate*>& p
   if (global_batch % b != 0 || global_batch / b < x) {
     // Nearest multiple of b with at least one microbatch per pipeline; ties to the larger.
     const std::int64_t down = (global_batch / b) * b, up = down + (global_batch % b ? b : 0);
-    const std::int64_t floor_ok = static_cast<std::int64_t>(x) * b;
+    const std::int64_t floor_ok = x * b;
     std::int64_t rec = (global_batch - down < up - global_batch) ? down : up;
     rec = std::max(rec, floor_ok);
     out.recommended_global_batch = static_cast<int>(rec);
     return out;
   }
-  const int total = static_cast<int>(global_batch / b);
+  const int total = global_batch / microbatch_size;
   out.distributable = true;
   out.microbatches = compositions(total, x) <= kExhaustiveLimit
                          ? exhaustive(pipelines, total)

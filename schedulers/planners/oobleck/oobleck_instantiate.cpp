@@ -2,6 +2,7 @@
 // synchronisation between heterogeneous pipelines (§2.6.1, Fig 2.9).
 #include <algorithm>
 #include <map>
+#include <ranges>
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
@@ -22,15 +23,15 @@ std::vector<std::vector<int>> feasible_counts(const std::vector<PipelineTemplate
   // is kept and updated in place with N' ascending (X(p', N' - n_p') is already row p').
   const size_t p = templates.size();
   constexpr size_t kMaxLists = 2'000'000;  // beyond this, enumeration is not the tool
-  std::vector<std::vector<std::vector<int>>> row(static_cast<size_t>(std::max(nodes, 0)) + 1);
-  row[0].push_back(std::vector<int>(p, 0));
+  IdVector<NodeCount, std::vector<std::vector<int>>> row(std::max(nodes, 0) + 1);
+  row[NodeCount{0}].push_back(std::vector<int>(p, 0));
   size_t stored = 1;
   for (size_t j = 0; j < p; ++j) {
     const int nj = templates[j].nodes;
     for (int n = nj; n <= nodes; ++n) {
-      for (std::vector<int> x : row[static_cast<size_t>(n - nj)]) {
+      for (std::vector<int> x : row[NodeCount{n - nj}]) {
         ++x[j];  // theta
-        row[static_cast<size_t>(n)].push_back(std::move(x));
+        row[NodeCount{n}].push_back(std::move(x));
         if (++stored > kMaxLists) {
           throw InputError("oobleck: more than 2,000,000 template combinations for " +
                            std::to_string(nodes) + " nodes; use fewer nodes or larger n_0");
@@ -39,7 +40,7 @@ std::vector<std::vector<int>> feasible_counts(const std::vector<PipelineTemplate
     }
   }
   std::vector<std::vector<int>> out;
-  for (std::vector<int>& x : row[static_cast<size_t>(std::max(nodes, 0))]) {
+  for (std::vector<int>& x : row.back()) {  // X(p, nodes)
     int pipelines = 0;
     for (int c : x) pipelines += c;
     if (pipelines >= fault_tolerance + 1) out.push_back(std::move(x));  // Requirement 2
@@ -53,8 +54,9 @@ namespace {
 Instantiation skeleton(const std::vector<int>& counts) {
   Instantiation inst;
   inst.counts = counts;
-  for (size_t j = counts.size(); j-- > 0;) {
-    for (int c = 0; c < counts[j]; ++c) inst.pipelines.push_back({static_cast<int>(j), {}, 0});
+  for (int j = isize(counts) - 1; const int count : counts | std::views::reverse) {
+    for (int c = 0; c < count; ++c) inst.pipelines.push_back({j, {}, 0});
+    --j;
   }
   return inst;
 }
@@ -136,7 +138,7 @@ std::vector<LayerSyncGroup> gradient_sync_groups(const PlanningProblem& problem,
                                                  const Instantiation& inst) {
   std::vector<LayerSyncGroup> groups;
   const int r = isize(inst.pipelines);
-  for (int l = 0; l < isize(problem.layers); ++l) {
+  for (int l = 0; const LayerCost& layer : problem.layers) {
     LayerSyncGroup g;
     g.layer = l;
     for (const Pipeline& p : inst.pipelines) {
@@ -145,10 +147,9 @@ std::vector<LayerSyncGroup> gradient_sync_groups(const PlanningProblem& problem,
       g.nodes.push_back(p.nodes.empty() ? s.node : p.nodes[static_cast<size_t>(s.node)]);
     }
     // Ring of r members: 2(r-1)/r times the two-member time of the profile.
-    g.time_s =
-        r > 1 ? problem.layers[static_cast<size_t>(l)].allreduce_across_nodes_s * 2.0 * (r - 1) / r
-              : 0;
+    g.time_s = r > 1 ? layer.allreduce_across_nodes_s * 2.0 * (r - 1) / r : 0;
     groups.push_back(std::move(g));
+    ++l;
   }
   return groups;
 }
@@ -162,11 +163,12 @@ double gradient_sync_time_s(const PlanningProblem& problem,
   double worst = 0;
   for (const Pipeline& p : inst.pipelines) {
     const PipelineTemplate& t = templates[static_cast<size_t>(p.template_index)];
-    std::vector<double> per_node(static_cast<size_t>(t.nodes), 0);
+    IdVector<PipelineNode, double> per_node(t.nodes, 0);
+    const auto first_layer = problem.layers.begin();
     for (const TemplateStage& s : t.stages) {
-      for (int l = s.layer_begin; l < s.layer_end; ++l)
-        per_node[static_cast<size_t>(s.node)] +=
-            problem.layers[static_cast<size_t>(l)].allreduce_across_nodes_s;
+      for (const LayerCost& layer :
+           std::ranges::subrange(first_layer + s.layer_begin, first_layer + s.layer_end))
+        per_node[PipelineNode{s.node}] += layer.allreduce_across_nodes_s;
     }
     for (double v : per_node) worst = std::max(worst, v);
   }

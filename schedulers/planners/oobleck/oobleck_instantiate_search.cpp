@@ -20,9 +20,12 @@
 // so pruning it changes nothing but the run time: the number of X grows like the
 // partitions of N (astronomical at 200 nodes), the visited part stays small.
 #include <algorithm>
+#include <iterator>
 #include <limits>
+#include <ranges>
 
 #include "core/errors.hpp"
+#include "core/index.hpp"
 #include "schedulers/planners/oobleck/oobleck_planner.hpp"
 
 namespace loom::oobleck {
@@ -51,11 +54,12 @@ std::vector<TemplateTerms> template_terms(const PlanningProblem& problem,
       x.inv_t = 1 / t.slowest_s;
       x.a_over_t = a / t.slowest_s;
     }
-    std::vector<double> per_node(static_cast<size_t>(t.nodes), 0);
+    IdVector<PipelineNode, double> per_node(t.nodes, 0);
+    const auto first_layer = problem.layers.begin();
     for (const TemplateStage& s : t.stages) {
-      for (int l = s.layer_begin; l < s.layer_end; ++l)
-        per_node[static_cast<size_t>(s.node)] +=
-            problem.layers[static_cast<size_t>(l)].allreduce_across_nodes_s;
+      for (const LayerCost& layer :
+           std::ranges::subrange(first_layer + s.layer_begin, first_layer + s.layer_end))
+        per_node[PipelineNode{s.node}] += layer.allreduce_across_nodes_s;
     }
     for (double v : per_node) x.sync_w = std::max(x.sync_w, v);
     out.push_back(x);
@@ -75,7 +79,7 @@ class SearchLimit : public InfeasibleError {
 };
 
 /// X the fallback evaluates exactly at most, in bound order.
-constexpr int kMaxFallbackEvaluations = 64;
+constexpr size_t kMaxFallbackEvaluations = 64;
 
 struct Candidate {
   double bound = 0;
@@ -106,13 +110,13 @@ class Enumerator {
     }
     total_mb_ = problem.microbatch_size > 0 ? problem.global_batch / problem.microbatch_size : 0;
     // reach_[j][n]: n nodes are a sum of sizes of templates 0..j (or n = 0).
-    reach_.assign(ts_.size(), std::vector<char>(static_cast<size_t>(nodes) + 1, 0));
+    reach_.assign(ts_.size(), IdVector<NodeCount, char>(nodes + 1, 0));
     for (size_t j = 0; j < ts_.size(); ++j) {
-      reach_[j][0] = 1;
+      reach_[j][NodeCount{0}] = 1;
       for (int n = 1; n <= nodes; ++n) {
         const int nj = ts_[j].nodes;
-        reach_[j][static_cast<size_t>(n)] = (j > 0 && reach_[j - 1][static_cast<size_t>(n)]) ||
-                                            (n >= nj && reach_[j][static_cast<size_t>(n - nj)]);
+        reach_[j][NodeCount{n}] =
+            (j > 0 && reach_[j - 1][NodeCount{n}]) || (n >= nj && reach_[j][NodeCount{n - nj}]);
       }
     }
     counts_.assign(ts_.size(), 0);
@@ -168,7 +172,7 @@ class Enumerator {
     }
     for (size_t j = 0; j <= max_j; ++j) {
       const int nj = ts_[j].nodes;
-      if (nj > left || !reach_[j][static_cast<size_t>(left - nj)]) continue;
+      if (nj > left || !reach_[j][NodeCount{left - nj}]) continue;
       const TemplateTerms& x = terms_[j];
       ++counts_[j];
       descend(j, left - nj, r + 1, inv_t + x.inv_t, a_over_t + x.a_over_t, std::max(w, x.sync_w),
@@ -199,7 +203,7 @@ class Enumerator {
   int nodes_ = 0;
   long total_mb_ = 0;
   long order_ = 0;
-  std::vector<std::vector<char>> reach_;
+  std::vector<IdVector<NodeCount, char>> reach_;
   std::vector<int> counts_;
 };
 
@@ -209,8 +213,9 @@ Instantiation evaluate_counts(const PlanningProblem& problem,
                               const std::vector<int>& counts) {
   Instantiation inst;
   inst.counts = counts;
-  for (size_t j = counts.size(); j-- > 0;) {
-    for (int c = 0; c < counts[j]; ++c) inst.pipelines.push_back({static_cast<int>(j), {}, 0});
+  for (int j = isize(counts) - 1; const int count : counts | std::views::reverse) {
+    for (int c = 0; c < count; ++c) inst.pipelines.push_back({j, {}, 0});
+    --j;
   }
   distribute_batch(problem, templates, inst);
   return inst;
@@ -244,7 +249,7 @@ Instantiation two_size_instantiation(const PlanningProblem& problem,
             zero || inv <= 0 ? 0
                              : std::max(0.0, (total_mb + ca * x.a_over_t + cb * y.a_over_t) / inv);
         const double w = std::max(ca > 0 ? x.sync_w : 0.0, y.sync_w);
-        Candidate c{relax + (r > 1 ? w * 2.0 * (r - 1) / r : 0), static_cast<long>(open.size()),
+        Candidate c{relax + (r > 1 ? w * 2.0 * (r - 1) / r : 0), std::ssize(open),
                     std::vector<int>(count, 0)};
         c.counts[a] += ca;
         c.counts[b] += cb;
@@ -260,7 +265,7 @@ Instantiation two_size_instantiation(const PlanningProblem& problem,
   std::stable_sort(open.begin(), open.end(),
                    [](const Candidate& p, const Candidate& q) { return p.bound < q.bound; });
   Instantiation best;
-  for (size_t i = 0; i < open.size() && static_cast<int>(i) < kMaxFallbackEvaluations; ++i) {
+  for (size_t i = 0; i < open.size() && i < kMaxFallbackEvaluations; ++i) {
     if (i > 0 && open[i].bound > best.iteration_time_s * kSlack) break;
     Instantiation inst = evaluate_counts(problem, templates, open[i].counts);
     if (i == 0 || inst.iteration_time_s < best.iteration_time_s) best = std::move(inst);

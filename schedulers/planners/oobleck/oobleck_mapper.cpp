@@ -11,7 +11,10 @@
 #include "schedulers/planners/oobleck/oobleck_mapper.hpp"
 
 #include <algorithm>
+#include <cstddef>
+#include <iterator>
 #include <limits>
+#include <numeric>
 #include <string>
 
 #include "core/index.hpp"
@@ -30,16 +33,19 @@ double total_of(double t1, double t3, double tstar, int kstar, int stages) {
 }  // namespace
 
 double planned_time_s(const std::vector<double>& stage_times) {
-  const int S = isize(stage_times);
   int kstar = 0;
+  double tstar = stage_times.front();  // stage_times[kstar]
   double t1 = 0;
-  for (int k = 0; k < S; ++k) {
-    t1 += stage_times[static_cast<size_t>(k)];
-    if (stage_times[static_cast<size_t>(k)] >= stage_times[static_cast<size_t>(kstar)]) kstar = k;
+  for (int k = 0; const double t : stage_times) {
+    t1 += t;
+    if (t >= tstar) {  // ties go to the later stage
+      kstar = k;
+      tstar = t;
+    }
+    ++k;
   }
-  double t3 = 0;
-  for (int k = kstar; k < S; ++k) t3 += stage_times[static_cast<size_t>(k)];
-  return total_of(t1, t3, stage_times[static_cast<size_t>(kstar)], kstar, S);
+  const double t3 = std::accumulate(stage_times.begin() + kstar, stage_times.end(), 0.0);
+  return total_of(t1, t3, tstar, kstar, isize(stage_times));
 }
 
 StageMapper::StageMapper(const PlanningProblem& problem)
@@ -47,17 +53,16 @@ StageMapper::StageMapper(const PlanningProblem& problem)
       L_(isize(problem.layers)),
       M_(problem.gpus_per_node),
       N_(std::min(problem.max_nodes, isize(problem.layers))) {
-  pf_.assign(static_cast<size_t>(L_) + 1, 0);
+  pf_.assign(problem.layers.size() + 1, 0);
   pb_ = pm_ = par_ = pf_;
-  for (int l = 0; l < L_; ++l) {
-    const LayerCost& c = problem.layers[static_cast<size_t>(l)];
-    const auto i = static_cast<size_t>(l);
+  for (size_t i = 0; i < problem.layers.size(); ++i) {
+    const LayerCost& c = problem.layers[i];
     pf_[i + 1] = pf_[i] + c.forward_s;
     pb_[i + 1] = pb_[i] + c.backward_s;
     pm_[i + 1] = pm_[i] + c.memory_bytes;
     par_[i + 1] = par_[i] + c.allreduce_in_node_s;
   }
-  const auto l1 = static_cast<size_t>(L_) + 1;
+  const size_t l1 = pf_.size();  // L + 1 layer boundaries
   // The memo is (M^2 + N) (L+1)^2 entries: 5,000 layers on 8-GPU nodes are 13 GB.
   const double entries =
       (static_cast<double>(M_) * M_ + N_ + 1) * static_cast<double>(l1) * static_cast<double>(l1);
@@ -66,7 +71,8 @@ StageMapper::StageMapper(const PlanningProblem& problem)
                         entries * sizeof(Sub),
                         "profile fewer, coarser layers (merge consecutive ones) or use fewer "
                         "GPUs per node");
-  in_node_memo_.resize(static_cast<size_t>(M_) * static_cast<size_t>(M_) * l1 * l1);
+  const auto m = static_cast<size_t>(M_);
+  in_node_memo_.resize(m * m * l1 * l1);
   across_memo_.resize(l1 * l1 * (static_cast<size_t>(N_) + 1));
 }
 
@@ -108,12 +114,10 @@ StageMapper::Sub StageMapper::combine(const Sub& a, int sa, const Sub& b, int sb
 }
 
 const StageMapper::Sub& StageMapper::in_node(int s, int u, int v, int g) {
-  const auto l1 = static_cast<size_t>(L_) + 1;
-  Sub& memo = in_node_memo_
-      [((static_cast<size_t>(s - 1) * static_cast<size_t>(M_) + static_cast<size_t>(g - 1)) * l1 +
-        static_cast<size_t>(u)) *
-           l1 +
-       static_cast<size_t>(v)];
+  // Memo entry (s, g, u, v), row-major, in signed arithmetic: every term is >= 0.
+  const std::ptrdiff_t l1 = std::ssize(pf_);  // L + 1 layer boundaries
+  const std::ptrdiff_t entry = (((s - 1) * M_ + (g - 1)) * l1 + u) * l1 + v;
+  Sub& memo = in_node_memo_[static_cast<size_t>(entry)];
   if (memo.total >= 0) return memo;
   if (s == 1) {
     memo = single(u, v, g);
@@ -140,10 +144,10 @@ const StageMapper::Sub& StageMapper::in_node(int s, int u, int v, int g) {
 }
 
 const StageMapper::Sub& StageMapper::across(int S, int u, int n) {
-  const auto l1 = static_cast<size_t>(L_) + 1;
-  Sub& memo = across_memo_[(static_cast<size_t>(S) * l1 + static_cast<size_t>(u)) *
-                               (static_cast<size_t>(N_) + 1) +
-                           static_cast<size_t>(n)];
+  // Memo entry (S, u, n), row-major, in signed arithmetic: every term is >= 0.
+  const std::ptrdiff_t l1 = std::ssize(pf_);  // L + 1 layer boundaries
+  const std::ptrdiff_t entry = (S * l1 + u) * (N_ + 1) + n;
+  Sub& memo = across_memo_[static_cast<size_t>(entry)];
   if (memo.total >= 0) return memo;
   if (n == 1) {
     memo = in_node(S, u, L_, M_);

@@ -74,6 +74,12 @@ struct PlanningProblem {
   int global_batch = 1;         ///< B (samples)
 };
 
+/// N': a number of nodes, as the rows of Eq 2.5's X(p', N') and the instantiation's
+/// reachability table are indexed.
+using NodeCount = Id<struct NodeCountTag>;
+/// A node of one pipeline, 0 .. nodes-1 (TemplateStage::node), not a node id.
+using PipelineNode = Id<struct PipelineNodeTag>;
+
 /// One stage of a template: layers [layer_begin, layer_end) on `gpus` GPUs of one node.
 struct TemplateStage {
   int layer_begin = 0;

@@ -159,15 +159,14 @@ Steps remove_lost(const Instantiation& current, const std::set<int>& lost) {
 /// Added nodes: whole n_0-node pipelines first (more replicas), then one at a time to the
 /// smallest pipeline a larger template exists for. Returns the nodes it could not place.
 std::vector<int> place_added(Steps& st, const std::vector<int>& added, int n0, int nmax) {
-  size_t taken = 0;
-  while (added.size() - taken >= static_cast<size_t>(n0)) {
-    st.pipes.emplace_back(added.begin() + static_cast<long>(taken),
-                          added.begin() + static_cast<long>(taken) + n0);
+  auto next = added.begin();  // the first added node not placed yet
+  while (added.end() - next >= n0) {
+    st.pipes.emplace_back(next, next + n0);
     st.actions.push_back("pipeline " + std::to_string(st.pipes.size() - 1) + ": new with " +
                          std::to_string(n0) + " added nodes");
-    taken += static_cast<size_t>(n0);
+    next += n0;
   }
-  for (; taken < added.size(); ++taken) {
+  for (; next != added.end(); ++next) {
     size_t pick = st.pipes.size();
     for (size_t j = 0; j < st.pipes.size(); ++j) {
       const int sz = isize(st.pipes[j]);
@@ -176,10 +175,10 @@ std::vector<int> place_added(Steps& st, const std::vector<int>& added, int n0, i
     }
     if (pick == st.pipes.size()) break;
     st.actions.push_back(size_change(pick, st.pipes[pick].size(), st.pipes[pick].size() + 1) +
-                         " (gains node " + std::to_string(added[taken]) + ")");
-    st.pipes[pick].push_back(added[taken]);
+                         " (gains node " + std::to_string(*next) + ")");
+    st.pipes[pick].push_back(*next);
   }
-  return {added.begin() + static_cast<long>(taken), added.end()};
+  return {next, added.end()};
 }
 
 /// Whether the steps left >= f+1 pipelines, each of a template's size, and no more

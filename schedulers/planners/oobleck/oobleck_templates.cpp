@@ -71,8 +71,8 @@ std::vector<PipelineTemplate> generate_templates(const PlanningProblem& problem)
   const int f = problem.fault_tolerance;
   const int L = isize(problem.layers);
   const int M = problem.gpus_per_node;
-  for (int l = 0; l < L; ++l) {
-    const double need = problem.layers[static_cast<size_t>(l)].memory_bytes / M;
+  for (int l = 0; const LayerCost& layer : problem.layers) {
+    const double need = layer.memory_bytes / M;
     if (problem.gpu_memory_bytes > 0 && need > problem.gpu_memory_bytes) {
       throw InfeasibleError("oobleck: layer " + std::to_string(l) + " needs " +
                             std::to_string(need / 1e9) +
@@ -80,6 +80,7 @@ std::vector<PipelineTemplate> generate_templates(const PlanningProblem& problem)
                             "node's " +
                             std::to_string(M) + " GPUs, more than the GPU memory");
     }
+    ++l;
   }
   StageMapper mapper(problem);  // one memo for all templates (§2.4.1.2 "memoization")
   // n_0: minimal by memory; a layer too large for any stage makes the next sizes fail too,
