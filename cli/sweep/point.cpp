@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <cinttypes>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -52,7 +53,7 @@ Resolved resolve(const std::string& config, const std::vector<std::string>& over
     fnv1a(h, ss.str());
   }
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(hex, sizeof hex, "%016" PRIx64, h);
   return {hex, c.schedule.name};
 }
 

@@ -10,10 +10,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
-#include <cstdint>
 #include <cstring>
 #include <deque>
+#include <span>
 #include <stdexcept>
+#include <utility>
 
 namespace loom::sweep {
 namespace {
@@ -24,11 +25,11 @@ extern "C" void on_stop_signal(int) {
   g_stop = 1;
 }
 
-/// Worker protocol: the parent writes a job index (uint64) to `to_worker`; the worker
-/// answers on `from_worker` with a uint32 length and the message. EOF on `to_worker`
-/// ends the worker.
+/// Worker protocol: the parent writes a job index (size_t) to `to_worker`; the worker
+/// answers on `from_worker` with a size_t length and the message. EOF on `to_worker`
+/// ends the worker. Both ends are this binary (fork, no exec), so native sizes agree.
 struct Worker {
-  pid_t pid = -1;
+  pid_t pid = -1;  ///< -1 once reaped (then dropped from the pool)
   int to_worker = -1;
   int from_worker = -1;
   std::deque<size_t> jobs;  ///< sent to it, not answered yet (the first is running)
@@ -38,27 +39,23 @@ struct Worker {
 /// handles the last result, so ~1 ms evaluator points do not wait for the parent.
 constexpr size_t kQueueDepth = 2;
 
-bool write_all(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = write(fd, p, size);
+bool write_all(int fd, std::span<const std::byte> bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = write(fd, bytes.data(), bytes.size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
+    bytes = bytes.subspan(static_cast<size_t>(n));
   }
   return true;
 }
 
-/// Reads exactly `size` bytes; false at end of file or on error.
-bool read_all(int fd, void* data, size_t size) {
-  char* p = static_cast<char*>(data);
-  while (size > 0) {
-    const ssize_t n = read(fd, p, size);
+/// Fills `bytes` exactly; false at end of file or on error.
+bool read_all(int fd, std::span<std::byte> bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = read(fd, bytes.data(), bytes.size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
+    bytes = bytes.subspan(static_cast<size_t>(n));
   }
   return true;
 }
@@ -72,16 +69,18 @@ bool read_all(int fd, void* data, size_t size) {
     dup2(null, STDOUT_FILENO);
     dup2(null, STDERR_FILENO);
   }
-  std::uint64_t index = 0;
-  while (read_all(in, &index, sizeof index)) {
+  size_t index = 0;
+  while (read_all(in, std::as_writable_bytes(std::span(&index, 1)))) {
     std::string message;
     try {
-      message = job(static_cast<size_t>(index));
+      message = job(index);
     } catch (...) {
       _exit(1);
     }
-    const auto size = static_cast<std::uint32_t>(message.size());
-    if (!write_all(out, &size, sizeof size) || !write_all(out, message.data(), size)) _exit(1);
+    const size_t size = message.size();
+    if (!write_all(out, std::as_bytes(std::span(&size, 1))) ||
+        !write_all(out, std::as_bytes(std::span(message))))
+      _exit(1);
     if (fresh_process) break;
   }
   _exit(0);
@@ -157,17 +156,19 @@ bool run_pool(size_t count, int jobs, bool fresh_process, const JobFn& job, cons
   std::deque<size_t> pending;  // jobs to hand out, in order
   for (size_t i = 0; i < count; ++i) pending.push_back(i);
   size_t finished = 0;
-  const size_t width = std::min(count, static_cast<size_t>(std::max(1, jobs)));
+  const int width = std::max(1, jobs);  // workers at most (and at most `count`)
   const size_t depth = fresh_process ? 1 : kQueueDepth;
   while (!g_stop && finished < count) {
     // Keep `width` workers with queued jobs while jobs remain.
-    while (!g_stop && !pending.empty() && workers.size() < width)
+    while (!g_stop && !pending.empty() && workers.size() < count &&
+           std::cmp_less(workers.size(), width))
       workers.push_back(spawn(fresh_process, job, workers));
     for (Worker& w : workers) {
       while (w.jobs.size() < depth && !pending.empty()) {
-        const std::uint64_t index = pending.front();
-        if (!write_all(w.to_worker, &index, sizeof index)) break;  // dead: found below
-        w.jobs.push_back(pending.front());
+        const size_t index = pending.front();
+        if (!write_all(w.to_worker, std::as_bytes(std::span(&index, 1))))
+          break;  // dead: found below
+        w.jobs.push_back(index);
         pending.pop_front();
       }
     }
@@ -177,12 +178,12 @@ bool run_pool(size_t count, int jobs, bool fresh_process, const JobFn& job, cons
     for (size_t i = workers.size(); i-- > 0;) {
       if (!(polls[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       Worker& w = workers[i];
-      std::uint32_t size = 0;
+      size_t size = 0;
       std::string message;
-      bool answered = read_all(w.from_worker, &size, sizeof size);
+      bool answered = read_all(w.from_worker, std::as_writable_bytes(std::span(&size, 1)));
       if (answered) {
         message.resize(size);
-        answered = read_all(w.from_worker, message.data(), size);
+        answered = read_all(w.from_worker, std::as_writable_bytes(std::span(message)));
       }
       if (answered && !w.jobs.empty()) {
         const size_t j = w.jobs.front();
@@ -201,8 +202,10 @@ bool run_pool(size_t count, int jobs, bool fresh_process, const JobFn& job, cons
         w.jobs.pop_front();
       }
       pending.insert(pending.begin(), w.jobs.begin(), w.jobs.end());
-      workers.erase(workers.begin() + static_cast<std::ptrdiff_t>(i));
+      w.pid = -1;
     }
+    // Reaped workers leave after the round (the others keep their order).
+    std::erase_if(workers, [](const Worker& w) { return w.pid < 0; });
   }
   const bool complete = !g_stop;
   for (Worker& w : workers) close_worker(w);  // EOF ends idle workers

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "core/errors.hpp"
 
@@ -55,9 +56,15 @@ nlohmann::json json_cell(const std::string& column, const std::string& cell) {
 
 }  // namespace
 
-int Table::find(const std::string& column) const {
-  const auto it = std::find(columns.begin(), columns.end(), column);
-  return it == columns.end() ? -1 : static_cast<int>(it - columns.begin());
+std::optional<size_t> find_column(const std::vector<std::string>& columns,
+                                  const std::string& column) {
+  for (size_t i = 0; i < columns.size(); ++i)
+    if (columns[i] == column) return i;
+  return std::nullopt;
+}
+
+std::optional<size_t> Table::find(const std::string& column) const {
+  return find_column(columns, column);
 }
 
 const std::vector<std::string>& result_columns() {
@@ -160,15 +167,15 @@ Table read_csv(const std::string& path) {
     }
     t.rows.push_back(std::move(records[i]));
   }
-  if (t.find("point") != 0 || t.find("config_hash") < 0)
+  if (t.find("point") != size_t{0} || !t.find("config_hash"))
     throw InputError(path + ":1: not a loom sweep results.csv (no point / config_hash columns)");
   return t;
 }
 
 PointResult result_of(const Table& t, const std::vector<std::string>& row) {
   auto get = [&](const char* column) {
-    const int i = t.find(column);
-    return i < 0 ? std::string() : row[static_cast<size_t>(i)];
+    const std::optional<size_t> i = t.find(column);
+    return i ? row[*i] : std::string();
   };
   PointResult r;
   r.status = get("status");
@@ -215,7 +222,7 @@ int open_for_append(const std::string& dir, const Table& table) {
 
 void append_row(int fd, const std::vector<std::string>& cells) {
   const std::string line = csv_line(cells);
-  if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+  if (std::cmp_not_equal(write(fd, line.data(), line.size()), line.size()))
     throw std::runtime_error(std::string("results.csv: write failed: ") + std::strerror(errno));
 }
 

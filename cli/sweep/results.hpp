@@ -7,6 +7,7 @@
 /// finish (each row is one write(), so an interrupted run leaves a valid CSV) and sorted
 /// by `point` when the run ends, so the files do not depend on -j or completion order.
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,12 +15,16 @@
 
 namespace loom::sweep {
 
+/// Position of `column` in `columns` (the index of its cell in each row), if there.
+std::optional<size_t> find_column(const std::vector<std::string>& columns,
+                                  const std::string& column);
+
 /// A CSV table: header and rows of cells (RFC 4180 quoting).
 struct Table {
   std::vector<std::string> columns;
   std::vector<std::vector<std::string>> rows;
-  /// Index of `column`, or -1.
-  int find(const std::string& column) const;
+  /// Index of `column` (find_column), or nullopt.
+  std::optional<size_t> find(const std::string& column) const;
 };
 
 /// The columns after the axis columns.

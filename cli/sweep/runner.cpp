@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <utility>
 
 #include "cli/sweep/pool.hpp"
 #include "cli/sweep/progress.hpp"
@@ -26,11 +27,11 @@ struct ResolvedPoint {
 std::vector<ResolvedPoint> resolve_points(const StudyFile& study, std::vector<Point>& points,
                                           const SweepOptions& o) {
   const std::vector<std::string> cols = axis_columns(study);
-  const size_t scheduler_col =
-      static_cast<size_t>(std::find(cols.begin(), cols.end(), "scheduler") - cols.begin());
+  const size_t scheduler_col = *find_column(cols, "scheduler");
   std::vector<ResolvedPoint> out;
   for (Point& p : points) {
-    if (p.index % static_cast<size_t>(o.shards) != static_cast<size_t>(o.shard)) continue;
+    // Shard I of N holds the points whose index is I mod N.
+    if (std::cmp_not_equal(p.index % static_cast<size_t>(o.shards), o.shard)) continue;
     Resolved r;
     try {
       r = resolve(study.bases[p.base], p.overrides);
@@ -53,7 +54,7 @@ std::map<std::string, PointResult> earlier_results(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "results.csv").string();
   if (!std::filesystem::exists(path)) return out;
   const Table t = read_csv(path);
-  const size_t hash = static_cast<size_t>(t.find("config_hash"));
+  const size_t hash = *t.find("config_hash");  // read_csv checked it is there
   for (const auto& row : t.rows) {
     const PointResult r = result_of(t, row);
     if (!r.status.empty()) out.emplace(row[hash], r);
@@ -137,9 +138,9 @@ SweepSummary run_sweep(const SweepOptions& o) {
   close(fd);
   sum.run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   sum.interrupted = !complete;
-  const int status = table.find("status");
+  const size_t status = *table.find("status");
   for (const auto& row : table.rows) {
-    const std::string& s = row[static_cast<size_t>(status)];
+    const std::string& s = row[status];
     (s == "ok" ? sum.ok : s == "infeasible" ? sum.infeasible : sum.failed)++;
   }
   // The same file name whatever path ran it: shards merged equal a local run.

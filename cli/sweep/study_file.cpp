@@ -15,11 +15,11 @@
 namespace loom::sweep {
 namespace {
 
-int line_of(const toml::node& n) {
-  return static_cast<int>(n.source().begin.line);
+StudyLine line_of(const toml::node& n) {
+  return n.source().begin.line;
 }
 
-[[noreturn]] void fail(const std::string& path, int line, const std::string& what) {
+[[noreturn]] void fail(const std::string& path, StudyLine line, const std::string& what) {
   throw InputError(path + (line > 0 ? ":" + std::to_string(line) : "") + ": " + what);
 }
 
@@ -98,7 +98,7 @@ std::vector<AxisValue> range_values(const std::string& path, const std::string& 
   const double n = std::floor((b - a) / s + 1e-9) + 1;
   if (n > 100000) fail(path, line_of(t), what + ": more than 100000 values");
   std::vector<AxisValue> out;
-  for (int i = 0; i < static_cast<int>(n); ++i) {
+  for (int i = 0; i < n; ++i) {
     AxisValue v;
     v.line = line_of(t);
     if (integers) {
@@ -260,8 +260,7 @@ StudyFile parse_study(const std::string& path) {
   try {
     root = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
-    fail(path, static_cast<int>(e.source().begin.line),
-         "TOML syntax error: " + std::string(e.description()));
+    fail(path, e.source().begin.line, "TOML syntax error: " + std::string(e.description()));
   }
   static const std::set<std::string> kKnown = {"base", "schedulers", "seeds", "backend",
                                                "set",  "axes",       "zip"};

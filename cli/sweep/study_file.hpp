@@ -16,22 +16,26 @@
 ///   [[zip]]                                        # keys advancing together: one axis
 ///   "parallel.pp" = [2, 4]
 ///   "schedule.chunks" = [2, 1]
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace loom::sweep {
 
+/// A line of the study file, 1-based as toml++ counts them (toml::source_index); 0: none.
+using StudyLine = std::uint32_t;
+
 /// One value of an axis: the `--set` text (TOML: strings quoted) and the CSV cell text.
 struct AxisValue {
   std::string toml;
   std::string cell;
-  int line = 0;  ///< the study file's line holding the value
+  StudyLine line = 0;  ///< the study file's line holding the value
 };
 
 /// One config key varied by an axis.
 struct AxisKey {
   std::string key;  ///< dotted config key, e.g. "schedule.microbatches"
-  int line = 0;
+  StudyLine line = 0;
   std::vector<AxisValue> values;
 };
 
@@ -46,7 +50,7 @@ struct StudyFile {
   std::vector<std::string> bases;       ///< config paths, resolved against the study's folder
   std::vector<std::string> base_cells;  ///< as written in the study (the `config` column)
   std::vector<std::string> schedulers;  ///< empty: each base's own schedule.name
-  int schedulers_line = 0;
+  StudyLine schedulers_line = 0;
   std::vector<int> seeds;  ///< empty: each config's workload.seed
   std::string backend = "evaluator";
   std::vector<std::string> fixed;  ///< [set] overrides, "key=value"

@@ -31,6 +31,8 @@ TEST(SweepResults, CsvRoundTripsQuotedCellsAndDropsACutLastLine) {
   std::ofstream(dir.path("r") + "/results.csv", std::ios::app) << "2,a.toml,zb";
   const Table back = read_csv(dir.path("r") + "/results.csv");
   EXPECT_EQ(back.columns, t.columns);
+  EXPECT_EQ(back.find("scheduler"), 2u);
+  EXPECT_EQ(back.find("no such column"), std::nullopt);
   ASSERT_EQ(back.rows.size(), 2u);
   EXPECT_EQ(result_of(back, back.rows[0]).reason, "x, \"quoted\"\nline 2");
   EXPECT_EQ(back.rows[1][2], "gpipe");
