@@ -126,13 +126,14 @@ std::string gib(double bytes) {
   return buf;
 }
 
-void print_text(const oobleck::PlanningProblem& p, const std::vector<oobleck::PipelineTemplate>& ts,
+void print_text(const oobleck::PlanningProblem& p,
+                const oobleck::PerTemplate<oobleck::PipelineTemplate>& ts,
                 const oobleck::Instantiation& inst) {
   std::cout << "Oobleck templates: N = " << p.max_nodes << " nodes x " << p.gpus_per_node
             << " GPUs, f = " << p.fault_tolerance << ", " << p.layers.size()
             << " layers, n_0 = " << ts.front().nodes << " (sizes " << ts.front().nodes << ".."
             << ts.back().nodes << ")\n";
-  for (size_t i = 0; i < ts.size(); ++i) {
+  for (const oobleck::TemplateId i : ts.ids()) {
     const oobleck::PipelineTemplate& t = ts[i];
     std::cout << "template " << i << ": " << t.nodes << " nodes, " << t.num_stages()
               << " stages, planned time (N_b = 4S) " << ms(t.planned_time_s) << ", slowest stage "
@@ -152,7 +153,7 @@ void print_text(const oobleck::PlanningProblem& p, const std::vector<oobleck::Pi
   if (inst.search != "exact") std::cout << "  search: " << inst.search << "\n";
   for (size_t i = 0; i < inst.pipelines.size(); ++i) {
     const oobleck::Pipeline& pl = inst.pipelines[i];
-    const oobleck::PipelineTemplate& t = ts[static_cast<size_t>(pl.template_index)];
+    const oobleck::PipelineTemplate& t = ts[pl.template_index];
     std::cout << "  pipeline " << i << ": template " << pl.template_index << " on nodes";
     for (int n : pl.nodes) std::cout << " " << n;
     std::cout << ", " << pl.microbatches << " microbatches, "
@@ -161,7 +162,7 @@ void print_text(const oobleck::PlanningProblem& p, const std::vector<oobleck::Pi
 }
 
 nlohmann::json to_json(const oobleck::PlanningProblem& p,
-                       const std::vector<oobleck::PipelineTemplate>& ts,
+                       const oobleck::PerTemplate<oobleck::PipelineTemplate>& ts,
                        const oobleck::Instantiation& inst) {
   nlohmann::json j;
   j["problem"] = {{"nodes", p.max_nodes},
@@ -198,8 +199,7 @@ nlohmann::json to_json(const oobleck::PlanningProblem& p,
         {{"template", pl.template_index},
          {"nodes", pl.nodes},
          {"microbatches", pl.microbatches},
-         {"iteration_time_s",
-          ts[static_cast<size_t>(pl.template_index)].iteration_time_s(pl.microbatches)}});
+         {"iteration_time_s", ts[pl.template_index].iteration_time_s(pl.microbatches)}});
   }
   j["instantiation"] = {{"nodes", inst.num_nodes()},
                         {"counts", inst.counts},
@@ -269,7 +269,7 @@ CommandRun attach_plan_templates(CLI::App& sub) {
                             std::to_string(oobleck::kMaxInstantiationNodes) + " nodes)");
     }
     progress.step("generating templates for N = " + std::to_string(p.max_nodes) + " nodes");
-    const std::vector<oobleck::PipelineTemplate> ts = oobleck::generate_templates(p);
+    const oobleck::PerTemplate<oobleck::PipelineTemplate> ts = oobleck::generate_templates(p);
     progress.step(std::to_string(ts.size()) + " templates; instantiating " +
                   std::to_string(available) + " nodes (Eq 2.5, 2.6)");
     const auto node_ids = std::views::iota(0, available);

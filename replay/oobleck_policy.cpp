@@ -151,8 +151,7 @@ class OobleckPolicy final : public ReplayPolicy {
     Layout layout;
     layout.activation_checkpointing = true;  // §2.7.1, Table 2.1
     for (const oobleck::Pipeline& p : inst.pipelines) {
-      const oobleck::PipelineTemplate& t =
-          s_.oobleck->templates.at(static_cast<size_t>(p.template_index));
+      const oobleck::PipelineTemplate& t = s_.oobleck->templates.at(p.template_index);
       PipelineLayout pl{t.nodes, {}, p.microbatches};
       for (const oobleck::TemplateStage& st : t.stages)
         pl.stage_layers.push_back(st.layer_end - st.layer_begin);
@@ -164,7 +163,7 @@ class OobleckPolicy final : public ReplayPolicy {
   std::string describe(const oobleck::Instantiation& inst) const {
     std::map<int, int> by_nodes;  // pipeline size -> count
     for (const oobleck::Pipeline& p : inst.pipelines)
-      ++by_nodes[s_.oobleck->templates.at(static_cast<size_t>(p.template_index)).nodes];
+      ++by_nodes[s_.oobleck->templates.at(p.template_index).nodes];
     std::string out;
     for (const auto& [n, count] : by_nodes)
       out +=

@@ -21,7 +21,7 @@ namespace loom {
 /// Oobleck's plan in simulation mode: the planning problem and its templates.
 struct OobleckPlan {
   oobleck::PlanningProblem problem;
-  std::vector<oobleck::PipelineTemplate> templates;
+  oobleck::PerTemplate<oobleck::PipelineTemplate> templates;
 };
 
 struct PolicySetup {

@@ -185,10 +185,9 @@ BatchDistribution distribute_batch(const std::vector<const PipelineTemplate*>& p
 }
 
 void distribute_batch(const PlanningProblem& problem,
-                      const std::vector<PipelineTemplate>& templates, Instantiation& inst) {
+                      const PerTemplate<PipelineTemplate>& templates, Instantiation& inst) {
   std::vector<const PipelineTemplate*> pipes;
-  for (const Pipeline& p : inst.pipelines)
-    pipes.push_back(&templates.at(static_cast<size_t>(p.template_index)));
+  for (const Pipeline& p : inst.pipelines) pipes.push_back(&templates.at(p.template_index));
   const BatchDistribution d =
       distribute_batch(pipes, problem.global_batch, problem.microbatch_size);
   if (!d.distributable) {

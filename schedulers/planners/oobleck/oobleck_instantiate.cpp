@@ -16,20 +16,19 @@ int Instantiation::num_nodes() const {
   return n;
 }
 
-std::vector<std::vector<int>> feasible_counts(const std::vector<PipelineTemplate>& templates,
+std::vector<PerTemplate<int>> feasible_counts(const PerTemplate<PipelineTemplate>& templates,
                                               int nodes, int fault_tolerance) {
   // Eq 2.5: X(p', N') = X(p'-1, N') ++ theta(X(p', N' - n_p'), p'), filled for p' over the
   // templates and N' = 0 .. nodes; X(., 0) = { 0 }. Row p' only needs row p'-1, so one row
   // is kept and updated in place with N' ascending (X(p', N' - n_p') is already row p').
-  const size_t p = templates.size();
   constexpr size_t kMaxLists = 2'000'000;  // beyond this, enumeration is not the tool
-  IdVector<NodeCount, std::vector<std::vector<int>>> row(std::max(nodes, 0) + 1);
-  row[NodeCount{0}].push_back(std::vector<int>(p, 0));
+  IdVector<NodeCount, std::vector<PerTemplate<int>>> row(std::max(nodes, 0) + 1);
+  row[NodeCount{0}].push_back(PerTemplate<int>(templates.ssize(), 0));
   size_t stored = 1;
-  for (size_t j = 0; j < p; ++j) {
+  for (const TemplateId j : templates.ids()) {
     const int nj = templates[j].nodes;
     for (int n = nj; n <= nodes; ++n) {
-      for (std::vector<int> x : row[NodeCount{n - nj}]) {
+      for (PerTemplate<int> x : row[NodeCount{n - nj}]) {
         ++x[j];  // theta
         row[NodeCount{n}].push_back(std::move(x));
         if (++stored > kMaxLists) {
@@ -39,8 +38,8 @@ std::vector<std::vector<int>> feasible_counts(const std::vector<PipelineTemplate
       }
     }
   }
-  std::vector<std::vector<int>> out;
-  for (std::vector<int>& x : row.back()) {  // X(p, nodes)
+  std::vector<PerTemplate<int>> out;
+  for (PerTemplate<int>& x : row.back()) {  // X(p, nodes)
     int pipelines = 0;
     for (int c : x) pipelines += c;
     if (pipelines >= fault_tolerance + 1) out.push_back(std::move(x));  // Requirement 2
@@ -51,26 +50,25 @@ std::vector<std::vector<int>> feasible_counts(const std::vector<PipelineTemplate
 namespace {
 
 /// Pipelines of X, larger templates first, without nodes.
-Instantiation skeleton(const std::vector<int>& counts) {
+Instantiation skeleton(const PerTemplate<int>& counts) {
   Instantiation inst;
   inst.counts = counts;
-  for (int j = isize(counts) - 1; const int count : counts | std::views::reverse) {
-    for (int c = 0; c < count; ++c) inst.pipelines.push_back({j, {}, 0});
-    --j;
+  for (int j = counts.ssize() - 1; j >= 0; --j) {
+    const TemplateId t{j};
+    for (int c = 0; c < counts[t]; ++c) inst.pipelines.push_back({t, {}, 0});
   }
   return inst;
 }
 
-void assign_nodes(const std::vector<PipelineTemplate>& templates, const std::vector<int>& nodes,
+void assign_nodes(const PerTemplate<PipelineTemplate>& templates, const std::vector<int>& nodes,
                   Instantiation& inst) {
   size_t next = 0;
   for (Pipeline& p : inst.pipelines) {
-    for (int k = 0; k < templates[static_cast<size_t>(p.template_index)].nodes; ++k)
-      p.nodes.push_back(nodes[next++]);
+    for (int k = 0; k < templates[p.template_index].nodes; ++k) p.nodes.push_back(nodes[next++]);
   }
 }
 
-void check_enough_nodes(const std::vector<PipelineTemplate>& templates, int n_avail, int f) {
+void check_enough_nodes(const PerTemplate<PipelineTemplate>& templates, int n_avail, int f) {
   if (n_avail > kMaxInstantiationNodes) {
     throw InfeasibleError("oobleck: " + std::to_string(n_avail) +
                           " nodes are more than the planner instantiates (at most " +
@@ -84,7 +82,7 @@ void check_enough_nodes(const std::vector<PipelineTemplate>& templates, int n_av
 }  // namespace
 
 Instantiation instantiate(const PlanningProblem& problem,
-                          const std::vector<PipelineTemplate>& templates,
+                          const PerTemplate<PipelineTemplate>& templates,
                           const std::vector<int>& nodes) {
   check_enough_nodes(templates, isize(nodes), problem.fault_tolerance);
   Instantiation best = best_instantiation(problem, templates, isize(nodes));
@@ -93,12 +91,12 @@ Instantiation instantiate(const PlanningProblem& problem,
 }
 
 Instantiation instantiate_exhaustive(const PlanningProblem& problem,
-                                     const std::vector<PipelineTemplate>& templates,
+                                     const PerTemplate<PipelineTemplate>& templates,
                                      const std::vector<int>& nodes) {
   const int n_avail = isize(nodes);
   const int f = problem.fault_tolerance;
   check_enough_nodes(templates, n_avail, f);
-  const std::vector<std::vector<int>> all = feasible_counts(templates, n_avail, f);
+  const std::vector<PerTemplate<int>> all = feasible_counts(templates, n_avail, f);
   if (all.empty()) {
     throw InfeasibleError("oobleck: no combination of the templates (" +
                           std::to_string(templates.front().nodes) + ".." +
@@ -108,11 +106,10 @@ Instantiation instantiate_exhaustive(const PlanningProblem& problem,
   // §2.4.2.2: the X with the highest throughput after batch distribution.
   Instantiation best;
   bool found = false;
-  for (const std::vector<int>& counts : all) {
+  for (const PerTemplate<int>& counts : all) {
     Instantiation inst = skeleton(counts);
     std::vector<const PipelineTemplate*> pipes;
-    for (const Pipeline& p : inst.pipelines)
-      pipes.push_back(&templates[static_cast<size_t>(p.template_index)]);
+    for (const Pipeline& p : inst.pipelines) pipes.push_back(&templates[p.template_index]);
     const BatchDistribution d =
         distribute_batch(pipes, problem.global_batch, problem.microbatch_size);
     if (!d.distributable) continue;
@@ -134,7 +131,7 @@ Instantiation instantiate_exhaustive(const PlanningProblem& problem,
 }
 
 std::vector<LayerSyncGroup> gradient_sync_groups(const PlanningProblem& problem,
-                                                 const std::vector<PipelineTemplate>& templates,
+                                                 const PerTemplate<PipelineTemplate>& templates,
                                                  const Instantiation& inst) {
   std::vector<LayerSyncGroup> groups;
   const int r = isize(inst.pipelines);
@@ -142,9 +139,9 @@ std::vector<LayerSyncGroup> gradient_sync_groups(const PlanningProblem& problem,
     LayerSyncGroup g;
     g.layer = l;
     for (const Pipeline& p : inst.pipelines) {
-      const TemplateStage& s = templates[static_cast<size_t>(p.template_index)].stage_of_layer(l);
+      const TemplateStage& s = templates[p.template_index].stage_of_layer(l);
       // A pipeline without node ids (during planning) is numbered by its stage's node.
-      g.nodes.push_back(p.nodes.empty() ? s.node : p.nodes[static_cast<size_t>(s.node)]);
+      g.nodes.push_back(p.nodes.empty() ? s.node.value() : p.nodes[s.node]);
     }
     // Ring of r members: 2(r-1)/r times the two-member time of the profile.
     g.time_s = r > 1 ? layer.allreduce_across_nodes_s * 2.0 * (r - 1) / r : 0;
@@ -155,20 +152,20 @@ std::vector<LayerSyncGroup> gradient_sync_groups(const PlanningProblem& problem,
 }
 
 double gradient_sync_time_s(const PlanningProblem& problem,
-                            const std::vector<PipelineTemplate>& templates,
+                            const PerTemplate<PipelineTemplate>& templates,
                             const Instantiation& inst) {
   if (inst.pipelines.size() < 2) return 0;
   // Each node's NIC carries the rings of the layers it holds one after another; different
   // nodes run theirs in parallel. Per pipeline, the busiest of its nodes.
   double worst = 0;
   for (const Pipeline& p : inst.pipelines) {
-    const PipelineTemplate& t = templates[static_cast<size_t>(p.template_index)];
-    IdVector<PipelineNode, double> per_node(t.nodes, 0);
+    const PipelineTemplate& t = templates[p.template_index];
+    PerPipelineNode<double> per_node(t.nodes, 0);
     const auto first_layer = problem.layers.begin();
     for (const TemplateStage& s : t.stages) {
       for (const LayerCost& layer :
            std::ranges::subrange(first_layer + s.layer_begin, first_layer + s.layer_end))
-        per_node[PipelineNode{s.node}] += layer.allreduce_across_nodes_s;
+        per_node[s.node] += layer.allreduce_across_nodes_s;
     }
     for (double v : per_node) worst = std::max(worst, v);
   }
@@ -176,12 +173,11 @@ double gradient_sync_time_s(const PlanningProblem& problem,
   return worst * 2.0 * (r - 1) / r;
 }
 
-void evaluate(const PlanningProblem& problem, const std::vector<PipelineTemplate>& templates,
+void evaluate(const PlanningProblem& problem, const PerTemplate<PipelineTemplate>& templates,
               Instantiation& inst) {
   double slowest = 0;
   for (const Pipeline& p : inst.pipelines) {
-    slowest = std::max(
-        slowest, templates[static_cast<size_t>(p.template_index)].iteration_time_s(p.microbatches));
+    slowest = std::max(slowest, templates[p.template_index].iteration_time_s(p.microbatches));
   }
   inst.sync_time_s = gradient_sync_time_s(problem, templates, inst);
   inst.iteration_time_s = slowest + inst.sync_time_s;

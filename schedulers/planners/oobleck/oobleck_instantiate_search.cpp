@@ -43,9 +43,9 @@ struct TemplateTerms {
   bool zero_t = false;
 };
 
-std::vector<TemplateTerms> template_terms(const PlanningProblem& problem,
-                                          const std::vector<PipelineTemplate>& templates) {
-  std::vector<TemplateTerms> out;
+PerTemplate<TemplateTerms> template_terms(const PlanningProblem& problem,
+                                          const PerTemplate<PipelineTemplate>& templates) {
+  PerTemplate<TemplateTerms> out;
   for (const PipelineTemplate& t : templates) {
     TemplateTerms x;
     const double a = t.t1_s + t.t3_s - (t.num_stages() - t.slowest_stage + 1) * t.slowest_s;
@@ -54,12 +54,12 @@ std::vector<TemplateTerms> template_terms(const PlanningProblem& problem,
       x.inv_t = 1 / t.slowest_s;
       x.a_over_t = a / t.slowest_s;
     }
-    IdVector<PipelineNode, double> per_node(t.nodes, 0);
+    PerPipelineNode<double> per_node(t.nodes, 0);
     const auto first_layer = problem.layers.begin();
     for (const TemplateStage& s : t.stages) {
       for (const LayerCost& layer :
            std::ranges::subrange(first_layer + s.layer_begin, first_layer + s.layer_end))
-        per_node[PipelineNode{s.node}] += layer.allreduce_across_nodes_s;
+        per_node[s.node] += layer.allreduce_across_nodes_s;
     }
     for (double v : per_node) x.sync_w = std::max(x.sync_w, v);
     out.push_back(x);
@@ -84,7 +84,7 @@ constexpr size_t kMaxFallbackEvaluations = 64;
 struct Candidate {
   double bound = 0;
   long order = 0;  ///< position in feasible_counts' order (the exhaustive tie-break)
-  std::vector<int> counts;
+  PerTemplate<int> counts;
 };
 
 /// Depth-first enumeration of X in feasible_counts' order: multisets of template indices
@@ -92,7 +92,7 @@ struct Candidate {
 /// appends an X when its largest template is processed, after the X it extends).
 class Enumerator {
  public:
-  Enumerator(const PlanningProblem& problem, const std::vector<PipelineTemplate>& templates,
+  Enumerator(const PlanningProblem& problem, const PerTemplate<PipelineTemplate>& templates,
              int nodes)
       : p_(problem), ts_(templates), terms_(template_terms(problem, templates)), nodes_(nodes) {
     // descend() recurses once per pipeline: N / n_0 deep. Past a few thousand that is a
@@ -109,27 +109,28 @@ class Enumerator {
                             std::to_string(kMaxPipelines * ts_.front().nodes) + " nodes");
     }
     total_mb_ = problem.microbatch_size > 0 ? problem.global_batch / problem.microbatch_size : 0;
-    // reach_[j][n]: n nodes are a sum of sizes of templates 0..j (or n = 0).
-    reach_.assign(ts_.size(), IdVector<NodeCount, char>(nodes + 1, 0));
-    for (size_t j = 0; j < ts_.size(); ++j) {
-      reach_[j][NodeCount{0}] = 1;
-      for (int n = 1; n <= nodes; ++n) {
-        const int nj = ts_[j].nodes;
-        reach_[j][NodeCount{n}] =
-            (j > 0 && reach_[j - 1][NodeCount{n}]) || (n >= nj && reach_[j][NodeCount{n - nj}]);
-      }
+    // reach_[j][n]: n nodes are a sum of sizes of templates 0..j (or n = 0). Row j is row
+    // j-1 plus the sums that end in template j, filled with n ascending.
+    IdVector<NodeCount, char> reach(nodes + 1, 0);
+    for (const PipelineTemplate& t : ts_) {
+      reach[NodeCount{0}] = 1;
+      for (int n = t.nodes; n <= nodes; ++n)
+        reach[NodeCount{n}] = reach[NodeCount{n}] || reach[NodeCount{n - t.nodes}];
+      reach_.push_back(reach);
     }
-    counts_.assign(ts_.size(), 0);
+    counts_ = PerTemplate<int>(ts_.ssize(), 0);
     // Per-node extremes over templates 0..j for the completion bound.
-    rho_.assign(ts_.size(), 0);
-    alpha_.assign(ts_.size(), kInf);
-    any_zero_t_.assign(ts_.size(), 0);
-    for (size_t j = 0; j < ts_.size(); ++j) {
+    double rho = 0, alpha = kInf;
+    bool any_zero_t = false;
+    for (const TemplateId j : ts_.ids()) {
       const double n = ts_[j].nodes;
       const TemplateTerms& x = terms_[j];
-      rho_[j] = std::max(j > 0 ? rho_[j - 1] : 0.0, x.inv_t / n);
-      alpha_[j] = std::min(j > 0 ? alpha_[j - 1] : kInf, x.a_over_t / n);
-      any_zero_t_[j] = (j > 0 && any_zero_t_[j - 1]) || x.zero_t;
+      rho = std::max(rho, x.inv_t / n);
+      alpha = std::min(alpha, x.a_over_t / n);
+      any_zero_t = any_zero_t || x.zero_t;
+      rho_.push_back(rho);
+      alpha_.push_back(alpha);
+      any_zero_t_.push_back(any_zero_t);
     }
   }
 
@@ -141,7 +142,7 @@ class Enumerator {
     order_ = 0;
     steps_ = 0;
     threshold_ = &threshold;
-    if (!ts_.empty()) descend(ts_.size() - 1, nodes_, 0, 0, 0, 0, false, visit);
+    if (!ts_.empty()) descend(TemplateId{ts_.ssize() - 1}, nodes_, 0, 0, 0, 0, false, visit);
   }
 
   long feasible() const { return order_; }
@@ -152,8 +153,8 @@ class Enumerator {
 
  private:
   template <class Visit>
-  void descend(size_t max_j, int left, int r, double inv_t, double a_over_t, double w, bool zero_t,
-               Visit& visit) {
+  void descend(TemplateId max_j, int left, int r, double inv_t, double a_over_t, double w,
+               bool zero_t, Visit& visit) {
     if (left == 0) {
       if (r < p_.fault_tolerance + 1) return;  // Requirement 2 of Eq 2.5
       const double relax = zero_t || inv_t <= 0 ? 0 : (total_mb_ + a_over_t) / inv_t;
@@ -170,7 +171,7 @@ class Enumerator {
                         " search steps over template combinations (the planner's limit); "
                         "use fewer nodes or a larger n_0");
     }
-    for (size_t j = 0; j <= max_j; ++j) {
+    for (TemplateId j{0}; j <= max_j; ++j) {
       const int nj = ts_[j].nodes;
       if (nj > left || !reach_[j][NodeCount{left - nj}]) continue;
       const TemplateTerms& x = terms_[j];
@@ -182,8 +183,8 @@ class Enumerator {
   }
 
   /// A lower bound on the bound of every X completing this partial one (left > 0).
-  double completion_bound(size_t max_j, int left, int r, double inv_t, double a_over_t, double w,
-                          bool zero_t) const {
+  double completion_bound(TemplateId max_j, int left, int r, double inv_t, double a_over_t,
+                          double w, bool zero_t) const {
     double relax = 0;
     if (!zero_t && !any_zero_t_[max_j]) {
       const double num = total_mb_ + a_over_t + left * alpha_[max_j];
@@ -194,28 +195,28 @@ class Enumerator {
   }
 
   const PlanningProblem& p_;
-  const std::vector<PipelineTemplate>& ts_;
-  std::vector<TemplateTerms> terms_;
-  std::vector<double> rho_, alpha_;  ///< max 1/t per node, min a/t per node, templates 0..j
-  std::vector<char> any_zero_t_;
+  const PerTemplate<PipelineTemplate>& ts_;
+  PerTemplate<TemplateTerms> terms_;
+  PerTemplate<double> rho_, alpha_;  ///< max 1/t per node, min a/t per node, templates 0..j
+  PerTemplate<char> any_zero_t_;
   const double* threshold_ = nullptr;
   long steps_ = 0;
   int nodes_ = 0;
   long total_mb_ = 0;
   long order_ = 0;
-  std::vector<IdVector<NodeCount, char>> reach_;
-  std::vector<int> counts_;
+  PerTemplate<IdVector<NodeCount, char>> reach_;
+  PerTemplate<int> counts_;
 };
 
 /// X's pipelines (larger templates first, no nodes yet) with the batch distributed.
 Instantiation evaluate_counts(const PlanningProblem& problem,
-                              const std::vector<PipelineTemplate>& templates,
-                              const std::vector<int>& counts) {
+                              const PerTemplate<PipelineTemplate>& templates,
+                              const PerTemplate<int>& counts) {
   Instantiation inst;
   inst.counts = counts;
-  for (int j = isize(counts) - 1; const int count : counts | std::views::reverse) {
-    for (int c = 0; c < count; ++c) inst.pipelines.push_back({j, {}, 0});
-    --j;
+  for (int j = counts.ssize() - 1; j >= 0; --j) {
+    const TemplateId t{j};
+    for (int c = 0; c < counts[t]; ++c) inst.pipelines.push_back({t, {}, 0});
   }
   distribute_batch(problem, templates, inst);
   return inst;
@@ -225,16 +226,15 @@ Instantiation evaluate_counts(const PlanningProblem& problem,
 /// (O(templates^2 x nodes) of them), the same bound, the best of the first
 /// kMaxFallbackEvaluations in bound order evaluated exactly.
 Instantiation two_size_instantiation(const PlanningProblem& problem,
-                                     const std::vector<PipelineTemplate>& templates, int nodes) {
-  const std::vector<TemplateTerms> terms = template_terms(problem, templates);
+                                     const PerTemplate<PipelineTemplate>& templates, int nodes) {
+  const PerTemplate<TemplateTerms> terms = template_terms(problem, templates);
   const long total_mb =
       problem.microbatch_size > 0 && problem.global_batch % problem.microbatch_size == 0
           ? problem.global_batch / problem.microbatch_size
           : 0;
   std::vector<Candidate> open;
-  const size_t count = templates.size();
-  for (size_t a = 0; a < count; ++a) {
-    for (size_t b = a; b < count; ++b) {
+  for (const TemplateId a : templates.ids()) {
+    for (TemplateId b = a; b < templates.next_id(); ++b) {
       const int na = templates[a].nodes, nb = templates[b].nodes;
       for (int ca = a == b ? 0 : 1; a == b ? ca == 0 : ca * na < nodes; ++ca) {
         const int rest = nodes - ca * na;
@@ -250,7 +250,7 @@ Instantiation two_size_instantiation(const PlanningProblem& problem,
                              : std::max(0.0, (total_mb + ca * x.a_over_t + cb * y.a_over_t) / inv);
         const double w = std::max(ca > 0 ? x.sync_w : 0.0, y.sync_w);
         Candidate c{relax + (r > 1 ? w * 2.0 * (r - 1) / r : 0), std::ssize(open),
-                    std::vector<int>(count, 0)};
+                    PerTemplate<int>(templates.ssize(), 0)};
         c.counts[a] += ca;
         c.counts[b] += cb;
         open.push_back(std::move(c));
@@ -274,12 +274,12 @@ Instantiation two_size_instantiation(const PlanningProblem& problem,
 }
 
 Instantiation exact_instantiation(const PlanningProblem& problem,
-                                  const std::vector<PipelineTemplate>& templates, int nodes) {
+                                  const PerTemplate<PipelineTemplate>& templates, int nodes) {
   Enumerator en(problem, templates, nodes);
   // Pass 1: the X of least bound gives an incumbent (its exact time).
-  std::vector<int> first, least;
+  PerTemplate<int> first, least;
   double least_bound = kInf;
-  en.run(least_bound, [&](double bound, long order, const std::vector<int>& counts, int r) {
+  en.run(least_bound, [&](double bound, long order, const PerTemplate<int>& counts, int r) {
     if (order == 0) first = counts;
     if (en.distributable(r) && bound < least_bound) {
       least_bound = bound;
@@ -296,7 +296,7 @@ Instantiation exact_instantiation(const PlanningProblem& problem,
   const double incumbent = evaluate_counts(problem, templates, least).iteration_time_s;
   // Pass 2: every X whose bound does not exceed the incumbent may be the optimum.
   std::vector<Candidate> open;
-  en.run(incumbent, [&](double bound, long order, const std::vector<int>& counts, int r) {
+  en.run(incumbent, [&](double bound, long order, const PerTemplate<int>& counts, int r) {
     if (!en.distributable(r) || bound > incumbent * kSlack) return;
     if (open.size() == kMaxCandidates) {
       throw SearchLimit("oobleck: instantiating " + std::to_string(nodes) +
@@ -325,7 +325,7 @@ Instantiation exact_instantiation(const PlanningProblem& problem,
 }  // namespace
 
 Instantiation best_instantiation(const PlanningProblem& problem,
-                                 const std::vector<PipelineTemplate>& templates, int nodes) {
+                                 const PerTemplate<PipelineTemplate>& templates, int nodes) {
   try {
     return exact_instantiation(problem, templates, nodes);
   } catch (const SearchLimit& limit) {

@@ -175,7 +175,7 @@ const StageMapper::Sub& StageMapper::across(int S, int u, int n) {
   return memo;
 }
 
-void StageMapper::emit_in_node(int s, int u, int v, int g, int node, int first_gpu,
+void StageMapper::emit_in_node(int s, int u, int v, int g, PipelineNode node, int first_gpu,
                                std::vector<TemplateStage>& out) {
   const Sub& sub = in_node(s, u, v, g);
   const int k = s == 1 ? v : sub.split_layer;
@@ -185,7 +185,8 @@ void StageMapper::emit_in_node(int s, int u, int v, int g, int node, int first_g
   if (s > 1) emit_in_node(s - 1, k, v, g - m, node, first_gpu + m, out);
 }
 
-void StageMapper::emit_across(int S, int u, int n, int node, std::vector<TemplateStage>& out) {
+void StageMapper::emit_across(int S, int u, int n, PipelineNode node,
+                              std::vector<TemplateStage>& out) {
   if (n == 1) return emit_in_node(S, u, L_, M_, node, 0, out);
   const Sub& sub = across(S, u, n);
   emit_in_node(sub.split_units, u, sub.split_layer, M_, node, 0, out);
@@ -208,7 +209,7 @@ PipelineTemplate StageMapper::best(int nodes) {
   }
   if (best_s < 0) return t;
   const Sub& sub = across(best_s, 0, nodes);
-  emit_across(best_s, 0, nodes, 0, t.stages);
+  emit_across(best_s, 0, nodes, PipelineNode{0}, t.stages);
   t.t1_s = sub.t1;
   t.t3_s = sub.t3;
   t.slowest_stage = sub.kstar;

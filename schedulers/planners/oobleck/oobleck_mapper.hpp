@@ -41,9 +41,9 @@ class StageMapper {
   Sub single(int u, int v, int d) const;
   const Sub& in_node(int s, int u, int v, int g);
   const Sub& across(int S, int u, int n);
-  void emit_in_node(int s, int u, int v, int g, int node, int first_gpu,
+  void emit_in_node(int s, int u, int v, int g, PipelineNode node, int first_gpu,
                     std::vector<TemplateStage>& out);
-  void emit_across(int S, int u, int n, int node, std::vector<TemplateStage>& out);
+  void emit_across(int S, int u, int n, PipelineNode node, std::vector<TemplateStage>& out);
 
   const PlanningProblem& p_;
   int L_ = 0, M_ = 1, N_ = 1;

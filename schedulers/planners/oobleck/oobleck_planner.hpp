@@ -79,13 +79,20 @@ struct PlanningProblem {
 using NodeCount = Id<struct NodeCountTag>;
 /// A node of one pipeline, 0 .. nodes-1 (TemplateStage::node), not a node id.
 using PipelineNode = Id<struct PipelineNodeTag>;
+template <class T>
+using PerPipelineNode = IdVector<PipelineNode, T>;
+/// A pipeline template j: an index into generate_templates' table (n_0 + j nodes) and into
+/// Eq 2.5's X (x_j pipelines of template j).
+using TemplateId = Id<struct TemplateTag>;
+template <class T>
+using PerTemplate = IdVector<TemplateId, T>;
 
 /// One stage of a template: layers [layer_begin, layer_end) on `gpus` GPUs of one node.
 struct TemplateStage {
   int layer_begin = 0;
   int layer_end = 0;
   int gpus = 1;
-  int node = 0;             ///< node index inside the pipeline, 0 .. nodes-1
+  PipelineNode node;        ///< node inside the pipeline, 0 .. nodes-1
   int first_gpu = 0;        ///< first GPU inside that node
   double forward_s = 0;     ///< F_{s,d} of one microbatch
   double backward_s = 0;    ///< B_{s,d}
@@ -119,7 +126,7 @@ int minimal_nodes(const PlanningProblem& problem);
 /// stage mapping fits), then templates of consecutive sizes n_0 .. min(N - f n_0, L) (a
 /// stage holds >= 1 layer on one node), each with its stage mapping.
 /// Throws InfeasibleError when N < (f+1) n_0 or a single layer does not fit one node.
-std::vector<PipelineTemplate> generate_templates(const PlanningProblem& problem);
+PerTemplate<PipelineTemplate> generate_templates(const PlanningProblem& problem);
 
 /// The divide-and-conquer stage mapping of Eq 2.1-2.4 (memoised) for one template of
 /// `nodes` nodes: iterates S over n .. min(L, n M), every stage inside one node.
@@ -132,15 +139,15 @@ PipelineTemplate map_stages(const PlanningProblem& problem, int nodes);
 /// One instantiated pipeline: a template and the concrete nodes (ids) it runs on, in
 /// pipeline order (stage node k runs on nodes[k]).
 struct Pipeline {
-  int template_index = 0;  ///< into the templates vector
-  std::vector<int> nodes;
+  TemplateId template_index;  ///< into the templates table
+  PerPipelineNode<int> nodes;
   int microbatches = 0;  ///< N_{b,i} after batch distribution
 };
 
 struct Instantiation {
   std::vector<Pipeline> pipelines;
   /// x_j: pipelines per template (Eq 2.5's X).
-  std::vector<int> counts;
+  PerTemplate<int> counts;
   int global_batch = 0;         ///< B actually distributed (samples)
   double iteration_time_s = 0;  ///< slowest pipeline + layer-granular gradient sync
   double sync_time_s = 0;       ///< the gradient-sync part
@@ -156,7 +163,7 @@ struct Instantiation {
 
 /// Eq 2.5: every X with sum x_j n_j = |nodes| (all nodes used) and sum x_j >= f + 1,
 /// in a deterministic order.
-std::vector<std::vector<int>> feasible_counts(const std::vector<PipelineTemplate>& templates,
+std::vector<PerTemplate<int>> feasible_counts(const PerTemplate<PipelineTemplate>& templates,
                                               int nodes, int fault_tolerance);
 
 /// The most nodes instantiate() plans for: its search recurses once per pipeline, and
@@ -174,19 +181,19 @@ constexpr int kMaxInstantiationNodes = 10'000;
 /// takes too many steps; InputError if the batch is not distributable (with the
 /// recommendation).
 Instantiation instantiate(const PlanningProblem& problem,
-                          const std::vector<PipelineTemplate>& templates,
+                          const PerTemplate<PipelineTemplate>& templates,
                           const std::vector<int>& nodes);
 
 /// The reference: feasible_counts (every X stored, at most 2,000,000 lists) and Eq 2.6
 /// for each. Same result as instantiate; for tests and small instances only.
 Instantiation instantiate_exhaustive(const PlanningProblem& problem,
-                                     const std::vector<PipelineTemplate>& templates,
+                                     const PerTemplate<PipelineTemplate>& templates,
                                      const std::vector<int>& nodes);
 
 /// The search behind instantiate: the best X for `nodes` nodes, batch distributed,
 /// pipelines without node ids. Throws like instantiate (except the too-few-nodes check).
 Instantiation best_instantiation(const PlanningProblem& problem,
-                                 const std::vector<PipelineTemplate>& templates, int nodes);
+                                 const PerTemplate<PipelineTemplate>& templates, int nodes);
 
 struct BatchDistribution {
   bool distributable = false;
@@ -206,7 +213,7 @@ BatchDistribution distribute_batch(const std::vector<const PipelineTemplate*>& p
 /// Convenience: distribute over an instantiation's pipelines, filling microbatches and the
 /// iteration time. Throws InputError with the recommendation when not distributable.
 void distribute_batch(const PlanningProblem& problem,
-                      const std::vector<PipelineTemplate>& templates, Instantiation& inst);
+                      const PerTemplate<PipelineTemplate>& templates, Instantiation& inst);
 
 // ---------------------------------------------------------------------------------------
 // Gradient synchronisation between heterogeneous pipelines (§2.6.1)
@@ -221,14 +228,14 @@ struct LayerSyncGroup {
 /// Per-layer groups and the sync time: each node's NIC carries the rings of the layers it
 /// holds one after another, so the sync takes the busiest node's sum.
 std::vector<LayerSyncGroup> gradient_sync_groups(const PlanningProblem& problem,
-                                                 const std::vector<PipelineTemplate>& templates,
+                                                 const PerTemplate<PipelineTemplate>& templates,
                                                  const Instantiation& inst);
 double gradient_sync_time_s(const PlanningProblem& problem,
-                            const std::vector<PipelineTemplate>& templates,
+                            const PerTemplate<PipelineTemplate>& templates,
                             const Instantiation& inst);
 
 /// Slowest pipeline's iteration_time_s(N_b) + gradient sync (fills the two fields).
-void evaluate(const PlanningProblem& problem, const std::vector<PipelineTemplate>& templates,
+void evaluate(const PlanningProblem& problem, const PerTemplate<PipelineTemplate>& templates,
               Instantiation& inst);
 
 // ---------------------------------------------------------------------------------------
@@ -269,7 +276,7 @@ struct Reinstantiation {
 /// when fewer than (f+1) n_0 nodes remain (same message as
 /// instantiate) or a layer has no surviving replica.
 Reinstantiation reinstantiate(const PlanningProblem& problem,
-                              const std::vector<PipelineTemplate>& templates,
+                              const PerTemplate<PipelineTemplate>& templates,
                               const Instantiation& current, const std::vector<int>& lost,
                               const std::vector<int>& added);
 

@@ -92,20 +92,19 @@ void repair(Steps& st, size_t i, int n0) {
 }
 
 /// Node id -> layers it holds under `inst`.
-std::map<int, std::set<int>> ownership(const std::vector<PipelineTemplate>& templates,
+std::map<int, std::set<int>> ownership(const PerTemplate<PipelineTemplate>& templates,
                                        const Instantiation& inst) {
   std::map<int, std::set<int>> own;
   for (const Pipeline& p : inst.pipelines) {
-    for (const TemplateStage& s : templates[static_cast<size_t>(p.template_index)].stages) {
-      for (int l = s.layer_begin; l < s.layer_end; ++l)
-        own[p.nodes[static_cast<size_t>(s.node)]].insert(l);
+    for (const TemplateStage& s : templates[p.template_index].stages) {
+      for (int l = s.layer_begin; l < s.layer_end; ++l) own[p.nodes[s.node]].insert(l);
     }
   }
   return own;
 }
 
 std::vector<LayerCopy> layer_copies(const PlanningProblem& problem,
-                                    const std::vector<PipelineTemplate>& templates,
+                                    const PerTemplate<PipelineTemplate>& templates,
                                     const Instantiation& before, const Instantiation& after,
                                     const std::set<int>& lost) {
   const auto old_own = ownership(templates, before);
@@ -142,7 +141,7 @@ std::vector<LayerCopy> layer_copies(const PlanningProblem& problem,
 Steps remove_lost(const Instantiation& current, const std::set<int>& lost) {
   Steps st;
   for (size_t i = 0; i < current.pipelines.size(); ++i) {
-    const std::vector<int>& had = current.pipelines[i].nodes;
+    const PerPipelineNode<int>& had = current.pipelines[i].nodes;
     std::vector<int> keep;
     for (int n : had)
       if (!lost.count(n)) keep.push_back(n);
@@ -197,7 +196,7 @@ bool valid_layout(const Steps& st, int n0, int nmax, int f, int microbatches) {
 }  // namespace
 
 Reinstantiation reinstantiate(const PlanningProblem& problem,
-                              const std::vector<PipelineTemplate>& templates,
+                              const PerTemplate<PipelineTemplate>& templates,
                               const Instantiation& current, const std::vector<int>& lost,
                               const std::vector<int>& added) {
   const int n0 = templates.front().nodes, nmax = templates.back().nodes;
@@ -219,12 +218,12 @@ Reinstantiation reinstantiate(const PlanningProblem& problem,
   const int microbatches =
       problem.microbatch_size > 0 ? problem.global_batch / problem.microbatch_size : 0;
   if (unplaced.empty() && valid_layout(st, n0, nmax, f, microbatches)) {
-    out.next.counts.assign(templates.size(), 0);
+    out.next.counts = PerTemplate<int>(templates.ssize(), 0);
     for (auto& p : st.pipes) {
       if (p.empty()) continue;
-      const int t = isize(p) - n0;  // templates are n_0, n_0 + 1, ...
-      ++out.next.counts[static_cast<size_t>(t)];
-      out.next.pipelines.push_back({t, std::move(p), 0});
+      const TemplateId t{isize(p) - n0};  // templates are n_0, n_0 + 1, ...
+      ++out.next.counts[t];
+      out.next.pipelines.push_back({t, PerPipelineNode<int>(std::move(p)), 0});
     }
     out.kind = st.merged       ? ReconfigurationCase::kMerge
                : st.borrowed   ? ReconfigurationCase::kBorrow

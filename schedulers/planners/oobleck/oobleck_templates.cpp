@@ -65,7 +65,7 @@ PipelineTemplate map_stages(const PlanningProblem& problem, int nodes) {
   return mapper.best(nodes);
 }
 
-std::vector<PipelineTemplate> generate_templates(const PlanningProblem& problem) {
+PerTemplate<PipelineTemplate> generate_templates(const PlanningProblem& problem) {
   check_problem(problem);
   const int N = problem.max_nodes;
   const int f = problem.fault_tolerance;
@@ -98,7 +98,7 @@ std::vector<PipelineTemplate> generate_templates(const PlanningProblem& problem)
   // §2.4.1.1: the largest template is N - f n_0 (f replicas of n_0 plus one with the rest);
   // consecutive sizes n_0 .. N - f n_0 cover every N' >= (f+1) n_0 (App. A.1). A stage
   // lives in one node, so a template has at most L nodes: sizes are capped at L.
-  std::vector<PipelineTemplate> out{first};
+  PerTemplate<PipelineTemplate> out{first};
   for (int n = n0 + 1; n <= std::min(N - f * n0, L); ++n) {
     PipelineTemplate t = mapper.best(n);
     if (t.stages.empty()) {

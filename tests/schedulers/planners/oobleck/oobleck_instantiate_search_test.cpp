@@ -63,7 +63,7 @@ TEST(OobleckInstantiateSearch, EqualsExhaustiveSearchOnSmallInstances) {
     const int n0 = 1 + trial % 3, f = trial % 3, gpus = 1 + trial % 2;
     const int nodes = std::min(14, (f + 1) * n0 + 2 + static_cast<int>(rng() % 8));
     const PlanningProblem p = random_problem(rng, 14, n0, nodes, f, gpus);
-    const std::vector<PipelineTemplate> ts = generate_templates(p);
+    const PerTemplate<PipelineTemplate> ts = generate_templates(p);
     for (int n = (f + 1) * ts.front().nodes; n <= nodes; ++n) {
       const std::string what = "trial " + std::to_string(trial) + " N'=" + std::to_string(n);
       expect_same(instantiate(p, ts, ids(n)), instantiate_exhaustive(p, ts, ids(n)), what);
@@ -79,7 +79,7 @@ TEST(OobleckInstantiateSearch, TiesGoToTheExhaustiveSearchsFirstX) {
   for (int l = 0; l < 8; ++l) p.layers.push_back({0.01, 0.02, 1e9, 1e9, 0, 0});
   p.max_nodes = 9;
   p.global_batch = 36;
-  const std::vector<PipelineTemplate> ts = generate_templates(p);
+  const PerTemplate<PipelineTemplate> ts = generate_templates(p);
   for (int n = 1; n <= 9; ++n)
     expect_same(instantiate(p, ts, ids(n)), instantiate_exhaustive(p, ts, ids(n)),
                 "N'=" + std::to_string(n));
@@ -92,7 +92,7 @@ TEST(OobleckInstantiateSearch, FiftyFiveNodesWithN0OfOne) {
   PlanningProblem p = random_problem(rng, 64, 1, 55, 1, 1);
   p.global_batch = 1024;
   p.microbatch_size = 4;
-  const std::vector<PipelineTemplate> ts = generate_templates(p);
+  const PerTemplate<PipelineTemplate> ts = generate_templates(p);
   ASSERT_EQ(ts.front().nodes, 1);
   EXPECT_THROW(feasible_counts(ts, 55, 1), InputError);
   for (int n : {2, 17, 40, 55}) {

@@ -48,14 +48,14 @@ TEST(OobleckInstantiate, EveryFeasibleNodeCountUsesAllNodes) {
     for (int f : {0, 1, 2, 3}) {
       for (int N = (f + 1) * n0; N <= 13; ++N) {
         const PlanningProblem p = with_n0(12, n0, N, f);
-        const std::vector<PipelineTemplate> ts = generate_templates(p);
+        const PerTemplate<PipelineTemplate> ts = generate_templates(p);
         ASSERT_EQ(ts.front().nodes, n0);
         for (int n = (f + 1) * n0; n <= N; ++n) {
           const Instantiation inst = instantiate(p, ts, ids(n));
           std::set<int> used;
           int microbatches = 0;
           for (const Pipeline& pl : inst.pipelines) {
-            EXPECT_EQ(isize(pl.nodes), ts[static_cast<size_t>(pl.template_index)].nodes);
+            EXPECT_EQ(isize(pl.nodes), ts[pl.template_index].nodes);
             used.insert(pl.nodes.begin(), pl.nodes.end());
             EXPECT_GE(pl.microbatches, 1);
             microbatches += pl.microbatches;
@@ -88,15 +88,15 @@ TEST(OobleckInstantiate, BelowFPlusOneN0IsInfeasible) {
 
 // Fig 2.7: templates of 2, 3 and 4 nodes on 7 nodes: X = (2,1,0) and (0,1,1).
 TEST(OobleckInstantiate, CoinChangeMatchesFigure27) {
-  std::vector<PipelineTemplate> ts(3);
-  ts[0].nodes = 2;
-  ts[1].nodes = 3;
-  ts[2].nodes = 4;
+  PerTemplate<PipelineTemplate> ts(3);
+  ts[TemplateId{0}].nodes = 2;
+  ts[TemplateId{1}].nodes = 3;
+  ts[TemplateId{2}].nodes = 4;
   auto xs = feasible_counts(ts, 7, 0);
-  std::sort(xs.begin(), xs.end());
+  std::ranges::sort(xs, std::ranges::lexicographical_compare);
   ASSERT_EQ(xs.size(), 2u);
-  EXPECT_EQ(xs[0], (std::vector<int>{0, 1, 1}));
-  EXPECT_EQ(xs[1], (std::vector<int>{2, 1, 0}));
+  EXPECT_EQ(xs[0], (PerTemplate<int>{0, 1, 1}));
+  EXPECT_EQ(xs[1], (PerTemplate<int>{2, 1, 0}));
   EXPECT_EQ(feasible_counts(ts, 7, 2).size(), 1u);  // only 2+2+3 has 3 pipelines
 }
 
@@ -180,16 +180,16 @@ TEST(OobleckSync, LayerGranularGroupsAcrossHeterogeneousPipelines) {
   PlanningProblem p = with_n0(6, 1, 5, 0);
   for (LayerCost& c : p.layers) c.allreduce_across_nodes_s = 0.5;
   p.gpu_memory_bytes = 0;
-  std::vector<PipelineTemplate> ts{map_stages(p, 2), map_stages(p, 3)};
-  ts[0].nodes = 2;
+  PerTemplate<PipelineTemplate> ts{map_stages(p, 2), map_stages(p, 3)};
+  ts[TemplateId{0}].nodes = 2;
   Instantiation inst;
-  inst.pipelines = {{0, {10, 11}, 4}, {1, {20, 21, 22}, 4}};
+  inst.pipelines = {{TemplateId{0}, {10, 11}, 4}, {TemplateId{1}, {20, 21, 22}, 4}};
   const auto groups = gradient_sync_groups(p, ts, inst);
   ASSERT_EQ(groups.size(), 6u);
   for (const LayerSyncGroup& g : groups) {
     ASSERT_EQ(g.nodes.size(), 2u);
-    EXPECT_EQ(g.nodes[0], 10 + ts[0].stage_of_layer(g.layer).node);
-    EXPECT_EQ(g.nodes[1], 20 + ts[1].stage_of_layer(g.layer).node);
+    EXPECT_EQ(g.nodes[0], 10 + ts[TemplateId{0}].stage_of_layer(g.layer).node.value());
+    EXPECT_EQ(g.nodes[1], 20 + ts[TemplateId{1}].stage_of_layer(g.layer).node.value());
     EXPECT_DOUBLE_EQ(g.time_s, 0.5);  // ring of 2: 2(r-1)/r = 1 times the profile's time
   }
   int most = 0;  // layers on the busiest node of either pipeline

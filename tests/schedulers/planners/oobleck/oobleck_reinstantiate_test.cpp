@@ -12,7 +12,7 @@ namespace {
 
 struct Fixture {
   PlanningProblem p;
-  std::vector<PipelineTemplate> ts;
+  PerTemplate<PipelineTemplate> ts;
 };
 
 /// 12 layers of 1 GB on 6 GB GPUs, one GPU per node: n_0 = 2; templates 2 .. N - f n_0.
@@ -37,11 +37,11 @@ Fixture fixture(int N, int f) {
 /// Pipelines of the given node lists (sizes pick the templates), batch distributed.
 Instantiation by_hand(const Fixture& fx, const std::vector<std::vector<int>>& nodes) {
   Instantiation inst;
-  inst.counts.assign(fx.ts.size(), 0);
+  inst.counts = PerTemplate<int>(fx.ts.ssize(), 0);
   for (const auto& n : nodes) {
-    const int t = isize(n) - fx.ts.front().nodes;
-    inst.pipelines.push_back({t, n, 0});
-    ++inst.counts[static_cast<size_t>(t)];
+    const TemplateId t{isize(n) - fx.ts.front().nodes};
+    inst.pipelines.push_back({t, PerPipelineNode<int>(n), 0});
+    ++inst.counts[t];
   }
   distribute_batch(fx.p, fx.ts, inst);
   return inst;
@@ -72,7 +72,7 @@ TEST(OobleckReinstantiate, Simple) {
   const Reinstantiation r = reinstantiate(fx.p, fx.ts, cur, {1}, {});
   EXPECT_EQ(r.kind, ReconfigurationCase::kSimple);
   EXPECT_EQ(sizes(r.next), (std::vector<size_t>{3, 2, 2}));
-  EXPECT_EQ(r.next.pipelines[0].nodes, (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(r.next.pipelines[0].nodes, (PerPipelineNode<int>{0, 2, 3}));
   EXPECT_FALSE(r.copies.empty()) << "node 1's layers move to the survivors";
   check_copies(fx, r, {1});
   // Unaffected pipelines keep their layers: nothing is copied to them.
@@ -86,7 +86,7 @@ TEST(OobleckReinstantiate, BorrowNodes) {
   const Reinstantiation r = reinstantiate(fx.p, fx.ts, cur, {4}, {});
   EXPECT_EQ(r.kind, ReconfigurationCase::kBorrow);
   EXPECT_EQ(sizes(r.next), (std::vector<size_t>{2, 2, 2}));
-  EXPECT_EQ(r.next.pipelines[1].nodes, (std::vector<int>{3, 2}));  // node 2 lent
+  EXPECT_EQ(r.next.pipelines[1].nodes, (PerPipelineNode<int>{3, 2}));  // node 2 lent
   check_copies(fx, r, {4});
 }
 

@@ -123,16 +123,16 @@ TEST(OobleckStageMapping, StagesStayInOneNodeAndFitMemory) {
     p.gpu_memory_bytes = 6e9;
     const PipelineTemplate t = map_stages(p, n);
     if (t.stages.empty()) continue;
-    std::vector<int> used(static_cast<size_t>(n), 0);
+    PerPipelineNode<int> used(n, 0);
     int next_layer = 0;
     for (const TemplateStage& s : t.stages) {
       EXPECT_EQ(s.layer_begin, next_layer);
       EXPECT_LT(s.layer_begin, s.layer_end);
       next_layer = s.layer_end;
-      ASSERT_GE(s.node, 0);
-      ASSERT_LT(s.node, n);
-      EXPECT_EQ(s.first_gpu, used[static_cast<size_t>(s.node)]);
-      used[static_cast<size_t>(s.node)] += s.gpus;
+      ASSERT_GE(s.node, PipelineNode{0});
+      ASSERT_LT(s.node, PipelineNode{n});
+      EXPECT_EQ(s.first_gpu, used[s.node]);
+      used[s.node] += s.gpus;
       EXPECT_LE(s.first_gpu + s.gpus, M) << "a stage crosses a node boundary";
       EXPECT_LE(s.memory_bytes, p.gpu_memory_bytes);
     }
@@ -146,10 +146,10 @@ TEST(OobleckTemplates, NodeSpecification) {
   PlanningProblem p = uniform(12, 2, 10, 1.0, 2.5);  // 12 GB on 5 GB nodes: n_0 = 3
   p.fault_tolerance = 1;
   EXPECT_EQ(minimal_nodes(p), 3);
-  const std::vector<PipelineTemplate> ts = generate_templates(p);
+  const PerTemplate<PipelineTemplate> ts = generate_templates(p);
   ASSERT_EQ(ts.size(), 5u);  // 3 .. 10 - 3 = 7
-  for (size_t i = 0; i < ts.size(); ++i) {
-    EXPECT_EQ(ts[i].nodes, 3 + static_cast<int>(i));
+  for (const TemplateId i : ts.ids()) {
+    EXPECT_EQ(ts[i].nodes, 3 + i.value());
     for (const TemplateStage& s : ts[i].stages) EXPECT_LE(s.memory_bytes, 2.5e9);
   }
   // More nodes per template: shorter per-microbatch stage work, never a slower estimate.
@@ -174,7 +174,7 @@ TEST(OobleckTemplates, Deterministic) {
   PlanningProblem p = random_problem(rng, 20, 4, 6);
   const auto a = generate_templates(p), b = generate_templates(p);
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
+  for (const TemplateId i : a.ids()) {
     ASSERT_EQ(a[i].stages.size(), b[i].stages.size());
     EXPECT_EQ(a[i].planned_time_s, b[i].planned_time_s);
     for (size_t k = 0; k < a[i].stages.size(); ++k) {
