@@ -113,7 +113,7 @@ std::optional<RankId> stage_rank(const Schedule& s, StageId stage) {
     for (const Op& op : s.programs[r]) {
       const auto* c = std::get_if<Compute>(&op);
       if (!c || c->stage != stage) continue;
-      if (s.ranks[r].replica == 0) return r;
+      if (s.ranks[r].replica == ReplicaId{0}) return r;
       if (!any) any = r;
       break;
     }

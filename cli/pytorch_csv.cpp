@@ -174,7 +174,7 @@ std::string microbatch_mismatch(int max_microbatch, int m) {
 std::string format_pytorch_csv(const Schedule& schedule, bool comms) {
   std::string out;
   for (const RankId r : schedule.rank_ids()) {
-    if (schedule.ranks[r].replica != 0) continue;
+    if (schedule.ranks[r].replica != ReplicaId{0}) continue;
     std::vector<std::string> row;
     std::string last_compute;
     std::string open_overlap;  // the F of an overlapped pair waiting for its B

@@ -141,6 +141,7 @@ class IdVector {
     return items_.emplace_back(std::forward<Args>(args)...);
   }
   void resize(int count) { items_.resize(slots(count)); }
+  void clear() { items_.clear(); }
   void resize(int count, const T& value) { items_.resize(slots(count), value); }
 
   bool operator==(const IdVector&) const = default;

@@ -106,20 +106,20 @@ bool same_shifted(const Schedule& schedule, const Op& op, const Op& base, int sh
 std::string replica_asymmetry(const Schedule& s) {
   const int ranks = s.num_ranks();
   int replicas = 0;
-  for (const RankInfo& info : s.ranks) replicas = std::max(replicas, info.replica + 1);
+  for (const RankInfo& info : s.ranks) replicas = std::max(replicas, info.replica.value() + 1);
   if (replicas <= 1) return "";
   if (ranks % replicas != 0) return "replicas hold different numbers of ranks";
   const int per = ranks / replicas;
   const int stride = s.ranks[RankId{per}].gpu - s.ranks[RankId{0}].gpu;
   if (isize(s.samples) != replicas) return "the sample assignment does not cover every replica";
   for (int d = 0; const auto& replica_samples : s.samples) {
-    if (replica_samples.size() != s.samples[0].size())
+    if (replica_samples.size() != s.samples.front().size())
       return "replica " + std::to_string(d) + " runs another number of microbatches";
     for (int i = 0; i < per; ++i) {
       const RankId r0{i}, r = r0 + d * per;
       const RankInfo& info = s.ranks[r];
       const RankInfo& base = s.ranks[r0];
-      if (info.replica != d || info.tp != base.tp || info.gpu != base.gpu + d * stride) {
+      if (info.replica != ReplicaId{d} || info.tp != base.tp || info.gpu != base.gpu + d * stride) {
         return "replica " + std::to_string(d) + " rank " + to_string(r) +
                " is not placed as replica 0's rank " + std::to_string(i) +
                " shifted by whole replicas";

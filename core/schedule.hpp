@@ -163,10 +163,14 @@ struct OpRef {
 
 /// Where a rank lives: the first GPU of its tensor-parallel group, the group's size, and
 /// which data-parallel replica of the pipeline it belongs to.
+/// Sample ids (indices into the workload's samples) per microbatch of each data-parallel
+/// replica: assignment[replica][microbatch].
+using SampleAssignment = PerReplica<PerMicrobatch<std::vector<int>>>;
+
 struct RankInfo {
   int gpu = 0;
   int tp = 1;
-  int replica = 0;
+  ReplicaId replica{0};
   bool operator==(const RankInfo&) const = default;
 };
 
@@ -194,8 +198,8 @@ struct Schedule {
   PerRank<RankInfo> ranks;
   PerRank<std::vector<Op>> programs;        ///< per rank, in execution order
   std::vector<std::vector<RankId>> groups;  ///< collective groups (rank lists, ring order)
-  /// samples[replica][microbatch] -> sample ids it covers
-  std::vector<std::vector<std::vector<int>>> samples;
+  /// samples[replica][microbatch] -> the ids of the samples it covers
+  SampleAssignment samples;
   PerRank<StaticMemory> static_memory;
   /// Symmetric folding (core/replica_fold.hpp): each data-parallel replica in the IR stands
   /// for `replica_fold` identical ones that are not simulated op by op. Every collective
@@ -204,6 +208,10 @@ struct Schedule {
   int replica_fold = 1;
 
   int num_ranks() const { return programs.ssize(); }
+  /// The samples microbatch `microbatch` of `replica` covers.
+  const std::vector<int>& samples_of(ReplicaId replica, int microbatch) const {
+    return samples.at(replica).at(MicrobatchId{microbatch});
+  }
   IdRange<RankId> rank_ids() const { return programs.ids(); }
   /// Whether every member of the group is in one data-parallel replica (a tied
   /// embedding's all-reduce; with one replica, every group).

@@ -100,18 +100,18 @@ std::string format_schedule(const Schedule& s) {
   for (size_t g = 0; g < s.groups.size(); ++g)
     out += "group " + std::to_string(g) + ":" + int_list(s.groups[g]) + "\n";
   out += "samples " + std::to_string(s.samples.size()) + "\n";
-  for (size_t d = 0; d < s.samples.size(); ++d) {
-    out += "replica " + std::to_string(d) + " microbatches " + std::to_string(s.samples[d].size()) +
-           "\n";
-    for (size_t j = 0; j < s.samples[d].size(); ++j)
-      out += "mb " + std::to_string(j) + ":" + int_list(s.samples[d][j]) + "\n";
+  for (const ReplicaId d : s.samples.ids()) {
+    out +=
+        "replica " + to_string(d) + " microbatches " + std::to_string(s.samples[d].size()) + "\n";
+    for (const MicrobatchId j : s.samples[d].ids())
+      out += "mb " + to_string(j) + ":" + int_list(s.samples[d][j]) + "\n";
   }
   out += "ranks " + std::to_string(n) + "\n";
   for (const RankId r : s.rank_ids()) {
     const RankInfo& info = s.ranks[r];
     const StaticMemory& mem = s.static_memory[r];
     out += "rank " + to_string(r) + " gpu=" + std::to_string(info.gpu) +
-           " tp=" + std::to_string(info.tp) + " replica=" + std::to_string(info.replica) +
+           " tp=" + std::to_string(info.tp) + " replica=" + to_string(info.replica) +
            field("parameters", mem.parameters) + field("gradients", mem.gradients) +
            field("optimizer", mem.optimizer) + "\n";
     for (const Op& op : s.programs[r]) out += op_line(op, s);

@@ -107,15 +107,16 @@ class Reader {
   /// A count of items that take at least one line each ("groups 3", "ranks 4"): no more
   /// than the lines left, so a corrupt count is an error here rather than a huge
   /// allocation before the first missing item is noticed.
-  size_t count(const Line& line, const Token& token, const std::string& items) const {
+  int count(const Line& line, const Token& token, const std::string& items) const {
     const int value = integer(line, token);
     const size_t left = lines_.size() - next_;
+    if (value < 0) fail(line, token, "a count of " + items + " cannot be negative");
     if (std::cmp_greater(value, left)) {
       fail(line, token,
            "says " + std::to_string(value) + " " + items + " but only " + std::to_string(left) +
                " line(s) follow");
     }
-    return static_cast<size_t>(value);
+    return value;
   }
 
   double real(const Line& line, const Token& token, std::string_view text, size_t offset) const {
@@ -410,18 +411,17 @@ void read_groups_and_samples(Reader& in, Schedule& s) {
   }
   const Line& samples = in.keyword("samples", 1, "'samples REPLICAS'");
   s.samples.resize(in.count(samples, samples.tokens[1], "replicas"));
-  for (size_t d = 0; d < s.samples.size(); ++d) {
-    const Line& head =
-        in.keyword("replica", 3, "'replica " + std::to_string(d) + " microbatches K'");
-    if (std::cmp_not_equal(in.integer(head, head.tokens[1]), d) ||
-        head.tokens[2].text != "microbatches")
-      in.fail(head, head.tokens[1], "expected 'replica " + std::to_string(d) + " microbatches K'");
+  for (const ReplicaId d : s.samples.ids()) {
+    const std::string expected = "'replica " + to_string(d) + " microbatches K'";
+    const Line& head = in.keyword("replica", 3, expected);
+    if (in.integer(head, head.tokens[1]) != d.value() || head.tokens[2].text != "microbatches")
+      in.fail(head, head.tokens[1], "expected " + expected);
     s.samples[d].resize(in.count(head, head.tokens[3], "microbatches"));
-    for (size_t j = 0; j < s.samples[d].size(); ++j) {
-      const Line& line = in.next("'mb " + std::to_string(j) + ": SAMPLE...'");
+    for (const MicrobatchId j : s.samples[d].ids()) {
+      const Line& line = in.next("'mb " + to_string(j) + ": SAMPLE...'");
       if (line.tokens.front().text != "mb" || line.tokens.size() < 2)
-        in.fail(line, line.tokens.front(), "expected 'mb " + std::to_string(j) + ": SAMPLE...'");
-      in.index_colon(line, line.tokens[1], j);
+        in.fail(line, line.tokens.front(), "expected 'mb " + to_string(j) + ": SAMPLE...'");
+      in.index_colon(line, line.tokens[1], j.slot());
       s.samples[d][j] = in.int_list(line, 2);
     }
   }
@@ -429,7 +429,7 @@ void read_groups_and_samples(Reader& in, Schedule& s) {
 
 void read_ranks(Reader& in, Schedule& s) {
   const Line& ranks = in.keyword("ranks", 1, "'ranks COUNT'");
-  const int n = static_cast<int>(in.count(ranks, ranks.tokens[1], "ranks"));
+  const int n = in.count(ranks, ranks.tokens[1], "ranks");
   s.ranks.resize(n);
   s.static_memory.resize(n);
   s.programs.resize(n);
@@ -442,8 +442,9 @@ void read_ranks(Reader& in, Schedule& s) {
       in.fail(head, head.tokens[1], "expected " + expected + " (ranks come in order from 0)");
     const Fields f =
         in.fields(head, 2, {"gpu", "tp", "replica", "parameters", "gradients", "optimizer"});
-    s.ranks[r] = {in.int_field(head, f, "gpu"), in.int_field(head, f, "tp"),
-                  in.int_field(head, f, "replica")};
+    s.ranks[r] = {.gpu = in.int_field(head, f, "gpu"),
+                  .tp = in.int_field(head, f, "tp"),
+                  .replica = ReplicaId{in.int_field(head, f, "replica")}};
     s.static_memory[r] = {in.real_field(head, f, "parameters", true),
                           in.real_field(head, f, "gradients", true),
                           in.real_field(head, f, "optimizer", true)};

@@ -272,7 +272,7 @@ void write_chrome_trace(const std::string& path, const Schedule& schedule,
   }
   for (const RankId r : schedule.rank_ids()) {
     const auto& program = schedule.programs[r];
-    const int replica = schedule.ranks[r].replica;
+    const ReplicaId replica = schedule.ranks[r].replica;
     for (size_t i = 0; i < program.size(); ++i) {
       const Op& op = program[i];
       const OpTiming& t = timeline.timings[r][i];
@@ -293,8 +293,7 @@ void write_chrome_trace(const std::string& path, const Schedule& schedule,
       if (const auto* c = std::get_if<Collective>(&op)) out << ",\"bytes\":" << Fixed{c->bytes, 0};
       if (mb) {
         out << ",\"microbatch\":" << *mb << ",\"samples\":[";
-        const auto& samples =
-            schedule.samples.at(static_cast<size_t>(replica)).at(static_cast<size_t>(*mb));
+        const auto& samples = schedule.samples_of(replica, *mb);
         for (size_t k = 0; k < samples.size(); ++k) out << (k ? "," : "") << samples[k];
         out << "]";
       }

@@ -134,15 +134,16 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
   const int replicas = isize(schedule.samples);
   const int layers = model.num_layers();
   std::vector<Counts> counts(static_cast<size_t>(replicas * schedule.microbatches * layers));
-  auto at = [&](int replica, int mb, int layer) -> Counts& {
-    return counts[static_cast<size_t>((replica * schedule.microbatches + mb) * layers + layer)];
+  auto at = [&](ReplicaId replica, int mb, int layer) -> Counts& {
+    return counts[static_cast<size_t>((replica.value() * schedule.microbatches + mb) * layers +
+                                      layer)];
   };
   for (const RankId r : schedule.rank_ids()) {
-    const int replica = schedule.ranks[r].replica;
-    if (replica < 0 || replica >= replicas) {
-      throw InfeasibleError("rank " + to_string(r) + " belongs to replica " +
-                            std::to_string(replica) + " but the schedule's samples cover " +
-                            std::to_string(replicas) + " replica(s)");
+    const ReplicaId replica = schedule.ranks[r].replica;
+    if (!schedule.samples.contains(replica)) {
+      throw InfeasibleError("rank " + to_string(r) + " belongs to replica " + to_string(replica) +
+                            " but the schedule's samples cover " + std::to_string(replicas) +
+                            " replica(s)");
     }
     const auto& program = schedule.programs[r];
     for (size_t i = 0; i < program.size(); ++i) {
@@ -161,14 +162,13 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
                                           : n.w;
         if (++slot > 1) {
           throw InfeasibleError("microbatch " + std::to_string(c->microbatch) + " of replica " +
-                                std::to_string(replica) + " runs " + to_string(c->pass) +
-                                " of layer " + std::to_string(l) + " twice, again at " +
-                                describe(schedule, r, i));
+                                to_string(replica) + " runs " + to_string(c->pass) + " of layer " +
+                                std::to_string(l) + " twice, again at " + describe(schedule, r, i));
         }
       }
     }
   }
-  for (int rep = 0; rep < replicas; ++rep) {
+  for (const ReplicaId rep : schedule.samples.ids()) {
     for (int mb = 0; mb < schedule.microbatches; ++mb) {
       for (int l = 0; l < layers; ++l) {
         const Counts& n = at(rep, mb, l);
@@ -176,7 +176,7 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
             (n.b == 1 && n.i == 0 && n.w == 0) || (n.b == 0 && n.i == 1 && n.w == 1);
         if (n.f != 1 || !backward_once) {
           throw InfeasibleError("microbatch " + std::to_string(mb) + " of replica " +
-                                std::to_string(rep) + ", layer " + std::to_string(l) + ": " +
+                                to_string(rep) + ", layer " + std::to_string(l) + ": " +
                                 std::to_string(n.f) + " forward(s), " + std::to_string(n.b) +
                                 " B, " + std::to_string(n.i) + " I, " + std::to_string(n.w) +
                                 " W (every sample needs exactly one forward and one backward: "

@@ -25,9 +25,9 @@ std::vector<ComponentForwardStats> component_forward_stats(const Schedule& sched
     }
   }
   // (component, replica, microbatch) -> forward seconds over all stages.
-  std::map<std::tuple<size_t, int, int>, double> sums;
+  std::map<std::tuple<size_t, ReplicaId, int>, double> sums;
   for (const RankId r : schedule.rank_ids()) {
-    const int replica = schedule.ranks[r].replica;
+    const ReplicaId replica = schedule.ranks[r].replica;
     for (const Op& op : schedule.programs[r]) {
       const Compute* c = std::get_if<Compute>(&op);
       if (!c || c->pass != Pass::kF || c->redundant) continue;

@@ -101,8 +101,8 @@ void check_model_executable(const Model& model) {
   }
 }
 
-HostModelState::HostModelState(const ExecProblem& problem, const LayerGraph& graph, int replica,
-                               const std::vector<int>& layers)
+HostModelState::HostModelState(const ExecProblem& problem, const LayerGraph& graph,
+                               ReplicaId replica, const std::vector<int>& layers)
     : problem_(problem), graph_(graph), model_(*problem.model), replica_(replica) {
   for (const auto& per_replica : problem.schedule->samples) {
     for (const auto& mb : per_replica) batch_samples_ += isize(mb);
@@ -114,8 +114,7 @@ HostModelState::HostModelState(const ExecProblem& problem, const LayerGraph& gra
 }
 
 std::vector<int> HostModelState::samples_of(int microbatch) const {
-  return problem_.schedule->samples.at(static_cast<size_t>(replica_))
-      .at(static_cast<size_t>(microbatch));
+  return problem_.schedule->samples_of(replica_, microbatch);
 }
 
 Activation HostModelState::synthetic(int key, const std::vector<int>& samples,

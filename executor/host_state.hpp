@@ -25,7 +25,7 @@ struct Activation {
 class HostModelState {
  public:
   /// `replica`: which row of Schedule::samples this rank's microbatches come from.
-  HostModelState(const ExecProblem& problem, const LayerGraph& graph, int replica,
+  HostModelState(const ExecProblem& problem, const LayerGraph& graph, ReplicaId replica,
                  const std::vector<int>& layers);
 
   void forward(const Compute& op);
@@ -62,7 +62,7 @@ class HostModelState {
   const ExecProblem& problem_;
   const LayerGraph& graph_;
   const Model& model_;
-  int replica_;
+  ReplicaId replica_;
   int batch_samples_ = 0;  ///< samples in the whole iteration (the loss normaliser)
   std::map<int, LayerTensors> params_, grads_;
   std::map<ParamKey, AdamState> adam_;

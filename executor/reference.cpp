@@ -42,13 +42,13 @@ Schedule sequential_schedule(const Schedule& schedule, const Model& model) {
   s.module_names = schedule.module_names;
   s.num_stages = 1;
   s.ranks = {RankInfo{}};
-  s.samples.resize(1);
+  PerMicrobatch<std::vector<int>>& one_per_sample = s.samples.emplace_back();
   for (const auto& replica : schedule.samples) {
     for (const auto& mb : replica) {
-      for (int id : mb) s.samples[0].push_back({id});
+      for (int id : mb) one_per_sample.push_back({id});
     }
   }
-  s.microbatches = isize(s.samples[0]);
+  s.microbatches = one_per_sample.ssize();
   s.programs.resize(1);
   const std::vector<ModuleSpan> spans = module_spans(model);
   std::vector<Op>& program = s.programs.front();
@@ -161,9 +161,9 @@ GradientCheck check_gradients(const ExecProblem& problem, const ExecResult& resu
   check.tolerance = tolerance;
   const Schedule& schedule = *problem.schedule;
   const Model& model = *problem.model;
-  std::map<int, std::set<ParamKey>> seen;  // replica -> tensors some rank holds
+  std::map<ReplicaId, std::set<ParamKey>> seen;  // replica -> tensors some rank holds
   for (const RankId r : result.gradients.ids()) {
-    const int replica = schedule.ranks.at(r).replica;
+    const ReplicaId replica = schedule.ranks.at(r).replica;
     for (const auto& [key, grad] : result.gradients[r]) {
       const std::string where = describe(key) + " (rank " + to_string(r) + ")";
       if (model.layer(key.layer).frozen) {
@@ -179,10 +179,10 @@ GradientCheck check_gradients(const ExecProblem& problem, const ExecResult& resu
       record(check, where, relative_error(grad, it->second), "gradient");
     }
   }
-  for (int d = 0; d < isize(schedule.samples); ++d) {  // each replica
+  for (const ReplicaId d : schedule.samples.ids()) {
     for (const auto& [key, grad] : reference) {
       if (!seen[d].count(key))
-        check.failures.push_back(describe(key) + ": no rank of replica " + std::to_string(d) +
+        check.failures.push_back(describe(key) + ": no rank of replica " + to_string(d) +
                                  " has its gradient");
     }
   }

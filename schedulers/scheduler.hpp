@@ -27,7 +27,7 @@ struct SchedulingProblem {
   /// Optional explicit batching, set by schedulers that reorder or rebatch samples
   /// (disttrain, omnibal): assignment[replica][microbatch] -> indices into `samples`
   /// (microbatches may differ in size). Empty = in order, microbatch_size each.
-  std::vector<std::vector<std::vector<int>>> assignment;
+  SampleAssignment assignment;
   /// Symmetric folding (core/replica_fold.hpp): each of the parallel.dp replicas planned
   /// stands for this many of the job's. What shards over the data-parallel group (ZeRO-1's
   /// optimizer state) shards over all parallel.dp x replica_fold of them.

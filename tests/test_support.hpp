@@ -61,7 +61,7 @@ inline Schedule ranks_on(const std::vector<int>& gpus) {
   s.module_names = {"m"};
   s.num_stages = isize(gpus);
   s.microbatches = 1;
-  for (int gpu : gpus) s.ranks.push_back({gpu, 1, 0});
+  for (int gpu : gpus) s.ranks.push_back({.gpu = gpu, .tp = 1});
   s.programs.resize(isize(gpus));
   s.static_memory.resize(gpus.size());
   s.samples = {{{0}}};

@@ -47,9 +47,10 @@ std::vector<int> layer_output_lengths(const Model& model, const std::vector<Samp
   return lengths;
 }
 
-CudaModelState::CudaModelState(const ExecProblem& problem, const LayerGraph& graph, int replica,
-                               const std::vector<int>& layers, const std::vector<Op>& program,
-                               kernels::Blas& blas, cudaStream_t stream)
+CudaModelState::CudaModelState(const ExecProblem& problem, const LayerGraph& graph,
+                               ReplicaId replica, const std::vector<int>& layers,
+                               const std::vector<Op>& program, kernels::Blas& blas,
+                               cudaStream_t stream)
     : problem_(problem),
       graph_(graph),
       model_(*problem.model),
@@ -76,8 +77,7 @@ CudaModelState::CudaModelState(const ExecProblem& problem, const LayerGraph& gra
 }
 
 std::vector<int> CudaModelState::samples_of(int microbatch) const {
-  return problem_.schedule->samples.at(static_cast<size_t>(replica_))
-      .at(static_cast<size_t>(microbatch));
+  return problem_.schedule->samples_of(replica_, microbatch);
 }
 
 void CudaModelState::upload_parameters(std::vector<int> layers) {

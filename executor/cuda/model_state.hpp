@@ -34,7 +34,7 @@ class CudaModelState {
  public:
   /// `replica`: which row of Schedule::samples this rank's microbatches come from;
   /// `program`: this rank's ops (to prefetch the synthetic data its forwards read).
-  CudaModelState(const ExecProblem& problem, const LayerGraph& graph, int replica,
+  CudaModelState(const ExecProblem& problem, const LayerGraph& graph, ReplicaId replica,
                  const std::vector<int>& layers, const std::vector<Op>& program,
                  kernels::Blas& blas, cudaStream_t stream);
 
@@ -77,7 +77,7 @@ class CudaModelState {
   const ExecProblem& problem_;
   const LayerGraph& graph_;
   const Model& model_;
-  int replica_;
+  ReplicaId replica_;
   int batch_samples_ = 0;  ///< samples in the whole iteration (the loss normaliser)
   cudaStream_t stream_;
   LayerRunner runner_;

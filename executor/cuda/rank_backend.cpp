@@ -77,11 +77,9 @@ void CudaRankBackend::send(int index, const Send& op) {
   const MessageChannel channel = channel_of(rank_, op.peer, op.tag);
   const cudaStream_t stream = comms_.channel_stream(channel);
   DeviceActivation a = state_.take_edge(edge_of(op.tag));
-  const std::vector<int> expected =
-      layer_output_lengths(model_, *problem_.samples,
-                           schedule_.samples.at(static_cast<size_t>(schedule_.ranks[rank_].replica))
-                               .at(static_cast<size_t>(op.tag.microbatch)),
-                           op.tag.producer());
+  const std::vector<int> expected = layer_output_lengths(
+      model_, *problem_.samples,
+      schedule_.samples_of(schedule_.ranks[rank_].replica, op.tag.microbatch), op.tag.producer());
   int rows = 0;
   for (int n : expected) rows += n;
   if (rows != a.x.rows())
@@ -102,11 +100,9 @@ void CudaRankBackend::send(int index, const Send& op) {
 void CudaRankBackend::recv(int index, const Recv& op) {
   const MessageChannel channel = channel_of(op.peer, rank_, op.tag);
   const cudaStream_t stream = comms_.channel_stream(channel);
-  const std::vector<int> lengths =
-      layer_output_lengths(model_, *problem_.samples,
-                           schedule_.samples.at(static_cast<size_t>(schedule_.ranks[rank_].replica))
-                               .at(static_cast<size_t>(op.tag.microbatch)),
-                           op.tag.producer());
+  const std::vector<int> lengths = layer_output_lengths(
+      model_, *problem_.samples,
+      schedule_.samples_of(schedule_.ranks[rank_].replica, op.tag.microbatch), op.tag.producer());
   int rows = 0;
   for (int n : lengths) rows += n;
   const int cols = output_width(model_.layer(op.tag.producer()));

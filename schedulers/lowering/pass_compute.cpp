@@ -78,10 +78,9 @@ void cost_microbatches(Context& ctx, const Schedule& schedule) {
     return;
   }
   for (int d = 0; d < ctx.replicas; ++d) {
-    const std::vector<std::vector<int>>& samples = schedule.samples[static_cast<size_t>(d)];
     for (int j = 0; j < ctx.microbatches; ++j) {
       const std::vector<const Sample*> batch =
-          sample_batch(p.samples, samples[static_cast<size_t>(j)]);
+          sample_batch(p.samples, schedule.samples_of(ReplicaId{d}, j));
       MicrobatchCosts& mc = ctx.cost(d, j);
       for (int l = 0; l < ctx.model.num_layers(); ++l) {
         const MicrobatchShape shape = layer_shape(ctx.model, l, batch);

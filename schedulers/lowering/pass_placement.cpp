@@ -134,8 +134,9 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
       for (int d = 0; d < dp; ++d) {
         for (size_t c = 0; c < copies; ++c) {
           const RankId r = ctx.global_rank(d, spec.copy_ranks[c]);
-          const RankInfo info{
-              .gpu = spec.copy_gpu(d, c), .tp = ctx.stage_rank_width(spec), .replica = d};
+          const RankInfo info{.gpu = spec.copy_gpu(d, c),
+                              .tp = ctx.stage_rank_width(spec),
+                              .replica = ReplicaId{d}};
           if (placed[r] && !(schedule.ranks[r] == info))
             throw std::logic_error("lowering: rank " + to_string(r) +
                                    " holds copies placed on different GPUs");
@@ -153,7 +154,7 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
         const StageId s = first_stage_of(ctx, r);
         schedule.ranks.push_back({.gpu = ctx.stage(s).gpu.at(static_cast<size_t>(d)),
                                   .tp = ctx.stage_tp(s),
-                                  .replica = d});
+                                  .replica = ReplicaId{d}});
       }
     }
     return;
@@ -174,7 +175,8 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
   }
   for (int d = 0; d < dp; ++d) {
     for (const PipelineRank r : IdRange<PipelineRank>(ranks))
-      schedule.ranks.push_back({.gpu = ctx.global_rank(d, r).value() * tp, .tp = tp, .replica = d});
+      schedule.ranks.push_back(
+          {.gpu = ctx.global_rank(d, r).value() * tp, .tp = tp, .replica = ReplicaId{d}});
   }
 }
 
@@ -190,11 +192,11 @@ void assign_batch_pieces(const Context& ctx, Schedule& schedule) {
   const auto global = global_microbatches(ctx.problem, dp);
   schedule.samples.clear();
   for (int d = 0; d < ctx.replicas; ++d) {
-    auto& samples = schedule.samples.emplace_back(static_cast<size_t>(ctx.microbatches));
+    auto& samples = schedule.samples.emplace_back(ctx.microbatches);
     for (int j = 0; const std::vector<int>& microbatch : global) {
       for (int l = 0; l < per_replica; ++l) {
         for (int i = 0; const int id : replica_samples(microbatch, d * per_replica + l, dp)) {
-          samples[static_cast<size_t>(j * pieces + l * per + i % per)].push_back(id);
+          samples[MicrobatchId{j * pieces + l * per + i % per}].push_back(id);
           ++i;
         }
       }
@@ -228,7 +230,7 @@ void assign_samples(const Context& ctx, Schedule& schedule) {
   }
   schedule.samples.clear();
   for (int d = 0; d < dp; ++d) {
-    std::vector<std::vector<int>>& replica = schedule.samples.emplace_back();
+    PerMicrobatch<std::vector<int>>& replica = schedule.samples.emplace_back();
     for (int j = 0; j < m; ++j) {
       std::vector<int>& microbatch = replica.emplace_back();
       for (int k = 0; k < mbs; ++k) microbatch.push_back((d * m + j) * mbs + k);

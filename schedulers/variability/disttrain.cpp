@@ -46,9 +46,9 @@ std::vector<ModalityWork> sample_work(const SchedulingProblem& problem, const Br
   return out;
 }
 
-std::vector<std::vector<std::vector<int>>> intra_microbatch_lpt(
-    const std::vector<ModalityWork>& work, int dp, int microbatches, int microbatch_size) {
-  PerReplica<std::vector<std::vector<int>>> out(dp);
+SampleAssignment intra_microbatch_lpt(const std::vector<ModalityWork>& work, int dp,
+                                      int microbatches, int microbatch_size) {
+  SampleAssignment out(dp);
   const int group = dp * microbatch_size;
   for (int j = 0; j < microbatches; ++j) {
     const auto global_microbatch = std::views::iota(j * group, (j + 1) * group);
@@ -74,7 +74,7 @@ std::vector<std::vector<std::vector<int>>> intra_microbatch_lpt(
       out[d].push_back(std::move(microbatch[d]));
     }
   }
-  return {std::make_move_iterator(out.begin()), std::make_move_iterator(out.end())};
+  return out;
 }
 
 std::vector<int> inter_microbatch_order(const std::vector<double>& encoder_stage_s,
@@ -197,8 +197,8 @@ Schedule disttrain_schedule(const SchedulingProblem& problem, bool reorder) {
         llm.push_back(llm_s);
       }
       const std::vector<int> order = inter_microbatch_order(enc, llm, enc_depth + a.llm - 1);
-      std::vector<std::vector<int>> reordered;
-      for (int j : order) reordered.push_back(replica[static_cast<size_t>(j)]);
+      PerMicrobatch<std::vector<int>> reordered;
+      for (int j : order) reordered.push_back(replica[MicrobatchId{j}]);
       replica = std::move(reordered);
     }
   }

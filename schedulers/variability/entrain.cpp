@@ -91,10 +91,8 @@ void cost_encoder_forwards(Schedule& schedule, const SchedulingProblem& q, const
                            const PerLayer<bool>& is_llm) {
   const Model& model = *q.model;
   auto enc_set = [&](RankId rank, int mb) {
-    const int d = schedule.ranks[rank].replica;
-    return sample_batch(
-        q.samples,
-        plan.assignment.replicas[static_cast<size_t>(d)].encoder[static_cast<size_t>(mb)]);
+    const DeferralPlan& replica = plan.assignment.replicas[schedule.ranks[rank].replica];
+    return sample_batch(q.samples, replica.encoder[static_cast<size_t>(mb)]);
   };
   for (const RankId r : schedule.rank_ids()) {
     const int tp = schedule.ranks[r].tp;
@@ -124,7 +122,7 @@ Schedule lower_plan(const SchedulingProblem& problem, const EntrainPlan& plan,
   q.samples = samples;
   q.schedule.microbatches = plan.assignment.k_eff;
   q.assignment.clear();
-  for (const DeferralPlan& r : plan.assignment.replicas) q.assignment.push_back(r.llm);
+  for (const DeferralPlan& r : plan.assignment.replicas) q.assignment.emplace_back(r.llm);
   const int p = isize(plan.graph);
   std::vector<int> lag;  // per stage
   for (const int downstream : stages_downstream(*problem.model, plan.graph))

@@ -17,6 +17,8 @@
 /// scheduler); samples are indices into the workload vector.
 #include <vector>
 
+#include "core/index.hpp"
+
 namespace loom {
 
 /// Workload of one sample: the unified encoder (every encoder + projector, §4.5: "merging
@@ -89,7 +91,7 @@ DeferralPlan pairwise_deferral(const std::vector<SampleWork>& work,
 /// run the same number of microbatches).
 struct EntrainAssignment {
   int k_eff = 0;
-  std::vector<DeferralPlan> replicas;
+  PerReplica<DeferralPlan> replicas;
 };
 EntrainAssignment entrain_assign(const std::vector<SampleWork>& work, int dp, int k,
                                  const DeferralOptions& options = {});

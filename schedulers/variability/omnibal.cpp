@@ -167,7 +167,7 @@ std::vector<std::vector<StageRange>> bmp_candidates(const std::vector<double>& f
 
 namespace {
 
-std::vector<std::vector<std::vector<int>>> balanced_assignment(const SchedulingProblem& problem) {
+SampleAssignment balanced_assignment(const SchedulingProblem& problem) {
   const int dp = problem.parallel.dp, m = problem.schedule.microbatches;
   const int n = dp * m * problem.schedule.microbatch_size;
   if (isize(problem.samples) < n)
@@ -184,12 +184,12 @@ std::vector<std::vector<std::vector<int>>> balanced_assignment(const SchedulingP
   const auto groups =
       isf_groups(sizes, dp * m, kIsfRounds, static_cast<std::uint64_t>(problem.schedule.dip_seed));
   // Dealt round-robin: group k is microbatch k / dp of replica k % dp.
-  PerReplica<std::vector<std::vector<int>>> out(dp);
+  SampleAssignment out(dp);
   auto group = groups.begin();
   for (int j = 0; j < m; ++j)
     for (auto& replica : out)
       replica.push_back(group != groups.end() ? *group++ : std::vector<int>{});
-  return {std::make_move_iterator(out.begin()), std::make_move_iterator(out.end())};
+  return out;
 }
 
 }  // namespace
@@ -208,7 +208,8 @@ Schedule generate_omnibal(const SchedulingProblem& problem) {
   SchedulingProblem balanced = problem;
   balanced.assignment = balanced_assignment(problem);
   // FWD(l_i) and ACTIV(l_i) profiled on a balanced mini-batch (the first ISF group).
-  const std::vector<const Sample*> rep = sample_batch(problem.samples, balanced.assignment[0][0]);
+  const std::vector<const Sample*> rep =
+      sample_batch(problem.samples, balanced.assignment.front().front());
   std::vector<double> fwd, activ;
   for (int l = 0; l < model.num_layers(); ++l) {
     const MicrobatchShape shape = layer_shape(model, l, rep);

@@ -20,11 +20,11 @@ struct LayerEffect {
 };
 
 /// The effect of recomputing `layer` for microbatch `mb` of `replica` on a stage of `tp`.
-LayerEffect effect(const Schedule& schedule, const SchedulingProblem& problem, int replica, int mb,
-                   int layer, int tp) {
+LayerEffect effect(const Schedule& schedule, const SchedulingProblem& problem, ReplicaId replica,
+                   int mb, int layer, int tp) {
   const Model& model = *problem.model;
-  const std::vector<const Sample*> batch = sample_batch(
-      problem.samples, schedule.samples[static_cast<size_t>(replica)][static_cast<size_t>(mb)]);
+  const std::vector<const Sample*> batch =
+      sample_batch(problem.samples, schedule.samples_of(replica, mb));
   const MicrobatchShape shape = layer_shape(model, layer, batch);
   const double kept = problem.cost->activation_bytes(layer, shape, tp);
   const double input = layer > 0 && model.layers()[static_cast<size_t>(layer)].local_index > 0

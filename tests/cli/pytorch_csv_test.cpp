@@ -70,7 +70,7 @@ TEST(PytorchCsv, ExportsOneRowOfActionsPerRank) {
                                    .stage = StageId{0},
                                    .module = ModuleId{1},
                                    .bytes = 1e6}};
-  s.ranks[1_rank].replica = 1;
+  s.ranks[1_rank].replica = ReplicaId{1};
   EXPECT_EQ(format_pytorch_csv(s, true), "0F0,0REDUCE_GRAD\n");
   EXPECT_EQ(format_pytorch_csv(s, false), "0F0\n");
 }

@@ -101,7 +101,7 @@ TEST(DataParallel, ReplicasAllReduceTrainableGradientsAtTheEnd) {
   std::vector<int> expected(16);
   std::iota(expected.begin(), expected.end(), 0);
   EXPECT_EQ(ids, expected);
-  EXPECT_EQ(s.samples[1][0].front(), 8);
+  EXPECT_EQ(s.samples_of(ReplicaId{1}, 0).front(), 8);
   // Stage 0 finishes last, at 33 ms; its two-member ring then streams 2 x 4 MB over the
   // latency-free 300 GB/s NVLink.
   const double t = evaluate(s, study->config.cluster).iteration_time_s();

@@ -55,7 +55,7 @@ std::vector<Interval> forwards(const Schedule& s, const Timeline& t, const std::
                                int microbatch) {
   std::vector<Interval> out;
   for (int r = 0; r < s.num_ranks(); ++r) {
-    if (s.ranks[RankId{r}].replica != 0) continue;
+    if (s.ranks[RankId{r}].replica != ReplicaId{0}) continue;
     const auto& program = s.programs[RankId{r}];
     for (size_t i = 0; i < program.size(); ++i) {
       const auto* c = std::get_if<Compute>(&program[i]);

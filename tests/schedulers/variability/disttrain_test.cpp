@@ -52,8 +52,9 @@ TEST(DistTrain, IntraMicrobatchLptBalancesReplicas) {
   for (int j = 0; j < 8; ++j) {
     double load[2] = {0, 0};
     for (int d = 0; d < 2; ++d) {
-      ASSERT_EQ(a[static_cast<size_t>(d)][static_cast<size_t>(j)].size(), 2u);
-      for (int id : a[static_cast<size_t>(d)][static_cast<size_t>(j)]) {
+      const std::vector<int>& microbatch = a[ReplicaId{d}][MicrobatchId{j}];
+      ASSERT_EQ(microbatch.size(), 2u);
+      for (int id : microbatch) {
         seen.insert(id);
         load[d] += work[static_cast<size_t>(id)].encoder_s;
       }

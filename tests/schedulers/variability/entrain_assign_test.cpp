@@ -103,7 +103,7 @@ TEST(EntrainAssign, RandomBatchesKeepEncoderScheduleAndNeverRaiseTheMax) {
     std::multiset<int> enc_seen, llm_seen;
     const auto replicas = assign_replicas(w, dp);
     for (int d = 0; d < dp; ++d) {
-      const DeferralPlan& p = a.replicas[static_cast<size_t>(d)];
+      const DeferralPlan& p = a.replicas[ReplicaId{d}];
       ASSERT_EQ(isize(p.encoder), a.k_eff);
       // Never raises the largest microbatch LLM workload.
       EXPECT_LE(max_llm(w, p.llm), p.max_llm_before_s + 1e-9);

@@ -58,13 +58,13 @@ TEST(Entrain, SplitBackwardRunsADeferredSamplesEncoderBackwardAfterItsLlmBackwar
   const int p = problem.parallel.pp, enc_last = plan.encoder_stages - 1;
   int deferred_samples = 0;
   for (int d = 0; d < problem.parallel.dp; ++d) {
-    const DeferralPlan& r = plan.assignment.replicas[static_cast<size_t>(d)];
+    const DeferralPlan& r = plan.assignment.replicas[ReplicaId{d}];
     for (size_t j = 0; j + 1 < r.deferred.size(); ++j) {
       if (r.deferred[j].empty()) continue;
       const int next = static_cast<int>(j) + 1;
       for (int sample : r.deferred[j]) {
         // The deferred sample's LLM work (and so its encoder backward) is microbatch j + 1.
-        const auto& llm = s.samples[static_cast<size_t>(d)][static_cast<size_t>(next)];
+        const auto& llm = s.samples_of(ReplicaId{d}, next);
         EXPECT_NE(std::find(llm.begin(), llm.end(), sample), llm.end());
         ++deferred_samples;
       }

@@ -104,7 +104,7 @@ TEST(OmniBal, ScheduleIsValidWithBalancedVariableMicrobatches) {
   const Schedule s = find_scheduler("omnibal").generate(problem);
   validate(s, *problem.model);
   std::set<int> seen;
-  for (const auto& mb : s.samples[0]) seen.insert(mb.begin(), mb.end());
+  for (const auto& mb : s.samples.front()) seen.insert(mb.begin(), mb.end());
   EXPECT_EQ(seen.size(), problem.samples.size());
   EXPECT_GT(evaluate(s, study->config.cluster).iteration_time_s(), 0);
 }
