@@ -53,7 +53,7 @@ LayerKernelOptions AnalyticalCostModel::kernel_options(int layer) const {
   o.flash_attention = options_.flash_attention;
   o.sequence_parallel = options_.sequence_parallel;
   o.gradient_bytes = model_.layer(layer).frozen ? 0 : options_.gradient_bytes_per_param;
-  const LayerRef& ref = model_.layers()[static_cast<size_t>(layer)];
+  const LayerRef& ref = model_.layer_ref(layer);
   const Module& module = model_.module(ref.module);
   if (module.vocab > 0) {
     if (ref.local_index == 0) o.vocab_in = module.vocab;
@@ -71,7 +71,7 @@ std::vector<Kernel> AnalyticalCostModel::kernels(int layer, const MicrobatchShap
 
 PassCost AnalyticalCostModel::layer_cost(int layer, const MicrobatchShape& shape, int tp) const {
   if (!kernel_level()) return fixed_fraction_cost(layer, shape, tp);
-  auto key = std::make_tuple(layer_class_[static_cast<size_t>(layer)], tp, shape.sequence_lengths);
+  auto key = std::make_tuple(layer_class_[LayerId{layer}], tp, shape.sequence_lengths);
   {
     std::lock_guard<std::mutex> lock(cache_mutex_);
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
@@ -92,9 +92,11 @@ PassCost AnalyticalCostModel::kernel_cost(int layer, const MicrobatchShape& shap
       return compute + memory + (overlap ? std::max(0.0, comm - compute) : comm);
     }
   };
-  PassSum pass[3];
+  PassSum forward, input_grad, weight_grad;
   for (const Kernel& k : kernels(layer, shape, tp)) {
-    PassSum& p = pass[static_cast<int>(k.pass)];
+    PassSum& p = k.pass == KernelPass::kForward     ? forward
+                 : k.pass == KernelPass::kInputGrad ? input_grad
+                                                    : weight_grad;
     (k.bound == KernelBound::kCompute  ? p.compute
      : k.bound == KernelBound::kMemory ? p.memory
                                        : p.comm) += k.seconds;
@@ -102,11 +104,11 @@ PassCost AnalyticalCostModel::kernel_cost(int layer, const MicrobatchShape& shap
   }
   const bool overlap = options_.tp_comm_overlap;
   PassCost c;
-  c.forward_s = pass[0].total(overlap);
-  c.input_grad_s = pass[1].total(overlap);
-  c.weight_grad_s = pass[2].total(overlap);
+  c.forward_s = forward.total(overlap);
+  c.input_grad_s = input_grad.total(overlap);
+  c.weight_grad_s = weight_grad.total(overlap);
   if (options_.recompute == Recompute::kFull) c.input_grad_s += c.forward_s;
-  if (options_.recompute == Recompute::kSelective) c.input_grad_s += pass[0].recompute;
+  if (options_.recompute == Recompute::kSelective) c.input_grad_s += forward.recompute;
   return c;
 }
 

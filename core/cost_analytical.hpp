@@ -67,7 +67,7 @@ class AnalyticalCostModel final : public CostModel {
   Cluster cluster_;
   AnalyticalOptions options_;
   /// Layers with equal shapes and vocabulary roles share one class (and one cache entry).
-  std::vector<int> layer_class_;
+  PerLayer<int> layer_class_;
   mutable std::mutex cache_mutex_;
   mutable std::map<std::tuple<int, int, std::vector<int>>, PassCost> cache_;
 };

@@ -122,7 +122,7 @@ CalibratedCostModel::CalibratedCostModel(const Model& model, const Cluster& clus
 }
 
 const QuadraticFit& CalibratedCostModel::fit_for(int layer, char phase, int tp) const {
-  const LayerRef& ref = model_.layers()[static_cast<size_t>(layer)];
+  const LayerRef& ref = model_.layer_ref(layer);
   const std::string& module = model_.module(ref.module).name;
   const std::string exact = module + "." + std::to_string(ref.local_index);
   for (const std::string& key : {exact, module}) {

@@ -7,8 +7,8 @@ namespace loom {
 LayerGraph::LayerGraph(const Model& model, BackwardRule rule)
     : model_(&model), every_layer_(rule == BackwardRule::kEveryLayer) {
   const int n = model.num_layers();
-  producers_.reserve(model.layers().size());
-  consumers_.resize(model.layers().size());
+  producers_.resize(n);
+  consumers_.resize(n);
   PerModule<int> last_of_module(model.modules().ssize(), -1);
   for (int l = 0; l < n; ++l) last_of_module[model.module_of(l)] = l;
   for (int l = 0; const LayerRef& ref : model.layers()) {
@@ -20,8 +20,8 @@ LayerGraph::LayerGraph(const Model& model, BackwardRule rule)
         producers.push_back(last_of_module[input]);
       std::sort(producers.begin(), producers.end());
     }
-    for (int p : producers) consumers_[static_cast<size_t>(p)].push_back(l);
-    producers_.push_back(std::move(producers));
+    for (int p : producers) consumers_[LayerId{p}].push_back(l);
+    producers_[LayerId{l}] = std::move(producers);
     ++l;
   }
 }

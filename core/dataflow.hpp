@@ -44,12 +44,8 @@ enum class BackwardRule { kFrozenAware, kEveryLayer };
 class LayerGraph {
  public:
   explicit LayerGraph(const Model& model, BackwardRule rule = BackwardRule::kFrozenAware);
-  const std::vector<int>& producers(int layer) const {
-    return producers_.at(static_cast<size_t>(layer));
-  }
-  const std::vector<int>& consumers(int layer) const {
-    return consumers_.at(static_cast<size_t>(layer));
-  }
+  const std::vector<int>& producers(int layer) const { return producers_.at(LayerId{layer}); }
+  const std::vector<int>& consumers(int layer) const { return consumers_.at(LayerId{layer}); }
   bool is_loss_layer(int layer) const { return consumers(layer).empty(); }
   /// p(L) of Eq 3.3: the layer backpropagates (something trainable is upstream of it).
   bool needs_backward(int layer) const {
@@ -60,7 +56,7 @@ class LayerGraph {
  private:
   const Model* model_;
   bool every_layer_ = false;
-  std::vector<std::vector<int>> producers_, consumers_;
+  PerLayer<std::vector<int>> producers_, consumers_;
 };
 
 /// F edges a forward on [first_layer, end_layer) reads (empty for an encoder's first

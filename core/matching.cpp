@@ -12,6 +12,11 @@
 namespace loom {
 namespace {
 
+/// A collective group: an index into Schedule::groups (Collective::group).
+using GroupId = Id<struct GroupTag>;
+template <class T>
+using PerGroup = IdVector<GroupId, T>;
+
 std::string describe(const Schedule& schedule, OpRef ref) {
   const Op& op = schedule.op(ref);
   return "rank " + to_string(ref.rank) + " op #" + std::to_string(ref.index) + " (" +
@@ -68,7 +73,7 @@ Matching match_operations(const Schedule& schedule) {
   // order; the k-th of each match.
   ChannelQueues queues;
   // Per group: each member's collective ops in program order.
-  std::vector<std::map<RankId, std::vector<OpRef>>> group_ops(schedule.groups.size());
+  PerGroup<std::map<RankId, std::vector<OpRef>>> group_ops(isize(schedule.groups));
   auto valid_peer = [&](RankId peer, RankId r) {
     return schedule.programs.contains(peer) && peer != r;
   };
@@ -97,7 +102,7 @@ Matching match_operations(const Schedule& schedule) {
                        if (c.group < 0 || c.group >= isize(schedule.groups)) {
                          throw InfeasibleError(describe(schedule, ref) + ": unknown group");
                        }
-                       group_ops[static_cast<size_t>(c.group)][r].push_back(ref);
+                       group_ops[GroupId{c.group}][r].push_back(ref);
                      },
                      [](const OptimizerStep&) {},
                  },
@@ -139,8 +144,8 @@ Matching match_operations(const Schedule& schedule) {
     }
   }
 
-  for (size_t g = 0; g < schedule.groups.size(); ++g) {
-    const auto& members = schedule.groups[g];
+  for (const GroupId g : group_ops.ids()) {
+    const auto& members = schedule.group_members(g.value());
     size_t count = 0;
     bool first = true;
     for (const RankId member : members) {
@@ -149,10 +154,10 @@ Matching match_operations(const Schedule& schedule) {
       first = false;
       if (n != count) {
         OpRef witness = group_ops[g].begin()->second.front();
-        throw InfeasibleError(describe(schedule, witness) + ": collective group g" +
-                              std::to_string(g) + " is reached " + std::to_string(count) +
-                              " time(s) by rank " + to_string(members.front()) + " but " +
-                              std::to_string(n) + " time(s) by rank " + to_string(member));
+        throw InfeasibleError(describe(schedule, witness) + ": collective group g" + to_string(g) +
+                              " is reached " + std::to_string(count) + " time(s) by rank " +
+                              to_string(members.front()) + " but " + std::to_string(n) +
+                              " time(s) by rank " + to_string(member));
       }
     }
     for (const auto& [rank, ops] : group_ops[g]) {
@@ -160,7 +165,7 @@ Matching match_operations(const Schedule& schedule) {
       for (const RankId member : members) is_member = is_member || member == rank;
       if (!is_member) {
         throw InfeasibleError(describe(schedule, ops.front()) + ": rank is not in group g" +
-                              std::to_string(g));
+                              to_string(g));
       }
     }
     for (size_t k = 0; k < count; ++k) {

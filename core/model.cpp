@@ -106,7 +106,7 @@ std::optional<ModuleId> Model::module_index(const std::string& name) const {
 }
 
 const LayerSpec& Model::layer(int global_index) const {
-  const LayerRef& ref = layers_.at(static_cast<size_t>(global_index));
+  const LayerRef& ref = layer_ref(global_index);
   return modules_[ref.module].layers[static_cast<size_t>(ref.local_index)];
 }
 

@@ -95,24 +95,26 @@ class Model {
 
   /// All layers in topological order (the "global layer index").
   const std::vector<LayerRef>& layers() const { return layers_; }
+  /// The place of a global layer: its module and its index inside it.
+  const LayerRef& layer_ref(int global_index) const {
+    return layers_.at(static_cast<size_t>(global_index));
+  }
   const LayerSpec& layer(int global_index) const;
   /// The module a global layer belongs to.
-  ModuleId module_of(int global_index) const {
-    return layers_.at(static_cast<size_t>(global_index)).module;
-  }
+  ModuleId module_of(int global_index) const { return layer_ref(global_index).module; }
   int num_layers() const { return isize(layers_); }
 
   /// p(L) of dissertation Eq 3.3: true when layer L or any layer upstream of it (across
   /// modules, following the DAG's edges) has trainable parameters. A layer with p(L) false
   /// needs no backward at all; with p(L) true it backpropagates input gradients (Bd).
   bool has_trainable_upstream(int global_index) const {
-    return trainable_upstream_.at(static_cast<size_t>(global_index));
+    return trainable_upstream_.at(LayerId{global_index});
   }
   /// Whether layer L's input needs its gradient: some layer strictly upstream of L is
   /// trainable (p of L's producers). A trainable projector after a frozen encoder has
   /// p(L) true but no use for dL/dx.
   bool input_needs_gradient(int global_index) const {
-    return input_needs_gradient_.at(static_cast<size_t>(global_index));
+    return input_needs_gradient_.at(LayerId{global_index});
   }
   /// Whether any layer of the model is trainable (otherwise there is no backward pass).
   bool any_trainable() const;
@@ -124,8 +126,8 @@ class Model {
   PerModule<Module> modules_;
   PerModule<std::vector<ModuleId>> inputs_;
   std::vector<LayerRef> layers_;
-  std::vector<bool> trainable_upstream_;
-  std::vector<bool> input_needs_gradient_;
+  PerLayer<bool> trainable_upstream_;
+  PerLayer<bool> input_needs_gradient_;
 };
 
 /// Parameter count of one layer (weights only; biases and norms are below 0.1%).

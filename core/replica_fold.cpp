@@ -87,11 +87,9 @@ bool same_shifted(const Schedule& schedule, const Op& op, const Op& base, int sh
                           Collective b = std::get<Collective>(base);
                           if (c.group != b.group && schedule.group_in_one_replica(c.group) &&
                               schedule.group_in_one_replica(b.group)) {
-                            std::vector<RankId> shifted =
-                                schedule.groups[static_cast<size_t>(b.group)];
+                            std::vector<RankId> shifted = schedule.group_members(b.group);
                             for (RankId& m : shifted) m += shift;
-                            if (shifted != schedule.groups[static_cast<size_t>(c.group)])
-                              return false;
+                            if (shifted != schedule.group_members(c.group)) return false;
                             b.group = c.group;
                           }
                           return c == b;

@@ -81,7 +81,7 @@ std::string to_string(const Op& op, const Schedule& schedule) {
 }
 
 bool Schedule::group_in_one_replica(int group) const {
-  const auto& members = groups.at(static_cast<size_t>(group));
+  const auto& members = group_members(group);
   for (const RankId m : members) {
     if (ranks.at(m).replica != ranks.at(members[0]).replica) return false;
   }

@@ -213,13 +213,17 @@ struct Schedule {
     return samples.at(replica).at(MicrobatchId{microbatch});
   }
   IdRange<RankId> rank_ids() const { return programs.ids(); }
+  /// The ranks of collective group `group` (Collective::group), in ring order.
+  const std::vector<RankId>& group_members(int group) const {
+    return groups.at(static_cast<size_t>(group));
+  }
   /// Whether every member of the group is in one data-parallel replica (a tied
   /// embedding's all-reduce; with one replica, every group).
   bool group_in_one_replica(int group) const;
   /// Ranks a collective group's ring runs over: its members, times the fold for a group
   /// that spans the replicas (one inside a replica is that replica's alone).
   int ring_size(int group) const {
-    const int members = isize(groups[static_cast<size_t>(group)]);
+    const int members = isize(group_members(group));
     return replica_fold > 1 && !group_in_one_replica(group) ? members * replica_fold : members;
   }
   size_t num_ops() const;

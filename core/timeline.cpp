@@ -107,11 +107,11 @@ PerRank<ActivationPeak> activation_peaks(const Schedule& schedule) {
 Metrics compute_metrics(const Schedule& schedule, const Timeline& timeline) {
   Metrics m;
   m.iteration_time_s = timeline.iteration_time_s();
-  size_t samples = 0;
+  int samples = 0;
   for (const auto& replica : schedule.samples) {
-    for (const auto& mb : replica) samples += mb.size();
+    for (const auto& mb : replica) samples += isize(mb);
   }
-  samples *= static_cast<size_t>(schedule.replica_fold);  // the replicas folded away train too
+  samples *= schedule.replica_fold;  // the replicas folded away train too
   m.throughput_samples_per_s = m.iteration_time_s > 0 ? samples / m.iteration_time_s : 0.0;
   const auto peaks = activation_peaks(schedule);
   double busy_total = 0;
@@ -200,6 +200,11 @@ void write_timeline_csv(const std::string& path, const Schedule& schedule,
 /// other, on the first of the next tids that is free at their start (greedy interval
 /// colouring, deterministic).
 namespace {
+/// A thread of a rank's eager sends in the trace: sends that overlap take different lanes.
+using SendLane = Id<struct SendLaneTag>;
+template <class T>
+using PerSendLane = IdVector<SendLane, T>;
+
 bool is_async(const Op& op) {
   const auto* c = std::get_if<Collective>(&op);
   return c && c->async;
@@ -215,19 +220,19 @@ PerRank<std::vector<int>> trace_threads(const Schedule& schedule, const Timeline
   for (const RankId r : schedule.rank_ids()) {
     const auto& program = schedule.programs[r];
     const int sends = first_send_tid(program);
-    std::vector<std::int64_t> lane_free_ns;  // per send lane: when its last send ends
+    PerSendLane<std::int64_t> lane_free_ns;  // when each lane's last send ends
     for (size_t i = 0; i < program.size(); ++i) {
       int tid = occupies_rank(program[i]) ? 0 : is_async(program[i]) ? 2 : 1;
       if (std::holds_alternative<Send>(program[i])) {
         const OpTiming& t = timeline.timings[r][i];
         const std::int64_t start = std::llround(t.start_s * 1e9), end = std::llround(t.end_s * 1e9);
-        size_t lane = 0;
-        while (lane < lane_free_ns.size() && lane_free_ns[lane] > start) ++lane;
-        if (lane == lane_free_ns.size())
+        SendLane lane{0};
+        while (lane_free_ns.contains(lane) && lane_free_ns[lane] > start) ++lane;
+        if (lane == lane_free_ns.next_id())
           lane_free_ns.push_back(end);
         else
           lane_free_ns[lane] = end;
-        tid = sends + static_cast<int>(lane);
+        tid = sends + lane.value();
       }
       tids[r].push_back(tid);
     }

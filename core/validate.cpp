@@ -133,10 +133,10 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
   };
   const int replicas = isize(schedule.samples);
   const int layers = model.num_layers();
-  std::vector<Counts> counts(static_cast<size_t>(replicas * schedule.microbatches * layers));
+  PerReplica<PerMicrobatch<PerLayer<Counts>>> counts(
+      replicas, PerMicrobatch<PerLayer<Counts>>(schedule.microbatches, PerLayer<Counts>(layers)));
   auto at = [&](ReplicaId replica, int mb, int layer) -> Counts& {
-    return counts[static_cast<size_t>((replica.value() * schedule.microbatches + mb) * layers +
-                                      layer)];
+    return counts[replica][MicrobatchId{mb}][LayerId{layer}];
   };
   for (const RankId r : schedule.rank_ids()) {
     const ReplicaId replica = schedule.ranks[r].replica;

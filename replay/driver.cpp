@@ -138,7 +138,7 @@ class Replayer {
   }
 
   void account(TimeUse use, double seconds) {
-    r_.time_s[static_cast<size_t>(use)] += seconds;
+    r_.time_in(use) += seconds;
     t_ += seconds;
   }
 
@@ -213,8 +213,8 @@ class Replayer {
     detail += (detail.empty() ? "" : "; ") + std::to_string(pending_iterations_) +
               " iterations since the last checkpoint lost";
     // Their time was training that left nothing durable: it becomes lost work.
-    r_.time_s[static_cast<size_t>(TimeUse::kTraining)] -= pending_training_s_;
-    r_.time_s[static_cast<size_t>(TimeUse::kLostWork)] += pending_training_s_;
+    r_.time_in(TimeUse::kTraining) -= pending_training_s_;
+    r_.time_in(TimeUse::kLostWork) += pending_training_s_;
     pending_iterations_ = 0;
     pending_training_s_ = 0;
   }

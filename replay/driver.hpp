@@ -82,6 +82,10 @@ struct ReplayResult {
   std::string stop_reason;  ///< set when the policy stopped
   double stopped_at_s = -1;
 
+  /// Wall-clock seconds spent on `use`.
+  double& time_in(TimeUse use) { return time_s[static_cast<size_t>(use)]; }
+  double time_in(TimeUse use) const { return time_s[static_cast<size_t>(use)]; }
+
   double average_throughput() const {
     return duration_s > 0 ? static_cast<double>(samples_committed) / duration_s : 0;
   }

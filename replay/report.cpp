@@ -27,7 +27,7 @@ nlohmann::json replay_summary(const ReplayResult& r) {
   nlohmann::json parts = nlohmann::json::object();
   for (TimeUse use : {TimeUse::kTraining, TimeUse::kRestart, TimeUse::kCheckpoint,
                       TimeUse::kReconfiguration, TimeUse::kLostWork, TimeUse::kIdle})
-    parts[to_string(use)] = r.time_s[static_cast<size_t>(use)];
+    parts[to_string(use)] = r.time_in(use);
   nlohmann::json j = {{"policy", r.policy},
                       {"trace", r.trace},
                       {"duration_s", r.duration_s},

@@ -22,10 +22,10 @@ sg::Link* make_link(sg::NetZone* zone, const NetworkLink& spec) {
 
 }  // namespace
 
-std::vector<sg::Host*> build_platform(const Cluster& cluster, const std::set<int>& nodes) {
+PerGpu<sg::Host*> build_platform(const Cluster& cluster, const std::set<int>& nodes) {
   // A star zone of nodes: a message leaving a node goes up its NIC, down the other's.
   sg::NetZone* root = sg::create_star_zone("cluster");
-  std::vector<sg::Host*> hosts(static_cast<size_t>(cluster.num_gpus()), nullptr);
+  PerGpu<sg::Host*> hosts(cluster.num_gpus(), nullptr);
   for (const int node : nodes) {
     // A star zone per node: a message goes up the sender's GPU link, down the receiver's.
     sg::NetZone* zone = sg::create_star_zone("node-" + std::to_string(node));
@@ -37,7 +37,7 @@ std::vector<sg::Host*> build_platform(const Cluster& cluster, const std::set<int
       sg::Link* link = make_link(zone, network_link(cluster, gpu));
       zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr,
                       {sg::LinkInRoute(link, sg::LinkInRoute::Direction::UP)}, true);
-      hosts[static_cast<size_t>(gpu)] = host;
+      hosts[GpuId{gpu}] = host;
     }
     zone->seal();
     sg::Link* nic = make_link(root, network_link(cluster, cluster.num_gpus() + node));

@@ -60,6 +60,11 @@ struct OpMailboxes {
   double out_rate = 0;     ///< rate cap of what goes out (flow_rate_cap), 0 = none
 };
 
+/// A collective instance of the matching (Matching::instances, Matching::instance_of).
+using InstanceId = Id<struct InstanceTag>;
+template <class T>
+using PerInstance = IdVector<InstanceId, T>;
+
 /// One collective instance: its members meet at `start` (the ring begins when all have
 /// arrived) and at `end` (it finishes for all when every stream has arrived), then wait
 /// out the per-step handshake latencies (see core/schedule.hpp).
@@ -96,11 +101,11 @@ class Simulation {
   /// Creates the platform, the actors and their mailboxes, then runs the simulation.
   void run(sg::Engine& engine) {
     check_placement(schedule_, cluster_);
-    const std::vector<sg::Host*> hosts = sim::build_platform(cluster_, used_nodes());
+    const sim::PerGpu<sg::Host*> hosts = sim::build_platform(cluster_, used_nodes());
     PerRank<sg::ActorPtr> actors, comm_actors;
     streams_.resize(schedule_.num_ranks());
     for (const RankId r : schedule_.rank_ids()) {
-      sg::Host* host = hosts[static_cast<size_t>(schedule_.ranks[r].gpu)];
+      sg::Host* host = hosts[sim::GpuId{schedule_.ranks[r].gpu}];
       actors.push_back(sg::Actor::create("rank" + to_string(r), host, [this, r] { run_rank(r); }));
       CommStream& stream = streams_[r];
       for (size_t i = 0; i < program(r).size(); ++i) {
@@ -187,7 +192,7 @@ class Simulation {
                          boxes[i].in->set_receiver(actors[r]);
                        },
                        [&](const Collective& c) {
-                         const auto& members = schedule_.groups[static_cast<size_t>(c.group)];
+                         const auto& members = schedule_.group_members(c.group);
                          const auto n = members.size();
                          size_t k = 0;
                          while (members[k] != r) ++k;
@@ -208,9 +213,9 @@ class Simulation {
   }
 
   void prepare_rings() {
-    rings_.resize(matching_.instances.size());
-    for (size_t i = 0; i < matching_.instances.size(); ++i) {
-      const auto& members = matching_.instances[i];
+    rings_.resize(isize(matching_.instances));
+    for (const InstanceId i : rings_.ids()) {
+      const auto& members = matching_.members(i.value());
       const auto n = static_cast<unsigned>(isize(members));
       const auto& c = std::get<Collective>(schedule_.op(members[0]));
       if (ring_steps(c.kind, schedule_.ring_size(c.group)) == 0) continue;
@@ -346,7 +351,7 @@ class Simulation {
   /// Returns when it started (all members were there).
   double ring(OpRef here, const Collective& c, const OpMailboxes& boxes) {
     if (ring_steps(c.kind, schedule_.ring_size(c.group)) == 0) return sg::Engine::get_clock();
-    const RingInstance& instance = rings_[static_cast<size_t>(matching_.instance_of(here))];
+    const RingInstance& instance = rings_[InstanceId{matching_.instance_of(here)}];
     instance.start->wait();
     const double start = sg::Engine::get_clock();
     put(boxes, const_cast<Collective*>(&c));
@@ -368,7 +373,7 @@ class Simulation {
   Matching matching_;
   PerRank<std::vector<OpMailboxes>> mailboxes_;
   std::map<MessageChannel, sg::Mailbox*> channel_mailboxes_;
-  std::vector<RingInstance> rings_;  ///< per collective instance (matching_.instances)
+  PerInstance<RingInstance> rings_;
   PerRank<CommStream> streams_;
   Timeline timeline_;
   PerRank<int> position_;  ///< the op each rank is at (program size once done)
