@@ -75,12 +75,12 @@ DipLayout dip_layout(const SchedulingProblem& problem) {
 }
 
 IdVector<DipTaskId, double> dip_priorities(const DipTasks& tasks, const DipLayout& layout,
-                                           const std::vector<double>& unit_position) {
+                                           const PerDipUnit<double>& unit_position) {
   const int modalities = isize(layout.k);
   IdVector<DipTaskId, double> priority;
   for (const DipTask& t : tasks) {
-    const int unit = t.microbatch * modalities + layout.chunks[t.chunk].modality;
-    priority.push_back(unit_position[static_cast<size_t>(unit)] * 1e4 + t.chunk.value());
+    const DipUnit unit{t.microbatch * modalities + layout.chunks[t.chunk].modality};
+    priority.push_back(unit_position[unit] * 1e4 + t.chunk.value());
   }
   return priority;
 }

@@ -46,11 +46,16 @@ struct DipTask {
 };
 using DipTasks = IdVector<DipTaskId, DipTask>;
 
+/// A (microbatch, modality) unit of the search's order: microbatch * modalities + modality.
+using DipUnit = Id<struct DipUnitTag>;
+template <class T>
+using PerDipUnit = IdVector<DipUnit, T>;
+
 /// The greedy's priority of every task (lower first): its (microbatch, modality) unit's
-/// position in a search order, `unit_position[microbatch * modalities + modality]`, with the
-/// chunk breaking ties inside a unit.
+/// position in a search order, `unit_position[DipUnit{microbatch * modalities + modality}]`,
+/// with the chunk breaking ties inside a unit.
 IdVector<DipTaskId, double> dip_priorities(const DipTasks& tasks, const DipLayout& layout,
-                                           const std::vector<double>& unit_position);
+                                           const PerDipUnit<double>& unit_position);
 
 /// Greedy dual-queue interleaving (DIP §schedule search step 2): repeatedly take the rank
 /// whose next task can start earliest; a rank with both a forward and a backward ready
@@ -81,11 +86,11 @@ struct DipSearchStats {
   double initial_makespan_s = 0;
   double best_makespan_s = 0;
 };
-std::vector<double> dip_search(const std::vector<DipTasks>& replicas, const DipLayout& layout,
-                               int microbatches, int modalities,
-                               const PerPipelineRank<double>& static_bytes, double cap_bytes,
-                               int iterations, double budget_s, std::uint64_t seed,
-                               DipSearchStats* stats);
+PerDipUnit<double> dip_search(const std::vector<DipTasks>& replicas, const DipLayout& layout,
+                              int microbatches, int modalities,
+                              const PerPipelineRank<double>& static_bytes, double cap_bytes,
+                              int iterations, double budget_s, std::uint64_t seed,
+                              DipSearchStats* stats);
 
 /// The dip schedule and what its search did.
 Schedule dip_schedule(const SchedulingProblem& problem, DipSearchStats* stats);

@@ -96,7 +96,7 @@ Schedule dip_schedule(const SchedulingProblem& problem, DipSearchStats* stats) {
                          ? problem.schedule.dip_memory_cap_gb * 1e9
                          : problem.cluster->gpu.memory_bytes;
   const int modalities = isize(layout.k);
-  const std::vector<double> unit_pos =
+  const PerDipUnit<double> unit_pos =
       dip_search(replicas, layout, m, modalities, static_bytes, cap,
                  problem.schedule.dip_search_iterations, problem.schedule.dip_search_budget_s,
                  static_cast<std::uint64_t>(problem.schedule.dip_seed), stats);

@@ -32,9 +32,9 @@ constexpr NodeId kRoot{0};
 
 struct Node {
   std::optional<NodeId> parent;  ///< none at the root
-  int unit = -1;                 ///< the unit this node appends to its parent's prefix
+  std::optional<DipUnit> unit;   ///< the unit this node appends to its parent's prefix
   std::vector<NodeId> children;
-  std::vector<int> untried;
+  std::vector<DipUnit> untried;
   int visits = 0;
   double reward = 0;  ///< sum of rollout rewards
 };
@@ -53,10 +53,9 @@ class Search {
         rng_(seed) {}
 
   /// Makespan of a full unit order: the slowest replica under the greedy interleaving.
-  double score(const std::vector<int>& order) {
-    std::vector<double> pos(order.size());  // an order places every unit
-    for (size_t i = 0; i < order.size(); ++i)
-      pos[static_cast<size_t>(order[i])] = static_cast<double>(i);
+  double score(const std::vector<DipUnit>& order) {
+    PerDipUnit<double> pos(isize(order));  // an order places every unit
+    for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = static_cast<double>(i);
     double worst = 0;
     for (const DipTasks& tasks : replicas_) {
       const DipOrder greedy = dip_greedy(tasks, layout_.chunks, layout_.ranks, static_, cap_,
@@ -66,20 +65,20 @@ class Search {
     return worst;
   }
 
-  std::vector<int> run(int iterations, double budget_s, DipSearchStats* stats) {
+  std::vector<DipUnit> run(int iterations, double budget_s, DipSearchStats* stats) {
     const auto start = std::chrono::steady_clock::now();
     // The root order is Fig 4.2c's: every encoder unit (all microbatches) before any LLM
     // unit, so encoder forwards win ties against LLM work.
-    std::vector<int> root_order;
+    std::vector<DipUnit> root_order;
     const int microbatches = units_ / modalities_;
     for (int mod = 0; mod < modalities_; ++mod)
-      for (int j = 0; j < microbatches; ++j) root_order.push_back(j * modalities_ + mod);
+      for (int j = 0; j < microbatches; ++j) root_order.push_back(DipUnit{j * modalities_ + mod});
     try {
       root_t_ = score(root_order);
     } catch (const InfeasibleError&) {
       // Encoder activations of every microbatch exceed the memory cap before any LLM
       // backward frees memory: root at microbatch-major order instead (1F1B-like).
-      std::iota(root_order.begin(), root_order.end(), 0);
+      std::iota(root_order.begin(), root_order.end(), DipUnit{0});
       root_t_ = score(root_order);
     }
     best_order_ = root_order;
@@ -93,7 +92,7 @@ class Search {
       const double elapsed = std::chrono::duration<double>(now - start).count();
       if (elapsed + longest > budget_s) break;
       NodeId v = select();
-      std::vector<int> prefix = prefix_of(v);
+      std::vector<DipUnit> prefix = prefix_of(v);
       if (!nodes_[v].untried.empty()) v = expand(v, prefix);
       double sum = 0;
       for (int k = 0; k < kRolloutsPerExpansion; ++k, ++rollouts) sum += rollout(prefix_of(v));
@@ -137,25 +136,25 @@ class Search {
     return v;
   }
 
-  std::vector<int> prefix_of(NodeId v) const {
-    std::vector<int> out;
-    for (NodeId x = v; x != kRoot; x = *nodes_[x].parent) out.push_back(nodes_[x].unit);
+  std::vector<DipUnit> prefix_of(NodeId v) const {
+    std::vector<DipUnit> out;
+    for (NodeId x = v; x != kRoot; x = *nodes_[x].parent) out.push_back(*nodes_[x].unit);
     return {out.rbegin(), out.rend()};
   }
 
   /// The units an order has not placed yet, ascending.
-  std::vector<int> units_after(const std::vector<int>& order) const {
-    std::vector<int> placed = order;
+  std::vector<DipUnit> units_after(const std::vector<DipUnit>& order) const {
+    std::vector<DipUnit> placed = order;
     std::ranges::sort(placed);
-    std::vector<int> rest;
-    std::ranges::set_difference(std::views::iota(0, units_), placed, std::back_inserter(rest));
+    std::vector<DipUnit> rest;
+    std::ranges::set_difference(IdRange<DipUnit>(units_), placed, std::back_inserter(rest));
     return rest;
   }
 
-  NodeId expand(NodeId v, std::vector<int> prefix) {
+  NodeId expand(NodeId v, std::vector<DipUnit> prefix) {
     auto& untried = nodes_[v].untried;
     const auto k = untried.begin() + static_cast<std::ptrdiff_t>(rng_() % untried.size());
-    const int unit = *k;
+    const DipUnit unit = *k;
     untried.erase(k);
     prefix.push_back(unit);
     const NodeId id = nodes_.next_id();
@@ -169,8 +168,8 @@ class Search {
     return id;
   }
 
-  double rollout(std::vector<int> order) {
-    std::vector<int> rest = units_after(order);
+  double rollout(std::vector<DipUnit> order) {
+    std::vector<DipUnit> rest = units_after(order);
     for (size_t i = rest.size(); i > 1; --i)  // Fisher-Yates with the raw engine: portable
       std::swap(rest[i - 1], rest[rng_() % i]);
     order.insert(order.end(), rest.begin(), rest.end());
@@ -194,22 +193,21 @@ class Search {
   double cap_ = 0;
   std::mt19937_64 rng_;
   IdVector<NodeId, Node> nodes_;
-  std::vector<int> best_order_;
+  std::vector<DipUnit> best_order_;
   double best_t_ = 0, root_t_ = 0;
 };
 
 }  // namespace
 
-std::vector<double> dip_search(const std::vector<DipTasks>& replicas, const DipLayout& layout,
-                               int microbatches, int modalities,
-                               const PerPipelineRank<double>& static_bytes, double cap_bytes,
-                               int iterations, double budget_s, std::uint64_t seed,
-                               DipSearchStats* stats) {
+PerDipUnit<double> dip_search(const std::vector<DipTasks>& replicas, const DipLayout& layout,
+                              int microbatches, int modalities,
+                              const PerPipelineRank<double>& static_bytes, double cap_bytes,
+                              int iterations, double budget_s, std::uint64_t seed,
+                              DipSearchStats* stats) {
   Search search(replicas, layout, microbatches, modalities, static_bytes, cap_bytes, seed);
-  const std::vector<int> order = search.run(iterations, budget_s, stats);
-  std::vector<double> position(order.size());
-  for (size_t i = 0; i < order.size(); ++i)
-    position[static_cast<size_t>(order[i])] = static_cast<double>(i);
+  const std::vector<DipUnit> order = search.run(iterations, budget_s, stats);
+  PerDipUnit<double> position(isize(order));
+  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = static_cast<double>(i);
   return position;
 }
 

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <numeric>
 #include <optional>
+#include <ranges>
 #include <stdexcept>
 
 #include "core/index.hpp"
@@ -110,43 +111,41 @@ std::vector<std::vector<int>> stratified_assignment(const std::vector<SampleWork
 
 SubsetSums::SubsetSums(const std::vector<double>& workloads, double unit) : unit_(unit) {
   if (!(unit > 0)) throw std::invalid_argument("SubsetSums: unit must be positive");
-  int total = 0;
+  std::size_t total = 0;
   for (double w : workloads) {
-    units_.push_back(static_cast<int>(std::lround(std::max(0.0, w) / unit)));
+    units_.push_back(static_cast<std::size_t>(std::lround(std::max(0.0, w) / unit)));
     total += units_.back();
   }
   // D[x] reachable; from_[x] = the item that first reached x, so that walking back from x
   // visits items in decreasing index (classic 0/1 knapsack reconstruction).
-  from_.assign(static_cast<size_t>(total) + 1, -1);
-  from_[0] = -2;
-  int reach = 0;
-  for (int i = 0; const int w : units_) {
-    const int item = i++;
+  from_.assign(total + 1, std::nullopt);
+  std::size_t reach = 0;
+  for (std::size_t item = 0; item < units_.size(); ++item) {
+    const std::size_t w = units_[item];
     if (w == 0) continue;  // contributes nothing to any sum: never worth deferring
-    for (int x = reach; x >= 0; --x) {
-      if (from_[static_cast<size_t>(x)] != -1 && from_[static_cast<size_t>(x + w)] == -1)
-        from_[static_cast<size_t>(x + w)] = item;
+    for (const std::size_t x : std::views::iota(std::size_t{0}, reach + 1) | std::views::reverse) {
+      const bool reachable = x == 0 || from_[x];  // the empty subset reaches 0
+      if (reachable && !from_[x + w]) from_[x + w] = item;
     }
     reach += w;
   }
-  for (int x = 0; const int item : from_) {
-    if (item != -1) sums_.push_back(x);
-    ++x;
-  }
+  sums_.push_back(0);
+  for (std::size_t x = 1; x < from_.size(); ++x)
+    if (from_[x]) sums_.push_back(x);
 }
 
-std::vector<int> SubsetSums::closest(double target) const {
+std::vector<std::size_t> SubsetSums::closest(double target) const {
   const double t = target / unit_;
   // The reachable sums around t: the first at or above it and the one below (ties: smaller).
-  auto it = std::lower_bound(sums_.begin(), sums_.end(), static_cast<int>(std::ceil(t)));
-  int best = it == sums_.end() ? sums_.back() : *it;
+  auto it = std::lower_bound(sums_.begin(), sums_.end(), std::ceil(t));
+  std::size_t best = it == sums_.end() ? sums_.back() : *it;
   if (it != sums_.begin() && std::abs(t - *std::prev(it)) <= std::abs(t - best))
     best = *std::prev(it);
-  std::vector<int> items;
-  for (int x = best; x > 0;) {
-    const int i = from_[static_cast<size_t>(x)];
+  std::vector<std::size_t> items;
+  for (std::size_t x = best; x > 0;) {
+    const std::size_t i = *from_[x];
     items.push_back(i);
-    x -= units_[static_cast<size_t>(i)];
+    x -= units_[i];
   }
   std::reverse(items.begin(), items.end());
   return items;

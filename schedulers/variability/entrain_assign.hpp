@@ -15,6 +15,8 @@
 ///
 /// Sample "workload" is whatever the caller measures (seconds from the cost model in the
 /// scheduler); samples are indices into the workload vector.
+#include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "core/index.hpp"
@@ -55,12 +57,13 @@ class SubsetSums {
   SubsetSums(const std::vector<double>& workloads, double unit);
   /// Positions (into the constructor's vector) of the subset whose rounded sum is closest
   /// to `target` (in the caller's units).
-  std::vector<int> closest(double target) const;
+  std::vector<std::size_t> closest(double target) const;
 
  private:
-  std::vector<int> units_;
-  std::vector<int> from_;  ///< item that first reached each sum; -1 unreachable, -2 for 0
-  std::vector<int> sums_;  ///< the reachable sums, ascending (queries binary-search them)
+  std::vector<std::size_t> units_;
+  /// Per sum, the item that first reached it (none: unreachable, or the empty subset's 0).
+  std::vector<std::optional<std::size_t>> from_;
+  std::vector<std::size_t> sums_;  ///< the reachable sums, ascending (queries binary-search them)
   double unit_;
 };
 

@@ -49,7 +49,7 @@ PairTable build_pairs(const std::vector<SampleWork>& work,
     for (const MicrobatchId j : t.ul) {
       const double wi = w[i], wj = w[j];
       std::vector<int> chosen;
-      for (int pos : dp.closest((wi - wj) / 2)) chosen.push_back(samples[static_cast<size_t>(pos)]);
+      for (const std::size_t pos : dp.closest((wi - wj) / 2)) chosen.push_back(samples[pos]);
       const double moved = llm_work(work, chosen);
       t.v.back().push_back(std::max(wi - moved, wj + moved));  // line 11, Eq 4.3
       t.deferred.back().push_back(chosen);

@@ -27,7 +27,8 @@ LayerEffect effect(const Schedule& schedule, const SchedulingProblem& problem, R
       sample_batch(problem.samples, schedule.samples_of(replica, mb));
   const MicrobatchShape shape = layer_shape(model, layer, batch);
   const double kept = problem.cost->activation_bytes(layer, shape, tp);
-  const double input = layer > 0 && model.layers()[static_cast<size_t>(layer)].local_index > 0
+  // The layer's input is the previous layer's output where that layer is of its own module.
+  const double input = layer > 0 && model.module_of(layer - 1) == model.module_of(layer)
                            ? problem.cost->output_bytes(layer - 1, shape)
                            : problem.cost->output_bytes(layer, shape);
   return {std::max(0.0, kept - input),
