@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <variant>
 
@@ -131,25 +132,29 @@ Shares model_shares(const Study& s, const AnalyticalCostModel& cost) {
   const bool overlap = cost.options().tp_comm_overlap;
   const OneMicrobatch microbatch(s);
   for (int l = 0; l < s.config.model.num_layers(); ++l) {
-    double gemm[3] = {0, 0, 0}, comm[3] = {0, 0, 0};  // per pass: F, I, W
+    struct PassTimes {
+      double gemm = 0, comm = 0;
+    };
+    std::map<KernelPass, PassTimes> passes = {
+        {KernelPass::kForward, {}}, {KernelPass::kInputGrad, {}}, {KernelPass::kWeightGrad, {}}};
     for (const Kernel& k : cost.kernels(l, microbatch.shape(l), s.config.parallel.tp)) {
-      const int pass = static_cast<int>(k.pass);
+      PassTimes& pass = passes.at(k.pass);
       if (k.bound == KernelBound::kCompute) {
         sh.compute += k.seconds;
-        gemm[pass] += k.seconds;
+        pass.gemm += k.seconds;
       } else if (k.bound == KernelBound::kMemory) {
         sh.memory += k.seconds;
       } else {
-        comm[pass] += k.seconds;
+        pass.comm += k.seconds;
       }
       if (recomputed(k, rc)) sh.recompute += k.seconds;
     }
     // The cost model's overlap rule (cost_analytical.cpp): a pass's TP communication hides
     // behind its GEMMs up to their length.
-    for (int pass = 0; pass < 3; ++pass) {
-      const double hidden = overlap ? std::min(comm[pass], gemm[pass]) : 0.0;
+    for (const auto& [kind, pass] : passes) {  // F, I, W
+      const double hidden = overlap ? std::min(pass.comm, pass.gemm) : 0.0;
       sh.tp_hidden += hidden;
-      sh.tp_exposed += comm[pass] - hidden;
+      sh.tp_exposed += pass.comm - hidden;
     }
   }
   return sh;

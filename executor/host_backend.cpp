@@ -56,7 +56,7 @@ class HostRankBackend final : public RankBackend {
   /// a CPU thread has no second stream. The sums are the same; the timing shows no overlap.
   void collective(int index, const Collective& op) override {
     const double start = now();
-    const std::vector<RankId>& group = schedule_.groups.at(static_cast<size_t>(op.group));
+    const std::vector<RankId>& group = schedule_.group_members(op.group);
     const int members = isize(group);
     const int member =
         static_cast<int>(std::find(group.begin(), group.end(), rank_) - group.begin());

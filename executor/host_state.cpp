@@ -18,8 +18,8 @@ struct Span {
   int lo, hi;
 };
 Span span(int i, int in, int out) {
-  const int lo = static_cast<int>(static_cast<long>(i) * in / out);
-  const int hi = std::max(lo + 1, static_cast<int>(static_cast<long>(i + 1) * in / out));
+  const int lo = static_cast<int>(long{i} * in / out);
+  const int hi = std::max(lo + 1, static_cast<int>(long{i + 1} * in / out));
   return {lo, hi};
 }
 
@@ -70,11 +70,11 @@ Matrix resample_backward(const Matrix& dy, const std::vector<int>& in_lengths,
 }
 
 bool is_module_first(const Model& model, int layer) {
-  return model.layers()[static_cast<size_t>(layer)].local_index == 0;
+  return model.layer_ref(layer).local_index == 0;
 }
 
 bool is_module_last(const Model& model, int layer) {
-  const LayerRef& ref = model.layers()[static_cast<size_t>(layer)];
+  const LayerRef& ref = model.layer_ref(layer);
   return ref.local_index + 1 == isize(model.module(ref.module).layers);
 }
 

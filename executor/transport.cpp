@@ -64,10 +64,10 @@ std::vector<float> Transport::rendezvous(bool reduce, int group, int instance, i
   std::unique_lock lock(mutex_);
   Room& room = rooms_[{group, instance}];
   if (room.parts.empty()) {
-    room.parts.resize(static_cast<size_t>(members));
+    room.parts.resize(members);
     room.left = members;
   }
-  room.parts[static_cast<size_t>(member)] = std::move(buffer);
+  room.parts[GroupMember{member}] = std::move(buffer);
   if (++room.arrived == members) {
     // The last member to arrive combines; ring order does not matter for the host's sum
     // beyond float rounding, and member order fixes it (deterministic).

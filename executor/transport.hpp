@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/index.hpp"
 #include "core/matching.hpp"
 #include "executor/host_state.hpp"
 
@@ -49,8 +50,10 @@ class Transport {
   void finished();
 
  private:
+  /// A member's place in its collective group (the group's ring order).
+  using GroupMember = Id<struct GroupMemberTag>;
   struct Room {
-    std::vector<std::vector<float>> parts;
+    IdVector<GroupMember, std::vector<float>> parts;
     int arrived = 0;
     int left = 0;  ///< members that have not taken the result yet
     bool done = false;

@@ -31,7 +31,7 @@ std::vector<ResolvedPoint> resolve_points(const StudyFile& study, std::vector<Po
   std::vector<ResolvedPoint> out;
   for (Point& p : points) {
     // Shard I of N holds the points whose index is I mod N.
-    if (std::cmp_not_equal(p.index % static_cast<size_t>(o.shards), o.shard)) continue;
+    if (p.index % o.shards != o.shard) continue;
     Resolved r;
     try {
       r = resolve(study.bases[p.base], p.overrides);
@@ -70,15 +70,15 @@ std::string label(const std::vector<std::string>& cols, const Point& p) {
 
 }  // namespace
 
-std::pair<int, int> parse_shard(const std::string& text) {
+std::pair<size_t, size_t> parse_shard(const std::string& text) {
   const auto slash = text.find('/');
-  int i = -1, n = 0;
+  size_t i = 0, n = 0;
   bool ok = slash != std::string::npos;
   if (ok) {
     const auto ri = std::from_chars(text.data(), text.data() + slash, i);
     const auto rn = std::from_chars(text.data() + slash + 1, text.data() + text.size(), n);
     ok = ri.ec == std::errc() && ri.ptr == text.data() + slash && rn.ec == std::errc() &&
-         rn.ptr == text.data() + text.size() && n >= 1 && i >= 0 && i < n;
+         rn.ptr == text.data() + text.size() && n >= 1 && i < n;
   }
   if (!ok) throw InputError("--shard '" + text + "': expected I/N with 0 <= I < N (e.g. 0/4)");
   return {i, n};

@@ -10,13 +10,13 @@ struct SweepOptions {
   std::string out;  ///< results directory
   int jobs = 1;     ///< concurrent points
   bool resume = false;
-  int shard = 0;       ///< this shard's index, 0-based
-  int shards = 1;      ///< number of shards
+  size_t shard = 0;    ///< this shard's index, 0-based
+  size_t shards = 1;   ///< number of shards
   bool quiet = false;  ///< no progress output
 };
 
 /// Parses "I/N" (0 <= I < N). Throws InputError.
-std::pair<int, int> parse_shard(const std::string& text);
+std::pair<size_t, size_t> parse_shard(const std::string& text);
 
 /// What a sweep did.
 struct SweepSummary {

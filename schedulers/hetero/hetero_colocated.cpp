@@ -134,9 +134,10 @@ class Colocated {
     const auto& layers = h_.layers[h_.llm];
     const std::vector<const Sample*> first = sample_batch(
         p_.samples, replica_samples(global_microbatches(p_, llm.dp).front(), 0, llm.dp));
-    const auto all = layer_costs(model_, *p_.cost, p_.schedule.partition_view, first, llm.tp);
+    const PerLayer<double> all(
+        layer_costs(model_, *p_.cost, p_.schedule.partition_view, first, llm.tp));
     std::vector<double> costs;
-    for (int l : layers) costs.push_back(all[static_cast<size_t>(l)]);
+    for (int l : layers) costs.push_back(all[LayerId{l}]);
     first_llm_stage_ = isize(programs_.stages);
     int p = 0;
     for (const StageRange& range : partition_min_bottleneck(costs, grid_.pp())) {

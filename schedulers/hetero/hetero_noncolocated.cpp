@@ -115,9 +115,10 @@ class NonColocated {
       stage_base_.push_back(programs_.stages.next_id());
       programs_.ranks += l.dp * l.pp;
       const auto& layers = h_.layers[g];
-      const auto all = layer_costs(model_, *p_.cost, p_.schedule.partition_view, first, l.tp);
+      const PerLayer<double> all(
+          layer_costs(model_, *p_.cost, p_.schedule.partition_view, first, l.tp));
       std::vector<double> costs;
-      for (int layer : layers) costs.push_back(all[static_cast<size_t>(layer)]);
+      for (int layer : layers) costs.push_back(all[LayerId{layer}]);
       for (int s = 0; const StageRange& range : partition_min_bottleneck(costs, l.pp)) {
         StageSpec stage{.segments = segments_of(
                             model_, {layers.begin() + range.first, layers.begin() + range.end}),

@@ -25,17 +25,17 @@ bool reduces_gradients(const Op& op) {
 /// compute that produces them (none on this rank: nullopt).
 class FinalBackward {
  public:
-  FinalBackward(const std::vector<Op>& program, size_t layers) : at_(layers) {
+  FinalBackward(const std::vector<Op>& program, int layers) : at_(layers) {
     for (size_t i = 0; i < program.size(); ++i) {
       if (!reduces_gradients(program[i])) continue;
       const auto& c = std::get<Compute>(program[i]);
       for (std::optional<size_t>& at : layer_slice(at_, c.first_layer, c.end_layer)) at = i;
     }
   }
-  std::optional<size_t> of(int layer) const { return at_[static_cast<size_t>(layer)]; }
+  std::optional<size_t> of(int layer) const { return at_[LayerId{layer}]; }
 
  private:
-  std::vector<std::optional<size_t>> at_;
+  PerLayer<std::optional<size_t>> at_;
 };
 
 /// The trainable layers rank r holds parameters for, ascending.
@@ -66,7 +66,7 @@ std::vector<Bucket> form_buckets(const Context& ctx, PipelineRank r, const std::
     if (!first_chunk && ctx.programs.holds(r, s)) first_chunk = s;
   }
   auto chunk = [&](int l) { return ctx.stage_of(l); };
-  const FinalBackward last(program, ctx.model.layers().size());
+  const FinalBackward last(program, ctx.model.num_layers());
   std::vector<int> order = layers;
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     const std::optional<size_t> fa = last.of(a), fb = last.of(b);
@@ -136,7 +136,7 @@ std::vector<Op> split_final_backward(const Context& ctx, int replica,
     boundaries.insert(b.first_layer);
     boundaries.insert(b.end_layer);
   }
-  const FinalBackward last(program, ctx.model.layers().size());
+  const FinalBackward last(program, ctx.model.num_layers());
   std::vector<Op> out;
   out.reserve(program.size() + buckets.size());
   for (size_t i = 0; i < program.size(); ++i) {
@@ -185,7 +185,7 @@ void add_gradient_buckets(const Context& ctx, Schedule& schedule,
     for (int d = 0; d < ctx.replicas; ++d) {
       auto& program = schedule.programs[ctx.global_rank(d, r)];
       std::vector<Op> split = split_final_backward(ctx, d, program, buckets);
-      const FinalBackward last(split, ctx.model.layers().size());
+      const FinalBackward last(split, ctx.model.num_layers());
       // Bucket k goes after the compute that finishes its last gradient and after bucket
       // k - 1: one order in every replica.
       std::vector<std::vector<const Bucket*>> after(split.size() + 1);

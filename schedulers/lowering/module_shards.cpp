@@ -98,7 +98,7 @@ std::vector<int> module_layers(const Model& model, ModuleId module) {
   return out;
 }
 
-std::vector<std::vector<int>> global_microbatches(const SchedulingProblem& problem, int llm_dp) {
+PerMicrobatch<std::vector<int>> global_microbatches(const SchedulingProblem& problem, int llm_dp) {
   const int m = problem.schedule.microbatches;
   const int total = isize(problem.samples);
   if (m < 1 || total % m != 0 || total / m < 1) {
@@ -111,7 +111,7 @@ std::vector<std::vector<int>> global_microbatches(const SchedulingProblem& probl
                      " sample(s) cannot be split over the LLM's dp = " + std::to_string(llm_dp) +
                      " replicas (make it a multiple of dp)");
   }
-  std::vector<std::vector<int>> out;
+  PerMicrobatch<std::vector<int>> out;
   for (int j = 0; j < m; ++j) {
     std::vector<int>& samples = out.emplace_back();
     for (int k = 0; k < per; ++k) samples.push_back(j * per + k);

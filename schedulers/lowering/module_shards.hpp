@@ -20,6 +20,7 @@
 ///     encoder sequence length is fixed by image resolution, not by the LLM context).
 #include <vector>
 
+#include "core/index.hpp"
 #include "core/layout.hpp"
 #include "core/schedule.hpp"
 #include "schedulers/scheduler.hpp"
@@ -39,7 +40,7 @@ std::vector<int> module_layers(const Model& model, ModuleId module);
 /// The iteration's samples cut into schedule.microbatches global microbatches in order.
 /// Throws InputError when they do not divide evenly or a microbatch cannot be split into
 /// the LLM's data-parallel replicas (`llm_dp`).
-std::vector<std::vector<int>> global_microbatches(const SchedulingProblem& problem, int llm_dp);
+PerMicrobatch<std::vector<int>> global_microbatches(const SchedulingProblem& problem, int llm_dp);
 
 /// Sample ids of replica `replica` of `dp` in a global microbatch (whole samples only).
 std::vector<int> replica_samples(const std::vector<int>& microbatch, int replica, int dp);

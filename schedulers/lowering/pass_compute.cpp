@@ -25,13 +25,13 @@ void cost_batch_pieces(Context& ctx) {
   for (int d = 0; d < ctx.replicas; ++d) {
     for (int mb = 0; mb < ctx.microbatches; ++mb) {
       const int j = mb / pieces;
-      const std::vector<int>& microbatch = global[static_cast<size_t>(j)];
+      const std::vector<int>& microbatch = global[MicrobatchId{j}];
       const std::vector<const Sample*> batch =
           sample_batch(p.samples, replica_samples(microbatch, d, ctx.replicas));
       MicrobatchCosts& mc = ctx.cost(d, mb);
       mc.layer.resize(layers);
       mc.activation.resize(layers);
-      mc.kv_allgather.assign(layers, 0.0);
+      mc.kv_allgather = PerLayer<double>(ctx.model.num_layers(), 0.0);
       for (int l = 0; l < ctx.model.num_layers(); ++l)
         mc.output.push_back(p.cost->output_bytes(l, layer_shape(ctx.model, l, batch)) / pieces);
       for (const StageId s : ctx.stage_ids()) {
@@ -72,7 +72,7 @@ void cost_microbatches(Context& ctx, const Schedule& schedule) {
   const SchedulingProblem& p = ctx.problem;
   if (ctx.programs.sharded() && ctx.naive)
     throw std::logic_error("lowering: no frozen-unaware view of per-module layouts");
-  ctx.costs.resize(static_cast<size_t>(ctx.replicas * ctx.microbatches));
+  ctx.costs.resize(ctx.replicas, PerMicrobatch<MicrobatchCosts>(ctx.microbatches));
   if (ctx.programs.sharded()) {
     cost_batch_pieces(ctx);
     return;

@@ -28,18 +28,16 @@ inline int optimizer_shards(const SchedulingProblem& problem, const StageSpec& s
 struct MicrobatchCosts {
   std::vector<PassCost> layer;     ///< per layer, in the lowering's cost view
   std::vector<double> activation;  ///< bytes kept per layer
-  std::vector<double> output;      ///< bytes of each layer's output
+  PerLayer<double> output;         ///< bytes of each layer's output
   /// Per-module layouts with context parallelism: the K/V all-gather before each layer's
   /// forward (and dK/dV reduce-scatter after its backward), full buffer per CP member;
   /// empty or 0: none.
-  std::vector<double> kv_allgather = {};
+  PerLayer<double> kv_allgather = {};
 
   /// Bytes of layer l's output.
-  double output_bytes(int l) const { return output[static_cast<size_t>(l)]; }
+  double output_bytes(int l) const { return output[LayerId{l}]; }
   /// Layer l's K/V all-gather bytes (kv_allgather); 0: none.
-  double kv_bytes(int l) const {
-    return kv_allgather.empty() ? 0 : kv_allgather[static_cast<size_t>(l)];
-  }
+  double kv_bytes(int l) const { return kv_allgather.empty() ? 0 : kv_allgather[LayerId{l}]; }
 };
 
 /// What every pass reads: the problem, the scheduler's decision, the layer graph and
@@ -54,9 +52,9 @@ struct Context {
   bool naive = false;
   int replicas = 1;      ///< parallel.dp (per-module layouts: programs.module_replicas)
   int microbatches = 1;  ///< per replica
-  std::vector<StageId> stage_of_layer;
-  std::vector<MicrobatchCosts> costs;     ///< [replica * microbatches + microbatch], pass 3
-  std::vector<TiedEmbedding> embeddings;  ///< tied_embeddings() of the programs
+  PerLayer<StageId> stage_of_layer;
+  PerReplica<PerMicrobatch<MicrobatchCosts>> costs;  ///< [replica][microbatch], pass 3
+  std::vector<TiedEmbedding> embeddings;             ///< tied_embeddings() of the programs
   /// joins_next[r][i]: op i of global rank r's expanded program runs in one unit with op
   /// i + 1 (RankAction::unit_with_next); pass 4 fills it, pass 5 reads it.
   PerRank<std::vector<bool>> joins_next;
@@ -64,7 +62,7 @@ struct Context {
   const StageSpec& stage(StageId s) const { return programs.stages[s]; }
   int num_stages() const { return programs.stages.ssize(); }
   IdRange<StageId> stage_ids() const { return programs.stages.ids(); }
-  StageId stage_of(int layer) const { return stage_of_layer[static_cast<size_t>(layer)]; }
+  StageId stage_of(int layer) const { return stage_of_layer[LayerId{layer}]; }
   /// The Schedule's rank for replica d's rank `local` (PipelinePrograms numbers a
   /// replica's ranks from 0).
   RankId global_rank(int replica, PipelineRank local) const {
@@ -84,17 +82,13 @@ struct Context {
   const ModuleLayout& sink_layout() const { return *stage(stage_of_layer.back()).layout; }
   bool needs_backward(const Segment& seg) const;
   const MicrobatchCosts& cost(int replica, int microbatch) const {
-    return costs[cost_index(replica, microbatch)];
+    return costs[ReplicaId{replica}][MicrobatchId{microbatch}];
   }
   MicrobatchCosts& cost(int replica, int microbatch) {
-    return costs[cost_index(replica, microbatch)];
+    return costs[ReplicaId{replica}][MicrobatchId{microbatch}];
   }
 
  private:
-  /// Where (replica, microbatch) is in `costs`.
-  size_t cost_index(int replica, int microbatch) const {
-    return static_cast<size_t>(replica * microbatches + microbatch);
-  }
   /// Throws std::logic_error when the programs' per-module-layout fields disagree (a
   /// scheduler's bug, not bad input).
   void check_module_layouts() const;

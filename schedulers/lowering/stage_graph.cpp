@@ -58,7 +58,7 @@ std::vector<Segment> segments_of(const Model& model, const std::vector<int>& lay
 std::vector<int> stages_downstream(const Model& model, const StageGraph& graph) {
   const int stages = graph.ssize();
   const LayerGraph layers(model);
-  std::vector<StageId> stage_of(model.layers().size());
+  PerLayer<StageId> stage_of(model.num_layers());
   for (const StageId s : graph.ids()) {
     for (const Segment& seg : graph[s].segments)
       std::ranges::fill(layer_slice(stage_of, seg.first, seg.end), s);
@@ -68,7 +68,7 @@ std::vector<int> stages_downstream(const Model& model, const StageGraph& graph) 
   PerStage<std::vector<StageId>> next(stages);
   for (int l = 0; const StageId a : stage_of) {
     for (int c : layers.consumers(l)) {
-      const StageId b = stage_of[static_cast<size_t>(c)];
+      const StageId b = stage_of[LayerId{c}];
       if (a != b) next[a].push_back(b);
     }
     ++l;
