@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <ranges>
+#include <numeric>
 #include <sstream>
 
 #include "cli/commands.hpp"
@@ -272,8 +272,8 @@ CommandRun attach_plan_templates(CLI::App& sub) {
     const oobleck::PerTemplate<oobleck::PipelineTemplate> ts = oobleck::generate_templates(p);
     progress.step(std::to_string(ts.size()) + " templates; instantiating " +
                   std::to_string(available) + " nodes (Eq 2.5, 2.6)");
-    const auto node_ids = std::views::iota(0, available);
-    const std::vector<int> nodes(node_ids.begin(), node_ids.end());
+    std::vector<int> nodes(available);  // node ids 0 .. available-1
+    std::iota(nodes.begin(), nodes.end(), 0);
     const oobleck::Instantiation inst = oobleck::instantiate(p, ts, nodes);
     progress.step("planned (search: " + inst.search + ")");
     if (o->json) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <ranges>
 
 #include "core/errors.hpp"
 
@@ -95,10 +94,10 @@ NetworkLink network_link(const Cluster& cluster, int index) {
 
 std::vector<NetworkLink> network_links(const Cluster& cluster) {
   // GPU links, then one NIC uplink per node (network_link's numbering).
-  const auto indices = std::views::iota(0, cluster.num_gpus() + cluster.nodes);
+  const int count = cluster.num_gpus() + cluster.nodes;
   std::vector<NetworkLink> links;
-  links.reserve(indices.size());
-  for (const int i : indices) links.push_back(network_link(cluster, i));
+  links.reserve(static_cast<size_t>(std::max(count, 0)));
+  for (int i = 0; i < count; ++i) links.push_back(network_link(cluster, i));
   return links;
 }
 

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <memory>
 #include <random>
-#include <ranges>
 
 #include "core/errors.hpp"
 
@@ -119,10 +118,9 @@ int draw_image(const DatasetSpec& spec, std::mt19937_64& rng) {
 
 std::vector<Sample> generate_samples(const DatasetSpec& spec, int count, std::uint64_t seed,
                                      int first_id) {
-  const auto positions = std::views::iota(0, std::max(count, 0));
   std::vector<Sample> samples;
-  samples.reserve(positions.size());
-  for (const int i : positions) {
+  samples.reserve(static_cast<size_t>(std::max(count, 0)));
+  for (int i = 0; i < count; ++i) {
     const int id = first_id + i;
     std::mt19937_64 rng(mix(seed ^ mix(static_cast<std::uint64_t>(id))));
     Sample s;

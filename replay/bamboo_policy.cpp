@@ -18,7 +18,7 @@
 //   n1 fails too:   stage 1 and 2 both gone   (restart)
 #include <algorithm>
 #include <optional>
-#include <ranges>
+#include <span>
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
@@ -145,8 +145,7 @@ class BambooPolicy final : public ReplayPolicy {
     auto next = nodes.begin();
     for (; nodes.end() - next >= depth; next += depth) {
       std::vector<Slot> p;
-      for (const std::string& node : std::ranges::subrange(next, next + depth))
-        p.push_back({node, false});
+      for (const std::string& node : std::span(next, next + depth)) p.push_back({node, false});
       pipelines_.push_back(p);
     }
     spares_.assign(next, nodes.end());
@@ -182,8 +181,7 @@ class BambooPolicy final : public ReplayPolicy {
     while (failed_slots() == 0 && isize(spares_) >= depth) {
       const auto taken = spares_.begin() + depth;
       std::vector<Slot> p;
-      for (const std::string& node : std::ranges::subrange(spares_.begin(), taken))
-        p.push_back({node, false});
+      for (const std::string& node : std::span(spares_.begin(), taken)) p.push_back({node, false});
       spares_.erase(spares_.begin(), taken);
       pipelines_.push_back(p);
     }

@@ -4,7 +4,6 @@
 // timeline the orders come from is an execution in which every message a task needs has
 // been sent, and the lowering receives each channel in its send order, so the lowered
 // schedule cannot deadlock.
-#include <ranges>
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
@@ -54,14 +53,13 @@ DipTasks dip_tasks(const lowering::Context& ctx, const DipLayout& layout, int d)
            .activation_bytes = 0,
            .deps = {id(j, x, true)}};
       for (const Segment& seg : chunk.segments) {
-        // The segment's layers [first, end) of the per-layer tables.
-        const auto layers = std::views::drop(seg.first) | std::views::take(seg.end - seg.first);
-        for (const PassCost& layer : mc.layer | layers) {
+        for (const PassCost& layer : layer_slice(mc.layer, seg.first, seg.end)) {
           f.seconds += layer.forward_s;
           b.seconds += layer.backward_s();
         }
         if (ctx.needs_backward(seg))
-          for (const double bytes : mc.activation | layers) f.activation_bytes += bytes;
+          for (const double bytes : layer_slice(mc.activation, seg.first, seg.end))
+            f.activation_bytes += bytes;
       }
       b.activation_bytes = f.activation_bytes;
       for (const StageId y : chunk.producers) f.deps.push_back(id(j, y, true));

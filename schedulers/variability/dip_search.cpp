@@ -14,7 +14,6 @@
 #include <numeric>
 #include <optional>
 #include <random>
-#include <ranges>
 
 #include "core/errors.hpp"
 #include "core/index.hpp"

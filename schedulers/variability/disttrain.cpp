@@ -17,8 +17,8 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <numeric>
 #include <optional>
-#include <ranges>
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
@@ -51,8 +51,8 @@ SampleAssignment intra_microbatch_lpt(const std::vector<ModalityWork>& work, int
   SampleAssignment out(dp);
   const int group = dp * microbatch_size;
   for (int j = 0; j < microbatches; ++j) {
-    const auto global_microbatch = std::views::iota(j * group, (j + 1) * group);
-    std::vector<int> ids(global_microbatch.begin(), global_microbatch.end());
+    std::vector<int> ids(static_cast<size_t>(group));  // global microbatch j's samples
+    std::iota(ids.begin(), ids.end(), j * group);
     // LPT: longest encoder work first, to the least-loaded replica with room (stable
     // tie-breaks keep it deterministic).
     std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) {

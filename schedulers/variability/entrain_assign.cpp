@@ -7,7 +7,6 @@
 #include <iterator>
 #include <numeric>
 #include <optional>
-#include <ranges>
 #include <stdexcept>
 
 #include "core/index.hpp"
@@ -123,7 +122,7 @@ SubsetSums::SubsetSums(const std::vector<double>& workloads, double unit) : unit
   for (std::size_t item = 0; item < units_.size(); ++item) {
     const std::size_t w = units_[item];
     if (w == 0) continue;  // contributes nothing to any sum: never worth deferring
-    for (const std::size_t x : std::views::iota(std::size_t{0}, reach + 1) | std::views::reverse) {
+    for (std::size_t x = reach + 1; x-- > 0;) {
       const bool reachable = x == 0 || from_[x];  // the empty subset reaches 0
       if (reachable && !from_[x + w]) from_[x + w] = item;
     }

@@ -16,7 +16,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
-#include <ranges>
+#include <span>
 
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
@@ -175,7 +175,7 @@ SampleAssignment balanced_assignment(const SchedulingProblem& problem) {
         "workload: omnibal needs dp x microbatches x microbatch_size = " + std::to_string(n) +
         " samples, the workload has " + std::to_string(problem.samples.size()));
   std::vector<SampleSize> sizes;
-  for (const Sample& sample : problem.samples | std::views::take(n)) {
+  for (const Sample& sample : std::span(problem.samples).first(static_cast<size_t>(n))) {
     SampleSize s;
     for (const auto& [modality, tokens] : sample.tokens)
       (modality == "text" ? s.text : s.vision) += tokens;

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
-#include <ranges>
+#include <span>
 #include <string>
 
 #include "core/errors.hpp"
@@ -190,7 +190,8 @@ AttentionMask generate_mask(const MaskSpec& spec) {
       require(spec.window >= 1, "window", "must be >= 1");
       require(spec.sink_tokens >= 0, "sink_tokens", "must be >= 0");
       append_run(mask.words, spec.seq, kTextBit | kCausalBit);
-      for (std::uint64_t& word : mask.words | std::views::take(spec.sink_tokens)) word |= kSinkBit;
+      for (std::uint64_t& word : std::span(mask.words).first(static_cast<size_t>(spec.sink_tokens)))
+        word |= kSinkBit;
       mask.window = spec.window;
       break;
     case MaskKind::kCausalBlockwise:

@@ -2,7 +2,7 @@
 // synchronisation between heterogeneous pipelines (§2.6.1, Fig 2.9).
 #include <algorithm>
 #include <map>
-#include <ranges>
+#include <span>
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
@@ -164,7 +164,7 @@ double gradient_sync_time_s(const PlanningProblem& problem,
     const auto first_layer = problem.layers.begin();
     for (const TemplateStage& s : t.stages) {
       for (const LayerCost& layer :
-           std::ranges::subrange(first_layer + s.layer_begin, first_layer + s.layer_end))
+           std::span(first_layer + s.layer_begin, first_layer + s.layer_end))
         per_node[s.node] += layer.allreduce_across_nodes_s;
     }
     for (double v : per_node) worst = std::max(worst, v);

@@ -22,7 +22,7 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
-#include <ranges>
+#include <span>
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
@@ -58,7 +58,7 @@ PerTemplate<TemplateTerms> template_terms(const PlanningProblem& problem,
     const auto first_layer = problem.layers.begin();
     for (const TemplateStage& s : t.stages) {
       for (const LayerCost& layer :
-           std::ranges::subrange(first_layer + s.layer_begin, first_layer + s.layer_end))
+           std::span(first_layer + s.layer_begin, first_layer + s.layer_end))
         per_node[s.node] += layer.allreduce_across_nodes_s;
     }
     for (double v : per_node) x.sync_w = std::max(x.sync_w, v);
