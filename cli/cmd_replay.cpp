@@ -248,7 +248,7 @@ int run_replay_command(ReplayCliOptions o) {
   std::printf("time                ");
   for (TimeUse use : {TimeUse::kTraining, TimeUse::kRestart, TimeUse::kCheckpoint,
                       TimeUse::kReconfiguration, TimeUse::kLostWork, TimeUse::kIdle}) {
-    const double share = result.time_s[static_cast<size_t>(use)] / result.duration_s;
+    const double share = result.time_in(use) / result.duration_s;
     std::printf("%s %.1f%%%s", to_string(use), share * 100, use == TimeUse::kIdle ? "\n" : ", ");
   }
   if (!result.stop_reason.empty())

@@ -67,7 +67,7 @@ TEST(OobleckPolicy, WaitsWithThePlannersMessageBelowFPlusOneN0) {
     waited |= e.time_s == 65 && e.action == "wait" &&
               e.detail.find(oobleck::too_few_nodes_message(3, 1, 2)) != std::string::npos;
   EXPECT_TRUE(waited);
-  EXPECT_DOUBLE_EQ(r.time_s[static_cast<size_t>(TimeUse::kIdle)], 35);
+  EXPECT_DOUBLE_EQ(r.time_in(TimeUse::kIdle), 35);
 }
 
 TEST(OobleckPolicy, RestartsOnFreshPipelinesWhenTheClusterRegrows) {
@@ -88,8 +88,8 @@ TEST(OobleckPolicy, RestartsOnFreshPipelinesWhenTheClusterRegrows) {
   EXPECT_EQ(restart->time_s, 75);
   EXPECT_EQ(restart->nodes_alive, 5);
   EXPECT_NE(restart->detail.find("pipelines"), std::string::npos) << restart->detail;
-  EXPECT_DOUBLE_EQ(r.time_s[static_cast<size_t>(TimeUse::kRestart)], 5);
-  EXPECT_DOUBLE_EQ(r.time_s[static_cast<size_t>(TimeUse::kIdle)], 50);  // 25..75
+  EXPECT_DOUBLE_EQ(r.time_in(TimeUse::kRestart), 5);
+  EXPECT_DOUBLE_EQ(r.time_in(TimeUse::kIdle), 50);  // 25..75
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ namespace loom {
 namespace {
 
 double part(const ReplayResult& r, TimeUse use) {
-  return r.time_s[static_cast<size_t>(use)];
+  return r.time_in(use);
 }
 
 void expect_reconciled(const ReplayResult& r) {

@@ -16,7 +16,7 @@ namespace loom {
 namespace {
 
 double part(const ReplayResult& r, TimeUse use) {
-  return r.time_s[static_cast<size_t>(use)];
+  return r.time_in(use);
 }
 
 PolicySetup setup() {

@@ -124,7 +124,7 @@ TEST(HeteroColocated, BoundaryAndContextParallelVolumes) {
   for (const Op& op : s.programs[5_rank]) {
     const auto* col = std::get_if<Collective>(&op);
     if (!col || col->kind != CollectiveKind::kAllGather) continue;
-    const auto& members = s.groups[static_cast<size_t>(col->group)];
+    const auto& members = s.group_members(col->group);
     if (members.size() == 16) {
       ++boundary;
       EXPECT_DOUBLE_EQ(col->bytes, shard);
@@ -409,7 +409,7 @@ TEST(HeteroSchedulers, ATiedEmbeddingReducesEachShardWithItsLmHead) {
   for (const auto& program : s.programs) {
     for (const Op& op : program) {
       const auto* c = std::get_if<Collective>(&op);
-      if (c && c->tied_embedding) pairs.insert(s.groups[static_cast<size_t>(c->group)]);
+      if (c && c->tied_embedding) pairs.insert(s.group_members(c->group));
     }
   }
   // Ranks: vision copies 0, 1; LLM stage 0 copies 2, 4 and stage 1 copies 3, 5.

@@ -159,7 +159,7 @@ TEST(Chimera, EveryRankHoldsTwoStagesAndAllReducesWithTheOtherCopy) {
     const auto* c = std::get_if<Collective>(&program[program.size() - 2]);
     ASSERT_NE(c, nullptr) << "rank " << r;
     EXPECT_EQ(c->kind, CollectiveKind::kAllReduce);
-    std::vector<RankId> group = s.groups[static_cast<size_t>(c->group)];
+    std::vector<RankId> group = s.group_members(c->group);
     std::sort(group.begin(), group.end());
     EXPECT_EQ(group, (std::vector<RankId>{RankId{std::min(r, p - 1 - r)},
                                           RankId{std::max(r, p - 1 - r)}}));

@@ -38,10 +38,10 @@ TEST(TiedEmbedding, TheHeadsStageKeepsACopyAndTheCopiesAreAllReducedPerReplica) 
       const auto reduces = all_reduces(s, rank);
       ASSERT_EQ(reduces.size(), 2u) << "rank " << rank;
       // The data-parallel all-reduce comes first and carries the copy's gradients too.
-      EXPECT_EQ(s.groups[static_cast<size_t>(reduces[0]->group)].size(), 2u);
+      EXPECT_EQ(s.group_members(reduces[0]->group).size(), 2u);
       EXPECT_DOUBLE_EQ(reduces[0]->bytes, all_reduces(s, first)[0]->bytes);
       // Then the embedding all-reduce, over this replica's first and last stage.
-      EXPECT_EQ(s.groups[static_cast<size_t>(reduces[1]->group)],
+      EXPECT_EQ(s.group_members(reduces[1]->group),
                 (std::vector<RankId>{RankId{first}, RankId{last}}));
       EXPECT_DOUBLE_EQ(reduces[1]->bytes, kEmbeddingGradientBytes);
       EXPECT_TRUE(reduces[1]->tied_embedding);
@@ -72,8 +72,7 @@ TEST(TiedEmbedding, InterleavedStagesReduceBetweenTheFirstAndLastRankOnly) {
     const bool end = r == 0 || r == 3;  // stage 0 on rank 0, stage 7 on rank 3
     ASSERT_EQ(reduces.size(), end ? 2u : 1u) << "rank " << r;
     if (end) {
-      EXPECT_EQ(s.groups[static_cast<size_t>(reduces[1]->group)],
-                (std::vector<RankId>{0_rank, 3_rank}));
+      EXPECT_EQ(s.group_members(reduces[1]->group), (std::vector<RankId>{0_rank, 3_rank}));
     }
   }
 }
@@ -89,8 +88,7 @@ TEST(TiedEmbedding, BamboosLastStageUsesItsSuccessorCopyOfTheEmbedding) {
   const auto reduces = all_reduces(s, 3);
   ASSERT_FALSE(reduces.empty());
   EXPECT_TRUE(reduces.back()->tied_embedding);
-  EXPECT_EQ(s.groups[static_cast<size_t>(reduces.back()->group)],
-            (std::vector<RankId>{0_rank, 3_rank}));
+  EXPECT_EQ(s.group_members(reduces.back()->group), (std::vector<RankId>{0_rank, 3_rank}));
 }
 
 TEST(TiedEmbedding, AFrozenEmbeddingsCopyHoldsWeightsOnlyAndIsNotReduced) {
