@@ -18,9 +18,9 @@
 
 namespace {
 
-std::vector<loom::SampleWork> draw(std::mt19937_64& rng, int n) {
+loom::PerSample<loom::SampleWork> draw(std::mt19937_64& rng, int n) {
   std::lognormal_distribution<double> enc(0.0, 0.8), llm(0.0, 0.6);
-  std::vector<loom::SampleWork> w;
+  loom::PerSample<loom::SampleWork> w;
   for (int i = 0; i < n; ++i) w.push_back({enc(rng) * 1e-3, llm(rng) * 2e-3});
   return w;
 }

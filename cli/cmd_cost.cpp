@@ -76,7 +76,7 @@ Waits rank_waits(const Schedule& schedule, const Timeline& timeline, RankId rank
     w.dp_async_hidden += ring - covered;
     pending.clear();
   };
-  for (int i = 0; const Op& op : ops) {
+  for (std::size_t i = 0; const Op& op : ops) {
     const OpRef ref{rank, i++};
     const OpTiming t = timing(ref);
     if (const auto* c = std::get_if<Collective>(&op); c && c->async) {

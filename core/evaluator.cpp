@@ -13,12 +13,6 @@
 namespace loom {
 namespace {
 
-/// A collective instance of the matching (Matching::instances): the members' k-th
-/// collective on one group, which they run together.
-using InstanceId = Id<struct InstanceTag>;
-template <class T>
-using PerInstance = IdVector<InstanceId, T>;
-
 /// Runs each rank as far as it can; a rank blocks on a Recv whose Send has not been
 /// reached, or on a Collective not all members have reached. Woken ranks go back on the
 /// worklist. Each op is processed once: O(ops + collective ring steps).
@@ -30,7 +24,7 @@ class ListScheduler {
         matching_(match_operations(schedule)),
         pos_(schedule.num_ranks(), 0),
         clock_(schedule.num_ranks(), 0.0),
-        arrived_(isize(matching_.instances), 0),
+        arrived_(matching_.instances.ssize(), 0),
         waiting_at_(schedule.num_ranks()),
         async_queue_(schedule.num_ranks()),
         async_end_(schedule.num_ranks(), 0.0),
@@ -63,9 +57,9 @@ class ListScheduler {
   /// Executes rank r's ops until it blocks or finishes.
   void advance(RankId r) {
     const auto& ops = program(r);
-    int& i = pos_[r];
+    std::size_t& i = pos_[r];
     double& clock = clock_[r];
-    while (i < isize(ops)) {
+    while (i < ops.size()) {
       const OpRef here{r, i};
       const Op& op = schedule_.op(here);
       const auto* coll = std::get_if<Collective>(&op);
@@ -164,9 +158,9 @@ class ListScheduler {
     return done;
   }
 
-  InstanceId instance_of(OpRef ref) const { return InstanceId{matching_.instance_of(ref)}; }
+  InstanceId instance_of(OpRef ref) const { return matching_.instance_of(ref); }
   const std::vector<OpRef>& members_of(InstanceId instance) const {
-    return matching_.members(instance.value());
+    return matching_.members(instance);
   }
   OpRef peer(OpRef ref) const { return matching_.peer_of(ref); }
   void wake(RankId rank) { ready_.push_back(rank); }
@@ -224,7 +218,7 @@ class ListScheduler {
   const Schedule& schedule_;
   const Cluster& cluster_;
   Matching matching_;
-  PerRank<int> pos_;
+  PerRank<std::size_t> pos_;
   PerRank<double> clock_;
   PerInstance<int> arrived_;
   PerRank<std::optional<InstanceId>> waiting_at_;  ///< the collective instance the rank waits in

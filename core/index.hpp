@@ -177,6 +177,14 @@ using PerReplica = IdVector<ReplicaId, T>;
 using MicrobatchId = Id<struct MicrobatchTag>;
 template <class T>
 using PerMicrobatch = IdVector<MicrobatchId, T>;
+/// A sample of the workload: an index into the samples a SchedulingProblem carries.
+using SampleId = Id<struct SampleTag>;
+template <class T>
+using PerSample = IdVector<SampleId, T>;
+/// A collective group of the Schedule IR: an index into Schedule::groups.
+using GroupId = Id<struct GroupTag>;
+template <class T>
+using PerGroup = IdVector<GroupId, T>;
 
 /// `2_rank`: a rank written as a literal (tests, hand-built schedules).
 constexpr RankId operator""_rank(unsigned long long value) {

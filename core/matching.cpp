@@ -1,7 +1,9 @@
 #include "core/matching.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -11,11 +13,6 @@
 
 namespace loom {
 namespace {
-
-/// A collective group: an index into Schedule::groups (Collective::group).
-using GroupId = Id<struct GroupTag>;
-template <class T>
-using PerGroup = IdVector<GroupId, T>;
 
 std::string describe(const Schedule& schedule, OpRef ref) {
   const Op& op = schedule.op(ref);
@@ -73,16 +70,16 @@ Matching match_operations(const Schedule& schedule) {
   // order; the k-th of each match.
   ChannelQueues queues;
   // Per group: each member's collective ops in program order.
-  PerGroup<std::map<RankId, std::vector<OpRef>>> group_ops(isize(schedule.groups));
+  PerGroup<std::map<RankId, std::vector<OpRef>>> group_ops(schedule.groups.ssize());
   auto valid_peer = [&](RankId peer, RankId r) {
     return schedule.programs.contains(peer) && peer != r;
   };
 
   for (const RankId r : schedule.rank_ids()) {
     const auto& program = schedule.programs[r];
-    m.peer[r].assign(program.size(), OpRef{RankId{0}, -1});
-    m.collective_instance[r].assign(program.size(), -1);
-    for (int i = 0; i < isize(program); ++i) {
+    m.peer[r].assign(program.size(), std::nullopt);
+    m.collective_instance[r].assign(program.size(), std::nullopt);
+    for (std::size_t i = 0; i < program.size(); ++i) {
       const OpRef ref{r, i};
       std::visit(Overloaded{
                      [](const Compute&) {},
@@ -99,10 +96,10 @@ Matching match_operations(const Schedule& schedule) {
                        queues.add(channel_of(rv.peer, r, rv.tag), ref, false);
                      },
                      [&](const Collective& c) {
-                       if (c.group < 0 || c.group >= isize(schedule.groups)) {
+                       if (!schedule.groups.contains(c.group)) {
                          throw InfeasibleError(describe(schedule, ref) + ": unknown group");
                        }
-                       group_ops[GroupId{c.group}][r].push_back(ref);
+                       group_ops[c.group][r].push_back(ref);
                      },
                      [](const OptimizerStep&) {},
                  },
@@ -130,8 +127,8 @@ Matching match_operations(const Schedule& schedule) {
         throw InfeasibleError(describe(schedule, r) + " is matched (in program order) with " +
                               describe(schedule, s) + " but their tags or sizes differ");
       }
-      m.peer[s.rank][static_cast<size_t>(s.index)] = r;
-      m.peer[r.rank][static_cast<size_t>(r.index)] = s;
+      m.peer[s.rank][s.index] = r;
+      m.peer[r.rank][r.index] = s;
     }
   }
   for (size_t c : order) {
@@ -145,7 +142,7 @@ Matching match_operations(const Schedule& schedule) {
   }
 
   for (const GroupId g : group_ops.ids()) {
-    const auto& members = schedule.group_members(g.value());
+    const auto& members = schedule.group_members(g);
     size_t count = 0;
     bool first = true;
     for (const RankId member : members) {
@@ -169,12 +166,12 @@ Matching match_operations(const Schedule& schedule) {
       }
     }
     for (size_t k = 0; k < count; ++k) {
-      const int instance = isize(m.instances);
+      const InstanceId instance = m.instances.next_id();
       std::vector<OpRef> member_ops;
       for (const RankId member : members) {
         const OpRef ref = group_ops[g][member][k];
         member_ops.push_back(ref);
-        m.collective_instance[ref.rank][static_cast<size_t>(ref.index)] = instance;
+        m.collective_instance[ref.rank][ref.index] = instance;
       }
       m.instances.push_back(std::move(member_ops));
     }

@@ -3,6 +3,7 @@
 /// Sends and receives match in program order per channel (pair of ranks + layer edge); collectives
 /// match per group in program order. The validator, the evaluator and the backends all rely on this
 /// rule (SimGrid and NCCL implement the same FIFO matching natively).
+#include <optional>
 #include <vector>
 
 #include "core/schedule.hpp"
@@ -22,21 +23,26 @@ struct MessageChannel {
 };
 MessageChannel channel_of(RankId src, RankId dst, const MessageTag& tag);
 
-struct Matching {
-  /// For each Recv: the Send it receives. For each Send: the Recv that receives it.
-  /// For other ops: {0, -1} is never read (kept parallel to the programs for O(1) access).
-  PerRank<std::vector<OpRef>> peer;
-  /// For each Collective op: the instance it belongs to; instances[i] lists the member ops.
-  PerRank<std::vector<int>> collective_instance;
-  std::vector<std::vector<OpRef>> instances;
+/// A collective instance: the members' k-th collective on one group, which they run together.
+using InstanceId = Id<struct InstanceTag>;
+template <class T>
+using PerInstance = IdVector<InstanceId, T>;
 
-  OpRef peer_of(OpRef ref) const { return peer[ref.rank][static_cast<size_t>(ref.index)]; }
-  int instance_of(OpRef ref) const {
-    return collective_instance[ref.rank][static_cast<size_t>(ref.index)];
+struct Matching {
+  /// For each Recv: the Send it receives. For each Send: the Recv that receives it. None
+  /// for other ops (kept parallel to the programs for O(1) access).
+  PerRank<std::vector<std::optional<OpRef>>> peer;
+  /// For each Collective op: the instance it belongs to; instances[i] lists the member ops.
+  PerRank<std::vector<std::optional<InstanceId>>> collective_instance;
+  PerInstance<std::vector<OpRef>> instances;
+
+  /// The matched partner of a Send or Recv (throws std::bad_optional_access on any other op).
+  OpRef peer_of(OpRef ref) const { return peer[ref.rank][ref.index].value(); }
+  /// The instance of a Collective (throws std::bad_optional_access on any other op).
+  InstanceId instance_of(OpRef ref) const {
+    return collective_instance[ref.rank][ref.index].value();
   }
-  const std::vector<OpRef>& members(int instance) const {
-    return instances[static_cast<size_t>(instance)];
-  }
+  const std::vector<OpRef>& members(InstanceId instance) const { return instances[instance]; }
 };
 
 /// Matches every Send to its Recv and every Collective to its instance. Throws

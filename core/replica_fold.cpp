@@ -134,7 +134,8 @@ std::string replica_asymmetry(const Schedule& s) {
     }
     ++d;
   }
-  for (int g = 0; const auto& members : s.groups) {
+  for (const GroupId g : s.groups.ids()) {
+    const auto& members = s.groups[g];
     // A group inside one replica is compared through the ops.
     if (!s.group_in_one_replica(g)) {
       bool one_per_replica = isize(members) == replicas;
@@ -143,9 +144,8 @@ std::string replica_asymmetry(const Schedule& s) {
         ++d;
       }
       if (!one_per_replica)
-        return "collective group " + std::to_string(g) + " is not one member per replica";
+        return "collective group " + to_string(g) + " is not one member per replica";
     }
-    ++g;
   }
   return "";
 }

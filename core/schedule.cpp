@@ -73,14 +73,14 @@ std::string to_string(const Op& op, const Schedule& schedule) {
           [&](const Collective& c) {
             std::string name = to_string(c.kind);
             for (char& ch : name) ch = static_cast<char>(ch - 'a' + 'A');
-            return name + "_s" + to_string(c.stage) + "[g" + std::to_string(c.group) + "]";
+            return name + "_s" + to_string(c.stage) + "[g" + to_string(c.group) + "]";
           },
           [&](const OptimizerStep& o) { return "OPTIMIZER_s" + to_string(o.stage); },
       },
       op);
 }
 
-bool Schedule::group_in_one_replica(int group) const {
+bool Schedule::group_in_one_replica(GroupId group) const {
   const auto& members = group_members(group);
   for (const RankId m : members) {
     if (ranks.at(m).replica != ranks.at(members[0]).replica) return false;
@@ -98,14 +98,14 @@ double ring_chunk_bytes(CollectiveKind /*kind*/, int members, double bytes) {
   return members <= 0 ? 0.0 : bytes / members;
 }
 
-void throw_if_deadlocked(const Schedule& schedule, const PerRank<int>& next_op,
+void throw_if_deadlocked(const Schedule& schedule, const PerRank<std::size_t>& next_op,
                          const std::string& where) {
   std::string blocked;
   int count = 0;
   for (const RankId r : schedule.rank_ids()) {
     const auto& program = schedule.programs[r];
-    const int i = next_op[r];
-    if (i >= isize(program)) continue;
+    const std::size_t i = next_op[r];
+    if (i >= program.size()) continue;
     if (count++ < 8) {
       blocked += "\n  rank " + to_string(r) + " blocked at op #" + std::to_string(i) + " (" +
                  to_string(schedule.op({r, i}), schedule) + ")";

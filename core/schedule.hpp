@@ -35,9 +35,11 @@
 /// spans several modules, then "(copy)" on a redundant compute or "(F+B)" on a half of an
 /// overlapped forward-backward action; "1SEND_F3->2", "2RECV_F3<-1",
 /// "ALLREDUCE_s1[g0]".
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -121,7 +123,7 @@ struct Recv {
 
 struct Collective {
   CollectiveKind kind = CollectiveKind::kAllReduce;
-  int group = 0;    ///< index into Schedule::groups
+  GroupId group{0};
   StageId stage{};  ///< the stage whose data is reduced (for labels)
   ModuleId module{0};
   double bytes = 0;  ///< the full buffer size per member
@@ -157,7 +159,7 @@ using Op = std::variant<Compute, Send, Recv, Collective, OptimizerStep>;
 /// One op of one rank's program: programs[rank][index].
 struct OpRef {
   RankId rank;
-  int index = 0;
+  std::size_t index = 0;
   friend bool operator==(const OpRef&, const OpRef&) = default;
 };
 
@@ -165,7 +167,7 @@ struct OpRef {
 /// which data-parallel replica of the pipeline it belongs to.
 /// Sample ids (indices into the workload's samples) per microbatch of each data-parallel
 /// replica: assignment[replica][microbatch].
-using SampleAssignment = PerReplica<PerMicrobatch<std::vector<int>>>;
+using SampleAssignment = PerReplica<PerMicrobatch<std::vector<SampleId>>>;
 
 struct RankInfo {
   int gpu = 0;
@@ -196,8 +198,8 @@ struct Schedule {
   int num_stages = 0;
   int microbatches = 0;  ///< per pipeline replica
   PerRank<RankInfo> ranks;
-  PerRank<std::vector<Op>> programs;        ///< per rank, in execution order
-  std::vector<std::vector<RankId>> groups;  ///< collective groups (rank lists, ring order)
+  PerRank<std::vector<Op>> programs;     ///< per rank, in execution order
+  PerGroup<std::vector<RankId>> groups;  ///< collective groups (rank lists, ring order)
   /// samples[replica][microbatch] -> the ids of the samples it covers
   SampleAssignment samples;
   PerRank<StaticMemory> static_memory;
@@ -209,25 +211,29 @@ struct Schedule {
 
   int num_ranks() const { return programs.ssize(); }
   /// The samples microbatch `microbatch` of `replica` covers.
-  const std::vector<int>& samples_of(ReplicaId replica, int microbatch) const {
+  const std::vector<SampleId>& samples_of(ReplicaId replica, int microbatch) const {
     return samples.at(replica).at(MicrobatchId{microbatch});
   }
   IdRange<RankId> rank_ids() const { return programs.ids(); }
   /// The ranks of collective group `group` (Collective::group), in ring order.
-  const std::vector<RankId>& group_members(int group) const {
-    return groups.at(static_cast<size_t>(group));
+  const std::vector<RankId>& group_members(GroupId group) const { return groups.at(group); }
+  /// Appends a collective group; its id is what the members' Collective ops name.
+  GroupId add_group(std::vector<RankId> members) {
+    const GroupId id = groups.next_id();
+    groups.push_back(std::move(members));
+    return id;
   }
   /// Whether every member of the group is in one data-parallel replica (a tied
   /// embedding's all-reduce; with one replica, every group).
-  bool group_in_one_replica(int group) const;
+  bool group_in_one_replica(GroupId group) const;
   /// Ranks a collective group's ring runs over: its members, times the fold for a group
   /// that spans the replicas (one inside a replica is that replica's alone).
-  int ring_size(int group) const {
+  int ring_size(GroupId group) const {
     const int members = isize(group_members(group));
     return replica_fold > 1 && !group_in_one_replica(group) ? members * replica_fold : members;
   }
   size_t num_ops() const;
-  const Op& op(OpRef ref) const { return programs[ref.rank][static_cast<size_t>(ref.index)]; }
+  const Op& op(OpRef ref) const { return programs[ref.rank][ref.index]; }
   /// Field by field (ops compare exactly, MessageTag by its producer()): what the text
   /// form's round trip preserves (core/schedule_text.hpp).
   bool operator==(const Schedule&) const = default;
@@ -239,7 +245,7 @@ std::string to_string(const Op& op, const Schedule& schedule);
 /// Throws InfeasibleError "schedule deadlocks<where>: N rank(s) can never finish",
 /// naming up to 8 ranks and the op each is stuck at, if any rank's next op
 /// (`next_op[rank]`) is short of the end of its program. Both backends report with it.
-void throw_if_deadlocked(const Schedule& schedule, const PerRank<int>& next_op,
+void throw_if_deadlocked(const Schedule& schedule, const PerRank<std::size_t>& next_op,
                          const std::string& where);
 
 /// The ring decomposition of a collective over `members` ranks: how many steps, and how

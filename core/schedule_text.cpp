@@ -97,8 +97,8 @@ std::string format_schedule(const Schedule& s) {
   // Only folded schedules carry the line: unfolded files stay as they were.
   if (s.replica_fold != 1) out += "replica_fold " + std::to_string(s.replica_fold) + "\n";
   out += "groups " + std::to_string(s.groups.size()) + "\n";
-  for (size_t g = 0; g < s.groups.size(); ++g)
-    out += "group " + std::to_string(g) + ":" + int_list(s.groups[g]) + "\n";
+  for (const GroupId g : s.groups.ids())
+    out += "group " + to_string(g) + ":" + int_list(s.groups[g]) + "\n";
   out += "samples " + std::to_string(s.samples.size()) + "\n";
   for (const ReplicaId d : s.samples.ids()) {
     out +=

@@ -141,9 +141,12 @@ class Reader {
     }
   }
 
-  std::vector<int> int_list(const Line& line, size_t from) const {
-    std::vector<int> out;
-    for (size_t i = from; i < line.tokens.size(); ++i) out.push_back(integer(line, line.tokens[i]));
+  /// The ids (ranks of a group, samples of a microbatch) from token `from` on.
+  template <class IdT>
+  std::vector<IdT> id_list(const Line& line, size_t from) const {
+    std::vector<IdT> out;
+    for (size_t i = from; i < line.tokens.size(); ++i)
+      out.push_back(IdT{integer(line, line.tokens[i])});
     return out;
   }
 
@@ -314,12 +317,12 @@ class OpReader {
     c.stage = StageId{number()};
     expect("[g");
     const size_t group_at = pos_;
-    c.group = number();
+    c.group = GroupId{number()};
     expect("]");
     finish();
-    if (c.group >= isize(s_.groups)) {
+    if (!s_.groups.contains(c.group)) {
       in_.fail(line_.number, token_.column + group_at,
-               "group " + std::to_string(c.group) + " does not exist (the schedule has " +
+               "group " + to_string(c.group) + " does not exist (the schedule has " +
                    std::to_string(s_.groups.size()) + " groups)");
     }
     const Fields f = in_.fields(line_, 1, {"module", "bytes", "tied_embedding", "async", "layers"});
@@ -402,12 +405,12 @@ void read_header(Reader& in, Schedule& s) {
 void read_groups_and_samples(Reader& in, Schedule& s) {
   const Line& groups = in.keyword("groups", 1, "'groups COUNT'");
   s.groups.resize(in.count(groups, groups.tokens[1], "groups"));
-  for (size_t g = 0; g < s.groups.size(); ++g) {
-    const Line& line = in.next("'group " + std::to_string(g) + ": RANK...'");
+  for (const GroupId g : s.groups.ids()) {
+    const Line& line = in.next("'group " + to_string(g) + ": RANK...'");
     if (line.tokens.front().text != "group" || line.tokens.size() < 2)
-      in.fail(line, line.tokens.front(), "expected 'group " + std::to_string(g) + ": RANK...'");
-    in.index_colon(line, line.tokens[1], g);
-    for (const int rank : in.int_list(line, 2)) s.groups[g].push_back(RankId{rank});
+      in.fail(line, line.tokens.front(), "expected 'group " + to_string(g) + ": RANK...'");
+    in.index_colon(line, line.tokens[1], g.slot());
+    s.groups[g] = in.id_list<RankId>(line, 2);
   }
   const Line& samples = in.keyword("samples", 1, "'samples REPLICAS'");
   s.samples.resize(in.count(samples, samples.tokens[1], "replicas"));
@@ -422,7 +425,7 @@ void read_groups_and_samples(Reader& in, Schedule& s) {
       if (line.tokens.front().text != "mb" || line.tokens.size() < 2)
         in.fail(line, line.tokens.front(), "expected 'mb " + to_string(j) + ": SAMPLE...'");
       in.index_colon(line, line.tokens[1], j.slot());
-      s.samples[d][j] = in.int_list(line, 2);
+      s.samples[d][j] = in.id_list<SampleId>(line, 2);
     }
   }
 }

@@ -24,8 +24,8 @@ struct Timeline {
   /// timings[rank][i] is the timing of schedule.programs[rank][i].
   PerRank<std::vector<OpTiming>> timings;
   double iteration_time_s() const;
-  OpTiming& at(OpRef ref) { return timings[ref.rank][static_cast<size_t>(ref.index)]; }
-  const OpTiming& at(OpRef ref) const { return timings[ref.rank][static_cast<size_t>(ref.index)]; }
+  OpTiming& at(OpRef ref) { return timings[ref.rank][ref.index]; }
+  const OpTiming& at(OpRef ref) const { return timings[ref.rank][ref.index]; }
 };
 
 struct RankMetrics {

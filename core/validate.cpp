@@ -185,19 +185,20 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
       }
     }
   }
-  std::set<int> seen;
+  std::set<SampleId> seen;
   for (const auto& replica : schedule.samples) {
     for (const auto& mb : replica) {
-      for (int sample : mb) {
+      for (const SampleId sample : mb) {
         if (!seen.insert(sample).second) {
-          throw InfeasibleError("sample " + std::to_string(sample) + " is in two microbatches");
+          throw InfeasibleError("sample " + to_string(sample) + " is in two microbatches");
         }
       }
     }
   }
-  if (!seen.empty() && (*seen.begin() != 0 || *seen.rbegin() != isize(seen) - 1)) {
-    throw InfeasibleError("the microbatches do not cover samples 0.." +
-                          std::to_string(*seen.rbegin()) + " exactly once");
+  if (!seen.empty() &&
+      (*seen.begin() != SampleId{0} || *seen.rbegin() != SampleId{isize(seen) - 1})) {
+    throw InfeasibleError("the microbatches do not cover samples 0.." + to_string(*seen.rbegin()) +
+                          " exactly once");
   }
 }
 
@@ -289,11 +290,11 @@ void check_acyclic(const Schedule& schedule) {
       const std::size_t v = base[r] + i;
       if (i > 0) add_edge(v - 1, v);
       if (std::holds_alternative<Send>(program[i])) {
-        const OpRef recv = matching.peer[r][i];
-        add_edge(v, base[recv.rank] + static_cast<size_t>(recv.index));
+        const OpRef recv = matching.peer_of({r, i});
+        add_edge(v, base[recv.rank] + recv.index);
       }
       if (std::holds_alternative<Collective>(program[i])) {
-        const std::size_t barrier = n_ops + static_cast<size_t>(matching.collective_instance[r][i]);
+        const std::size_t barrier = n_ops + matching.instance_of({r, i}).slot();
         // Everything before the collective on each member precedes everything after it.
         if (i > 0) add_edge(v - 1, barrier);
         add_edge(barrier, v);

@@ -157,9 +157,9 @@ std::vector<Sample> load_samples_csv(const std::string& path) {
 }
 
 std::vector<const Sample*> sample_batch(const std::vector<Sample>& samples,
-                                        const std::vector<int>& ids) {
+                                        const std::vector<SampleId>& ids) {
   std::vector<const Sample*> batch;
-  for (int id : ids) batch.push_back(&samples.at(static_cast<size_t>(id)));
+  for (const SampleId id : ids) batch.push_back(&samples.at(id.slot()));
   return batch;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/index.hpp"
 #include "core/model.hpp"
 
 namespace loom {
@@ -27,7 +28,7 @@ std::vector<Sample> load_samples_csv(const std::string& path);
 /// The samples `ids` names, in order: a microbatch as the cost model reads it. Throws
 /// std::out_of_range on an id past `samples`.
 std::vector<const Sample*> sample_batch(const std::vector<Sample>& samples,
-                                        const std::vector<int>& ids);
+                                        const std::vector<SampleId>& ids);
 /// The first `count` samples (all of them if there are fewer): the representative
 /// microbatch that partitioners and planners cost an iteration by.
 std::vector<const Sample*> first_samples(const std::vector<Sample>& samples, int count);

@@ -36,6 +36,7 @@
 /// Faults: every wait (Recv, collective) has a deadline (ExecOptions::timeout_s). A rank
 /// whose op throws, or a wait that expires, ends the whole run with ExecError naming the
 /// rank and the operation ("rank 2 op 7 (1RECV_F3<-1): ..."); no rank hangs silently.
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -120,13 +121,13 @@ void run_passes(ModelState& state, const Compute& op) {
 class RankBackend {
  public:
   virtual ~RankBackend() = default;
-  virtual void compute(int index, const Compute& op) = 0;
-  virtual void send(int index, const Send& op) = 0;
-  virtual void recv(int index, const Recv& op) = 0;
-  virtual void collective(int index, const Collective& op) = 0;
+  virtual void compute(std::size_t index, const Compute& op) = 0;
+  virtual void send(std::size_t index, const Send& op) = 0;
+  virtual void recv(std::size_t index, const Recv& op) = 0;
+  virtual void collective(std::size_t index, const Collective& op) = 0;
   /// Adam (executor/adam.hpp) over the trainable parameters the rank holds, with their
   /// accumulated and reduced gradients.
-  virtual void optimizer_step(int index, const OptimizerStep& op) = 0;
+  virtual void optimizer_step(std::size_t index, const OptimizerStep& op) = 0;
   /// After the program ran: per op, timings from the run's common epoch (CUDA backends
   /// synchronise and read their events here).
   virtual std::vector<OpTiming> timings() = 0;

@@ -17,19 +17,18 @@ std::vector<int> rank_layers(const Schedule& schedule, RankId rank) {
   return {layers.begin(), layers.end()};
 }
 
-std::map<int, std::vector<int>> allreduce_layers(const Schedule& schedule, const Model& model,
-                                                 RankId rank) {
+std::map<std::size_t, std::vector<int>> allreduce_layers(const Schedule& schedule,
+                                                         const Model& model, RankId rank) {
   const auto& program = schedule.programs.at(rank);
   std::vector<int> trained;
   for (int l : rank_layers(schedule, rank)) {
     if (!model.layer(l).frozen) trained.push_back(l);
   }
-  std::map<int, std::vector<int>> out;
-  std::map<ModuleId, int> module_op;  // module -> its first all-reduce on this rank
-  std::optional<int> bucket_op;       // the last of those: takes modules without their own
-  for (int next = 0; const Op& op : program) {
-    const int index = next++;  // the op's index in the rank's program
-    const auto* c = std::get_if<Collective>(&op);
+  std::map<std::size_t, std::vector<int>> out;
+  std::map<ModuleId, std::size_t> module_op;  // module -> its first all-reduce on this rank
+  std::optional<std::size_t> bucket_op;       // the last of those: takes modules without their own
+  for (std::size_t index = 0; index < program.size(); ++index) {
+    const auto* c = std::get_if<Collective>(&program[index]);
     if (!c || c->kind != CollectiveKind::kAllReduce) continue;
     std::vector<int>& layers = out[index];
     if (c->tied_embedding) continue;      // the host math has no embedding: it sums nothing

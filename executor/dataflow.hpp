@@ -29,8 +29,8 @@ using loom::LayerGraph;
 /// join the last of those (a stage that spans projector and LLM reduces both in one
 /// bucket). A tied-embedding all-reduce (Collective::tied_embedding) sums none of them:
 /// the executors' math has no embedding. Keyed by op index.
-std::map<int, std::vector<int>> allreduce_layers(const Schedule& schedule, const Model& model,
-                                                 RankId rank);
+std::map<std::size_t, std::vector<int>> allreduce_layers(const Schedule& schedule,
+                                                         const Model& model, RankId rank);
 
 /// Whether a compute is a redundant forward-only copy (issue 3's Compute::redundant, when
 /// the IR has it): it costs time but its output feeds nothing and it trains nothing.

@@ -33,19 +33,19 @@ class HostRankBackend final : public RankBackend {
         reduce_layers_(allreduce_layers(schedule_, *problem.model, rank)),
         timings_(schedule_.programs.at(rank).size()) {}
 
-  void compute(int index, const Compute& op) override {
+  void compute(std::size_t index, const Compute& op) override {
     const double start = now();
     run_passes(state_, op);
     record(index, start);
   }
 
-  void send(int index, const Send& op) override {
+  void send(std::size_t index, const Send& op) override {
     const double start = now();
     transport_.send(rank_, op.peer, {op.tag, state_.take_edge(edge_of(op.tag))});
     record(index, start);
   }
 
-  void recv(int index, const Recv& op) override {
+  void recv(std::size_t index, const Recv& op) override {
     const double start = now();
     Message m = transport_.recv(op.peer, rank_, op.tag);
     state_.put_edge(edge_of(op.tag), std::move(m.payload));
@@ -54,13 +54,13 @@ class HostRankBackend final : public RankBackend {
 
   /// An async collective (Collective::async) runs here when reached, like a blocking one:
   /// a CPU thread has no second stream. The sums are the same; the timing shows no overlap.
-  void collective(int index, const Collective& op) override {
+  void collective(std::size_t index, const Collective& op) override {
     const double start = now();
     const std::vector<RankId>& group = schedule_.group_members(op.group);
     const int members = isize(group);
     const int member =
         static_cast<int>(std::find(group.begin(), group.end(), rank_) - group.begin());
-    const int instance = matching_.instance_of({rank_, index});
+    const InstanceId instance = matching_.instance_of({rank_, index});
     if (op.kind == CollectiveKind::kAllReduce) {
       const std::vector<int>& layers = reduce_layers_.at(index);
       state_.set_flat_gradients(layers, transport_.all_reduce(op.group, instance, member, members,
@@ -77,7 +77,7 @@ class HostRankBackend final : public RankBackend {
   }
 
   std::vector<OpTiming> timings() override { return timings_; }
-  void optimizer_step(int index, const OptimizerStep& /*op*/) override {
+  void optimizer_step(std::size_t index, const OptimizerStep& /*op*/) override {
     const double start = now();
     state_.optimizer_step();
     stepped_ = true;
@@ -92,7 +92,7 @@ class HostRankBackend final : public RankBackend {
  private:
   double now() const { return std::chrono::duration<double>(Clock::now() - epoch_).count(); }
   /// Op `index` of the rank's program ran from `start` until now.
-  void record(int index, double start) { timings_[static_cast<size_t>(index)] = {start, now()}; }
+  void record(std::size_t index, double start) { timings_[index] = {start, now()}; }
 
   const Schedule& schedule_;
   Transport& transport_;
@@ -100,7 +100,7 @@ class HostRankBackend final : public RankBackend {
   RankId rank_;
   const Clock::time_point& epoch_;  ///< set by the executor once every rank is ready
   HostModelState state_;
-  std::map<int, std::vector<int>> reduce_layers_;
+  std::map<std::size_t, std::vector<int>> reduce_layers_;
   std::vector<OpTiming> timings_;
   bool stepped_ = false;
 };

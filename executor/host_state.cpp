@@ -113,11 +113,11 @@ HostModelState::HostModelState(const ExecProblem& problem, const LayerGraph& gra
   }
 }
 
-std::vector<int> HostModelState::samples_of(int microbatch) const {
+std::vector<SampleId> HostModelState::samples_of(int microbatch) const {
   return problem_.schedule->samples_of(replica_, microbatch);
 }
 
-Activation HostModelState::synthetic(int key, const std::vector<int>& samples,
+Activation HostModelState::synthetic(int key, const std::vector<SampleId>& samples,
                                      const std::string& modality, int width,
                                      const std::vector<int>* lengths) const {
   Activation a;
@@ -137,7 +137,7 @@ Activation HostModelState::module_input(const Compute& op, bool redundant) {
   const int first = op.first_layer;
   const ModuleId module = model_.module_of(first);
   const Module& mod = model_.module(module);
-  const std::vector<int> samples = samples_of(op.microbatch);
+  const std::vector<SampleId> samples = samples_of(op.microbatch);
   const auto& producers = graph_.producers(first);
   if (producers.empty())
     return synthetic(module.value(), samples, mod.modality, input_width(model_.layer(first)));
@@ -210,7 +210,7 @@ void HostModelState::loss_gradient(int layer, int microbatch, const Activation& 
   // L = sum over samples s of (1/B) (1/(T_s w)) sum 0.5 (y - t)^2 against a synthetic target
   // t: B is the iteration's batch, so gradients summed over microbatches and replicas
   // equal the sequential run's whatever the split.
-  const std::vector<int> samples = samples_of(microbatch);
+  const std::vector<SampleId> samples = samples_of(microbatch);
   const Activation target = synthetic(-1 - layer, samples, "target", y.x.cols, &y.lengths);
   Activation dy{Matrix(y.x.rows, y.x.cols), y.lengths};
   int row = 0;

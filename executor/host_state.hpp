@@ -50,12 +50,12 @@ class HostModelState {
   double loss() const { return loss_; }
 
  private:
-  std::vector<int> samples_of(int microbatch) const;
+  std::vector<SampleId> samples_of(int microbatch) const;
   Activation module_input(const Compute& op, bool redundant);
   const LayerTensors& params(int layer);
   /// Deterministic data of one stream: `key` is a module's id for its inputs, -1 - layer for
   /// a layer's loss target.
-  Activation synthetic(int key, const std::vector<int>& samples, const std::string& modality,
+  Activation synthetic(int key, const std::vector<SampleId>& samples, const std::string& modality,
                        int width, const std::vector<int>* lengths = nullptr) const;
   void loss_gradient(int layer, int microbatch, const Activation& y);
 

@@ -2,6 +2,7 @@
 // what an op does, never in which op runs next.
 #include <exception>
 #include <string>
+#include <utility>
 #include <variant>
 
 #include "core/errors.hpp"
@@ -13,10 +14,11 @@ namespace loom::exec {
 void run_program(const Schedule& schedule, RankId rank, RankBackend& backend,
                  const ExecOptions& options) {
   const std::vector<Op>& program = schedule.programs.at(rank);
-  for (int next = 0; const Op& entry : program) {
-    const int index = next++;
+  for (std::size_t index = 0; index < program.size(); ++index) {
+    const Op& entry = program[index];
     try {
-      if (options.fault && options.fault->rank == rank && options.fault->op_index == index)
+      if (options.fault && options.fault->rank == rank &&
+          std::cmp_equal(options.fault->op_index, index))
         throw ExecError("injected fault");
       std::visit(Overloaded{[&](const Compute& op) { backend.compute(index, op); },
                             [&](const Send& op) { backend.send(index, op); },

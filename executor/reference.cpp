@@ -42,10 +42,10 @@ Schedule sequential_schedule(const Schedule& schedule, const Model& model) {
   s.module_names = schedule.module_names;
   s.num_stages = 1;
   s.ranks = {RankInfo{}};
-  PerMicrobatch<std::vector<int>>& one_per_sample = s.samples.emplace_back();
+  PerMicrobatch<std::vector<SampleId>>& one_per_sample = s.samples.emplace_back();
   for (const auto& replica : schedule.samples) {
     for (const auto& mb : replica) {
-      for (int id : mb) one_per_sample.push_back({id});
+      for (const SampleId id : mb) one_per_sample.push_back({id});
     }
   }
   s.microbatches = one_per_sample.ssize();

@@ -18,8 +18,8 @@ int tokens_of(const Sample& s, const std::string& modality);
 
 /// Rows per sample of the synthetic `modality` input for the samples `ids` (indices into
 /// `samples`): each sample's tokens of that modality.
-std::vector<int> modality_lengths(const std::vector<Sample>& samples, const std::vector<int>& ids,
-                                  const std::string& modality);
+std::vector<int> modality_lengths(const std::vector<Sample>& samples,
+                                  const std::vector<SampleId>& ids, const std::string& modality);
 
 /// `lengths[s]` rows of `width` values for each sample ids[s], stacked in order; every
 /// value in [-1, 1) is a pure function of (seed, key, modality, sample id, row, column),
@@ -27,6 +27,6 @@ std::vector<int> modality_lengths(const std::vector<Sample>& samples, const std:
 /// `key`: the module index for a module's input, -1 - layer for the loss target of
 /// `layer` (modality "target"). Requires lengths.size() == ids.size().
 Matrix synthetic_data(std::uint64_t seed, int key, const std::string& modality,
-                      const std::vector<int>& ids, const std::vector<int>& lengths, int width);
+                      const std::vector<SampleId>& ids, const std::vector<int>& lengths, int width);
 
 }  // namespace loom::exec

@@ -59,8 +59,8 @@ Message Transport::recv(RankId src, RankId dst, const MessageTag& tag) {
   return m;
 }
 
-std::vector<float> Transport::rendezvous(bool reduce, int group, int instance, int member,
-                                         int members, std::vector<float> buffer) {
+std::vector<float> Transport::rendezvous(bool reduce, GroupId group, InstanceId instance,
+                                         int member, int members, std::vector<float> buffer) {
   std::unique_lock lock(mutex_);
   Room& room = rooms_[{group, instance}];
   if (room.parts.empty()) {
@@ -78,8 +78,8 @@ std::vector<float> Transport::rendezvous(bool reduce, int group, int instance, i
         room.result = part;
       } else if (part.size() != room.result.size()) {
         room.done = true;
-        abort_reason_ = "all-reduce on group " + std::to_string(group) +
-                        ": members hold different gradient sizes";
+        abort_reason_ =
+            "all-reduce on group " + to_string(group) + ": members hold different gradient sizes";
       } else {
         for (size_t i = 0; i < part.size(); ++i) room.result[i] += part[i];
       }
@@ -89,7 +89,7 @@ std::vector<float> Transport::rendezvous(bool reduce, int group, int instance, i
   } else {
     wait(
         lock, [&] { return room.done; },
-        "the other members of collective group " + std::to_string(group) + " (" +
+        "the other members of collective group " + to_string(group) + " (" +
             std::to_string(room.arrived) + " of " + std::to_string(members) + " arrived)");
   }
   if (!abort_reason_.empty()) throw ExecError(abort_reason_);
@@ -98,13 +98,13 @@ std::vector<float> Transport::rendezvous(bool reduce, int group, int instance, i
   return result;
 }
 
-std::vector<float> Transport::all_reduce(int group, int instance, int member, int members,
-                                         std::vector<float> buffer) {
+std::vector<float> Transport::all_reduce(GroupId group, InstanceId instance, int member,
+                                         int members, std::vector<float> buffer) {
   return rendezvous(true, group, instance, member, members, std::move(buffer));
 }
 
-std::vector<float> Transport::all_gather(int group, int instance, int member, int members,
-                                         std::vector<float> buffer) {
+std::vector<float> Transport::all_gather(GroupId group, InstanceId instance, int member,
+                                         int members, std::vector<float> buffer) {
   return rendezvous(false, group, instance, member, members, std::move(buffer));
 }
 

@@ -39,9 +39,9 @@ class Transport {
   /// Sum (all-reduce) or concatenation in member order (all-gather) of every member's
   /// buffer for the `instance`-th collective on `group`; blocks until all members
   /// arrived. Throws ExecError on timeout, abort or mismatched all-reduce sizes.
-  std::vector<float> all_reduce(int group, int instance, int member, int members,
+  std::vector<float> all_reduce(GroupId group, InstanceId instance, int member, int members,
                                 std::vector<float> buffer);
-  std::vector<float> all_gather(int group, int instance, int member, int members,
+  std::vector<float> all_gather(GroupId group, InstanceId instance, int member, int members,
                                 std::vector<float> buffer);
 
   /// Records the first failure and wakes every waiter (they throw ExecError naming it).
@@ -59,8 +59,8 @@ class Transport {
     bool done = false;
     std::vector<float> result;
   };
-  std::vector<float> rendezvous(bool reduce, int group, int instance, int member, int members,
-                                std::vector<float> buffer);
+  std::vector<float> rendezvous(bool reduce, GroupId group, InstanceId instance, int member,
+                                int members, std::vector<float> buffer);
   /// Waits on `pred` until the deadline; throws ExecError describing `what` otherwise.
   template <class Pred>
   void wait(std::unique_lock<std::mutex>& lock, Pred pred, const std::string& what);
@@ -71,7 +71,7 @@ class Transport {
   int running_ = 0;  ///< ranks that have not finished their program
   int waiting_ = 0;  ///< ranks blocked in wait()
   std::map<MessageChannel, std::deque<Message>> mailboxes_;
-  std::map<std::pair<int, int>, Room> rooms_;  ///< (group, instance)
+  std::map<std::pair<GroupId, InstanceId>, Room> rooms_;
   std::string abort_reason_;
 };
 

@@ -60,11 +60,6 @@ struct OpMailboxes {
   double out_rate = 0;     ///< rate cap of what goes out (flow_rate_cap), 0 = none
 };
 
-/// A collective instance of the matching (Matching::instances, Matching::instance_of).
-using InstanceId = Id<struct InstanceTag>;
-template <class T>
-using PerInstance = IdVector<InstanceId, T>;
-
 /// One collective instance: its members meet at `start` (the ring begins when all have
 /// arrived) and at `end` (it finishes for all when every stream has arrived), then wait
 /// out the per-step handshake latencies (see core/schedule.hpp).
@@ -166,8 +161,8 @@ class Simulation {
     }
     return box;
   }
-  static sg::Mailbox* ring_mailbox(int group, RankId src, RankId dst) {
-    return sg::Mailbox::by_name("g" + std::to_string(group) + ":" + to_string(src) + ">" +
+  static sg::Mailbox* ring_mailbox(GroupId group, RankId src, RankId dst) {
+    return sg::Mailbox::by_name("g" + to_string(group) + ":" + to_string(src) + ">" +
                                 to_string(dst));
   }
 
@@ -213,9 +208,9 @@ class Simulation {
   }
 
   void prepare_rings() {
-    rings_.resize(isize(matching_.instances));
+    rings_.resize(matching_.instances.ssize());
     for (const InstanceId i : rings_.ids()) {
-      const auto& members = matching_.members(i.value());
+      const auto& members = matching_.members(i);
       const auto n = static_cast<unsigned>(isize(members));
       const auto& c = std::get<Collective>(schedule_.op(members[0]));
       if (ring_steps(c.kind, schedule_.ring_size(c.group)) == 0) continue;
@@ -229,8 +224,8 @@ class Simulation {
     const auto& ops = program(r);
     const auto& boxes = mailboxes_[r];
     for (size_t i = 0; i < ops.size(); ++i) {
-      const OpRef here{r, static_cast<int>(i)};
-      position_[r] = here.index;
+      const OpRef here{r, i};
+      position_[r] = i;
       if (size_t end = compute_run_end(ops, i); end > i + 1) {
         // Back-to-back computes touch nothing another rank sees: one SimGrid activity
         // for the whole run, each op's times by arithmetic (one sleep, not end - i).
@@ -287,7 +282,7 @@ class Simulation {
       if (!failure_.empty()) return;
     }
     wait_for_async(r);  // the program's end waits for the rank's async collectives
-    position_[r] = isize(ops);
+    position_[r] = ops.size();
     // Every message to this rank has been consumed: release the mailboxes' hold on it.
     for (const OpMailboxes& b : boxes) {
       if (b.in) b.in->set_receiver(nullptr);
@@ -312,7 +307,7 @@ class Simulation {
     const auto& boxes = mailboxes_[r];
     for (size_t i : stream.ops) {
       stream.issued->acquire();
-      const OpRef here{r, static_cast<int>(i)};
+      const OpRef here{r, i};
       const double start = ring(here, std::get<Collective>(program(r)[i]), boxes[i]);
       timing(here) = {start, sg::Engine::get_clock()};
       stream.ended->release();
@@ -351,7 +346,7 @@ class Simulation {
   /// Returns when it started (all members were there).
   double ring(OpRef here, const Collective& c, const OpMailboxes& boxes) {
     if (ring_steps(c.kind, schedule_.ring_size(c.group)) == 0) return sg::Engine::get_clock();
-    const RingInstance& instance = rings_[InstanceId{matching_.instance_of(here)}];
+    const RingInstance& instance = rings_[matching_.instance_of(here)];
     instance.start->wait();
     const double start = sg::Engine::get_clock();
     put(boxes, const_cast<Collective*>(&c));
@@ -376,7 +371,7 @@ class Simulation {
   PerInstance<RingInstance> rings_;
   PerRank<CommStream> streams_;
   Timeline timeline_;
-  PerRank<int> position_;  ///< the op each rank is at (program size once done)
+  PerRank<std::size_t> position_;  ///< the op each rank is at (program size once done)
   std::string failure_;
   size_t activities_ = 0;
   std::function<void(double)> on_progress_;

@@ -64,7 +64,7 @@ inline Schedule ranks_on(const std::vector<int>& gpus) {
   for (int gpu : gpus) s.ranks.push_back({.gpu = gpu, .tp = 1});
   s.programs.resize(isize(gpus));
   s.static_memory.resize(gpus.size());
-  s.samples = {{{0}}};
+  s.samples = {{{SampleId{0}}}};
   return s;
 }
 
@@ -92,8 +92,10 @@ inline Recv recv_op(RankId peer, int stage, MessageTag tag, double bytes) {
       .peer = peer, .stage = StageId{stage}, .module = ModuleId{0}, .tag = tag, .bytes = bytes};
 }
 inline Collective allreduce_op(int group, double bytes) {
-  return Collective{
-      .kind = CollectiveKind::kAllReduce, .group = group, .stage = StageId{0}, .bytes = bytes};
+  return Collective{.kind = CollectiveKind::kAllReduce,
+                    .group = GroupId{group},
+                    .stage = StageId{0},
+                    .bytes = bytes};
 }
 
 /// Two replicas of one rank (GPUs 0 and 1) that overlap their gradient all-reduce with

@@ -83,13 +83,13 @@ RankComms::RankComms(const Schedule& schedule, const LaunchInfo& info, double ti
           LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
           streams_[c] = stream;
         }
-        for (size_t g = 0; g < schedule.groups.size(); ++g) {
+        for (const GroupId g : schedule.groups.ids()) {
           const std::vector<RankId>& members = schedule.groups[g];
           const auto it = std::find(members.begin(), members.end(), me);
           ncclComm_t comm = nullptr;
           LOOM_NCCL_CHECK(ncclCommSplit(world_, it == members.end() ? NCCL_SPLIT_NOCOLOR : 0,
                                         static_cast<int>(it - members.begin()), &comm, nullptr));
-          if (it != members.end()) groups_[static_cast<int>(g)] = comm;
+          if (it != members.end()) groups_[g] = comm;
         }
       },
       timeout_s, "NCCL communicator setup", info.rank);
@@ -119,7 +119,7 @@ std::string RankComms::async_error() const {
       return "channel " + to_string(c.src) + "->" + to_string(c.dst) + ": " + ncclGetErrorString(s);
   for (const auto& [g, comm] : groups_)
     if (const ncclResult_t s = check(comm); s != ncclSuccess)
-      return "group " + std::to_string(g) + ": " + ncclGetErrorString(s);
+      return "group " + to_string(g) + ": " + ncclGetErrorString(s);
   return "";
 }
 

@@ -43,7 +43,7 @@ class RankComms {
   /// The channel's communicator (this rank is one end): peer rank 0 = src, 1 = dst.
   ncclComm_t channel(const MessageChannel& channel) const { return channels_.at(channel); }
   cudaStream_t channel_stream(const MessageChannel& channel) const { return streams_.at(channel); }
-  ncclComm_t group(int index) const { return groups_.at(index); }
+  ncclComm_t group(GroupId group) const { return groups_.at(group); }
 
   /// The first asynchronous error of any communicator, described ("" when none).
   std::string async_error() const;
@@ -54,7 +54,7 @@ class RankComms {
   ncclComm_t world_ = nullptr;
   std::map<MessageChannel, ncclComm_t> channels_;
   std::map<MessageChannel, cudaStream_t> streams_;
-  std::map<int, ncclComm_t> groups_;
+  std::map<GroupId, ncclComm_t> groups_;
   bool aborted_ = false;
 };
 

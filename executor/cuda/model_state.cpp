@@ -19,7 +19,7 @@ namespace loom::exec::cuda {
 namespace {
 
 bool is_module_last(const Model& model, int layer) {
-  const LayerRef& ref = model.layers()[static_cast<size_t>(layer)];
+  const LayerRef& ref = model.layer_ref(layer);
   return ref.local_index + 1 == isize(model.module(ref.module).layers);
 }
 
@@ -34,12 +34,12 @@ const std::string kTarget = "target", kTargetScale = "target-scale";
 }  // namespace
 
 std::vector<int> layer_output_lengths(const Model& model, const std::vector<Sample>& samples,
-                                      const std::vector<int>& ids, int layer) {
+                                      const std::vector<SampleId>& ids, int layer) {
   const ModuleId module = model.module_of(layer);
   const double ratio = model.module(module).token_ratio;
   std::vector<int> lengths;
-  for (int id : ids) {
-    const int in = module_input_tokens(model, module, samples.at(static_cast<size_t>(id)));
+  for (const Sample* sample : sample_batch(samples, ids)) {
+    const int in = module_input_tokens(model, module, *sample);
     lengths.push_back(is_module_last(model, layer) && ratio != 1.0
                           ? static_cast<int>(std::round(in * ratio))
                           : in);
@@ -76,7 +76,7 @@ CudaModelState::CudaModelState(const ExecProblem& problem, const LayerGraph& gra
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // uploads done: host copies may go
 }
 
-std::vector<int> CudaModelState::samples_of(int microbatch) const {
+std::vector<SampleId> CudaModelState::samples_of(int microbatch) const {
   return problem_.schedule->samples_of(replica_, microbatch);
 }
 
@@ -115,7 +115,7 @@ const DeviceTensors& CudaModelState::params(int layer) {
 void CudaModelState::prefetch_one(int module_key, int microbatch, const std::string& modality,
                                   int width, const std::vector<int>* given) {
   if (data_.count({module_key, microbatch, modality}) > 0) return;
-  const std::vector<int> samples = samples_of(microbatch);
+  const std::vector<SampleId> samples = samples_of(microbatch);
   const std::vector<int> lengths =
       given != nullptr ? *given : modality_lengths(*problem_.samples, samples, modality);
   // executor/synthetic_data.hpp: the host backend's and the reference's data, bit for bit.
@@ -135,8 +135,7 @@ void CudaModelState::prefetch(const std::vector<Op>& program) {
     const int width = input_width(model_.layer(c->first_layer));
     if (graph_.producers(c->first_layer).empty())
       prefetch_one(module.value(), c->microbatch, mod.modality, width);
-    else if (mod.kind == ModuleKind::kLlm &&
-             model_.layers()[static_cast<size_t>(c->first_layer)].local_index == 0)
+    else if (mod.kind == ModuleKind::kLlm && model_.layer_ref(c->first_layer).local_index == 0)
       prefetch_one(module.value(), c->microbatch, "text", width);
     const int last = c->end_layer - 1;
     if (!graph_.is_loss_layer(last)) continue;
@@ -173,14 +172,13 @@ DeviceActivation CudaModelState::module_input(const Compute& op, bool redundant)
     return synthetic(module.value(), op.microbatch, mod.modality);
   if (redundant) {  // its output feeds nothing: the right shape is all that matters
     std::vector<int> lengths;
-    for (int id : samples_of(op.microbatch))
-      lengths.push_back(
-          module_input_tokens(model_, module, problem_.samples->at(static_cast<size_t>(id))));
+    for (const Sample* sample : sample_batch(*problem_.samples, samples_of(op.microbatch)))
+      lengths.push_back(module_input_tokens(model_, module, *sample));
     return {DeviceMatrix::zeros(total(lengths), width, stream_), lengths};
   }
   std::vector<DeviceActivation> parts;
   for (int p : producers) parts.push_back(take_edge({Pass::kF, op.microbatch, p, first}));
-  if (model_.layers()[static_cast<size_t>(first)].local_index > 0) return std::move(parts.front());
+  if (model_.layer_ref(first).local_index > 0) return std::move(parts.front());
   // Per sample: the rows of each producer in global layer order, then an LLM's own text.
   if (mod.kind == ModuleKind::kLlm)
     parts.push_back(synthetic(module.value(), op.microbatch, "text"));
@@ -286,7 +284,7 @@ void CudaModelState::backward_input(const Compute& op) {
 void CudaModelState::split_input_gradient(const Compute& op, DeviceMatrix g,
                                           const std::vector<EdgeKey>& outs) {
   const int mb = op.microbatch, first = op.first_layer;
-  if (model_.layers()[static_cast<size_t>(first)].local_index > 0) {
+  if (model_.layer_ref(first).local_index > 0) {
     put_edge(outs.front(), {std::move(g), {}});
     return;
   }

@@ -28,7 +28,7 @@ namespace loom::exec::cuda {
 /// module_input_tokens, rounded as the host backend rounds). What travels on an edge out
 /// of the layer, so a receiver sizes its buffer from the schedule alone.
 std::vector<int> layer_output_lengths(const Model& model, const std::vector<Sample>& samples,
-                                      const std::vector<int>& ids, int layer);
+                                      const std::vector<SampleId>& ids, int layer);
 
 class CudaModelState {
  public:
@@ -59,7 +59,7 @@ class CudaModelState {
 
  private:
   using DataKey = std::tuple<int, int, std::string>;  ///< (module key, microbatch, modality)
-  std::vector<int> samples_of(int microbatch) const;
+  std::vector<SampleId> samples_of(int microbatch) const;
   void prefetch(const std::vector<Op>& program);
   /// Uploads the weights of `layers` (those not yet on the device), initialised on every
   /// host core at once.

@@ -48,14 +48,14 @@ cudaEvent_t CudaRankBackend::event() {
   return e;
 }
 
-void CudaRankBackend::record_start(int index, cudaStream_t stream) {
-  start_[static_cast<size_t>(index)] = event();
-  LOOM_CUDA_CHECK(cudaEventRecord(start_[static_cast<size_t>(index)], stream));
+void CudaRankBackend::record_start(std::size_t index, cudaStream_t stream) {
+  start_[index] = event();
+  LOOM_CUDA_CHECK(cudaEventRecord(start_[index], stream));
 }
 
-void CudaRankBackend::record_end(int index, cudaStream_t stream) {
-  end_[static_cast<size_t>(index)] = event();
-  LOOM_CUDA_CHECK(cudaEventRecord(end_[static_cast<size_t>(index)], stream));
+void CudaRankBackend::record_end(std::size_t index, cudaStream_t stream) {
+  end_[index] = event();
+  LOOM_CUDA_CHECK(cudaEventRecord(end_[index], stream));
 }
 
 void CudaRankBackend::start_epoch() {
@@ -67,13 +67,13 @@ void CudaRankBackend::start_epoch() {
   wait_event(epoch_, "the start-of-iteration barrier");
 }
 
-void CudaRankBackend::compute(int index, const Compute& op) {
+void CudaRankBackend::compute(std::size_t index, const Compute& op) {
   record_start(index, compute_);
   run_passes(state_, op);
   record_end(index, compute_);
 }
 
-void CudaRankBackend::send(int index, const Send& op) {
+void CudaRankBackend::send(std::size_t index, const Send& op) {
   const MessageChannel channel = channel_of(rank_, op.peer, op.tag);
   const cudaStream_t stream = comms_.channel_stream(channel);
   DeviceActivation a = state_.take_edge(edge_of(op.tag));
@@ -86,7 +86,7 @@ void CudaRankBackend::send(int index, const Send& op) {
     throw std::logic_error("message of " + std::to_string(a.x.rows()) +
                            " rows, but the receiver expects " + std::to_string(rows));
   record_start(index, compute_);  // the send may start once the rank reached it
-  LOOM_CUDA_CHECK(cudaStreamWaitEvent(stream, start_[static_cast<size_t>(index)], 0));
+  LOOM_CUDA_CHECK(cudaStreamWaitEvent(stream, start_[index], 0));
   // Peer rank in a channel communicator: 0 = src, 1 = dst.
   if (!a.x.empty())  // both ends size the message from the schedule: skipped alike
     LOOM_NCCL_CHECK(
@@ -97,7 +97,7 @@ void CudaRankBackend::send(int index, const Send& op) {
   a.x.use_on(stream);
 }
 
-void CudaRankBackend::recv(int index, const Recv& op) {
+void CudaRankBackend::recv(std::size_t index, const Recv& op) {
   const MessageChannel channel = channel_of(op.peer, rank_, op.tag);
   const cudaStream_t stream = comms_.channel_stream(channel);
   const std::vector<int> lengths = layer_output_lengths(
@@ -120,7 +120,7 @@ void CudaRankBackend::recv(int index, const Recv& op) {
   state_.put_edge(edge_of(op.tag), std::move(a));
 }
 
-void CudaRankBackend::collective(int index, const Collective& op) {
+void CudaRankBackend::collective(std::size_t index, const Collective& op) {
   cudaStream_t stream = compute_;
   if (op.async) {  // after the work issued so far, without holding the compute stream
     if (!gradient_stream_)
@@ -142,7 +142,7 @@ void CudaRankBackend::collective(int index, const Collective& op) {
   } else {
     // As on the host: the IR's all-gathers carry data this math computes whole on one
     // rank; move the bytes (capped at 16 MiB per member), use none of them.
-    const int members = isize(schedule_.groups.at(static_cast<size_t>(op.group)));
+    const int members = isize(schedule_.group_members(op.group));
     const double floats = std::min<double>(1 << 22, op.bytes / 4 / std::max(members, 1));
     DeviceMatrix part = DeviceMatrix::zeros(1, static_cast<int>(floats), stream);
     DeviceMatrix all(members, static_cast<int>(floats), stream);
@@ -150,12 +150,12 @@ void CudaRankBackend::collective(int index, const Collective& op) {
       LOOM_NCCL_CHECK(ncclAllGather(part.data(), all.data(), part.size(), ncclFloat, comm, stream));
   }
   record_end(index, stream);
-  if (op.async) async_end_ = end_[static_cast<size_t>(index)];
+  if (op.async) async_end_ = end_[index];
 }
 
-void CudaRankBackend::fail(int index, const std::string& why) {
+void CudaRankBackend::fail(std::size_t index, const std::string& why) {
   comms_.abort_all();  // every peer's pending NCCL work ends too
-  const Op& op = schedule_.programs.at(rank_).at(static_cast<size_t>(index));
+  const Op& op = schedule_.programs.at(rank_).at(index);
   throw ExecError("rank " + to_string(rank_) + " op " + std::to_string(index) + " (" +
                   to_string(op, schedule_) + "): " + why);
 }
@@ -216,7 +216,7 @@ Gradients CudaRankBackend::gradients() {
   return state_.gradients();
 }
 
-void CudaRankBackend::optimizer_step(int index, const OptimizerStep& /*op*/) {
+void CudaRankBackend::optimizer_step(std::size_t index, const OptimizerStep& /*op*/) {
   // The IR: the step waits for the rank's async collectives (one stream: the last one).
   if (async_end_) LOOM_CUDA_CHECK(cudaStreamWaitEvent(compute_, async_end_, 0));
   record_start(index, compute_);

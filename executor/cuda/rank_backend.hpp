@@ -36,11 +36,11 @@ class CudaRankBackend final : public RankBackend {
 
   /// A world barrier, then the epoch event every timing is measured from.
   void start_epoch();
-  void compute(int index, const Compute& op) override;
-  void send(int index, const Send& op) override;
-  void recv(int index, const Recv& op) override;
-  void collective(int index, const Collective& op) override;
-  void optimizer_step(int index, const OptimizerStep& op) override;
+  void compute(std::size_t index, const Compute& op) override;
+  void send(std::size_t index, const Send& op) override;
+  void recv(std::size_t index, const Recv& op) override;
+  void collective(std::size_t index, const Collective& op) override;
+  void optimizer_step(std::size_t index, const OptimizerStep& op) override;
   /// Waits until every op of the program completed (see the header comment).
   void finish();
   std::vector<OpTiming> timings() override;  ///< call after finish()
@@ -57,11 +57,11 @@ class CudaRankBackend final : public RankBackend {
 
  private:
   cudaEvent_t event();
-  void record_start(int index, cudaStream_t stream);
-  void record_end(int index, cudaStream_t stream);
+  void record_start(std::size_t index, cudaStream_t stream);
+  void record_end(std::size_t index, cudaStream_t stream);
   /// Blocks until `e` completed, with the same error and timeout rules as finish().
   void wait_event(cudaEvent_t e, const std::string& what);
-  [[noreturn]] void fail(int index, const std::string& why);
+  [[noreturn]] void fail(std::size_t index, const std::string& why);
 
   const ExecProblem& problem_;
   const Schedule& schedule_;
@@ -72,7 +72,7 @@ class CudaRankBackend final : public RankBackend {
   double timeout_s_;
   kernels::Blas blas_;
   CudaModelState state_;
-  std::map<int, std::vector<int>> reduce_layers_;
+  std::map<std::size_t, std::vector<int>> reduce_layers_;
   cudaEvent_t epoch_ = nullptr;
   cudaStream_t gradient_stream_ = nullptr;  ///< async collectives, created on first use
   cudaEvent_t async_end_ = nullptr;         ///< the last async collective's end

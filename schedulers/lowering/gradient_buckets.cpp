@@ -178,10 +178,9 @@ void add_gradient_buckets(const Context& ctx, Schedule& schedule,
         form_buckets(ctx, r, layers, schedule.programs[ctx.global_rank(0, r)], bucket_size);
     if (buckets.empty()) continue;
     buckets.front().bytes += extra_bytes(r);
-    const int group = isize(schedule.groups);
     std::vector<RankId> members;
     for (int d = 0; d < ctx.replicas; ++d) members.push_back(ctx.global_rank(d, r));
-    schedule.groups.push_back(members);
+    const GroupId group = schedule.add_group(std::move(members));
     for (int d = 0; d < ctx.replicas; ++d) {
       auto& program = schedule.programs[ctx.global_rank(d, r)];
       std::vector<Op> split = split_final_backward(ctx, d, program, buckets);

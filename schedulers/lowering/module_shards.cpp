@@ -98,7 +98,8 @@ std::vector<int> module_layers(const Model& model, ModuleId module) {
   return out;
 }
 
-PerMicrobatch<std::vector<int>> global_microbatches(const SchedulingProblem& problem, int llm_dp) {
+PerMicrobatch<std::vector<SampleId>> global_microbatches(const SchedulingProblem& problem,
+                                                         int llm_dp) {
   const int m = problem.schedule.microbatches;
   const int total = isize(problem.samples);
   if (m < 1 || total % m != 0 || total / m < 1) {
@@ -111,25 +112,26 @@ PerMicrobatch<std::vector<int>> global_microbatches(const SchedulingProblem& pro
                      " sample(s) cannot be split over the LLM's dp = " + std::to_string(llm_dp) +
                      " replicas (make it a multiple of dp)");
   }
-  PerMicrobatch<std::vector<int>> out;
+  PerMicrobatch<std::vector<SampleId>> out;
   for (int j = 0; j < m; ++j) {
-    std::vector<int>& samples = out.emplace_back();
-    for (int k = 0; k < per; ++k) samples.push_back(j * per + k);
+    std::vector<SampleId>& samples = out.emplace_back();
+    for (int k = 0; k < per; ++k) samples.push_back(SampleId{j * per + k});
   }
   return out;
 }
 
-std::vector<int> replica_samples(const std::vector<int>& microbatch, int replica, int dp) {
+std::vector<SampleId> replica_samples(const std::vector<SampleId>& microbatch, int replica,
+                                      int dp) {
   const int per = isize(microbatch) / dp;
   return {microbatch.begin() + per * replica, microbatch.begin() + per * (replica + 1)};
 }
 
 ShardCost shard_cost(const SchedulingProblem& problem, ModuleId module, const ModuleLayout& layout,
-                     const std::vector<int>& microbatch, int replica, int cp_rank) {
+                     const std::vector<SampleId>& microbatch, int replica, int cp_rank) {
   const Model& model = *problem.model;
   // The replica's batch interval: whole samples when they divide, else a 1/DP share of
   // the microbatch's items (equal-size items make the two agree).
-  std::vector<int> ids = microbatch;
+  std::vector<SampleId> ids = microbatch;
   double scale = 1.0;
   if (isize(microbatch) % layout.dp == 0)
     ids = replica_samples(microbatch, replica, layout.dp);
@@ -187,7 +189,7 @@ std::vector<int> cp_ring(const ModuleLayout& l, int gpu) {
 }
 
 double boundary_bytes_per_sample(const SchedulingProblem& problem, int last_layer,
-                                 const std::vector<int>& microbatch) {
+                                 const std::vector<SampleId>& microbatch) {
   const std::vector<const Sample*> batch = sample_batch(problem.samples, microbatch);
   const MicrobatchShape shape = layer_shape(*problem.model, last_layer, batch);
   return problem.cost->output_bytes(last_layer, shape) / static_cast<double>(batch.size());

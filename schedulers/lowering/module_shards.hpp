@@ -40,10 +40,11 @@ std::vector<int> module_layers(const Model& model, ModuleId module);
 /// The iteration's samples cut into schedule.microbatches global microbatches in order.
 /// Throws InputError when they do not divide evenly or a microbatch cannot be split into
 /// the LLM's data-parallel replicas (`llm_dp`).
-PerMicrobatch<std::vector<int>> global_microbatches(const SchedulingProblem& problem, int llm_dp);
+PerMicrobatch<std::vector<SampleId>> global_microbatches(const SchedulingProblem& problem,
+                                                         int llm_dp);
 
 /// Sample ids of replica `replica` of `dp` in a global microbatch (whole samples only).
-std::vector<int> replica_samples(const std::vector<int>& microbatch, int replica, int dp);
+std::vector<SampleId> replica_samples(const std::vector<SampleId>& microbatch, int replica, int dp);
 
 /// Per-GPU work of one module pass set on one shard of one microbatch.
 struct ShardCost {
@@ -55,7 +56,7 @@ struct ShardCost {
 /// The shard of module `module` (layout `layout`) on CP rank `cp_rank` for replica
 /// `replica` of microbatch `microbatch` (sample ids).
 ShardCost shard_cost(const SchedulingProblem& problem, ModuleId module, const ModuleLayout& layout,
-                     const std::vector<int>& microbatch, int replica, int cp_rank);
+                     const std::vector<SampleId>& microbatch, int replica, int cp_rank);
 
 /// Where a GPU sits in a module's grid (core/layout.hpp order: replica, stage, then the
 /// TP x CP group, TP fastest).
@@ -72,6 +73,6 @@ std::vector<int> cp_ring(const ModuleLayout& layout, int gpu);
 /// Bytes of the boundary tensor a module hands its consumer, per sample: the output of
 /// its last layer `last_layer`, averaged over the samples `microbatch`.
 double boundary_bytes_per_sample(const SchedulingProblem& problem, int last_layer,
-                                 const std::vector<int>& microbatch);
+                                 const std::vector<SampleId>& microbatch);
 
 }  // namespace loom

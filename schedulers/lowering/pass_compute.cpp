@@ -25,7 +25,7 @@ void cost_batch_pieces(Context& ctx) {
   for (int d = 0; d < ctx.replicas; ++d) {
     for (int mb = 0; mb < ctx.microbatches; ++mb) {
       const int j = mb / pieces;
-      const std::vector<int>& microbatch = global[MicrobatchId{j}];
+      const std::vector<SampleId>& microbatch = global[MicrobatchId{j}];
       const std::vector<const Sample*> batch =
           sample_batch(p.samples, replica_samples(microbatch, d, ctx.replicas));
       MicrobatchCosts& mc = ctx.cost(d, mb);

@@ -23,7 +23,7 @@ RankId rank_on_gpu(const Schedule& schedule, int gpu) {
 }
 
 /// The collective group of `gpus` (ring order as given), one per distinct member list.
-int group_of_gpus(Schedule& schedule, const std::vector<int>& gpus) {
+GroupId group_of_gpus(Schedule& schedule, const std::vector<int>& gpus) {
   std::vector<RankId> members;
   for (int gpu : gpus) members.push_back(rank_on_gpu(schedule, gpu));
   return group_id(schedule, members);
@@ -40,14 +40,11 @@ std::optional<StageId> consumer_stage(const Context& ctx, StageId s) {
 
 }  // namespace
 
-int group_id(Schedule& schedule, const std::vector<RankId>& members) {
-  for (int id = 0; const std::vector<RankId>& group : schedule.groups) {
-    if (group == members) return id;
-    ++id;
+GroupId group_id(Schedule& schedule, const std::vector<RankId>& members) {
+  for (const GroupId id : schedule.groups.ids()) {
+    if (schedule.groups[id] == members) return id;
   }
-  const int id = isize(schedule.groups);
-  schedule.groups.push_back(members);
-  return id;
+  return schedule.add_group(members);
 }
 
 void add_kv_exchange(const Context& ctx, Schedule& schedule, std::vector<Op>& program, RankId rank,
@@ -72,8 +69,8 @@ void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& pr
   const ModuleLayout& src = *ctx.stage(a.stage).layout;
   const ModuleLayout& dst = *ctx.stage(to).layout;
   if (!colocated(src, dst)) return;  // disjoint rank sets: leader messages only (pass 5)
-  std::vector<int> all;
-  for (int id = 0; id < isize(ctx.problem.samples); ++id) all.push_back(id);
+  std::vector<SampleId> all;
+  for (const SampleId id : IdRange<SampleId>(isize(ctx.problem.samples))) all.push_back(id);
   const int last = ctx.stage(a.stage).segments.back().end - 1;
   const double per_sample = boundary_bytes_per_sample(ctx.problem, last, all);
   const int gpu = schedule.ranks[rank].gpu;
@@ -137,7 +134,7 @@ void add_module_allreduce(const Context& ctx, Schedule& schedule,
     for (auto& [tp_rank, members] : rings) {
       std::sort(members.begin(), members.end());
       if (members.size() < 2) continue;
-      const int group = group_id(schedule, members);
+      const GroupId group = group_id(schedule, members);
       for (const RankId r : members) {
         schedule.programs[r].push_back(Collective{.kind = CollectiveKind::kAllReduce,
                                                   .group = group,

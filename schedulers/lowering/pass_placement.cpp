@@ -193,9 +193,9 @@ void assign_batch_pieces(const Context& ctx, Schedule& schedule) {
   schedule.samples.clear();
   for (int d = 0; d < ctx.replicas; ++d) {
     auto& samples = schedule.samples.emplace_back(ctx.microbatches);
-    for (int j = 0; const std::vector<int>& microbatch : global) {
+    for (int j = 0; const std::vector<SampleId>& microbatch : global) {
       for (int l = 0; l < per_replica; ++l) {
-        for (int i = 0; const int id : replica_samples(microbatch, d * per_replica + l, dp)) {
+        for (int i = 0; const SampleId id : replica_samples(microbatch, d * per_replica + l, dp)) {
           samples[MicrobatchId{j * pieces + l * per + i % per}].push_back(id);
           ++i;
         }
@@ -230,10 +230,10 @@ void assign_samples(const Context& ctx, Schedule& schedule) {
   }
   schedule.samples.clear();
   for (int d = 0; d < dp; ++d) {
-    PerMicrobatch<std::vector<int>>& replica = schedule.samples.emplace_back();
+    PerMicrobatch<std::vector<SampleId>>& replica = schedule.samples.emplace_back();
     for (int j = 0; j < m; ++j) {
-      std::vector<int>& microbatch = replica.emplace_back();
-      for (int k = 0; k < mbs; ++k) microbatch.push_back((d * m + j) * mbs + k);
+      std::vector<SampleId>& microbatch = replica.emplace_back();
+      for (int k = 0; k < mbs; ++k) microbatch.push_back(SampleId{(d * m + j) * mbs + k});
     }
   }
 }
@@ -293,13 +293,12 @@ void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
     }
     bytes += extra_bytes(r);
     if (bytes <= 0) continue;
-    const int group = isize(schedule.groups);
     std::vector<RankId> members;
     for (int d = 0; d < dp; ++d) {
       members.push_back(ctx.global_rank(d, r));
       if (other != r) members.push_back(ctx.global_rank(d, other));
     }
-    schedule.groups.push_back(members);
+    const GroupId group = schedule.add_group(members);
     for (const RankId member : members) {
       schedule.programs[member].push_back(Collective{.kind = CollectiveKind::kAllReduce,
                                                      .group = group,
@@ -345,8 +344,7 @@ void add_embedding_allreduce(const Context& ctx, Schedule& schedule,
       for (const std::vector<PipelineRank>& ranks : embedding_groups(ctx, e)) {
         std::vector<RankId> members;
         for (const PipelineRank r : ranks) members.push_back(ctx.global_rank(d, r));
-        const int group = isize(schedule.groups);
-        schedule.groups.push_back(members);
+        const GroupId group = schedule.add_group(members);
         for (const PipelineRank r : ranks) {
           // Labelled with the stage of the embedding's copy this rank holds.
           const StageId stage = ctx.programs.holds(r, e.last_stage) ? e.last_stage : e.first_stage;

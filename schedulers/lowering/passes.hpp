@@ -98,7 +98,7 @@ void place_ranks(const Context& ctx, Schedule& schedule);
 
 // Per-module layouts (pass_module_layouts.cpp).
 /// The group of `members` in schedule.groups, added when new.
-int group_id(Schedule& schedule, const std::vector<RankId>& members);
+GroupId group_id(Schedule& schedule, const std::vector<RankId>& members);
 /// The K/V all-gather of `layer_op` (one layer's compute) on the CP ring of `rank`'s GPU;
 /// the caller puts it before a forward and after a backward (the dK/dV reduce-scatter, the
 /// same volume). None for a non-transformer layer or a backward the layer does not run.

@@ -25,13 +25,12 @@
 
 namespace loom {
 
-std::vector<ModalityWork> sample_work(const SchedulingProblem& problem, const Branches& branches) {
+PerSample<ModalityWork> sample_work(const SchedulingProblem& problem, const Branches& branches) {
   const Model& model = *problem.model;
   PerLayer<char> encoder_side(model.num_layers(), 0);
   for (const auto& layers : branches.encoders)
     for (int l : layers) encoder_side[LayerId{l}] = 1;
-  std::vector<ModalityWork> out;
-  out.reserve(problem.samples.size());
+  PerSample<ModalityWork> out;
   for (const Sample& sample : problem.samples) {
     ModalityWork w;
     const std::vector<const Sample*> one = {&sample};
@@ -46,28 +45,27 @@ std::vector<ModalityWork> sample_work(const SchedulingProblem& problem, const Br
   return out;
 }
 
-SampleAssignment intra_microbatch_lpt(const std::vector<ModalityWork>& work, int dp,
-                                      int microbatches, int microbatch_size) {
+SampleAssignment intra_microbatch_lpt(const PerSample<ModalityWork>& work, int dp, int microbatches,
+                                      int microbatch_size) {
   SampleAssignment out(dp);
   const int group = dp * microbatch_size;
   for (int j = 0; j < microbatches; ++j) {
-    std::vector<int> ids(static_cast<size_t>(group));  // global microbatch j's samples
-    std::iota(ids.begin(), ids.end(), j * group);
+    std::vector<SampleId> ids;  // global microbatch j's samples
+    for (int k = 0; k < group; ++k) ids.push_back(SampleId{j * group + k});
     // LPT: longest encoder work first, to the least-loaded replica with room (stable
     // tie-breaks keep it deterministic).
-    std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) {
-      return work[static_cast<size_t>(a)].encoder_s > work[static_cast<size_t>(b)].encoder_s;
-    });
-    PerReplica<std::vector<int>> microbatch(dp);  // replica d's share of microbatch j
+    std::stable_sort(ids.begin(), ids.end(),
+                     [&](SampleId a, SampleId b) { return work[a].encoder_s > work[b].encoder_s; });
+    PerReplica<std::vector<SampleId>> microbatch(dp);  // replica d's share of microbatch j
     PerReplica<double> load(dp, 0);
-    for (int id : ids) {
+    for (const SampleId id : ids) {
       std::optional<ReplicaId> best;
       for (const ReplicaId d : microbatch.ids()) {
         if (isize(microbatch[d]) >= microbatch_size) continue;
         if (!best || load[d] < load[*best]) best = d;
       }
       microbatch[*best].push_back(id);
-      load[*best] += work[static_cast<size_t>(id)].encoder_s;
+      load[*best] += work[id].encoder_s;
     }
     for (const ReplicaId d : out.ids()) {
       std::sort(microbatch[d].begin(), microbatch[d].end());
@@ -181,15 +179,15 @@ Schedule disttrain_schedule(const SchedulingProblem& problem, bool reorder) {
                      std::to_string(dp * m * mbs) + " samples, the workload has " +
                      std::to_string(problem.samples.size()));
   if (reorder) {
-    const std::vector<ModalityWork> work = sample_work(problem, branches);
+    const PerSample<ModalityWork> work = sample_work(problem, branches);
     out.assignment = intra_microbatch_lpt(work, dp, m, mbs);
     int enc_depth = *std::max_element(a.encoders.begin(), a.encoders.end());
     for (auto& replica : out.assignment) {
       std::vector<double> enc, llm;  // per microbatch, its encoder and LLM stage times
-      for (const std::vector<int>& microbatch : replica) {
+      for (const std::vector<SampleId>& microbatch : replica) {
         double enc_s = 0, llm_s = 0;
-        for (int id : microbatch) {
-          const ModalityWork& w = work[static_cast<size_t>(id)];
+        for (const SampleId id : microbatch) {
+          const ModalityWork& w = work[id];
           enc_s += w.encoder_s / enc_depth;
           llm_s += w.llm_s / a.llm;
         }
@@ -197,7 +195,7 @@ Schedule disttrain_schedule(const SchedulingProblem& problem, bool reorder) {
         llm.push_back(llm_s);
       }
       const std::vector<int> order = inter_microbatch_order(enc, llm, enc_depth + a.llm - 1);
-      PerMicrobatch<std::vector<int>> reordered;
+      PerMicrobatch<std::vector<SampleId>> reordered;
       for (int j : order) reordered.push_back(replica[MicrobatchId{j}]);
       replica = std::move(reordered);
     }

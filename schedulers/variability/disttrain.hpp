@@ -16,13 +16,13 @@ struct ModalityWork {
   double llm_s = 0;
   double total() const { return encoder_s + llm_s; }
 };
-std::vector<ModalityWork> sample_work(const SchedulingProblem& problem, const Branches& branches);
+PerSample<ModalityWork> sample_work(const SchedulingProblem& problem, const Branches& branches);
 
 /// Intra-microbatch reordering [2nd]: the samples of global microbatch j (positions
 /// j*dp*mbs .. in arrival order) are spread over the dp replicas by LPT on encoder work,
 /// mbs samples each (the equal-cardinality variant). Returns assignment[replica][j].
-SampleAssignment intra_microbatch_lpt(const std::vector<ModalityWork>& work, int dp,
-                                      int microbatches, int microbatch_size);
+SampleAssignment intra_microbatch_lpt(const PerSample<ModalityWork>& work, int dp, int microbatches,
+                                      int microbatch_size);
 
 /// Inter-microbatch reordering [2nd] of one replica's microbatches (their encoder and LLM
 /// stage times): the smallest first, the `tail` next smallest reserved for the cool-down,

@@ -147,10 +147,10 @@ bool fits(const Schedule& schedule, const Cluster& cluster) {
 
 }  // namespace
 
-std::vector<SampleWork> entrain_sample_work(const SchedulingProblem& problem) {
+PerSample<SampleWork> entrain_sample_work(const SchedulingProblem& problem) {
   const Model& model = *problem.model;
   const auto components = model_components(model);
-  std::vector<SampleWork> work;
+  PerSample<SampleWork> work;
   for (const Sample& s : problem.samples) {
     const auto w =
         sample_component_workload(model, *problem.cost, components, s, problem.parallel.tp);

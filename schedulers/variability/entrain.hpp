@@ -26,14 +26,14 @@ namespace loom {
 struct EntrainPlan {
   int encoder_stages = 0;        ///< E (schedule.encoder_stages, or the balanced split)
   StageGraph graph;              ///< E fused encoder stages, then the LLM's
-  std::vector<SampleWork> work;  ///< per sample of the global batch, via the cost model
+  PerSample<SampleWork> work;    ///< per sample of the global batch, via the cost model
   EntrainAssignment assignment;  ///< Algorithm 4 per replica
   std::vector<int> warmup;       ///< forwards before the first backward, per stage
 };
 
 /// Per-sample workloads (F + B, frozen status applied) of the unified encoder and of the
 /// LLM through the cost model (core/workload_cost.hpp), on a stage of parallel.tp GPUs.
-std::vector<SampleWork> entrain_sample_work(const SchedulingProblem& problem);
+PerSample<SampleWork> entrain_sample_work(const SchedulingProblem& problem);
 
 /// Everything but the lowering. K_eff is Algorithm 4's, floored at parallel.pp, and raised
 /// towards K while plain 1F1B (no eager warm-up) would not fit in GPU memory. Throws

@@ -13,15 +13,15 @@
 
 namespace loom {
 
-double encoder_work(const std::vector<SampleWork>& work, const std::vector<int>& samples) {
+double encoder_work(const PerSample<SampleWork>& work, const std::vector<SampleId>& samples) {
   double sum = 0;
-  for (int s : samples) sum += work[static_cast<size_t>(s)].encoder;
+  for (const SampleId s : samples) sum += work[s].encoder;
   return sum;
 }
 
-double llm_work(const std::vector<SampleWork>& work, const std::vector<int>& samples) {
+double llm_work(const PerSample<SampleWork>& work, const std::vector<SampleId>& samples) {
   double sum = 0;
-  for (int s : samples) sum += work[static_cast<size_t>(s)].llm;
+  for (const SampleId s : samples) sum += work[s].llm;
   return sum;
 }
 
@@ -29,44 +29,43 @@ namespace {
 
 /// Indices of `samples` sorted by encoder workload descending (ties: lower index first, so
 /// the assignment is deterministic).
-std::vector<int> by_encoder_descending(const std::vector<SampleWork>& work,
-                                       std::vector<int> samples) {
-  std::stable_sort(samples.begin(), samples.end(), [&](int a, int b) {
-    return work[static_cast<size_t>(a)].encoder > work[static_cast<size_t>(b)].encoder;
-  });
+std::vector<SampleId> by_encoder_descending(const PerSample<SampleWork>& work,
+                                            std::vector<SampleId> samples) {
+  std::stable_sort(samples.begin(), samples.end(),
+                   [&](SampleId a, SampleId b) { return work[a].encoder > work[b].encoder; });
   return samples;
 }
 
 }  // namespace
 
-std::vector<std::vector<int>> assign_replicas(const std::vector<SampleWork>& work, int dp) {
+PerReplica<std::vector<SampleId>> assign_replicas(const PerSample<SampleWork>& work, int dp) {
   if (dp < 1) throw std::invalid_argument("assign_replicas: dp < 1");
-  std::vector<int> all(work.size());
-  std::iota(all.begin(), all.end(), 0);
-  const int n = isize(work);
+  std::vector<SampleId> all(work.size());
+  std::iota(all.begin(), all.end(), SampleId{0});
+  const int n = work.ssize();
   PerReplica<int> capacity(dp, n / dp);
   for (const ReplicaId d : IdRange<ReplicaId>(n % dp)) ++capacity[d];
-  PerReplica<std::vector<int>> replicas(dp);
+  PerReplica<std::vector<SampleId>> replicas(dp);
   PerReplica<double> llm(dp, 0.0);
   // §4.3: heaviest encoder samples first, each to the replica with the least LLM work so
   // far among those with room (the minibatch size is B_global / DP).
-  for (int s : by_encoder_descending(work, all)) {
+  for (const SampleId s : by_encoder_descending(work, all)) {
     std::optional<ReplicaId> best;
     for (const ReplicaId d : replicas.ids()) {
       if (isize(replicas[d]) >= capacity[d]) continue;
       if (!best || llm[d] < llm[*best]) best = d;
     }
     replicas[*best].push_back(s);
-    llm[*best] += work[static_cast<size_t>(s)].llm;
+    llm[*best] += work[s].llm;
   }
   for (auto& r : replicas) std::sort(r.begin(), r.end());
-  return {std::make_move_iterator(replicas.begin()), std::make_move_iterator(replicas.end())};
+  return replicas;
 }
 
-int effective_microbatches(const std::vector<SampleWork>& work, const std::vector<int>& samples,
+int effective_microbatches(const PerSample<SampleWork>& work, const std::vector<SampleId>& samples,
                            int k, int k_min) {
   double max_enc = 0;
-  for (int s : samples) max_enc = std::max(max_enc, work[static_cast<size_t>(s)].encoder);
+  for (const SampleId s : samples) max_enc = std::max(max_enc, work[s].encoder);
   int k_eff = k;
   if (max_enc > 0) {
     // Algorithm 4 line 3; the small tolerance keeps sum/max = 4 exactly at 4 after rounding.
@@ -77,31 +76,31 @@ int effective_microbatches(const std::vector<SampleWork>& work, const std::vecto
   return std::clamp(k_eff, 1, std::max(1, isize(samples)));
 }
 
-std::vector<std::vector<int>> stratified_assignment(const std::vector<SampleWork>& work,
-                                                    const std::vector<int>& samples, int k_eff) {
+std::vector<std::vector<SampleId>> stratified_assignment(const PerSample<SampleWork>& work,
+                                                         const std::vector<SampleId>& samples,
+                                                         int k_eff) {
   if (k_eff < 1) throw std::invalid_argument("stratified_assignment: k_eff < 1");
   // Line 4: S_c = the half with the highest LLM workload, S_f the rest.
-  std::vector<int> by_llm = samples;
-  std::stable_sort(by_llm.begin(), by_llm.end(), [&](int a, int b) {
-    return work[static_cast<size_t>(a)].llm > work[static_cast<size_t>(b)].llm;
-  });
+  std::vector<SampleId> by_llm = samples;
+  std::stable_sort(by_llm.begin(), by_llm.end(),
+                   [&](SampleId a, SampleId b) { return work[a].llm > work[b].llm; });
   const int coarse = (isize(by_llm) + 1) / 2;
-  const std::vector<int> s_c(by_llm.begin(), by_llm.begin() + coarse);
-  const std::vector<int> s_f(by_llm.begin() + coarse, by_llm.end());
+  const std::vector<SampleId> s_c(by_llm.begin(), by_llm.begin() + coarse);
+  const std::vector<SampleId> s_f(by_llm.begin() + coarse, by_llm.end());
 
-  PerMicrobatch<std::vector<int>> mbs(k_eff);
+  PerMicrobatch<std::vector<SampleId>> mbs(k_eff);
   PerMicrobatch<double> load(k_eff, 0.0);
   // Lines 5-6: S_c then S_f, each by w_enc descending, Min-Max greedy (an LPT list
   // schedule, within (2 - 1/K) of the optimal makespan by Graham's bound).
   for (const auto* set : {&s_c, &s_f}) {
-    for (int s : by_encoder_descending(work, *set)) {
+    for (const SampleId s : by_encoder_descending(work, *set)) {
       MicrobatchId best{0};
       for (const MicrobatchId j : mbs.ids()) {
         if (load[j] < load[best] || (load[j] == load[best] && mbs[j].size() < mbs[best].size()))
           best = j;
       }
       mbs[best].push_back(s);
-      load[best] += work[static_cast<size_t>(s)].encoder;
+      load[best] += work[s].encoder;
     }
   }
   for (auto& mb : mbs) std::sort(mb.begin(), mb.end());

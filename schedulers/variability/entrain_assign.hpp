@@ -14,7 +14,7 @@
 ///            order (ol_0, ul_0, ol_1, ul_1, ...), pairs by heaviest encoder microbatch first
 ///
 /// Sample "workload" is whatever the caller measures (seconds from the cost model in the
-/// scheduler); samples are indices into the workload vector.
+/// scheduler); samples are SampleIds, indices into the workload table.
 #include <cstddef>
 #include <optional>
 #include <vector>
@@ -32,22 +32,23 @@ struct SampleWork {
 
 /// §4.3 (Algorithm 4 lines 1-2): `dp` minibatches of samples.size() / dp samples each (the
 /// first size % dp replicas take one more). Each list is sorted by sample index.
-std::vector<std::vector<int>> assign_replicas(const std::vector<SampleWork>& work, int dp);
+PerReplica<std::vector<SampleId>> assign_replicas(const PerSample<SampleWork>& work, int dp);
 
 /// Algorithm 4 line 3: min(K, floor(sum w_enc / max w_enc)), at least min(K, k_min) and at
 /// most the number of samples. A batch without encoder work keeps K. k_min is Loom's guard
 /// (the scheduler passes the pipeline depth): one outlier sample can hold most of a
 /// replica's encoder work (an image of 37k patches in a SynthChartNet-like batch), and
 /// line 3 alone would then run the whole minibatch as one microbatch.
-int effective_microbatches(const std::vector<SampleWork>& work, const std::vector<int>& samples,
+int effective_microbatches(const PerSample<SampleWork>& work, const std::vector<SampleId>& samples,
                            int k, int k_min = 1);
 
 /// Algorithm 4 lines 4-6: `k_eff` encoder microbatches. S_c = the ceil(n/2) samples of
 /// highest LLM workload, S_f the rest (the split point is not given in §4.5.1;
 /// reconstructed as the median); S_c then S_f, each by w_enc descending, go to the
 /// microbatch with the least encoder workload (ties: fewer samples, then lower index).
-std::vector<std::vector<int>> stratified_assignment(const std::vector<SampleWork>& work,
-                                                    const std::vector<int>& samples, int k_eff);
+std::vector<std::vector<SampleId>> stratified_assignment(const PerSample<SampleWork>& work,
+                                                         const std::vector<SampleId>& samples,
+                                                         int k_eff);
 
 /// The subset-sum DP of §4.5.2 for one overloaded microbatch: LLM workloads rounded to
 /// multiples of `unit`, a reachability table D over [0, w'] built once, then queried per
@@ -77,16 +78,16 @@ struct DeferralOptions {
 
 /// One replica's plan, microbatches in execution order.
 struct DeferralPlan {
-  std::vector<std::vector<int>> encoder;   ///< M^enc: samples whose encoder work runs in j
-  std::vector<std::vector<int>> llm;       ///< M^LLM: samples whose LLM work runs in j
-  std::vector<std::vector<int>> deferred;  ///< samples of M^enc_j whose LLM work runs in j+1
-  double bottleneck_s = 0;                 ///< T*: the largest LLM workload after deferral
-  double max_llm_before_s = 0;             ///< the largest LLM workload of the M^enc
+  std::vector<std::vector<SampleId>> encoder;   ///< M^enc: samples whose encoder work runs in j
+  std::vector<std::vector<SampleId>> llm;       ///< M^LLM: samples whose LLM work runs in j
+  std::vector<std::vector<SampleId>> deferred;  ///< samples of M^enc_j whose LLM work runs in j+1
+  double bottleneck_s = 0;                      ///< T*: the largest LLM workload after deferral
+  double max_llm_before_s = 0;                  ///< the largest LLM workload of the M^enc
 };
 
 /// §4.5.2 (Algorithm 4 lines 7-15) on the stratified microbatches of one replica.
-DeferralPlan pairwise_deferral(const std::vector<SampleWork>& work,
-                               const std::vector<std::vector<int>>& encoder_microbatches,
+DeferralPlan pairwise_deferral(const PerSample<SampleWork>& work,
+                               const std::vector<std::vector<SampleId>>& encoder_microbatches,
                                const DeferralOptions& options = {});
 
 /// Algorithm 4 end to end for the global batch (samples 0..n-1): one plan per replica,
@@ -96,11 +97,11 @@ struct EntrainAssignment {
   int k_eff = 0;
   PerReplica<DeferralPlan> replicas;
 };
-EntrainAssignment entrain_assign(const std::vector<SampleWork>& work, int dp, int k,
+EntrainAssignment entrain_assign(const PerSample<SampleWork>& work, int dp, int k,
                                  const DeferralOptions& options = {});
 
 /// Sum of a workload field over samples.
-double encoder_work(const std::vector<SampleWork>& work, const std::vector<int>& samples);
-double llm_work(const std::vector<SampleWork>& work, const std::vector<int>& samples);
+double encoder_work(const PerSample<SampleWork>& work, const std::vector<SampleId>& samples);
+double llm_work(const PerSample<SampleWork>& work, const std::vector<SampleId>& samples);
 
 }  // namespace loom

@@ -19,13 +19,13 @@ namespace {
 /// Overloaded microbatches are rows i, underloaded ones columns j: positions in `ol`, `ul`.
 struct PairTable {
   std::vector<MicrobatchId> ol, ul;
-  std::vector<std::vector<double>> v;                   ///< V[i][j], Eq 4.3
-  std::vector<std::vector<std::vector<int>>> deferred;  ///< S_deferred(i, j) (sample ids)
-  std::vector<double> l;                                ///< L_i = w_LLM,i
+  std::vector<std::vector<double>> v;                        ///< V[i][j], Eq 4.3
+  std::vector<std::vector<std::vector<SampleId>>> deferred;  ///< S_deferred(i, j)
+  std::vector<double> l;                                     ///< L_i = w_LLM,i
 };
 
-PairTable build_pairs(const std::vector<SampleWork>& work,
-                      const PerMicrobatch<std::vector<int>>& mbs, const DeferralOptions& opt) {
+PairTable build_pairs(const PerSample<SampleWork>& work,
+                      const PerMicrobatch<std::vector<SampleId>>& mbs, const DeferralOptions& opt) {
   const int k = mbs.ssize();
   PerMicrobatch<double> w;
   for (const auto& mb : mbs) w.push_back(llm_work(work, mb));
@@ -41,14 +41,14 @@ PairTable build_pairs(const std::vector<SampleWork>& work,
   for (const MicrobatchId i : t.ol) {
     const auto& samples = mbs[i];
     std::vector<double> items;
-    for (int s : samples) items.push_back(work[static_cast<size_t>(s)].llm);
+    for (const SampleId s : samples) items.push_back(work[s].llm);
     const SubsetSums dp(items, unit);  // one table per overloaded microbatch (line 10)
     t.l.push_back(w[i]);
     t.v.emplace_back();
     t.deferred.emplace_back();
     for (const MicrobatchId j : t.ul) {
       const double wi = w[i], wj = w[j];
-      std::vector<int> chosen;
+      std::vector<SampleId> chosen;
       for (const std::size_t pos : dp.closest((wi - wj) / 2)) chosen.push_back(samples[pos]);
       const double moved = llm_work(work, chosen);
       t.v.back().push_back(std::max(wi - moved, wj + moved));  // line 11, Eq 4.3
@@ -97,10 +97,10 @@ Mates match_at(const PairTable& t, double threshold) {
 
 }  // namespace
 
-DeferralPlan pairwise_deferral(const std::vector<SampleWork>& work,
-                               const std::vector<std::vector<int>>& encoder_microbatches,
+DeferralPlan pairwise_deferral(const PerSample<SampleWork>& work,
+                               const std::vector<std::vector<SampleId>>& encoder_microbatches,
                                const DeferralOptions& options) {
-  const PerMicrobatch<std::vector<int>> mbs(encoder_microbatches);
+  const PerMicrobatch<std::vector<SampleId>> mbs(encoder_microbatches);
   const PairTable t = build_pairs(work, mbs, options);
   DeferralPlan plan;
   for (const auto& mb : mbs)
@@ -108,11 +108,11 @@ DeferralPlan pairwise_deferral(const std::vector<SampleWork>& work,
   // Units of execution: a pair (ol, ul) or a lone microbatch, each with its deferral set.
   struct Unit {
     std::vector<MicrobatchId> mbs;
-    std::vector<int> deferred;  ///< from mbs[0] to mbs[1]
-    double encoder = 0;         ///< the unit's heaviest encoder microbatch
+    std::vector<SampleId> deferred;  ///< from mbs[0] to mbs[1]
+    double encoder = 0;              ///< the unit's heaviest encoder microbatch
   };
   std::vector<Unit> units;
-  auto push = [&](std::vector<MicrobatchId> unit_mbs, std::vector<int> deferred) {
+  auto push = [&](std::vector<MicrobatchId> unit_mbs, std::vector<SampleId> deferred) {
     double enc = 0;
     for (const MicrobatchId mb : unit_mbs) enc = std::max(enc, encoder_work(work, mbs[mb]));
     units.push_back({std::move(unit_mbs), std::move(deferred), enc});
@@ -159,7 +159,7 @@ DeferralPlan pairwise_deferral(const std::vector<SampleWork>& work,
     }
     for (size_t i = 0; i < t.ol.size(); ++i) {  // line 14: (ol_0, ul_0, ol_1, ul_1, ...)
       const size_t j = *partner[i];
-      push({t.ol[i], t.ul[j]}, options.defer ? t.deferred[i][j] : std::vector<int>{});
+      push({t.ol[i], t.ul[j]}, options.defer ? t.deferred[i][j] : std::vector<SampleId>{});
     }
     for (size_t j = 0; j < t.ul.size(); ++j)
       if (!used[j]) push({t.ul[j]}, {});
@@ -172,13 +172,13 @@ DeferralPlan pairwise_deferral(const std::vector<SampleWork>& work,
   for (Unit& u : units) {
     for (size_t k = 0; k < u.mbs.size(); ++k) {
       plan.encoder.push_back(mbs[u.mbs[k]]);
-      plan.deferred.push_back(k == 0 ? std::move(u.deferred) : std::vector<int>{});
+      plan.deferred.push_back(k == 0 ? std::move(u.deferred) : std::vector<SampleId>{});
     }
   }
   // Line 15: M^LLM_j = M^enc_j minus its deferred samples plus those deferred from j - 1.
   plan.llm.resize(plan.encoder.size());
   for (size_t j = 0; j < plan.encoder.size(); ++j) {
-    for (int s : plan.encoder[j]) {
+    for (const SampleId s : plan.encoder[j]) {
       const auto& d = plan.deferred[j];
       if (std::find(d.begin(), d.end(), s) == d.end()) plan.llm[j].push_back(s);
     }
@@ -192,7 +192,7 @@ DeferralPlan pairwise_deferral(const std::vector<SampleWork>& work,
   return plan;
 }
 
-EntrainAssignment entrain_assign(const std::vector<SampleWork>& work, int dp, int k,
+EntrainAssignment entrain_assign(const PerSample<SampleWork>& work, int dp, int k,
                                  const DeferralOptions& options) {
   EntrainAssignment out;
   const auto replicas = assign_replicas(work, dp);

@@ -32,10 +32,11 @@ constexpr int kBmpRadius = 1;
 constexpr int kBmpTopK = 3;
 constexpr double kTextSlack = 128;  // Q'_t = Q_t - 128 (§5.1)
 
-double load(const std::vector<SampleSize>& sizes, const std::vector<int>& g, double qv, double qt) {
+double load(const PerSample<SampleSize>& sizes, const std::vector<SampleId>& g, double qv,
+            double qt) {
   double v = 0, t = 0;
-  for (int i : g) {
-    const SampleSize& s = sizes[static_cast<size_t>(i)];
+  for (const SampleId i : g) {
+    const SampleSize& s = sizes[i];
     v += s.vision;
     t += s.text;
   }
@@ -44,8 +45,8 @@ double load(const std::vector<SampleSize>& sizes, const std::vector<int>& g, dou
 
 }  // namespace
 
-std::vector<std::vector<int>> isf_groups(const std::vector<SampleSize>& sizes, int groups,
-                                         int rounds, std::uint64_t seed) {
+std::vector<std::vector<SampleId>> isf_groups(const PerSample<SampleSize>& sizes, int groups,
+                                              int rounds, std::uint64_t seed) {
   double total_v = 0, total_t = 0;
   for (const SampleSize& s : sizes) {
     total_v += s.vision;
@@ -54,19 +55,19 @@ std::vector<std::vector<int>> isf_groups(const std::vector<SampleSize>& sizes, i
   const double qv = total_v / groups, qt = total_t / groups;
   const double qv_min = qv, qt_min = qt - kTextSlack;
   std::mt19937_64 rng(seed);
-  std::vector<int> pool(sizes.size());
-  std::iota(pool.begin(), pool.end(), 0);
-  std::vector<std::vector<int>> accepted;
+  std::vector<SampleId> pool(sizes.size());
+  std::iota(pool.begin(), pool.end(), SampleId{0});
+  std::vector<std::vector<SampleId>> accepted;
   for (int round = 0; round < rounds && !pool.empty() && isize(accepted) < groups; ++round) {
     std::shuffle(pool.begin(), pool.end(), rng);  // Alg 1 line 1: randperm(D)
     struct Candidate {
-      std::vector<int> samples;
+      std::vector<SampleId> samples;
       double vision = 0, text = 0;  ///< the samples' totals
     };
     std::vector<Candidate> candidates;  // the pool cut into consecutive groups
     Candidate g;
-    for (int i : pool) {  // Alg 1: close a group when adding the sample would exceed Q
-      const SampleSize& s = sizes[static_cast<size_t>(i)];
+    for (const SampleId i : pool) {  // Alg 1: close a group when adding the sample would exceed Q
+      const SampleSize& s = sizes[i];
       if (!g.samples.empty() && (g.vision + s.vision > qv || g.text + s.text > qt)) {
         candidates.push_back(g);
         g = {};
@@ -76,7 +77,7 @@ std::vector<std::vector<int>> isf_groups(const std::vector<SampleSize>& sizes, i
       g.text += s.text;
     }
     if (!g.samples.empty()) candidates.push_back(g);
-    std::vector<int> rejected;  // the next round's pool: the samples of groups not accepted
+    std::vector<SampleId> rejected;  // the next round's pool: the samples of groups not accepted
     for (const Candidate& c : candidates) {  // Alg 2: keep groups that reach Q'_v or Q'_t
       if ((c.vision < qv_min && c.text < qt_min) || isize(accepted) >= groups) {
         rejected.insert(rejected.end(), c.samples.begin(), c.samples.end());
@@ -87,10 +88,10 @@ std::vector<std::vector<int>> isf_groups(const std::vector<SampleSize>& sizes, i
     pool = std::move(rejected);
   }
   // Leftovers: open the missing groups with the largest, then LPT on normalized load.
-  std::stable_sort(pool.begin(), pool.end(), [&](int a, int b) {
+  std::stable_sort(pool.begin(), pool.end(), [&](SampleId a, SampleId b) {
     return load(sizes, {a}, qv, qt) > load(sizes, {b}, qv, qt);
   });
-  for (int i : pool) {
+  for (const SampleId i : pool) {
     if (isize(accepted) < groups) {
       accepted.push_back({i});
       continue;
@@ -174,7 +175,7 @@ SampleAssignment balanced_assignment(const SchedulingProblem& problem) {
     throw InputError(
         "workload: omnibal needs dp x microbatches x microbatch_size = " + std::to_string(n) +
         " samples, the workload has " + std::to_string(problem.samples.size()));
-  std::vector<SampleSize> sizes;
+  PerSample<SampleSize> sizes;
   for (const Sample& sample : std::span(problem.samples).first(static_cast<size_t>(n))) {
     SampleSize s;
     for (const auto& [modality, tokens] : sample.tokens)
@@ -188,7 +189,7 @@ SampleAssignment balanced_assignment(const SchedulingProblem& problem) {
   auto group = groups.begin();
   for (int j = 0; j < m; ++j)
     for (auto& replica : out)
-      replica.push_back(group != groups.end() ? *group++ : std::vector<int>{});
+      replica.push_back(group != groups.end() ? *group++ : std::vector<SampleId>{});
   return out;
 }
 

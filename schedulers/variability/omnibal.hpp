@@ -23,8 +23,8 @@ struct SampleSize {
 /// and samples no round accepted go, largest first, to the group with the least
 /// normalized load (reconstructed: a dataset-level ISF defers them to later batches).
 /// Every group is non-empty when samples >= groups. Deterministic for a seed.
-std::vector<std::vector<int>> isf_groups(const std::vector<SampleSize>& sizes, int groups,
-                                         int rounds, std::uint64_t seed);
+std::vector<std::vector<SampleId>> isf_groups(const PerSample<SampleSize>& sizes, int groups,
+                                              int rounds, std::uint64_t seed);
 
 /// BMP (§4.2): the anchor P+ balances forward time (greedy min-bottleneck), candidates
 /// jitter each of its N-1 boundaries by up to `radius` layers, ranked by

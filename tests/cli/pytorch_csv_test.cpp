@@ -61,12 +61,12 @@ TEST(PytorchCsv, ExportsOneRowOfActionsPerRank) {
                                 .end_layer = 2,
                                 .seconds = 1e-3},
                         Collective{.kind = CollectiveKind::kAllReduce,
-                                   .group = 0,
+                                   .group = GroupId{0},
                                    .stage = StageId{0},
                                    .module = ModuleId{1},
                                    .bytes = 1e6}};
   s.programs[1_rank] = {Collective{.kind = CollectiveKind::kAllReduce,
-                                   .group = 0,
+                                   .group = GroupId{0},
                                    .stage = StageId{0},
                                    .module = ModuleId{1},
                                    .bytes = 1e6}};

@@ -86,8 +86,8 @@ TEST(Evaluator, AsyncBucketsOverlapTheBackwardAndTheOptimizerStepWaits) {
 TEST(Evaluator, AsyncBucketsIssuedInDifferentOrdersAreADeadlock) {
   Schedule s = ranks_on({0, 1});
   s.groups = {{0_rank, 1_rank}, {0_rank, 1_rank}};
-  const Collective a{.group = 0, .bytes = 1e6, .async = true};
-  const Collective b{.group = 1, .bytes = 1e6, .async = true};
+  const Collective a{.group = GroupId{0}, .bytes = 1e6, .async = true};
+  const Collective b{.group = GroupId{1}, .bytes = 1e6, .async = true};
   s.programs[0_rank] = {a, b};
   s.programs[1_rank] = {b, a};
   try {

@@ -28,7 +28,7 @@ TEST(ScheduleStall, ARunnableScheduleFinishes) {
   s.programs[1_rank] = {test::recv_op(0_rank, 1, test::edge_tag(Pass::kF, 0, 1), 8),
                         test::compute_op(Pass::kF, 1, 0, 1, 2, 1e-3),
                         Collective{.kind = CollectiveKind::kAllReduce,
-                                   .group = 0,
+                                   .group = GroupId{0},
                                    .stage = StageId{1},
                                    .module = ModuleId{0},
                                    .bytes = 8}};
@@ -64,7 +64,7 @@ TEST(ScheduleStall, NamesTheCollectiveMembersThatNeverArrive) {
   s.programs[0_rank] = {test::allreduce_op(0, 8)};
   s.programs[1_rank] = {test::recv_op(2_rank, 1, test::edge_tag(Pass::kF, 0, 1), 8),
                         Collective{.kind = CollectiveKind::kAllReduce,
-                                   .group = 0,
+                                   .group = GroupId{0},
                                    .stage = StageId{1},
                                    .module = ModuleId{0},
                                    .bytes = 8}};

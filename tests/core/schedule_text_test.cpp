@@ -78,7 +78,7 @@ Schedule every_kind() {
   s.scheduler = "hand";
   s.module_names = {"vision", "llm"};
   s.groups = {{0_rank, 1_rank}};
-  s.samples = {{{0, 1}, {}}};
+  s.samples = {{{SampleId{0}, SampleId{1}}, {}}};
   s.microbatches = 2;
   s.static_memory[1_rank] = {1e9, 2e9, 4e9};
   s.programs[0_rank] = {
@@ -127,7 +127,7 @@ Schedule every_kind() {
               .releases_activation = true,
               .weight_grad_s = 2e-3},
       Collective{.kind = CollectiveKind::kAllGather,
-                 .group = 0,
+                 .group = GroupId{0},
                  .stage = StageId{0},
                  .module = ModuleId{0},
                  .bytes = 1e6}};
@@ -157,7 +157,7 @@ Schedule every_kind() {
                    .pass = Pass::kB, .microbatch = 0, .boundary_layer = 3, .producer_layer = 1},
            .bytes = 4096},
       Collective{.kind = CollectiveKind::kAllReduce,
-                 .group = 0,
+                 .group = GroupId{0},
                  .stage = StageId{1},
                  .module = ModuleId{1},
                  .bytes = 2e6}};

@@ -13,10 +13,12 @@ std::vector<Sample> three_samples() {
 
 TEST(SyntheticData, ASamplesRowsDoNotDependOnItsMicrobatch) {
   const std::vector<Sample> samples = three_samples();
-  const std::vector<int> batch = {0, 1, 2};
+  const std::vector<SampleId> batch = {SampleId{0}, SampleId{1}, SampleId{2}};
+  const std::vector<SampleId> last = {SampleId{2}};
   const Matrix together =
       synthetic_data(7, 1, "text", batch, modality_lengths(samples, batch, "text"), 4);
-  const Matrix alone = synthetic_data(7, 1, "text", {2}, modality_lengths(samples, {2}, "text"), 4);
+  const Matrix alone =
+      synthetic_data(7, 1, "text", last, modality_lengths(samples, last, "text"), 4);
   ASSERT_EQ(together.rows, 9);
   ASSERT_EQ(alone.rows, 4);
   for (int r = 0; r < 4; ++r)
@@ -24,7 +26,7 @@ TEST(SyntheticData, ASamplesRowsDoNotDependOnItsMicrobatch) {
 }
 
 TEST(SyntheticData, KeysSeedsAndModalitiesGiveDifferentValuesInRange) {
-  const std::vector<int> ids = {0};
+  const std::vector<SampleId> ids = {SampleId{0}};
   const std::vector<int> lengths = {3};
   const Matrix base = synthetic_data(7, 1, "image", ids, lengths, 8);
   const Matrix other_key = synthetic_data(7, -1 - 1, "image", ids, lengths, 8);
@@ -42,8 +44,10 @@ TEST(SyntheticData, KeysSeedsAndModalitiesGiveDifferentValuesInRange) {
 
 TEST(SyntheticData, LengthsAreTheSamplesTokensOfTheModality) {
   const std::vector<Sample> samples = three_samples();
-  EXPECT_EQ(modality_lengths(samples, {0, 1, 2}, "image"), (std::vector<int>{5, 0, 1}));
-  EXPECT_EQ(modality_lengths(samples, {2, 0}, "text"), (std::vector<int>{4, 3}));
+  EXPECT_EQ(modality_lengths(samples, {SampleId{0}, SampleId{1}, SampleId{2}}, "image"),
+            (std::vector<int>{5, 0, 1}));
+  EXPECT_EQ(modality_lengths(samples, {SampleId{2}, SampleId{0}}, "text"),
+            (std::vector<int>{4, 3}));
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ TEST(CudaExecutor, ReceiversSizeMessagesFromTheScheduleAlone) {
   const auto study = prepare_study(test::source_path("configs/exec/vlm-host.toml"), {});
   const Model& model = study->config.model;
   const std::vector<Sample>& samples = study->problem.samples;
-  const std::vector<int> two = {0, 1};
+  const std::vector<SampleId> two = {SampleId{0}, SampleId{1}};
   const int vision_last = 1, projector = 2, llm_first = 3;
   EXPECT_EQ(cuda::layer_output_lengths(model, samples, two, 0), (std::vector<int>{64, 64}));
   EXPECT_EQ(cuda::layer_output_lengths(model, samples, two, vision_last),

@@ -50,7 +50,7 @@ TEST(CudaGradients, AnAsyncBucketRunsOnTheGradientStreamBeforeTheOptimizerStep) 
   auto& program = schedule.programs[0_rank];
   ASSERT_TRUE(std::holds_alternative<OptimizerStep>(program.back()));
   program.insert(program.end() - 1, Collective{.kind = CollectiveKind::kAllReduce,
-                                               .group = isize(schedule.groups) - 1,
+                                               .group = GroupId{schedule.groups.ssize() - 1},
                                                .bytes = 4,
                                                .async = true,
                                                .first_layer = 0,

@@ -87,7 +87,7 @@ TEST(SimGridBackend, MessagesBetweenAPairMatchInProgramOrder) {
   // receiver's first Recv is matched with the first Send (as NCCL does).
   Schedule s = ranks_on({0, 1});
   s.microbatches = 2;
-  s.samples = {{{0}, {1}}};
+  s.samples = {{{SampleId{0}}, {SampleId{1}}}};
   s.programs[0_rank] = {test::send_op(1_rank, 0, test::edge_tag(Pass::kF, 0, 1), 1e9),
                         test::send_op(1_rank, 0, test::edge_tag(Pass::kF, 1, 1), 1e3)};
   s.programs[1_rank] = {test::recv_op(0_rank, 1, test::edge_tag(Pass::kF, 0, 1), 1e9),

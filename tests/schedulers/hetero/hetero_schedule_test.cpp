@@ -90,10 +90,11 @@ TEST(HeteroColocated, EverySampleExactlyOnceAndNoDeadlock) {
   const Schedule& s = st->schedule;
   EXPECT_NO_THROW(validate(s, st->config.model));
   EXPECT_NO_THROW(check_acyclic(s));
-  std::multiset<int> seen;
+  std::multiset<SampleId> seen;
   for (const auto& replica : s.samples)
     for (const auto& mb : replica) seen.insert(mb.begin(), mb.end());
-  EXPECT_EQ(seen, (std::multiset<int>{0, 1, 2, 3}));  // GBS 4
+  EXPECT_EQ(seen, (std::multiset<SampleId>{SampleId{0}, SampleId{1}, SampleId{2},
+                                           SampleId{3}}));  // GBS 4
   // LLM DP 2 x (TP 2 x CP 8 = 16 shards) x 2 microbatches: each GPU runs its own shard
   // of both microbatches through every LLM layer once forward and once backward.
   EXPECT_EQ(s.samples.size(), 2u);
@@ -146,7 +147,7 @@ TEST(HeteroColocated, ContextParallelSplitConservesWorkAndZigzagBalancesCausal) 
   const ModuleId llm = st->config.model.module_index("llm").value();
   ModuleLayout whole = p.parallel.module_layouts[llm];
   whole.cp = 1;
-  const std::vector<int> mb = {0, 1};
+  const std::vector<SampleId> mb = {SampleId{0}, SampleId{1}};
   const ShardCost full = shard_cost(p, llm, whole, mb, 0, 0);
   const ModuleLayout& cp8 = p.parallel.module_layouts[llm];
   double sum = 0;
@@ -373,7 +374,7 @@ TEST(HeteroCosts, ItemTokensChangeOnlyTheEncoderAttention) {
     const ModuleId vision = st->config.model.module_index("vision").value();
     ModuleLayout one = st->problem.parallel.module_layouts[vision];
     one.dp = 1;
-    return shard_cost(st->problem, vision, one, {0}, 0, 0).layer[0].forward_s;
+    return shard_cost(st->problem, vision, one, {SampleId{0}}, 0, 0).layer[0].forward_s;
   };
   const double f1024 = forward("1024"), f2048 = forward("2048"), whole = forward("0");
   EXPECT_LT(f1024, f2048);

@@ -171,7 +171,8 @@ TEST(Chimera, EveryRankHoldsTwoStagesAndAllReducesWithTheOtherCopy) {
   ASSERT_NO_THROW(validate(dp2->schedule, dp2->config.model));
   EXPECT_EQ(dp2->schedule.groups.size(), 2u);
   for (const auto& g : dp2->schedule.groups) EXPECT_EQ(g.size(), 4u);
-  EXPECT_EQ(dp2->schedule.groups[0], (std::vector<RankId>{0_rank, 3_rank, 4_rank, 7_rank}));
+  EXPECT_EQ(dp2->schedule.groups[GroupId{0}],
+            (std::vector<RankId>{0_rank, 3_rank, 4_rank, 7_rank}));
 }
 
 TEST(Chimera, OddPipelinesAndMicrobatchCountsOffTheUnitAreInputErrors) {

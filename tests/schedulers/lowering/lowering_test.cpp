@@ -93,15 +93,15 @@ TEST(DataParallel, ReplicasAllReduceTrainableGradientsAtTheEnd) {
     EXPECT_DOUBLE_EQ(c->bytes, 2 * 1e6 * 4);  // 2 layers per stage x fp32 gradients
   }
   // Samples 0..15 are split between the replicas, each exactly once.
-  std::vector<int> ids;
+  std::vector<SampleId> ids;
   for (const auto& replica : s.samples) {
     for (const auto& mb : replica) ids.insert(ids.end(), mb.begin(), mb.end());
   }
   std::sort(ids.begin(), ids.end());
-  std::vector<int> expected(16);
-  std::iota(expected.begin(), expected.end(), 0);
+  std::vector<SampleId> expected(16);
+  std::iota(expected.begin(), expected.end(), SampleId{0});
   EXPECT_EQ(ids, expected);
-  EXPECT_EQ(s.samples_of(ReplicaId{1}, 0).front(), 8);
+  EXPECT_EQ(s.samples_of(ReplicaId{1}, 0).front(), SampleId{8});
   // Stage 0 finishes last, at 33 ms; its two-member ring then streams 2 x 4 MB over the
   // latency-free 300 GB/s NVLink.
   const double t = evaluate(s, study->config.cluster).iteration_time_s();

@@ -204,9 +204,9 @@ TEST(LoweringPasses, ModuleCopiesComputeTheirPiecesAndReduceOverTheCopies) {
             "ALLREDUCE_s0[g0] OPTIMIZER_s0");
   // The microbatch's samples are split between its pieces, each exactly once.
   ASSERT_EQ(s.samples.size(), 1u);
-  EXPECT_EQ(s.samples_of(ReplicaId{0}, 0), (std::vector<int>{0}));
-  EXPECT_EQ(s.samples_of(ReplicaId{0}, 1), (std::vector<int>{1}));
-  EXPECT_EQ(s.samples_of(ReplicaId{0}, 3), (std::vector<int>{3}));
+  EXPECT_EQ(s.samples_of(ReplicaId{0}, 0), (std::vector<SampleId>{SampleId{0}}));
+  EXPECT_EQ(s.samples_of(ReplicaId{0}, 1), (std::vector<SampleId>{SampleId{1}}));
+  EXPECT_EQ(s.samples_of(ReplicaId{0}, 3), (std::vector<SampleId>{SampleId{3}}));
   // A copy computes its piece at the share dp / pieces of its shard: the two-copy stage
   // a whole sample per piece, the one-copy stage half its two-sample shard.
   const auto& f0 = std::get<Compute>(s.programs[0_rank][0]);
@@ -215,7 +215,7 @@ TEST(LoweringPasses, ModuleCopiesComputeTheirPiecesAndReduceOverTheCopies) {
   EXPECT_GT(f1.seconds, 0);
   // Stage 0's gradients reduce over its two copies; stage 1 has one copy, no reduction.
   ASSERT_EQ(s.groups.size(), 1u);
-  EXPECT_EQ(s.groups[0], (std::vector<RankId>{0_rank, 1_rank}));
+  EXPECT_EQ(s.groups[GroupId{0}], (std::vector<RankId>{0_rank, 1_rank}));
   EXPECT_TRUE(
       std::holds_alternative<Collective>(s.programs[0_rank][s.programs[0_rank].size() - 2]));
   // Both copies hold the whole stage; the optimizer state is not sharded by default.

@@ -76,11 +76,12 @@ TEST(Multimodal, EverySchedulerCoversEverySampleOnceOnEveryConfig) {
   for (const std::string& xyz : kConfigs) {
     for (const std::string& name : kSchedulers) {
       const auto study = paper(xyz, {"schedule.name=" + name});
-      std::multiset<int> seen;
+      std::multiset<SampleId> seen;
       for (const auto& replica : study->schedule.samples)
         for (const auto& mb : replica) seen.insert(mb.begin(), mb.end());
       ASSERT_EQ(seen.size(), 48u) << xyz << " " << name;
-      for (int id = 0; id < 48; ++id) EXPECT_EQ(seen.count(id), 1u) << xyz << " " << name;
+      for (SampleId id{0}; id < SampleId{48}; ++id)
+        EXPECT_EQ(seen.count(id), 1u) << xyz << " " << name;
       EXPECT_GT(evaluate(study->schedule, study->config.cluster).iteration_time_s(), 0);
     }
   }

@@ -61,7 +61,7 @@ TEST(Dip, ValidScheduleOnTheExamples) {
     const auto study = file == "vlm-frozen.toml"
                            ? test::example(file, {"schedule.name=dip", extra})
                            : test::fixture(file, {"schedule.name=dip", extra});
-    std::set<int> seen;
+    std::set<SampleId> seen;
     for (const auto& mb : study->schedule.samples.front()) seen.insert(mb.begin(), mb.end());
     EXPECT_EQ(seen.size(), study->problem.samples.size()) << file;
     EXPECT_GT(evaluate(study->schedule, study->config.cluster).iteration_time_s(), 0);

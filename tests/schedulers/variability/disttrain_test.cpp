@@ -16,11 +16,11 @@ namespace {
 
 /// Every sample of the iteration in exactly one microbatch.
 void expect_each_sample_once(const Schedule& s, int count) {
-  std::multiset<int> seen;
+  std::multiset<SampleId> seen;
   for (const auto& replica : s.samples)
     for (const auto& mb : replica) seen.insert(mb.begin(), mb.end());
   ASSERT_EQ(seen.size(), static_cast<size_t>(count));
-  for (int id = 0; id < count; ++id) EXPECT_EQ(seen.count(id), 1u) << id;
+  for (SampleId id{0}; id < SampleId{count}; ++id) EXPECT_EQ(seen.count(id), 1u) << id;
 }
 
 }  // namespace
@@ -45,24 +45,24 @@ TEST(DistTrain, EncodersAndLlmOnDisjointRanksValidOnTheExamples) {
 // Intra-microbatch LPT: equal cardinality per replica, every sample once, and the
 // replicas' encoder loads within the largest sample of each other.
 TEST(DistTrain, IntraMicrobatchLptBalancesReplicas) {
-  std::vector<ModalityWork> work;
+  PerSample<ModalityWork> work;
   for (int i = 0; i < 32; ++i) work.push_back({i < 16 ? 9.0 : 1.0, 1.0});
   const auto a = intra_microbatch_lpt(work, 2, 8, 2);
-  std::multiset<int> seen;
+  std::multiset<SampleId> seen;
   for (int j = 0; j < 8; ++j) {
     double load[2] = {0, 0};
     for (int d = 0; d < 2; ++d) {
-      const std::vector<int>& microbatch = a[ReplicaId{d}][MicrobatchId{j}];
+      const std::vector<SampleId>& microbatch = a[ReplicaId{d}][MicrobatchId{j}];
       ASSERT_EQ(microbatch.size(), 2u);
-      for (int id : microbatch) {
+      for (const SampleId id : microbatch) {
         seen.insert(id);
-        load[d] += work[static_cast<size_t>(id)].encoder_s;
+        load[d] += work[id].encoder_s;
       }
     }
     EXPECT_DOUBLE_EQ(load[0], load[1]) << j;
   }
   EXPECT_EQ(seen.size(), 32u);
-  EXPECT_EQ(std::set<int>(seen.begin(), seen.end()).size(), 32u);
+  EXPECT_EQ(std::set<SampleId>(seen.begin(), seen.end()).size(), 32u);
 }
 
 // Inter-microbatch order: a permutation, the smallest first, the `tail` next smallest

@@ -62,7 +62,7 @@ TEST(Entrain, SplitBackwardRunsADeferredSamplesEncoderBackwardAfterItsLlmBackwar
     for (size_t j = 0; j + 1 < r.deferred.size(); ++j) {
       if (r.deferred[j].empty()) continue;
       const int next = static_cast<int>(j) + 1;
-      for (int sample : r.deferred[j]) {
+      for (const SampleId sample : r.deferred[j]) {
         // The deferred sample's LLM work (and so its encoder backward) is microbatch j + 1.
         const auto& llm = s.samples_of(ReplicaId{d}, next);
         EXPECT_NE(std::find(llm.begin(), llm.end(), sample), llm.end());

@@ -16,15 +16,15 @@ namespace loom {
 namespace {
 
 /// Standard deviation of the groups' normalized load (vision / mean + text / mean).
-double spread(const std::vector<SampleSize>& sizes, const std::vector<std::vector<int>>& groups) {
+double spread(const PerSample<SampleSize>& sizes,
+              const std::vector<std::vector<SampleId>>& groups) {
   double tv = 0, tt = 0;
   for (const auto& s : sizes) tv += s.vision, tt += s.text;
   const double qv = tv / groups.size(), qt = tt / groups.size();
   std::vector<double> load;
   for (const auto& g : groups) {
     double v = 0, t = 0;
-    for (int i : g)
-      v += sizes[static_cast<size_t>(i)].vision, t += sizes[static_cast<size_t>(i)].text;
+    for (const SampleId i : g) v += sizes[i].vision, t += sizes[i].text;
     load.push_back(v / qv + t / qt);
   }
   double mean = 0, var = 0;
@@ -33,10 +33,10 @@ double spread(const std::vector<SampleSize>& sizes, const std::vector<std::vecto
   return std::sqrt(var);
 }
 
-std::vector<SampleSize> skewed_sizes(int n, std::uint64_t seed) {
+PerSample<SampleSize> skewed_sizes(int n, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::lognormal_distribution<double> vision(7.5, 0.8), text(6.0, 0.9);
-  std::vector<SampleSize> out;
+  PerSample<SampleSize> out;
   for (int i = 0; i < n; ++i) out.push_back({std::round(vision(rng)), std::round(text(rng))});
   return out;
 }
@@ -50,7 +50,7 @@ TEST(OmniBal, IsfReducesWorkloadSpreadVersusInOrderBatching) {
     const auto sizes = skewed_sizes(256, seed);
     const auto isf = isf_groups(sizes, 32, 10, seed);
     ASSERT_EQ(isf.size(), 32u);
-    std::set<int> seen;
+    std::set<SampleId> seen;
     size_t total = 0;
     for (const auto& g : isf) {
       EXPECT_FALSE(g.empty());
@@ -59,8 +59,8 @@ TEST(OmniBal, IsfReducesWorkloadSpreadVersusInOrderBatching) {
     }
     EXPECT_EQ(total, 256u);
     EXPECT_EQ(seen.size(), 256u);
-    std::vector<std::vector<int>> in_order(32);
-    for (int i = 0; i < 256; ++i) in_order[static_cast<size_t>(i / 8)].push_back(i);
+    std::vector<std::vector<SampleId>> in_order(32);
+    for (int i = 0; i < 256; ++i) in_order[static_cast<size_t>(i / 8)].push_back(SampleId{i});
     EXPECT_LT(spread(sizes, isf), 0.5 * spread(sizes, in_order)) << seed;
     EXPECT_EQ(isf, isf_groups(sizes, 32, 10, seed));  // deterministic for a seed
   }
@@ -103,7 +103,7 @@ TEST(OmniBal, ScheduleIsValidWithBalancedVariableMicrobatches) {
   for (auto& s : problem.samples) s.tokens["vision"] = 500 + static_cast<int>(rng() % 8000);
   const Schedule s = find_scheduler("omnibal").generate(problem);
   validate(s, *problem.model);
-  std::set<int> seen;
+  std::set<SampleId> seen;
   for (const auto& mb : s.samples.front()) seen.insert(mb.begin(), mb.end());
   EXPECT_EQ(seen.size(), problem.samples.size());
   EXPECT_GT(evaluate(s, study->config.cluster).iteration_time_s(), 0);
