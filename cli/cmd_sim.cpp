@@ -122,8 +122,8 @@ std::optional<RankId> stage_rank(const Schedule& s, StageId stage) {
 }
 
 /// The smallest microbatch `program` computes for `stage` (stage_rank() found one).
-int first_microbatch(const std::vector<Op>& program, StageId stage) {
-  std::optional<int> first;
+MicrobatchId first_microbatch(const std::vector<Op>& program, StageId stage) {
+  std::optional<MicrobatchId> first;
   for (const Op& op : program) {
     const auto* c = std::get_if<Compute>(&op);
     if (c && c->stage == stage && (!first || c->microbatch < *first)) first = c->microbatch;
@@ -141,7 +141,7 @@ struct StageSummary {
 };
 
 StageSummary summarize_stage(const Schedule& s, const std::vector<Op>& program, StageId stage,
-                             int microbatch) {
+                             MicrobatchId microbatch) {
   StageSummary out;
   for (const Op& op : program) {
     const auto* c = std::get_if<Compute>(&op);

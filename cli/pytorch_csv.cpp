@@ -17,7 +17,7 @@ namespace loom {
 namespace {
 
 std::string compute_action(const Compute& c) {
-  return to_string(c.stage) + to_string(c.pass) + std::to_string(c.microbatch);
+  return to_string(c.stage) + to_string(c.pass) + to_string(c.microbatch);
 }
 
 /// PyTorch's communication action for a Loom op ("" when it has none).
@@ -27,11 +27,11 @@ std::string comm_action(const Op& op) {
           [](const Compute&) { return std::string(); },
           [](const Send& s) {
             return to_string(s.stage) + (s.tag.pass == Pass::kF ? "SEND_F" : "SEND_B") +
-                   std::to_string(s.tag.microbatch);
+                   to_string(s.tag.microbatch);
           },
           [](const Recv& r) {
             return to_string(r.stage) + (r.tag.pass == Pass::kF ? "RECV_F" : "RECV_B") +
-                   std::to_string(r.tag.microbatch);
+                   to_string(r.tag.microbatch);
           },
           [](const Collective& c) {
             // PyTorch's REDUCE_GRAD is a stage's data-parallel reduction; the tied
@@ -129,7 +129,7 @@ void parse_action(std::string_view text, const std::string& source, int line, si
                     : type == "B" ? Pass::kB
                     : type == "I" ? Pass::kI
                                   : Pass::kW;
-  out.push_back({{StageId{stage}, pass, microbatch}, line, column});
+  out.push_back({{StageId{stage}, pass, MicrobatchId{microbatch}}, line, column});
 }
 
 /// The file's rows: row r is pipeline rank r's actions.
@@ -163,10 +163,11 @@ PerPipelineRank<std::vector<Located>> parse_rows(std::string_view text, const st
   return PerPipelineRank<std::vector<Located>>(std::move(rows));
 }
 
-std::string microbatch_mismatch(int max_microbatch, int m) {
-  return "the actions use microbatches 0.." + std::to_string(max_microbatch) +
+std::string microbatch_mismatch(MicrobatchId max_microbatch, int m) {
+  return "the actions use microbatches 0.." + to_string(max_microbatch) +
          " but schedule.microbatches = " + std::to_string(m) +
-         " (run with --set schedule.microbatches=" + std::to_string(max_microbatch + 1) + ")";
+         " (run with --set schedule.microbatches=" + std::to_string(max_microbatch.value() + 1) +
+         ")";
 }
 
 }  // namespace
@@ -232,7 +233,7 @@ Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view t
              ")");
   }
   std::set<StageId> stages;
-  int max_microbatch = -1;
+  MicrobatchId max_microbatch{0};  // no action at all fails on the stages below
   for (const auto& row : rows) {
     for (const Located& a : row) {
       stages.insert(a.action.stage);
@@ -263,7 +264,7 @@ Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view t
       }
       owner = r;
       if (!first_seen[a.action.stage]) first_seen[a.action.stage] = &a;
-      if (a.action.microbatch >= m)
+      if (a.action.microbatch >= MicrobatchId{m})
         fail(source, a.line, a.column, microbatch_mismatch(max_microbatch, m));
     }
   }
@@ -280,7 +281,8 @@ Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view t
                " stage(s); Loom needs the same number of chunks (" + std::to_string(count / pp) +
                ") on every rank");
   }
-  if (max_microbatch + 1 != m) fail(source, 1, 1, microbatch_mismatch(max_microbatch, m));
+  if (max_microbatch + 1 != MicrobatchId{m})
+    fail(source, 1, 1, microbatch_mismatch(max_microbatch, m));
   require_single_layout(problem, "pytorch-csv");
   const PipelinePrograms programs{
       .stages = chain_stages(*problem.model, plan_stages(problem, count)),

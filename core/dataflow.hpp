@@ -25,7 +25,7 @@ namespace loom {
 /// indices) of one microbatch; kF activations, kB the gradient along the same edge.
 struct DataEdge {
   Pass pass = Pass::kF;
-  int microbatch = 0;
+  MicrobatchId microbatch{0};
   int producer = 0;
   int boundary = 0;
   auto operator<=>(const DataEdge&) const = default;

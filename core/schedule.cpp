@@ -50,7 +50,7 @@ std::string compute_flags(const Compute& c) {
 
 // "F3:L5" within a module; "F3:L19>50" across an edge from layer 19 into layer 50.
 std::string tag_string(const MessageTag& tag) {
-  std::string text = std::string(to_string(tag.pass)) + std::to_string(tag.microbatch) + ":L";
+  std::string text = std::string(to_string(tag.pass)) + to_string(tag.microbatch) + ":L";
   if (tag.producer() != tag.boundary_layer - 1) text += std::to_string(tag.producer()) + ">";
   return text + std::to_string(tag.boundary_layer);
 }
@@ -61,7 +61,7 @@ std::string to_string(const Op& op, const Schedule& schedule) {
   return std::visit(
       Overloaded{
           [&](const Compute& c) {
-            return to_string(c.stage) + to_string(c.pass) + std::to_string(c.microbatch) +
+            return to_string(c.stage) + to_string(c.pass) + to_string(c.microbatch) +
                    module_suffix(c.module, schedule) + compute_flags(c);
           },
           [&](const Send& s) {
@@ -129,15 +129,16 @@ ModuleId op_module(const Op& op) {
   return std::visit([](const auto& o) { return o.module; }, op);
 }
 
-std::optional<int> op_microbatch(const Op& op) {
-  return std::visit(Overloaded{
-                        [](const Compute& c) -> std::optional<int> { return c.microbatch; },
-                        [](const Send& s) -> std::optional<int> { return s.tag.microbatch; },
-                        [](const Recv& r) -> std::optional<int> { return r.tag.microbatch; },
-                        [](const Collective&) -> std::optional<int> { return std::nullopt; },
-                        [](const OptimizerStep&) -> std::optional<int> { return std::nullopt; },
-                    },
-                    op);
+std::optional<MicrobatchId> op_microbatch(const Op& op) {
+  return std::visit(
+      Overloaded{
+          [](const Compute& c) -> std::optional<MicrobatchId> { return c.microbatch; },
+          [](const Send& s) -> std::optional<MicrobatchId> { return s.tag.microbatch; },
+          [](const Recv& r) -> std::optional<MicrobatchId> { return r.tag.microbatch; },
+          [](const Collective&) -> std::optional<MicrobatchId> { return std::nullopt; },
+          [](const OptimizerStep&) -> std::optional<MicrobatchId> { return std::nullopt; },
+      },
+      op);
 }
 
 const char* op_kind_name(const Op& op) {

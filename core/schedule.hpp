@@ -62,7 +62,7 @@ const char* to_string(CollectiveKind kind);
 /// feeding an LLM) and the producer tells their messages apart.
 struct MessageTag {
   Pass pass = Pass::kF;  ///< kF activations, kB gradients
-  int microbatch = 0;
+  MicrobatchId microbatch{0};
   int boundary_layer = 0;  ///< global index of the consuming layer
   /// Global index of the producing layer; none: the previous layer, boundary_layer - 1.
   std::optional<int> producer_layer = std::nullopt;
@@ -76,7 +76,7 @@ struct MessageTag {
 struct Compute {
   Pass pass = Pass::kF;
   StageId stage{};
-  int microbatch = 0;
+  MicrobatchId microbatch{0};
   ModuleId module{0};
   int first_layer = 0;  ///< global layer range [first_layer, end_layer)
   int end_layer = 0;
@@ -211,8 +211,8 @@ struct Schedule {
 
   int num_ranks() const { return programs.ssize(); }
   /// The samples microbatch `microbatch` of `replica` covers.
-  const std::vector<SampleId>& samples_of(ReplicaId replica, int microbatch) const {
-    return samples.at(replica).at(MicrobatchId{microbatch});
+  const std::vector<SampleId>& samples_of(ReplicaId replica, MicrobatchId microbatch) const {
+    return samples.at(replica).at(microbatch);
   }
   IdRange<RankId> rank_ids() const { return programs.ids(); }
   /// The ranks of collective group `group` (Collective::group), in ring order.
@@ -260,7 +260,7 @@ double ring_stream_bytes(CollectiveKind kind, int members, double bytes);
 StageId op_stage(const Op& op);
 ModuleId op_module(const Op& op);
 /// Microbatch of the op; collectives and optimizer steps belong to none.
-std::optional<int> op_microbatch(const Op& op);
+std::optional<MicrobatchId> op_microbatch(const Op& op);
 /// Work that occupies the rank's GPU for its `seconds` (Compute, OptimizerStep): busy
 /// time, and the compute lane of a trace.
 inline bool occupies_rank(const Op& op) {

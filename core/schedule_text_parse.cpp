@@ -260,7 +260,7 @@ class OpReader {
     Compute c;
     c.stage = StageId{stage};
     c.pass = pass();
-    c.microbatch = number();
+    c.microbatch = MicrobatchId{number()};
     const Fields f = in_.fields(
         line_, 1, {"layers", "seconds", "activation", "weight_grad", "release", "module"});
     if (eat("@")) {
@@ -286,7 +286,7 @@ class OpReader {
     Message m;
     m.stage = StageId{stage};
     m.tag.pass = pass();
-    m.tag.microbatch = number();
+    m.tag.microbatch = MicrobatchId{number()};
     expect(":L");
     const int first = number();
     if (eat(">")) {

@@ -17,7 +17,7 @@ namespace loom {
 namespace {
 
 /// Identifies one forward's activations: (stage, microbatch, module).
-using ActivationKey = std::tuple<StageId, int, ModuleId>;
+using ActivationKey = std::tuple<StageId, MicrobatchId, ModuleId>;
 
 ActivationKey key_of(const Compute& c) {
   return {c.stage, c.microbatch, c.module};
@@ -77,7 +77,8 @@ PerRank<ActivationPeak> activation_peaks(const Schedule& schedule) {
   for (const RankId r : schedule.rank_ids()) {
     const auto& program = schedule.programs[r];
     const auto retained = released_keys(program);
-    std::map<std::pair<StageId, int>, int> live_segments;  // (stage, microbatch) -> segments
+    std::map<std::pair<StageId, MicrobatchId>, int>
+        live_segments;  // (stage, microbatch) -> segments
     std::map<ActivationKey, double> live_bytes;
     double bytes = 0;
     ActivationPeak& peak = peaks[r];
@@ -186,7 +187,7 @@ void write_timeline_csv(const std::string& path, const Schedule& schedule,
       const OpTiming& t = timeline.timings[r][i];
       const auto mb = op_microbatch(op);
       out << r << ',' << op_kind_name(op) << ',' << module_name(schedule, op) << ',' << op_stage(op)
-          << ',' << (mb ? std::to_string(*mb) : "") << ',' << Fixed{t.start_s, 9} << ','
+          << ',' << (mb ? to_string(*mb) : "") << ',' << Fixed{t.start_s, 9} << ','
           << Fixed{t.end_s, 9} << '\n';
     }
   }

@@ -34,8 +34,9 @@ std::string describe(const Schedule& schedule, RankId rank, size_t index) {
   return text;
 }
 
-std::uint64_t key(int microbatch, int layer) {
-  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(microbatch)) << 32) |
+/// (microbatch, layer) as one hashable word.
+std::uint64_t key(MicrobatchId microbatch, int layer) {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(microbatch.value())) << 32) |
          static_cast<std::uint32_t>(layer);
 }
 
@@ -135,8 +136,8 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
   const int layers = model.num_layers();
   PerReplica<PerMicrobatch<PerLayer<Counts>>> counts(
       replicas, PerMicrobatch<PerLayer<Counts>>(schedule.microbatches, PerLayer<Counts>(layers)));
-  auto at = [&](ReplicaId replica, int mb, int layer) -> Counts& {
-    return counts[replica][MicrobatchId{mb}][LayerId{layer}];
+  auto at = [&](ReplicaId replica, MicrobatchId mb, int layer) -> Counts& {
+    return counts[replica][mb][LayerId{layer}];
   };
   for (const RankId r : schedule.rank_ids()) {
     const ReplicaId replica = schedule.ranks[r].replica;
@@ -149,8 +150,8 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
     for (size_t i = 0; i < program.size(); ++i) {
       const auto* c = std::get_if<Compute>(&program[i]);
       if (!c || c->redundant) continue;  // a redundant copy covers no sample
-      if (c->microbatch < 0 || c->microbatch >= schedule.microbatches || c->first_layer < 0 ||
-          c->end_layer > layers || c->first_layer >= c->end_layer) {
+      if (!counts[replica].contains(c->microbatch) || c->first_layer < 0 || c->end_layer > layers ||
+          c->first_layer >= c->end_layer) {
         throw InfeasibleError("invalid compute operation at " + describe(schedule, r, i) +
                               ": microbatch or layer range out of bounds");
       }
@@ -161,7 +162,7 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
                     : c->pass == Pass::kI ? n.i
                                           : n.w;
         if (++slot > 1) {
-          throw InfeasibleError("microbatch " + std::to_string(c->microbatch) + " of replica " +
+          throw InfeasibleError("microbatch " + to_string(c->microbatch) + " of replica " +
                                 to_string(replica) + " runs " + to_string(c->pass) + " of layer " +
                                 std::to_string(l) + " twice, again at " + describe(schedule, r, i));
         }
@@ -169,16 +170,16 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
     }
   }
   for (const ReplicaId rep : schedule.samples.ids()) {
-    for (int mb = 0; mb < schedule.microbatches; ++mb) {
+    for (const MicrobatchId mb : counts[rep].ids()) {
       for (int l = 0; l < layers; ++l) {
         const Counts& n = at(rep, mb, l);
         const bool backward_once =
             (n.b == 1 && n.i == 0 && n.w == 0) || (n.b == 0 && n.i == 1 && n.w == 1);
         if (n.f != 1 || !backward_once) {
-          throw InfeasibleError("microbatch " + std::to_string(mb) + " of replica " +
-                                to_string(rep) + ", layer " + std::to_string(l) + ": " +
-                                std::to_string(n.f) + " forward(s), " + std::to_string(n.b) +
-                                " B, " + std::to_string(n.i) + " I, " + std::to_string(n.w) +
+          throw InfeasibleError("microbatch " + to_string(mb) + " of replica " + to_string(rep) +
+                                ", layer " + std::to_string(l) + ": " + std::to_string(n.f) +
+                                " forward(s), " + std::to_string(n.b) + " B, " +
+                                std::to_string(n.i) + " I, " + std::to_string(n.w) +
                                 " W (every sample needs exactly one forward and one backward: "
                                 "one B, or one I and one W)");
         }
@@ -225,7 +226,7 @@ void check_data_dependencies(const Schedule& schedule, const Model& model) {
       std::visit(Overloaded{
                      [&](const Compute& c) {
                        if (c.redundant) return;  // its output feeds nothing
-                       const int mb = c.microbatch;
+                       const MicrobatchId mb = c.microbatch;
                        for (int l = c.first_layer; l < c.end_layer; ++l) {
                          if (c.pass == Pass::kW && !input_grad_done.count(key(mb, l)))
                            fail("W runs before the I of layer " + std::to_string(l));

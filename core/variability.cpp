@@ -25,7 +25,7 @@ std::vector<ComponentForwardStats> component_forward_stats(const Schedule& sched
     }
   }
   // (component, replica, microbatch) -> forward seconds over all stages.
-  std::map<std::tuple<size_t, ReplicaId, int>, double> sums;
+  std::map<std::tuple<size_t, ReplicaId, MicrobatchId>, double> sums;
   for (const RankId r : schedule.rank_ids()) {
     const ReplicaId replica = schedule.ranks[r].replica;
     for (const Op& op : schedule.programs[r]) {

@@ -113,7 +113,7 @@ HostModelState::HostModelState(const ExecProblem& problem, const LayerGraph& gra
   }
 }
 
-std::vector<SampleId> HostModelState::samples_of(int microbatch) const {
+std::vector<SampleId> HostModelState::samples_of(MicrobatchId microbatch) const {
   return problem_.schedule->samples_of(replica_, microbatch);
 }
 
@@ -206,7 +206,7 @@ void HostModelState::forward(const Compute& op) {
     put_edge(outs[i], i + 1 < outs.size() ? a : std::move(a));
 }
 
-void HostModelState::loss_gradient(int layer, int microbatch, const Activation& y) {
+void HostModelState::loss_gradient(int layer, MicrobatchId microbatch, const Activation& y) {
   // L = sum over samples s of (1/B) (1/(T_s w)) sum 0.5 (y - t)^2 against a synthetic target
   // t: B is the iteration's batch, so gradients summed over microbatches and replicas
   // equal the sequential run's whatever the split.
@@ -228,7 +228,7 @@ void HostModelState::loss_gradient(int layer, int microbatch, const Activation& 
 }
 
 void HostModelState::backward_input(const Compute& op) {
-  const int mb = op.microbatch;
+  const MicrobatchId mb = op.microbatch;
   const int first = op.first_layer, last = op.end_layer - 1;
   if (!model_.has_trainable_upstream(last)) return;  // Eq 3.3: no backward at all
   Matrix g;
@@ -249,7 +249,7 @@ void HostModelState::backward_input(const Compute& op) {
     auto it = states_.find({mb, l});
     if (it == states_.end())
       throw std::logic_error("backward of layer " + std::to_string(l) + " microbatch " +
-                             std::to_string(mb) + " before its forward");
+                             to_string(mb) + " before its forward");
     LayerState& st = it->second;
     const double ratio = model_.module(model_.module_of(l)).token_ratio;
     if (is_module_last(model_, l) && ratio != 1.0) {
@@ -297,7 +297,7 @@ void HostModelState::backward_weight(const Compute& op) {
     if (it == states_.end()) continue;  // frozen, or nothing trainable upstream
     if (it->second.grads.empty())
       throw std::logic_error("W of layer " + std::to_string(l) + " microbatch " +
-                             std::to_string(op.microbatch) + " before its I");
+                             to_string(op.microbatch) + " before its I");
     layer_backward_weight(model_.layer(l), it->second, grads_.at(l));
     states_.erase(it);
   }
@@ -307,7 +307,7 @@ Activation HostModelState::take_edge(const EdgeKey& key) {
   auto it = edges_.find(key);
   if (it == edges_.end()) {
     throw std::logic_error(std::string("no ") + (key.pass == Pass::kF ? "activation" : "gradient") +
-                           " for microbatch " + std::to_string(key.microbatch) + " on edge layer " +
+                           " for microbatch " + to_string(key.microbatch) + " on edge layer " +
                            std::to_string(key.producer) + " -> " + std::to_string(key.boundary) +
                            " (its producer has not run on this rank, nor was it received)");
   }

@@ -50,14 +50,14 @@ class HostModelState {
   double loss() const { return loss_; }
 
  private:
-  std::vector<SampleId> samples_of(int microbatch) const;
+  std::vector<SampleId> samples_of(MicrobatchId microbatch) const;
   Activation module_input(const Compute& op, bool redundant);
   const LayerTensors& params(int layer);
   /// Deterministic data of one stream: `key` is a module's id for its inputs, -1 - layer for
   /// a layer's loss target.
   Activation synthetic(int key, const std::vector<SampleId>& samples, const std::string& modality,
                        int width, const std::vector<int>* lengths = nullptr) const;
-  void loss_gradient(int layer, int microbatch, const Activation& y);
+  void loss_gradient(int layer, MicrobatchId microbatch, const Activation& y);
 
   const ExecProblem& problem_;
   const LayerGraph& graph_;
@@ -67,11 +67,11 @@ class HostModelState {
   std::map<int, LayerTensors> params_, grads_;
   std::map<ParamKey, AdamState> adam_;
   std::map<EdgeKey, Activation> edges_;
-  std::map<std::pair<int, int>, LayerState> states_;  ///< (microbatch, layer)
+  std::map<std::pair<MicrobatchId, int>, LayerState> states_;  ///< (microbatch, layer)
   /// (microbatch, module's first layer) -> per producer, rows per sample (for splitting
   /// the input gradient back along the edges the input was concatenated from).
-  std::map<std::pair<int, int>, std::vector<std::vector<int>>> pieces_;
-  std::map<std::pair<int, int>, Activation> loss_grads_;  ///< (microbatch, loss layer)
+  std::map<std::pair<MicrobatchId, int>, std::vector<std::vector<int>>> pieces_;
+  std::map<std::pair<MicrobatchId, int>, Activation> loss_grads_;  ///< (microbatch, loss layer)
   double loss_ = 0;
 };
 

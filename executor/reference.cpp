@@ -52,7 +52,7 @@ Schedule sequential_schedule(const Schedule& schedule, const Model& model) {
   s.programs.resize(1);
   const std::vector<ModuleSpan> spans = module_spans(model);
   std::vector<Op>& program = s.programs.front();
-  for (int j = 0; j < s.microbatches; ++j) {
+  for (const MicrobatchId j : IdRange<MicrobatchId>(s.microbatches)) {
     for (const ModuleSpan& m : spans)
       program.push_back(Compute{.pass = Pass::kF,
                                 .stage = StageId{0},

@@ -52,9 +52,9 @@ Message Transport::recv(RankId src, RankId dst, const MessageTag& tag) {
   Message m = std::move(box.front());
   box.pop_front();
   if (!(m.tag == tag)) {
-    throw ExecError("received microbatch " + std::to_string(m.tag.microbatch) + " from rank " +
+    throw ExecError("received microbatch " + to_string(m.tag.microbatch) + " from rank " +
                     to_string(src) + " where the program expects microbatch " +
-                    std::to_string(tag.microbatch) + " (sends and receives out of order)");
+                    to_string(tag.microbatch) + " (sends and receives out of order)");
   }
   return m;
 }

@@ -74,14 +74,15 @@ inline Compute compute_op(Pass pass, int stage, int microbatch, int first, int e
                           double seconds) {
   return Compute{.pass = pass,
                  .stage = StageId{stage},
-                 .microbatch = microbatch,
+                 .microbatch = MicrobatchId{microbatch},
                  .module = ModuleId{0},
                  .first_layer = first,
                  .end_layer = end,
                  .seconds = seconds};
 }
 inline MessageTag edge_tag(Pass pass, int microbatch, int boundary_layer) {
-  return MessageTag{.pass = pass, .microbatch = microbatch, .boundary_layer = boundary_layer};
+  return MessageTag{
+      .pass = pass, .microbatch = MicrobatchId{microbatch}, .boundary_layer = boundary_layer};
 }
 inline Send send_op(RankId peer, int stage, MessageTag tag, double bytes) {
   return Send{

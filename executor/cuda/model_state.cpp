@@ -76,7 +76,7 @@ CudaModelState::CudaModelState(const ExecProblem& problem, const LayerGraph& gra
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // uploads done: host copies may go
 }
 
-std::vector<SampleId> CudaModelState::samples_of(int microbatch) const {
+std::vector<SampleId> CudaModelState::samples_of(MicrobatchId microbatch) const {
   return problem_.schedule->samples_of(replica_, microbatch);
 }
 
@@ -112,8 +112,9 @@ const DeviceTensors& CudaModelState::params(int layer) {
   return params_.at(layer);
 }
 
-void CudaModelState::prefetch_one(int module_key, int microbatch, const std::string& modality,
-                                  int width, const std::vector<int>* given) {
+void CudaModelState::prefetch_one(int module_key, MicrobatchId microbatch,
+                                  const std::string& modality, int width,
+                                  const std::vector<int>* given) {
   if (data_.count({module_key, microbatch, modality}) > 0) return;
   const std::vector<SampleId> samples = samples_of(microbatch);
   const std::vector<int> lengths =
@@ -156,7 +157,7 @@ void CudaModelState::prefetch(const std::vector<Op>& program) {
   }
 }
 
-DeviceActivation CudaModelState::synthetic(int module_key, int microbatch,
+DeviceActivation CudaModelState::synthetic(int module_key, MicrobatchId microbatch,
                                            const std::string& modality) {
   const DeviceActivation& a = data_.at({module_key, microbatch, modality});
   return {a.x.clone(stream_), a.lengths};
@@ -238,14 +239,15 @@ void CudaModelState::forward(const Compute& op) {
   }
 }
 
-void CudaModelState::loss_gradient(int layer, int microbatch, const DeviceActivation& y) {
+void CudaModelState::loss_gradient(int layer, MicrobatchId microbatch, const DeviceActivation& y) {
   const DeviceActivation& target = data_.at({-1 - layer, microbatch, kTarget});
   const DeviceActivation& scale = data_.at({-1 - layer, microbatch, kTargetScale});
   loss_grads_[{microbatch, layer}] = {mse_gradient(y.x, target.x, scale.x, stream_), y.lengths};
 }
 
 void CudaModelState::backward_input(const Compute& op) {
-  const int mb = op.microbatch, first = op.first_layer, last = op.end_layer - 1;
+  const MicrobatchId mb = op.microbatch;
+  const int first = op.first_layer, last = op.end_layer - 1;
   if (!model_.has_trainable_upstream(last)) return;  // Eq 3.3: no backward at all
   DeviceMatrix g;
   if (graph_.is_loss_layer(last)) {
@@ -268,7 +270,7 @@ void CudaModelState::backward_input(const Compute& op) {
     auto it = states_.find({mb, l});
     if (it == states_.end())
       throw std::logic_error("backward of layer " + std::to_string(l) + " microbatch " +
-                             std::to_string(mb) + " before its forward");
+                             to_string(mb) + " before its forward");
     DeviceLayerState& st = it->second;
     const double ratio = model_.module(model_.module_of(l)).token_ratio;
     if (is_module_last(model_, l) && ratio != 1.0)
@@ -283,7 +285,8 @@ void CudaModelState::backward_input(const Compute& op) {
 
 void CudaModelState::split_input_gradient(const Compute& op, DeviceMatrix g,
                                           const std::vector<EdgeKey>& outs) {
-  const int mb = op.microbatch, first = op.first_layer;
+  const MicrobatchId mb = op.microbatch;
+  const int first = op.first_layer;
   if (model_.layer_ref(first).local_index > 0) {
     put_edge(outs.front(), {std::move(g), {}});
     return;
@@ -317,7 +320,7 @@ void CudaModelState::backward_weight(const Compute& op) {
     if (it == states_.end()) continue;  // frozen, or nothing trainable upstream
     if (it->second.grads.empty())
       throw std::logic_error("W of layer " + std::to_string(l) + " microbatch " +
-                             std::to_string(op.microbatch) + " before its I");
+                             to_string(op.microbatch) + " before its I");
     runner_.backward_weight(model_.layer(l), it->second, grads_.at(l));
     states_.erase(it);
   }
@@ -327,7 +330,7 @@ DeviceActivation CudaModelState::take_edge(const EdgeKey& key) {
   auto it = edges_.find(key);
   if (it == edges_.end())
     throw std::logic_error(std::string("no ") + (key.pass == Pass::kF ? "activation" : "gradient") +
-                           " for microbatch " + std::to_string(key.microbatch) + " on edge layer " +
+                           " for microbatch " + to_string(key.microbatch) + " on edge layer " +
                            std::to_string(key.producer) + " -> " + std::to_string(key.boundary));
   DeviceActivation a = std::move(it->second);
   edges_.erase(it);

@@ -58,20 +58,21 @@ class CudaModelState {
   std::vector<DeviceMatrix*> parameter_tensors(const std::vector<int>& layers);
 
  private:
-  using DataKey = std::tuple<int, int, std::string>;  ///< (module key, microbatch, modality)
-  std::vector<SampleId> samples_of(int microbatch) const;
+  /// (module key, microbatch, modality)
+  using DataKey = std::tuple<int, MicrobatchId, std::string>;
+  std::vector<SampleId> samples_of(MicrobatchId microbatch) const;
   void prefetch(const std::vector<Op>& program);
   /// Uploads the weights of `layers` (those not yet on the device), initialised on every
   /// host core at once.
   void upload_parameters(std::vector<int> layers);
   /// Uploads the synthetic (module key, microbatch, modality) tensor: `lengths` rows per
   /// sample, or the samples' tokens of `modality` when null.
-  void prefetch_one(int module_key, int microbatch, const std::string& modality, int width,
+  void prefetch_one(int module_key, MicrobatchId microbatch, const std::string& modality, int width,
                     const std::vector<int>* lengths = nullptr);
-  DeviceActivation synthetic(int module_key, int microbatch, const std::string& modality);
+  DeviceActivation synthetic(int module_key, MicrobatchId microbatch, const std::string& modality);
   DeviceActivation module_input(const Compute& op, bool redundant);
   const DeviceTensors& params(int layer);
-  void loss_gradient(int layer, int microbatch, const DeviceActivation& y);
+  void loss_gradient(int layer, MicrobatchId microbatch, const DeviceActivation& y);
   void split_input_gradient(const Compute& op, DeviceMatrix g, const std::vector<EdgeKey>& outs);
 
   const ExecProblem& problem_;
@@ -85,9 +86,9 @@ class CudaModelState {
   std::map<ParamKey, std::pair<DeviceMatrix, DeviceMatrix>> moments_;  ///< Adam's m and v
   int optimizer_steps_ = 0;
   std::map<EdgeKey, DeviceActivation> edges_;
-  std::map<std::pair<int, int>, DeviceLayerState> states_;  ///< (microbatch, layer)
-  std::map<std::pair<int, int>, std::vector<std::vector<int>>> pieces_;
-  std::map<std::pair<int, int>, DeviceActivation> loss_grads_;
+  std::map<std::pair<MicrobatchId, int>, DeviceLayerState> states_;  ///< (microbatch, layer)
+  std::map<std::pair<MicrobatchId, int>, std::vector<std::vector<int>>> pieces_;
+  std::map<std::pair<MicrobatchId, int>, DeviceActivation> loss_grads_;
   std::map<DataKey, DeviceActivation> data_;  ///< prefetched inputs and targets
 };
 

@@ -174,7 +174,7 @@ class Colocated {
         if (gathers_per_microbatch && s.action.pass == Pass::kF) {
           for (const EncoderSlot e : encoder_stage_.ids()) {
             RankAction gather = encoder(e, Pass::kF);
-            gather.microbatch = s.action.microbatch * q + piece;
+            gather.microbatch = batch_piece(s.action.microbatch, q, piece);
             gather.boundary = gather.unit_with_next = true;
             order.push_back(gather);
           }
@@ -182,14 +182,14 @@ class Colocated {
         for (int i = 0; i < pp; ++i) {
           order.push_back({.stage = StageId{first_llm_stage_ + p},
                            .pass = s.action.pass,
-                           .microbatch = s.action.microbatch * q + grid_.piece_at(k, i),
+                           .microbatch = batch_piece(s.action.microbatch, q, grid_.piece_at(k, i)),
                            .unit_with_next = i + 1 < pp});
         }
         continue;
       }
       if (s.boundary && pp > 1) continue;  // gathered per microbatch in phase 2 instead
       RankAction a = encoder(EncoderSlot{s.group}, s.action.pass);
-      a.microbatch = s.action.microbatch * q + piece;
+      a.microbatch = batch_piece(s.action.microbatch, q, piece);
       a.boundary = s.boundary;
       order.push_back(a);
     }

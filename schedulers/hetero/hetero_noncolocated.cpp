@@ -57,7 +57,7 @@ class NonColocated {
             for (int k = d * k_ / l.dp; k < (d + 1) * k_ / l.dp; ++k) {
               order.push_back({.stage = stage_base_[g] + s,
                                .pass = a.pass,
-                               .microbatch = a.microbatch * k_ + k});
+                               .microbatch = batch_piece(a.microbatch, k_, k)});
             }
           }
         }

@@ -57,14 +57,14 @@ std::vector<PhaseStep> three_phase_order(const std::vector<int>& encoders, int l
                                          int microbatches) {
   std::vector<PhaseStep> steps;
   for (int e : encoders) {
-    for (int j = 0; j < microbatches; ++j)
+    for (const MicrobatchId j : IdRange<MicrobatchId>(microbatches))
       steps.push_back({Phase::kEncoderForward, e, false, {Pass::kF, j}});
-    steps.push_back({Phase::kEncoderForward, e, true, {Pass::kF, 0}});
+    steps.push_back({Phase::kEncoderForward, e, true, {Pass::kF, MicrobatchId{0}}});
   }
   for (const StageAction& a : llm_order) steps.push_back({Phase::kLlm, llm, false, a});
   for (auto it = encoders.rbegin(); it != encoders.rend(); ++it) {
-    steps.push_back({Phase::kEncoderBackward, *it, true, {Pass::kB, 0}});
-    for (int j = 0; j < microbatches; ++j)
+    steps.push_back({Phase::kEncoderBackward, *it, true, {Pass::kB, MicrobatchId{0}}});
+    for (const MicrobatchId j : IdRange<MicrobatchId>(microbatches))
       steps.push_back({Phase::kEncoderBackward, *it, false, {Pass::kB, j}});
   }
   return steps;

@@ -42,13 +42,13 @@ RankOrders chimera_orders(int p, int m) {
   const int half = p / 2;
   for (int r = 0; r < p; ++r) {
     std::vector<std::pair<int, RankAction>> slotted;
-    auto add = [&](int slot, int stage, Pass pass, int mb) {
+    auto add = [&](int slot, int stage, Pass pass, MicrobatchId mb) {
       slotted.push_back({slot, {.stage = StageId{stage}, .pass = pass, .microbatch = mb}});
     };
     for (int u = 0; u < m / p; ++u) {
       const int shift = 2 * p * u;
       for (int k = 0; k < half; ++k) {
-        const int down = u * half + k, up = m / 2 + u * half + k;
+        const MicrobatchId down{u * half + k}, up{m / 2 + u * half + k};
         add(shift + 2 * k + r, r, Pass::kF, down);
         add(shift + 2 * k + 2 * p - 1 - r, r, Pass::kB, down);
         add(shift + 2 * k + p - 1 - r, p - 1 - r, Pass::kF, up);
@@ -101,7 +101,7 @@ Schedule generate_chimera(const SchedulingProblem& problem) {
                                   .stage_rank = {},
                                   .replicas = {chimera_orders(p, m)},
                                   .up_stage_rank = chimera_up_stage_ranks(p),
-                                  .first_up_microbatch = m / 2};
+                                  .first_up_microbatch = MicrobatchId{m / 2}};
   return lower(problem, "chimera", programs);
 }
 

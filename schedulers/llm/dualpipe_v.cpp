@@ -41,11 +41,13 @@ class RankBuilder {
   RankBuilder(int stage0, int stage1) : stage_{stage0, stage1} {}
 
   void forward(int chunk, bool overlapped = false) {
-    add(stage_[chunk], Pass::kF, next_f_[chunk]++, overlapped);
+    add(stage_[chunk], Pass::kF, next_f_[chunk], overlapped);
+    ++next_f_[chunk];
   }
   /// The full backward (B), or with `zero_bubble` its I now and its W queued.
   void backward(int chunk, bool zero_bubble = false, bool overlapped = false) {
-    const int mb = next_b_[chunk]++;
+    const MicrobatchId mb = next_b_[chunk];
+    ++next_b_[chunk];
     if (!zero_bubble) return add(stage_[chunk], Pass::kB, mb, overlapped);
     add(stage_[chunk], Pass::kI, mb, false);
     deferred_w_.push_back({.stage = StageId{stage_[chunk]}, .pass = Pass::kW, .microbatch = mb});
@@ -63,13 +65,13 @@ class RankBuilder {
   std::vector<RankAction> take() { return std::move(order_); }
 
  private:
-  void add(int stage, Pass pass, int mb, bool overlapped) {
+  void add(int stage, Pass pass, MicrobatchId mb, bool overlapped) {
     order_.push_back(
         {.stage = StageId{stage}, .pass = pass, .microbatch = mb, .overlapped = overlapped});
   }
   int stage_[2];
-  int next_f_[2] = {0, 0};
-  int next_b_[2] = {0, 0};
+  MicrobatchId next_f_[2] = {MicrobatchId{0}, MicrobatchId{0}};
+  MicrobatchId next_b_[2] = {MicrobatchId{0}, MicrobatchId{0}};
   std::deque<RankAction> deferred_w_;
   std::vector<RankAction> order_;
 };

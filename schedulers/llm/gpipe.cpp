@@ -12,8 +12,8 @@ Schedule generate_gpipe(const SchedulingProblem& problem) {
   const int m = problem.schedule.microbatches;
   StageOrders orders(problem.parallel.pp);
   for (auto& order : orders) {
-    for (int j = 0; j < m; ++j) order.push_back({Pass::kF, j});
-    for (int j = 0; j < m; ++j) order.push_back({Pass::kB, j});
+    for (const MicrobatchId j : IdRange<MicrobatchId>(m)) order.push_back({Pass::kF, j});
+    for (const MicrobatchId j : IdRange<MicrobatchId>(m)) order.push_back({Pass::kB, j});
   }
   return lower_pipeline(problem, "gpipe", orders);
 }

@@ -26,12 +26,13 @@ RankOrders looped_bfs_orders(int p, int m, int v) {
   for (int r = 0; r < p; ++r) {
     auto& order = orders[PipelineRank{r}];
     for (int c = 0; c < v; ++c) {
-      for (int j = 0; j < m; ++j)
+      for (const MicrobatchId j : IdRange<MicrobatchId>(m))
         order.push_back({.stage = StageId{c * p + r}, .pass = Pass::kF, .microbatch = j});
     }
     for (int c = v - 1; c >= 0; --c) {
       for (int j = m - 1; j >= 0; --j)
-        order.push_back({.stage = StageId{c * p + r}, .pass = Pass::kB, .microbatch = j});
+        order.push_back(
+            {.stage = StageId{c * p + r}, .pass = Pass::kB, .microbatch = MicrobatchId{j}});
     }
   }
   return orders;

@@ -16,22 +16,28 @@ StageOrders zb_h1_orders(int p, int m) {
   StageOrders orders(p);
   for (int s = 0; s < p; ++s) {
     auto& order = orders[StageId{s}];
-    int nf = 0, ni = 0, nw = 0;
+    const MicrobatchId end{m};
+    MicrobatchId nf{0}, ni{0}, nw{0};
+    // The pass of microbatch `next`, then advance `next`.
+    auto push = [&](Pass pass, MicrobatchId& next) {
+      order.push_back({pass, next});
+      ++next;
+    };
     // W of the oldest pending microbatch once more than s are pending.
     auto w_beyond = [&](int deferred) {
-      if (ni - nw > deferred) order.push_back({Pass::kW, nw++});
+      if (ni - nw > deferred) push(Pass::kW, nw);
     };
-    for (; nf < std::min(p - s - 1, m); ++nf) order.push_back({Pass::kF, nf});
-    while (nf < m) {
-      order.push_back({Pass::kF, nf++});
-      order.push_back({Pass::kI, ni++});
+    for (; nf < MicrobatchId{std::min(p - s - 1, m)}; ++nf) order.push_back({Pass::kF, nf});
+    while (nf < end) {
+      push(Pass::kF, nf);
+      push(Pass::kI, ni);
       w_beyond(s);
     }
-    while (ni < m) {
-      order.push_back({Pass::kI, ni++});
+    while (ni < end) {
+      push(Pass::kI, ni);
       w_beyond(s);
     }
-    while (nw < m) order.push_back({Pass::kW, nw++});
+    while (nw < end) push(Pass::kW, nw);
   }
   return orders;
 }

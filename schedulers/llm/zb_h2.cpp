@@ -18,26 +18,32 @@ StageOrders zb_h2_orders(int p, int m) {
   for (int s = 0; s < p; ++s) {
     auto& order = orders[StageId{s}];
     const int deferred = std::min(2 * s + 1, m);  // W held back before the steady phase
-    int nf = 0, ni = 0, nw = 0;
-    for (; nf < std::min(2 * (p - s) - 1, m); ++nf) order.push_back({Pass::kF, nf});
+    const MicrobatchId end{m};
+    MicrobatchId nf{0}, ni{0}, nw{0};
+    // The pass of microbatch `next`, then advance `next`.
+    auto push = [&](Pass pass, MicrobatchId& next) {
+      order.push_back({pass, next});
+      ++next;
+    };
+    for (; nf < MicrobatchId{std::min(2 * (p - s) - 1, m)}; ++nf) order.push_back({Pass::kF, nf});
     // Alternate I and F (W deferred) until `deferred` I are done; end on an I so the
     // stage never holds more than 2p-1 microbatches.
-    while (ni < deferred) {
-      order.push_back({Pass::kI, ni++});
-      if (ni < deferred && nf < m) order.push_back({Pass::kF, nf++});
+    while (ni < MicrobatchId{deferred}) {
+      push(Pass::kI, ni);
+      if (ni < MicrobatchId{deferred} && nf < end) push(Pass::kF, nf);
     }
-    while (nf < m) {  // steady: W (oldest pending), F, I
-      order.push_back({Pass::kW, nw++});
-      order.push_back({Pass::kF, nf++});
-      order.push_back({Pass::kI, ni++});
+    while (nf < end) {  // steady: W (oldest pending), F, I
+      push(Pass::kW, nw);
+      push(Pass::kF, nf);
+      push(Pass::kI, ni);
     }
     // Cool-down: W before each I, so this stage's I stay two slots behind the next
     // stage's (an I,W order would ask for I before the downstream I can have arrived).
-    while (ni < m) {
-      order.push_back({Pass::kW, nw++});
-      order.push_back({Pass::kI, ni++});
+    while (ni < end) {
+      push(Pass::kW, nw);
+      push(Pass::kI, ni);
     }
-    while (nw < m) order.push_back({Pass::kW, nw++});
+    while (nw < end) push(Pass::kW, nw);
   }
   return orders;
 }

@@ -47,7 +47,8 @@ RankOrders zb_v_orders(int p, int m) {
     std::vector<RankAction> all;
     int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
     auto add = [&](int stage, Pass pass, int microbatch) {
-      all.push_back({.stage = StageId{stage}, .pass = pass, .microbatch = microbatch});
+      all.push_back(
+          {.stage = StageId{stage}, .pass = pass, .microbatch = MicrobatchId{microbatch}});
     };
     for (int k = 0; k < 2 * (p - r) - 1; ++k) add(down, Pass::kF, f0++);
     for (int k = 0; k < r; ++k) {
@@ -80,7 +81,7 @@ RankOrders zb_v_orders(int p, int m) {
     while (w0 < b0) add(down, Pass::kW, w0++);
     auto& order = orders[PipelineRank{r}];
     std::copy_if(all.begin(), all.end(), std::back_inserter(order),
-                 [m](const RankAction& a) { return a.microbatch < m; });
+                 [m](const RankAction& a) { return a.microbatch < MicrobatchId{m}; });
   }
   return orders;
 }

@@ -52,7 +52,7 @@ inline RankAction virtual_action(const std::vector<VirtualMicrobatch>& table, in
                                  int p, int v, int r) {
   const VirtualMicrobatch& t = table[static_cast<size_t>(k)];
   const int chunk = pass == Pass::kF ? t.chunk : v - 1 - t.chunk;
-  return {.stage = StageId{chunk * p + r}, .pass = pass, .microbatch = t.microbatch};
+  return {.stage = StageId{chunk * p + r}, .pass = pass, .microbatch = MicrobatchId{t.microbatch}};
 }
 
 /// Megatron's rules for the group size N on p ranks and m microbatches, as the InputError

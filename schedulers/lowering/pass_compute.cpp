@@ -20,12 +20,12 @@ void cost_batch_pieces(Context& ctx) {
   const int pieces = ctx.programs.pieces;
   const auto global = global_microbatches(p, ctx.sink_layout().dp);
   // (module, microbatch, module replica, CP rank) -> the shard's costs
-  std::map<std::tuple<ModuleId, int, int, int>, ShardCost> shards;
+  std::map<std::tuple<ModuleId, MicrobatchId, int, int>, ShardCost> shards;
   const size_t layers = ctx.model.layers().size();
   for (int d = 0; d < ctx.replicas; ++d) {
-    for (int mb = 0; mb < ctx.microbatches; ++mb) {
-      const int j = mb / pieces;
-      const std::vector<SampleId>& microbatch = global[MicrobatchId{j}];
+    for (const MicrobatchId mb : ctx.microbatch_ids()) {
+      const MicrobatchId j = whole_microbatch(mb, pieces);
+      const std::vector<SampleId>& microbatch = global[j];
       const std::vector<const Sample*> batch =
           sample_batch(p.samples, replica_samples(microbatch, d, ctx.replicas));
       MicrobatchCosts& mc = ctx.cost(d, mb);
@@ -78,7 +78,7 @@ void cost_microbatches(Context& ctx, const Schedule& schedule) {
     return;
   }
   for (int d = 0; d < ctx.replicas; ++d) {
-    for (int j = 0; j < ctx.microbatches; ++j) {
+    for (const MicrobatchId j : ctx.microbatch_ids()) {
       const std::vector<const Sample*> batch =
           sample_batch(p.samples, schedule.samples_of(ReplicaId{d}, j));
       MicrobatchCosts& mc = ctx.cost(d, j);
@@ -101,7 +101,7 @@ void cost_microbatches(Context& ctx, const Schedule& schedule) {
 namespace {
 
 /// The Compute of one segment of stage `s`, costs still zero.
-Compute segment_op(Pass pass, StageId s, int mb, const Segment& seg) {
+Compute segment_op(Pass pass, StageId s, MicrobatchId mb, const Segment& seg) {
   return Compute{.pass = pass,
                  .stage = s,
                  .microbatch = mb,
@@ -128,7 +128,8 @@ std::vector<Segment> layer_runs(const Segment& seg, const MicrobatchCosts& mc) {
   return runs;
 }
 
-void expand_forward(const Context& ctx, Target& t, StageId s, const MicrobatchCosts& mc, int mb) {
+void expand_forward(const Context& ctx, Target& t, StageId s, const MicrobatchCosts& mc,
+                    MicrobatchId mb) {
   std::vector<Op>& program = t.program;
   for (const Segment& seg : ctx.stage(s).redundant) {
     Compute c = segment_op(Pass::kF, s, mb, seg);
@@ -175,7 +176,7 @@ void expand_forward(const Context& ctx, Target& t, StageId s, const MicrobatchCo
 
 /// B, I or W: the stage's segments in reverse.
 void expand_backward(const Context& ctx, Target& t, StageId s, const MicrobatchCosts& mc, Pass pass,
-                     int mb) {
+                     MicrobatchId mb) {
   std::vector<Segment> segs = ctx.stage(s).segments;
   std::reverse(segs.begin(), segs.end());
   for (const Segment& seg : segs) {
@@ -229,9 +230,9 @@ void expand_actions(Context& ctx, Schedule& schedule) {
         const RankAction& a = order[step];
         auto where = [&] {
           return "rank " + to_string(r) + " step " + std::to_string(step) + " (" +
-                 to_string(a.stage) + to_string(a.pass) + std::to_string(a.microbatch) + ")";
+                 to_string(a.stage) + to_string(a.pass) + to_string(a.microbatch) + ")";
         };
-        if (a.microbatch < 0 || a.microbatch >= ctx.microbatches)
+        if (a.microbatch < MicrobatchId{0} || a.microbatch >= MicrobatchId{ctx.microbatches})
           throw InputError(where() + ": microbatch out of range (schedule.microbatches = " +
                            std::to_string(ctx.microbatches) + ")");
         const bool on_rank = ctx.programs.stages.contains(a.stage) &&

@@ -24,8 +24,8 @@ namespace {
 using Channel = std::tuple<PipelineRank, PipelineRank, Pass, int, int>;
 
 struct ChannelState {
-  std::deque<int> pending;  ///< microbatches sent and not yet received, in send order
-  std::set<int> received;
+  std::deque<MicrobatchId> pending;  ///< microbatches sent and not yet received, in send order
+  std::set<MicrobatchId> received;
 };
 
 /// The rank (inside the replica) that holds the other end of `edge` for a compute on
@@ -126,7 +126,7 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
           if (ch.received.count(e.microbatch)) continue;  // taken earlier, in send order
           bool found = false;
           while (!found && !ch.pending.empty()) {
-            const int k = ch.pending.front();
+            const MicrobatchId k = ch.pending.front();
             ch.pending.pop_front();
             ch.received.insert(k);
             DataEdge sent = e;
@@ -143,7 +143,7 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
                              " (" + to_string(computes[step], schedule) + ") needs " +
                              (e.pass == Pass::kF ? "the output" : "the gradient") + " of layer " +
                              std::to_string(e.pass == Pass::kF ? e.producer : e.boundary) +
-                             " for microbatch " + std::to_string(e.microbatch) + " from rank " +
+                             " for microbatch " + to_string(e.microbatch) + " from rank " +
                              to_string(global(from)) + ", which never computes it");
         }
       }

@@ -193,14 +193,13 @@ void assign_batch_pieces(const Context& ctx, Schedule& schedule) {
   schedule.samples.clear();
   for (int d = 0; d < ctx.replicas; ++d) {
     auto& samples = schedule.samples.emplace_back(ctx.microbatches);
-    for (int j = 0; const std::vector<SampleId>& microbatch : global) {
+    for (const MicrobatchId j : global.ids()) {
       for (int l = 0; l < per_replica; ++l) {
-        for (int i = 0; const SampleId id : replica_samples(microbatch, d * per_replica + l, dp)) {
-          samples[MicrobatchId{j * pieces + l * per + i % per}].push_back(id);
+        for (int i = 0; const SampleId id : replica_samples(global[j], d * per_replica + l, dp)) {
+          samples[batch_piece(j, pieces, l * per + i % per)].push_back(id);
           ++i;
         }
       }
-      ++j;
     }
   }
 }

@@ -62,6 +62,7 @@ struct Context {
   const StageSpec& stage(StageId s) const { return programs.stages[s]; }
   int num_stages() const { return programs.stages.ssize(); }
   IdRange<StageId> stage_ids() const { return programs.stages.ids(); }
+  IdRange<MicrobatchId> microbatch_ids() const { return IdRange<MicrobatchId>(microbatches); }
   StageId stage_of(int layer) const { return stage_of_layer[LayerId{layer}]; }
   /// The Schedule's rank for replica d's rank `local` (PipelinePrograms numbers a
   /// replica's ranks from 0).
@@ -81,11 +82,11 @@ struct Context {
   /// Per-module layouts: the LLM's (the model's sink, its last layers).
   const ModuleLayout& sink_layout() const { return *stage(stage_of_layer.back()).layout; }
   bool needs_backward(const Segment& seg) const;
-  const MicrobatchCosts& cost(int replica, int microbatch) const {
-    return costs[ReplicaId{replica}][MicrobatchId{microbatch}];
+  const MicrobatchCosts& cost(int replica, MicrobatchId microbatch) const {
+    return costs[ReplicaId{replica}][microbatch];
   }
-  MicrobatchCosts& cost(int replica, int microbatch) {
-    return costs[ReplicaId{replica}][MicrobatchId{microbatch}];
+  MicrobatchCosts& cost(int replica, MicrobatchId microbatch) {
+    return costs[ReplicaId{replica}][microbatch];
   }
 
  private:

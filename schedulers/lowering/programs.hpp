@@ -89,7 +89,7 @@ using StageGraph = PerStage<StageSpec>;
 /// On a stage of several segments (modules), I and W each cover all its segments.
 struct StageAction {
   Pass pass = Pass::kF;
-  int microbatch = 0;
+  MicrobatchId microbatch{0};
 };
 /// orders[s]: the actions of stage s in execution order (one stage per rank).
 using StageOrders = PerStage<std::vector<StageAction>>;
@@ -115,13 +115,23 @@ using StageOrders = PerStage<std::vector<StageAction>>;
 struct RankAction {
   StageId stage{};
   Pass pass = Pass::kF;
-  int microbatch = 0;
+  MicrobatchId microbatch{0};
   bool overlapped = false;
   bool boundary = false;
   bool unit_with_next = false;
 };
 /// orders[r]: rank r's actions in execution order.
 using RankOrders = PerPipelineRank<std::vector<RankAction>>;
+
+/// Per-module layouts number their IR microbatches by batch piece (PipelinePrograms::pieces):
+/// piece `piece` of the problem's microbatch `microbatch`, `pieces` pieces per microbatch.
+inline MicrobatchId batch_piece(MicrobatchId microbatch, int pieces, int piece) {
+  return MicrobatchId{microbatch.value() * pieces + piece};
+}
+/// The problem's microbatch an IR microbatch (a batch piece) belongs to.
+inline MicrobatchId whole_microbatch(MicrobatchId piece, int pieces) {
+  return MicrobatchId{piece.value() / pieces};
+}
 
 /// A scheduler's whole decision.
 struct PipelinePrograms {
@@ -141,7 +151,7 @@ struct PipelinePrograms {
   /// A rank must hold the same stages as each rank its stages' copies live on. Empty: one
   /// pipeline.
   PerStage<PipelineRank> up_stage_rank = {};
-  int first_up_microbatch = 0;
+  MicrobatchId first_up_microbatch{0};
   /// Per-module layouts (stages with a layout): each microbatch of the problem is
   /// `pieces` IR microbatches per IR replica, its batch pieces. Copy c of a stage with C
   /// copies computes pieces [c K/C, (c+1) K/C) of every microbatch, K = pieces, at C / K
@@ -166,12 +176,12 @@ struct PipelinePrograms {
   }
   /// The copy of a stage with `copy_ranks` that computes `microbatch`: copy c of C takes
   /// pieces [c K/C, (c+1) K/C).
-  size_t copy_of(StageId stage, int microbatch) const {
+  size_t copy_of(StageId stage, MicrobatchId microbatch) const {
     const int per_copy = pieces / isize(stages[stage].copy_ranks);
-    return static_cast<size_t>(microbatch % pieces / per_copy);
+    return static_cast<size_t>(microbatch.value() % pieces / per_copy);
   }
   /// The rank that runs `stage` for `microbatch`.
-  PipelineRank rank_of(StageId stage, int microbatch) const {
+  PipelineRank rank_of(StageId stage, MicrobatchId microbatch) const {
     const std::vector<PipelineRank>& copies = stages[stage].copy_ranks;
     if (!copies.empty()) return copies[copy_of(stage, microbatch)];
     return up_stage_rank.empty() || microbatch < first_up_microbatch ? rank_of(stage)

@@ -95,14 +95,16 @@ StageOrders one_f_one_b_orders(const std::vector<int>& warmup, int microbatches)
   for (const StageId s : orders.ids()) {
     auto& order = orders[s];
     const int w = std::min(warmup[s.slot()], m);
-    int next_f = 0;
-    int next_b = 0;
-    for (; next_f < w; ++next_f) order.push_back({Pass::kF, next_f});
-    while (next_f < m) {
-      order.push_back({Pass::kF, next_f++});
-      order.push_back({Pass::kB, next_b++});
+    MicrobatchId next_f{0};
+    MicrobatchId next_b{0};
+    for (; next_f < MicrobatchId{w}; ++next_f) order.push_back({Pass::kF, next_f});
+    while (next_f < MicrobatchId{m}) {
+      order.push_back({Pass::kF, next_f});
+      ++next_f;
+      order.push_back({Pass::kB, next_b});
+      ++next_b;
     }
-    while (next_b < m) order.push_back({Pass::kB, next_b++});
+    for (; next_b < MicrobatchId{m}; ++next_b) order.push_back({Pass::kB, next_b});
   }
   return orders;
 }

@@ -79,7 +79,7 @@ IdVector<DipTaskId, double> dip_priorities(const DipTasks& tasks, const DipLayou
   const int modalities = isize(layout.k);
   IdVector<DipTaskId, double> priority;
   for (const DipTask& t : tasks) {
-    const DipUnit unit{t.microbatch * modalities + layout.chunks[t.chunk].modality};
+    const DipUnit unit{t.microbatch.value() * modalities + layout.chunks[t.chunk].modality};
     priority.push_back(unit_position[unit] * 1e4 + t.chunk.value());
   }
   return priority;

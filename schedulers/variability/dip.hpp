@@ -38,7 +38,7 @@ using DipTaskId = Id<struct DipTaskTag>;
 /// One F or B of one chunk for one microbatch of one replica: a node of the search's DAG.
 struct DipTask {
   StageId chunk{0};
-  int microbatch = 0;
+  MicrobatchId microbatch{0};
   bool forward = true;
   double seconds = 0;
   double activation_bytes = 0;  ///< held from the F's start to the B's end

@@ -31,10 +31,10 @@ DipTasks dip_tasks(const lowering::Context& ctx, const DipLayout& layout, int d)
   const int nc = layout.chunks.ssize();
   const int m = ctx.microbatches;
   DipTasks out(m * nc * 2);
-  auto id = [&](int j, StageId x, bool fwd) {
-    return DipTaskId{(j * nc + x.value()) * 2 + (fwd ? 0 : 1)};
+  auto id = [&](MicrobatchId j, StageId x, bool fwd) {
+    return DipTaskId{(j.value() * nc + x.value()) * 2 + (fwd ? 0 : 1)};
   };
-  for (int j = 0; j < m; ++j) {
+  for (const MicrobatchId j : IdRange<MicrobatchId>(m)) {
     const lowering::MicrobatchCosts& mc = ctx.cost(d, j);
     for (const StageId x : layout.chunks.ids()) {
       const DipChunk& chunk = layout.chunks[x];

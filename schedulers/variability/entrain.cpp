@@ -90,9 +90,9 @@ std::vector<Sample> iteration_samples(const SchedulingProblem& problem) {
 void cost_encoder_forwards(Schedule& schedule, const SchedulingProblem& q, const EntrainPlan& plan,
                            const PerLayer<bool>& is_llm) {
   const Model& model = *q.model;
-  auto enc_set = [&](RankId rank, int mb) {
+  auto enc_set = [&](RankId rank, MicrobatchId mb) {
     const DeferralPlan& replica = plan.assignment.replicas[schedule.ranks[rank].replica];
-    return sample_batch(q.samples, replica.encoder[static_cast<size_t>(mb)]);
+    return sample_batch(q.samples, replica.encoder[mb.slot()]);
   };
   for (const RankId r : schedule.rank_ids()) {
     const int tp = schedule.ranks[r].tp;
@@ -168,7 +168,8 @@ StageOrders entrain_orders(const std::vector<int>& warmup, const std::vector<int
   if (!zero_bubble) return orders;
   for (const StageId s : orders.ids()) {
     std::vector<StageAction> split;
-    int next_w = 0, issued_i = 0;
+    MicrobatchId next_w{0};
+    int issued_i = 0;
     for (const StageAction& a : orders[s]) {
       if (a.pass != Pass::kB) {
         split.push_back(a);
@@ -176,9 +177,12 @@ StageOrders entrain_orders(const std::vector<int>& warmup, const std::vector<int
       }
       split.push_back({Pass::kI, a.microbatch});
       // ZB-H1: W trails its I so the next I (on the critical path) is not delayed.
-      if (++issued_i > w_lag[s.slot()]) split.push_back({Pass::kW, next_w++});
+      if (++issued_i > w_lag[s.slot()]) {
+        split.push_back({Pass::kW, next_w});
+        ++next_w;
+      }
     }
-    while (next_w < microbatches) split.push_back({Pass::kW, next_w++});
+    for (; next_w < MicrobatchId{microbatches}; ++next_w) split.push_back({Pass::kW, next_w});
     orders[s] = std::move(split);
   }
   return orders;

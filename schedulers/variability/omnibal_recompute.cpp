@@ -21,7 +21,7 @@ struct LayerEffect {
 
 /// The effect of recomputing `layer` for microbatch `mb` of `replica` on a stage of `tp`.
 LayerEffect effect(const Schedule& schedule, const SchedulingProblem& problem, ReplicaId replica,
-                   int mb, int layer, int tp) {
+                   MicrobatchId mb, int layer, int tp) {
   const Model& model = *problem.model;
   const std::vector<const Sample*> batch =
       sample_batch(problem.samples, schedule.samples_of(replica, mb));

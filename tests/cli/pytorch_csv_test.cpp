@@ -55,7 +55,7 @@ TEST(PytorchCsv, ExportsOneRowOfActionsPerRank) {
   s.programs[0_rank] = {copy, test::compute_op(Pass::kF, 0, 0, 0, 1, 1e-3),
                         Compute{.pass = Pass::kF,
                                 .stage = StageId{0},
-                                .microbatch = 0,
+                                .microbatch = MicrobatchId{0},
                                 .module = ModuleId{1},
                                 .first_layer = 1,
                                 .end_layer = 2,
@@ -149,7 +149,7 @@ TEST(PytorchCsv, ReadsWhatPytorchWrites) {
   ASSERT_EQ(orders[PipelineRank{1}].size(), 4u);
   EXPECT_EQ(orders[PipelineRank{1}][1].pass, Pass::kB);
   EXPECT_EQ(orders[PipelineRank{1}][2].pass, Pass::kI);
-  EXPECT_EQ(orders[PipelineRank{1}][2].microbatch, 1);
+  EXPECT_EQ(orders[PipelineRank{1}][2].microbatch, MicrobatchId{1});
   EXPECT_EQ(orders[PipelineRank{1}][3].stage, StageId{1});
 }
 

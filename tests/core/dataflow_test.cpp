@@ -20,7 +20,7 @@ Model two_encoders() {
 Compute op(Pass pass, int first, int end) {
   return Compute{.pass = pass,
                  .stage = StageId{0},
-                 .microbatch = 3,
+                 .microbatch = MicrobatchId{3},
                  .module = ModuleId{0},
                  .first_layer = first,
                  .end_layer = end};
@@ -54,18 +54,21 @@ TEST(Dataflow, ForwardReadsItsProducersAndWritesItsConsumers) {
   const LayerGraph g(model);
   const auto in = op_inputs(g, op(Pass::kF, 3, 5));
   ASSERT_EQ(in.size(), 2u);
-  EXPECT_EQ(in[0], (DataEdge{Pass::kF, 3, 1, 3}));
-  EXPECT_EQ(in[1], (DataEdge{Pass::kF, 3, 2, 3}));
+  EXPECT_EQ(in[0], (DataEdge{Pass::kF, MicrobatchId{3}, 1, 3}));
+  EXPECT_EQ(in[1], (DataEdge{Pass::kF, MicrobatchId{3}, 2, 3}));
   EXPECT_TRUE(op_outputs(g, op(Pass::kF, 3, 5)).empty());  // the loss layer
-  EXPECT_EQ(op_outputs(g, op(Pass::kF, 0, 2)), (std::vector<DataEdge>{{Pass::kF, 3, 1, 3}}));
+  EXPECT_EQ(op_outputs(g, op(Pass::kF, 0, 2)),
+            (std::vector<DataEdge>{{Pass::kF, MicrobatchId{3}, 1, 3}}));
 }
 
 TEST(Dataflow, BackwardSendsGradientsOnlyWhereABackwardWaits) {
   const Model model = two_encoders();
   const LayerGraph g(model);
   // The LLM's backward owes a gradient to audio (trainable) but not to frozen vision.
-  EXPECT_EQ(op_outputs(g, op(Pass::kI, 3, 5)), (std::vector<DataEdge>{{Pass::kB, 3, 2, 3}}));
-  EXPECT_EQ(op_inputs(g, op(Pass::kB, 2, 3)), (std::vector<DataEdge>{{Pass::kB, 3, 2, 3}}));
+  EXPECT_EQ(op_outputs(g, op(Pass::kI, 3, 5)),
+            (std::vector<DataEdge>{{Pass::kB, MicrobatchId{3}, 2, 3}}));
+  EXPECT_EQ(op_inputs(g, op(Pass::kB, 2, 3)),
+            (std::vector<DataEdge>{{Pass::kB, MicrobatchId{3}, 2, 3}}));
   // Frozen vision needs no gradient; W moves no data at all.
   EXPECT_TRUE(op_inputs(g, op(Pass::kB, 0, 2)).empty());
   EXPECT_TRUE(op_inputs(g, op(Pass::kW, 3, 5)).empty());
@@ -73,10 +76,13 @@ TEST(Dataflow, BackwardSendsGradientsOnlyWhereABackwardWaits) {
 }
 
 TEST(Dataflow, AMessageTagNamesExactlyOneEdge) {
-  const MessageTag tag{.pass = Pass::kB, .microbatch = 2, .boundary_layer = 3, .producer_layer = 2};
-  EXPECT_EQ(edge_of(tag), (DataEdge{Pass::kB, 2, 2, 3}));
-  const MessageTag within{
-      .pass = Pass::kF, .microbatch = 0, .boundary_layer = 4, .producer_layer = std::nullopt};
+  const MessageTag tag{
+      .pass = Pass::kB, .microbatch = MicrobatchId{2}, .boundary_layer = 3, .producer_layer = 2};
+  EXPECT_EQ(edge_of(tag), (DataEdge{Pass::kB, MicrobatchId{2}, 2, 3}));
+  const MessageTag within{.pass = Pass::kF,
+                          .microbatch = MicrobatchId{0},
+                          .boundary_layer = 4,
+                          .producer_layer = std::nullopt};
   EXPECT_EQ(edge_of(within).producer, 3);  // -1 means the previous layer
 }
 

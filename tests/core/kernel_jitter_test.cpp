@@ -17,7 +17,7 @@ Schedule ops_of_one_second(int ranks, int computes) {
     std::vector<Op> program;
     for (int i = 0; i < computes; ++i) {
       Compute compute;
-      compute.microbatch = i;
+      compute.microbatch = MicrobatchId{i};
       compute.seconds = 1.0;
       compute.weight_grad_s = 0.5;
       program.push_back(compute);

@@ -52,7 +52,7 @@ TEST(Validate, RejectsADroppedBackward) {
   auto& program = s.programs[3_rank];
   for (size_t i = 0; i < program.size(); ++i) {
     const auto* c = std::get_if<Compute>(&program[i]);
-    if (c && c->pass == Pass::kB && c->microbatch == 5) {
+    if (c && c->pass == Pass::kB && c->microbatch == MicrobatchId{5}) {
       program.erase(program.begin() + static_cast<long>(i));
       break;
     }
@@ -105,7 +105,7 @@ TEST(Validate, RejectsSwappedReceivesThatDeadlock) {
   const auto is = [&](auto pred) { return std::find_if(p0.begin(), p0.end(), pred); };
   const auto recv_grad = is([](const Op& op) {
     const auto* r = std::get_if<Recv>(&op);
-    return r && r->tag.pass == Pass::kB && r->tag.microbatch == 0;
+    return r && r->tag.pass == Pass::kB && r->tag.microbatch == MicrobatchId{0};
   });
   const auto first_send = is([](const Op& op) { return std::holds_alternative<Send>(op); });
   ASSERT_TRUE(recv_grad != p0.end() && first_send < recv_grad);

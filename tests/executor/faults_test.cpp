@@ -48,7 +48,7 @@ TEST(Faults, HungTransferTimesOutNamingTheReceive) {
   // moves. Both waits must end at the deadline with an error naming a rank and its op.
   const auto study = host_study();
   Schedule s = test::ranks_on({0, 1});
-  const MessageTag to1{Pass::kF, 0, 1, 0}, to0{Pass::kB, 0, 1, 0};
+  const MessageTag to1{Pass::kF, MicrobatchId{0}, 1, 0}, to0{Pass::kB, MicrobatchId{0}, 1, 0};
   s.programs[0_rank] = {
       Recv{.peer = 1_rank, .stage = StageId{0}, .module = ModuleId{0}, .tag = to0, .bytes = 4},
       Send{.peer = 1_rank, .stage = StageId{0}, .module = ModuleId{0}, .tag = to1, .bytes = 4}};
@@ -74,7 +74,7 @@ TEST(Faults, APeerStillComputingIsNotDeclaredDead) {
   // The deadline only ends a wait when every running rank is waiting (issue 18: a long
   // layer on a large config used to end the run as "peer dead or stuck").
   Transport transport(0.1, 2);
-  const MessageTag tag{Pass::kF, 0, 1, 0};
+  const MessageTag tag{Pass::kF, MicrobatchId{0}, 1, 0};
   std::thread slow([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(600));
     transport.send(1_rank, 0_rank, Message{tag, {}});
@@ -91,11 +91,12 @@ TEST(Faults, ARankThatFinishedCannotKeepAWaiterAlive) {
   Transport transport(0.2, 2);
   transport.finished();
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_THROW(
-      transport.recv(
-          1_rank, 0_rank,
-          MessageTag{.pass = Pass::kF, .microbatch = 0, .boundary_layer = 1, .producer_layer = 0}),
-      ExecError);
+  EXPECT_THROW(transport.recv(1_rank, 0_rank,
+                              MessageTag{.pass = Pass::kF,
+                                         .microbatch = MicrobatchId{0},
+                                         .boundary_layer = 1,
+                                         .producer_layer = 0}),
+               ExecError);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5);
 }
 

@@ -137,7 +137,7 @@ TEST(GradientCheck, ScheduleThatDropsAMicrobatchBackwardFails) {
   // Drop every backward compute of microbatch 2 (one stage: no messages to keep matched).
   std::erase_if(program, [](const Op& op) {
     const auto* c = std::get_if<Compute>(&op);
-    return c && c->pass != Pass::kF && c->microbatch == 2;
+    return c && c->pass != Pass::kF && c->microbatch == MicrobatchId{2};
   });
   const GradientCheck c = run_and_check(*study, &broken);
   EXPECT_FALSE(c.passed());

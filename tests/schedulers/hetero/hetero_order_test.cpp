@@ -31,17 +31,17 @@ TEST(HeteroOrder, GraphAware1F1BWarmsUpByDistanceAndRunsEveryMicrobatchOnce) {
       // The leading run of forwards is the warmup plus the first steady-state forward.
       EXPECT_EQ(warmup, std::min(expected_warmup[g][s.slot()] + 1, m))
           << "group " << g << " stage " << s;
-      std::vector<int> f(m, 0), b(m, 0);
+      PerMicrobatch<int> f(m, 0), b(m, 0);
       int live = 0, peak = 0;
       for (const StageAction& a : order) {
-        (a.pass == Pass::kF ? f : b)[static_cast<size_t>(a.microbatch)]++;
+        (a.pass == Pass::kF ? f : b)[a.microbatch]++;
         live += a.pass == Pass::kF ? 1 : -1;
         peak = std::max(peak, live);
         EXPECT_GE(live, 0);
       }
-      for (int j = 0; j < m; ++j) {
-        EXPECT_EQ(f[static_cast<size_t>(j)], 1);
-        EXPECT_EQ(b[static_cast<size_t>(j)], 1);
+      for (const MicrobatchId j : IdRange<MicrobatchId>(m)) {
+        EXPECT_EQ(f[j], 1);
+        EXPECT_EQ(b[j], 1);
       }
       // 1F1B's memory bound: at most distance + 1 microbatches alive.
       EXPECT_EQ(peak, std::min(expected_warmup[g][s.slot()] + 1, m));

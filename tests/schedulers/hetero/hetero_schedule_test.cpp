@@ -100,7 +100,7 @@ TEST(HeteroColocated, EverySampleExactlyOnceAndNoDeadlock) {
   EXPECT_EQ(s.samples.size(), 2u);
   EXPECT_EQ(s.microbatches, 2 * 16);
   for (int r = 0; r < s.num_ranks(); ++r) {
-    std::map<std::pair<int, int>, int> count;  // (pass, microbatch) -> LLM layers
+    std::map<std::pair<int, MicrobatchId>, int> count;  // (pass, microbatch) -> LLM layers
     for (const Op& op : s.programs[RankId{r}]) {
       const auto* c = std::get_if<Compute>(&op);
       if (c && is_llm(s, c->module))
@@ -265,7 +265,7 @@ TEST(HeteroColocated, PipelinedLlmGathersEncoderPiecesOnStageZero) {
       }
     }
     const auto* c = std::get_if<Compute>(&op);
-    if (c && c->pass == Pass::kF && is_llm(s, c->module) && c->microbatch % 4 == 0) {
+    if (c && c->pass == Pass::kF && is_llm(s, c->module) && c->microbatch.value() % 4 == 0) {
       EXPECT_EQ(pending, 3) << "before " << to_string(op, s);
       pending = 0;
     }
@@ -297,7 +297,7 @@ TEST(HeteroNonColocated, Figure14TopologyDispatchesEveryEdgeByItsKind) {
   // steady-state forward follows it.
   const size_t leading[] = {5, 4, 4, 3, 2, 1};
   for (int r = 0; r < 6; ++r) {
-    std::set<int> forwards;  // microbatches run forward before the first backward
+    std::set<MicrobatchId> forwards;  // microbatches run forward before the first backward
     for (const Op& op : s.programs[RankId{r}]) {
       const auto* c = std::get_if<Compute>(&op);
       if (!c) continue;

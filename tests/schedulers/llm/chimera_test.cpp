@@ -79,12 +79,12 @@ TEST_P(ChimeraSweep, ValidRunsEachMicrobatchOnceInItsDirectionWithThePapersBubbl
   const auto study = uniform("chimera", p, m, 2 * p);  // two layers per stage: T = 1 ms
   const Schedule& s = study->schedule;
   ASSERT_NO_THROW(validate(s, study->config.model));
-  std::map<std::tuple<int, int, Pass>, int> runs;  // (stage, microbatch, pass) -> count
+  std::map<std::tuple<int, MicrobatchId, Pass>, int> runs;  // (stage, microbatch, pass) -> count
   for (int r = 0; r < p; ++r) {
     for (const Op& op : s.programs[RankId{r}]) {
       const auto* c = std::get_if<Compute>(&op);
       if (!c) continue;
-      const bool up = c->microbatch >= m / 2;
+      const bool up = c->microbatch >= MicrobatchId{m / 2};
       EXPECT_EQ(r, up ? p - 1 - c->stage.value() : c->stage.value())
           << to_string(op, s) << " on rank " << r;
       ++runs[{c->stage.value(), c->microbatch, c->pass}];

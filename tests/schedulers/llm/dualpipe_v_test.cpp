@@ -101,7 +101,7 @@ TEST(DualPipeV, OverlappedPairsAreFusedInTheIrAndRoundTrip) {
   const auto* send = std::get_if<Send>(&program[f + 2]);
   ASSERT_NE(send, nullptr) << to_string(program[f + 2], s);
   EXPECT_EQ(send->tag.pass, Pass::kF);
-  EXPECT_EQ(send->tag.microbatch, 3);
+  EXPECT_EQ(send->tag.microbatch, MicrobatchId{3});
   // Every overlapped B directly follows its overlapped F (no message between them): rank 0
   // runs (0F3;3B1) (3F2;0B0) (3F3;0B1), rank 1 (2F2;1B0) (1F3;2B1) (2F3;1B1).
   for (int r = 0; r < 2; ++r) {
@@ -137,14 +137,14 @@ TEST(DualPipeV, MisformedPairsAreInputErrors) {
       .stages = chain_stages(*study->problem.model, plan_stages(study->problem, 2)),
       .ranks = 2,
       .stage_rank = {},
-      .replicas = {{{{StageId{0}, Pass::kF, 0, true},
-                     {StageId{0}, Pass::kF, 1},
-                     {StageId{0}, Pass::kB, 0},
-                     {StageId{0}, Pass::kB, 1}},
-                    {{StageId{1}, Pass::kF, 0},
-                     {StageId{1}, Pass::kB, 0},
-                     {StageId{1}, Pass::kF, 1},
-                     {StageId{1}, Pass::kB, 1}}}}};
+      .replicas = {{{{StageId{0}, Pass::kF, MicrobatchId{0}, true},
+                     {StageId{0}, Pass::kF, MicrobatchId{1}},
+                     {StageId{0}, Pass::kB, MicrobatchId{0}},
+                     {StageId{0}, Pass::kB, MicrobatchId{1}}},
+                    {{StageId{1}, Pass::kF, MicrobatchId{0}},
+                     {StageId{1}, Pass::kB, MicrobatchId{0}},
+                     {StageId{1}, Pass::kF, MicrobatchId{1}},
+                     {StageId{1}, Pass::kB, MicrobatchId{1}}}}}};
   try {
     lower(study->problem, "t", programs);
     FAIL() << "expected InputError";

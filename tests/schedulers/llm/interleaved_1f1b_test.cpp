@@ -223,7 +223,7 @@ TEST(Interleaved, RandomGroupsValidEveryMicrobatchOncePerChunkAndTheSameBubble) 
     ++ran;
     const RankOrders orders = interleaved_1f1b_orders(p, m, v, group);
     for (int r = 0; r < p; ++r) {
-      std::set<std::tuple<int, int, int>> seen;
+      std::set<std::tuple<int, int, MicrobatchId>> seen;
       for (const RankAction& a : orders[PipelineRank{r}]) {
         EXPECT_EQ(a.stage.value() % p, r) << what;
         EXPECT_TRUE(seen.insert({a.stage.value(), static_cast<int>(a.pass), a.microbatch}).second)
@@ -253,7 +253,7 @@ TEST(Interleaved, RankOrdersCoverEveryChunkAndMicrobatchOnce) {
   const int p = 3, m = 6, v = 2;
   const RankOrders orders = interleaved_1f1b_orders(p, m, v);
   for (int r = 0; r < p; ++r) {
-    std::set<std::tuple<int, int, int>> seen;
+    std::set<std::tuple<int, int, MicrobatchId>> seen;
     for (const RankAction& a : orders[PipelineRank{r}]) {
       EXPECT_EQ(a.stage.value() % p, r);
       EXPECT_TRUE(seen.insert({a.stage.value(), static_cast<int>(a.pass), a.microbatch}).second);

@@ -108,7 +108,7 @@ void expect_valid_and_closed_form(const Case& c) {
       "p " + std::to_string(p) + " v " + std::to_string(v) + " m " + std::to_string(m);
   const RankOrders orders = interleaved_zb_orders(p, m, v);
   for (int r = 0; r < p; ++r) {
-    std::set<std::tuple<int, int, int>> seen;
+    std::set<std::tuple<int, int, MicrobatchId>> seen;
     for (const RankAction& a : orders[PipelineRank{r}]) {
       EXPECT_EQ(a.stage.value() % p, r) << what;
       EXPECT_TRUE(seen.insert({a.stage.value(), static_cast<int>(a.pass), a.microbatch}).second)

@@ -14,7 +14,7 @@ inline std::string order_text(const std::vector<RankAction>& order) {
     const bool opens = a.overlapped && a.pass == Pass::kF;
     out += (out.empty() || (a.overlapped && !opens) ? "" : " ");
     out += (a.overlapped ? (opens ? "(" : ";") : "") + to_string(a.stage) + to_string(a.pass) +
-           std::to_string(a.microbatch) + (a.overlapped && !opens ? ")" : "");
+           to_string(a.microbatch) + (a.overlapped && !opens ? ")" : "");
   }
   return out;
 }

@@ -136,8 +136,8 @@ TEST(ZeroBubble, WRunsAfterItsIAndDefersSOnStageS) {
     for (const StageAction& a : orders[StageId{s}]) {
       if (a.pass == Pass::kI) ++i_done;
       if (a.pass == Pass::kW) {
-        EXPECT_LT(a.microbatch, i_done) << "W before its I on stage " << s;
-        EXPECT_EQ(a.microbatch, w_done++) << "W in microbatch order";
+        EXPECT_LT(a.microbatch, MicrobatchId{i_done}) << "W before its I on stage " << s;
+        EXPECT_EQ(a.microbatch, MicrobatchId{w_done++}) << "W in microbatch order";
       }
       if (a.pass == Pass::kI && i_done == m) {
         EXPECT_EQ(i_done - w_done, s + 1) << "stage " << s;  // s deferred + this I's W

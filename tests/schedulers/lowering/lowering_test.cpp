@@ -101,7 +101,7 @@ TEST(DataParallel, ReplicasAllReduceTrainableGradientsAtTheEnd) {
   std::vector<SampleId> expected(16);
   std::iota(expected.begin(), expected.end(), SampleId{0});
   EXPECT_EQ(ids, expected);
-  EXPECT_EQ(s.samples_of(ReplicaId{1}, 0).front(), SampleId{8});
+  EXPECT_EQ(s.samples_of(ReplicaId{1}, MicrobatchId{0}).front(), SampleId{8});
   // Stage 0 finishes last, at 33 ms; its two-member ring then streams 2 x 4 MB over the
   // latency-free 300 GB/s NVLink.
   const double t = evaluate(s, study->config.cluster).iteration_time_s();
@@ -129,7 +129,7 @@ TEST(MultiInputModel, TwoEncodersFeedingOneLlmPlanAndRunForAnyPartition) {
   std::set<int> producers;
   for (const Op& op : study->schedule.programs[1_rank]) {
     if (const auto* r = std::get_if<Recv>(&op);
-        r && r->tag.pass == Pass::kF && r->tag.microbatch == 0) {
+        r && r->tag.pass == Pass::kF && r->tag.microbatch == MicrobatchId{0}) {
       EXPECT_EQ(r->tag.boundary_layer, 58);
       producers.insert(r->tag.producer());
     }

@@ -37,7 +37,7 @@ struct TwoStages {
 };
 
 RankAction act(int stage, Pass pass, int mb) {
-  return {.stage = StageId{stage}, .pass = pass, .microbatch = mb};
+  return {.stage = StageId{stage}, .pass = pass, .microbatch = MicrobatchId{mb}};
 }
 
 TEST(LoweringPasses, ExpandActionsEmitsOnlyComputesOnePerSegment) {
@@ -204,9 +204,9 @@ TEST(LoweringPasses, ModuleCopiesComputeTheirPiecesAndReduceOverTheCopies) {
             "ALLREDUCE_s0[g0] OPTIMIZER_s0");
   // The microbatch's samples are split between its pieces, each exactly once.
   ASSERT_EQ(s.samples.size(), 1u);
-  EXPECT_EQ(s.samples_of(ReplicaId{0}, 0), (std::vector<SampleId>{SampleId{0}}));
-  EXPECT_EQ(s.samples_of(ReplicaId{0}, 1), (std::vector<SampleId>{SampleId{1}}));
-  EXPECT_EQ(s.samples_of(ReplicaId{0}, 3), (std::vector<SampleId>{SampleId{3}}));
+  EXPECT_EQ(s.samples_of(ReplicaId{0}, MicrobatchId{0}), (std::vector<SampleId>{SampleId{0}}));
+  EXPECT_EQ(s.samples_of(ReplicaId{0}, MicrobatchId{1}), (std::vector<SampleId>{SampleId{1}}));
+  EXPECT_EQ(s.samples_of(ReplicaId{0}, MicrobatchId{3}), (std::vector<SampleId>{SampleId{3}}));
   // A copy computes its piece at the share dp / pieces of its shard: the two-copy stage
   // a whole sample per piece, the one-copy stage half its two-sample shard.
   const auto& f0 = std::get<Compute>(s.programs[0_rank][0]);

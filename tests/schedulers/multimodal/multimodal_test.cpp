@@ -52,7 +52,7 @@ struct Interval {
 
 /// Forward intervals of one module for one microbatch of replica 0.
 std::vector<Interval> forwards(const Schedule& s, const Timeline& t, const std::string& module,
-                               int microbatch) {
+                               MicrobatchId microbatch) {
   std::vector<Interval> out;
   for (int r = 0; r < s.num_ranks(); ++r) {
     if (s.ranks[RankId{r}].replica != ReplicaId{0}) continue;
@@ -123,8 +123,8 @@ TEST(Multimodal, ReplicatedFallsBehindAsEncoderWorkGrows) {
 TEST(Multimodal, ColocatedSerializesEncodersThatCornstarchRunsConcurrently) {
   const auto colo = paper("mmm", {"schedule.name=encoders-colocated"});
   const Timeline tc = evaluate(colo->schedule, colo->config.cluster);
-  const auto vision = forwards(colo->schedule, tc, "vision", 0);
-  const auto audio = forwards(colo->schedule, tc, "audio", 0);
+  const auto vision = forwards(colo->schedule, tc, "vision", MicrobatchId{0});
+  const auto audio = forwards(colo->schedule, tc, "audio", MicrobatchId{0});
   ASSERT_FALSE(vision.empty());
   ASSERT_FALSE(audio.empty());
   for (const Interval& v : vision) {
@@ -136,8 +136,8 @@ TEST(Multimodal, ColocatedSerializesEncodersThatCornstarchRunsConcurrently) {
   }
   const auto corn = paper("mmm", {"schedule.name=cornstarch"});
   const Timeline tm = evaluate(corn->schedule, corn->config.cluster);
-  const auto cv = forwards(corn->schedule, tm, "vision", 0);
-  const auto ca = forwards(corn->schedule, tm, "audio", 0);
+  const auto cv = forwards(corn->schedule, tm, "vision", MicrobatchId{0});
+  const auto ca = forwards(corn->schedule, tm, "audio", MicrobatchId{0});
   ASSERT_FALSE(cv.empty());
   ASSERT_FALSE(ca.empty());
   EXPECT_NE(cv.front().rank, ca.front().rank);
@@ -150,7 +150,7 @@ TEST(Multimodal, ColocatedSerializesEncodersThatCornstarchRunsConcurrently) {
 TEST(Multimodal, CornstarchLlmForwardWaitsForEveryEncoder) {
   const auto corn = paper("sss", {"schedule.name=cornstarch"});
   const Timeline t = evaluate(corn->schedule, corn->config.cluster);
-  for (int mb = 0; mb < corn->config.schedule.microbatches; ++mb) {
+  for (const MicrobatchId mb : IdRange<MicrobatchId>(corn->config.schedule.microbatches)) {
     const auto llm = forwards(corn->schedule, t, "llm", mb);
     ASSERT_FALSE(llm.empty());
     double first_llm = llm.front().start;

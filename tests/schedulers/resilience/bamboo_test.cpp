@@ -44,7 +44,7 @@ TEST(Bamboo, EveryStageRunsItsSuccessorsForwardAndTheIterationHasAClosedForm) {
       const auto study = uniform("bamboo", p, m);
       const Schedule& s = study->schedule;
       ASSERT_NO_THROW(validate(s, study->config.model)) << "p " << p << " m " << m;
-      std::map<std::tuple<int, int, Pass>, int> real;  // (stage, microbatch, pass) -> runs
+      std::map<std::tuple<int, MicrobatchId, Pass>, int> real;  // (stage, microbatch, pass) -> runs
       for (int r = 0; r < p; ++r) {
         int copies = 0;
         for (const Op& op : s.programs[RankId{r}]) {
@@ -108,7 +108,7 @@ TEST(Bamboo, AFailedOverStageRunsOnItsPredecessorsRank) {
       if (!c) continue;
       if (c->redundant) {
         ++copies_of_rank[r];
-      } else if (c->pass == Pass::kF && c->microbatch == 0) {
+      } else if (c->pass == Pass::kF && c->microbatch == MicrobatchId{0}) {
         stages_of_rank[r].push_back(c->stage.value());
       }
     }

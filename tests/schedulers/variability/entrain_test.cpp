@@ -24,7 +24,7 @@ std::unique_ptr<Study> synthchartnet(std::vector<std::string> extra = {}) {
 }
 
 /// (replica, microbatch) -> index of the op in `rank`'s program matching `pred`.
-const Compute* find_compute(const Schedule& s, int rank, Pass pass, int mb, int* index) {
+const Compute* find_compute(const Schedule& s, int rank, Pass pass, MicrobatchId mb, int* index) {
   const auto& program = s.programs[RankId{rank}];
   for (size_t i = 0; i < program.size(); ++i) {
     const auto* c = std::get_if<Compute>(&program[i]);
@@ -61,7 +61,7 @@ TEST(Entrain, SplitBackwardRunsADeferredSamplesEncoderBackwardAfterItsLlmBackwar
     const DeferralPlan& r = plan.assignment.replicas[ReplicaId{d}];
     for (size_t j = 0; j + 1 < r.deferred.size(); ++j) {
       if (r.deferred[j].empty()) continue;
-      const int next = static_cast<int>(j) + 1;
+      const MicrobatchId next{static_cast<int>(j) + 1};
       for (const SampleId sample : r.deferred[j]) {
         // The deferred sample's LLM work (and so its encoder backward) is microbatch j + 1.
         const auto& llm = s.samples_of(ReplicaId{d}, next);
@@ -77,13 +77,14 @@ TEST(Entrain, SplitBackwardRunsADeferredSamplesEncoderBackwardAfterItsLlmBackwar
       EXPECT_GE(enc_start, llm_end) << "replica " << d << " microbatch " << next;
       // The rest of microbatch j does not wait for it: its encoder backward is op j,
       // which needs only the LLM backward of j.
-      const Compute* kept = find_compute(s, d * p + enc_last, Pass::kB, static_cast<int>(j), &ie);
+      const Compute* kept =
+          find_compute(s, d * p + enc_last, Pass::kB, MicrobatchId{static_cast<int>(j)}, &ie);
       ASSERT_TRUE(kept);
       const auto& program = s.programs[RankId{d * p + enc_last}];
       const auto* recv = std::get_if<Recv>(&program[static_cast<size_t>(ie - 1)]);
       ASSERT_TRUE(recv);
       EXPECT_EQ(recv->tag.pass, Pass::kB);
-      EXPECT_EQ(recv->tag.microbatch, static_cast<int>(j));
+      EXPECT_EQ(recv->tag.microbatch, MicrobatchId{static_cast<int>(j)});
     }
   }
   EXPECT_GT(deferred_samples, 0) << "SynthChartNet should defer something";
@@ -103,7 +104,7 @@ std::vector<double> encoder_forwards(const Schedule& s, int encoder_stages) {
 
 /// Largest LLM forward of one microbatch (summed over the LLM stages) in the schedule.
 double max_llm_forward(const Schedule& s, int encoder_stages) {
-  std::map<std::pair<int, int>, double> per_mb;
+  std::map<std::pair<int, MicrobatchId>, double> per_mb;
   for (const RankId r : s.rank_ids())
     for (const Op& op : s.programs[r])
       if (const auto* c = std::get_if<Compute>(&op);
