@@ -34,14 +34,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from reproduction import cornstarch, entrain, hetero, oobleck  # noqa: E402
+from reproduction import cornstarch, cornstarch_cp, entrain, hetero, oobleck  # noqa: E402
 from reproduction.catalogue import NOT_COMPARED  # noqa: E402
 from reproduction.cells import (ROOT, Cell, Context, LoomFailed, attach_causes,  # noqa: E402
                                 check_directions, env_loom, judge)
 from reproduction.page import plot_table, write_page, write_summary  # noqa: E402
 
 TABLES = [oobleck.TABLE_2_2, oobleck.TABLE_2_4, cornstarch.TABLE_3_2, cornstarch.FIGURE_3_6,
-          entrain.TABLE_4_3, hetero.TABLE_A3]
+          cornstarch_cp.TABLE_3_3, entrain.TABLE_4_3, hetero.TABLE_A3]
 
 
 def parse_args(argv):

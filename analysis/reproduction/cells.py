@@ -126,6 +126,7 @@ class Context:
     # Oobleck cells are Table 2.2's, Fig 3.6's Megatron* is Table 3.2's unaware view) read it
     # once. Command line -> its output folder.
     runs: dict[tuple[str, ...], Path] = field(default_factory=dict)
+    printed: dict[tuple[str, ...], dict] = field(default_factory=dict)  # printed_json's
 
     def output_of(self, args: list[str]) -> Path:
         """Runs `loom ARGS --out <scratch folder>` once per distinct ARGS; its folder."""
@@ -139,6 +140,17 @@ class Context:
                 raise LoomFailed(f"loom {' '.join(args)} exited {done.returncode}: {tail[0]}")
             self.runs[key] = out
         return self.runs[key]
+
+    def printed_json(self, args: list[str]) -> dict:
+        """What `loom ARGS` prints (ARGS ask for --json), parsed; run once per distinct ARGS."""
+        key = tuple(args)
+        if key not in self.printed:
+            done = subprocess.run([self.loom] + args, capture_output=True, text=True)
+            if done.returncode != 0:
+                tail = done.stderr.strip().splitlines()[-1:] or ["(no message)"]
+                raise LoomFailed(f"loom {' '.join(args)} exited {done.returncode}: {tail[0]}")
+            self.printed[key] = json.loads(done.stdout)
+        return self.printed[key]
 
     def sim_output(self, config: str | Path, sets: list[str],
                    backend: str | None = None) -> Path:

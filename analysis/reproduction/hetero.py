@@ -2,9 +2,33 @@
 (colocated) against one homogeneous grid, long-context VLM training on H100s."""
 from __future__ import annotations
 
+import tomllib
+
 from hetero_table_a3 import ROWS, layout_sets
 
 from .cells import Cell, Context, Table, paper_config
+
+H100_DENSE_BF16 = 989e12  # FLOP/s, NVIDIA H100 SXM datasheet (configs' cluster.gpu)
+
+
+def model_flops(seq: int, vision: int) -> tuple[float, float]:
+    """Training FLOPs of one sample (forward + backward = 3 x forward, no recomputation:
+    App. A, "LLM recompute is off"): (total, the LLM's causal attention part). Linear layers
+    2 x weights per token, attention 4 s^2 h per layer (half of it causal), the encoder's
+    attention within each image; the projector (under 1 %) left out. Shapes from
+    configs/paper/hetero-1b7b-64k-v75-*.toml."""
+    modules = {m["name"]: m for m in tomllib.loads(
+        paper_config("hetero-1b7b-64k-v75-colocated.toml").read_text())["model"]["modules"]}
+    total = attention = 0.0
+    for name, tokens, sequence in (("vision", vision, modules["vision"]["item_tokens"]),
+                                   ("llm", seq, seq)):
+        m = modules[name]
+        h, f = m["hidden"], m["ffn"]
+        weights = m["layers"] * (4 * h * h + (3 if m.get("gated_mlp") else 2) * h * f)
+        core = 3 * 4 * tokens * sequence * h * m["layers"] * (0.5 if m.get("causal") else 1)
+        total += 3 * 2 * weights * tokens + core
+        attention += core if name == "llm" else 0
+    return total, attention
 
 
 def run_table_a3(ctx: Context) -> list[Cell]:
@@ -24,15 +48,31 @@ def run_table_a3(ctx: Context) -> list[Cell]:
                             + layout_sets("llm", cl, gpus), backend="simgrid")
         th = homogeneous["iteration_time_s"] * 1e3
         tc = colocated["iteration_time_s"] * 1e3
+        flops, attention = model_flops(seq, vision)
+        per_gpu = flops * gbs / gpus / H100_DENSE_BF16 * 1e3  # ms at the dense peak
+
+        def rate(paper_ms, loom_ms):
+            return (f"model FLOPs at {100 * per_gpu / paper_ms:.0f} % of the dense peak in "
+                    f"the paper, {100 * per_gpu / loom_ms:.0f} % in Loom; causal attention "
+                    f"{100 * attention / flops:.0f} % of the FLOPs")
+
         cells += [
             Cell("hetero-TA3", f"{row} / homogeneous", paper_h, th,
-                 "ms", "analytical"),
+                 "ms", "analytical", note=rate(paper_h, th)),
             Cell("hetero-TA3", f"{row} / colocated", paper_c, tc, "ms", "analytical",
-                 versus=[f"{row} / homogeneous"]),
+                 versus=[f"{row} / homogeneous"], note=rate(paper_c, tc)),
             Cell("hetero-TA3", f"{row} / gain", gain, 100 * (th / tc - 1), "%", "analytical"),
         ]
     return cells
 
+
+ATTENTION_RATE = (
+    "the paper's model-FLOP rate falls from 35-38 % of the H100's dense peak at 16K to "
+    "18-23 % at 128K as causal attention grows from 23 % to 70 % of the FLOPs; two rates "
+    "fitted to its colocated 16K and 128K times give about 56 % for the other FLOPs and "
+    "17 % for attention under CP. Loom prices every FLOP at the config's 50 % (the "
+    "kernel-level model's FlashAttention-2 fractions are higher), so it falls further "
+    "below the paper the longer the sequence")
 
 TABLE_A3 = Table(
     id="hetero-TA3",
@@ -46,12 +86,13 @@ TABLE_A3 = Table(
            "homogeneous grid's context-parallel traffic sharing links, which only SimGrid "
            "models (the contention-free evaluator sees a fraction of it)."),
     causes={
-        "gain": ("not explained yet: at 16-32K Loom's two layouts differ by 1-1.5 % where "
-                 "the paper's differ by 7-20 %; at 64K Loom has about half the paper's gain, "
-                 "at 128K 1.3-1.6x it"),
-        "/ homogeneous": ("not explained yet: Loom's iteration is 0.58-0.91x the paper's, "
-                          "further below at longer sequences"),
-        "/ colocated": ("not explained yet: Loom's iteration is 0.58-0.91x the paper's, "
-                        "further below at longer sequences"),
+        "gain": ("not explained yet: in Loom H and C give each GPU the same encoder FLOPs "
+                 "(H shards a sample over TP x CP, C runs as many DP replicas), so at 16-32K "
+                 "the gain is the encoder's TP and CP traffic, 1-1.5 % (1.7-2.5 % with the "
+                 "kernel-level cost model, which also prices H's smaller GEMMs); the paper's "
+                 "would need H's encoder to take 2.6x (16K, 50 %) to 5.5x (32K, 75 %) C's. "
+                 "At 64K Loom has about half the paper's gain, at 128K 1.3-1.6x it"),
+        "/ homogeneous": ATTENTION_RATE,
+        "/ colocated": ATTENTION_RATE,
     },
 )
