@@ -762,6 +762,11 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
       r.string(s, "schedule.", "partition_view", "true", {"true", "naive"}) == "true"
           ? PartitionView::kTrue
           : PartitionView::kNaive;
+  const std::string placement =
+      r.string(s, "schedule.", "modality_parallelism", "auto", {"auto", "parallel", "colocated"});
+  c.schedule.modality_parallelism = placement == "parallel"    ? ModalityParallelism::kParallel
+                                    : placement == "colocated" ? ModalityParallelism::kColocated
+                                                               : ModalityParallelism::kAuto;
   c.schedule.stage_layers = r.int_list(s, "schedule.", "stage_layers");
   c.schedule.failed_over = r.int_list(s, "schedule.", "failed_over");
   if (!c.schedule.failed_over.empty() && c.schedule.name != "bamboo")

@@ -46,6 +46,13 @@ struct ParallelConfig {
 /// frozen-unaware systems assume.
 enum class PartitionView { kTrue, kNaive };
 
+/// Where `cornstarch` places the encoders (cornstarch-arxiv §4.1 and §6.3; its API's
+/// `modality_parallelism` argument): `parallel` each encoder branch on stages of its own,
+/// `colocated` the encoders fused ahead of the LLM (the placement of dissertation Table
+/// 3.2, partitioned frozen-aware), `auto` the one the planner predicts faster (§3.5.2:
+/// "It chooses better modality parallelism").
+enum class ModalityParallelism { kAuto, kParallel, kColocated };
+
 struct ScheduleConfig {
   std::string name = "1f1b";  ///< scheduler registry name
   int microbatches = 8;       ///< per pipeline replica
@@ -58,6 +65,7 @@ struct ScheduleConfig {
   /// (Megatron's microbatch_group_size_per_vp_stage), N in [pp, microbatches]; 0 = pp.
   int microbatch_group_size = 0;
   PartitionView partition_view = PartitionView::kTrue;
+  ModalityParallelism modality_parallelism = ModalityParallelism::kAuto;  ///< cornstarch
   std::vector<int> stage_layers;  ///< optional explicit layers per stage (overrides the DP)
   /// bamboo: stages whose node is lost and whose ring predecessor runs them (Bamboo's
   /// failover); the pipeline then has parallel.pp ranks and pp + size() stages.

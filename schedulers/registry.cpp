@@ -84,7 +84,8 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
       {"cornstarch",
        "Cornstarch: modality parallelism (encoders on own stages, concurrent), Eq 3.5 "
        "partitions, stage allocation by Algorithm 1 (evaluator as iteration time: "
-       "reconstructed)",
+       "reconstructed); schedule.modality_parallelism = auto also tries colocated encoders "
+       "and runs the faster",
        generate_cornstarch},
       {"hetero-colocated",
        "heterogeneous parallelism §3.3: per-module grids on one rank set, three phases "

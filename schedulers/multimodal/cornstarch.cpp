@@ -21,6 +21,12 @@
 // get_iteration_time is the contention-free evaluator on the candidate lowered with the
 // same view (the paper profiles).
 //
+// Placement (`schedule.modality_parallelism`, the `modality_parallelism` argument of
+// Cornstarch's API): `parallel` is the search above; `colocated` fuses the encoders ahead
+// of the LLM as encoders-colocated does, partitioned under the same view (dissertation
+// Table 3.2's rows); `auto` (default) takes whichever the planner predicts faster, our
+// reading of §3.5.2's "It chooses better modality parallelism".
+//
 // With per-module layouts ([parallel.modules], core/layout.hpp) there is no search: each
 // module gets its own pp stages, tp and disjoint GPUs (non-colocated), all with
 // parallel.dp replicas.
@@ -130,24 +136,37 @@ Schedule generate_cornstarch(const SchedulingProblem& problem) {
   const Branches branches = split_branches(model, name);
   if (!problem.parallel.module_layouts.empty())
     return lower_multimodal(problem, name, explicit_graph(problem, branches, view_costs(problem)));
+  const ModalityParallelism placement = problem.schedule.modality_parallelism;
   const int budget = problem.parallel.pp;
   const std::vector<double> costs = view_costs(problem);
-  const std::vector<Allocation> options = candidates(branches, costs, budget);
-  if (options.empty()) {
-    throw InputError("parallel.pp: " + std::to_string(budget) + " stages cannot give each of " +
-                     std::to_string(branches.encoders.size()) +
-                     " encoder(s) and the LLM a stage of its own (modality parallelism)");
-  }
   // Algorithm 1, lines 8-10: the candidate with the least iteration time (ties: the first,
-  // i.e. fewer LLM stages).
+  // i.e. fewer LLM stages). With `auto`, the colocated placement competes too and wins only
+  // when strictly faster (modality parallelism is the paper's default).
   double best = std::numeric_limits<double>::infinity();
   StageGraph chosen;
-  for (const Allocation& a : options) {
-    StageGraph graph = disaggregated_graph(model, branches, costs, a.encoders, a.llm);
+  auto consider = [&](StageGraph graph) {
     const double t = predicted_iteration_s(problem, graph);
     if (t < best) {
       best = t;
       chosen = std::move(graph);
+    }
+  };
+  if (placement != ModalityParallelism::kColocated) {
+    const std::vector<Allocation> options = candidates(branches, costs, budget);
+    if (options.empty() && (placement == ModalityParallelism::kParallel || budget < 2)) {
+      throw InputError("parallel.pp: " + std::to_string(budget) + " stages cannot give each of " +
+                       std::to_string(branches.encoders.size()) +
+                       " encoder(s) and the LLM a stage of its own (modality parallelism)");
+    }
+    for (const Allocation& a : options)
+      consider(disaggregated_graph(model, branches, costs, a.encoders, a.llm));
+  }
+  if (placement == ModalityParallelism::kColocated || chosen.empty()) {
+    consider(encoders_colocated_graph(problem, branches, costs, name));
+  } else if (placement == ModalityParallelism::kAuto) {
+    try {  // a model whose encoders cannot share pp stages keeps modality parallelism
+      consider(encoders_colocated_graph(problem, branches, costs, name));
+    } catch (const InputError&) {
     }
   }
   return lower_multimodal(problem, name, chosen);

@@ -88,22 +88,26 @@ int balanced_encoder_stages(const Model& model, const Branches& branches,
 
 }  // namespace
 
-Schedule generate_encoders_colocated(const SchedulingProblem& problem) {
-  const char* name = "encoders-colocated";
-  require_single_layout(problem, name);
-  const Model& model = *problem.model;
-  const Branches branches = split_branches(model, name);
+StageGraph encoders_colocated_graph(const SchedulingProblem& problem, const Branches& branches,
+                                    const std::vector<double>& costs, const char* scheduler_name) {
   const int p = problem.parallel.pp;
   if (p < 2)
-    throw InputError(std::string("parallel.pp: '") + name +
+    throw InputError(std::string("parallel.pp: '") + scheduler_name +
                      "' needs at least 2 stages (encoders, then the LLM)");
-  const std::vector<double> costs = view_costs(problem);
   int e = problem.schedule.encoder_stages;
   if (e >= p)
     throw InputError("schedule.encoder_stages: " + std::to_string(e) +
                      " leaves no stage for the LLM (parallel.pp = " + std::to_string(p) + ")");
-  if (e == 0) e = balanced_encoder_stages(model, branches, costs, p);
-  return lower_multimodal(problem, name, colocated_graph(model, branches, costs, p, e));
+  if (e == 0) e = balanced_encoder_stages(*problem.model, branches, costs, p);
+  return colocated_graph(*problem.model, branches, costs, p, e);
+}
+
+Schedule generate_encoders_colocated(const SchedulingProblem& problem) {
+  const char* name = "encoders-colocated";
+  require_single_layout(problem, name);
+  const Branches branches = split_branches(*problem.model, name);
+  const std::vector<double> costs = view_costs(problem);
+  return lower_multimodal(problem, name, encoders_colocated_graph(problem, branches, costs, name));
 }
 
 }  // namespace loom

@@ -22,6 +22,8 @@ const std::vector<std::string> kConfigs = {"sss", "mms", "lls", "ssm", "mmm",
                                            "llm", "ssl", "mml", "lll"};
 const std::vector<std::string> kSchedulers = {"encoders-replicated", "encoders-colocated",
                                               "cornstarch"};
+/// Cornstarch's modality parallelism proper (Algorithm 1), for the tests about it.
+constexpr const char* kParallel = "schedule.modality_parallelism=parallel";
 
 std::unique_ptr<Study> paper(const std::string& xyz, const std::vector<std::string>& extra = {}) {
   return prepare_study(test::source_path("configs/paper/cornstarch-" + xyz + ".toml"), extra);
@@ -134,7 +136,7 @@ TEST(Multimodal, ColocatedSerializesEncodersThatCornstarchRunsConcurrently) {
       EXPECT_GE(a.start, v.end) << "audio waits for vision on rank " << v.rank;
     }
   }
-  const auto corn = paper("mmm", {"schedule.name=cornstarch"});
+  const auto corn = paper("mmm", {"schedule.name=cornstarch", kParallel});
   const Timeline tm = evaluate(corn->schedule, corn->config.cluster);
   const auto cv = forwards(corn->schedule, tm, "vision", MicrobatchId{0});
   const auto ca = forwards(corn->schedule, tm, "audio", MicrobatchId{0});
@@ -148,7 +150,7 @@ TEST(Multimodal, ColocatedSerializesEncodersThatCornstarchRunsConcurrently) {
 // cornstarch-arxiv §4.1: "the forward pass of the LLM ... starts only after both encoders
 // finish their forward pass".
 TEST(Multimodal, CornstarchLlmForwardWaitsForEveryEncoder) {
-  const auto corn = paper("sss", {"schedule.name=cornstarch"});
+  const auto corn = paper("sss", {"schedule.name=cornstarch", kParallel});
   const Timeline t = evaluate(corn->schedule, corn->config.cluster);
   for (const MicrobatchId mb : IdRange<MicrobatchId>(corn->config.schedule.microbatches)) {
     const auto llm = forwards(corn->schedule, t, "llm", mb);
@@ -179,10 +181,32 @@ TEST(Multimodal, FrozenAwareIsNeverSlowerOnTable32Configs) {
   }
 }
 
+// Cornstarch's placement: `colocated` is encoders-colocated's pipeline under the same
+// view, `auto` (the default) runs whichever of it and modality parallelism is faster, and
+// each wins on some Table 3.2 model (dissertation §3.5.2: "It chooses better modality
+// parallelism"; Table 3.2's LLS and SSL rows show colocated encoders holding their own).
+TEST(Multimodal, CornstarchRunsTheFasterOfParallelAndColocatedEncoders) {
+  std::set<std::string> winners;
+  for (const std::string& xyz : kConfigs) {
+    auto time = [&](const std::vector<std::string>& sets) {
+      const auto s = paper(xyz, sets);
+      return evaluate(s->schedule, s->config.cluster).iteration_time_s();
+    };
+    const double parallel = time({"schedule.name=cornstarch", kParallel});
+    const double colocated =
+        time({"schedule.name=cornstarch", "schedule.modality_parallelism=colocated"});
+    EXPECT_EQ(colocated, time({"schedule.name=encoders-colocated"})) << xyz;
+    EXPECT_EQ(time({"schedule.name=cornstarch"}), std::min(parallel, colocated)) << xyz;
+    winners.insert(parallel <= colocated ? "parallel" : "colocated");
+  }
+  EXPECT_EQ(winners, (std::set<std::string>{"parallel", "colocated"}));
+  EXPECT_THROW(paper("sss", {"schedule.modality_parallelism=both"}), InputError);
+}
+
 // Cross-modality 1F1B warm-ups: a chain reduces to p - s - 1; an encoder stage counts the
 // stages on its longest path to the end of the LLM.
 TEST(Multimodal, WarmupsFollowTheLongestPathThroughTheStageGraph) {
-  const auto corn = paper("mmm", {"schedule.name=cornstarch"});
+  const auto corn = paper("mmm", {"schedule.name=cornstarch", kParallel});
   const auto chain = test::example("uniform-1f1b.toml", {"parallel.pp=4"});
   const StageGraph g = chain_stages(chain->config.model, plan_stages(chain->problem));
   EXPECT_EQ(stages_downstream(chain->config.model, g), (std::vector<int>{3, 2, 1, 0}));
@@ -254,7 +278,7 @@ int stages_running(const Schedule& s, const std::string& module) {
 TEST(Multimodal, CornstarchAllocatesStagesByModuleSize) {
   auto alloc = [](const std::string& xyz) {
     const auto s = prepare_study(test::source_path("configs/paper/cornstarch-" + xyz + ".toml"),
-                                 {"schedule.name=cornstarch"});
+                                 {"schedule.name=cornstarch", kParallel});
     EXPECT_LE(s->schedule.num_stages, s->config.parallel.pp) << xyz;
     return std::array<int, 3>{stages_running(s->schedule, "vision"),
                               stages_running(s->schedule, "audio"),
