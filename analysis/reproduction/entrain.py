@@ -63,9 +63,11 @@ def run_table_4_3(ctx: Context) -> list[Cell]:
     return cells
 
 
-DIP_FASTER = ("Loom's DIP-like scheduler is 0.7-2.8 % faster: Loom's costs do not charge "
-              "DIP's small sub-microbatch kernels their lower efficiency, nor its memory "
-              "pressure")
+DIP_FASTER = ("not explained yet: Loom's DIP-like scheduler is 0.7-2.8 % faster. Not the "
+              "efficiency of DIP's small sub-microbatch kernels alone: the kernel-level cost "
+              "model (`--set cost.efficiency=0`), which prices their tile and wave losses, "
+              "puts Entrain ahead on LLaVA-150k 1b (1.02x) but leaves SynthChartNet 1b at "
+              "0.97x and reverses CoCoQA 3b (0.94x); DIP's memory pressure is not modelled")
 
 STD_SPREAD = ("Loom's std comes from the token mix of its dataset generators (plus 1 % kernel "
               "noise); where it is far from the paper's, the generator's spread differs from "
