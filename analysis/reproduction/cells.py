@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -126,31 +127,40 @@ class Context:
     # Oobleck cells are Table 2.2's, Fig 3.6's Megatron* is Table 3.2's unaware view) read it
     # once. Command line -> its output folder.
     runs: dict[tuple[str, ...], Path] = field(default_factory=dict)
-    printed: dict[tuple[str, ...], dict] = field(default_factory=dict)  # printed_json's
+    stdouts: dict[tuple[str, ...], str] = field(default_factory=dict)  # printed()'s runs
+
+    def _run(self, args: list[str]) -> str:
+        """`loom ARGS`'s stdout; LoomFailed (the table fails, the page goes on) if it exits
+        non-zero."""
+        done = subprocess.run([self.loom] + args, capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = done.stderr.strip().splitlines()[-1:] or ["(no message)"]
+            raise LoomFailed(f"loom {' '.join(args)} exited {done.returncode}: {tail[0]}")
+        return done.stdout
 
     def output_of(self, args: list[str]) -> Path:
         """Runs `loom ARGS --out <scratch folder>` once per distinct ARGS; its folder."""
         key = tuple(args)
         if key not in self.runs:
             out = self.scratch / f"run-{len(self.runs)}"
-            command = [self.loom] + args + ["-q", "--force", "--out", str(out)]
-            done = subprocess.run(command, capture_output=True, text=True)
-            if done.returncode != 0:
-                tail = done.stderr.strip().splitlines()[-1:] or ["(no message)"]
-                raise LoomFailed(f"loom {' '.join(args)} exited {done.returncode}: {tail[0]}")
+            self._run(args + ["-q", "--force", "--out", str(out)])
             self.runs[key] = out
         return self.runs[key]
 
-    def printed_json(self, args: list[str]) -> dict:
-        """What `loom ARGS` prints (ARGS ask for --json), parsed; run once per distinct ARGS."""
+    def printed(self, args: list[str]) -> str:
+        """What `loom ARGS` prints; run once per distinct ARGS."""
         key = tuple(args)
-        if key not in self.printed:
-            done = subprocess.run([self.loom] + args, capture_output=True, text=True)
-            if done.returncode != 0:
-                tail = done.stderr.strip().splitlines()[-1:] or ["(no message)"]
-                raise LoomFailed(f"loom {' '.join(args)} exited {done.returncode}: {tail[0]}")
-            self.printed[key] = json.loads(done.stdout)
-        return self.printed[key]
+        if key not in self.stdouts:
+            self.stdouts[key] = self._run(args)
+        return self.stdouts[key]
+
+    def printed_json(self, args: list[str]) -> dict:
+        """What `loom ARGS` prints (ARGS ask for --json), parsed."""
+        return json.loads(self.printed(args))
+
+    def resolved_config(self, config: str | Path) -> dict:
+        """CONFIG as `loom config` resolves it (presets expanded, defaults filled in)."""
+        return tomllib.loads(self.printed(["config", str(config)]))
 
     def sim_output(self, config: str | Path, sets: list[str],
                    backend: str | None = None) -> Path:

@@ -2,7 +2,6 @@
 partitioning of the encoders-colocated pipeline, on the nine MLLM-XYZ models."""
 from __future__ import annotations
 
-import subprocess
 import tomllib
 
 from table_3_2 import PAPER, per_stage_times
@@ -36,8 +35,7 @@ def projector_gradient_floor_ms(ctx: Context, config) -> float:
     of the encoder stage's TP group: 2 x tokens x weights FLOPs per projector (each a
     hidden -> ffn -> out_hidden MLP, tokens after its encoder's token_ratio), as
     `loom config` resolves the config. No schedule can run them faster."""
-    resolved = tomllib.loads(subprocess.run([ctx.loom, "config", str(config)],
-                                            capture_output=True, text=True, check=True).stdout)
+    resolved = ctx.resolved_config(config)
     modules = {m["name"]: m for m in resolved["model"]["modules"]}
     flops = 0.0
     for m in modules.values():

@@ -9,9 +9,6 @@ time is the slowest rank's.
 """
 from __future__ import annotations
 
-import subprocess
-import tomllib
-
 from .cells import Cell, Context, Table, paper_config
 
 SEQ = 65536
@@ -39,9 +36,7 @@ CONFIGS = {"LLM-S": "cornstarch-sss.toml", "LLM-M": "cornstarch-ssm.toml",
 def attention_shape(ctx: Context, llm: str) -> dict:
     """heads, kv_heads, head_dim and GPU of the LLM in `llm`'s config, as `loom config`
     resolves it (presets expanded)."""
-    resolved = subprocess.run([ctx.loom, "config", str(paper_config(CONFIGS[llm]))],
-                              capture_output=True, text=True, check=True).stdout
-    settings = tomllib.loads(resolved)
+    settings = ctx.resolved_config(paper_config(CONFIGS[llm]))
     module = next(m for m in settings["model"]["modules"] if m["name"] == "llm")
     return {"heads": module["heads"], "kv_heads": module["kv_heads"],
             "head_dim": module["hidden"] // module["heads"], "gpu": settings["cluster"]["gpu"]}
