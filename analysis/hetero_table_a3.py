@@ -29,6 +29,16 @@ ROWS = [
     (131072, 75, 64, 4, 2, (4, 16, 1, 1), (1, 1, 1, 64), (2, 16, 1, 2), 24.8, 6614, 5291),
 ]
 
+# Table A3's "Peak Mem (GB) H / C" for the same rows, keyed by (seq, vis %): peak max-rank
+# memory. The paper is a Megatron-LM extension, whose memory report divides by 1024^2 per
+# "MB" (megatron/training/utils.py, report_memory), so its GB are read as GiB.
+PEAK_MEMORY_GIB = {
+    (16384, 50): (54.5, 50.2), (16384, 75): (59.6, 52.2),
+    (32768, 50): (65.3, 50.7), (32768, 75): (75.6, 52.7),
+    (65536, 50): (54.0, 48.4), (65536, 75): (68.9, 50.3),
+    (131072, 50): (25.1, 48.6), (131072, 75): (26.6, 50.4),
+}
+
 
 def layout_sets(module, layout, gpus):
     tp, cp, pp, dp = layout

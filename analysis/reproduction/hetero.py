@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 
-from hetero_table_a3 import ROWS, layout_sets
+from hetero_table_a3 import PEAK_MEMORY_GIB, ROWS, layout_sets
 
 from .cells import Cell, Context, Table, paper_config
 
@@ -29,6 +29,11 @@ def model_flops(seq: int, vision: int) -> tuple[float, float]:
         total += 3 * 2 * weights * tokens + core
         attention += core if name == "llm" else 0
     return total, attention
+
+
+def peak_memory_gib(metrics: dict) -> float:
+    """The largest peak over the ranks (the paper's "peak max-rank memory"), in GiB."""
+    return max(r["peak_memory_bytes"] for r in metrics["per_rank"]) / 2**30
 
 
 def run_table_a3(ctx: Context) -> list[Cell]:
@@ -63,6 +68,14 @@ def run_table_a3(ctx: Context) -> list[Cell]:
                  versus=[f"{row} / homogeneous"], note=rate(paper_c, tc)),
             Cell("hetero-TA3", f"{row} / gain", gain, 100 * (th / tc - 1), "%", "analytical"),
         ]
+        # Magnitude only: the paper makes no claim about which layout needs more memory.
+        memory_h, memory_c = PEAK_MEMORY_GIB[(seq, vis)]
+        cells += [
+            Cell("hetero-TA3", f"{row} / peak memory H", memory_h, peak_memory_gib(homogeneous),
+                 "GiB", "analytical"),
+            Cell("hetero-TA3", f"{row} / peak memory C", memory_c, peak_memory_gib(colocated),
+                 "GiB", "analytical"),
+        ]
     return cells
 
 
@@ -74,6 +87,14 @@ ATTENTION_RATE = (
     "kernel-level model's FlashAttention-2 fractions are higher), so it falls further "
     "below the paper the longer the sequence")
 
+PEAK_MEMORY_H = (
+    "the paper's H peak grows 11-16 GB from 16K to 32K and falls 29-42 GB from 64K to 128K "
+    "between rows whose GPUs hold the same tokens per microbatch and the same parameters "
+    "(8K tokens per GPU at 16K and 32K, 16K at 64K and 128K; at 128K the optimizer shard is "
+    "1.4 GB smaller), while its C rows, whose per-GPU shares also stay the same, move "
+    "by under 0.5 GB, as Loom's H and C do: the H runs differ in a setting the table does not "
+    "state")
+
 TABLE_A3 = Table(
     id="hetero-TA3",
     title="Colocated per-module layouts vs one homogeneous grid, 1B+7B, 16K-128K tokens",
@@ -81,8 +102,11 @@ TABLE_A3 = Table(
     run=run_table_a3,
     about=("configs/paper/hetero-1b7b-64k-v75-{homogeneous,colocated}.toml with each row's "
            "GPUs, layouts (TP/CP/PP/DP), sequence length, vision share and batch set by "
-           "`--set`; the paper's F+B time per iteration beside Loom's iteration time, and "
-           "the gain homogeneous / colocated - 1. Always SimGrid: the gain comes from the "
+           "`--set`; the paper's F+B time per iteration beside Loom's iteration time, "
+           "the gain homogeneous / colocated - 1, and each run's peak max-rank memory "
+           "(Loom's memory model: parameters, gradients, sharded optimizer state and the "
+           "activations in flight; the paper's GB read as GiB, the unit of Megatron-LM's "
+           "memory report; in 10^9 bytes Loom's would be 7.4 % higher). Always SimGrid: the gain comes from the "
            "homogeneous grid's context-parallel traffic sharing links, which only SimGrid "
            "models (the contention-free evaluator sees a fraction of it)."),
     causes={
@@ -92,6 +116,7 @@ TABLE_A3 = Table(
                  "kernel-level cost model, which also prices H's smaller GEMMs); the paper's "
                  "would need H's encoder to take 2.6x (16K, 50 %) to 5.5x (32K, 75 %) C's. "
                  "At 64K Loom has about half the paper's gain, at 128K 1.3-1.6x it"),
+        "/ peak memory H": PEAK_MEMORY_H,
         "/ homogeneous": ATTENTION_RATE,
         "/ colocated": ATTENTION_RATE,
     },
