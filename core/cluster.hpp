@@ -35,6 +35,12 @@ struct GpuSpec {
   /// NICs of the usual server for this part: one per GPU in DGX/HGX boxes (SXM parts),
   /// 0 = one per node (PCIe parts). The default of `cluster.nics_per_node`.
   bool nic_per_gpu = false;
+  /// Fractions of `peak_flops` FlashAttention-2 reaches on this part, forward and backward
+  /// (GpuPerformance::flash_attention_seconds). The defaults are its own paper's A100
+  /// figures (Dao 2023, §4.1: up to 73 % forward, 63 % backward); Hopper presets carry
+  /// their own (core/cluster.cpp): FA2 does not use Hopper's asynchronous tensor cores.
+  double flash_forward_fraction = 0.73;
+  double flash_backward_fraction = 0.63;
 
   /// Tensor-core peak for a dtype of `dtype_bytes` (2: fp16/bf16, 4: TF32). Throws
   /// InputError naming `cluster.gpu` when the preset has no such peak.

@@ -17,10 +17,6 @@ constexpr double kBandwidthFraction = 0.85;
 // Launch plus tail of one kernel: hardware.md "a few microseconds of launch and tail per
 // kernel"; we take 4 us.
 constexpr double kLaunchSeconds = 4e-6;
-// FlashAttention-2 on A100 (Dao 2023, "FlashAttention-2", §4.1): up to 73 % of the
-// theoretical peak in the forward pass and 63 % in the backward.
-constexpr double kFlashForwardFraction = 0.73;
-constexpr double kFlashBackwardFraction = 0.63;
 // NCCL all-reduce bus bandwidth reached on NVLink3 for large messages, ~230 GB/s of the
 // link's 300 GB/s per direction (hardware.md), as a fraction of any link's bandwidth.
 constexpr double kNcclBusFraction = 230.0 / 300.0;
@@ -88,7 +84,8 @@ double GpuPerformance::flash_attention_seconds(double flops, double blocks, bool
   // Wave quantization over the (head, query block) grid, as for a GEMM's tiles.
   const double waves = std::ceil(std::max(blocks, 1.0) / sms);
   const double fill = std::max(blocks, 1.0) / (waves * sms);
-  const double fraction = backward ? kFlashBackwardFraction : kFlashForwardFraction;
+  // FlashAttention-2's fraction of the peak on this GPU (GpuSpec, with its sources).
+  const double fraction = backward ? gpu_.flash_backward_fraction : gpu_.flash_forward_fraction;
   return flops / (peak_ * fraction * fill) + kLaunchSeconds;
 }
 

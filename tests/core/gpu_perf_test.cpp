@@ -89,6 +89,26 @@ TEST(GpuPerformance, SkinnyGemmsAreMemoryBound) {
   EXPECT_LT(gpu.gemm_efficiency(s), 0.1);
 }
 
+TEST(GpuPerformance, FlashAttentionRunsAtEachPartsMeasuredFraction) {
+  // Enough (head, query block) tiles to fill every SM in whole waves: no quantization.
+  const double flops = 1e15;
+  const auto seconds = [&](const char* preset, bool backward) {
+    const GpuSpec spec = gpu_preset(preset);
+    return GpuPerformance(spec, 2).flash_attention_seconds(flops, 100.0 * spec.sms, backward);
+  };
+  constexpr double kLaunch = 4e-6;
+  // A100: the FlashAttention-2 paper's 73 % forward, 63 % backward of 312 TFLOPS.
+  EXPECT_NEAR(seconds("A100-80GB", false), flops / (312e12 * 0.73) + kLaunch, 1e-9);
+  EXPECT_NEAR(seconds("A100-80GB", true), flops / (312e12 * 0.63) + kLaunch, 1e-9);
+  // H100 and H200: FA2's measured 370 / 322 TFLOPS (FlashAttention-3 paper), so Hopper runs
+  // attention 1.6x as fast as an A100, not the 3.2x of the tensor-core peaks.
+  for (const char* hopper : {"H100", "H200"}) {
+    EXPECT_NEAR(seconds(hopper, false), flops / 370e12 + kLaunch, 1e-9) << hopper;
+    EXPECT_NEAR(seconds(hopper, true), flops / 322e12 + kLaunch, 1e-9) << hopper;
+  }
+  EXPECT_NEAR(seconds("A100-80GB", false) / seconds("H100", false), 370 / (312 * 0.73), 0.01);
+}
+
 TEST(RingAllReduce, ClosedForm) {
   const LinkSpec link{300e9, 2e-6};
   EXPECT_EQ(ring_allreduce_seconds(1e9, 1, link), 0);
