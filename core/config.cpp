@@ -497,10 +497,13 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
   CostConfig c;
   c.model = r.string(t, "cost.", "model", c.model, {"analytical", "table", "calibrated"});
   if (t.get("efficiency")) {
-    c.efficiency = r.number(t, "cost.", "efficiency", c.efficiency, true);
-    if (!(c.efficiency > 0 && c.efficiency <= 1))
+    c.efficiency = r.number(t, "cost.", "efficiency", c.efficiency);
+    // 0 names the kernel-level model explicitly, so `--set cost.efficiency=0` can switch a
+    // config that sets a fraction back to it.
+    if (!(c.efficiency >= 0 && c.efficiency <= 1))
       r.fail(t.get("efficiency"), "cost.efficiency",
-             "must be in (0, 1]; leave it out for the kernel-level model");
+             "must be in [0, 1]: a fraction of the peak, or 0 (or left out) for the "
+             "kernel-level model");
   }
   c.profile = relative_to_config(r.file(), r.string(t, "cost.", "profile", ""));
   if (const toml::node* old = t.get("activation_checkpointing"))

@@ -83,9 +83,11 @@ ATTENTION_RATE = (
     "the paper's model-FLOP rate falls from 35-38 % of the H100's dense peak at 16K to "
     "18-23 % at 128K as causal attention grows from 23 % to 70 % of the FLOPs; two rates "
     "fitted to its colocated 16K and 128K times give about 56 % for the other FLOPs and "
-    "17 % for attention under CP. Loom prices every FLOP at the config's 50 % (the "
-    "kernel-level model's FlashAttention-2 fractions are higher), so it falls further "
-    "below the paper the longer the sequence")
+    "17 % for attention under CP. Loom prices every FLOP at the config's 50 %, so it falls "
+    "further below the paper the longer the sequence; its kernel-level model "
+    "(`--set cost.efficiency=0`: FlashAttention-2 at its measured 37 % forward and 33 % "
+    "backward of the H100's peak, GEMMs by tile and wave) comes to 0.71-0.94x the paper's "
+    "times")
 
 PEAK_MEMORY_H = (
     "the paper's H peak grows 11-16 GB from 16K to 32K and falls 29-42 GB from 64K to 128K "
@@ -112,7 +114,7 @@ TABLE_A3 = Table(
     causes={
         "gain": ("not explained yet: in Loom H and C give each GPU the same encoder FLOPs "
                  "(H shards a sample over TP x CP, C runs as many DP replicas), so at 16-32K "
-                 "the gain is the encoder's TP and CP traffic, 1-1.5 % (1.7-2.5 % with the "
+                 "the gain is the encoder's TP and CP traffic, 1-1.5 % (1.3-2.1 % with the "
                  "kernel-level cost model, which also prices H's smaller GEMMs); the paper's "
                  "would need H's encoder to take 2.6x (16K, 50 %) to 5.5x (32K, 75 %) C's. "
                  "At 64K Loom has about half the paper's gain, at 128K 1.3-1.6x it"),

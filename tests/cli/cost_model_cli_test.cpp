@@ -144,6 +144,17 @@ TEST(CostKeys, BadInputNamesTheKeyAndTheFix) {
                     2, {"cluster.gpu", "TF32"});
   test::expect_exit("sim " + example() + " --set cost.recompute=selective", 2,
                     {"cost.recompute", "kernel-level"});
+  test::expect_exit("sim " + example() + " --set cost.model=analytical --set cost.efficiency=1.5",
+                    2, {"cost.efficiency", "kernel-level"});
+}
+
+TEST(CostKeys, EfficiencyZeroNamesTheKernelLevelModel) {
+  // A config that prices FLOPs at a fixed fraction switches back with
+  // `--set cost.efficiency=0`: the same schedule as leaving the key out.
+  const auto kernel_level = test::megatron_gpt();
+  ASSERT_EQ(kernel_level->config.cost.efficiency, 0);
+  EXPECT_EQ(test::megatron_gpt({"cost.efficiency=0"})->schedule, kernel_level->schedule);
+  EXPECT_NE(test::megatron_gpt({"cost.efficiency=0.5"})->schedule, kernel_level->schedule);
 }
 
 }  // namespace
