@@ -108,9 +108,10 @@ TABLE_A3 = Table(
            "the gain homogeneous / colocated - 1, and each run's peak max-rank memory "
            "(Loom's memory model: parameters, gradients, sharded optimizer state and the "
            "activations in flight; the paper's GB read as GiB, the unit of Megatron-LM's "
-           "memory report; in 10^9 bytes Loom's would be 7.4 % higher). Always SimGrid: the gain comes from the "
-           "homogeneous grid's context-parallel traffic sharing links, which only SimGrid "
-           "models (the contention-free evaluator sees a fraction of it)."),
+           "memory report; in 10^9 bytes Loom's would be 7.4 % higher). Always SimGrid: "
+           "the gain comes from the homogeneous grid's context-parallel traffic sharing "
+           "links, which only SimGrid models (the contention-free evaluator sees a fraction "
+           "of it)."),
     causes={
         "gain": ("not explained yet: in Loom H and C give each GPU the same encoder FLOPs "
                  "(H shards a sample over TP x CP, C runs as many DP replicas), so at 16-32K "

@@ -92,8 +92,9 @@ def write_page(path: Path, tables: list[Table], cells: list[Cell], not_compared,
            "fixed fraction of the peak, `cost.efficiency` 0.45 on the A40 and 0.5 on the "
            "H100, a round assumption written before Loom's kernel-level model and not taken "
            "from a source; `--set cost.efficiency=0` runs a config under the kernel-level "
-           "model instead), `calibrated` (constants fitted to the paper's own measurements), `measured-throughput` (the "
-           "paper's measured throughput by node count; only the failure timeline is Loom's).",
+           "model instead), `calibrated` (constants fitted to the paper's own measurements), "
+           "`measured-throughput` (the paper's measured throughput by node count; only the "
+           "failure timeline is Loom's).",
            "", "## Summary", ""]
     out += summary_lines(tables, cells, owner)
     t = tally(cells)
