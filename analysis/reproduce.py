@@ -12,10 +12,14 @@ Runs each table (analysis/reproduction/<paper>.py) and writes, into --out:
 
   /usr/bin/python3 analysis/reproduce.py [--only ID[,ID...]] [--quick] [--out DIR]
       [--loom build/cli/loom] [--backend evaluator|simgrid] [--force] [--json] [--check]
-      [--update-readme]
+      [--update-readme] [--set KEY=VALUE ...]
 
 --only reruns some tables and keeps the other tables' cells from an existing
 DIR/reproduction.json. --quick runs each table at reduced size (what the CI tests do).
+--set adds a config override to every run of the tables whose numbers come from Loom's
+cost model (a what-if on its assumptions, e.g. --set cost.efficiency=0 for the
+kernel-level model); those tables are the default then, and the page says which
+overrides it ran with.
 The output is staged and renamed into place; an existing DIR needs --force (or --only).
 Exit status: 0; 1 when a table failed to run (or, with --check, a direction is reversed
 where the table does not list it); 2 on bad arguments.
@@ -60,6 +64,9 @@ def parse_args(argv):
     ap.add_argument("--json", action="store_true", help="print the cells as JSON on stdout")
     ap.add_argument("--update-readme", action="store_true",
                     help="also copy summary.md into the top-level README's quoted block")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config override for every run of the tables that accept one "
+                         "(repeatable; not with --update-readme)")
     ap.add_argument("--check", action="store_true",
                     help="exit 1 when a paper's direction is reversed in a cell the table "
                          "does not list as a known reversal (or a listed one now holds)")
@@ -70,6 +77,19 @@ def parse_args(argv):
     if unknown:
         ap.error(f"--only: unknown table {', '.join(unknown)}; tables: {', '.join(known)}")
     args.tables = [known[s] for s in wanted] if wanted else TABLES
+    if args.sets:
+        bad = [s for s in args.sets if "=" not in s]
+        if bad:
+            ap.error(f"--set: expected KEY=VALUE, got {bad[0]!r}")
+        if args.update_readme:
+            ap.error("--set: the README quotes the page without overrides; drop "
+                     "--update-readme (and write to another --out)")
+        fixed = [t.id for t in args.tables if not t.accepts_sets]
+        if wanted and fixed:
+            ap.error(f"--set: {', '.join(fixed)} run configs calibrated to the paper, which "
+                     "an override would break; tables that accept --set: "
+                     + ", ".join(t.id for t in TABLES if t.accepts_sets))
+        args.tables = [t for t in args.tables if t.accepts_sets]
     if not Path(args.loom).exists() and shutil.which(args.loom) is None:
         ap.error(f"--loom: {args.loom} not found (build Loom: bash scripts/setup.sh)")
     out = Path(args.out)
@@ -81,11 +101,17 @@ def parse_args(argv):
                      "reproduction.json) and --only would replace it; pass --force")
     if wanted and (out / "reproduction.json").exists():
         earlier = json.loads((out / "reproduction.json").read_text())
-        if (earlier.get("quick"), earlier.get("backend")) != (args.quick, args.backend):
-            ap.error(f"--only: {out} holds a run with quick={earlier.get('quick')} and "
-                     f"backend={earlier.get('backend')}; rerun every table (or use another "
-                     "--out) rather than mix the two")
+        if run_kind(earlier) != (args.quick, args.backend, args.sets):
+            ap.error(f"--only: {out} holds a run with quick={earlier.get('quick')}, "
+                     f"backend={earlier.get('backend')} and overrides "
+                     f"{earlier.get('sets', [])}; rerun every table (or use another --out) "
+                     "rather than mix the two")
     return args
+
+
+def run_kind(run: dict) -> tuple:
+    """What a reproduction.json was run with; runs of different kinds never mix."""
+    return run.get("quick"), run.get("backend"), run.get("sets", [])
 
 
 def previous_run(out: Path) -> dict:
@@ -115,7 +141,7 @@ def kept_cells(previous: dict, keep: set[str]) -> list[Cell]:
 
 def run_tables(args, scratch: Path) -> tuple[list[Cell], dict[str, str], list[str]]:
     ctx = Context(loom=args.loom, scratch=scratch, quick=args.quick, backend=args.backend,
-                  log=lambda m: print(m, file=sys.stderr, flush=True))
+                  log=lambda m: print(m, file=sys.stderr, flush=True), sets=args.sets)
     cells, failures, problems = [], {}, []
     for i, table in enumerate(args.tables, 1):
         start = time.monotonic()
@@ -141,8 +167,8 @@ def main(argv=None) -> int:
     out = Path(args.out)
     rerun = {t.id for t in args.tables}
     previous = previous_run(out)
-    if (previous.get("quick"), previous.get("backend")) != (args.quick, args.backend):
-        previous = {"cells": [], "failed": {}}  # never mix sizes or backends
+    if run_kind(previous) != (args.quick, args.backend, args.sets):
+        previous = {"cells": [], "failed": {}}  # never mix sizes, backends or overrides
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     aside = out.parent / f".{out.name}.old-{os.getpid()}"
@@ -161,10 +187,11 @@ def main(argv=None) -> int:
             if mine:
                 plot_table(table, mine, stage / f"{table.id}.png")
         write_page(stage / "README.md", TABLES, cells, NOT_COMPARED, failures,
-                   quick=args.quick, owner=owner)
+                   quick=args.quick, owner=owner, sets=args.sets)
         write_summary(stage / "summary.md", TABLES, cells, owner=owner)
         (stage / "reproduction.json").write_text(json.dumps(
             {"quick": args.quick, "backend": args.backend,
+             **({"sets": args.sets} if args.sets else {}),
              "cells": [c.to_json() for c in cells],
              "failed": dict(sorted(failures.items()))}, indent=1) + "\n")
         # Swap in place: the earlier output is moved aside first, so an interrupt leaves

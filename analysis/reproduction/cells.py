@@ -122,6 +122,9 @@ class Context:
     quick: bool
     backend: str = "evaluator"
     log: Callable[[str], None] = print
+    # `--set KEY=VALUE` overrides added to every config the tables run (reproduce.py --set;
+    # only tables with Table.accepts_sets run with any).
+    sets: list[str] = field(default_factory=list)
 
     # One run per distinct command line: tables that share a run (Table 2.4's Varuna and
     # Oobleck cells are Table 2.2's, Fig 3.6's Megatron* is Table 3.2's unaware view) read it
@@ -160,13 +163,17 @@ class Context:
 
     def resolved_config(self, config: str | Path) -> dict:
         """CONFIG as `loom config` resolves it (presets expanded, defaults filled in)."""
-        return tomllib.loads(self.printed(["config", str(config)]))
+        return tomllib.loads(self.printed(["config", str(config)] + self._set_args([])))
 
     def sim_output(self, config: str | Path, sets: list[str],
                    backend: str | None = None) -> Path:
         """The folder of `loom sim CONFIG --set ...` (metrics.json, timeline.csv, ...)."""
         return self.output_of(["sim", str(config), "--backend", backend or self.backend,
-                               "--no-plot"] + [a for s in sets for a in ("--set", s)])
+                               "--no-plot"] + self._set_args(sets))
+
+    def _set_args(self, sets: list[str]) -> list[str]:
+        """`--set` arguments for SETS, then the run's own overrides (which win)."""
+        return [a for s in sets + self.sets for a in ("--set", s)]
 
     def sim(self, config: str | Path, sets: list[str], backend: str | None = None) -> dict:
         """`loom sim`'s metrics.json."""
@@ -208,6 +215,10 @@ class Table:
     # fails on a reversal not listed here, and on a listed one that no longer reverses.
     known_reversals: dict[str, str] = field(default_factory=dict)
     about: str = ""      # setup and reading of the paper, one paragraph
+    # Whether reproduce.py --set may override its configs: true where Loom's numbers come
+    # from its cost model (a what-if on the cost assumptions), false where a config carries
+    # constants calibrated to the paper (an override would break the calibration).
+    accepts_sets: bool = False
 
 
 def paper_config(name: str) -> Path:

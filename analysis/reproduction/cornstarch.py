@@ -99,6 +99,7 @@ TABLE_3_2 = Table(
     title="Frozen-aware vs frozen-unaware partitioning, per-stage times and iteration",
     source="dissertation §3.5.3, Table 3.2 (= Cornstarch ICML Table 2)",
     run=run_table_3_2,
+    accepts_sets=True,
     about=("`encoders-colocated` with `schedule.partition_view = true` (frozen-aware, Eq "
            "3.2-3.3 and 3.5) and `= naive` (backward = 2 x forward everywhere), "
            "configs/paper/cornstarch-<xyz>.toml. Per-stage times are microbatch 0's on the "
@@ -200,6 +201,7 @@ FIGURE_3_6 = Table(
     title="End-to-end iteration time: Cornstarch against Megatron* (FSDP not modelled)",
     source="dissertation §3.5.2, Fig 3.6 (= Cornstarch ICML Fig 5)",
     run=run_figure_3_6,
+    accepts_sets=True,
     about=("Megatron* is Megatron-LM with the encoders as the first pipeline stage and no "
            "frozen-status awareness (§3.5.1): `encoders-colocated` with "
            "`schedule.partition_view = naive`; Cornstarch is `cornstarch`, which runs the faster "

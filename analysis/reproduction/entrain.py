@@ -23,7 +23,7 @@ def run_table_4_3(ctx: Context) -> list[Cell]:
             for s in BASELINES + VARIANTS:
                 ctx.log(f"reproduce: diss-T4.3 {config.name} {s}")
                 r, error = measure(ctx.loom, config, s, ctx.backend, iterations, BATCH,
-                                   [f"cost.jitter={JITTER}"])
+                                   [f"cost.jitter={JITTER}"] + ctx.sets)
                 if r is None:
                     raise RuntimeError(f"diss-T4.3 {config.name} {s}: {error}")
                 results[(llm, ds, s)] = r
@@ -78,6 +78,7 @@ TABLE_4_3 = Table(
     title="Standard deviation of each modality's forward time across microbatches",
     source="dissertation §4.7.4, Table 4.3; §4.7.2, Fig 4.12",
     run=run_table_4_3,
+    accepts_sets=True,
     about=("Qwen2.5-Vision + Llama3-1b/3b on 64 emulated A40s (TP 2, DP 4, global batch "
            "512, microbatch 4), configs/paper/entrain-<dataset>-llama3-<1b|3b>.toml, each "
            "scheduler over three iterations of the dataset-like workload. Loom's Entrain "

@@ -102,6 +102,7 @@ TABLE_A3 = Table(
     title="Colocated per-module layouts vs one homogeneous grid, 1B+7B, 16K-128K tokens",
     source="heterogeneous-parallelism-megatron, Appendix Table A3 (1B+7B rows)",
     run=run_table_a3,
+    accepts_sets=True,
     about=("configs/paper/hetero-1b7b-64k-v75-{homogeneous,colocated}.toml with each row's "
            "GPUs, layouts (TP/CP/PP/DP), sequence length, vision share and batch set by "
            "`--set`; the paper's F+B time per iteration beside Loom's iteration time, "

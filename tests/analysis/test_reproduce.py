@@ -1,4 +1,6 @@
 """The rules analysis/reproduce.py judges cells by, and the page it writes (no loom run)."""
+import contextlib
+import io
 import json
 import tempfile
 import unittest
@@ -84,6 +86,40 @@ class Page(unittest.TestCase):
         self.assertIn("| down | 20 | 5 | ms |", text)
         self.assertIn("| x | what | why |", text)
         self.assertEqual(json.loads(json.dumps(cells[2].to_json()))["claim_holds"], False)
+
+
+class Overrides(unittest.TestCase):
+    """reproduce.py --set: a what-if on the cost assumptions of the tables that accept it."""
+
+    def args(self, *argv):
+        import reproduce
+        with tempfile.TemporaryDirectory() as tmp:
+            return reproduce.parse_args(["--loom", "/bin/true", "--out", f"{tmp}/r", *argv])
+
+    def test_only_cost_model_tables_run_and_overrides_come_last(self):
+        args = self.args("--set", "cost.efficiency=0")
+        self.assertTrue(args.tables)
+        self.assertTrue(all(t.accepts_sets for t in args.tables))
+        self.assertNotIn("diss-T2.2", [t.id for t in args.tables])  # calibrated configs
+        from reproduction.cells import Context
+        ctx = Context(loom="loom", scratch=Path("."), quick=True, sets=args.sets)
+        self.assertEqual(ctx._set_args(["schedule.name=1f1b"]),
+                         ["--set", "schedule.name=1f1b", "--set", "cost.efficiency=0"])
+
+    def test_calibrated_tables_and_the_readme_refuse_overrides(self):
+        for argv in (["--only", "diss-T2.2"], ["--update-readme"], []):
+            with self.subTest(argv=argv), self.assertRaises(SystemExit) as e, \
+                    contextlib.redirect_stderr(io.StringIO()):
+                self.args("--set", "cost.efficiency=0" if argv else "no-equals-sign", *argv)
+            self.assertEqual(e.exception.code, 2)
+
+    def test_the_page_names_its_overrides(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            page = Path(tmp) / "README.md"
+            write_page(page, [], [], [], {}, quick=False, owner=lambda t: t,
+                       sets=["cost.efficiency=0"])
+            self.assertIn("--set cost.efficiency=0", page.read_text())
+            self.assertIn("not the checked-in page", page.read_text())
 
 
 class Readme(unittest.TestCase):
