@@ -77,6 +77,7 @@ def parse_args(argv):
     if unknown:
         ap.error(f"--only: unknown table {', '.join(unknown)}; tables: {', '.join(known)}")
     args.tables = [known[s] for s in wanted] if wanted else TABLES
+    args.kind = (args.quick, args.backend, args.sets)  # run_kind() of this run
     if args.sets:
         bad = [s for s in args.sets if "=" not in s]
         if bad:
@@ -101,7 +102,7 @@ def parse_args(argv):
                      "reproduction.json) and --only would replace it; pass --force")
     if wanted and (out / "reproduction.json").exists():
         earlier = json.loads((out / "reproduction.json").read_text())
-        if run_kind(earlier) != (args.quick, args.backend, args.sets):
+        if run_kind(earlier) != args.kind:
             ap.error(f"--only: {out} holds a run with quick={earlier.get('quick')}, "
                      f"backend={earlier.get('backend')} and overrides "
                      f"{earlier.get('sets', [])}; rerun every table (or use another --out) "
@@ -167,7 +168,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     rerun = {t.id for t in args.tables}
     previous = previous_run(out)
-    if run_kind(previous) != (args.quick, args.backend, args.sets):
+    if run_kind(previous) != args.kind:
         previous = {"cells": [], "failed": {}}  # never mix sizes, backends or overrides
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
