@@ -128,7 +128,6 @@ class OneMicrobatch {
 
 Shares model_shares(const Study& s, const AnalyticalCostModel& cost) {
   Shares sh;
-  const Recompute rc = cost.options().recompute;
   const bool overlap = cost.options().tp_comm_overlap;
   const OneMicrobatch microbatch(s);
   for (int l = 0; l < s.config.model.num_layers(); ++l) {
@@ -147,7 +146,7 @@ Shares model_shares(const Study& s, const AnalyticalCostModel& cost) {
       } else {
         pass.comm += k.seconds;
       }
-      if (recomputed(k, rc)) sh.recompute += k.seconds;
+      if (recomputed(k, cost.recompute_of(l))) sh.recompute += k.seconds;
     }
     // The cost model's overlap rule (cost_analytical.cpp): a pass's TP communication hides
     // behind its GEMMs up to their length.

@@ -96,7 +96,8 @@ std::string layout_summary(const Config& c) {
   for (const LayoutGroup& g : layout_groups(c.model, p.module_layouts)) {
     const ModuleLayout& l = g.layout;
     out += (out.empty() ? "" : ", ") + c.model.module(g.owner).name + " tp " +
-           std::to_string(l.tp) + " cp " + std::to_string(l.cp) + " pp " + std::to_string(l.pp) +
+           std::to_string(l.tp) + " cp " + std::to_string(l.cp) +
+           (l.cp > 1 && l.cp_replicates ? " (replicated)" : "") + " pp " + std::to_string(l.pp) +
            " dp " + std::to_string(l.dp) + " on GPUs " + std::to_string(l.first_gpu) + "-" +
            std::to_string(l.end_gpu() - 1);
   }

@@ -313,6 +313,18 @@ void apply_override(toml::table& root, const std::string& file, const std::strin
   table->insert_or_assign(parts.back(), *parsed.get("v"));
 }
 
+constexpr const char* kSelectiveNeedsKernelLevel =
+    "selective recompute needs the kernel-level analytical model (cost.model = \"analytical\" "
+    "without cost.efficiency): only it knows the attention core's share";
+
+/// `<path>recompute` (cost.recompute or a module's own).
+Recompute read_recompute(Reader& r, const toml::table& t, const std::string& path) {
+  const std::string v = r.string(t, path, "recompute", "none", {"none", "selective", "full"});
+  return v == "full"        ? Recompute::kFull
+         : v == "selective" ? Recompute::kSelective
+                            : Recompute::kNone;
+}
+
 int dtype_bytes(Reader& r, const toml::table& t, const std::string& path) {
   const std::string d = r.string(t, path, "dtype", "bf16", {"bf16", "fp16", "fp32"});
   return d == "fp32" ? 4 : 2;
@@ -397,6 +409,7 @@ Module read_module(Reader& r, const toml::table& t, int index) {
   base.dtype_bytes = dtype_bytes(r, t, path);
   if (base.hidden <= 0) r.fail(&t, path + "hidden", "required (> 0) unless a preset gives it");
   base.frozen = r.boolean(t, path, "frozen", false);
+  if (t.get("recompute")) base.recompute = read_recompute(r, t, path);
   // A layer costs a few hundred bytes through the model, its graph and the cost tables.
   check_memory_estimate(r.file() + ": " + path + "layers = " + std::to_string(count),
                         static_cast<double>(count) * 512, "use fewer layers");
@@ -509,15 +522,14 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
   if (const toml::node* old = t.get("activation_checkpointing"))
     r.fail(old, "cost.activation_checkpointing",
            "renamed: use cost.recompute = \"full\" (or \"selective\", \"none\")");
-  const std::string recompute =
-      r.string(t, "cost.", "recompute", "none", {"none", "selective", "full"});
-  c.recompute = recompute == "full"        ? Recompute::kFull
-                : recompute == "selective" ? Recompute::kSelective
-                                           : Recompute::kNone;
+  c.recompute = read_recompute(r, t, "cost.");
   if (c.recompute == Recompute::kSelective && (c.model != "analytical" || c.efficiency > 0))
-    r.fail(t.get("recompute"), "cost.recompute",
-           "selective recompute needs the kernel-level analytical model (cost.model = "
-           "\"analytical\" without cost.efficiency): only it knows the attention core's share");
+    r.fail(t.get("recompute"), "cost.recompute", kSelectiveNeedsKernelLevel);
+  for (const Module& m : model.modules()) {
+    const bool selective = !m.layers.empty() && m.layers.front().recompute == Recompute::kSelective;
+    if (selective && (c.model != "analytical" || c.efficiency > 0))
+      r.fail(found, "model.modules." + m.name + ".recompute", kSelectiveNeedsKernelLevel);
+  }
   c.flash_attention = r.string(t, "cost.", "attention", "flash", {"flash", "unfused"}) == "flash";
   c.tp_comm_overlap = r.boolean(t, "cost.", "tp_comm_overlap", false);
   c.jitter = r.number(t, "cost.", "jitter", 0);
@@ -574,6 +586,7 @@ void read_module_layouts(Reader& r, const toml::table& parallel, Config& c) {
     ModuleLayout l;
     l.tp = r.integer(*t, path, "tp", 1, 1);
     l.cp = r.integer(*t, path, "cp", 1, 1);
+    l.cp_replicates = r.string(*t, path, "cp_mode", "split", {"split", "replicate"}) == "replicate";
     l.pp = r.integer(*t, path, "pp", 1, 1);
     l.dp = r.integer(*t, path, "dp", 1, 1);
     // `gpus = 5` (one GPU, e.g. from --set) reads as the range "5".
@@ -779,6 +792,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.schedule.dip_seed = r.integer(s, "schedule.", "dip_seed", c.schedule.dip_seed, 0);
   c.schedule.dip_search_iterations =
       r.integer(s, "schedule.", "dip_search_iterations", c.schedule.dip_search_iterations, 1);
+  c.schedule.colocated_order =
+      r.string(s, "schedule.", "colocated_order", "phases", {"phases", "per-microbatch"});
   c.schedule.entrain_pipeline =
       r.string(s, "schedule.", "entrain_pipeline", "1f1b", {"1f1b", "zb"});
   c.schedule.entrain_defer = r.boolean(s, "schedule.", "entrain_defer", true);
@@ -863,8 +878,12 @@ bool recompute_inside(const Config& config) {
 
 std::unique_ptr<CostModel> make_cost_model(const Config& config) {
   auto base = make_base_cost_model(config);
-  if (config.cost.recompute != Recompute::kFull || recompute_inside(config)) return base;
-  return std::make_unique<RecomputeCostModel>(config.model, std::move(base));
+  bool any_full = config.cost.recompute == Recompute::kFull;
+  for (const Module& m : config.model.modules()) {
+    for (const LayerSpec& l : m.layers) any_full = any_full || l.recompute == Recompute::kFull;
+  }
+  if (!any_full || recompute_inside(config)) return base;
+  return std::make_unique<RecomputeCostModel>(config.model, config.cost.recompute, std::move(base));
 }
 
 }  // namespace loom

@@ -77,6 +77,9 @@ struct ScheduleConfig {
   /// and outputs stay byte-identical (a binding time cap is machine-dependent).
   double dip_search_budget_s = 30;
   double dip_memory_cap_gb = 0;  ///< dip: per-rank memory cap, GB; 0 = the GPU's memory
+  /// hetero-colocated: "phases" (§3.3's three phases) or "per-microbatch" (Megatron-LM's
+  /// single-grid order, the homogeneous baseline; schedulers/hetero/hetero_order.hpp).
+  std::string colocated_order = "phases";
   // entrain (docs/entrain.md):
   std::string entrain_pipeline = "1f1b";  ///< "1f1b" (fused B) or "zb" (split I/W)
   bool entrain_defer = true;              ///< pairwise deferral (false: stratified assignment only)

@@ -13,7 +13,7 @@ bool same_shape(const LayerSpec& a, const LayerSpec& b) {
   return a.kind == b.kind && a.hidden == b.hidden && a.ffn == b.ffn && a.heads == b.heads &&
          a.kv_heads == b.kv_heads && a.gated_mlp == b.gated_mlp && a.causal == b.causal &&
          a.out_hidden == b.out_hidden && a.dtype_bytes == b.dtype_bytes && a.bias == b.bias &&
-         a.frozen == b.frozen;
+         a.frozen == b.frozen && a.recompute == b.recompute;
 }
 
 }  // namespace
@@ -107,8 +107,9 @@ PassCost AnalyticalCostModel::kernel_cost(int layer, const MicrobatchShape& shap
   c.forward_s = forward.total(overlap);
   c.input_grad_s = input_grad.total(overlap);
   c.weight_grad_s = weight_grad.total(overlap);
-  if (options_.recompute == Recompute::kFull) c.input_grad_s += c.forward_s;
-  if (options_.recompute == Recompute::kSelective) c.input_grad_s += forward.recompute;
+  const Recompute recompute = recompute_of(layer);
+  if (recompute == Recompute::kFull) c.input_grad_s += c.forward_s;
+  if (recompute == Recompute::kSelective) c.input_grad_s += forward.recompute;
   return c;
 }
 
@@ -147,12 +148,12 @@ double AnalyticalCostModel::activation_bytes(int layer, const MicrobatchShape& s
   }
   double bytes = 0;
   if (spec.kind == LayerKind::kMlp) {
-    bytes = options_.recompute == Recompute::kFull
+    bytes = recompute_of(layer) == Recompute::kFull
                 ? tokens * spec.hidden * spec.dtype_bytes
                 : tokens * (spec.hidden + double(spec.ffn) / tp) * spec.dtype_bytes;
   } else {
     bytes = transformer_activation_bytes(spec, shape, tp, options_.flash_attention,
-                                         options_.sequence_parallel, options_.recompute);
+                                         options_.sequence_parallel, recompute_of(layer));
   }
   // The LM head keeps its fp32 softmax for the cross-entropy's backward.
   if (const int vocab = kernel_options(layer).vocab_out; vocab > 0)

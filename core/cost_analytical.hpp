@@ -57,6 +57,10 @@ class AnalyticalCostModel final : public CostModel {
   std::vector<Kernel> kernels(int layer, const MicrobatchShape& shape, int tp) const;
   bool kernel_level() const { return options_.efficiency <= 0; }
   const AnalyticalOptions& options() const { return options_; }
+  /// The layer's module's own recompute, else cost.recompute.
+  Recompute recompute_of(int layer) const {
+    return model_.layer(layer).recompute.value_or(options_.recompute);
+  }
 
  private:
   PassCost fixed_fraction_cost(int layer, const MicrobatchShape& shape, int tp) const;

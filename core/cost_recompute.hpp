@@ -15,7 +15,9 @@ namespace loom {
 
 class RecomputeCostModel final : public CostModel {
  public:
-  RecomputeCostModel(const Model& model, std::unique_ptr<CostModel> inner);
+  /// `global`: cost.recompute; a layer whose module sets its own `recompute` follows that
+  /// (only "full" and "none" reach this decorator: selective needs the kernel-level model).
+  RecomputeCostModel(const Model& model, Recompute global, std::unique_ptr<CostModel> inner);
   std::string name() const override { return inner_->name() + "+recompute"; }
   PassCost layer_cost(int layer, const MicrobatchShape& shape, int tp) const override;
   double activation_bytes(int layer, const MicrobatchShape& shape, int tp) const override;
@@ -32,7 +34,12 @@ class RecomputeCostModel final : public CostModel {
   nlohmann::json describe() const override;
 
  private:
+  bool full(int layer) const {
+    return model_.layer(layer).recompute.value_or(global_) == Recompute::kFull;
+  }
+
   const Model& model_;
+  Recompute global_;
   std::unique_ptr<CostModel> inner_;
 };
 

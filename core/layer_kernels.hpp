@@ -55,7 +55,6 @@ std::vector<Kernel> layer_kernels(const LayerSpec& layer, const MicrobatchShape&
 /// tp; unfused attention adds 5 a s^2 / tp (softmax, its dropout mask and output); selective
 /// recompute drops that term; full recompute keeps only the layer input (/tp under SP).
 /// Scaled by dtype_bytes / 2.
-enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
 /// Whether `recompute` re-runs kernel `k` before the backward: every forward kernel (full)
 /// or the forward attention core (selective).
 inline bool recomputed(const Kernel& k, Recompute recompute) {

@@ -98,6 +98,12 @@ PerModule<ModuleLayout> resolve_module_layouts(
     const ModuleLayout& l = out[m];
     if (l.owner != m) continue;
     check_size(model, m, l, group_layers[m]);
+    if (l.cp_replicates && model.module(m).kind != ModuleKind::kEncoder) {
+      throw InputError(key(model, m) + ".cp_mode: \"replicate\" is for encoders (a copy of " +
+                       "the encoder on every CP rank of the LLM's grid); a " +
+                       to_string(model.module(m).kind) +
+                       "'s CP splits its sequence: use cp_mode = \"split\"");
+    }
     if (l.end_gpu() > cluster.num_gpus()) {
       throw InfeasibleError(key(model, m) + ": rank set gpus = " + range_text(l) + " needs GPU " +
                             std::to_string(l.end_gpu() - 1) + " but the cluster has " +

@@ -16,6 +16,11 @@
 ///     gpus = "4-7"                    # disjoint from the LLM's: non-colocated
 ///
 ///   - tp, cp, pp, dp default to 1; tp x cp x pp x dp must equal the size of R_m.
+///   - cp_mode = "split" (default) splits the module's sequences over its CP ranks;
+///     "replicate" (encoders only) runs the whole TP x DP shard on every CP rank, as
+///     Megatron-LM's LLaVA model runs its vision model on all images before it splits the
+///     combined sequence over the LLM's CP ranks (megatron/core/models/multimodal/
+///     llava_model.py, forward): the homogeneous baseline of the seed's Table A3.
 ///   - Two modules' rank sets are either identical (colocated: shared GPUs, different
 ///     logical grids) or disjoint (non-colocated); a partial overlap is an error.
 ///   - A projector without its own table follows its (first) input module: it is part of
@@ -36,8 +41,11 @@
 namespace loom {
 
 struct ModuleLayout {
-  int tp = 1;         ///< tensor-parallel GPUs per stage (inside one node)
-  int cp = 1;         ///< context-parallel GPUs per stage (sequence split)
+  int tp = 1;  ///< tensor-parallel GPUs per stage (inside one node)
+  int cp = 1;  ///< context-parallel GPUs per stage (sequence split)
+  /// cp_mode = "replicate": every CP rank computes the whole shard (no sequence split,
+  /// no K/V exchange); the CP ranks are copies, as an encoder in Megatron-LM's LLaVA.
+  bool cp_replicates = false;
   int pp = 1;         ///< pipeline stages of this module (its branch)
   int dp = 1;         ///< data-parallel replicas of this module
   int first_gpu = 0;  ///< R_m = GPUs [first_gpu, first_gpu + gpus)

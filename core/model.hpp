@@ -25,6 +25,10 @@ const char* to_string(LayerKind kind);
 /// Shapes of one layer. A transformer layer has attention (heads, kv_heads) and an MLP
 /// (ffn, gated = SwiGLU-style three matrices); an MLP layer (a projector) maps
 /// `hidden` -> `ffn` -> `out_hidden` with two matrices.
+/// What a layer keeps for its backward (cost.recompute, or a module's own `recompute`):
+/// everything, all but the attention core, or only its input (core/layer_kernels.hpp).
+enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
+
 struct LayerSpec {
   LayerKind kind = LayerKind::kTransformer;
   int hidden = 0;          ///< model width h
@@ -37,6 +41,9 @@ struct LayerSpec {
   int dtype_bytes = 2;     ///< bytes per element of weights and activations (bf16 = 2)
   bool frozen = false;     ///< no weight gradient (Bw = 0)
   bool bias = false;       ///< linear layers carry biases (GPT/BERT; Llama-style has none)
+  /// The module's own `recompute` (e.g. encoder full, LLM none, as heterogeneous-
+  /// parallelism-megatron's Table A4 runs); unset: cost.recompute.
+  std::optional<Recompute> recompute;
 };
 
 /// Default tokens per encoder input item: a 448 x 448 image in 14 x 14 patches

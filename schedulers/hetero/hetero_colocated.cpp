@@ -23,6 +23,11 @@
 // are computed (the lowering's messages), and stage 0's TP x CP group all-gathers each
 // microbatch's shard at the head of its forward; the gradients return the same way.
 //
+// schedule.colocated_order = "per-microbatch" runs H as Megatron-LM runs one grid: each
+// microbatch's encoder forward before its LLM forward and its encoder backward after its
+// LLM backward (hetero_order.hpp), no phases; it needs an LLM of one stage and encoders at
+// the LLM's DP (rank-local boundaries).
+//
 // Limits (InputError naming the module): every module on the LLM's rank set, encoders
 // with pp = 1, and grids that nest (each GPU already holds its source slices, §3.2).
 #include <algorithm>
@@ -70,14 +75,27 @@ class Colocated {
     return "parallel.modules." + model_.module(h_.groups[group].owner).name;
   }
 
+  bool per_microbatch() const { return p_.schedule.colocated_order == "per-microbatch"; }
+
   void check_layouts() const {
     const ModuleLayout& llm = layout(h_.llm);
+    if (per_microbatch() && llm.pp != 1) {
+      throw InputError(key(h_.llm) + ".pp: schedule.colocated_order = \"per-microbatch\" " +
+                       "models an LLM of one stage (Megatron-LM would put the encoders in " +
+                       "its first stage), got pp = " + std::to_string(llm.pp));
+    }
     for (const LayoutGroupId g : h_.groups.ids()) {
       const ModuleLayout& l = layout(g);
       if (!colocated(l, llm)) {
         throw InputError(key(g) +
                          ": hetero-colocated needs every module on the LLM's rank set; "
                          "use hetero-noncolocated for disjoint rank sets");
+      }
+      if (per_microbatch() && g != h_.llm && l.dp != llm.dp) {
+        throw InputError(key(g) + ".dp: schedule.colocated_order = \"per-microbatch\" runs " +
+                         "each encoder inside the LLM's microbatches on the LLM's batch " +
+                         "shards (one shared grid, as Megatron-LM), so it needs dp = " +
+                         std::to_string(llm.dp) + " as the LLM, got " + std::to_string(l.dp));
       }
       if (g != h_.llm && l.pp != 1) {
         throw InputError(key(g) +
@@ -169,7 +187,10 @@ class Colocated {
     // With a pipelined LLM, stage 0's TP x CP group gathers each microbatch's shard once
     // its pieces have arrived: a boundary action at the head of that forward's unit.
     const bool gathers_per_microbatch = pp > 1 && p == 0 && grid_.shards() > 1;
-    for (const PhaseStep& s : three_phase_order(encoder_slots(), -1, llm_order, m)) {
+    const std::vector<PhaseStep> steps = per_microbatch()
+                                             ? per_microbatch_order(encoder_slots(), -1, llm_order)
+                                             : three_phase_order(encoder_slots(), -1, llm_order, m);
+    for (const PhaseStep& s : steps) {
       if (s.phase == Phase::kLlm) {
         if (gathers_per_microbatch && s.action.pass == Pass::kF) {
           for (const EncoderSlot e : encoder_stage_.ids()) {

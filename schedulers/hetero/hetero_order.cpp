@@ -70,4 +70,20 @@ std::vector<PhaseStep> three_phase_order(const std::vector<int>& encoders, int l
   return steps;
 }
 
+std::vector<PhaseStep> per_microbatch_order(const std::vector<int>& encoders, int llm,
+                                            const std::vector<StageAction>& llm_order) {
+  std::vector<PhaseStep> steps;
+  for (const StageAction& a : llm_order) {
+    if (a.pass == Pass::kF) {
+      for (int e : encoders) steps.push_back({Phase::kEncoderForward, e, false, a});
+      steps.push_back({Phase::kLlm, llm, false, a});
+    } else {
+      steps.push_back({Phase::kLlm, llm, false, a});
+      for (auto it = encoders.rbegin(); it != encoders.rend(); ++it)
+        steps.push_back({Phase::kEncoderBackward, *it, false, {Pass::kB, a.microbatch}});
+    }
+  }
+  return steps;
+}
+
 }  // namespace loom

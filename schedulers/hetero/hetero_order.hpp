@@ -61,4 +61,14 @@ std::vector<PhaseStep> three_phase_order(const std::vector<int>& encoders, int l
                                          const std::vector<StageAction>& llm_order,
                                          int microbatches);
 
+/// Megatron-LM's single-grid order (the homogeneous baseline H): each LLM action of
+/// `llm_order` with its encoders around it, so a microbatch's encoder forward runs right
+/// before its LLM forward and its encoder backward right after its LLM backward, as
+/// Megatron-LM's LLaVA model calls its vision model inside each microbatch's forward
+/// (megatron/core/models/multimodal/llava_model.py). Only one microbatch's encoder
+/// activations are live at a time (with an LLM of one stage). No boundary steps: the
+/// caller keeps the encoders' batch shards on the LLM's (equal DP, rank-local).
+std::vector<PhaseStep> per_microbatch_order(const std::vector<int>& encoders, int llm,
+                                            const std::vector<StageAction>& llm_order);
+
 }  // namespace loom

@@ -146,7 +146,7 @@ ShardCost shard_cost(const SchedulingProblem& problem, ModuleId module, const Mo
     double activation = problem.cost->activation_bytes(l, shape, layout.tp);
     PassCost shard = full;
     double kv = 0;
-    if (layout.cp > 1) {
+    if (layout.cp > 1 && !layout.cp_replicates) {
       const MicrobatchShape half = halved(shape);
       const PassCost h = effective_cost(*problem.cost, model, l, half, layout.tp);
       const double dsq = shape.sum_squared() - half.sum_squared();

@@ -54,7 +54,8 @@ struct ShardCost {
 };
 
 /// The shard of module `module` (layout `layout`) on CP rank `cp_rank` for replica
-/// `replica` of microbatch `microbatch` (sample ids).
+/// `replica` of microbatch `microbatch` (sample ids). With cp_mode = "replicate" every CP
+/// rank's shard is the whole replica's (no split, no K/V all-gather).
 ShardCost shard_cost(const SchedulingProblem& problem, ModuleId module, const ModuleLayout& layout,
                      const std::vector<SampleId>& microbatch, int replica, int cp_rank);
 

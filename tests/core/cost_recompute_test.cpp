@@ -24,8 +24,9 @@ TEST(Recompute, BackwardRerunsTheForwardOnlyWhereThereIsABackward) {
                  module("llm", ModuleKind::kLlm, true, {"proj"})});
   const TableEntry e{1.0, 2.0, 3.0, 1e9, 0, 0};  // F, Bd, Bw, activation bytes
   RecomputeCostModel cost(
-      m, std::make_unique<TableCostModel>(
-             m, std::map<std::string, TableEntry>{{"vit", e}, {"proj", e}, {"llm", e}}));
+      m, Recompute::kFull,
+      std::make_unique<TableCostModel>(
+          m, std::map<std::string, TableEntry>{{"vit", e}, {"proj", e}, {"llm", e}}));
   const MicrobatchShape shape{{100, 50}};
   // Frozen encoder, nothing trainable upstream: no backward, so nothing to recompute.
   const PassCost vit = effective_cost(cost, m, 0, shape, 1);
@@ -42,6 +43,41 @@ TEST(Recompute, BackwardRerunsTheForwardOnlyWhereThereIsABackward) {
   // Only the layer input is kept: tokens x hidden x dtype bytes (150 x 64 x 2).
   EXPECT_EQ(cost.activation_bytes(2, shape, 1), 150.0 * 64 * 2);
   EXPECT_EQ(cost.name(), "table+recompute");
+}
+
+TEST(Recompute, AModulesOwnSettingOverridesTheGlobalOne) {
+  // heterogeneous-parallelism-megatron Table A4: "LLM recompute off; encoder full
+  // recompute is enabled". The encoder below is trainable (so it has a backward).
+  Module vit = module("vit", ModuleKind::kEncoder, false);
+  for (LayerSpec& l : vit.layers) l.recompute = Recompute::kFull;
+  Module llm = module("llm", ModuleKind::kLlm, false, {"vit"});
+  const Model m({vit, llm});
+  const TableEntry e{1.0, 2.0, 3.0, 1e9, 0, 0};
+  const RecomputeCostModel cost(m, Recompute::kNone,
+                                std::make_unique<TableCostModel>(
+                                    m, std::map<std::string, TableEntry>{{"vit", e}, {"llm", e}}));
+  const MicrobatchShape shape{{100}};
+  EXPECT_EQ(cost.layer_cost(0, shape, 1).input_grad_s, 3.0);  // Bd + F
+  EXPECT_EQ(cost.activation_bytes(0, shape, 1), 100.0 * 64 * 2);
+  EXPECT_EQ(cost.layer_cost(1, shape, 1).input_grad_s, 2.0);  // the global "none"
+  EXPECT_EQ(cost.activation_bytes(1, shape, 1), 1e9);
+}
+
+TEST(Recompute, AModulesKeyIsReadAndCheckedByTheConfig) {
+  const auto study = test::example("vlm-frozen.toml", {"model.modules.vision.recompute=\"full\""});
+  const Config& c = study->config;
+  const Module& vision = c.model.module(*c.model.module_index("vision"));
+  EXPECT_EQ(vision.layers.front().recompute, Recompute::kFull);
+  EXPECT_FALSE(c.model.module(*c.model.module_index("llm")).layers.front().recompute);
+  EXPECT_THROW(test::example("vlm-frozen.toml", {"model.modules.vision.recompute=\"most\""}),
+               InputError);
+  try {  // the fixed-fraction model cannot tell the attention core's share
+    test::example("vlm-frozen.toml", {"model.modules.vision.recompute=\"selective\""});
+    ADD_FAILURE() << "selective recompute under cost.efficiency was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.modules.vision.recompute"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace loom

@@ -93,6 +93,25 @@ TEST(Layout, EncodersNeedATableAndNamesMustExist) {
   EXPECT_THROW(two_encoders({"parallel.modules.llm.gpus=3-1"}), InputError);
 }
 
+TEST(Layout, CpModeReplicateIsForEncodersOnly) {
+  // Megatron-LM's LLaVA runs its vision model whole on every CP rank (layout.hpp).
+  const Config c = two_encoders({"parallel.modules.llm.cp=4", "parallel.modules.vision.cp=4",
+                                 "parallel.modules.vision.cp_mode=\"replicate\"",
+                                 "parallel.modules.audio.dp=4"});
+  const Model& m = c.model;
+  EXPECT_TRUE(c.parallel.module_layouts[m.module_index("vision").value()].cp_replicates);
+  EXPECT_TRUE(c.parallel.module_layouts[m.module_index("vproj").value()].cp_replicates);
+  EXPECT_FALSE(c.parallel.module_layouts[m.module_index("audio").value()].cp_replicates);
+  const std::string llm =
+      message_of({"parallel.modules.llm.cp=4", "parallel.modules.vision.dp=4",
+                  "parallel.modules.audio.dp=4", "parallel.modules.llm.cp_mode=\"replicate\""});
+  EXPECT_NE(llm.find("parallel.modules.llm.cp_mode"), std::string::npos) << llm;
+  const std::string bad =
+      message_of({"parallel.modules.llm.dp=4", "parallel.modules.vision.dp=4",
+                  "parallel.modules.audio.dp=4", "parallel.modules.vision.cp_mode=\"copy\""});
+  EXPECT_NE(bad.find("parallel.modules.vision.cp_mode"), std::string::npos) << bad;
+}
+
 TEST(Layout, RankSetBeyondTheClusterIsInfeasible) {
   EXPECT_THROW(two_encoders({"parallel.modules.llm.gpus=4", "parallel.modules.vision.gpus=0",
                              "parallel.modules.audio.gpus=1"}),

@@ -35,24 +35,93 @@ TEST(HeteroColocated, TableA3ColocatedIsFasterThanHomogeneous) {
   const double th = evaluate(h->schedule, h->config.cluster).iteration_time_s();
   const double tc = evaluate(c->schedule, c->config.cluster).iteration_time_s();
   EXPECT_LT(tc, th);
-  // Where the difference comes from: H's encoder inherits CP 8 and TP 4, so it carries
-  // K/V all-gathers that C's CP-1 encoder does not.
-  auto encoder_allgathers = [](const Schedule& s) {
-    int n = 0;
+  // Where the difference comes from: H's encoder inherits CP 8 and TP 4 and, as in
+  // Megatron-LM's LLaVA model, every CP rank runs the whole TP shard (cp_mode =
+  // "replicate"): a GPU computes 1/4 of the batch's encoder work, where C's CP-1 encoder
+  // (DP 32) computes 1/32. Neither exchanges K/V for the encoder.
+  auto encoder = [](const Schedule& s, int* allgathers) {
+    double forward_s = 0;
     for (const Op& op : s.programs[0_rank]) {
       const auto* col = std::get_if<Collective>(&op);
       if (col && col->kind == CollectiveKind::kAllGather && s.module_names[col->module] == "vision")
-        ++n;
+        ++*allgathers;
+      const auto* f = std::get_if<Compute>(&op);
+      if (f && f->pass == Pass::kF && s.module_names[f->module] == "vision")
+        forward_s += f->seconds;
     }
-    return n;
+    return forward_s;
   };
-  EXPECT_EQ(encoder_allgathers(h->schedule), 20 * 2 * 2);  // layers x (F, B) x microbatches
-  EXPECT_EQ(encoder_allgathers(c->schedule), 0);
+  int h_allgathers = 0, c_allgathers = 0;
+  const double ratio = encoder(h->schedule, &h_allgathers) / encoder(c->schedule, &c_allgathers);
+  EXPECT_GE(ratio, 8.0);  // the FLOPs' ratio; H's TP all-reduces come on top
+  EXPECT_EQ(h_allgathers, 0);
+  EXPECT_EQ(c_allgathers, 0);
+  // With cp_mode = "split" H's encoder would shard each sample over its CP ranks and
+  // all-gather K/V around every layer instead: 1/8 of the work per GPU.
+  const auto split = paper(kH, {"parallel.modules.vision.cp_mode=\"split\""});
+  int split_allgathers = 0;
+  EXPECT_NEAR(encoder(split->schedule, &split_allgathers) * 8, encoder(h->schedule, &h_allgathers),
+              0.02 * encoder(h->schedule, &h_allgathers));
+  EXPECT_EQ(split_allgathers, 20 * 2 * 2);  // layers x (F, B) x microbatches
+}
+
+TEST(HeteroColocated, PerMicrobatchOrderRunsEachEncoderInsideItsMicrobatch) {
+  // H as Megatron-LM runs one shared grid: a microbatch's encoder forward right before its
+  // LLM forward and its encoder backward right after its LLM backward, so only one
+  // microbatch of encoder activations is ever live.
+  const auto st = paper(kH);
+  const Schedule& s = st->schedule;
+  EXPECT_NO_THROW(validate(s, st->config.model));
+  for (int r = 0; r < s.num_ranks(); ++r) {
+    std::vector<std::string> order;  // "vF0", "lF0", "lB0", "vB0", ...
+    for (const Op& op : s.programs[RankId{r}]) {
+      const auto* c = std::get_if<Compute>(&op);
+      if (!c) continue;
+      std::string step = std::string(is_llm(s, c->module) ? "l" : "v") +
+                         (c->pass == Pass::kF ? "F" : "B") +
+                         std::to_string(c->microbatch.value() / 32);  // 32 pieces each
+      if (order.empty() || order.back() != step) order.push_back(step);
+    }
+    // The projector belongs to the vision group ("v"): it runs next to the encoder.
+    EXPECT_EQ(order,
+              (std::vector<std::string>{"vF0", "lF0", "lB0", "vB0", "vF1", "lF1", "lB1", "vB1"}))
+        << "rank " << r;
+  }
+  // The same layout in three phases keeps both microbatches' encoder activations.
+  const auto phases = paper(kH, {"schedule.colocated_order=\"phases\""});
+  const Metrics a = compute_metrics(s, evaluate(s, st->config.cluster));
+  const Metrics b =
+      compute_metrics(phases->schedule, evaluate(phases->schedule, phases->config.cluster));
+  EXPECT_LT(a.per_rank[0_rank].peak_memory_bytes, b.per_rank[0_rank].peak_memory_bytes);
+}
+
+TEST(HeteroColocated, PerMicrobatchOrderNeedsOneLlmStageAndTheLlmsBatchShards) {
+  auto message = [](const std::vector<std::string>& overrides) {
+    try {
+      prepare_study(test::source_path("configs/examples/vlm-frozen.toml"),
+                    overrides);  // LLM with PP 4
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(
+      message({"schedule.name=hetero-colocated", "schedule.colocated_order=\"per-microbatch\""})
+          .find("parallel.modules.llm.pp"),
+      std::string::npos);
+  // C's layout: the encoder's DP 32 is not the LLM's DP 2.
+  try {
+    paper(kC, {"schedule.colocated_order=\"per-microbatch\""});
+    ADD_FAILURE() << "an encoder with its own DP was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.modules.vision.dp"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(HeteroColocated, TimelineShowsTheThreePhasesOnEveryRank) {
   std::vector<std::unique_ptr<Study>> studies;
-  studies.push_back(paper(kH));
+  studies.push_back(paper(kH, {"schedule.colocated_order=\"phases\""}));
   studies.push_back(paper(kC));
   studies.push_back(prepare_study(test::source_path("configs/examples/vlm-frozen.toml"),
                                   {"schedule.name=hetero-colocated"}));  // LLM with PP 4
