@@ -138,7 +138,8 @@ class Context:
         done = subprocess.run([self.loom] + args, capture_output=True, text=True)
         if done.returncode != 0:
             tail = done.stderr.strip().splitlines()[-1:] or ["(no message)"]
-            raise LoomFailed(f"loom {' '.join(args)} exited {done.returncode}: {tail[0]}")
+            raise LoomFailed(f"loom {' '.join(args)} exited {done.returncode}: {tail[0]}",
+                             done.returncode)
         return done.stdout
 
     def output_of(self, args: list[str]) -> Path:
@@ -188,7 +189,9 @@ class Context:
 
 
 class LoomFailed(RuntimeError):
-    pass
+    def __init__(self, message: str, returncode: int = 1):
+        super().__init__(message)
+        self.returncode = returncode  # 2: bad input, 3: infeasible (e.g. out of memory)
 
 
 def check_directions(cells: list[Cell], table: "Table") -> list[str]:

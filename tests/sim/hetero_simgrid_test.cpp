@@ -46,9 +46,11 @@ TEST(HeteroSimGrid, TableA3ColocatedIsFasterThanHomogeneous) {
   ASSERT_GT(h, 0) << "the homogeneous simulation failed";
   const double c = simulate("hetero-1b7b-64k-v75-colocated.toml");
   EXPECT_LT(c, h);
-  // Paper: +49.3 % (F+B 4,457 -> 2,973 ms); Loom's model gives a smaller but clear gain
-  // (docs/heterogeneous.md explains the gap).
-  EXPECT_GT(h / c - 1, 0.10);
+  // Paper: +49.3 % (F+B 4,457 -> 2,973 ms); Loom's H runs its encoder whole on every CP
+  // rank as Megatron-LM does, so the gain is of the paper's size (+71.8 %: Loom's C is
+  // faster than the paper's at 64K, so the same H - C is a larger share;
+  // docs/heterogeneous.md).
+  EXPECT_GT(h / c - 1, 0.40);
 }
 
 }  // namespace
