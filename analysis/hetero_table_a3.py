@@ -48,24 +48,44 @@ def layout_sets(module, layout, gpus):
 
 
 # The paper tunes every run to its "best valid throughput configuration", recomputation
-# included (§5): a run recomputes its encoder only when it would not fit otherwise (loom
-# exits 3), since recomputing only costs time. Tried in this order.
+# included (§5): a run recomputes its encoder only when it would not fit otherwise, since
+# recomputing only costs time. Tried in this order.
 ENCODER_RECOMPUTE = ('model.modules.vision.recompute="none"',
                      'model.modules.vision.recompute="full"')
 
 
+class OutOfMemory(RuntimeError):
+    """loom exited 3 (infeasible) because a rank's memory would overflow."""
+
+
+def out_of_memory(returncode: int, message: str) -> bool:
+    return returncode == 3 and "out of memory" in message
+
+
+def first_that_fits(run_with):
+    """run_with(setting) for each ENCODER_RECOMPUTE setting until one does not raise
+    OutOfMemory: (its result, whether the encoder recomputes)."""
+    for i, recompute in enumerate(ENCODER_RECOMPUTE):
+        try:
+            return run_with(recompute), i > 0
+        except OutOfMemory:
+            if i + 1 == len(ENCODER_RECOMPUTE):
+                raise
+
+
 def run(loom, config, sets, backend, out):
-    """Iteration time in ms of the fastest run that fits (ENCODER_RECOMPUTE)."""
-    for recompute in ENCODER_RECOMPUTE:
+    """Iteration time in ms of the fastest run that fits (first_that_fits)."""
+    def once(recompute):
         cmd = [loom, "sim", os.path.join(ROOT, "configs/paper", config), "--backend", backend,
                "--out", out, "--force", "--no-plot", "-q"]  # one folder reused for every run
         for s in sets + [recompute]:
             cmd += ["--set", s]
         done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if done.returncode == 0:
-            break
-        if done.returncode != 3 or recompute == ENCODER_RECOMPUTE[-1]:
+        if out_of_memory(done.returncode, done.stderr):
+            raise OutOfMemory(done.stderr.strip())
+        if done.returncode != 0:
             sys.exit(f"{' '.join(cmd)}: {done.stderr.strip()}")
+    first_that_fits(once)
     with open(os.path.join(out, "metrics.json")) as f:
         return json.load(f)["iteration_time_s"] * 1000
 

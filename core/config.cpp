@@ -317,6 +317,17 @@ constexpr const char* kSelectiveNeedsKernelLevel =
     "selective recompute needs the kernel-level analytical model (cost.model = \"analytical\" "
     "without cost.efficiency): only it knows the attention core's share";
 
+/// The node of `key` in the [[model.modules]] table named `name` (for error locations).
+const toml::node* module_key(const toml::table& root, const std::string& name, const char* key) {
+  if (const toml::array* modules = root["model"]["modules"].as_array()) {
+    for (const toml::node& n : *modules) {
+      const toml::table* t = n.as_table();
+      if (t && (*t)["name"].value<std::string>() == name) return t->get(key);
+    }
+  }
+  return nullptr;
+}
+
 /// `<path>recompute` (cost.recompute or a module's own).
 Recompute read_recompute(Reader& r, const toml::table& t, const std::string& path) {
   const std::string v = r.string(t, path, "recompute", "none", {"none", "selective", "full"});
@@ -528,7 +539,8 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
   for (const Module& m : model.modules()) {
     const bool selective = !m.layers.empty() && m.layers.front().recompute == Recompute::kSelective;
     if (selective && (c.model != "analytical" || c.efficiency > 0))
-      r.fail(found, "model.modules." + m.name + ".recompute", kSelectiveNeedsKernelLevel);
+      r.fail(module_key(root, m.name, "recompute"), "model.modules." + m.name + ".recompute",
+             kSelectiveNeedsKernelLevel);
   }
   c.flash_attention = r.string(t, "cost.", "attention", "flash", {"flash", "unfused"}) == "flash";
   c.tp_comm_overlap = r.boolean(t, "cost.", "tp_comm_overlap", false);
@@ -880,7 +892,8 @@ std::unique_ptr<CostModel> make_cost_model(const Config& config) {
   auto base = make_base_cost_model(config);
   bool any_full = config.cost.recompute == Recompute::kFull;
   for (const Module& m : config.model.modules()) {
-    for (const LayerSpec& l : m.layers) any_full = any_full || l.recompute == Recompute::kFull;
+    for (const LayerSpec& l : m.layers)
+      any_full = any_full || effective_recompute(l, config.cost.recompute) == Recompute::kFull;
   }
   if (!any_full || recompute_inside(config)) return base;
   return std::make_unique<RecomputeCostModel>(config.model, config.cost.recompute, std::move(base));

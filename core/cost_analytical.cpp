@@ -9,7 +9,8 @@ namespace loom {
 
 namespace {
 
-bool same_shape(const LayerSpec& a, const LayerSpec& b) {
+/// Layers that cost the same: equal shapes, frozen status and recompute.
+bool same_cost_class(const LayerSpec& a, const LayerSpec& b) {
   return a.kind == b.kind && a.hidden == b.hidden && a.ffn == b.ffn && a.heads == b.heads &&
          a.kv_heads == b.kv_heads && a.gated_mlp == b.gated_mlp && a.causal == b.causal &&
          a.out_hidden == b.out_hidden && a.dtype_bytes == b.dtype_bytes && a.bias == b.bias &&
@@ -32,7 +33,7 @@ AnalyticalCostModel::AnalyticalCostModel(const Model& model, const Cluster& clus
     // The class equal to this layer's (at most one: classes are distinct), or a new one.
     int id = 0;
     for (const auto& [spec, in, out] : classes) {
-      if (same_shape(spec, model.layer(l)) && in == o.vocab_in && out == o.vocab_out) break;
+      if (same_cost_class(spec, model.layer(l)) && in == o.vocab_in && out == o.vocab_out) break;
       ++id;
     }
     if (id == isize(classes)) classes.emplace_back(model.layer(l), o.vocab_in, o.vocab_out);
@@ -188,9 +189,8 @@ nlohmann::json AnalyticalCostModel::describe() const {
     j["attention"] = options_.flash_attention ? "flash" : "unfused";
     j["sequence_parallel"] = options_.sequence_parallel;
     j["tp_comm_overlap"] = options_.tp_comm_overlap;
-    j["recompute"] = options_.recompute == Recompute::kFull        ? "full"
-                     : options_.recompute == Recompute::kSelective ? "selective"
-                                                                   : "none";
+    j["recompute"] = to_string(options_.recompute);
+    if (auto modules = module_recompute(model_); !modules.empty()) j["module_recompute"] = modules;
   } else {
     j["efficiency"] = options_.efficiency;
   }

@@ -59,7 +59,7 @@ class AnalyticalCostModel final : public CostModel {
   const AnalyticalOptions& options() const { return options_; }
   /// The layer's module's own recompute, else cost.recompute.
   Recompute recompute_of(int layer) const {
-    return model_.layer(layer).recompute.value_or(options_.recompute);
+    return effective_recompute(model_.layer(layer), options_.recompute);
   }
 
  private:

@@ -21,7 +21,8 @@ double RecomputeCostModel::activation_bytes(int layer, const MicrobatchShape& sh
 
 nlohmann::json RecomputeCostModel::describe() const {
   nlohmann::json j = inner_->describe();
-  j["activation_checkpointing"] = true;
+  j["recompute"] = to_string(global_);
+  if (auto modules = module_recompute(model_); !modules.empty()) j["module_recompute"] = modules;
   return j;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 /// Full activation checkpointing (recompute) as a decorator over any cost model:
-/// `cost.activation_checkpointing = true`. Cornstarch's measurements run with it
+/// `cost.recompute = "full"`, or a module's own `recompute = "full"` (the layers of the
+/// other modules pass through). Cornstarch's measurements run with it
 /// (cornstarch-arxiv §2.3.1, Fig 3b: "with activation checkpointing"), and the MLLMs of
 /// dissertation Table 3.1 at microbatch 4 would not fit an A40 without it.
 ///   - A layer keeps only its input for the backward: s x h x dtype bytes per sample of
@@ -35,7 +36,7 @@ class RecomputeCostModel final : public CostModel {
 
  private:
   bool full(int layer) const {
-    return model_.layer(layer).recompute.value_or(global_) == Recompute::kFull;
+    return effective_recompute(model_.layer(layer), global_) == Recompute::kFull;
   }
 
   const Model& model_;

@@ -47,6 +47,13 @@ std::vector<Kernel> layer_kernels(const LayerSpec& layer, const MicrobatchShape&
                                   const GpuPerformance& gpu, const LinkSpec& intra_node,
                                   const LayerKernelOptions& options);
 
+/// Whether `recompute` re-runs kernel `k` before the backward: every forward kernel (full)
+/// or the forward attention core (selective).
+inline bool recomputed(const Kernel& k, Recompute recompute) {
+  if (k.pass != KernelPass::kForward) return false;
+  return recompute == Recompute::kFull || (recompute == Recompute::kSelective && k.attention_core);
+}
+
 /// Activation bytes one GPU keeps for the backward of a transformer layer, per microbatch
 /// (Korthikanti et al. 2022, "Reducing Activation Recomputation", §4, Table 2, generalized to
 /// any FFN width, gated MLPs and GQA): 10 s h of norm inputs, dropout masks and replicated
@@ -55,13 +62,6 @@ std::vector<Kernel> layer_kernels(const LayerSpec& layer, const MicrobatchShape&
 /// tp; unfused attention adds 5 a s^2 / tp (softmax, its dropout mask and output); selective
 /// recompute drops that term; full recompute keeps only the layer input (/tp under SP).
 /// Scaled by dtype_bytes / 2.
-/// Whether `recompute` re-runs kernel `k` before the backward: every forward kernel (full)
-/// or the forward attention core (selective).
-inline bool recomputed(const Kernel& k, Recompute recompute) {
-  if (k.pass != KernelPass::kForward) return false;
-  return recompute == Recompute::kFull || (recompute == Recompute::kSelective && k.attention_core);
-}
-
 double transformer_activation_bytes(const LayerSpec& layer, const MicrobatchShape& shape, int tp,
                                     bool flash_attention, bool sequence_parallel,
                                     Recompute recompute);

@@ -20,7 +20,8 @@
 ///     "replicate" (encoders only) runs the whole TP x DP shard on every CP rank, as
 ///     Megatron-LM's LLaVA model runs its vision model on all images before it splits the
 ///     combined sequence over the LLM's CP ranks (megatron/core/models/multimodal/
-///     llava_model.py, forward): the homogeneous baseline of the seed's Table A3.
+///     llava_model.py, forward): the homogeneous baseline of the seed's Table A3. At cp = 1
+///     the two modes are the same (accepted, so a sweep over cp may include 1).
 ///   - Two modules' rank sets are either identical (colocated: shared GPUs, different
 ///     logical grids) or disjoint (non-colocated); a partial overlap is an error.
 ///   - A projector without its own table follows its (first) input module: it is part of
@@ -42,7 +43,7 @@ namespace loom {
 
 struct ModuleLayout {
   int tp = 1;  ///< tensor-parallel GPUs per stage (inside one node)
-  int cp = 1;  ///< context-parallel GPUs per stage (sequence split)
+  int cp = 1;  ///< context-parallel GPUs per stage (sequence split, or copies)
   /// cp_mode = "replicate": every CP rank computes the whole shard (no sequence split,
   /// no K/V exchange); the CP ranks are copies, as an encoder in Megatron-LM's LLaVA.
   bool cp_replicates = false;

@@ -18,6 +18,27 @@ const char* to_string(ModuleKind kind) {
   return "?";
 }
 
+const char* to_string(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+std::map<std::string, std::string> module_recompute(const Model& model) {
+  std::map<std::string, std::string> out;
+  for (const Module& m : model.modules()) {
+    if (!m.layers.empty() && m.layers.front().recompute)
+      out[m.name] = to_string(*m.layers.front().recompute);
+  }
+  return out;
+}
+
 const char* to_string(LayerKind kind) {
   switch (kind) {
     case LayerKind::kTransformer:

@@ -8,6 +8,7 @@
 ///   global layer index   position of a layer in the model's topological layer order
 ///                        (modules in topological order, layers in order inside each)
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,13 +23,14 @@ enum class LayerKind : std::uint8_t { kTransformer, kMlp };
 const char* to_string(ModuleKind kind);
 const char* to_string(LayerKind kind);
 
-/// Shapes of one layer. A transformer layer has attention (heads, kv_heads) and an MLP
-/// (ffn, gated = SwiGLU-style three matrices); an MLP layer (a projector) maps
-/// `hidden` -> `ffn` -> `out_hidden` with two matrices.
 /// What a layer keeps for its backward (cost.recompute, or a module's own `recompute`):
 /// everything, all but the attention core, or only its input (core/layer_kernels.hpp).
 enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
+const char* to_string(Recompute recompute);  ///< "none", "selective", "full"
 
+/// Shapes of one layer. A transformer layer has attention (heads, kv_heads) and an MLP
+/// (ffn, gated = SwiGLU-style three matrices); an MLP layer (a projector) maps
+/// `hidden` -> `ffn` -> `out_hidden` with two matrices.
 struct LayerSpec {
   LayerKind kind = LayerKind::kTransformer;
   int hidden = 0;          ///< model width h
@@ -45,6 +47,11 @@ struct LayerSpec {
   /// parallelism-megatron's Table A4 runs); unset: cost.recompute.
   std::optional<Recompute> recompute;
 };
+
+/// What `layer` recomputes when cost.recompute is `global`: its module's own setting, if any.
+inline Recompute effective_recompute(const LayerSpec& layer, Recompute global) {
+  return layer.recompute.value_or(global);
+}
 
 /// Default tokens per encoder input item: a 448 x 448 image in 14 x 14 patches
 /// (reconstruction: heterogeneous-parallelism-megatron gives no image size for its 1B/3B
@@ -136,6 +143,10 @@ class Model {
   PerLayer<bool> trainable_upstream_;
   PerLayer<bool> input_needs_gradient_;
 };
+
+/// Modules that set their own `recompute`, name -> "none" / "selective" / "full" (for the
+/// cost model's description in metrics.json).
+std::map<std::string, std::string> module_recompute(const Model& model);
 
 /// Parameter count of one layer (weights only; biases and norms are below 0.1%).
 double layer_parameters(const LayerSpec& layer);

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import tomllib
 
-from hetero_table_a3 import ENCODER_RECOMPUTE, PEAK_MEMORY_GIB, ROWS, layout_sets
+from hetero_table_a3 import (PEAK_MEMORY_GIB, ROWS, OutOfMemory, first_that_fits, layout_sets,
+                             out_of_memory)
 
 from .cells import Cell, Context, LoomFailed, Table, paper_config
 
@@ -37,15 +38,16 @@ def peak_memory_gib(metrics: dict) -> float:
 
 
 def fastest_valid(ctx: Context, config: str, sets: list[str]) -> tuple[dict, bool]:
-    """The fastest run of CONFIG that fits (hetero_table_a3.ENCODER_RECOMPUTE): its metrics
+    """The fastest run of CONFIG that fits (hetero_table_a3.first_that_fits): its metrics
     and whether the encoder recomputes."""
-    none, full = ENCODER_RECOMPUTE
-    try:
-        return ctx.sim(paper_config(config), sets + [none], backend="simgrid"), False
-    except LoomFailed as e:
-        if e.returncode != 3:  # 3: infeasible, here out of memory
+    def once(recompute):
+        try:
+            return ctx.sim(paper_config(config), sets + [recompute], backend="simgrid")
+        except LoomFailed as e:
+            if out_of_memory(e.returncode, str(e)):
+                raise OutOfMemory(str(e)) from e
             raise
-    return ctx.sim(paper_config(config), sets + [full], backend="simgrid"), True
+    return first_that_fits(once)
 
 
 def run_table_a3(ctx: Context) -> list[Cell]:
@@ -104,12 +106,12 @@ ATTENTION_RATE = (
     "further below the paper the longer the sequence; its kernel-level model "
     "(`--set cost.efficiency=0`: FlashAttention-2 at its measured 37 % forward and 33 % "
     "backward of the H100's peak, GEMMs by tile and wave) comes to 0.80-1.16x the paper's "
-    "times, 13 of 16 within 15 %")
+    "times, 12 of 16 within 15 %")
 
 PEAK_MEMORY_H = (
     "from 64K on Loom's H fits only with the encoder's full recompute (51-61 GB; each run "
     "takes the fastest setting that fits, as the paper tunes its runs); the paper's 64K, 75 % "
-    "H peaks 15 GB higher (a partial recompute, which Loom does not search, would fit there) "
+    "H peaks 15 GB higher (a partial recompute, which Loom does not search, might fit there) "
     "and its 128K H at 25-27 GB, 29-42 GB below its 64K H though each GPU holds twice the "
     "encoder tokens: settings the table does not state")
 
@@ -133,7 +135,8 @@ TABLE_A3 = Table(
            "SimGrid: the LLM's context- and tensor-parallel traffic share links, which only "
            "SimGrid models."),
     causes={
-        "gain": ("H - C is 0.98-1.08x the paper's difference at 32-64K (each cell's note): "
+        "gain": ("H - C is 0.98-1.08x the paper's difference in the 32K 50 % and 64K cells "
+                 "(0.83-1.08x over 16-64K; each cell's note): "
                  "Loom's H runs its encoder whole on every CP rank, as Megatron-LM's LLaVA "
                  "model does; the ratio misses because Loom's C takes 0.70-0.83x the paper's "
                  "time there (the colocated cells' cause; with the kernel-level cost model, "

@@ -174,7 +174,7 @@ class Colocated {
     }
   }
 
-  /// The three phases on GPU (stage p, shard k).
+  /// GPU (stage p, shard k)'s actions: the three phases, or Megatron's per-microbatch order.
   void order_gpu(int r) {
     const int p = grid_.stage(r), k = grid_.shard(r), pp = grid_.pp(), q = grid_.pieces();
     const int m = p_.schedule.microbatches;

@@ -1,6 +1,8 @@
 #pragma once
 /// Execution orders of the two heterogeneous schedules
-/// (heterogeneous-parallelism-megatron §3.3 and App. D).
+/// (heterogeneous-parallelism-megatron §3.3 and App. D): graph-aware 1F1B (non-colocated),
+/// the three phases (colocated) and Megatron-LM's single-grid per-microbatch order (the
+/// homogeneous baseline, at the end of this file).
 ///
 /// Non-colocated, graph-aware 1F1B (§3.3, Fig 4a, Fig 14): the module graph is expanded
 /// into pipeline-stage nodes (module u's stage p feeds its stage p+1; u's last stage feeds

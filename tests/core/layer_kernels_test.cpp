@@ -7,6 +7,7 @@
 #include "core/cost_analytical.hpp"
 #include "core/errors.hpp"
 #include "gpt_fixture.hpp"
+#include "test_support.hpp"
 
 namespace loom {
 namespace {
@@ -36,6 +37,23 @@ TEST(LayerKernels, GemmFlopsMatchTheParameterCount) {
     EXPECT_NEAR(sum_flops(ks, KernelPass::kWeightGrad), 24 * s * h * h / tp, 1e3);
     EXPECT_NEAR(sum_flops(ks, KernelPass::kInputGrad), (24 * s * h * h + 8 * s * s * h) / tp, 1e3);
   }
+}
+
+TEST(LayerKernels, AModulesOwnRecomputeSeparatesLayersOfOneShape) {
+  // Two modules of identical layers (equal shapes share one cached cost class), the
+  // encoder set to full recompute and the LLM following cost.recompute = none.
+  Module vision = test::tiny_module("vision", ModuleKind::kEncoder, 2, false);
+  for (LayerSpec& l : vision.layers) l.recompute = Recompute::kFull;
+  const Model model({vision, test::tiny_module("llm", ModuleKind::kLlm, 2, false, {"vision"})});
+  const AnalyticalCostModel cost(model, a100_node(), AnalyticalOptions{});
+  ASSERT_TRUE(cost.kernel_level());
+  const MicrobatchShape shape{{4096}};
+  const PassCost full = cost.layer_cost(0, shape, 1), none = cost.layer_cost(2, shape, 1);
+  EXPECT_DOUBLE_EQ(full.input_grad_s, none.input_grad_s + none.forward_s);  // re-run forward
+  EXPECT_DOUBLE_EQ(full.forward_s, none.forward_s);
+  EXPECT_DOUBLE_EQ(cost.activation_bytes(0, shape, 1), 4096.0 * 64 * 2);  // the input only
+  EXPECT_GT(cost.activation_bytes(2, shape, 1), 10 * cost.activation_bytes(0, shape, 1));
+  EXPECT_EQ(cost.describe()["module_recompute"]["vision"], "full");
 }
 
 TEST(LayerKernels, VocabularyOnTheFirstAndLastLayerOnly) {

@@ -86,5 +86,20 @@ TEST(HeteroOrder, ThreePhaseOrderRunsEncoderForwardThenLlmThenEncoderBackward) {
   EXPECT_TRUE(steps[static_cast<size_t>(4 * m + 2)].boundary);
 }
 
+TEST(HeteroOrder, PerMicrobatchOrderWrapsEachLlmPassInItsEncoders) {
+  // Megatron-LM's single-grid order: the encoders' forwards (in topological order) right
+  // before the LLM forward of the same microbatch, their backwards in reverse order right
+  // after its LLM backward; no boundary steps.
+  const auto steps = per_microbatch_order({0, 1}, 2, one_f_one_b_order(0, 2));
+  std::vector<std::string> got;
+  for (const PhaseStep& s : steps) {
+    EXPECT_FALSE(s.boundary);
+    got.push_back(std::to_string(s.group) + (s.action.pass == Pass::kF ? "F" : "B") +
+                  std::to_string(s.action.microbatch.value()));
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"0F0", "1F0", "2F0", "2B0", "1B0", "0B0", "0F1", "1F1",
+                                           "2F1", "2B1", "1B1", "0B1"}));
+}
+
 }  // namespace
 }  // namespace loom
