@@ -534,12 +534,13 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
     r.fail(old, "cost.activation_checkpointing",
            "renamed: use cost.recompute = \"full\" (or \"selective\", \"none\")");
   c.recompute = read_recompute(r, t, "cost.");
-  if (c.recompute == Recompute::kSelective && (c.model != "analytical" || c.efficiency > 0))
+  // Selective recompute, globally or for one module, needs the kernel-level model.
+  const bool kernel_level = c.model == "analytical" && c.efficiency <= 0;
+  if (c.recompute == Recompute::kSelective && !kernel_level)
     r.fail(t.get("recompute"), "cost.recompute", kSelectiveNeedsKernelLevel);
-  for (const Module& m : model.modules()) {
-    const bool selective = !m.layers.empty() && m.layers.front().recompute == Recompute::kSelective;
-    if (selective && (c.model != "analytical" || c.efficiency > 0))
-      r.fail(module_key(root, m.name, "recompute"), "model.modules." + m.name + ".recompute",
+  for (const auto& [name, recompute] : module_recompute(model)) {
+    if (recompute == to_string(Recompute::kSelective) && !kernel_level)
+      r.fail(module_key(root, name, "recompute"), "model.modules." + name + ".recompute",
              kSelectiveNeedsKernelLevel);
   }
   c.flash_attention = r.string(t, "cost.", "attention", "flash", {"flash", "unfused"}) == "flash";
