@@ -18,11 +18,10 @@ NOT_COMPARED = [
      "setup only: read into configs/paper/cornstarch-*.toml"),
     ("diss-F3.6 (FSDP)", "end-to-end Cornstarch vs FSDP (3.36x on average)",
      "Loom has no FSDP / ZeRO-3 baseline; the Megatron* comparison is reproduced"),
-    ("diss-T3.3 Model rows, FB.1", "the whole LLM at 64k under each CP policy; other "
-     "sequence lengths",
-     "Loom's CP model times one attention layer (Table 3.3's Attn rows are compared above); "
-     "the whole LLM's time rests on the paper's attention-kernel speed, which the model does "
-     "not give; Fig B.1 has no numbers in the text"),
+    ("diss-T3.3, FB.1 Model rows", "the whole LLM under each CP policy at 16-64k",
+     "Loom's CP model times one attention layer (the Attn rows are compared above); the "
+     "whole LLM's time rests on the paper's attention-kernel speed, which the model does "
+     "not give"),
     ("CA-T4", "Llama 3.1 70B attention layer, 8 ranks, LPT / random / naive ring / zigzag",
      "the ranks' TP and the masks' parameters are not stated, and they matter: at the A40's "
      "dense peak Loom's reconstructed masks need 1.1-2.8x the paper's measured time at "
@@ -49,7 +48,9 @@ NOT_COMPARED = [
      "different models (Llama 3.1, EVA-CLIP, Whisper) and clusters from the dissertation's; "
      "not yet configured"),
     ("hetero-TA2, TA4, TA5, F7, F8", "hetero 8K, non-colocated 120B, operating range",
-     "not yet configured (hetero-TA3's 1B+7B rows are)"),
+     "every row pairs an encoder with a 14B, 32B, 70B or 120B LLM whose architecture "
+     "(layers, hidden, heads) the seed text does not give (hetero-TA3's 1B+7B rows are "
+     "compared above)"),
     ("hetero-TA3 1B+14B rows", "colocated long context with a 14B LLM",
      "the seed text does not give the 14B LLM's architecture (layers, hidden, heads)"),
     ("hetero-F6, F10-F13, TA6-TA8; O-F3", "convergence and loss curves",
