@@ -102,48 +102,66 @@ void lpt_vs_ilp(double ilp_limit_s) {
 struct Llm {
   const char* name;
   const char* preset;
+  double paper[3][3];  // inter only / intra only / both over causal CP, at 16k, 32k, 64k
 };
 
+// Table 3.3 (64k, its printed ratios) and Fig B.1 (32k, 16k: its times divided).
+constexpr Llm kTable33Llms[] = {
+    {"LLM-S", "llama3-s", {{0.97, 1.34, 1.29}, {0.89, 1.14, 1.15}, {0.95, 1.08, 1.19}}},
+    {"LLM-M", "llama3-m", {{0.98, 1.13, 1.16}, {0.89, 1.02, 1.08}, {0.94, 1.04, 1.10}}},
+    {"LLM-L", "llama3-l", {{0.95, 1.07, 1.16}, {0.93, 1.05, 1.04}, {0.93, 1.02, 1.03}}},
+};
+
+/// Table 3.3 and Fig B.1: one attention layer under the four policies, with the intra-GPU
+/// split read both ways ([AMBIG] §3.3.2.2): 16 sub-blocks per row, and sub-blocks of 16
+/// query blocks' worth of keys.
 void table_3_3_analogue() {
   std::printf(
-      "\n## Table 3.3 analogue: one attention layer, 64k tokens, cp 8, A40 (84 SMs), mean over "
-      "prefix/embedded/packed x 5 seeds\n\n");
+      "\n## Table 3.3 / Fig B.1 analogue: one attention layer, cp 8, A40 (84 SMs), mean over "
+      "prefix/embedded/packed x 5 seeds; split = 16 per row | of 2,048 keys\n\n");
   std::printf(
-      "| LLM | causal CP (zigzag) ms | inter only (LPT) | intra only (zigzag + split) | both "
-      "(Cornstarch) |\n|---|---:|---:|---:|---:|\n");
+      "| seq | LLM | causal CP (zigzag) ms | inter only (LPT) | intra only | both | paper "
+      "(inter / intra / both) |\n|---|---|---:|---:|---:|---:|---|\n");
   const GpuSpec a40 = gpu_preset("A40");
-  for (const Llm& llm :
-       {Llm{"LLM-S", "llama3-s"}, Llm{"LLM-M", "llama3-m"}, Llm{"LLM-L", "llama3-l"}}) {
-    const LayerSpec layer = module_preset(llm.preset)->layer;
-    const IntraGpuOptions base = intra_gpu_options(
-        a40, {layer.heads, layer.kv_heads, layer.hidden / layer.heads}, BlockSizes{});
-    IntraGpuOptions split = base;
-    split.sub_blocks_per_row = 16;  // §3.3.2.2: "16-32 subblocks per block"
-    double t[4] = {0, 0, 0, 0};
-    int n = 0;
-    for (MaskKind kind : {MaskKind::kPrefix, MaskKind::kEmbedded, MaskKind::kPacked}) {
-      for (std::uint64_t seed = 1; seed <= 5; ++seed, ++n) {
-        const AttentionMask mask = generate_mask(spec_of(kind, 65536, seed));
-        const std::vector<std::int64_t> w = block_workloads(mask, BlockSizes{});
-        CpPlanRequest request;
-        request.cp = 8;
-        request.distribution = CpDistribution::kZigzag;
-        const CpPlan zz = plan_cp_from_workloads(w, mask.size(), request);
-        request.distribution = CpDistribution::kLpt;
-        const CpPlan lpt = plan_cp_from_workloads(w, mask.size(), request);
-        t[0] += cp_attention_time_s(zz, base);
-        t[1] += cp_attention_time_s(lpt, base);
-        t[2] += cp_attention_time_s(zz, split);
-        t[3] += cp_attention_time_s(lpt, split);
+  const std::int64_t seqs[] = {16384, 32768, 65536};
+  for (int s = 0; s < 3; ++s) {
+    for (const Llm& llm : kTable33Llms) {
+      const LayerSpec layer = module_preset(llm.preset)->layer;
+      const IntraGpuOptions base = intra_gpu_options(
+          a40, {layer.heads, layer.kv_heads, layer.hidden / layer.heads}, BlockSizes{});
+      IntraGpuOptions per_row = base;
+      per_row.sub_blocks_per_row = 16;
+      IntraGpuOptions by_size = base;
+      by_size.sub_block = 16 * BlockSizes{}.query_block / BlockSizes{}.key_block;
+      // zigzag, LPT, then zigzag and LPT under each split
+      double t[6] = {0, 0, 0, 0, 0, 0};
+      int n = 0;
+      for (MaskKind kind : {MaskKind::kPrefix, MaskKind::kEmbedded, MaskKind::kPacked}) {
+        for (std::uint64_t seed = 1; seed <= 5; ++seed, ++n) {
+          const AttentionMask mask = generate_mask(spec_of(kind, seqs[s], seed));
+          const std::vector<std::int64_t> w = block_workloads(mask, BlockSizes{});
+          CpPlanRequest request;
+          request.cp = 8;
+          request.distribution = CpDistribution::kZigzag;
+          const CpPlan zz = plan_cp_from_workloads(w, mask.size(), request);
+          request.distribution = CpDistribution::kLpt;
+          const CpPlan lpt = plan_cp_from_workloads(w, mask.size(), request);
+          t[0] += cp_attention_time_s(zz, base);
+          t[1] += cp_attention_time_s(lpt, base);
+          t[2] += cp_attention_time_s(zz, per_row);
+          t[3] += cp_attention_time_s(lpt, per_row);
+          t[4] += cp_attention_time_s(zz, by_size);
+          t[5] += cp_attention_time_s(lpt, by_size);
+        }
       }
+      std::printf(
+          "| %lldk | %s | %.2f | %.2fx | %.2fx \\| %.2fx | %.2fx \\| %.2fx | %.2fx / %.2fx / "
+          "%.2fx |\n",
+          static_cast<long long>(seqs[s] / 1024), llm.name, 1e3 * t[0] / n, t[0] / t[1],
+          t[0] / t[2], t[0] / t[4], t[0] / t[3], t[0] / t[5], llm.paper[s][0], llm.paper[s][1],
+          llm.paper[s][2]);
     }
-    std::printf("| %s | %.2f | %.2f (%.2fx) | %.2f (%.2fx) | %.2f (%.2fx) |\n", llm.name,
-                1e3 * t[0] / n, 1e3 * t[1] / n, t[0] / t[1], 1e3 * t[2] / n, t[0] / t[2],
-                1e3 * t[3] / n, t[0] / t[3]);
   }
-  std::printf(
-      "\nPaper (Table 3.3, Attn): LLM-S 1.00x / 0.95x / 1.08x / 1.19x; "
-      "LLM-M 1.00x / 0.94x / 1.04x / 1.10x; LLM-L 1.00x / 0.93x / 1.02x / 1.03x\n");
 }
 
 void allgather() {

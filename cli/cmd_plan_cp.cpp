@@ -27,7 +27,11 @@ struct PlanCpOptions {
   // Attention-time estimate (cp_intra_gpu.cpp), on when --gpu is given.
   std::string gpu;
   AttentionShape shape{40, 8, 128};  // LLM-L of Table 3.1
-  int sub_blocks = 16;               // §3.3.2.2: "16-32 subblocks per block"
+  // Intra-GPU split (§3.3.2.2, [AMBIG]): the text's "16-32 subblocks per block" read as
+  // pieces per row (--sub-blocks), or as a piece's size, as its "2 subblocks per block"
+  // names Fig 3.3b's sub-blocks of 2 blocks (--sub-block-size, in N_B-token blocks).
+  int sub_blocks = 16;
+  std::int64_t sub_block_size = 0;
 };
 
 void add_mask_options(CLI::App& sub, PlanCpOptions& o) {
@@ -108,10 +112,18 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
   sub.add_option("--head-dim", o.shape.head_dim, "With --gpu: head dimension")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
-  sub.add_option("--sub-blocks", o.sub_blocks,
-                 "With --gpu: sub-blocks per query-block row (intra-GPU balancing); 0 = off")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 4096));
+  CLI::Option* pieces =
+      sub.add_option("--sub-blocks", o.sub_blocks,
+                     "With --gpu: intra-GPU balancing, each query-block row split into this "
+                     "many near-equal sub-blocks; 0 = off")
+          ->capture_default_str()
+          ->check(CLI::Range(0, 4096));
+  sub.add_option("--sub-block-size", o.sub_block_size,
+                 "With --gpu: split rows instead into sub-blocks of at most this many query "
+                 "blocks' worth of keys (N x --query-block tokens): the other reading of the "
+                 "paper's \"16-32 subblocks per block\" (Fig 3.3b: size 2)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
+      ->excludes(pieces);
   sub.add_option("--ilp-node-limit", o.request.ilp.node_limit,
                  "Subproblems GLPK may explore (0 = no limit); unlike the time limit, "
                  "stops at the same point on every run")
@@ -120,6 +132,25 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
   sub.add_flag("--json", o.json, "Print JSON, with the owner rank of every query block");
   sub.add_flag("--picture", o.picture,
                "Print the token-level mask instead (rows = queries, # = attends; --seq <= 256)");
+}
+
+/// Key blocks in one query block's worth of keys (the unit of --sub-block-size).
+std::int64_t key_blocks_per_query_block(const PlanCpOptions& o) {
+  const BlockSizes& sizes = o.request.sizes;
+  if (sizes.query_block % sizes.key_block != 0)
+    throw InputError("--sub-block-size: --query-block (" + std::to_string(sizes.query_block) +
+                     ") must be a multiple of --key-block (" + std::to_string(sizes.key_block) +
+                     "); or give --sub-blocks");
+  return sizes.query_block / sizes.key_block;
+}
+
+/// The intra-GPU split in words, for the text output.
+std::string split_name(const PlanCpOptions& o) {
+  if (o.sub_block_size > 0)
+    return "sub-blocks of " + std::to_string(o.sub_block_size * o.request.sizes.query_block) +
+           " keys";
+  if (o.sub_blocks == 0) return "no intra-GPU split";
+  return std::to_string(o.sub_blocks) + " sub-blocks per row";
 }
 
 /// Per-rank attention seconds of each plan; empty when --gpu is not given.
@@ -136,7 +167,10 @@ std::vector<std::vector<double>> attention_times(const PlanCpOptions& o,
     throw InputError(std::string("--gpu: ") + e.what());
   }
   IntraGpuOptions options = intra_gpu_options(gpu, o.shape, o.request.sizes);
-  options.sub_blocks_per_row = o.sub_blocks;
+  if (o.sub_block_size > 0)
+    options.sub_block = o.sub_block_size * key_blocks_per_query_block(o);
+  else
+    options.sub_blocks_per_row = o.sub_blocks;
   for (const CpPlan& p : plans) times.push_back(rank_attention_times_s(p, options));
   return times;
 }
@@ -189,10 +223,9 @@ void print_text(const PlanCpOptions& o, const std::vector<CpPlan>& plans) {
 
 void print_attention(const PlanCpOptions& o, const std::vector<CpPlan>& plans,
                      const std::vector<std::vector<double>>& times) {
-  std::printf(
-      "\nattention, one layer on %s (%d heads, %d KV heads, head dim %d, %d sub-blocks "
-      "per row), ms\n%-6s",
-      o.gpu.c_str(), o.shape.heads, o.shape.kv_heads, o.shape.head_dim, o.sub_blocks, "rank");
+  std::printf("\nattention, one layer on %s (%d heads, %d KV heads, head dim %d, %s), ms\n%-6s",
+              o.gpu.c_str(), o.shape.heads, o.shape.kv_heads, o.shape.head_dim,
+              split_name(o).c_str(), "rank");
   for (const CpPlan& p : plans) std::printf(" %12s", to_string(p.distribution));
   for (size_t r = 0; r < times.front().size(); ++r) {  // one per CP rank
     std::printf("\n%-6zu", r);

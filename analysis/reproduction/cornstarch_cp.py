@@ -123,7 +123,9 @@ SETUP = (f"`loom plan cp --gpu A40` on Fig 3.5's prefix, embedded and packed mas
          f"random placements each, cp {CP}: the paper does not state the CP degree), "
          f"LLM-S/M/L's heads from configs/paper/cornstarch-ss{{s,m,l}}.toml. Causal CP = "
          f"zigzag rows; inter-GPU balance = LPT (Alg 1); intra-GPU balance = each row split "
-         f"into {SUB_BLOCKS} sub-blocks plus the aggregation of their partial outputs. Times "
+         f"into {SUB_BLOCKS} sub-blocks plus the aggregation of their partial outputs (the "
+         f"paper's phrase has a second reading, sub-blocks of 16 blocks: both are compared in "
+         f"docs/context-parallelism.md). Times "
          f"are the CU list-scheduling model of docs/context-parallelism.md: each key block at "
          f"one SM's share of the dense peak, no K/V all-gather, so the milliseconds are a "
          f"floor and the ratios are what compares.")

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -48,6 +49,31 @@ TEST(PlanCp, GpuAddsPerRankAttentionTimes) {
   for (const auto& t : times) EXPECT_GT(t.get<double>(), 0);
   EXPECT_EQ(loom_plan_cp("--gpu A40 --heads 40 --kv-heads 7").exit_code, 2);
   EXPECT_NE(stderr_of("--gpu A40 --heads 40 --kv-heads 7").find("--kv-heads"), std::string::npos);
+}
+
+/// The slowest rank's attention time of `loom plan cp ARGS --json`.
+double slowest_rank_s(const std::string& args) {
+  const Result r = loom_plan_cp(args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << args;
+  const auto times = nlohmann::json::parse(r.output)["plans"][0]["rank_attention_s"];
+  double slowest = 0;
+  for (const auto& t : times) slowest = std::max(slowest, t.get<double>());
+  return slowest;
+}
+
+TEST(PlanCp, SubBlockSizeIsTheOtherReadingOfTheIntraGpuSplit) {
+  const std::string base = "--mask embedded --seq 16384 --cp 4 --gpu A40";
+  const double unsplit = slowest_rank_s(base + " --sub-blocks 0");
+  // Sub-blocks of 128 query blocks' keys (all 16,384) never split a row.
+  EXPECT_EQ(slowest_rank_s(base + " --sub-block-size 128"), unsplit);
+  // Sub-blocks of 2,048 keys split the heavy rows: the kernels idle fewer CUs.
+  EXPECT_LT(slowest_rank_s(base + " --sub-block-size 16"), unsplit);
+  for (const std::string& bad :
+       {base + " --sub-block-size 16 --sub-blocks 4", base + " --sub-block-size 16 --key-block 48",
+        base + " --sub-block-size 0"}) {
+    EXPECT_EQ(loom_plan_cp(bad).exit_code, 2) << bad;
+    EXPECT_NE(stderr_of(bad).find("--sub-block-size"), std::string::npos) << stderr_of(bad);
+  }
 }
 
 TEST(PlanCp, BadOptionsExitTwoNamingTheOption) {
