@@ -132,7 +132,7 @@ void table_3_3_analogue() {
       IntraGpuOptions per_row = base;
       per_row.sub_blocks_per_row = 16;
       IntraGpuOptions by_size = base;
-      by_size.sub_block = 16 * BlockSizes{}.query_block / BlockSizes{}.key_block;
+      by_size.sub_block = sub_block_of(16, BlockSizes{});
       // zigzag, LPT, then zigzag and LPT under each split
       double t[6] = {0, 0, 0, 0, 0, 0};
       int n = 0;

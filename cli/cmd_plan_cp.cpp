@@ -134,16 +134,6 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
                "Print the token-level mask instead (rows = queries, # = attends; --seq <= 256)");
 }
 
-/// Key blocks in one query block's worth of keys (the unit of --sub-block-size).
-std::int64_t key_blocks_per_query_block(const PlanCpOptions& o) {
-  const BlockSizes& sizes = o.request.sizes;
-  if (sizes.query_block % sizes.key_block != 0)
-    throw InputError("--sub-block-size: --query-block (" + std::to_string(sizes.query_block) +
-                     ") must be a multiple of --key-block (" + std::to_string(sizes.key_block) +
-                     "); or give --sub-blocks");
-  return sizes.query_block / sizes.key_block;
-}
-
 /// The intra-GPU split in words, for the text output.
 std::string split_name(const PlanCpOptions& o) {
   if (o.sub_block_size > 0)
@@ -168,7 +158,7 @@ std::vector<std::vector<double>> attention_times(const PlanCpOptions& o,
   }
   IntraGpuOptions options = intra_gpu_options(gpu, o.shape, o.request.sizes);
   if (o.sub_block_size > 0)
-    options.sub_block = o.sub_block_size * key_blocks_per_query_block(o);
+    options.sub_block = sub_block_of(o.sub_block_size, o.request.sizes);
   else
     options.sub_blocks_per_row = o.sub_blocks;
   for (const CpPlan& p : plans) times.push_back(rank_attention_times_s(p, options));

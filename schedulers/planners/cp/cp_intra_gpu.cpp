@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <functional>
 #include <queue>
+#include <string>
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
@@ -41,6 +42,14 @@ std::vector<std::int64_t> split_row_into(std::int64_t w, int n) {
   if (n < 0) throw InputError("--sub-blocks: must be >= 0");
   if (n == 0 || w == 0) return {w};
   return near_equal(w, std::min<std::int64_t>(w, n));
+}
+
+std::int64_t sub_block_of(std::int64_t query_blocks, const BlockSizes& sizes) {
+  if (sizes.key_block < 1 || sizes.query_block % sizes.key_block != 0)
+    throw InputError("--sub-block-size: --query-block (" + std::to_string(sizes.query_block) +
+                     ") must be a multiple of --key-block (" + std::to_string(sizes.key_block) +
+                     "); or give --sub-blocks");
+  return query_blocks * (sizes.query_block / sizes.key_block);
 }
 
 double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,

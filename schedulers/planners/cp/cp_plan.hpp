@@ -175,6 +175,10 @@ double cp_attention_time_s(const CpPlan& plan, const IntraGpuOptions& options);
 std::vector<std::int64_t> split_row(std::int64_t w, std::int64_t sub_block);
 /// min(w, n) near-equal pieces summing to w (one piece when n is 0 or w is 0).
 std::vector<std::int64_t> split_row_into(std::int64_t w, int n);
+/// IntraGpuOptions::sub_block for sub-blocks of `query_blocks` query blocks' worth of keys
+/// (the paper's blocks are N_B tokens square); InputError unless the query block is a
+/// whole number of key blocks.
+std::int64_t sub_block_of(std::int64_t query_blocks, const BlockSizes& sizes);
 
 // ---- K/V all-gather (§3.4.3) ------------------------------------------------------------
 

@@ -76,6 +76,13 @@ TEST(CpIntraGpu, TooSmallSubBlocksCostMoreThanTheyBalance) {
   EXPECT_GT(intra_gpu_time_s(rows, o), moderate);
 }
 
+TEST(CpIntraGpu, SubBlockOfCountsQueryBlocksInKeyBlocks) {
+  // Fig 3.3b's sub-blocks of 2 square blocks: 2 x 128 keys = 8 key blocks of 32.
+  EXPECT_EQ(sub_block_of(2, BlockSizes{}), 8);
+  EXPECT_EQ(sub_block_of(16, BlockSizes{128, 128}), 16);
+  EXPECT_THROW(sub_block_of(2, BlockSizes{128, 48}), InputError);
+}
+
 TEST(CpIntraGpu, OptionsFromTheGpuAndTheGroupTime) {
   const IntraGpuOptions o = intra_gpu_options(gpu_preset("A40"), {40, 8, 128}, BlockSizes{});
   EXPECT_EQ(o.compute_units, 84);
