@@ -316,6 +316,7 @@ int run_plan_cp(PlanCpOptions& o) {
                           {"total_workload", plans.front().total_workload},
                           {"block_workload", workloads},
                           {"plans", nlohmann::json::array()}};
+    if (!times.empty()) out["intra_gpu_split"] = split_name(o);
     for (std::size_t i = 0; i < plans.size(); ++i) {
       out["plans"].push_back(plan_json(plans[i]));
       if (!times.empty()) out["plans"].back()["rank_attention_s"] = times[i];

@@ -68,6 +68,8 @@ TEST(PlanCp, SubBlockSizeIsTheOtherReadingOfTheIntraGpuSplit) {
   EXPECT_EQ(slowest_rank_s(base + " --sub-block-size 128"), unsplit);
   // Sub-blocks of 2,048 keys split the heavy rows: the kernels idle fewer CUs.
   EXPECT_LT(slowest_rank_s(base + " --sub-block-size 16"), unsplit);
+  const Result r = loom_plan_cp(base + " --sub-block-size 16 --json");
+  EXPECT_EQ(nlohmann::json::parse(r.output)["intra_gpu_split"], "sub-blocks of 2048 keys");
   for (const std::string& bad :
        {base + " --sub-block-size 16 --sub-blocks 4", base + " --sub-block-size 16 --key-block 48",
         base + " --sub-block-size 0"}) {
