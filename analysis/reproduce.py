@@ -45,7 +45,7 @@ from reproduction.cells import (ROOT, Cell, Context, LoomFailed, attach_causes, 
 from reproduction.page import plot_table, write_page, write_summary  # noqa: E402
 
 TABLES = [oobleck.TABLE_2_2, oobleck.TABLE_2_4, cornstarch.TABLE_3_2, cornstarch.FIGURE_3_6,
-          cornstarch_cp.TABLE_3_3, cornstarch_cp.FIGURE_B_1,
+          cornstarch_cp.TABLE_3_3, cornstarch_cp.FIGURE_B_1, cornstarch_cp.ARXIV_TABLE_4,
           entrain.TABLE_4_3, hetero.TABLE_A3]
 
 

@@ -85,9 +85,13 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   sub.add_option("--distribution", o.distribution,
-                 "zigzag (LLM baseline), lpt (Alg 1), ilp (exact, GLPK), or all side by side")
+                 "zigzag (LLM baseline), lpt (Alg 1), ilp (exact, GLPK), contiguous (naive "
+                 "ring attention), random (cornstarch-arxiv §5.3), or all side by side")
       ->capture_default_str()
-      ->check(CLI::IsMember({"zigzag", "lpt", "ilp", "all"}));
+      ->check(CLI::IsMember({"zigzag", "lpt", "ilp", "contiguous", "random", "all"}));
+  sub.add_option("--random-seed", o.request.random_seed,
+                 "Seed of the random distribution's draw (the mask's is --seed)")
+      ->capture_default_str();
   sub.add_option("--query-block", o.request.sizes.query_block, "Query block N_B, tokens")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
@@ -293,7 +297,8 @@ int run_plan_cp(PlanCpOptions& o) {
   const std::vector<std::int64_t> workloads = block_workloads(mask, o.request.sizes);
   std::vector<CpDistribution> wanted;
   if (o.distribution == "all")
-    wanted = {CpDistribution::kZigzag, CpDistribution::kLpt, CpDistribution::kIlp};
+    wanted = {CpDistribution::kZigzag, CpDistribution::kContiguous, CpDistribution::kRandom,
+              CpDistribution::kLpt, CpDistribution::kIlp};
   else
     wanted = {parse_cp_distribution(o.distribution)};
   std::vector<CpPlan> plans;

@@ -22,11 +22,6 @@ NOT_COMPARED = [
      "Loom's CP model times one attention layer (the Attn rows are compared above); the "
      "whole LLM's time rests on the paper's attention-kernel speed, which the model does "
      "not give"),
-    ("CA-T4", "Llama 3.1 70B attention layer, 8 ranks, LPT / random / naive ring / zigzag",
-     "the ranks' TP and the masks' parameters are not stated, and they matter: at the A40's "
-     "dense peak Loom's reconstructed masks need 1.1-2.8x the paper's measured time at "
-     "32-64k (`loom plan cp --gpu A40 --heads 64 --kv-heads 8`), so the paper's masks are "
-     "sparser or its heads split; random and naive-ring distributions are not implemented"),
     ("diss-T3.4, T3.5", "Cornstarch vs DCP attention and end-to-end time",
      "Loom has no DCP planner and no ring-communication model for it"),
     ("diss-F3.7, FB.2, TB.2", "CU activity traces, multistream balance",

@@ -26,7 +26,7 @@ std::string stderr_of(const std::string& args) {
 TEST(PlanCp, PrintsEveryDistributionSideBySide) {
   const Result r = loom_plan_cp("--mask embedded --seq 8192 --cp 4 --distribution all");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* name : {"zigzag", "lpt", "ilp", "makespan"})
+  for (const char* name : {"zigzag", "contiguous", "random", "lpt", "ilp", "makespan"})
     EXPECT_NE(r.output.find(name), std::string::npos) << name << " in\n" << r.output;
 }
 
@@ -39,6 +39,17 @@ TEST(PlanCp, JsonGivesTheOwnerOfEveryQueryBlockAndIsDeterministic) {
   ASSERT_EQ(owners.size(), 100u);
   for (const auto& o : owners) EXPECT_TRUE(o.get<int>() >= 0 && o.get<int>() < 3);
   EXPECT_EQ(loom_plan_cp(args).output, r.output);
+}
+
+TEST(PlanCp, RandomSeedDrawsTheRandomDistribution) {
+  const std::string args = "--mask packed --seq 16384 --cp 4 --distribution random --json";
+  const auto owners = [&](const std::string& extra) {
+    const Result r = loom_plan_cp(args + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(r.output)["plans"][0]["owner"];
+  };
+  EXPECT_EQ(owners(""), owners(" --random-seed 1"));
+  EXPECT_NE(owners(""), owners(" --random-seed 2"));
 }
 
 TEST(PlanCp, GpuAddsPerRankAttentionTimes) {

@@ -1,9 +1,11 @@
-// Token distributions over the CP group: zigzag (the LLM baseline) and LPT (dissertation
-// Alg 1), and the plan that gathers their per-rank totals. The ILP is in cp_ilp.cpp.
+// Token distributions over the CP group: zigzag (the LLM baseline), contiguous (naive ring),
+// random (cornstarch-arxiv §5.3) and LPT (dissertation Alg 1), and the plan that gathers
+// their per-rank totals. The ILP is in cp_ilp.cpp.
 #include <algorithm>
 #include <functional>
 #include <numeric>
 #include <queue>
+#include <random>
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
@@ -26,15 +28,21 @@ const char* to_string(CpDistribution distribution) {
       return "lpt";
     case CpDistribution::kIlp:
       return "ilp";
+    case CpDistribution::kContiguous:
+      return "contiguous";
+    case CpDistribution::kRandom:
+      return "random";
   }
   return "?";
 }
 
 CpDistribution parse_cp_distribution(const std::string& name) {
-  for (CpDistribution d : {CpDistribution::kZigzag, CpDistribution::kLpt, CpDistribution::kIlp}) {
+  for (CpDistribution d : {CpDistribution::kZigzag, CpDistribution::kLpt, CpDistribution::kIlp,
+                           CpDistribution::kContiguous, CpDistribution::kRandom}) {
     if (name == to_string(d)) return d;
   }
-  throw InputError("--distribution: unknown distribution '" + name + "' (valid: zigzag, lpt, ilp)");
+  throw InputError("--distribution: unknown distribution '" + name +
+                   "' (valid: zigzag, lpt, ilp, contiguous, random)");
 }
 
 std::vector<int> zigzag_owners(std::int64_t num_blocks, int cp) {
@@ -50,6 +58,32 @@ std::vector<int> zigzag_owners(std::int64_t num_blocks, int cp) {
   };
   for (int rank = 0; rank < cp; ++rank) append_chunk(rank, rank);
   for (int rank = cp - 1; rank >= 0; --rank) append_chunk(chunks - 1 - rank, rank);
+  return owners;
+}
+
+std::vector<int> contiguous_owners(std::int64_t num_blocks, int cp) {
+  check_cp(cp);
+  std::vector<int> owners;
+  for (int rank = 0; rank < cp; ++rank) {
+    const std::int64_t end = (rank + 1) * num_blocks / cp;
+    while (std::ssize(owners) < end) owners.push_back(rank);
+  }
+  return owners;
+}
+
+std::vector<int> random_owners(std::int64_t num_blocks, int cp, std::uint64_t seed) {
+  check_cp(cp);
+  // Fisher-Yates with mt19937_64 (fully specified by the standard) and a plain modulo, so
+  // the draw is the same with every standard library; the modulo's bias is below 2^-40.
+  std::vector<std::int64_t> order(static_cast<std::size_t>(num_blocks));
+  std::iota(order.begin(), order.end(), std::int64_t{0});
+  std::mt19937_64 rng(seed);
+  for (std::int64_t i = num_blocks - 1; i > 0; --i)
+    std::swap(order[static_cast<std::size_t>(i)],
+              order[static_cast<std::size_t>(rng() % static_cast<std::uint64_t>(i + 1))]);
+  std::vector<int> owners(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    owners[static_cast<std::size_t>(order[i])] = static_cast<int>(i % static_cast<std::size_t>(cp));
   return owners;
 }
 
@@ -112,6 +146,12 @@ CpPlan plan_cp_from_workloads(const std::vector<std::int64_t>& workloads, std::i
       break;
     case CpDistribution::kLpt:
       plan.owner = lpt_owners(workloads, request.cp);
+      break;
+    case CpDistribution::kContiguous:
+      plan.owner = contiguous_owners(std::ssize(workloads), request.cp);
+      break;
+    case CpDistribution::kRandom:
+      plan.owner = random_owners(std::ssize(workloads), request.cp, request.random_seed);
       break;
     case CpDistribution::kIlp: {
       IlpResult ilp = ilp_owners(workloads, request.cp, request.ilp);

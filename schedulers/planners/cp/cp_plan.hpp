@@ -43,8 +43,9 @@ enum class WorkloadMethod { kAuto, kSegments, kBitsets };
 std::vector<std::int64_t> block_workloads(const AttentionMask& mask, const BlockSizes& sizes,
                                           WorkloadMethod method = WorkloadMethod::kAuto);
 
-enum class CpDistribution { kZigzag, kLpt, kIlp };
-const char* to_string(CpDistribution distribution);  ///< "zigzag", "lpt", "ilp"
+enum class CpDistribution { kZigzag, kLpt, kIlp, kContiguous, kRandom };
+/// "zigzag", "lpt", "ilp", "contiguous", "random"
+const char* to_string(CpDistribution distribution);
 /// Throws InputError naming the valid names.
 CpDistribution parse_cp_distribution(const std::string& name);
 
@@ -52,6 +53,17 @@ CpDistribution parse_cp_distribution(const std::string& name);
 /// 2G near-equal contiguous chunks; rank i owns chunks i and 2G-1-i.
 /// Returns the owner rank of every query block.
 std::vector<int> zigzag_owners(std::int64_t num_blocks, int cp);
+
+/// Contiguous (naive ring attention, cornstarch-arxiv §6.5's "Naive Ring" baseline): the
+/// query blocks cut into G near-equal contiguous runs; rank i owns run i.
+std::vector<int> contiguous_owners(std::int64_t num_blocks, int cp);
+
+/// Random (cornstarch-arxiv §5.3): the query blocks in a random order drawn from `seed`,
+/// dealt to the ranks in turn, so every rank holds the same number (+-1). [AMBIG] The text
+/// assigns "tokens"; Loom deals whole query blocks, which keeps the block sparsity a
+/// block-sparse kernel needs (a block of scattered tokens would attend almost everywhere).
+/// Deterministic for a seed, on every platform.
+std::vector<int> random_owners(std::int64_t num_blocks, int cp, std::uint64_t seed);
 
 /// LPT (Alg 1 with the descending sort of its text, [AMBIG] in the notes): blocks stably
 /// sorted by workload descending, each given to the least-loaded rank, ties to the lowest
@@ -111,6 +123,7 @@ struct CpPlanRequest {
   BlockSizes sizes;
   CpDistribution distribution = CpDistribution::kLpt;
   IlpOptions ilp;
+  std::uint64_t random_seed = 1;  ///< kRandom's draw
 };
 
 /// Workloads, owners and per-rank totals for one mask and distribution.

@@ -1,5 +1,6 @@
 // Token distributions (dissertation §3.3.2.1): zigzag, LPT (Alg 1) and the exact ILP
-// (Eq 3.4), and the qualitative claims of §3.5.4 / Table 3.4 on Loom's masks.
+// (Eq 3.4), contiguous (naive ring) and random (cornstarch-arxiv §5.3), and the
+// qualitative claims of §3.5.4 / Table 3.4 on Loom's masks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,7 +44,8 @@ TEST(CpDistribution, LptIsDeterministic) {
 }
 
 TEST(CpDistribution, EveryQueryBlockIsOwnedExactlyOnce) {
-  for (CpDistribution d : {CpDistribution::kZigzag, CpDistribution::kLpt, CpDistribution::kIlp}) {
+  for (CpDistribution d : {CpDistribution::kZigzag, CpDistribution::kLpt, CpDistribution::kIlp,
+                           CpDistribution::kContiguous, CpDistribution::kRandom}) {
     const CpPlan p = plan(spec_of(MaskKind::kEmbedded, 10000), 6, d, 1);
     ASSERT_EQ(p.owner.size(), p.block_workload.size());
     std::int64_t work = 0, tokens = 0;
@@ -146,10 +148,56 @@ TEST(CpDistribution, IlpNodeLimitIsReproducibleAndKeepsAValidBound) {
   EXPECT_LE(a.makespan, plan_cp_from_workloads(w, 65536, lpt).makespan);
 }
 
+/// How many query blocks each of `cp` ranks owns.
+std::vector<int> blocks_per_rank(const std::vector<int>& owners, int cp) {
+  std::vector<int> count(static_cast<std::size_t>(cp), 0);
+  for (int o : owners) ++count[static_cast<std::size_t>(o)];
+  return count;
+}
+
+TEST(CpDistribution, ContiguousGivesEachRankOneRunInOrder) {
+  EXPECT_EQ(contiguous_owners(10, 4), (std::vector<int>{0, 0, 1, 1, 1, 2, 2, 3, 3, 3}));
+  EXPECT_EQ(contiguous_owners(3, 4), (std::vector<int>{1, 2, 3}));  // rank 0 gets none
+  // On a causal mask the last run holds the heaviest rows: naive ring's imbalance.
+  const CpPlan ring = plan(spec_of(MaskKind::kCausal, 65536), 8, CpDistribution::kContiguous);
+  EXPECT_GT(ring.imbalance(), 1.7);  // 15/16 of the rows' mean load: (2G-1)/G = 1.875
+  EXPECT_LT(ring.imbalance(), 1.9);
+}
+
+TEST(CpDistribution, RandomDealsEqualCountsAndIsDeterministicPerSeed) {
+  const std::vector<int> a = random_owners(1001, 8, 7);
+  EXPECT_EQ(a, random_owners(1001, 8, 7));
+  EXPECT_NE(a, random_owners(1001, 8, 8));
+  for (int n : blocks_per_rank(a, 8)) EXPECT_TRUE(n == 125 || n == 126) << n;
+  // Not contiguous: the first 125 blocks do not all belong to one rank.
+  EXPECT_GT(std::count_if(a.begin(), a.begin() + 125, [&](int o) { return o != a[0]; }), 50);
+  // The seed reaches the plan through the request.
+  CpPlanRequest request;
+  request.cp = 8;
+  request.distribution = CpDistribution::kRandom;
+  request.random_seed = 7;
+  const std::vector<std::int64_t> w(1001, 3);
+  EXPECT_EQ(plan_cp_from_workloads(w, 1001 * 128, request).owner, a);
+}
+
+TEST(CpDistribution, RandomBalancesTheEmbeddedMaskBetterThanZigzagLptBest) {
+  // cornstarch-arxiv §6.5: random and LPT balance non-causal masks that zigzag cannot.
+  const MaskSpec spec = spec_of(MaskKind::kEmbedded, 65536);
+  const std::int64_t zigzag = plan(spec, 8, CpDistribution::kZigzag).makespan;
+  const std::int64_t random = plan(spec, 8, CpDistribution::kRandom).makespan;
+  const std::int64_t lpt = plan(spec, 8, CpDistribution::kLpt).makespan;
+  EXPECT_LT(random, zigzag);
+  EXPECT_LT(lpt, random);
+}
+
 TEST(CpDistribution, BadNamesAndDegreesAreInputErrors) {
   EXPECT_THROW(parse_cp_distribution("ring"), InputError);
   EXPECT_THROW(lpt_owners({1, 2}, 0), InputError);
   EXPECT_EQ(parse_cp_distribution("ilp"), CpDistribution::kIlp);
+  EXPECT_EQ(parse_cp_distribution("contiguous"), CpDistribution::kContiguous);
+  EXPECT_EQ(parse_cp_distribution("random"), CpDistribution::kRandom);
+  EXPECT_THROW(contiguous_owners(4, 0), InputError);
+  EXPECT_THROW(random_owners(4, 0, 1), InputError);
 }
 
 }  // namespace
