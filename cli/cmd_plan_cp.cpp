@@ -34,6 +34,14 @@ struct PlanCpOptions {
   std::int64_t sub_block_size = 0;
 };
 
+/// --distribution's values: every distribution, then "all".
+std::vector<std::string> distribution_names() {
+  std::vector<std::string> names;
+  for (CpDistribution d : kCpDistributions) names.emplace_back(to_string(d));
+  names.emplace_back("all");
+  return names;
+}
+
 void add_mask_options(CLI::App& sub, PlanCpOptions& o) {
   sub.add_option("--mask", o.mask,
                  "Mask family: causal, prefix, embedded, packed (Fig 3.5), lambda, "
@@ -88,7 +96,7 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
                  "zigzag (LLM baseline), lpt (Alg 1), ilp (exact, GLPK), contiguous (naive "
                  "ring attention), random (cornstarch-arxiv §5.3), or all side by side")
       ->capture_default_str()
-      ->check(CLI::IsMember({"zigzag", "lpt", "ilp", "contiguous", "random", "all"}));
+      ->check(CLI::IsMember(distribution_names()));
   sub.add_option("--random-seed", o.request.random_seed,
                  "Seed of the random distribution's draw (the mask's is --seed)")
       ->capture_default_str();
@@ -103,10 +111,11 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
                  "Seconds GLPK may search before reporting its best assignment and bound")
       ->capture_default_str()
       ->check(finite_range(0.001, 86400.0, " s"));
-  sub.add_option("--gpu", o.gpu,
-                 "Also estimate each rank's attention time for one layer on this GPU (a "
-                 "cluster.gpu preset: A40, A100-80GB, H100-SXM, ...): CU list-scheduling "
-                 "model, one kernel per K/V head group");
+  CLI::Option* gpu =
+      sub.add_option("--gpu", o.gpu,
+                     "Also estimate each rank's attention time for one layer on this GPU (a "
+                     "cluster.gpu preset: A40, A100-80GB, H100-SXM, ...): CU list-scheduling "
+                     "model, one kernel per K/V head group");
   sub.add_option("--heads", o.shape.heads, "With --gpu: query heads")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
@@ -127,7 +136,8 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
                  "blocks' worth of keys (N x --query-block tokens): the other reading of the "
                  "paper's \"16-32 subblocks per block\" (Fig 3.3b: size 2)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
-      ->excludes(pieces);
+      ->excludes(pieces)
+      ->needs(gpu);
   sub.add_option("--ilp-node-limit", o.request.ilp.node_limit,
                  "Subproblems GLPK may explore (0 = no limit); unlike the time limit, "
                  "stops at the same point on every run")
@@ -161,10 +171,16 @@ std::vector<std::vector<double>> attention_times(const PlanCpOptions& o,
     throw InputError(std::string("--gpu: ") + e.what());
   }
   IntraGpuOptions options = intra_gpu_options(gpu, o.shape, o.request.sizes);
-  if (o.sub_block_size > 0)
-    options.sub_block = sub_block_of(o.sub_block_size, o.request.sizes);
-  else
+  if (o.sub_block_size > 0) {
+    try {
+      options.sub_block = sub_block_of(o.sub_block_size, o.request.sizes);
+    } catch (const InputError& e) {
+      throw InputError(std::string("--sub-block-size: ") + e.what() +
+                       " (--query-block, --key-block); or give --sub-blocks");
+    }
+  } else {
     options.sub_blocks_per_row = o.sub_blocks;
+  }
   for (const CpPlan& p : plans) times.push_back(rank_attention_times_s(p, options));
   return times;
 }
@@ -297,8 +313,7 @@ int run_plan_cp(PlanCpOptions& o) {
   const std::vector<std::int64_t> workloads = block_workloads(mask, o.request.sizes);
   std::vector<CpDistribution> wanted;
   if (o.distribution == "all")
-    wanted = {CpDistribution::kZigzag, CpDistribution::kContiguous, CpDistribution::kRandom,
-              CpDistribution::kLpt, CpDistribution::kIlp};
+    wanted.assign(std::begin(kCpDistributions), std::end(kCpDistributions));
   else
     wanted = {parse_cp_distribution(o.distribution)};
   std::vector<CpPlan> plans;

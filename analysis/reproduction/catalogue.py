@@ -41,9 +41,10 @@ NOT_COMPARED = [
      "Loom's"),
     ("CA-F9..F15, CA-T2/T3/T7/T8/T10/T11", "Cornstarch arXiv per-GPU throughput tables",
      "the dissertation's A40 testbed with other models: Llama 3.1, EVA-CLIP and Whisper at "
-     "Table 1's sizes (layers, hidden, parameters only); how many tokens EVA-CLIP makes of "
-     "the 1280x720 image (its input resolution) is not stated, and it sets every vision "
-     "stage's time. The dissertation's Table 3.2 and Fig 3.6 (the same method with Qwen2 "
+     "Table 1's sizes (layers, hidden, parameters only); the text bounds a sample at "
+     "1.5k-4k tokens with 1k of text, but not how many EVA-CLIP makes of the 1280x720 image "
+     "(its input resolution), which sets every vision stage's time. The dissertation's "
+     "Table 3.2 and Fig 3.6 (the same method with Qwen2 "
      "Vision and Phi-4 audio) are compared instead; the figures have no numbers in the text"),
     ("hetero-TA2, TA4, TA5, F7, F8", "hetero 8K, non-colocated 120B, operating range",
      "every row pairs an encoder with a 14B, 32B, 70B or 120B LLM whose architecture "

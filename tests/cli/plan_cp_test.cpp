@@ -79,11 +79,16 @@ TEST(PlanCp, SubBlockSizeIsTheOtherReadingOfTheIntraGpuSplit) {
   EXPECT_EQ(slowest_rank_s(base + " --sub-block-size 128"), unsplit);
   // Sub-blocks of 2,048 keys split the heavy rows: the kernels idle fewer CUs.
   EXPECT_LT(slowest_rank_s(base + " --sub-block-size 16"), unsplit);
-  const Result r = loom_plan_cp(base + " --sub-block-size 16 --json");
-  EXPECT_EQ(nlohmann::json::parse(r.output)["intra_gpu_split"], "sub-blocks of 2048 keys");
+  const auto split = [&](const std::string& extra) {
+    return nlohmann::json::parse(loom_plan_cp(base + extra + " --json").output)["intra_gpu_split"];
+  };
+  EXPECT_EQ(split(" --sub-block-size 16"), "sub-blocks of 2048 keys");
+  EXPECT_EQ(split(""), "16 sub-blocks per row");
+  EXPECT_EQ(split(" --sub-blocks 0"), "no intra-GPU split");
   for (const std::string& bad :
        {base + " --sub-block-size 16 --sub-blocks 4", base + " --sub-block-size 16 --key-block 48",
-        base + " --sub-block-size 0"}) {
+        base + " --sub-block-size 0",
+        std::string("--seq 16384 --sub-block-size 16") /* needs --gpu */}) {
     EXPECT_EQ(loom_plan_cp(bad).exit_code, 2) << bad;
     EXPECT_NE(stderr_of(bad).find("--sub-block-size"), std::string::npos) << stderr_of(bad);
   }

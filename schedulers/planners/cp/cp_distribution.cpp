@@ -37,12 +37,12 @@ const char* to_string(CpDistribution distribution) {
 }
 
 CpDistribution parse_cp_distribution(const std::string& name) {
-  for (CpDistribution d : {CpDistribution::kZigzag, CpDistribution::kLpt, CpDistribution::kIlp,
-                           CpDistribution::kContiguous, CpDistribution::kRandom}) {
+  std::string valid;
+  for (CpDistribution d : kCpDistributions) {
     if (name == to_string(d)) return d;
+    valid += (valid.empty() ? "" : ", ") + std::string(to_string(d));
   }
-  throw InputError("--distribution: unknown distribution '" + name +
-                   "' (valid: zigzag, lpt, ilp, contiguous, random)");
+  throw InputError("--distribution: unknown distribution '" + name + "' (valid: " + valid + ")");
 }
 
 std::vector<int> zigzag_owners(std::int64_t num_blocks, int cp) {
@@ -74,7 +74,8 @@ std::vector<int> contiguous_owners(std::int64_t num_blocks, int cp) {
 std::vector<int> random_owners(std::int64_t num_blocks, int cp, std::uint64_t seed) {
   check_cp(cp);
   // Fisher-Yates with mt19937_64 (fully specified by the standard) and a plain modulo, so
-  // the draw is the same with every standard library; the modulo's bias is below 2^-40.
+  // the draw is the same with every standard library; the modulo's bias is at most
+  // n / 2^64 (2^-36 at the CLI's longest sequence).
   std::vector<std::int64_t> order(static_cast<std::size_t>(num_blocks));
   std::iota(order.begin(), order.end(), std::int64_t{0});
   std::mt19937_64 rng(seed);

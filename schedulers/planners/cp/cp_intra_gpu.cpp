@@ -45,10 +45,11 @@ std::vector<std::int64_t> split_row_into(std::int64_t w, int n) {
 }
 
 std::int64_t sub_block_of(std::int64_t query_blocks, const BlockSizes& sizes) {
+  if (query_blocks < 1) throw InputError("sub-block size must be >= 1 query block");
   if (sizes.key_block < 1 || sizes.query_block % sizes.key_block != 0)
-    throw InputError("--sub-block-size: --query-block (" + std::to_string(sizes.query_block) +
-                     ") must be a multiple of --key-block (" + std::to_string(sizes.key_block) +
-                     "); or give --sub-blocks");
+    throw InputError("sub-block size: the query block (" + std::to_string(sizes.query_block) +
+                     " tokens) must be a multiple of the key block (" +
+                     std::to_string(sizes.key_block) + ")");
   return query_blocks * (sizes.query_block / sizes.key_block);
 }
 

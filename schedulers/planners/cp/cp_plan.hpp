@@ -44,6 +44,10 @@ std::vector<std::int64_t> block_workloads(const AttentionMask& mask, const Block
                                           WorkloadMethod method = WorkloadMethod::kAuto);
 
 enum class CpDistribution { kZigzag, kLpt, kIlp, kContiguous, kRandom };
+/// Every distribution, baselines first (the order `loom plan cp --distribution all` prints).
+inline constexpr CpDistribution kCpDistributions[] = {
+    CpDistribution::kZigzag, CpDistribution::kContiguous, CpDistribution::kRandom,
+    CpDistribution::kLpt, CpDistribution::kIlp};
 /// "zigzag", "lpt", "ilp", "contiguous", "random"
 const char* to_string(CpDistribution distribution);
 /// Throws InputError naming the valid names.
@@ -188,9 +192,9 @@ double cp_attention_time_s(const CpPlan& plan, const IntraGpuOptions& options);
 std::vector<std::int64_t> split_row(std::int64_t w, std::int64_t sub_block);
 /// min(w, n) near-equal pieces summing to w (one piece when n is 0 or w is 0).
 std::vector<std::int64_t> split_row_into(std::int64_t w, int n);
-/// IntraGpuOptions::sub_block for sub-blocks of `query_blocks` query blocks' worth of keys
-/// (the paper's blocks are N_B tokens square); InputError unless the query block is a
-/// whole number of key blocks.
+/// IntraGpuOptions::sub_block for sub-blocks of `query_blocks` (>= 1) query blocks' worth
+/// of keys (the paper's blocks are N_B tokens square); InputError unless the query block
+/// is a whole number of key blocks.
 std::int64_t sub_block_of(std::int64_t query_blocks, const BlockSizes& sizes);
 
 // ---- K/V all-gather (§3.4.3) ------------------------------------------------------------

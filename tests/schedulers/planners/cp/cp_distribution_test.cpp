@@ -160,11 +160,13 @@ TEST(CpDistribution, ContiguousGivesEachRankOneRunInOrder) {
   EXPECT_EQ(contiguous_owners(3, 4), (std::vector<int>{1, 2, 3}));  // rank 0 gets none
   // On a causal mask the last run holds the heaviest rows: naive ring's imbalance.
   const CpPlan ring = plan(spec_of(MaskKind::kCausal, 65536), 8, CpDistribution::kContiguous);
-  EXPECT_GT(ring.imbalance(), 1.7);  // 15/16 of the rows' mean load: (2G-1)/G = 1.875
+  EXPECT_GT(ring.imbalance(), 1.7);  // the last run's load over the mean: (2G-1)/G = 15/8
   EXPECT_LT(ring.imbalance(), 1.9);
 }
 
 TEST(CpDistribution, RandomDealsEqualCountsAndIsDeterministicPerSeed) {
+  // Pinned: mt19937_64 and a modulo give this draw with every standard library.
+  EXPECT_EQ(random_owners(10, 4, 1), (std::vector<int>{1, 0, 3, 2, 0, 2, 0, 1, 1, 3}));
   const std::vector<int> a = random_owners(1001, 8, 7);
   EXPECT_EQ(a, random_owners(1001, 8, 7));
   EXPECT_NE(a, random_owners(1001, 8, 8));

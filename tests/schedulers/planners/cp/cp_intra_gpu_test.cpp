@@ -81,6 +81,7 @@ TEST(CpIntraGpu, SubBlockOfCountsQueryBlocksInKeyBlocks) {
   EXPECT_EQ(sub_block_of(2, BlockSizes{}), 8);
   EXPECT_EQ(sub_block_of(16, BlockSizes{128, 128}), 16);
   EXPECT_THROW(sub_block_of(2, BlockSizes{128, 48}), InputError);
+  EXPECT_THROW(sub_block_of(0, BlockSizes{}), InputError);
 }
 
 TEST(CpIntraGpu, OptionsFromTheGpuAndTheGroupTime) {
