@@ -104,15 +104,17 @@ def run_figure_b_1(ctx: Context) -> list[Cell]:
 
 
 INTER_ONLY = (
-    "not explained yet: the paper traces inter-only's loss to CUs idling at the end of "
-    "each head's kernel (Fig 3.7); in Loom's list-scheduling model LPT's rows idle the CUs "
-    "no more than zigzag's (with one kernel per query head instead of per K/V head group "
-    "the two tie), so balancing the work across GPUs helps or ties (0.99-1.12x)")
+    "the seeds disagree: cornstarch-arxiv Table 4 (section CA-T4) measures LPT without the "
+    "intra-GPU split 1-11 % faster than zigzag on the same three mask families at 16-64k, "
+    "as Loom's list-scheduling CU model has it (0.99-1.12x); the dissertation measures "
+    "inter-only 2-13 % slower and traces it to CUs idling at the end of each head's kernel "
+    "(Fig 3.7), which neither the model nor the arXiv measurement shows")
 ONE_WAVE = (
     "not explained yet: at 16k a rank's kernel holds 16 query rows x 4 heads = 64 thread "
     "blocks, fewer than the A40's 84 CUs, so it lasts as long as its heaviest row, and "
     "zigzag and LPT tie (each leaves the mask's heaviest row on some rank); the paper "
-    "measures inter-only 2-3 % slower (as at 64k)")
+    "measures inter-only 2-3 % slower (as at 64k, where the seeds disagree: see the 64k "
+    "rows)")
 SPLIT_COST = (
     "not explained yet: at 32k a rank's kernel holds 32 rows x 4-5 heads = 128-160 thread "
     "blocks, about two waves on the A40's 84 CUs with little idling, and Loom's split "
