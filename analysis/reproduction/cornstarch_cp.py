@@ -110,11 +110,11 @@ INTER_ONLY = (
     "inter-only 2-13 % slower and traces it to CUs idling at the end of each head's kernel "
     "(Fig 3.7), which neither the model nor the arXiv measurement shows")
 ONE_WAVE = (
-    "not explained yet: at 16k a rank's kernel holds 16 query rows x 4 heads = 64 thread "
-    "blocks, fewer than the A40's 84 CUs, so it lasts as long as its heaviest row, and "
-    "zigzag and LPT tie (each leaves the mask's heaviest row on some rank); the paper "
-    "measures inter-only 2-3 % slower (as at 64k, where the seeds disagree: see the 64k "
-    "rows)")
+    "the seeds disagree (see the 64k rows): at 16k cornstarch-arxiv Table 4 measures LPT "
+    "without the split 1-3 % faster than zigzag, the dissertation 2-3 % slower; in Loom a "
+    "rank's kernel holds 16 query rows x 4 heads = 64 thread blocks, fewer than the A40's "
+    "84 CUs, so it lasts as long as its heaviest row, and zigzag and LPT tie (each leaves "
+    "the mask's heaviest row on some rank)")
 SPLIT_COST = (
     "not explained yet: at 32k a rank's kernel holds 32 rows x 4-5 heads = 128-160 thread "
     "blocks, about two waves on the A40's 84 CUs with little idling, and Loom's split "
