@@ -18,6 +18,14 @@ void check_cp(int cp) {
   if (cp < 1) throw InputError("--cp: the context-parallel degree must be >= 1");
 }
 
+/// Appends `rank` as the owner of run c of `runs` near-equal contiguous runs of `num_blocks`
+/// blocks, [c*n/runs, (c+1)*n/runs); runs are appended in block order.
+void append_run(std::vector<int>& owners, std::int64_t c, std::int64_t runs,
+                std::int64_t num_blocks, int rank) {
+  const std::int64_t end = (c + 1) * num_blocks / runs;
+  while (std::ssize(owners) < end) owners.push_back(rank);
+}
+
 }  // namespace
 
 const char* to_string(CpDistribution distribution) {
@@ -47,27 +55,20 @@ CpDistribution parse_cp_distribution(const std::string& name) {
 
 std::vector<int> zigzag_owners(std::int64_t num_blocks, int cp) {
   check_cp(cp);
-  // Chunk c covers blocks [c*n/(2G), (c+1)*n/(2G)); rank i owns chunks i and 2G-1-i,
-  // which pairs an early (light, causal) chunk with a late (heavy) one. Chunks are
-  // appended in block order: those of ranks 0..G-1, then of ranks G-1..0.
+  // 2G chunks; rank i owns chunks i and 2G-1-i, which pairs an early (light, causal)
+  // chunk with a late (heavy) one: those of ranks 0..G-1, then of ranks G-1..0.
   const std::int64_t chunks = 2 * static_cast<std::int64_t>(cp);
   std::vector<int> owners;
-  const auto append_chunk = [&](std::int64_t c, int rank) {
-    const std::int64_t end = (c + 1) * num_blocks / chunks;
-    while (std::ssize(owners) < end) owners.push_back(rank);
-  };
-  for (int rank = 0; rank < cp; ++rank) append_chunk(rank, rank);
-  for (int rank = cp - 1; rank >= 0; --rank) append_chunk(chunks - 1 - rank, rank);
+  for (int rank = 0; rank < cp; ++rank) append_run(owners, rank, chunks, num_blocks, rank);
+  for (int rank = cp - 1; rank >= 0; --rank)
+    append_run(owners, chunks - 1 - rank, chunks, num_blocks, rank);
   return owners;
 }
 
 std::vector<int> contiguous_owners(std::int64_t num_blocks, int cp) {
   check_cp(cp);
   std::vector<int> owners;
-  for (int rank = 0; rank < cp; ++rank) {
-    const std::int64_t end = (rank + 1) * num_blocks / cp;
-    while (std::ssize(owners) < end) owners.push_back(rank);
-  }
+  for (int rank = 0; rank < cp; ++rank) append_run(owners, rank, cp, num_blocks, rank);
   return owners;
 }
 
