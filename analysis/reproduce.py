@@ -6,7 +6,7 @@ Runs each table (analysis/reproduction/<paper>.py) and writes, into --out:
                        mode, whether the paper's claim holds, whether the magnitude is within
                        15 %, and a one-line cause for every miss), then what is not compared
   reproduction.json    every cell (table, cell, paper, loom, unit, mode, ratio, versus,
-                       claim, claim_holds, within_15pct, cause, note)
+                       claim, claim_holds, within_15pct, cause, cause_kind, note)
   summary.md           the headline figures the top-level README quotes verbatim
   <table>.png          Loom / paper per cell, with the 15 % band
 
@@ -133,7 +133,7 @@ def kept_cells(previous: dict, keep: set[str]) -> list[Cell]:
         if owner(c["table"]) not in keep or owner(c["table"]) not in tables:
             continue
         fields = {k: v for k, v in c.items() if k != "ratio"}
-        fields["cause"] = ""
+        fields["cause"] = fields["cause_kind"] = ""
         cells.append(Cell(**fields))
     for table_id in keep:
         if table_id in tables:

@@ -32,6 +32,36 @@ MODES = ("analytical", "calibrated", "measured-throughput")
 TIE = 0.01         # paper numbers this close claim a tie
 TIE_SLACK = 0.05   # ... which Loom holds within this
 MAGNITUDE = 0.15
+UNEXPLAINED = "not explained yet"
+
+# Where a miss's fix lies, by what its cause says. The page counts misses by kind and
+# bounds what fixing Loom could reach while the seeds stay as they are: the first two
+# kinds no change to Loom can remove.
+CAUSE_KINDS = {
+    "seeds-disagree": "the seed's own numbers disagree with each other or with another "
+                      "seed's, so no one setup matches them all",
+    "seed-silent": "the cell rests on an input the seeds do not state (a size, a setting, a "
+                   "dataset's distribution)",
+    "measured-kernel": "the paper measured a kernel speed no first-principles model gives; "
+                       "a calibrated cell could take it from the paper",
+    "model": "Loom's model or its reading of the paper: the fix belongs in Loom",
+    "unexplained": "not explained yet (the cause says what is seen)",
+}
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One line on why a cell misses, and its kind (CAUSE_KINDS)."""
+    kind: str
+    text: str
+
+    def __post_init__(self):
+        if self.kind not in CAUSE_KINDS:
+            raise ValueError(f"unknown cause kind {self.kind!r} (known: "
+                             f"{', '.join(CAUSE_KINDS)})")
+        if (self.kind == "unexplained") != self.text.startswith(UNEXPLAINED):
+            raise ValueError(f"a cause starts {UNEXPLAINED!r} exactly when its kind is "
+                             f"'unexplained': {self.kind} / {self.text[:40]!r}")
 
 
 @dataclass
@@ -46,7 +76,8 @@ class Cell:
     claim: str = ""          # the paper's claim in words, when it is not just "the order"
     claim_holds: bool | None = None
     within_15pct: bool | None = None
-    cause: str = ""          # one line: why this cell misses (set by the table's CAUSES)
+    cause: str = ""          # one line: why this cell misses (set by the table's causes)
+    cause_kind: str = ""     # its CAUSE_KINDS key
     note: str = ""
 
     def __post_init__(self):
@@ -68,7 +99,7 @@ class Cell:
                 "loom": self.loom, "unit": self.unit, "mode": self.mode,
                 "ratio": self.ratio, "versus": self.versus, "claim": self.claim,
                 "claim_holds": self.claim_holds, "within_15pct": self.within_15pct,
-                "cause": self.cause, "note": self.note}
+                "cause": self.cause, "cause_kind": self.cause_kind, "note": self.note}
 
 
 def direction(a: float, b: float, tie: float) -> int:
@@ -106,13 +137,14 @@ def attach_causes(cells: list[Cell], table: "Table") -> None:
         if not c.missed or c.cause:
             continue
         if c.claim_holds is False and c.cell in table.known_reversals:
-            c.cause = table.known_reversals[c.cell]
+            why = table.known_reversals[c.cell]
+        else:
+            why = next((w for key, w in table.causes.items() if key in c.cell), None)
+        if why is None:
             continue
-        causes = table.causes
-        for key, why in causes.items():
-            if key in c.cell:
-                c.cause = why
-                break
+        if not isinstance(why, Cause):
+            raise TypeError(f"{table.id}: the cause of {c.cell!r} is not a Cause(kind, text)")
+        c.cause, c.cause_kind = why.text, why.kind
 
 
 @dataclass
@@ -213,10 +245,10 @@ class Table:
     title: str
     source: str          # where in the seeds: "dissertation §2.7.2, Table 2.2"
     run: Callable[[Context], list[Cell]]
-    causes: dict[str, str] = field(default_factory=dict)
+    causes: dict[str, Cause] = field(default_factory=dict)
     # Cells whose direction Loom reverses, each with its cause. `reproduce.py --check`
     # fails on a reversal not listed here, and on a listed one that no longer reverses.
-    known_reversals: dict[str, str] = field(default_factory=dict)
+    known_reversals: dict[str, Cause] = field(default_factory=dict)
     about: str = ""      # setup and reading of the paper, one paragraph
     # Whether reproduce.py --set may override its configs: true where Loom's numbers come
     # from its cost model (a what-if on the cost assumptions), false where a config carries

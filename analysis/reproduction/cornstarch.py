@@ -6,7 +6,7 @@ import tomllib
 
 from table_3_2 import PAPER, per_stage_times
 
-from .cells import TIE, Cell, Context, Table, paper_config
+from .cells import TIE, Cause, Cell, Context, Table, paper_config
 
 PARTS = ("Fwd Enc", "Fwd LLM", "Bwd Enc", "Bwd LLM")  # ms, slowest stage, microbatch 0
 VIEWS = {"aware": "true", "unaware": "naive"}
@@ -90,9 +90,11 @@ def run_table_3_2(ctx: Context) -> list[Cell]:
             for cell in table_3_2_row(ctx, xyz, mode)]
 
 
-SAME_PARTITION = ("Loom's frozen-aware and naive views choose the same stages for this "
-                  "model, so the two iterations tie; the paper's are separated by its frozen-"
-                  "LLM backward, measured at 9x its forward (Loom: about 2x)")
+SAME_PARTITION = Cause(
+    "measured-kernel",
+    "Loom's frozen-aware and naive views choose the same stages for this "
+    "model, so the two iterations tie; the paper's are separated by its frozen-"
+    "LLM backward, measured at 9x its forward (Loom: about 2x)")
 
 TABLE_3_2 = Table(
     id="diss-T3.2",
@@ -111,65 +113,87 @@ TABLE_3_2 = Table(
            "which no first-principles model gives (Loom's own is about 2x); everything else "
            "is Loom's. The unaware rows, with other partitions, test it."),
     causes={
-        "Bwd LLM (calibrated)": ("the measured ratio times Loom's own Fwd LLM: it misses "
-                                 "exactly where Fwd LLM does"),
-        "iteration (calibrated)": ("with the measured LLM backward the large-LLM rows come "
-                                   "within 10 %; the small- and medium-LLM rows stay at "
-                                   "0.15-0.6x: the paper's iteration is 1.2-4.5x what its "
-                                   "own per-stage times give under 1F1B"),
-        "speedup unaware over aware (calibrated)": (
+        "Bwd LLM (calibrated)": Cause(
+            "seed-silent",
+            "the measured ratio times Loom's own Fwd LLM: it misses "
+            "exactly where Fwd LLM does"),
+        "iteration (calibrated)": Cause(
+            "seeds-disagree",
+            "with the measured LLM backward the large-LLM rows come "
+            "within 10 %; the small- and medium-LLM rows stay at "
+            "0.15-0.6x: the paper's iteration is 1.2-4.5x what its "
+            "own per-stage times give under 1F1B"),
+        "speedup unaware over aware (calibrated)": Cause(
+            "seed-silent",
             "follows from the per-stage times: Loom's partitions differ from the paper's "
             "where Fwd LLM misses"),
-        "Bwd LLM": ("the paper measured the frozen LLM's backward at 3.5x its forward (small "
-                    "LLM) to 9-10x (medium, large); Loom charges the recomputed forward plus "
-                    "the input gradient, about 2x"),
-        "Bwd Enc": ("the encoder stage's backward is the trainable projectors' gradients "
-                    "(their input gradient skipped: nothing upstream trains), which Loom "
-                    "prices from FLOPs; in 15 of 18 cells the paper's is below what those "
-                    "weight gradients alone take at the A40's dense peak (note), and it "
-                    "hardly grows with the encoders' width (LLS 1.2-1.4 ms, floor 9.1), so "
-                    "the paper's projectors are smaller than Loom's reading of them (Qwen2-VL's "
-                    "merger MLP, a two-layer audio MLP) or its timer does not cover them"),
-        "iteration": ("the paper's iteration is 1.2-4.5x what its own per-stage times give "
-                      "under 1F1B ((m + p - 1) x the slowest stage's F + B, in the note); "
-                      "Loom's follows its per-stage times"),
-        "MMS / speedup": ("the paper's own per-stage times give 1.47x here (slowest stage "
-                          "F + B 1,330 ms unaware vs 907 ms aware) but its iterations 1.02x, "
-                          "so its iteration follows something its stage times do not show; "
-                          "Loom's follows its stage times"),
-        "speedup": ("follows from the per-stage times (Bwd LLM above): where the paper's "
-                    "frozen-LLM backward is 9-10x its forward, frozen-awareness moves more "
-                    "work than Loom's 2x backward lets it"),
-        **{f"SSL {view} / Fwd Enc": (
+        "Bwd LLM": Cause(
+            "measured-kernel",
+            "the paper measured the frozen LLM's backward at 3.5x its forward (small "
+            "LLM) to 9-10x (medium, large); Loom charges the recomputed forward plus "
+            "the input gradient, about 2x"),
+        "Bwd Enc": Cause(
+            "seed-silent",
+            "the encoder stage's backward is the trainable projectors' gradients "
+            "(their input gradient skipped: nothing upstream trains), which Loom "
+            "prices from FLOPs; in 15 of 18 cells the paper's is below what those "
+            "weight gradients alone take at the A40's dense peak (note), and it "
+            "hardly grows with the encoders' width (LLS 1.2-1.4 ms, floor 9.1), so "
+            "the paper's projectors are smaller than Loom's reading of them (Qwen2-VL's "
+            "merger MLP, a two-layer audio MLP) or its timer does not cover them"),
+        "iteration": Cause(
+            "seeds-disagree",
+            "the paper's iteration is 1.2-4.5x what its own per-stage times give "
+            "under 1F1B ((m + p - 1) x the slowest stage's F + B, in the note); "
+            "Loom's follows its per-stage times"),
+        "MMS / speedup": Cause(
+            "seeds-disagree",
+            "the paper's own per-stage times give 1.47x here (slowest stage "
+            "F + B 1,330 ms unaware vs 907 ms aware) but its iterations 1.02x, "
+            "so its iteration follows something its stage times do not show; "
+            "Loom's follows its stage times"),
+        "speedup": Cause(
+            "measured-kernel",
+            "follows from the per-stage times (Bwd LLM above): where the paper's "
+            "frozen-LLM backward is 9-10x its forward, frozen-awareness moves more "
+            "work than Loom's 2x backward lets it"),
+        **{f"SSL {view} / Fwd Enc": Cause(
+            "seeds-disagree",
             "the paper's own rows disagree: the same small encoders take 388-465 ms on the "
             "paper's SSM encoder stage (Loom 395, within 15 %) and 773 ms on its SSL one, "
             "while both hold every encoder layer (Loom's partition; the paper's SSL aware "
             "and unaware times are equal, so neither view could give the encoders fewer "
             "stages); its SSL run differs in a setting the table does not state")
            for view in ("aware", "unaware")},
-        **{f"SSS {view} / Fwd Enc": (
+        **{f"SSS {view} / Fwd Enc": Cause(
+            "model",
             "the partitions differ: the paper's SSS encoder stages take 0.65-0.78 (aware) "
             "and 0.45-0.53 (unaware) of its own SSM encoder stage, which holds the same "
             "encoders whole (388-465 ms); Loom's take 0.50 and 0.34 of its 395 ms, so Loom "
             "gives the small LLM's encoders more stages than the paper does")
            for view in ("aware", "unaware")},
-        "Fwd Enc": ("mostly the partition: with its ~2x frozen-LLM backward Loom's "
-                    "frozen-aware view gives the encoders more stages than the paper's, whose "
-                    "measured 3.5-10x backward pulls stages to the LLM; with the measured "
-                    "ratio (the calibrated cells) MMM and LLL aware put every encoder layer "
-                    "on one stage as the paper does and come within 15 %"),
-        "Fwd LLM": ("the partitions differ: at Loom's per-layer forward (17.3 / 55.9 / "
-                    "117 ms for the 16- / 32- / 64-layer LLM) the paper's stage times hold "
-                    "5-21 layers; with the 16-layer LLM the paper gives it fewer stages than "
-                    "Loom (SSS aware: 8.6 layers per stage, Loom 4; LLS, one stage of 16 in "
-                    "both, is within 7 %), with the 32- and 64-layer LLMs more than a 6-stage "
-                    "pipeline can (LLL aware: 6.3 of 64 layers per stage), so there the "
-                    "paper's per-layer time is at most half Loom's (its TP is not stated; "
-                    "the arXiv version runs LLM-L at TP 4, §6.4)"),
+        "Fwd Enc": Cause(
+            "measured-kernel",
+            "mostly the partition: with its ~2x frozen-LLM backward Loom's "
+            "frozen-aware view gives the encoders more stages than the paper's, whose "
+            "measured 3.5-10x backward pulls stages to the LLM; with the measured "
+            "ratio (the calibrated cells) MMM and LLL aware put every encoder layer "
+            "on one stage as the paper does and come within 15 %"),
+        "Fwd LLM": Cause(
+            "seed-silent",
+            "the partitions differ: at Loom's per-layer forward (17.3 / 55.9 / "
+            "117 ms for the 16- / 32- / 64-layer LLM) the paper's stage times hold "
+            "5-21 layers; with the 16-layer LLM the paper gives it fewer stages than "
+            "Loom (SSS aware: 8.6 layers per stage, Loom 4; LLS, one stage of 16 in "
+            "both, is within 7 %), with the 32- and 64-layer LLMs more than a 6-stage "
+            "pipeline can (LLL aware: 6.3 of 64 layers per stage), so there the "
+            "paper's per-layer time is at most half Loom's (its TP is not stated; "
+            "the arXiv version runs LLM-L at TP 4, §6.4)"),
     },
     known_reversals={
         "SSM aware / iteration": SAME_PARTITION,
-        "SSM aware / iteration (calibrated)": (
+        "SSM aware / iteration (calibrated)": Cause(
+            "model",
             "even with the LLM backward at the measured 9.1x, both views give the encoders "
             "one stage (the fewest) and the LLM the other five, so the iterations tie; the "
             "paper's frozen-aware row gives the encoders more time (Fwd Enc 465 vs 388 ms)"),
@@ -221,7 +245,8 @@ FIGURE_3_6 = Table(
            "and 1.62x faster than Megatron* on average (3.36x vs FSDP, which Loom has no "
            "model of)."),
     causes={
-        "mean Cornstarch speedup": (
+        "mean Cornstarch speedup": Cause(
+            "measured-kernel",
             "follows from the frozen-LLM backward (Table 3.2's Bwd LLM): the paper measured "
             "it at 3.5-10x its forward, Loom charges about 2x, so balancing by frozen status "
             "gains less"),

@@ -10,7 +10,7 @@ time is the slowest rank's.
 """
 from __future__ import annotations
 
-from .cells import Cell, Context, Table, paper_config
+from .cells import Cause, Cell, Context, Table, paper_config
 
 CP = 8              # not stated for Table 3.3; two of the testbed's 4-GPU A40 nodes
 SUB_BLOCKS = 16     # §3.3.2.2: "16-32 subblocks per block"
@@ -103,29 +103,34 @@ def run_figure_b_1(ctx: Context) -> list[Cell]:
             for cell in policy_cells(ctx, "diss-FB.1", seq, llm, f"{seq // 1024}k / ")]
 
 
-INTER_ONLY = (
+INTER_ONLY = Cause(
+    "seeds-disagree",
     "the seeds disagree: cornstarch-arxiv Table 4 (section CA-T4) measures LPT without the "
     "intra-GPU split 1-11 % faster than zigzag on the same three mask families at 16-64k, "
     "as Loom's list-scheduling CU model has it (0.99-1.12x); the dissertation measures "
     "inter-only 2-13 % slower and traces it to CUs idling at the end of each head's kernel "
     "(Fig 3.7), which neither the model nor the arXiv measurement shows")
-ONE_WAVE = (
+ONE_WAVE = Cause(
+    "seeds-disagree",
     "the seeds disagree (see the 64k rows): at 16k cornstarch-arxiv Table 4 measures LPT "
     "without the split 1-3 % faster than zigzag, the dissertation 2-3 % slower; in Loom a "
     "rank's kernel holds 16 query rows x 4 heads = 64 thread blocks, fewer than the A40's "
     "84 CUs, so it lasts as long as its heaviest row, and zigzag and LPT tie (each leaves "
     "the mask's heaviest row on some rank)")
-SPLIT_COST = (
+SPLIT_COST = Cause(
+    "unexplained",
     "not explained yet: at 32k a rank's kernel holds 32 rows x 4-5 heads = 128-160 thread "
     "blocks, about two waves on the A40's 84 CUs with little idling, and Loom's split "
     "writes each row's 16 partial outputs in fp32 and reads them back at the HBM rate, so "
     "the aggregation costs more than the split saves (0.96-1.0x); the paper gains 2-15 %, "
     "so its kernels idle more CUs or its aggregation is cheaper")
-NO_FASTER_THAN_INTRA = (
+NO_FASTER_THAN_INTRA = Cause(
+    "unexplained",
     "not explained yet: the paper's Cornstarch is no faster than its intra-only here "
     "(within 1 % or slower); in Loom adding LPT to the split rows balances the ranks' totals "
     "and gains 10-17 % (the inter-only question above)")
-KERNEL_EFFICIENCY = (
+KERNEL_EFFICIENCY = Cause(
+    "measured-kernel",
     "Loom's CU model runs every key block at an SM's share of the A40's dense peak; the "
     "paper's bitfield-attention Triton kernel takes 11-17x that, a kernel efficiency no "
     "first-principles model here gives, so only the ratios (the cells 'over causal CP') "
@@ -140,7 +145,8 @@ SETUP = (f"`loom plan cp --gpu A40` on Fig 3.5's prefix, embedded and packed mas
          f"are the CU list-scheduling model of docs/context-parallelism.md: each key block at "
          f"one SM's share of the dense peak, no K/V all-gather, so the milliseconds are a "
          f"floor and the ratios are what compares.")
-LLM_L_INTRA = (
+LLM_L_INTRA = Cause(
+    "unexplained",
     "not explained yet: LLM-L's kernels hold 5 query heads (40 heads over 8 K/V heads), so "
     "its rows already fill the A40's 84 CUs with little idling; in Loom's model splitting "
     "them adds more aggregation of partial outputs than it saves (0.94-0.96x), the paper "
@@ -205,16 +211,26 @@ ARXIV_MS = {
 LLAMA_70B = {"heads": 64, "kv_heads": 8, "head_dim": 128, "gpu": "A40"}
 
 
-RANDOM_BY_BLOCKS = (
+RANDOM_BY_BLOCKS = Cause(
+    "model",
     "Loom's random deals whole query blocks ([AMBIG]: the text deals tokens), 128-512 of "
     "them over 8 ranks, where the text's condition for random to balance like greedy, "
     "T >> G^2 = 64, holds only loosely: its slowest rank runs 2-29 % longer than LPT's; "
     "the paper's random is within 1.5 % of LPT everywhere")
-ONE_WAVE_ARXIV = (
+ONE_WAVE_ARXIV = Cause(
+    "unexplained",
     "not explained yet: at 16k a rank's kernel holds 16 rows x 8 heads = 128 thread "
     "blocks, about 1.5 waves on the A40's 84 CUs, so where its heaviest rows land in the "
     "last wave weighs as much as the rank's total: Loom's LPT ties zigzag or trails it by "
     "2 %, the paper's is 1-1.5 % faster")
+
+EMBEDDED_PARAMETERS = Cause(
+    "seed-silent",
+    "the paper does not state its embedded masks' parameters, and they set this cell: over "
+    "encoder shares 0.2-0.8 and 1-16 segments per modality (the sweep in "
+    "docs/context-parallelism.md) Loom's naive ring takes 1.04-1.70x LPT's time at 32k and "
+    "its zigzag 1.01-1.27x at 64k, ranges that hold the paper's 1.21x and 1.01x; the "
+    "page's masks (share 0.5, 4 segments) give 1.39x and 1.23x")
 
 
 def run_arxiv_table_4(ctx: Context) -> list[Cell]:
@@ -251,18 +267,27 @@ ARXIV_TABLE_4 = Table(
            "ratios over LPT are what compares."),
     causes={
         "random over LPT": RANDOM_BY_BLOCKS,
-        "naive ring over LPT": (
-            "not explained yet: Loom's naive ring loses 1.1-1.8x to LPT, the paper's "
-            "1.04-1.27x, more on every mask but 16k EE; the paper does not state its masks' "
-            "parameters "
-            "(encoder share, segments), which set how unequal the contiguous runs are"),
-        "zigzag over LPT": (
-            "not explained yet: the paper's zigzag is within 1 % of LPT on the embedded "
-            "masks at 64k, Loom's 23 % slower: its reconstruction of the embedded mask "
-            "leaves zigzag's ranks more unequal (the mask parameters are not stated)"),
-        "/": ("the ranks' tensor parallelism is not stated (all 64 heads on a rank here) and "
-              "the CU model runs key blocks at the dense peak, so the milliseconds (0.7-3.9x "
-              "the paper's) do not compare; the ratios over LPT do"),
+        "EP / naive ring over LPT": Cause(
+            "unexplained",
+            "not explained yet: on the prepended masks Loom's naive ring loses 1.38-1.40x "
+            "(16k), 1.68-1.73x (32k) and 1.71-1.78x (64k) to LPT at every encoder share "
+            "from 0.2 to 0.8 (the sweep in docs/context-parallelism.md): the contiguous "
+            "runs of a prepended mask are about as unequal as causal's whatever its "
+            "parameters, so the unstated parameters do not explain the paper's "
+            "1.08-1.27x"),
+        "EE / naive ring over LPT": EMBEDDED_PARAMETERS,
+        "MP / naive ring over LPT": Cause(
+            "unexplained",
+            "not explained yet: over encoder shares 0.2-0.8 and 1-16 segments (the sweep in "
+            "docs/context-parallelism.md) Loom's naive ring loses 1.23-1.71x to LPT on the "
+            "packed masks at 64k, the paper 1.17x: just outside the range the unstated "
+            "mask parameters give"),
+        "zigzag over LPT": EMBEDDED_PARAMETERS,
+        "/": Cause("seed-silent",
+                   "the ranks' tensor parallelism is not stated (all 64 heads on a rank "
+                   "here) and the CU model runs key blocks at the dense peak, so the "
+                   "milliseconds (0.7-3.9x the paper's) do not compare; the ratios over LPT "
+                   "do"),
     },
     known_reversals={
         "16k / EP / LPT": ONE_WAVE_ARXIV,
@@ -271,9 +296,6 @@ ARXIV_TABLE_4 = Table(
         "16k / EE / random": RANDOM_BY_BLOCKS,
         "32k / EP / random": RANDOM_BY_BLOCKS,
         "32k / EE / random": RANDOM_BY_BLOCKS,
-        **{f"64k / EE / {column}": (
-            "the paper's LPT, random and zigzag are within 1 % of each other here (a tie); "
-            "Loom's zigzag is 23 % slower on its reconstruction of the embedded mask (mask "
-            "parameters not stated)") for column in ("LPT", "random")},
+        **{f"64k / EE / {column}": EMBEDDED_PARAMETERS for column in ("LPT", "random")},
     },
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from table_4_3 import DATASETS, JITTER, PAPER, measure
 
-from .cells import Cell, Context, Table, paper_config
+from .cells import Cause, Cell, Context, Table, paper_config
 
 BASELINES = ("disttrain", "dip")
 VARIANTS = ("entrain", "entrain-zb")
@@ -63,15 +63,21 @@ def run_table_4_3(ctx: Context) -> list[Cell]:
     return cells
 
 
-DIP_FASTER = ("not explained yet: Loom's DIP-like scheduler is 0.7-2.8 % faster. Not the "
-              "efficiency of DIP's small sub-microbatch kernels alone: the kernel-level cost "
-              "model (`--set cost.efficiency=0`), which prices their tile and wave losses, "
-              "puts Entrain ahead on LLaVA-150k 1b (1.02x) but leaves SynthChartNet 1b at "
-              "0.97x and reverses CoCoQA 3b (0.94x); DIP's memory pressure is not modelled")
+DIP_FASTER = Cause(
+    "unexplained",
+    "not explained yet: Loom's DIP-like scheduler is 0.7-2.8 % faster. Not the efficiency of "
+    "DIP's small sub-microbatch kernels alone: the kernel-level cost model (`--set "
+    "cost.efficiency=0`), which prices their tile and wave losses, puts Entrain ahead on "
+    "LLaVA-150k 1b (1.02x) but leaves SynthChartNet 1b at 0.97x and reverses CoCoQA 3b "
+    "(0.94x); DIP's memory pressure is not modelled")
 
-STD_SPREAD = ("Loom's std comes from the token mix of its dataset generators (plus 1 % kernel "
-              "noise); where it is far from the paper's, the generator's spread differs from "
-              "the real dataset's (not isolated further yet)")
+STD_SPREAD = Cause(
+    "seed-silent",
+    "the std rests on two inputs the seed does not give: the datasets' token distributions "
+    "(Fig 4.3 shows them only as CDF plots; Loom's generators, core/workload_gen.cpp, are "
+    "reconstructions) and the run-to-run noise of the paper's measurements (on CocoQA its "
+    "three schedulers' stds are within 1.5x of each other, Loom's 8-10x apart, as a floor "
+    "of noise would make them; Loom adds 1 % kernel noise)")
 
 TABLE_4_3 = Table(
     id="diss-T4.3",
@@ -89,7 +95,8 @@ TABLE_4_3 = Table(
            "variation heterogeneous-parallelism-megatron reports), so no std is exactly 0."),
     causes={f"/ {s}": STD_SPREAD for s in BASELINES + ("entrain",)},
     known_reversals={
-        "Llama3-3b / cocoqa / entrain": (
+        "Llama3-3b / cocoqa / entrain": Cause(
+            "seeds-disagree",
             "the paper's one exception to its claim (DistTrain 5.37 < Entrain 5.52 ms); "
             "Loom's Entrain is the lowest here too"),
         "Llama3-1b / synthchartnet / Entrain over best baseline": DIP_FASTER,

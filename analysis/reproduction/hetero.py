@@ -7,7 +7,7 @@ import tomllib
 from hetero_table_a3 import (PEAK_MEMORY_GIB, ROWS, OutOfMemory, first_that_fits, layout_sets,
                              out_of_memory)
 
-from .cells import Cell, Context, LoomFailed, Table, paper_config
+from .cells import Cause, Cell, Context, LoomFailed, Table, paper_config
 
 H100_DENSE_BF16 = 989e12  # FLOP/s, NVIDIA H100 SXM datasheet (configs' cluster.gpu)
 
@@ -98,7 +98,8 @@ def run_table_a3(ctx: Context) -> list[Cell]:
     return cells
 
 
-ATTENTION_RATE = (
+ATTENTION_RATE = Cause(
+    "model",
     "the paper's model-FLOP rate falls from 35-38 % of the H100's dense peak at 16K to "
     "18-23 % at 128K as causal attention grows from 23 % to 70 % of the FLOPs; two rates "
     "fitted to its colocated 16K and 128K times give about 56 % for the other FLOPs and "
@@ -108,7 +109,8 @@ ATTENTION_RATE = (
     "backward of the H100's peak, GEMMs by tile and wave) comes to 0.80-1.16x the paper's "
     "times, 12 of 16 within 15 %")
 
-PEAK_MEMORY_H = (
+PEAK_MEMORY_H = Cause(
+    "seed-silent",
     "from 64K on Loom's H fits only with the encoder's full recompute (51-61 GB; each run "
     "takes the fastest setting that fits, as the paper tunes its runs); the paper's 64K, 75 % "
     "H peaks 15 GB higher (a partial recompute, which Loom does not search, might fit there) "
@@ -135,15 +137,17 @@ TABLE_A3 = Table(
            "SimGrid: the LLM's context- and tensor-parallel traffic share links, which only "
            "SimGrid models."),
     causes={
-        "gain": ("H - C is 0.98-1.08x the paper's difference in the 32K 50 % and 64K cells "
-                 "(0.83-1.08x over 16-64K; each cell's note): "
-                 "Loom's H runs its encoder whole on every CP rank, as Megatron-LM's LLaVA "
-                 "model does; the ratio misses because Loom's C takes 0.70-0.83x the paper's "
-                 "time there (the colocated cells' cause; with the kernel-level cost model, "
-                 "`--set cost.efficiency=0`, 32K 50 % is within: +12.2 vs +11.7 %). At 128K "
-                 "Loom's H - C is 2.3-2.4x the paper's: the paper's H peaks at 25-27 GB there, "
-                 "29-42 GB below its 64K H though its GPUs hold twice the encoder tokens, so "
-                 "it ran a setting the table does not state"),
+        "gain": Cause(
+            "model",
+            "H - C is 0.98-1.08x the paper's difference in the 32K 50 % and 64K cells "
+            "(0.83-1.08x over 16-64K; each cell's note): "
+            "Loom's H runs its encoder whole on every CP rank, as Megatron-LM's LLaVA "
+            "model does; the ratio misses because Loom's C takes 0.70-0.83x the paper's "
+            "time there (the colocated cells' cause; with the kernel-level cost model, "
+            "`--set cost.efficiency=0`, 32K 50 % is within: +12.2 vs +11.7 %). At 128K "
+            "Loom's H - C is 2.3-2.4x the paper's: the paper's H peaks at 25-27 GB there, "
+            "29-42 GB below its 64K H though its GPUs hold twice the encoder tokens, so "
+            "it ran a setting the table does not state"),
         "/ peak memory H": PEAK_MEMORY_H,
         "/ homogeneous": ATTENTION_RATE,
         "/ colocated": ATTENTION_RATE,

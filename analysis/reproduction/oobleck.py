@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from table_2_2 import FREQS, MEASURED, PAPER, PAPER_NAME, POLICIES, SIMULATED
 
-from .cells import ROOT, Cell, Context, Table, paper_config
+from .cells import ROOT, Cause, Cell, Context, Table, paper_config
 
 TRACES = ROOT / "traces" / "oobleck"
 # "Varuna (no ckpt)": checkpoint saving removed completely and checkpoints every 2
@@ -84,16 +84,18 @@ VARUNA_ENGINE = ("the paper's Varuna runs faster than Oobleck when nothing fails
                  "without checkpoints: 4.61 vs 4.33 for 6.7b at 6 h); calibrated mode times "
                  "Varuna-like's grid with the cost model Oobleck's pipelines use, so it cannot "
                  "lead")
-VARUNA_EDGE = (VARUNA_ENGINE + ", and Varuna-like also spends 8-9 % of the time saving "
-               "checkpoints (the configs' replay.checkpoint_save every 10 iterations)")
+VARUNA_EDGE = Cause("model", VARUNA_ENGINE + ", and Varuna-like also spends 8-9 % of the "
+                    "time saving checkpoints (the configs' replay.checkpoint_save every 10 "
+                    "iterations)")
 # What the Oobleck artifact's Varuna simulator does that Varuna-like does not (its
 # varuna_simulator.py): the job keeps training at full speed through the whole restart
 # window, checkpoints the first step after each removal, and counts that work.
-VARUNA_RESTART = ("at one failure every 10 minutes the artifact's Varuna simulator keeps "
-                  "training through the 515-701 s restart and checkpoints the first step "
-                  "after it, which a restarting job cannot do; Varuna-like stops for the "
-                  "restart and loses the work since the last checkpoint, so at 10 minutes "
-                  "it barely reaches a checkpoint (docs/replay.md)")
+VARUNA_RESTART = Cause("model",
+                       "at one failure every 10 minutes the artifact's Varuna simulator keeps "
+                       "training through the 515-701 s restart and checkpoints the first step "
+                       "after it, which a restarting job cannot do; Varuna-like stops for the "
+                       "restart and loses the work since the last checkpoint, so at 10 minutes "
+                       "it barely reaches a checkpoint (docs/replay.md)")
 
 TABLE_2_2 = Table(
     id="diss-T2.2",
@@ -110,10 +112,12 @@ TABLE_2_2 = Table(
            "cells are out of memory in the paper."),
     causes={
         "/ Varuna": VARUNA_RESTART,
-        "GPT-3 350M": "GPT-3 350M is Loom's stand-in for the paper's GPT-3 Medium column",
-        **{label: ("simulated with an efficiency calibrated to the artifact's no-failure "
-                   "throughput on 30 nodes (9.21 samples/s for 2.7b), which is above the "
-                   "paper's Table 2.2 cells")
+        "GPT-3 350M": Cause("model", "GPT-3 350M is Loom's stand-in for the paper's GPT-3 "
+                                     "Medium column"),
+        **{label: Cause("seeds-disagree",
+                        "simulated with an efficiency calibrated to the artifact's no-failure "
+                        "throughput on 30 nodes (9.21 samples/s for 2.7b), which is above the "
+                        "paper's Table 2.2 cells")
            for label in ("GPT-3 1.3B", "GPT-3 2.7B", "GPT-3 6.7B")},
     },
     known_reversals={
@@ -132,7 +136,8 @@ TABLE_2_4 = Table(
            "configs for BERT-Large and GPT-3 6.7b."),
     causes={"Varuna": VARUNA_RESTART},
     known_reversals={
-        "GPT-3 6.7b / 1h / Varuna (no ckpt)": (
+        "GPT-3 6.7b / 1h / Varuna (no ckpt)": Cause(
+            "model",
             "Varuna's own measured table (the artifact's) is below Oobleck's at 16-29 "
             "nodes for 6.7b, and each of the 1 h trace's failures costs the 701 s restart; "
             "the paper's Varuna (no ckpt) row comes from the same simulator, which keeps "
