@@ -6,7 +6,8 @@ Runs each table (analysis/reproduction/<paper>.py) and writes, into --out:
                        mode, whether the paper's claim holds, whether the magnitude is within
                        15 %, and a one-line cause for every miss), then what is not compared
   reproduction.json    every cell (table, cell, paper, loom, unit, mode, ratio, versus,
-                       claim, claim_holds, within_15pct, cause, cause_kind, note)
+                       claim, claim_holds, within_15pct, cause, reversal_kind,
+                       magnitude_kind, note)
   summary.md           the headline figures the top-level README quotes verbatim
   <table>.png          Loom / paper per cell, with the 15 % band
 
@@ -132,8 +133,9 @@ def kept_cells(previous: dict, keep: set[str]) -> list[Cell]:
     for c in previous["cells"]:
         if owner(c["table"]) not in keep or owner(c["table"]) not in tables:
             continue
-        fields = {k: v for k, v in c.items() if k != "ratio"}
-        fields["cause"] = fields["cause_kind"] = ""
+        # Causes are attached afresh below; ratio is derived.
+        derived = ("ratio", "cause", "cause_kind", "reversal_kind", "magnitude_kind")
+        fields = {k: v for k, v in c.items() if k not in derived}
         cells.append(Cell(**fields))
     for table_id in keep:
         if table_id in tables:

@@ -34,14 +34,14 @@ TIE_SLACK = 0.05   # ... which Loom holds within this
 MAGNITUDE = 0.15
 UNEXPLAINED = "not explained yet"
 
-# Where a miss's fix lies, by what its cause says. The page counts misses by kind and
-# bounds what fixing Loom could reach while the seeds stay as they are: the first two
-# kinds no change to Loom can remove.
+# Where a miss's fix lies, by what its cause says. The page counts the misses by kind and
+# bounds what fixing the rest could reach: no change to Loom removes a seeds-disagree
+# miss, and a seed-silent one only by guessing what the seeds leave out.
 CAUSE_KINDS = {
     "seeds-disagree": "the seed's own numbers disagree with each other or with another "
                       "seed's, so no one setup matches them all",
     "seed-silent": "the cell rests on an input the seeds do not state (a size, a setting, a "
-                   "dataset's distribution)",
+                   "dataset's distribution), which Loom would have to guess",
     "measured-kernel": "the paper measured a kernel speed no first-principles model gives; "
                        "a calibrated cell could take it from the paper",
     "model": "Loom's model or its reading of the paper: the fix belongs in Loom",
@@ -76,8 +76,10 @@ class Cell:
     claim: str = ""          # the paper's claim in words, when it is not just "the order"
     claim_holds: bool | None = None
     within_15pct: bool | None = None
-    cause: str = ""          # one line: why this cell misses (set by the table's causes)
-    cause_kind: str = ""     # its CAUSE_KINDS key
+    # Why it misses (set by attach_causes): one Cause for a reversed direction, one for a
+    # magnitude off by more than 15 % (often the same).
+    reversal: Cause | None = None
+    magnitude: Cause | None = None
     note: str = ""
 
     def __post_init__(self):
@@ -94,12 +96,21 @@ class Cell:
     def missed(self) -> bool:
         return self.claim_holds is False or self.within_15pct is False
 
+    @property
+    def cause(self) -> str:
+        """The cause's text, each distinct one once."""
+        texts = [w.text for w in (self.reversal, self.magnitude) if w is not None]
+        return "; ".join(dict.fromkeys(texts))
+
     def to_json(self) -> dict:
         return {"table": self.table, "cell": self.cell, "paper": self.paper,
                 "loom": self.loom, "unit": self.unit, "mode": self.mode,
                 "ratio": self.ratio, "versus": self.versus, "claim": self.claim,
                 "claim_holds": self.claim_holds, "within_15pct": self.within_15pct,
-                "cause": self.cause, "cause_kind": self.cause_kind, "note": self.note}
+                "cause": self.cause,
+                "reversal_kind": self.reversal.kind if self.reversal else None,
+                "magnitude_kind": self.magnitude.kind if self.magnitude else None,
+                "note": self.note}
 
 
 def direction(a: float, b: float, tie: float) -> int:
@@ -131,20 +142,21 @@ def judge(cells: list[Cell]) -> None:
 
 
 def attach_causes(cells: list[Cell], table: "Table") -> None:
-    """A missing cell's cause: its entry in table.known_reversals, else the first key of
+    """A missing cell's causes: for a reversed direction its entry in
+    table.known_reversals; for a magnitude off by more than 15 % the first key of
     table.causes (a substring of cell names) found in its name."""
     for c in cells:
-        if not c.missed or c.cause:
-            continue
-        if c.claim_holds is False and c.cell in table.known_reversals:
-            why = table.known_reversals[c.cell]
-        else:
-            why = next((w for key, w in table.causes.items() if key in c.cell), None)
-        if why is None:
-            continue
-        if not isinstance(why, Cause):
-            raise TypeError(f"{table.id}: the cause of {c.cell!r} is not a Cause(kind, text)")
-        c.cause, c.cause_kind = why.text, why.kind
+        if c.claim_holds is False:
+            c.reversal = _checked(table, c, table.known_reversals.get(c.cell))
+        if c.within_15pct is False:
+            c.magnitude = _checked(table, c, next(
+                (why for key, why in table.causes.items() if key in c.cell), None))
+
+
+def _checked(table: "Table", c: Cell, why) -> Cause | None:
+    if why is not None and not isinstance(why, Cause):
+        raise TypeError(f"{table.id}: the cause of {c.cell!r} is not a Cause(kind, text)")
+    return why
 
 
 @dataclass

@@ -104,17 +104,17 @@ def run_figure_b_1(ctx: Context) -> list[Cell]:
 
 
 INTER_ONLY = Cause(
-    "seeds-disagree",
-    "the seeds disagree: cornstarch-arxiv Table 4 (section CA-T4) measures LPT without the "
-    "intra-GPU split 1-11 % faster than zigzag on the same three mask families at 16-64k, "
-    "as Loom's list-scheduling CU model has it (0.99-1.12x); the dissertation measures "
-    "inter-only 2-13 % slower and traces it to CUs idling at the end of each head's kernel "
-    "(Fig 3.7), which neither the model nor the arXiv measurement shows")
+    "unexplained",
+    "not explained yet: the dissertation measures inter-only 2-13 % slower than causal CP and "
+    "traces it to CUs idling at the end of each head's kernel (Fig 3.7); Loom's "
+    "list-scheduling CU model has LPT without the intra-GPU split 1-12 % faster "
+    "(0.99-1.12x), as cornstarch-arxiv Table 4 (section CA-T4) measures on a 70B layer "
+    "(1-11 % faster at 16-64k, with other heads and code)")
 ONE_WAVE = Cause(
-    "seeds-disagree",
-    "the seeds disagree (see the 64k rows): at 16k cornstarch-arxiv Table 4 measures LPT "
-    "without the split 1-3 % faster than zigzag, the dissertation 2-3 % slower; in Loom a "
-    "rank's kernel holds 16 query rows x 4 heads = 64 thread blocks, fewer than the A40's "
+    "unexplained",
+    "not explained yet: at 16k the dissertation measures inter-only 2-3 % slower than causal "
+    "CP, cornstarch-arxiv Table 4 LPT without the split 1-3 % faster on a 70B layer; in Loom "
+    "a rank's kernel holds 16 query rows x 4 heads = 64 thread blocks, fewer than the A40's "
     "84 CUs, so it lasts as long as its heaviest row, and zigzag and LPT tie (each leaves "
     "the mask's heaviest row on some rank)")
 SPLIT_COST = Cause(
@@ -225,11 +225,11 @@ ONE_WAVE_ARXIV = Cause(
     "2 %, the paper's is 1-1.5 % faster")
 
 EMBEDDED_PARAMETERS = Cause(
-    "seed-silent",
-    "the paper does not state its embedded masks' parameters, and they set this cell: over "
-    "encoder shares 0.2-0.8 and 1-16 segments per modality (the sweep in "
-    "docs/context-parallelism.md) Loom's naive ring takes 1.04-1.70x LPT's time at 32k and "
-    "its zigzag 1.01-1.27x at 64k, ranges that hold the paper's 1.21x and 1.01x; the "
+    "model",
+    "Loom's reconstruction of the embedded mask sets this cell, and the paper does not state "
+    "its parameters: over encoder shares 0.2-0.8 and 1-16 segments per modality (the sweep "
+    "in docs/context-parallelism.md) Loom's naive ring takes 1.04-1.70x LPT's time at 32k "
+    "and its zigzag 1.01-1.27x at 64k, ranges that hold the paper's 1.21x and 1.01x; the "
     "page's masks (share 0.5, 4 segments) give 1.39x and 1.23x")
 
 
@@ -282,8 +282,8 @@ ARXIV_TABLE_4 = Table(
             "docs/context-parallelism.md) Loom's naive ring loses 1.23-1.71x to LPT on the "
             "packed masks at 64k, the paper 1.17x: just outside the range the unstated "
             "mask parameters give"),
-        "zigzag over LPT": EMBEDDED_PARAMETERS,
-        "/": Cause("seed-silent",
+        "EE / zigzag over LPT": EMBEDDED_PARAMETERS,
+        "/": Cause("measured-kernel",
                    "the ranks' tensor parallelism is not stated (all 64 heads on a rank "
                    "here) and the CU model runs key blocks at the dense peak, so the "
                    "milliseconds (0.7-3.9x the paper's) do not compare; the ratios over LPT "

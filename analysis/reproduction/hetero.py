@@ -110,7 +110,7 @@ ATTENTION_RATE = Cause(
     "times, 12 of 16 within 15 %")
 
 PEAK_MEMORY_H = Cause(
-    "seed-silent",
+    "model",
     "from 64K on Loom's H fits only with the encoder's full recompute (51-61 GB; each run "
     "takes the fastest setting that fits, as the paper tunes its runs); the paper's 64K, 75 % "
     "H peaks 15 GB higher (a partial recompute, which Loom does not search, might fit there) "

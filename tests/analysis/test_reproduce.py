@@ -7,7 +7,7 @@ import unittest
 from pathlib import Path
 
 from reproduction.cells import Cause, Cell, Table, attach_causes, check_directions, judge
-from reproduction.page import kind_lines, reach, summary_lines, write_page
+from reproduction.page import explained, kind_lines, reach, summary_lines, write_page
 
 
 def cell(name, paper, loom, versus=()):
@@ -57,8 +57,20 @@ class Causes(unittest.TestCase):
         judge(cells)
         attach_causes(cells, self.table())
         self.assertEqual([c.cause for c in cells],
-                         ["", "the direction cause", "the magnitude cause", "", ""])
-        self.assertEqual([c.cause_kind for c in cells], ["", "seed-silent", "model", "", ""])
+                         ["", "the direction cause; the magnitude cause",
+                          "the magnitude cause", "", ""])
+        self.assertEqual([c.reversal.kind if c.reversal else None for c in cells],
+                         [None, "seed-silent", None, None, None])
+        self.assertEqual([c.magnitude.kind if c.magnitude else None for c in cells],
+                         [None, "model", "model", None, None])
+
+    def test_a_reversed_cell_off_in_magnitude_carries_both_causes(self):
+        cells = [cell("base", 10, 10), cell("slow reversed", 20, 5, versus=["base"])]
+        judge(cells)
+        attach_causes(cells, self.table())
+        self.assertEqual(cells[1].cause, "the direction cause; the magnitude cause")
+        self.assertEqual(cells[1].to_json()["reversal_kind"], "seed-silent")
+        self.assertEqual(cells[1].to_json()["magnitude_kind"], "model")
 
     def test_a_cause_has_a_known_kind_and_says_when_it_is_unexplained(self):
         with self.assertRaises(ValueError):
@@ -106,22 +118,28 @@ class Page(unittest.TestCase):
 
 
 class Reach(unittest.TestCase):
-    def test_only_misses_that_rest_on_the_seeds_bound_the_shares(self):
+    def test_the_bound_keeps_only_the_misses_of_the_staying_kinds(self):
         table = Table("t", "title", "src", run=lambda ctx: [],
                       causes={"silent": Cause("seed-silent", "an input not stated"),
-                              "model": Cause("model", "Loom's model")},
+                              "model": Cause("model", "Loom's model"),
+                              "disagree": Cause("measured-kernel", "a kernel's speed")},
                       known_reversals={
                           "disagree": Cause("seeds-disagree", "the paper's rows disagree")})
         cells = [cell("base", 10, 10), cell("silent", 10, 30), cell("model", 10, 30),
                  cell("disagree", 20, 5, versus=["base"]), cell("uncaused", 10, 30)]
         judge(cells)
         attach_causes(cells, table)
-        # Within now: base (1 of 5). Fixable: model, uncaused; disagree is also off by 75 %.
-        self.assertEqual(reach(cells), {"within": 3, "claims_hold": 0})
+        # Within now: base, 1 of 5. "disagree" is reversed (seeds-disagree) and off by 75 %
+        # (measured-kernel): its magnitude is fixable, its direction is not.
+        self.assertEqual(reach(cells, ("seeds-disagree", "seed-silent")),
+                         {"within": 4, "claims_hold": 0})
+        self.assertEqual(reach(cells, ("seeds-disagree",)), {"within": 5, "claims_hold": 0})
         rows = "\n".join(kind_lines(cells))
-        self.assertIn("| seed-silent |", rows)
-        self.assertIn("| - | no cause given | 1 | 0 | 1 |", rows)
         self.assertIn("| seeds-disagree | ", rows)
+        self.assertIn("| seed-silent | the cell rests on", rows)
+        self.assertIn("| - | no cause given | 0 | 1 |", rows)
+        self.assertFalse(explained(cells[4]))
+        self.assertTrue(explained(cells[3]))
 
 
 class Overrides(unittest.TestCase):
