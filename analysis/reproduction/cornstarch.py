@@ -207,7 +207,9 @@ TABLE_3_2 = Table(
             "would hold 6-10 layers in five of six rows, where 64 layers on at most 6 stages "
             "put 11 or more on the slowest: its LLM runs at more tensor parallelism than the "
             "configs' TP 2 (the dissertation does not state it; the arXiv version runs LLM-L "
-            "at TP 4, its Table 9)"),
+            "at TP 4, its Table 9). At TP 4 (docs/multimodal.md) those rows' Fwd LLM comes to "
+            "0.84-1.39x the paper's, but their encoder stages fall to 0.31-0.71x, so no one TP "
+            "for the whole model matches"),
     },
     known_reversals={
         "SSM aware / iteration": SAME_PARTITION,
