@@ -39,16 +39,18 @@ def explained(c: Cell) -> bool:
                                    (c.magnitude, c.within_15pct is False)) if missed)
 
 
+def kind_of(why) -> str | None:
+    return why.kind if why is not None else None
+
+
 def reach(cells: list[Cell], staying: tuple[str, ...]) -> dict:
     """The most the page could show if every miss were fixed but those whose cause is of
     a kind in `staying` (a miss without a cause counts as fixable)."""
     t = tally(cells)
     return {"claims_hold": t["claims_hold"] + sum(
-                c.claim_holds is False and (c.reversal is None or c.reversal.kind not in staying)
-                for c in cells),
+                c.claim_holds is False and kind_of(c.reversal) not in staying for c in cells),
             "within": t["within"] + sum(
-                c.within_15pct is False and (c.magnitude is None or
-                                             c.magnitude.kind not in staying)
+                c.within_15pct is False and kind_of(c.magnitude) not in staying
                 for c in cells)}
 
 
@@ -58,10 +60,8 @@ def kind_lines(cells: list[Cell]) -> list[str]:
     rows = ["| kind of cause | what it means | claims reversed | cells off by more than "
             "15 % |", "|---|---|---:|---:|"]
     for kind, meaning in [*CAUSE_KINDS.items(), (None, "no cause given")]:
-        def of_kind(why):
-            return (why.kind if why else None) == kind
-        reversed_ = sum(c.claim_holds is False and of_kind(c.reversal) for c in cells)
-        off = sum(c.within_15pct is False and of_kind(c.magnitude) for c in cells)
+        reversed_ = sum(c.claim_holds is False and kind_of(c.reversal) == kind for c in cells)
+        off = sum(c.within_15pct is False and kind_of(c.magnitude) == kind for c in cells)
         if kind or reversed_ or off:
             rows.append(f"| {kind or '-'} | {meaning} | {reversed_} | {off} |")
     return rows
