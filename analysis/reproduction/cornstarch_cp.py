@@ -107,7 +107,7 @@ INTER_ONLY = Cause(
     "unexplained",
     "not explained yet: the dissertation measures inter-only 2-13 % slower than causal CP and "
     "traces it to CUs idling at the end of each head's kernel (Fig 3.7); Loom's "
-    "list-scheduling CU model has LPT without the intra-GPU split 1-12 % faster "
+    "list-scheduling CU model has LPT without the intra-GPU split up to 12 % faster "
     "(0.99-1.12x), as cornstarch-arxiv Table 4 (section CA-T4) measures on a 70B layer "
     "(1-11 % faster at 16-64k, with other heads and code)")
 ONE_WAVE = Cause(
@@ -225,7 +225,7 @@ ONE_WAVE_ARXIV = Cause(
     "2 %, the paper's is 1-1.5 % faster")
 
 EMBEDDED_PARAMETERS = Cause(
-    "model",
+    "seed-silent",
     "Loom's reconstruction of the embedded mask sets this cell, and the paper does not state "
     "its parameters: over encoder shares 0.2-0.8 and 1-16 segments per modality (the sweep "
     "in docs/context-parallelism.md) Loom's naive ring takes 1.04-1.70x LPT's time at 32k "

@@ -69,8 +69,9 @@ DIP_FASTER = Cause(
     "DIP's small sub-microbatch kernels alone: the kernel-level cost model (`--set "
     "cost.efficiency=0`), which prices their tile and wave losses, puts Entrain ahead on "
     "LLaVA-150k 1b (1.02x) but leaves SynthChartNet 1b at 0.97x and reverses CoCoQA 3b "
-    "(0.94x). Nor memory: Loom's DIP keeps under the A40's 48 GB (peaks 45.2 GB on "
-    "SynthChartNet 1b, 21.8 GB on LLaVA-150k 1b) without recomputing")
+    "(0.94x). Its memory is not charged: Loom's DIP stays under the A40's 48 GB without "
+    "recomputing, with little room on SynthChartNet 1b (up to 47.3 GB) and much on "
+    "LLaVA-150k 1b (21.8 GB)")
 
 STD_SPREAD = Cause(
     "seed-silent",
