@@ -134,7 +134,7 @@ def kept_cells(previous: dict, keep: set[str]) -> list[Cell]:
         if owner(c["table"]) not in keep or owner(c["table"]) not in tables:
             continue
         # Causes are attached afresh below; ratio is derived.
-        derived = ("ratio", "cause", "cause_kind", "reversal_kind", "magnitude_kind")
+        derived = ("ratio", "cause", "reversal_kind", "magnitude_kind")
         fields = {k: v for k, v in c.items() if k not in derived}
         cells.append(Cell(**fields))
     for table_id in keep:

@@ -64,6 +64,10 @@ class Cause:
                              f"'unexplained': {self.kind} / {self.text[:40]!r}")
 
 
+def kind_of(why: Cause | None) -> str | None:
+    return why.kind if why is not None else None
+
+
 @dataclass
 class Cell:
     table: str
@@ -97,10 +101,13 @@ class Cell:
         return self.claim_holds is False or self.within_15pct is False
 
     @property
+    def causes(self) -> list[Cause]:
+        """The reversal's and the magnitude's causes, each distinct one once."""
+        return list(dict.fromkeys(w for w in (self.reversal, self.magnitude) if w is not None))
+
+    @property
     def cause(self) -> str:
-        """The cause's text, each distinct one once."""
-        texts = [w.text for w in (self.reversal, self.magnitude) if w is not None]
-        return "; ".join(dict.fromkeys(texts))
+        return "; ".join(w.text for w in self.causes)
 
     def to_json(self) -> dict:
         return {"table": self.table, "cell": self.cell, "paper": self.paper,
@@ -108,8 +115,8 @@ class Cell:
                 "ratio": self.ratio, "versus": self.versus, "claim": self.claim,
                 "claim_holds": self.claim_holds, "within_15pct": self.within_15pct,
                 "cause": self.cause,
-                "reversal_kind": self.reversal.kind if self.reversal else None,
-                "magnitude_kind": self.magnitude.kind if self.magnitude else None,
+                "reversal_kind": kind_of(self.reversal),
+                "magnitude_kind": kind_of(self.magnitude),
                 "note": self.note}
 
 

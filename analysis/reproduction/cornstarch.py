@@ -2,6 +2,7 @@
 partitioning of the encoders-colocated pipeline, on the nine MLLM-XYZ models."""
 from __future__ import annotations
 
+import functools
 import tomllib
 
 from table_3_2 import PAPER, per_stage_times
@@ -12,12 +13,18 @@ PARTS = ("Fwd Enc", "Fwd LLM", "Bwd Enc", "Bwd LLM")  # ms, slowest stage, micro
 VIEWS = {"aware": "true", "unaware": "naive"}
 
 
+@functools.cache
+def pipeline_shape(config) -> tuple[int, int, int]:
+    """The config's microbatches per replica, pipeline stages and replicas (m, p, dp)."""
+    settings = tomllib.loads(config.read_text())
+    return (settings["schedule"]["microbatches"], settings["parallel"]["pp"],
+            settings["parallel"]["dp"])
+
+
 def implied_iteration(config, paper_row) -> float:
     """What the paper's own per-stage times give for a 1F1B iteration: (m + p - 1) x the
     slowest stage's forward + backward (encoder or LLM stage), in seconds."""
-    settings = tomllib.loads(config.read_text())
-    m = settings["schedule"]["microbatches"]
-    p = settings["parallel"]["pp"]
+    m, p, _ = pipeline_shape(config)
     fwd_enc, fwd_llm, bwd_enc, bwd_llm = paper_row[:4]
     return (m + p - 1) * max(fwd_enc + bwd_enc, fwd_llm + bwd_llm) / 1e3
 
@@ -106,9 +113,7 @@ def iteration_disagrees(xyz: str, view: int) -> bool:
     times could give under 1F1B even with every microbatch of the batch in one pipeline
     (dp 1: the note's m = 6 becomes dp x m = 12, p = 6)."""
     config = paper_config(f"cornstarch-{xyz.lower()}.toml")
-    settings = tomllib.loads(config.read_text())
-    m, p, dp = (settings["schedule"]["microbatches"], settings["parallel"]["pp"],
-                settings["parallel"]["dp"])
+    m, p, dp = pipeline_shape(config)
     most = implied_iteration(config, PAPER[xyz][view]) * (dp * m + p - 1) / (m + p - 1)
     return PAPER[xyz][view][4] > DISAGREEMENT * most
 

@@ -5,7 +5,7 @@ import math
 import statistics
 from pathlib import Path
 
-from .cells import CAUSE_KINDS, MAGNITUDE, Cell, Table
+from .cells import CAUSE_KINDS, MAGNITUDE, Cell, Table, kind_of
 
 
 def fmt(v: float | None) -> str:
@@ -37,10 +37,6 @@ def explained(c: Cell) -> bool:
     return all(why is not None and why.kind != "unexplained"
                for why, missed in ((c.reversal, c.claim_holds is False),
                                    (c.magnitude, c.within_15pct is False)) if missed)
-
-
-def kind_of(why) -> str | None:
-    return why.kind if why is not None else None
 
 
 def reach(cells: list[Cell], staying: tuple[str, ...]) -> dict:
@@ -83,9 +79,8 @@ def reach_line(cells: list[Cell]) -> str:
 def cause_text(c: Cell) -> str:
     """The cell's causes as the page prints them: each with its kind in italics (an
     unexplained one says so in its words)."""
-    parts = dict.fromkeys(w for w in (c.reversal, c.magnitude) if w is not None)
     return "; ".join(w.text if w.kind == "unexplained" else f"*{w.kind}*: {w.text}"
-                     for w in parts)
+                     for w in c.causes)
 
 
 def log_error(c: Cell) -> float:
