@@ -135,11 +135,13 @@ def write_page(path: Path, tables: list[Table], cells: list[Cell], not_compared,
            "cell and the cells it is compared with (which is larger; a tie when the paper's "
            "two are within 1 %) is Loom's order. *Within 15 %*: |Loom / paper - 1| <= "
            f"{MAGNITUDE:.2f}. *Mode* says where Loom's number comes from: `analytical` (Loom's "
-           "cost model; the Cornstarch, Entrain and hetero paper configs price FLOPs at a "
-           "fixed fraction of the peak, `cost.efficiency` 0.45 on the A40 and 0.5 on the "
-           "H100, a round assumption written before Loom's kernel-level model and not taken "
-           "from a source; `--set cost.efficiency=0` runs a config under the kernel-level "
-           "model instead), `calibrated` (constants fitted to the paper's own measurements), "
+           "cost model: its kernel-level model, every constant cited, for the hetero paper's "
+           "Megatron-LM runs; the Cornstarch and Entrain configs, whose systems run on "
+           "HuggingFace Transformers, price FLOPs at a fixed fraction of the A40's peak, "
+           "`cost.efficiency` 0.45, a round assumption written before the kernel-level model "
+           "and not taken from a source; `--set cost.efficiency=0` runs them under the "
+           "kernel-level model instead), `calibrated` (constants fitted to the paper's own "
+           "measurements), "
            "`measured-throughput` (the paper's measured throughput by node count; only the "
            "failure timeline is Loom's).",
            "", "## Summary", ""]
