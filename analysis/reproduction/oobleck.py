@@ -120,10 +120,10 @@ TABLE_2_2 = Table(
             "model",
             "the cost model, calibrated on Oobleck's pipelines, puts Varuna-like's grid at "
             "0.94-0.98x Varuna's own measured throughput on 30 nodes "
-            "(traces/oobleck/varuna_throughput_by_nodes.json) but at 0.77-0.93x on the 16-27 "
-            "nodes the 1 h trace leaves: the grids it re-plans on fewer nodes fall further "
-            "below Varuna's measurements; the measured-throughput cells, which replay that "
-            "table, are within 15 % here")
+            "(traces/oobleck/varuna_throughput_by_nodes.json) and 0.93-1.00x on 28-29, but at "
+            "0.77-0.93x on 16-27 nodes, where the 1 h trace spends most of its time: the grids "
+            "it re-plans on fewer nodes fall further below Varuna's measurements; the "
+            "measured-throughput cells, which replay that table, are within 15 % here")
            for label in ("GPT-3 2.7B", "GPT-3 6.7B")},
     },
     known_reversals={
