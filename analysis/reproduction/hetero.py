@@ -98,8 +98,8 @@ def run_table_a3(ctx: Context) -> list[Cell]:
     return cells
 
 
-# Table A3's last two rows: Loom's H needs the encoder's recompute to fit its memory model,
-# while the paper's H peaks far lower than that model allows (an unstated setting).
+# Table A3's last two rows, H's time and peak memory: Loom's H needs the encoder's recompute
+# to fit its memory model, while the paper's H peaks far lower (an unstated setting).
 H_AT_128K = Cause(
     "seed-silent",
     "Loom's H fits its memory model only with the encoder's full recompute (55-60 GB; "
@@ -111,10 +111,10 @@ COLOCATED_RATE = Cause(
     "unexplained",
     "not explained yet: from 64K on Loom's C runs the model FLOPs at 28-31 % of the H100's "
     "dense peak, the paper's at 22-27 % (each cell's note), while Loom's H is within 15 % "
-    "up to 64K and 1.08-1.16x at 128K; the kernel-level model prices the LLM's attention (54-71 % of the "
-    "FLOPs there) as FlashAttention-2 at its measured 37 / 33 % of the peak and adds each "
-    "layer's K/V all-gather on the CP group unhidden, so what the paper's C loses beyond "
-    "that is not in Loom's model")
+    "up to 64K and 1.08-1.16x at 128K; the kernel-level model prices the LLM's attention "
+    "(54-71 % of the FLOPs there) as FlashAttention-2 at its measured 37 / 33 % of the "
+    "peak and adds each layer's K/V all-gather on the CP group unhidden, so what the "
+    "paper's C loses beyond that is not in Loom's model")
 
 PEAK_MEMORY_H = Cause(
     "model",
@@ -122,12 +122,6 @@ PEAK_MEMORY_H = Cause(
     "each run takes the fastest setting that fits, as the paper tunes its runs); the paper's "
     "64K, 75 % H peaks 16 GB higher: a partial recompute, which Loom does not search, might "
     "fit there")
-
-PEAK_MEMORY_H_128K = Cause(
-    "seed-silent",
-    "the paper's 128K H peaks at 25-27 GB, 29-42 GB below its 64K H though each GPU holds "
-    "twice the encoder tokens; Loom's H needs 55-60 GB with the encoder's full recompute "
-    "(125-165 GB without), so the paper's ran a setting the table does not state")
 
 TABLE_A3 = Table(
     id="hetero-TA3",
@@ -149,9 +143,8 @@ TABLE_A3 = Table(
            "SimGrid: the LLM's context- and tensor-parallel traffic share links, which only "
            "SimGrid models."),
     causes={
-        **{f"128K vis {vis}% 64 GPUs / {cell}": cause for vis in (50, 75)
-           for cell, cause in (("homogeneous", H_AT_128K),
-                               ("peak memory H", PEAK_MEMORY_H_128K))},
+        **{f"128K vis {vis}% 64 GPUs / {cell}": H_AT_128K
+           for vis in (50, 75) for cell in ("homogeneous", "peak memory H")},
         "gain": Cause(
             "unexplained",
             "not explained yet: H - C is 0.80-1.03x the paper's difference at 16-32K, where "
