@@ -51,6 +51,8 @@ struct Waits {
   double dp_async_exposed = 0;  ///< waiting at the optimizer step for async buckets
   double dp_async_hidden = 0;   ///< async bucket time behind the rank's other work
   double optimizer = 0;         ///< the optimizer step (busy time, not a wait)
+  double fsdp_gather = 0;       ///< FSDP's parameter all-gathers on the comm stream
+  double fsdp_exposed = 0;      ///< computes waiting for their layer's gather
 };
 
 /// Splits every receive and collective of `rank` by what it waited for.
@@ -80,9 +82,16 @@ Waits rank_waits(const Schedule& schedule, const Timeline& timeline, RankId rank
     const OpRef ref{rank, i++};
     const OpTiming t = timing(ref);
     if (const auto* c = std::get_if<Collective>(&op); c && c->async) {
-      pending.push_back(t);
+      // FSDP's prefetched gathers are waited for by the computes; its reduce-scatters,
+      // like gradient buckets, by the optimizer step.
+      if (c->kind == CollectiveKind::kAllGather)
+        w.fsdp_gather += t.end_s - t.start_s;
+      else
+        pending.push_back(t);
       continue;
     }
+    if (const auto* c = std::get_if<Compute>(&op); c && c->async_pending >= 0)
+      w.fsdp_exposed += std::max(0.0, t.start_s - rank_end);
     if (std::holds_alternative<OptimizerStep>(op) && !pending.empty()) settle_async(t.start_s);
     if (!std::holds_alternative<Send>(op)) rank_end = std::max(rank_end, t.end_s);
     if (std::holds_alternative<Recv>(op)) {
@@ -169,25 +178,30 @@ nlohmann::json iteration_json(const Study& study, const AnalyticalCostModel* ker
   const Waits w = rank_waits(study.schedule, timeline, busiest);
   const double recv_s = w.pp_bubble + w.pp_exposed;
   const double collective_s = w.dp_wait + w.dp_ring + w.dp_async_exposed;
+  const double gather_wait_s = w.fsdp_exposed;
   const double busy = metrics.per_rank[busiest].busy_s;
   const double compute = busy - w.optimizer;
-  nlohmann::json it = {
-      {"iteration_s", metrics.iteration_time_s},
-      {"rank", busiest},
-      {"compute_s", compute},
-      {"optimizer_s", w.optimizer},
-      {"pipeline_wait_s", recv_s},
-      {"pipeline",
-       {{"bubble_s", w.pp_bubble},
-        {"exposed_transfer_s", w.pp_exposed},
-        {"hidden_transfer_s", w.pp_hidden}}},
-      {"dp_allreduce_s", collective_s},
-      {"data_parallel",
-       {{"wait_for_members_s", w.dp_wait},
-        {"exposed_allreduce_s", w.dp_ring + w.dp_async_exposed},
-        {"hidden_allreduce_s", w.dp_async_hidden}}},
-      {"other_idle_s", std::max(0.0, metrics.iteration_time_s - busy - recv_s - collective_s)},
-      {"bubble_fraction", metrics.bubble_fraction}};
+  nlohmann::json it = {{"iteration_s", metrics.iteration_time_s},
+                       {"rank", busiest},
+                       {"compute_s", compute},
+                       {"optimizer_s", w.optimizer},
+                       {"pipeline_wait_s", recv_s},
+                       {"pipeline",
+                        {{"bubble_s", w.pp_bubble},
+                         {"exposed_transfer_s", w.pp_exposed},
+                         {"hidden_transfer_s", w.pp_hidden}}},
+                       {"dp_allreduce_s", collective_s},
+                       {"data_parallel",
+                        {{"wait_for_members_s", w.dp_wait},
+                         {"exposed_allreduce_s", w.dp_ring + w.dp_async_exposed},
+                         {"hidden_allreduce_s", w.dp_async_hidden}}},
+                       {"fsdp",
+                        {{"gather_s", w.fsdp_gather},
+                         {"exposed_gather_s", gather_wait_s},
+                         {"hidden_gather_s", std::max(0.0, w.fsdp_gather - gather_wait_s)}}},
+                       {"other_idle_s", std::max(0.0, metrics.iteration_time_s - busy - recv_s -
+                                                          collective_s - gather_wait_s)},
+                       {"bubble_fraction", metrics.bubble_fraction}};
   if (kernels) {
     // Split the rank's compute in the proportions of one microbatch over the whole model.
     const Shares sh = model_shares(study, *kernels);
@@ -239,14 +253,24 @@ void print_cost(const nlohmann::json& j, const std::string& cost_model) {
   std::printf("    exposed transfers     %10.3f s\n", v(it["pipeline"]["exposed_transfer_s"]));
   std::printf("  pipeline transfers hidden behind compute %.3f s\n",
               v(it["pipeline"]["hidden_transfer_s"]));
-  std::printf("  gradient all-reduces (data-parallel, tied embedding) %.3f s\n",
-              v(it["dp_allreduce_s"]));
+  std::printf(
+      "  gradient reductions (data-parallel all-reduce or FSDP reduce-scatter, tied "
+      "embedding) %.3f s\n",
+      v(it["dp_allreduce_s"]));
   std::printf("    waiting for slower members %.3f s\n",
               v(it["data_parallel"]["wait_for_members_s"]));
   std::printf("    exposed (blocking, or buckets still running at the optimizer step) %.3f s\n",
               v(it["data_parallel"]["exposed_allreduce_s"]));
-  std::printf("    hidden behind the backward (parallel.overlap_grad_reduce) %.3f s\n",
-              v(it["data_parallel"]["hidden_allreduce_s"]));
+  std::printf(
+      "    hidden behind the backward (overlap_grad_reduce buckets, FSDP reduce-scatters) %.3f s\n",
+      v(it["data_parallel"]["hidden_allreduce_s"]));
+  if (v(it["fsdp"]["gather_s"]) > 0) {
+    std::printf("  parameter all-gathers (parallel.fsdp) %.3f s\n", v(it["fsdp"]["gather_s"]));
+    std::printf("    exposed (a layer waiting for its parameters) %.3f s\n",
+                v(it["fsdp"]["exposed_gather_s"]));
+    std::printf("    hidden behind the previous layer's compute %.3f s\n",
+                v(it["fsdp"]["hidden_gather_s"]));
+  }
   std::printf("  bubble fraction (all ranks) %.1f %%\n", v(it["bubble_fraction"]) * 100);
 }
 

@@ -774,7 +774,20 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.cost.memory.distributed_optimizer = r.boolean(p, "parallel.", "distributed_optimizer", false);
   c.parallel.overlap_grad_reduce = r.boolean(p, "parallel.", "overlap_grad_reduce", false);
   c.parallel.grad_bucket_size = r.number(p, "parallel.", "grad_bucket_size", 0);
+  c.parallel.fsdp = r.boolean(p, "parallel.", "fsdp", false);
+  c.cost.memory.shard_parameters = c.parallel.fsdp;
+  if (c.parallel.fsdp && c.parallel.dp == 1)
+    r.fail(p.get("fsdp"), "parallel.fsdp",
+           "shards over the data-parallel replicas: set parallel.dp > 1 or turn it off");
+  if (c.parallel.fsdp && c.parallel.overlap_grad_reduce)
+    r.fail(p.get("overlap_grad_reduce"), "parallel.overlap_grad_reduce",
+           "FSDP reduce-scatters each layer's gradients behind the backward itself; remove "
+           "the key or parallel.fsdp");
   read_module_layouts(r, p, c);
+  if (c.parallel.fsdp && !c.parallel.module_layouts.empty())
+    r.fail(p.get("fsdp"), "parallel.fsdp",
+           "shards one layout's replicas; per-module layouts (parallel.modules) shard by "
+           "their own data parallelism: remove one of the two");
 
   const toml::table* sch = r.section(root, "", "schedule");
   const toml::table& s = sch ? *sch : kEmpty;

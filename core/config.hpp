@@ -34,6 +34,12 @@ struct ParallelConfig {
   /// buckets, each issued asynchronously as soon as the last microbatch's backward has
   /// produced its gradients (schedulers/lowering/gradient_buckets.hpp).
   bool overlap_grad_reduce = false;
+  /// Fully sharded data parallelism (PyTorch FSDP2, Zhao et al. VLDB'23; ZeRO-3,
+  /// Rajbhandari et al. SC'20 §5.3): parameters, gradients and optimizer state sharded over
+  /// the data-parallel replicas; each layer's parameters all-gathered before its forward
+  /// and backward (prefetched one layer ahead), its gradients reduce-scattered after its
+  /// last backward (schedulers/lowering/pass_fsdp.cpp).
+  bool fsdp = false;
   /// Parameters per gradient bucket; 0 = Megatron-Core's default, max(40M, 1M x dp)
   /// (DistributedDataParallelConfig.bucket_size).
   double grad_bucket_size = 0;

@@ -64,6 +64,8 @@ struct MemoryConstants {
   /// parallel.distributed_optimizer: optimizer state sharded over the data-parallel ranks
   /// (ZeRO-1; core/memory_model.hpp).
   bool distributed_optimizer = false;
+  /// parallel.fsdp: parameters and gradients sharded too (ZeRO-3; core/memory_model.hpp).
+  bool shard_parameters = false;
 };
 
 }  // namespace loom

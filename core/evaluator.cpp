@@ -27,8 +27,9 @@ class ListScheduler {
         arrived_(matching_.instances.ssize(), 0),
         waiting_at_(schedule.num_ranks()),
         async_queue_(schedule.num_ranks()),
-        async_end_(schedule.num_ranks(), 0.0),
-        waiting_async_(schedule.num_ranks(), false) {
+        async_ends_(schedule.num_ranks()),
+        async_issued_(schedule.num_ranks(), 0),
+        waiting_async_(schedule.num_ranks(), 0) {
     timeline_.timings.resize(schedule.num_ranks());
     for (const RankId r : schedule.rank_ids()) timeline_.timings[r].resize(program(r).size());
   }
@@ -67,6 +68,7 @@ class ListScheduler {
       const bool done = std::visit(
           Overloaded{
               [&](const Compute& c) {
+                if (c.async_pending >= 0 && !wait_for_async(r, c.async_pending)) return false;
                 timing(here) = {clock, clock + c.seconds};
                 clock += c.seconds;
                 return true;
@@ -92,7 +94,7 @@ class ListScheduler {
                 return arrive_collective(here, c);
               },
               [&](const OptimizerStep& o) {
-                if (!wait_for_async(r)) return false;
+                if (!wait_for_async(r, 0)) return false;
                 timing(here) = {clock, clock + o.seconds};
                 clock += o.seconds;
                 return true;
@@ -103,7 +105,7 @@ class ListScheduler {
       // A completed collective has already moved every member (this rank included) past it.
       if (!blocking_collective) ++i;
     }
-    wait_for_async(r);  // the program's end waits for the rank's async collectives
+    wait_for_async(r, 0);  // the program's end waits for the rank's async collectives
   }
 
   /// An async collective costs the rank nothing: note when it was issued, queue it on the
@@ -112,6 +114,7 @@ class ListScheduler {
     const InstanceId instance = instance_of(here);
     timing(here).start_s = clock_[here.rank];
     ++arrived_[instance];
+    ++async_issued_[here.rank];
     async_queue_[here.rank].push_back(instance);
     start_ready_async(instance);
     return true;
@@ -135,26 +138,32 @@ class ListScheduler {
       const Collective& c = std::get<Collective>(schedule_.op(members[0]));
       double start = 0;
       for (const OpRef& m : members) {
-        start = std::max({start, timing(m).start_s, async_end_[m.rank]});
+        const auto& ends = async_ends_[m.rank];
+        start = std::max({start, timing(m).start_s, ends.empty() ? 0.0 : ends.back()});
       }
       const double end = start + ring_timing(schedule_, cluster_, members, c).duration_s();
       for (const OpRef& m : members) {
         timing(m) = {start, end};
-        async_end_[m.rank] = end;
+        async_ends_[m.rank].push_back(end);
         auto& queue = async_queue_[m.rank];
         queue.pop_front();
         if (!queue.empty()) candidates.push_back(queue.front());
-        if (queue.empty() && waiting_async_[m.rank]) wake(m.rank);
+        const std::size_t needed = waiting_async_[m.rank];
+        if (needed > 0 && async_ends_[m.rank].size() >= needed) wake(m.rank);
       }
     }
   }
 
-  /// True once rank r's async collectives have all ended (its clock moves to the last end);
-  /// false, with r waiting to be woken, while some are outstanding.
-  bool wait_for_async(RankId r) {
-    const bool done = async_queue_[r].empty();
-    waiting_async_[r] = !done;
-    if (done) clock_[r] = std::max(clock_[r], async_end_[r]);
+  /// True once rank r's async collectives have ended, all but the `pending` issued last
+  /// (its clock moves to the last of those ends; one stream runs them in order, so that is
+  /// the latest); false, with r waiting to be woken, while some have not started.
+  bool wait_for_async(RankId r, int pending) {
+    const std::size_t issued = async_issued_[r];
+    const std::size_t needed = issued > static_cast<std::size_t>(pending) ? issued - pending : 0;
+    const auto& ends = async_ends_[r];
+    const bool done = ends.size() >= needed;
+    waiting_async_[r] = done ? 0 : needed;
+    if (done && needed > 0) clock_[r] = std::max(clock_[r], ends[needed - 1]);
     return done;
   }
 
@@ -224,8 +233,10 @@ class ListScheduler {
   PerRank<std::optional<InstanceId>> waiting_at_;  ///< the collective instance the rank waits in
   /// Per rank: its communication stream, the async instances issued and not yet run...
   PerRank<std::deque<InstanceId>> async_queue_;
-  PerRank<double> async_end_;    ///< ... when the last one run ends...
-  PerRank<char> waiting_async_;  ///< ... and whether the rank waits for them
+  PerRank<std::vector<double>> async_ends_;  ///< ... the ends of those run, in order...
+  PerRank<std::size_t> async_issued_;        ///< ... how many it has issued...
+  /// ... and how many must have run before the waiting rank goes on (0: it does not wait).
+  PerRank<std::size_t> waiting_async_;
   std::deque<RankId> ready_;
   Timeline timeline_;
 };

@@ -5,10 +5,12 @@ namespace loom {
 StaticMemory parameter_state_bytes(double parameters_per_gpu, double dtype_bytes,
                                    const MemoryConstants& memory, int data_parallel, bool trained) {
   StaticMemory m;
-  m.parameters = parameters_per_gpu * dtype_bytes;
+  // ZeRO-3 (FSDP) shards all three; ZeRO-1 (distributed optimizer) the optimizer state.
+  const int state_shards = memory.shard_parameters ? data_parallel : 1;
+  m.parameters = parameters_per_gpu * dtype_bytes / state_shards;
   if (!trained) return m;
-  m.gradients = parameters_per_gpu * memory.gradient_bytes_per_param;
-  const int shards = memory.distributed_optimizer ? data_parallel : 1;
+  m.gradients = parameters_per_gpu * memory.gradient_bytes_per_param / state_shards;
+  const int shards = memory.distributed_optimizer || memory.shard_parameters ? data_parallel : 1;
   m.optimizer = parameters_per_gpu * memory.optimizer_bytes_per_param / shards;
   return m;
 }

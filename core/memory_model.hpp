@@ -14,7 +14,10 @@ namespace loom {
 /// copy) also gradients and optimizer state. With MemoryConstants::distributed_optimizer the
 /// optimizer state is sharded over the `data_parallel` ranks holding the same parameters
 /// (ZeRO stage 1: Rajbhandari et al. SC'20 §5.1, P_os = 4Ψ + 12Ψ/N_d for Adam in mixed
-/// precision; Megatron-LM's --use-distributed-optimizer).
+/// precision; Megatron-LM's --use-distributed-optimizer). With
+/// MemoryConstants::shard_parameters the parameters and gradients are sharded as well
+/// (ZeRO stage 3, §5.3: P_os+g+p = 16Ψ/N_d; PyTorch FSDP); the unsharded layers an
+/// FSDP rank holds while it computes are the lowering's (fill_static_memory).
 StaticMemory parameter_state_bytes(double parameters_per_gpu, double dtype_bytes,
                                    const MemoryConstants& memory, int data_parallel, bool trained);
 

@@ -26,6 +26,8 @@ const char* to_string(CollectiveKind kind) {
       return "allreduce";
     case CollectiveKind::kAllGather:
       return "allgather";
+    case CollectiveKind::kReduceScatter:
+      return "reducescatter";
   }
   return "?";
 }
@@ -94,7 +96,8 @@ int ring_steps(CollectiveKind kind, int members) {
 }
 
 double ring_chunk_bytes(CollectiveKind /*kind*/, int members, double bytes) {
-  // Reduce-scatter + all-gather (all-reduce) and all-gather both move bytes/n per step.
+  // All-reduce (reduce-scatter + all-gather), all-gather and reduce-scatter all move
+  // bytes/n per step.
   return members <= 0 ? 0.0 : bytes / members;
 }
 

@@ -16,25 +16,28 @@
 ///     b on an edge is the k-th Recv on b from a on that edge, as NCCL point-to-point does
 ///     on one communicator per module edge; their tags and sizes must agree.
 ///   - A Collective is a ring over its group's ranks (all-reduce: 2(n-1) steps of
-///     bytes/n; all-gather: n-1 steps); members match their k-th collective on a group.
-///     It starts when every member has reached it (NCCL's ring cannot progress sooner).
-///     Each member's steps towards its ring successor travel as one stream of
-///     steps x bytes/n, so every link carries exactly the ring's load and shares it with
-///     other traffic; the collective ends for all members when every stream has arrived,
-///     plus (steps - 1) x the ring's largest hop latency for the per-step handshakes.
-///     Uncontended, that is steps x (latency + bytes/n / bandwidth) of the slowest hop:
-///     NCCL's ring bound (2(n-1)/n x bytes / bus bandwidth for all-reduce).
+///     bytes/n; all-gather and reduce-scatter: n-1 steps); members match their k-th collective on a
+///     group. It starts when every member has reached it (NCCL's ring cannot progress sooner). Each
+///     member's steps towards its ring successor travel as one stream of steps x bytes/n, so every
+///     link carries exactly the ring's load and shares it with other traffic; the collective ends
+///     for all members when every stream has arrived, plus (steps - 1) x the ring's largest hop
+///     latency for the per-step handshakes. Uncontended, that is steps x (latency + bytes/n /
+///     bandwidth) of the slowest hop: NCCL's ring bound (2(n-1)/n x bytes / bus bandwidth for
+///     all-reduce).
 ///   - An async Collective (a gradient bucket overlapped with the backward pass) costs
 ///     its rank no time: the rank goes on. Each rank runs its async collectives in program
 ///     order on one communication stream: one starts when every member has reached it and
 ///     each member's previous async collective has ended. The rank's next OptimizerStep,
 ///     and the end of its program, wait until all its async collectives have ended.
+///   - A Compute with `async_pending` = k >= 0 starts only once every async collective its
+///     rank issued before it has ended, except the k issued last (FSDP's prefetch: a
+///     layer's compute waits for its own parameters' all-gather, not the next layer's).
 ///
 /// Text form (after PyTorch pipelining's actions): "2F0" stage 2 forward microbatch 0,
 /// "2I0"/"2W0" split backward, "2B0" fused backward; a module suffix "@llm" when a stage
 /// spans several modules, then "(copy)" on a redundant compute or "(F+B)" on a half of an
 /// overlapped forward-backward action; "1SEND_F3->2", "2RECV_F3<-1",
-/// "ALLREDUCE_s1[g0]".
+/// "ALLREDUCE_s1[g0]", "REDUCESCATTER_s0[g2]".
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -52,7 +55,9 @@ namespace loom {
 enum class Pass : std::uint8_t { kF, kB, kI, kW };
 const char* to_string(Pass pass);
 
-enum class CollectiveKind : std::uint8_t { kAllReduce, kAllGather };
+/// Reduce-scatter is FSDP's gradient reduction (Zhao et al. VLDB'23 §3.2): each member keeps
+/// the sum of its 1/n shard; its ring moves what an all-gather moves.
+enum class CollectiveKind : std::uint8_t { kAllReduce, kAllGather, kReduceScatter };
 const char* to_string(CollectiveKind kind);
 
 /// What a point-to-point message carries: the output of forward (`kF`, activations) or of
@@ -100,6 +105,10 @@ struct Compute {
   /// receives come before the F and its sends after the B (the lowering groups them), so
   /// each half's communication is hidden behind the other's compute. Prints as "(F+B)".
   bool overlapped = false;
+  /// -1: starts when reached. k >= 0: waits until the rank's async collectives issued
+  /// before it have ended, all but the latest k (FSDP's per-layer all-gather, issued one
+  /// layer ahead; lowering/pass_fsdp.cpp). Prints as "wait=k".
+  int async_pending = -1;
   bool operator==(const Compute&) const = default;
 };
 

@@ -39,6 +39,7 @@ std::string op_line(const Op& op, const Schedule& s) {
             if (c.activation_bytes != 0) line += field("activation", c.activation_bytes);
             if (c.weight_grad_s != 0) line += field("weight_grad", c.weight_grad_s);
             if (c.releases_activation) line += " release=1";
+            if (c.async_pending >= 0) line += " wait=" + std::to_string(c.async_pending);
             // The short form names the module only when there are several.
             if (s.module_names.size() <= 1) line += module_field(c.module, s);
           },

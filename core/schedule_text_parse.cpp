@@ -204,8 +204,10 @@ class OpReader {
       : in_(in), s_(s), line_(line), token_(line.tokens.front()), text_(token_.text) {}
 
   Op read() {
-    if (text_.rfind("ALLREDUCE_s", 0) == 0 || text_.rfind("ALLGATHER_s", 0) == 0)
-      return collective();
+    for (const CollectiveKind kind :
+         {CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
+      if (eat(collective_prefix(kind))) return collective(kind);
+    }
     if (eat("OPTIMIZER_s")) return optimizer_step();
     const int stage = number();
     if (eat("SEND_")) return message<Send>(stage, "->");
@@ -262,7 +264,7 @@ class OpReader {
     c.pass = pass();
     c.microbatch = MicrobatchId{number()};
     const Fields f = in_.fields(
-        line_, 1, {"layers", "seconds", "activation", "weight_grad", "release", "module"});
+        line_, 1, {"layers", "seconds", "activation", "weight_grad", "release", "module", "wait"});
     if (eat("@")) {
       const size_t end = std::min(text_.find('(', pos_), text_.size());
       c.module = module_index(text_.substr(pos_, end - pos_), token_.column + pos_);
@@ -278,6 +280,7 @@ class OpReader {
     c.activation_bytes = in_.real_field(line_, f, "activation", false);
     c.weight_grad_s = in_.real_field(line_, f, "weight_grad", false);
     c.releases_activation = flag(f, "release");
+    if (f.count("wait") != 0) c.async_pending = in_.int_field(line_, f, "wait");
     return c;
   }
 
@@ -310,10 +313,16 @@ class OpReader {
     return m;
   }
 
-  Op collective() {
+  /// "ALLREDUCE_s", "ALLGATHER_s", "REDUCESCATTER_s": what to_string(Op) writes.
+  static std::string collective_prefix(CollectiveKind kind) {
+    std::string name = to_string(kind);
+    for (char& ch : name) ch = static_cast<char>(ch - 'a' + 'A');
+    return name + "_s";
+  }
+
+  Op collective(CollectiveKind kind) {
     Collective c;
-    c.kind = text_[3] == 'R' ? CollectiveKind::kAllReduce : CollectiveKind::kAllGather;
-    pos_ = 11;  // past "ALLREDUCE_s" / "ALLGATHER_s"
+    c.kind = kind;
     c.stage = StageId{number()};
     expect("[g");
     const size_t group_at = pos_;

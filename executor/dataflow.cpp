@@ -5,7 +5,27 @@
 #include <set>
 #include <variant>
 
+#include "core/errors.hpp"
+
 namespace loom::exec {
+
+void check_schedule_executable(const Schedule& schedule) {
+  for (const RankId r : schedule.rank_ids()) {
+    const auto& program = schedule.programs[r];
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      const auto* coll = std::get_if<Collective>(&program[i]);
+      const auto* comp = std::get_if<Compute>(&program[i]);
+      if ((coll && coll->kind == CollectiveKind::kReduceScatter) ||
+          (comp && comp->async_pending >= 0)) {
+        throw InfeasibleError("rank " + to_string(r) + " op #" + std::to_string(i) + " (" +
+                              to_string(program[i], schedule) +
+                              "): the schedule shards parameters (parallel.fsdp), which the "
+                              "executors do not run (they keep every rank's parameters whole); "
+                              "run it with `loom sim` or drop parallel.fsdp");
+      }
+    }
+  }
+}
 
 std::vector<int> rank_layers(const Schedule& schedule, RankId rank) {
   std::set<int> layers;

@@ -43,6 +43,11 @@ bool is_redundant(const C& op) {
   }
 }
 
+/// Throws InfeasibleError naming the first op when the schedule shards parameters (FSDP,
+/// parallel.fsdp: reduce-scatters and computes that wait for prefetched all-gathers): the
+/// executors keep every rank's parameters whole and run no sharded optimizer.
+void check_schedule_executable(const Schedule& schedule);
+
 /// The layers a rank holds parameters for: those of its non-redundant forward computes.
 std::vector<int> rank_layers(const Schedule& schedule, RankId rank);
 

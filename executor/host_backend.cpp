@@ -122,6 +122,7 @@ class HostExecutor final : public Executor {
                        "there is nothing to meet; it is for --backend cuda launches");
     const Schedule& schedule = *problem.schedule;
     check_model_executable(*problem.model);
+    check_schedule_executable(schedule);
     const Matching matching = match_operations(schedule);  // InfeasibleError if unmatched
     const LayerGraph graph(*problem.model);
     const int n = schedule.num_ranks();

@@ -229,6 +229,8 @@ class Simulation {
       if (size_t end = compute_run_end(ops, i); end > i + 1) {
         // Back-to-back computes touch nothing another rank sees: one SimGrid activity
         // for the whole run, each op's times by arithmetic (one sleep, not end - i).
+        if (const int pending = std::get<Compute>(ops[i]).async_pending; pending >= 0)
+          wait_for_async(r, pending);
         double t = sg::Engine::get_clock();
         for (size_t k = i; k < end; ++k) {
           const double from = t;
@@ -241,6 +243,9 @@ class Simulation {
         i = end - 1;
         continue;
       }
+      // A compute that waits for its prefetched parameters starts once they are here.
+      if (const auto* c = std::get_if<Compute>(&ops[i]); c && c->async_pending >= 0)
+        wait_for_async(r, c->async_pending);
       const double start = sg::Engine::get_clock();
       std::visit(Overloaded{
                      [&](const Compute& c) {
@@ -261,7 +266,7 @@ class Simulation {
                          ring(here, c, boxes[i]);
                      },
                      [&](const OptimizerStep& o) {
-                       wait_for_async(r);
+                       wait_for_async(r, 0);
                        if (o.seconds > 0) sg::this_actor::sleep_for(o.seconds);
                        ++activities_;
                      },
@@ -281,7 +286,7 @@ class Simulation {
       count_done_op();
       if (!failure_.empty()) return;
     }
-    wait_for_async(r);  // the program's end waits for the rank's async collectives
+    wait_for_async(r, 0);  // the program's end waits for the rank's async collectives
     position_[r] = ops.size();
     // Every message to this rank has been consumed: release the mailboxes' hold on it.
     for (const OpMailboxes& b : boxes) {
@@ -295,9 +300,11 @@ class Simulation {
     stream.issued->release();
   }
 
-  void wait_for_async(RankId r) {
+  /// Until the rank's async collectives have ended, all but the `pending` issued last (the
+  /// stream runs them in order, so they end in order).
+  void wait_for_async(RankId r, int pending) {
     CommStream& stream = streams_[r];
-    for (; stream.waited_count < stream.issued_count; ++stream.waited_count)
+    for (; stream.waited_count + pending < stream.issued_count; ++stream.waited_count)
       stream.ended->acquire();
   }
 
@@ -315,10 +322,16 @@ class Simulation {
     }
   }
 
-  /// The end of the run of Compute ops that starts at `i` (i itself when ops[i] is not one).
+  /// The end of the run of Compute ops that starts at `i` (i itself when ops[i] is not one);
+  /// a compute that waits for the comm stream (Compute::async_pending) starts a run of its own.
   static size_t compute_run_end(const std::vector<Op>& ops, size_t i) {
-    size_t end = i;
-    while (end < ops.size() && std::holds_alternative<Compute>(ops[end])) ++end;
+    auto plain = [&](size_t k) {
+      const auto* c = std::get_if<Compute>(&ops[k]);
+      return c && c->async_pending < 0;
+    };
+    if (i >= ops.size() || !std::holds_alternative<Compute>(ops[i])) return i;
+    size_t end = i + 1;
+    while (end < ops.size() && plain(end)) ++end;
     return end;
   }
 

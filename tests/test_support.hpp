@@ -113,6 +113,23 @@ inline Schedule overlapped_buckets(double compute_s, double bytes) {
   return s;
 }
 
+/// Two replicas of one rank (GPUs 0 and 1) under FSDP's prefetch (lowering/pass_fsdp.cpp):
+/// each issues the all-gathers of two layers' `bytes` parameters, runs layer 0's forward
+/// (`compute_s`) once the first has ended, then layer 1's once the second has, and
+/// reduce-scatters `bytes` of gradients after it.
+inline Schedule prefetched_gathers(double compute_s, double bytes) {
+  Schedule s = ranks_on({0, 1});
+  s.groups = {{0_rank, 1_rank}};
+  const Collective gather{.kind = CollectiveKind::kAllGather, .bytes = bytes, .async = true};
+  const Collective reduce{.kind = CollectiveKind::kReduceScatter, .bytes = bytes, .async = true};
+  Compute first = compute_op(Pass::kF, 0, 0, 0, 1, compute_s);
+  Compute second = compute_op(Pass::kF, 0, 0, 1, 2, compute_s);
+  first.async_pending = 1;  // not the second layer's gather
+  second.async_pending = 0;
+  for (auto& program : s.programs) program = {gather, gather, first, second, reduce};
+  return s;
+}
+
 /// Nodes of `gpus` test GPUs: 10 GB/s, 2 us intra-node; 5 GB/s, 10 us inter-node, so a
 /// route's time is easy to write down (see core/cluster.hpp for how routes add up).
 inline Cluster small_cluster(int nodes, int gpus) {

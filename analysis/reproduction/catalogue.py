@@ -16,8 +16,6 @@ NOT_COMPARED = [
      "bar charts without numbers in the text"),
     ("diss-T3.1, CA-T1, CA-T5/T6/T9", "model sizes and parallel configurations",
      "setup only: read into configs/paper/cornstarch-*.toml"),
-    ("diss-F3.6 (FSDP)", "end-to-end Cornstarch vs FSDP (3.36x on average)",
-     "Loom has no FSDP / ZeRO-3 baseline; the Megatron* comparison is reproduced"),
     ("diss-T3.3, FB.1 Model rows", "the whole LLM under each CP policy at 16-64k",
      "Loom's CP model times one attention layer (the Attn rows are compared above); the "
      "whole LLM's time rests on the paper's attention-kernel speed, which the model does "

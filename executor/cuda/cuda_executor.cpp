@@ -77,6 +77,7 @@ class CudaExecutor final : public Executor {
   ExecResult run(const ExecProblem& problem, const ExecOptions& options) override {
     const Schedule& schedule = *problem.schedule;
     check_model_executable(*problem.model);
+    check_schedule_executable(schedule);
     (void)match_operations(schedule);  // InfeasibleError when messages do not pair up
     const LaunchInfo info = cuda::launch_info_from_env(options.rendezvous_file);
     check_launch(schedule, info);

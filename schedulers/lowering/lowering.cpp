@@ -17,6 +17,7 @@ Schedule lower(const SchedulingProblem& problem, const char* scheduler_name,
   lowering::cost_microbatches(ctx, schedule);
   lowering::expand_actions(ctx, schedule);
   lowering::add_point_to_point(ctx, schedule);
+  lowering::add_parameter_gathers(ctx, schedule);
   lowering::add_gradient_allreduce(ctx, schedule);
   lowering::add_optimizer_step(ctx, schedule);
   lowering::fill_static_memory(ctx, schedule);

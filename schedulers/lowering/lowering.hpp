@@ -19,6 +19,10 @@
 ///                             (core/dataflow.hpp) crosses ranks; a receiver takes an edge's
 ///                             messages in the order the sender sent them; a boundary from
 ///                             another module group adds the leader's TP broadcast
+///   5b. add_parameter_gathers parallel.fsdp: the per-layer parameter all-gathers over the
+///                             replicas, issued one layer ahead, and the gradient
+///                             reduce-scatters after each layer's last backward
+///                             (lowering/pass_fsdp.cpp)
 ///   6. add_gradient_allreduce the data-parallel all-reduce of each rank's trainable
 ///                             parameters (all its chunks in one bucket; per-module
 ///                             layouts: over each stage's copies), then the tied

@@ -118,10 +118,16 @@ struct Target {
   RankId rank;
 };
 
-/// A segment's layers as computes: one, or one per layer where its module's CP ring
-/// exchanges K/V around every layer (per-module layouts, cp > 1).
-std::vector<Segment> layer_runs(const Segment& seg, const MicrobatchCosts& mc) {
-  const bool per_layer = mc.kv_bytes(seg.first) > 0;
+/// Whether a segment's module's CP ring exchanges K/V around every layer (per-module
+/// layouts, cp > 1): its layers run one compute each, with the exchange beside each.
+bool exchanges_kv(const Segment& seg, const MicrobatchCosts& mc) {
+  return mc.kv_bytes(seg.first) > 0 && seg.end - seg.first > 1;
+}
+
+/// A segment's layers as computes: one, or one per layer where a collective goes with
+/// every layer (the CP ring's K/V exchange; FSDP's parameter all-gather, pass_fsdp.cpp).
+std::vector<Segment> layer_runs(const Context& ctx, const Segment& seg, const MicrobatchCosts& mc) {
+  const bool per_layer = mc.kv_bytes(seg.first) > 0 || ctx.problem.parallel.fsdp;
   if (!per_layer) return {seg};
   std::vector<Segment> runs;
   for (int l = seg.first; l < seg.end; ++l) runs.push_back({seg.module, l, l + 1});
@@ -140,7 +146,7 @@ void expand_forward(const Context& ctx, Target& t, StageId s, const MicrobatchCo
   std::optional<size_t> last_kept;  // the stage's last forward whose activations stay
   for (const Segment& seg : ctx.stage(s).segments) {
     const bool kept = ctx.needs_backward(seg);
-    const auto runs = layer_runs(seg, mc);
+    const auto runs = layer_runs(ctx, seg, mc);
     for (const Segment& run : runs) {
       Compute c = segment_op(Pass::kF, s, mb, run);
       for (const PassCost& pc : layer_slice(mc.layer, run.first, run.end))
@@ -149,7 +155,7 @@ void expand_forward(const Context& ctx, Target& t, StageId s, const MicrobatchCo
         for (const double bytes : layer_slice(mc.activation, run.first, run.end))
           c.activation_bytes += bytes;
       }
-      if (runs.size() > 1)
+      if (exchanges_kv(seg, mc))
         add_kv_exchange(ctx, t.schedule, program, t.rank, c, mc.kv_bytes(run.first));
       if (kept) last_kept = program.size();
       program.push_back(c);
@@ -180,7 +186,7 @@ void expand_backward(const Context& ctx, Target& t, StageId s, const MicrobatchC
   std::vector<Segment> segs = ctx.stage(s).segments;
   std::reverse(segs.begin(), segs.end());
   for (const Segment& seg : segs) {
-    auto runs = layer_runs(seg, mc);
+    auto runs = layer_runs(ctx, seg, mc);
     std::reverse(runs.begin(), runs.end());
     for (const Segment& run : runs) {
       Compute c = segment_op(pass, s, mb, run);
@@ -193,7 +199,7 @@ void expand_backward(const Context& ctx, Target& t, StageId s, const MicrobatchC
       }
       c.releases_activation = pass != Pass::kI && ctx.needs_backward(seg);
       t.program.push_back(c);
-      if (runs.size() > 1)
+      if (exchanges_kv(seg, mc))
         add_kv_exchange(ctx, t.schedule, t.program, t.rank, c, mc.kv_bytes(run.first));
     }
   }

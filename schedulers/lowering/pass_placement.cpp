@@ -375,7 +375,9 @@ void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
     }
     return bytes;
   };
-  if (ctx.programs.sharded())
+  if (ctx.problem.parallel.fsdp)
+    ;  // the layers' reduce-scatters are pass 5b's
+  else if (ctx.programs.sharded())
     add_module_allreduce(ctx, schedule, copy_gradient_bytes);
   else if (overlaps_gradient_reduce(ctx))
     add_gradient_buckets(ctx, schedule, copy_gradient_bytes);
@@ -387,7 +389,7 @@ void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
 void add_optimizer_step(const Context& ctx, Schedule& schedule) {
   const MemoryConstants& memory = ctx.problem.memory;
   auto shards = [&](StageId s) {
-    return memory.distributed_optimizer ? ctx.optimizer_shards(s) : 1;
+    return memory.distributed_optimizer || memory.shard_parameters ? ctx.optimizer_shards(s) : 1;
   };
   for (const PipelineRank r : ctx.programs.rank_ids()) {
     double parameters = 0, bytes = 0;
@@ -433,6 +435,41 @@ void fill_static_memory(const Context& ctx, Schedule& schedule) {
 
 namespace loom {
 
+namespace {
+
+/// FSDP's unsharded working set: while a layer computes, its rank holds the whole
+/// parameters of that layer and of the next, already prefetched, and the layer's whole
+/// gradient until the reduce-scatter has run. Counted at the rank's two largest layers,
+/// for the whole iteration (a bound: the peak lies at the largest layers).
+void add_unsharded_window(const SchedulingProblem& problem, const PipelinePrograms& programs,
+                          PerPipelineRank<StaticMemory>& per_rank) {
+  const Model& model = *problem.model;
+  struct Window {
+    double largest = 0, second = 0, gradient = 0;
+  };
+  PerPipelineRank<Window> windows(programs.ranks);
+  for (const StageId s : programs.stages.ids()) {
+    const int tp = lowering::stage_tp(problem, programs.stages[s]);
+    Window& w = windows[programs.rank_of(s)];
+    for (const Segment& seg : programs.stages[s].segments) {
+      for (int l = seg.first; l < seg.end; ++l) {
+        const double p = problem.cost->parameters(l) / tp;
+        const double bytes = p * model.layer(l).dtype_bytes;
+        w.second = std::max(w.second, std::min(w.largest, bytes));
+        w.largest = std::max(w.largest, bytes);
+        if (!model.layer(l).frozen)
+          w.gradient = std::max(w.gradient, p * problem.memory.gradient_bytes_per_param);
+      }
+    }
+  }
+  for (const PipelineRank r : programs.rank_ids()) {
+    per_rank[r].parameters += windows[r].largest + windows[r].second;
+    per_rank[r].gradients += windows[r].gradient;
+  }
+}
+
+}  // namespace
+
 PerPipelineRank<StaticMemory> static_memory_per_rank(const SchedulingProblem& problem,
                                                      const PipelinePrograms& programs) {
   using lowering::optimizer_shards;
@@ -460,6 +497,7 @@ PerPipelineRank<StaticMemory> static_memory_per_rank(const SchedulingProblem& pr
     if (!programs.up_stage_rank.empty())  // the second copy
       per_rank[programs.up_stage_rank[s]] += stage;
   }
+  if (problem.parallel.fsdp) add_unsharded_window(problem, programs, per_rank);
   // The LM head's copy of a tied embedding (lowering/tied_embedding.hpp).
   for (const lowering::TiedEmbedding& e : lowering::tied_embeddings(problem, programs)) {
     const StageSpec& head = programs.stages[e.last_stage];

@@ -116,6 +116,9 @@ void assign_samples(const Context& ctx, Schedule& schedule);
 void cost_microbatches(Context& ctx, const Schedule& schedule);
 void expand_actions(Context& ctx, Schedule& schedule);
 void add_point_to_point(const Context& ctx, Schedule& schedule);
+/// parallel.fsdp (pass_fsdp.cpp): each compute's parameter all-gather, prefetched one
+/// layer ahead, and each trainable layer's gradient reduce-scatter after its last backward.
+void add_parameter_gathers(const Context& ctx, Schedule& schedule);
 void add_gradient_allreduce(const Context& ctx, Schedule& schedule);
 void add_optimizer_step(const Context& ctx, Schedule& schedule);
 void fill_static_memory(const Context& ctx, Schedule& schedule);

@@ -98,6 +98,26 @@ TEST(Evaluator, AsyncBucketsIssuedInDifferentOrdersAreADeadlock) {
   }
 }
 
+TEST(Evaluator, PrefetchedGatherHidesBehindTheComputeBeforeIt) {
+  // core/schedule.hpp: a compute with async_pending = k waits for the rank's async
+  // collectives but the k issued last. Two members: one ring step of half the buffer.
+  for (const double bytes : {1e6, 60e6}) {  // a gather shorter, then longer than a compute
+    const Schedule s = test::prefetched_gathers(2e-3, bytes);
+    const Timeline t = evaluate(s, small_cluster(1, 2));
+    const double gather = 2e-6 + (bytes / 2) / 10e9;
+    const double second_start = std::max(gather + 2e-3, 2 * gather);
+    for (int r = 0; r < 2; ++r) {
+      SCOPED_TRACE(std::to_string(bytes) + " bytes, rank " + std::to_string(r));
+      const auto& rank = t.timings[RankId{r}];
+      EXPECT_NEAR(rank[1].end_s, 2 * gather, 1e-15);  // one stream: in order
+      EXPECT_NEAR(rank[2].start_s, gather, 1e-15);    // its own layer's only
+      EXPECT_NEAR(rank[3].start_s, second_start, 1e-15);
+      EXPECT_NEAR(rank[4].end_s, second_start + 2e-3 + gather, 1e-15);  // reduce-scatter
+    }
+    EXPECT_NEAR(t.iteration_time_s(), second_start + 2e-3 + gather, 1e-15);
+  }
+}
+
 TEST(Evaluator, UnmatchedReceiveNamesTheOperation) {
   Schedule s = ranks_on({0, 1});
   s.programs[1_rank] = {test::recv_op(0_rank, 1, test::edge_tag(Pass::kF, 0, 1), 0)};

@@ -163,6 +163,16 @@ Schedule every_kind() {
                                    .stage = StageId{1},
                                    .module = ModuleId{1},
                                    .bytes = 2e6}};
+  // FSDP (lowering/pass_fsdp.cpp): a compute that waits for a prefetched all-gather, and
+  // a gradient reduce-scatter.
+  std::get<Compute>(s.programs[1_rank][1]).async_pending = 1;
+  s.programs[1_rank].push_back(Collective{.kind = CollectiveKind::kReduceScatter,
+                                          .stage = StageId{1},
+                                          .module = ModuleId{1},
+                                          .bytes = 5e5,
+                                          .async = true,
+                                          .first_layer = 2,
+                                          .end_layer = 3});
   // A gradient bucket overlapped with the backward (lowering/gradient_buckets.hpp).
   for (auto& program : s.programs) {
     program.push_back(Collective{.kind = CollectiveKind::kAllReduce,
@@ -185,6 +195,12 @@ TEST(ScheduleText, EveryOpKindAndFieldRoundTrips) {
   EXPECT_NE(text.find("ALLREDUCE_s1[g0] module=llm bytes=3e+06 async=1 layers=2:4"),
             std::string::npos)
       << text;
+  EXPECT_NE(text.find("1B0@llm layers=2:4 seconds=0.003 weight_grad=0.001 release=1 wait=1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("REDUCESCATTER_s1[g0] module=llm bytes=5e+05 async=1 layers=2:3"),
+            std::string::npos)
+      << text;
   EXPECT_TRUE(parse_schedule(text) == s) << text;
   EXPECT_TRUE(is_loom_schedule_text(text));
   EXPECT_FALSE(is_loom_schedule_text("0F0,0B0\n"));
@@ -194,6 +210,9 @@ TEST(ScheduleText, EveryOpKindAndFieldRoundTrips) {
   EXPECT_FALSE(other == s);
   other = s;
   std::get<Send>(other.programs[0_rank][2]).tag.producer_layer = 2;
+  EXPECT_FALSE(other == s);
+  other = s;
+  std::get<Compute>(other.programs[1_rank][1]).async_pending = 0;
   EXPECT_FALSE(other == s);
 }
 

@@ -43,6 +43,22 @@ TEST(Faults, UnmatchedCommunicationIsRejectedBeforeRunning) {
   EXPECT_THROW(make_host_executor()->run(p, {}), InfeasibleError);
 }
 
+TEST(Faults, AShardedScheduleIsRefusedNamingTheOperationAndTheWayOut) {
+  // parallel.fsdp (lowering/pass_fsdp.cpp): the executors keep parameters whole.
+  const auto study = prepare_study(test::source_path("configs/exec/vlm-host.toml"),
+                                   {"parallel.fsdp=true", "parallel.pp=1", "parallel.dp=2"});
+  const ExecProblem p{&study->schedule, &study->config.model, &study->problem.samples, 1};
+  try {
+    make_host_executor()->run(p, {});
+    FAIL() << "the run should have been refused";
+  } catch (const InfeasibleError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rank 0 op #"), std::string::npos) << what;
+    EXPECT_NE(what.find("parallel.fsdp"), std::string::npos) << what;
+    EXPECT_NE(what.find("loom sim"), std::string::npos) << what;
+  }
+}
+
 TEST(Faults, HungTransferTimesOutNamingTheReceive) {
   // Two ranks that each wait for the other's message first: matched, but no data ever
   // moves. Both waits must end at the deadline with an error naming a rank and its op.

@@ -209,6 +209,15 @@ TEST(SimGridBackend, AsyncBucketsAgreeWithTheEvaluator) {
   expect_same_timings(s, small_cluster(1, 2));
 }
 
+// SimGrid runs once per process: one gather size per test.
+TEST(SimGridBackend, PrefetchedGathersShorterThanAComputeAgreeWithTheEvaluator) {
+  expect_same_timings(test::prefetched_gathers(2e-3, 1e6), small_cluster(1, 2));
+}
+
+TEST(SimGridBackend, PrefetchedGathersLongerThanAComputeAgreeWithTheEvaluator) {
+  expect_same_timings(test::prefetched_gathers(2e-3, 60e6), small_cluster(1, 2));
+}
+
 TEST(SimGridBackend, TwoRanksOnOneGpuAreRejected) {
   Schedule s = ranks_on({1, 1});
   s.programs[0_rank] = {send_to(1_rank, 1e3)};

@@ -1,0 +1,126 @@
+// Pass 5b, parallel.fsdp: fully sharded data parallelism as PyTorch FSDP2 runs it (Zhao et
+// al., "PyTorch FSDP", VLDB'23 §3.2-3.3; ZeRO-3, Rajbhandari et al. SC'20 §5.3). Each rank
+// keeps 1/N of every layer's state (N = the data-parallel replicas); a layer's parameters
+// are all-gathered over the replicas before each forward and backward that uses them and
+// freed after it (FSDP2's default reshard_after_forward), and its gradients are
+// reduce-scattered once its last backward on the rank has produced them (accumulated over
+// the microbatches, as with FSDP's no_sync). The all-gather of the next layer is issued
+// before the current layer runs (FSDP's forward and backward prefetch), on the rank's
+// communication stream with the reduce-scatters, so communication hides behind compute
+// where there is enough of it; each compute waits for its own layer's gather only
+// (Compute::async_pending).
+#include <map>
+#include <vector>
+
+#include "core/errors.hpp"
+#include "schedulers/lowering/passes.hpp"
+
+namespace loom::lowering {
+namespace {
+
+/// Bytes of the parameters a compute uses, unsharded, per GPU of its TP group (0 for a
+/// weight-gradient pass: dW = dY^T X reads no weight).
+double gathered_bytes(const Context& ctx, const Compute& c) {
+  if (c.pass == Pass::kW) return 0;
+  double bytes = 0;
+  for (int l = c.first_layer; l < c.end_layer; ++l)
+    bytes +=
+        ctx.problem.cost->parameters(l) / ctx.stage_tp(c.stage) * ctx.model.layer(l).dtype_bytes;
+  return bytes;
+}
+
+/// Gradient bytes of the trainable parameters a compute's layers hold, per GPU.
+double gradient_bytes(const Context& ctx, const Compute& c) {
+  double bytes = 0;
+  for (int l = c.first_layer; l < c.end_layer; ++l) {
+    if (!ctx.model.layer(l).frozen)
+      bytes += ctx.problem.cost->parameters(l) / ctx.stage_tp(c.stage) *
+               ctx.problem.memory.gradient_bytes_per_param;
+  }
+  return bytes;
+}
+
+/// Index of the last backward (B or W) of each layer in a program: where its gradients are
+/// complete and can be reduce-scattered.
+std::map<int, std::size_t> last_backward(const std::vector<Op>& program) {
+  std::map<int, std::size_t> last;
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    const auto* c = std::get_if<Compute>(&program[i]);
+    if (!c || c->redundant || (c->pass != Pass::kB && c->pass != Pass::kW)) continue;
+    for (int l = c->first_layer; l < c->end_layer; ++l) last[l] = i;
+  }
+  return last;
+}
+
+/// One rank's program with its FSDP collectives on `group`.
+std::vector<Op> shard_program(const Context& ctx, const std::vector<Op>& program, GroupId group) {
+  std::vector<std::size_t> gathers;  // computes that need their parameters, in order
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    const auto* c = std::get_if<Compute>(&program[i]);
+    if (c && gathered_bytes(ctx, *c) > 0) gathers.push_back(i);
+  }
+  const std::map<int, std::size_t> last = last_backward(program);
+  std::vector<Op> out;
+  out.reserve(program.size() + 2 * gathers.size());
+  int issued = 0;                                 // async collectives issued so far on the rank
+  std::vector<int> issue_of(program.size(), -1);  // compute -> issue number of its gather
+  auto gather = [&](std::size_t i) {
+    const auto& c = std::get<Compute>(program[i]);
+    out.push_back(Collective{.kind = CollectiveKind::kAllGather,
+                             .group = group,
+                             .stage = c.stage,
+                             .module = c.module,
+                             .bytes = gathered_bytes(ctx, c),
+                             .async = true});
+    issue_of[i] = issued++;
+  };
+  std::size_t next = 0;  // the next entry of `gathers` not yet issued
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    const auto* c = std::get_if<Compute>(&program[i]);
+    if (!c) {
+      out.push_back(program[i]);
+      continue;
+    }
+    Compute compute = *c;
+    if (next < gathers.size() && gathers[next] == i) gather(gathers[next++]);  // the first
+    if (issue_of[i] >= 0) {
+      if (next < gathers.size()) gather(gathers[next++]);  // prefetch the next layer's
+      compute.async_pending = issued - issue_of[i] - 1;
+    }
+    out.push_back(compute);
+    const double grads = gradient_bytes(ctx, compute);
+    const auto it = last.find(compute.first_layer);
+    if (grads > 0 && it != last.end() && it->second == i) {
+      out.push_back(Collective{.kind = CollectiveKind::kReduceScatter,
+                               .group = group,
+                               .stage = compute.stage,
+                               .module = compute.module,
+                               .bytes = grads,
+                               .async = true,
+                               .first_layer = compute.first_layer,
+                               .end_layer = compute.end_layer});
+      ++issued;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_parameter_gathers(const Context& ctx, Schedule& schedule) {
+  if (!ctx.problem.parallel.fsdp) return;
+  if (ctx.programs.sharded() || !ctx.programs.up_stage_rank.empty())
+    throw InputError("parallel.fsdp: " + schedule.scheduler +
+                     " keeps several copies of a stage in one replica (per-module data "
+                     "parallelism or a bidirectional pipeline), which FSDP does not shard; "
+                     "remove parallel.fsdp or pick a one-copy scheduler (gpipe, 1f1b, ...)");
+  for (const PipelineRank r : ctx.programs.rank_ids()) {
+    std::vector<RankId> members;
+    for (int d = 0; d < ctx.replicas; ++d) members.push_back(ctx.global_rank(d, r));
+    const GroupId group = group_id(schedule, members);
+    for (const RankId member : members)
+      schedule.programs[member] = shard_program(ctx, schedule.programs[member], group);
+  }
+}
+
+}  // namespace loom::lowering
