@@ -114,6 +114,17 @@ void add_parameter_gathers(const Context& ctx, Schedule& schedule) {
                      " keeps several copies of a stage in one replica (per-module data "
                      "parallelism or a bidirectional pipeline), which FSDP does not shard; "
                      "remove parallel.fsdp or pick a one-copy scheduler (gpipe, 1f1b, ...)");
+  for (const RankOrders& orders : ctx.programs.replicas) {
+    for (const auto& order : orders) {
+      for (const RankAction& a : order) {
+        if (a.overlapped)
+          throw InputError("parallel.fsdp: " + schedule.scheduler +
+                           " fuses a forward and a backward into one overlapped action, which "
+                           "FSDP's per-layer gathers would split; remove parallel.fsdp or pick "
+                           "a scheduler without overlapped actions");
+      }
+    }
+  }
   for (const PipelineRank r : ctx.programs.rank_ids()) {
     std::vector<RankId> members;
     for (int d = 0; d < ctx.replicas; ++d) members.push_back(ctx.global_rank(d, r));
