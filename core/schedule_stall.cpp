@@ -1,9 +1,13 @@
 // A dependency-only run of the schedule (no time, no links): each rank advances while its
-// next op can start. What is left when nothing moves is the deadlock, and the matching
-// tells each stuck op's producer, so the message names it.
+// next op can start, and each rank's communication stream runs its async collectives in
+// order once every member has issued them (core/schedule.hpp). What is left when nothing moves is
+// the deadlock, and the matching tells each stuck op's producer, so the message names it.
 #include "core/schedule_stall.hpp"
 
+#include <algorithm>
 #include <cstddef>
+#include <variant>
+#include <vector>
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
@@ -23,9 +27,61 @@ std::string where_stuck(const Schedule& s, const PerRank<std::size_t>& next, Ran
   return "stuck at " + step(s, rank, i);
 }
 
-std::string explain(const Schedule& s, const Matching& m, const PerRank<std::size_t>& next,
-                    RankId r) {
+/// Each rank's async collectives (Collective::async) in program order, and how many of them
+/// have run: an async collective runs once every member has issued it and each member's
+/// earlier async collectives have run (one communication stream per rank, in order).
+struct Streams {
+  explicit Streams(const Schedule& s) : ops(s.num_ranks()), done(s.num_ranks(), 0) {
+    for (const RankId r : s.rank_ids()) {
+      for (std::size_t i = 0; i < s.programs[r].size(); ++i) {
+        const auto* c = std::get_if<Collective>(&s.programs[r][i]);
+        if (c && c->async) ops[r].push_back(i);
+      }
+    }
+  }
+  /// How many of rank r's async collectives come before op `index`.
+  std::size_t issued_before(RankId r, std::size_t index) const {
+    return static_cast<std::size_t>(std::lower_bound(ops[r].begin(), ops[r].end(), index) -
+                                    ops[r].begin());
+  }
+  PerRank<std::vector<std::size_t>> ops;
+  PerRank<std::size_t> done;
+};
+
+/// How many of the rank's async collectives the op at `index` needs to have run first: a
+/// compute that waits (Compute::async_pending) all but its latest k; an optimizer step and
+/// the program's end all of them; other ops none.
+std::size_t async_needed(const Schedule& s, const Streams& streams, RankId r, std::size_t index) {
+  const auto& program = s.programs[r];
+  const std::size_t issued = streams.issued_before(r, index);
+  if (index >= program.size() || std::holds_alternative<OptimizerStep>(program[index]))
+    return issued;
+  const auto* c = std::get_if<Compute>(&program[index]);
+  if (!c || c->async_pending < 0) return 0;
+  const auto pending = static_cast<std::size_t>(c->async_pending);
+  return issued > pending ? issued - pending : 0;
+}
+
+std::string explain(const Schedule& s, const Matching& m, const Streams& streams,
+                    const PerRank<std::size_t>& next, RankId r) {
   const std::size_t i = next[r];
+  if (streams.done[r] < async_needed(s, streams, r, i)) {
+    const std::size_t first = streams.ops[r][streams.done[r]];
+    std::string text = "\n  rank " + to_string(r) + " " +
+                       (i < s.programs[r].size() ? "stuck at " + step(s, r, i)
+                                                 : std::string("at the end of its program")) +
+                       ": waits for its async " + step(s, r, first) + ", which never runs:";
+    for (const OpRef& member : m.members(m.instance_of({r, first}))) {
+      if (next[member.rank] <= member.index)
+        text += " rank " + to_string(member.rank) + " never issues " +
+                step(s, member.rank, member.index) + " (" + where_stuck(s, next, member.rank) +
+                ");";
+      else if (streams.issued_before(member.rank, member.index) > streams.done[member.rank])
+        text += " rank " + to_string(member.rank) + " runs its earlier async collectives first;";
+    }
+    text.pop_back();
+    return text;
+  }
   const Op& op = s.op({r, i});
   std::string text = "\n  rank " + to_string(r) + " stuck at " + step(s, r, i) + ": ";
   if (std::holds_alternative<Recv>(op)) {
@@ -47,20 +103,44 @@ std::string explain(const Schedule& s, const Matching& m, const PerRank<std::siz
 }
 
 /// Whether rank r's next op can run now.
-bool can_run(const Schedule& s, const Matching& m, const PerRank<std::size_t>& next, RankId r) {
+bool can_run(const Schedule& s, const Matching& m, const Streams& streams,
+             const PerRank<std::size_t>& next, RankId r) {
   const OpRef here{r, next[r]};
+  if (streams.done[r] < async_needed(s, streams, r, here.index)) return false;
   const Op& op = s.op(here);
   if (std::holds_alternative<Recv>(op)) {
     const OpRef send = m.peer_of(here);
     return next[send.rank] > send.index;
   }
-  if (std::holds_alternative<Collective>(op)) {
+  if (const auto* c = std::get_if<Collective>(&op); c && !c->async) {
     const InstanceId instance = m.instance_of(here);
     for (const OpRef& member : m.members(instance)) {
       if (next[member.rank] < member.index) return false;
     }
   }
-  return true;  // compute and eager sends
+  return true;  // compute, eager sends, async collectives (issued: the rank goes on)
+}
+
+/// Runs every async collective that can: true when one ran.
+bool run_streams(const Matching& m, Streams& streams, const PerRank<std::size_t>& next) {
+  bool moved = false;
+  for (bool again = true; again;) {
+    again = false;
+    for (const RankId r : streams.ops.ids()) {
+      if (streams.done[r] >= streams.ops[r].size()) continue;
+      const std::size_t index = streams.ops[r][streams.done[r]];
+      const auto& members = m.members(m.instance_of({r, index}));
+      bool ready = true;
+      for (const OpRef& member : members) {
+        ready = ready && next[member.rank] > member.index &&
+                streams.ops[member.rank][streams.done[member.rank]] == member.index;
+      }
+      if (!ready) continue;
+      for (const OpRef& member : members) ++streams.done[member.rank];
+      again = moved = true;
+    }
+  }
+  return moved;
 }
 
 }  // namespace
@@ -68,13 +148,14 @@ bool can_run(const Schedule& s, const Matching& m, const PerRank<std::size_t>& n
 void check_runs_to_completion(const Schedule& schedule) {
   const Matching matching = match_operations(schedule);
   PerRank<std::size_t> next(schedule.num_ranks(), 0);
+  Streams streams(schedule);
   // A collective's members pass it one by one: a member that passed it counts as having
   // reached it (next > index), so the rest still see every member arrived.
   for (bool moved = true; moved;) {
-    moved = false;
+    moved = run_streams(matching, streams, next);
     for (const RankId r : schedule.rank_ids()) {
       const std::size_t size = schedule.programs[r].size();
-      while (next[r] < size && can_run(schedule, matching, next, r)) {
+      while (next[r] < size && can_run(schedule, matching, streams, next, r)) {
         ++next[r];
         moved = true;
       }
@@ -83,8 +164,10 @@ void check_runs_to_completion(const Schedule& schedule) {
   std::string stuck;
   int count = 0;
   for (const RankId r : schedule.rank_ids()) {
-    if (next[r] >= schedule.programs[r].size()) continue;
-    if (count++ < 8) stuck += explain(schedule, matching, next, r);
+    const bool finished =
+        next[r] >= schedule.programs[r].size() && streams.done[r] >= streams.ops[r].size();
+    if (finished) continue;
+    if (count++ < 8) stuck += explain(schedule, matching, streams, next, r);
   }
   if (count > 0) {
     throw InfeasibleError("schedule deadlocks: " + std::to_string(count) +

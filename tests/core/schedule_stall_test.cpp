@@ -79,5 +79,33 @@ TEST(ScheduleStall, NamesTheCollectiveMembersThatNeverArrive) {
       << error;
 }
 
+/// Ranks 0 and 1: rank 0 issues an async all-gather, then runs `first` and sends to rank 1,
+/// which receives, issues its side of the gather and computes.
+Schedule gather_before_send(Compute first) {
+  Schedule s = test::ranks_on({0, 1});
+  s.groups = {{0_rank, 1_rank}};
+  const Collective gather{.kind = CollectiveKind::kAllGather, .bytes = 8, .async = true};
+  s.programs[0_rank] = {gather, first, test::send_op(1_rank, 0, test::edge_tag(Pass::kF, 0, 1), 8)};
+  s.programs[1_rank] = {test::recv_op(0_rank, 1, test::edge_tag(Pass::kF, 0, 1), 8), gather,
+                        test::compute_op(Pass::kF, 1, 0, 1, 2, 1e-3)};
+  return s;
+}
+
+TEST(ScheduleStall, AnAsyncCollectiveDoesNotHoldItsRank) {
+  // core/schedule.hpp: the rank goes on at once; the gather runs once rank 1 issues it.
+  EXPECT_EQ(stall(gather_before_send(test::compute_op(Pass::kF, 0, 0, 0, 1, 1e-3))), "");
+}
+
+TEST(ScheduleStall, AComputeWaitingForAGatherItsPeerIssuesLaterIsADeadlock) {
+  Compute first = test::compute_op(Pass::kF, 0, 0, 0, 1, 1e-3);
+  first.async_pending = 0;  // waits for the gather, which rank 1 issues after the send
+  const std::string error = stall(gather_before_send(first));
+  EXPECT_NE(error.find("rank 0 stuck at step 1 (0F0): waits for its async step 0 "
+                       "(ALLGATHER_s0[g0]), which never runs: rank 1 never issues step 1 "
+                       "(ALLGATHER_s0[g0]) (stuck at step 0 (1RECV_F0:L1<-0))"),
+            std::string::npos)
+      << error;
+}
+
 }  // namespace
 }  // namespace loom
