@@ -89,8 +89,8 @@ BackendRun run_backend(const Study& study, const SimOptions& o, const std::strin
 std::string layout_summary(const Config& c) {
   const ParallelConfig& p = c.parallel;
   if (p.module_layouts.empty()) {
-    return "pp " + std::to_string(p.pp) + " x dp " + std::to_string(p.dp) + " x tp " +
-           std::to_string(p.tp);
+    return "pp " + std::to_string(p.pp) + " x dp " + std::to_string(p.dp) +
+           (p.fsdp ? " (FSDP)" : "") + " x tp " + std::to_string(p.tp);
   }
   std::string out;
   for (const LayoutGroup& g : layout_groups(c.model, p.module_layouts)) {

@@ -173,6 +173,19 @@ std::string microbatch_mismatch(MicrobatchId max_microbatch, int m) {
 }  // namespace
 
 std::string format_pytorch_csv(const Schedule& schedule, bool comms) {
+  if (comms) {
+    for (const auto& program : schedule.programs) {
+      for (const Op& op : program) {
+        const auto* c = std::get_if<Collective>(&op);
+        if (c && c->kind == CollectiveKind::kReduceScatter)
+          throw InputError(
+              "--comms: the schedule shards parameters (parallel.fsdp); PyTorch's actions have "
+              "no per-layer gathers and reduce-scatters (its UNSHARD, RESHARD and REDUCE_GRAD "
+              "are per stage). Export without --comms, and PyTorch's runtime adds its own, or "
+              "in the loom format");
+      }
+    }
+  }
   std::string out;
   for (const RankId r : schedule.rank_ids()) {
     if (schedule.ranks[r].replica != ReplicaId{0}) continue;

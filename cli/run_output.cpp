@@ -73,6 +73,7 @@ nlohmann::json metrics_json(const Study& study, const Metrics& m, const std::str
       {"partition_view", c.schedule.partition_view == PartitionView::kTrue ? "true" : "naive"},
       {"cost_model", study.cost->describe()},
       {"component_forward", forward}};
+  if (c.parallel.fsdp) j["layout"]["fsdp"] = true;  // absent otherwise: older files unchanged
   for (const auto& [key, value] : extra.items()) j[key] = value;
   return j;
 }

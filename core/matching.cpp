@@ -173,6 +173,19 @@ Matching match_operations(const Schedule& schedule) {
         member_ops.push_back(ref);
         m.collective_instance[ref.rank][ref.index] = instance;
       }
+      // The k-th collective of every member is one ring: an all-gather cannot meet a
+      // reduce-scatter, nor a blocking member an async one.
+      const auto& head = std::get<Collective>(schedule.op(member_ops.front()));
+      for (const OpRef& ref : member_ops) {
+        const auto& c = std::get<Collective>(schedule.op(ref));
+        if (c.kind != head.kind || c.async != head.async) {
+          throw InfeasibleError(describe(schedule, ref) + ": collective " + std::to_string(k) +
+                                " of group g" + to_string(g) + " is " +
+                                (c.async ? "an async " : "a ") + to_string(c.kind) + " here but " +
+                                (head.async ? "an async " : "a ") + to_string(head.kind) + " on " +
+                                describe(schedule, member_ops.front()));
+        }
+      }
       m.instances.push_back(std::move(member_ops));
     }
   }

@@ -275,7 +275,7 @@ std::optional<MicrobatchId> op_microbatch(const Op& op);
 inline bool occupies_rank(const Op& op) {
   return std::holds_alternative<Compute>(op) || std::holds_alternative<OptimizerStep>(op);
 }
-/// "F","B","I","W","send","recv","allreduce","allgather","optimizer"
+/// "F","B","I","W","send","recv","allreduce","allgather","reducescatter","optimizer"
 const char* op_kind_name(const Op& op);
 
 }  // namespace loom

@@ -115,8 +115,8 @@ inline Schedule overlapped_buckets(double compute_s, double bytes) {
 
 /// Two replicas of one rank (GPUs 0 and 1) under FSDP's prefetch (lowering/pass_fsdp.cpp):
 /// each issues the all-gathers of two layers' `bytes` parameters, runs layer 0's forward
-/// (`compute_s`) once the first has ended, then layer 1's once the second has, and
-/// reduce-scatters `bytes` of gradients after it.
+/// (`compute_s`) once the first has ended, then layer 1's once the second has, at once
+/// layer 2's (no parameters to wait for), and reduce-scatters `bytes` of gradients.
 inline Schedule prefetched_gathers(double compute_s, double bytes) {
   Schedule s = ranks_on({0, 1});
   s.groups = {{0_rank, 1_rank}};
@@ -126,7 +126,8 @@ inline Schedule prefetched_gathers(double compute_s, double bytes) {
   Compute second = compute_op(Pass::kF, 0, 0, 1, 2, compute_s);
   first.async_pending = 1;  // not the second layer's gather
   second.async_pending = 0;
-  for (auto& program : s.programs) program = {gather, gather, first, second, reduce};
+  const Compute third = compute_op(Pass::kF, 0, 0, 2, 3, compute_s);
+  for (auto& program : s.programs) program = {gather, gather, first, second, third, reduce};
   return s;
 }
 

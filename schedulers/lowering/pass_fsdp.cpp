@@ -1,15 +1,14 @@
-// Pass 5b, parallel.fsdp: fully sharded data parallelism as PyTorch FSDP2 runs it (Zhao et
-// al., "PyTorch FSDP", VLDB'23 §3.2-3.3; ZeRO-3, Rajbhandari et al. SC'20 §5.3). Each rank
-// keeps 1/N of every layer's state (N = the data-parallel replicas); a layer's parameters
-// are all-gathered over the replicas before each forward and backward that uses them and
-// freed after it (FSDP2's default reshard_after_forward), and its gradients are
-// reduce-scattered once its last backward on the rank has produced them (accumulated over
-// the microbatches, as with FSDP's no_sync). The all-gather of the next layer is issued
-// before the current layer runs (FSDP's forward and backward prefetch), on the rank's
-// communication stream with the reduce-scatters, so communication hides behind compute
-// where there is enough of it; each compute waits for its own layer's gather only
-// (Compute::async_pending).
-#include <map>
+// Pass 5b, parallel.fsdp: fully sharded data parallelism as PyTorch FSDP2 runs it by default
+// (Zhao et al., "PyTorch FSDP", VLDB'23 §3.2-3.3; ZeRO-3, Rajbhandari et al. SC'20 §5.3).
+// Each rank keeps 1/N of every layer's state (N = the data-parallel replicas); a layer's
+// parameters are all-gathered over the replicas before each forward and backward that uses
+// them and freed after it (reshard_after_forward), and its gradients are reduce-scattered
+// after each backward that produces them (gradients accumulate in the sharded form). The
+// all-gather of the next layer is issued before the current layer runs (FSDP's forward and
+// backward prefetch), on the rank's communication stream with the reduce-scatters, so
+// communication hides behind compute where there is enough of it; each compute waits for
+// its own layer's gather only (Compute::async_pending).
+#include <tuple>
 #include <vector>
 
 #include "core/errors.hpp"
@@ -18,19 +17,24 @@
 namespace loom::lowering {
 namespace {
 
-/// Bytes of the parameters a compute uses, unsharded, per GPU of its TP group (0 for a
-/// weight-gradient pass: dW = dY^T X reads no weight).
+/// Bytes of the parameters a compute reads, unsharded, per GPU of its TP group: none for a
+/// weight-gradient pass (dW = dY^T X reads no weight) or for the backward of a layer that
+/// needs none (a frozen layer with nothing trainable upstream: its B is a 0 s placeholder).
 double gathered_bytes(const Context& ctx, const Compute& c) {
   if (c.pass == Pass::kW) return 0;
   double bytes = 0;
-  for (int l = c.first_layer; l < c.end_layer; ++l)
+  for (int l = c.first_layer; l < c.end_layer; ++l) {
+    if (c.pass != Pass::kF && !ctx.graph.needs_backward(l)) continue;
     bytes +=
         ctx.problem.cost->parameters(l) / ctx.stage_tp(c.stage) * ctx.model.layer(l).dtype_bytes;
+  }
   return bytes;
 }
 
-/// Gradient bytes of the trainable parameters a compute's layers hold, per GPU.
+/// Gradient bytes a backward (B, or W when split) produces for the trainable parameters of
+/// its layers, per GPU; 0 for other computes.
 double gradient_bytes(const Context& ctx, const Compute& c) {
+  if (c.redundant || (c.pass != Pass::kB && c.pass != Pass::kW)) return 0;
   double bytes = 0;
   for (int l = c.first_layer; l < c.end_layer; ++l) {
     if (!ctx.model.layer(l).frozen)
@@ -40,16 +44,15 @@ double gradient_bytes(const Context& ctx, const Compute& c) {
   return bytes;
 }
 
-/// Index of the last backward (B or W) of each layer in a program: where its gradients are
-/// complete and can be reduce-scattered.
-std::map<int, std::size_t> last_backward(const std::vector<Op>& program) {
-  std::map<int, std::size_t> last;
-  for (std::size_t i = 0; i < program.size(); ++i) {
-    const auto* c = std::get_if<Compute>(&program[i]);
-    if (!c || c->redundant || (c->pass != Pass::kB && c->pass != Pass::kW)) continue;
-    for (int l = c->first_layer; l < c->end_layer; ++l) last[l] = i;
-  }
-  return last;
+Collective fsdp_collective(CollectiveKind kind, GroupId group, const Compute& c, double bytes) {
+  return Collective{.kind = kind,
+                    .group = group,
+                    .stage = c.stage,
+                    .module = c.module,
+                    .bytes = bytes,
+                    .async = true,
+                    .first_layer = c.first_layer,
+                    .end_layer = c.end_layer};
 }
 
 /// One rank's program with its FSDP collectives on `group`.
@@ -59,19 +62,13 @@ std::vector<Op> shard_program(const Context& ctx, const std::vector<Op>& program
     const auto* c = std::get_if<Compute>(&program[i]);
     if (c && gathered_bytes(ctx, *c) > 0) gathers.push_back(i);
   }
-  const std::map<int, std::size_t> last = last_backward(program);
   std::vector<Op> out;
   out.reserve(program.size() + 2 * gathers.size());
-  int issued = 0;                                 // async collectives issued so far on the rank
+  int issued = 0;                                 // async collectives issued so far
   std::vector<int> issue_of(program.size(), -1);  // compute -> issue number of its gather
   auto gather = [&](std::size_t i) {
     const auto& c = std::get<Compute>(program[i]);
-    out.push_back(Collective{.kind = CollectiveKind::kAllGather,
-                             .group = group,
-                             .stage = c.stage,
-                             .module = c.module,
-                             .bytes = gathered_bytes(ctx, c),
-                             .async = true});
+    out.push_back(fsdp_collective(CollectiveKind::kAllGather, group, c, gathered_bytes(ctx, c)));
     issue_of[i] = issued++;
   };
   std::size_t next = 0;  // the next entry of `gathers` not yet issued
@@ -88,19 +85,21 @@ std::vector<Op> shard_program(const Context& ctx, const std::vector<Op>& program
       compute.async_pending = issued - issue_of[i] - 1;
     }
     out.push_back(compute);
-    const double grads = gradient_bytes(ctx, compute);
-    const auto it = last.find(compute.first_layer);
-    if (grads > 0 && it != last.end() && it->second == i) {
-      out.push_back(Collective{.kind = CollectiveKind::kReduceScatter,
-                               .group = group,
-                               .stage = compute.stage,
-                               .module = compute.module,
-                               .bytes = grads,
-                               .async = true,
-                               .first_layer = compute.first_layer,
-                               .end_layer = compute.end_layer});
+    if (const double grads = gradient_bytes(ctx, compute); grads > 0) {
+      out.push_back(fsdp_collective(CollectiveKind::kReduceScatter, group, compute, grads));
       ++issued;
     }
+  }
+  return out;
+}
+
+/// The FSDP collectives of a program, in order: what every replica must issue alike.
+std::vector<std::tuple<CollectiveKind, int, int, double>> collectives_of(
+    const std::vector<Op>& program) {
+  std::vector<std::tuple<CollectiveKind, int, int, double>> out;
+  for (const Op& op : program) {
+    if (const auto* c = std::get_if<Collective>(&op); c && c->async)
+      out.emplace_back(c->kind, c->first_layer, c->end_layer, c->bytes);
   }
   return out;
 }
@@ -131,6 +130,19 @@ void add_parameter_gathers(const Context& ctx, Schedule& schedule) {
     const GroupId group = group_id(schedule, members);
     for (const RankId member : members)
       schedule.programs[member] = shard_program(ctx, schedule.programs[member], group);
+    // FSDP runs the replicas in lockstep: each gathers and reduces the same layer at once.
+    for (const RankId member : members) {
+      if (collectives_of(schedule.programs[member]) !=
+          collectives_of(schedule.programs[members[0]]))
+        throw InputError("parallel.fsdp: " + schedule.scheduler + " gives replica " +
+                         to_string(schedule.ranks[member].replica) +
+                         " another order of layers or microbatches than replica 0 (on pipeline "
+                         "rank " +
+                         to_string(r) +
+                         "), so FSDP's per-layer gathers would not "
+                         "line up across the replicas; remove parallel.fsdp or pick a scheduler "
+                         "that runs every replica alike");
+    }
   }
 }
 

@@ -437,33 +437,36 @@ namespace loom {
 
 namespace {
 
-/// FSDP's unsharded working set: while a layer computes, its rank holds the whole
-/// parameters of that layer and of the next, already prefetched, and the layer's whole
-/// gradient until the reduce-scatter has run. Counted at the rank's two largest layers,
-/// for the whole iteration (a bound: the peak lies at the largest layers).
+/// FSDP's unsharded working set: while a layer computes, its rank holds that layer's whole
+/// parameters and those of the next compute's layer, already prefetched (the same layer
+/// again where the next microbatch or the backward comes next), and a layer's whole
+/// gradient until its reduce-scatter has run. Counted as two copies of the rank's largest
+/// layer and the gradient of its largest trainable one, for the whole iteration (a bound:
+/// the peak lies at the largest layers).
 void add_unsharded_window(const SchedulingProblem& problem, const PipelinePrograms& programs,
                           PerPipelineRank<StaticMemory>& per_rank) {
   const Model& model = *problem.model;
   struct Window {
-    double largest = 0, second = 0, gradient = 0;
+    double parameters = 0, gradient = 0;
   };
   PerPipelineRank<Window> windows(programs.ranks);
   for (const StageId s : programs.stages.ids()) {
-    const int tp = lowering::stage_tp(problem, programs.stages[s]);
+    const StageSpec& spec = programs.stages[s];
+    const int tp = lowering::stage_tp(problem, spec);
     Window& w = windows[programs.rank_of(s)];
-    for (const Segment& seg : programs.stages[s].segments) {
-      for (int l = seg.first; l < seg.end; ++l) {
-        const double p = problem.cost->parameters(l) / tp;
-        const double bytes = p * model.layer(l).dtype_bytes;
-        w.second = std::max(w.second, std::min(w.largest, bytes));
-        w.largest = std::max(w.largest, bytes);
-        if (!model.layer(l).frozen)
-          w.gradient = std::max(w.gradient, p * problem.memory.gradient_bytes_per_param);
+    for (const auto* segments : {&spec.segments, &spec.redundant, &spec.successor_copy}) {
+      for (const Segment& seg : *segments) {
+        for (int l = seg.first; l < seg.end; ++l) {
+          const double p = problem.cost->parameters(l) / tp;
+          w.parameters = std::max(w.parameters, p * model.layer(l).dtype_bytes);
+          if (!model.layer(l).frozen)
+            w.gradient = std::max(w.gradient, p * problem.memory.gradient_bytes_per_param);
+        }
       }
     }
   }
   for (const PipelineRank r : programs.rank_ids()) {
-    per_rank[r].parameters += windows[r].largest + windows[r].second;
+    per_rank[r].parameters += 2 * windows[r].parameters;
     per_rank[r].gradients += windows[r].gradient;
   }
 }

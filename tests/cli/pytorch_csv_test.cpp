@@ -75,6 +75,18 @@ TEST(PytorchCsv, ExportsOneRowOfActionsPerRank) {
   EXPECT_EQ(format_pytorch_csv(s, false), "0F0\n");
 }
 
+TEST(PytorchCsv, AnFsdpScheduleExportsItsComputesButNotItsCommunication) {
+  // PyTorch's UNSHARD / RESHARD / REDUCE_GRAD are per stage; Loom's FSDP gathers per layer.
+  const Schedule s = test::prefetched_gathers(1e-3, 1e6);  // two ranks, one stage each
+  EXPECT_EQ(format_pytorch_csv(s, false), "0F0\n0F0\n");
+  try {
+    format_pytorch_csv(s, true);
+    FAIL() << "expected a refusal";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.fsdp"), std::string::npos) << e.what();
+  }
+}
+
 TEST(PytorchCsv, RoundTripGivesTheSameScheduleAndTimeline) {
   struct Case {
     const char* scheduler;

@@ -112,9 +112,26 @@ TEST(Evaluator, PrefetchedGatherHidesBehindTheComputeBeforeIt) {
       EXPECT_NEAR(rank[1].end_s, 2 * gather, 1e-15);  // one stream: in order
       EXPECT_NEAR(rank[2].start_s, gather, 1e-15);    // its own layer's only
       EXPECT_NEAR(rank[3].start_s, second_start, 1e-15);
-      EXPECT_NEAR(rank[4].end_s, second_start + 2e-3 + gather, 1e-15);  // reduce-scatter
+      EXPECT_NEAR(rank[4].start_s, second_start + 2e-3, 1e-15);         // waits for nothing
+      EXPECT_NEAR(rank[5].end_s, second_start + 4e-3 + gather, 1e-15);  // reduce-scatter
     }
-    EXPECT_NEAR(t.iteration_time_s(), second_start + 2e-3 + gather, 1e-15);
+    EXPECT_NEAR(t.iteration_time_s(), second_start + 4e-3 + gather, 1e-15);
+  }
+}
+
+TEST(Evaluator, AGatherMeetingAReduceScatterIsRejectedNamingBoth) {
+  // core/matching.cpp: the k-th collectives of a group's members must be the same ring.
+  Schedule s = test::prefetched_gathers(2e-3, 1e6);
+  std::get<Collective>(s.programs[1_rank][1]).kind = CollectiveKind::kReduceScatter;
+  try {
+    evaluate(s, small_cluster(1, 2));
+    FAIL();
+  } catch (const InfeasibleError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 op #1 (REDUCESCATTER_s0[g0]): collective 1 of "
+                                         "group g0 is an async reducescatter here but an async "
+                                         "allgather on rank 0 op #1"),
+              std::string::npos)
+        << e.what();
   }
 }
 
