@@ -276,11 +276,12 @@ def run_figure_3_6(ctx: Context) -> list[Cell]:
 FSDP_FASTER = Cause(
     "unexplained",
     "not explained yet: Loom's FSDP runs each GPU's 2 samples with no pipeline bubble and "
-    "hides its per-layer parameter all-gathers (200 Gb/s InfiniBand) behind the previous "
-    "layer's compute, so it runs 1.8-2.2x faster than Loom's Cornstarch, whose GPUs idle "
-    "42-51 % of the iteration in its pipeline of 6 microbatches; the paper measures FSDP "
-    "3.36x slower than Cornstarch on average, 'due to intensive communication overhead' (§3.5.2), with no "
-    "breakdown, and this network's all-gathers do not take that long")
+    "hides its per-layer parameter all-gathers behind the previous layer's compute, so it "
+    "runs 1.8-2.2x faster than Loom's Cornstarch, whose GPUs idle 42-51 % of the iteration "
+    "in its pipeline of 6 microbatches; the paper measures FSDP 3.36x slower on average, "
+    "'due to intensive communication overhead' (§3.5.2), with no breakdown. Loom's FSDP is "
+    "that slow only at 3.4-7 Gb/s between nodes (SSS, MMM, LLL with the same network in "
+    "both runs), 30-60x below the 200 Gb/s InfiniBand the paper states")
 
 
 FIGURE_3_6 = Table(
