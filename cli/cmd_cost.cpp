@@ -178,7 +178,6 @@ nlohmann::json iteration_json(const Study& study, const AnalyticalCostModel* ker
   const Waits w = rank_waits(study.schedule, timeline, busiest);
   const double recv_s = w.pp_bubble + w.pp_exposed;
   const double collective_s = w.dp_wait + w.dp_ring + w.dp_async_exposed;
-  const double gather_wait_s = w.fsdp_exposed;
   const double busy = metrics.per_rank[busiest].busy_s;
   const double compute = busy - w.optimizer;
   nlohmann::json it = {{"iteration_s", metrics.iteration_time_s},
@@ -197,10 +196,10 @@ nlohmann::json iteration_json(const Study& study, const AnalyticalCostModel* ker
                          {"hidden_allreduce_s", w.dp_async_hidden}}},
                        {"fsdp",
                         {{"gather_s", w.fsdp_gather},
-                         {"exposed_gather_s", gather_wait_s},
-                         {"hidden_gather_s", std::max(0.0, w.fsdp_gather - gather_wait_s)}}},
+                         {"exposed_gather_s", w.fsdp_exposed},
+                         {"hidden_gather_s", std::max(0.0, w.fsdp_gather - w.fsdp_exposed)}}},
                        {"other_idle_s", std::max(0.0, metrics.iteration_time_s - busy - recv_s -
-                                                          collective_s - gather_wait_s)},
+                                                          collective_s - w.fsdp_exposed)},
                        {"bubble_fraction", metrics.bubble_fraction}};
   if (kernels) {
     // Split the rank's compute in the proportions of one microbatch over the whole model.

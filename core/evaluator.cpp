@@ -68,7 +68,7 @@ class ListScheduler {
       const bool done = std::visit(
           Overloaded{
               [&](const Compute& c) {
-                if (c.async_pending >= 0 && !wait_for_async(r, c.async_pending)) return false;
+                if (!wait_for_async(r, async_needed_before(op, async_issued_[r]))) return false;
                 timing(here) = {clock, clock + c.seconds};
                 clock += c.seconds;
                 return true;
@@ -94,7 +94,7 @@ class ListScheduler {
                 return arrive_collective(here, c);
               },
               [&](const OptimizerStep& o) {
-                if (!wait_for_async(r, 0)) return false;
+                if (!wait_for_async(r, async_needed_before(op, async_issued_[r]))) return false;
                 timing(here) = {clock, clock + o.seconds};
                 clock += o.seconds;
                 return true;
@@ -105,7 +105,7 @@ class ListScheduler {
       // A completed collective has already moved every member (this rank included) past it.
       if (!blocking_collective) ++i;
     }
-    wait_for_async(r, 0);  // the program's end waits for the rank's async collectives
+    wait_for_async(r, async_issued_[r]);  // the program's end waits for all of them
   }
 
   /// An async collective costs the rank nothing: note when it was issued, queue it on the
@@ -154,12 +154,10 @@ class ListScheduler {
     }
   }
 
-  /// True once rank r's async collectives have ended, all but the `pending` issued last
-  /// (its clock moves to the last of those ends; one stream runs them in order, so that is
-  /// the latest); false, with r waiting to be woken, while some have not started.
-  bool wait_for_async(RankId r, int pending) {
-    const std::size_t issued = async_issued_[r];
-    const std::size_t needed = issued > static_cast<std::size_t>(pending) ? issued - pending : 0;
+  /// True once the first `needed` of rank r's async collectives have ended (its clock moves
+  /// to the last of those ends; one stream runs them in order, so that is the latest);
+  /// false, with r waiting to be woken, while some have not started.
+  bool wait_for_async(RankId r, std::size_t needed) {
     const auto& ends = async_ends_[r];
     const bool done = ends.size() >= needed;
     waiting_async_[r] = done ? 0 : needed;

@@ -144,6 +144,14 @@ std::optional<MicrobatchId> op_microbatch(const Op& op) {
       op);
 }
 
+std::size_t async_needed_before(const Op& op, std::size_t issued) {
+  if (std::holds_alternative<OptimizerStep>(op)) return issued;
+  const auto* c = std::get_if<Compute>(&op);
+  if (!c || c->async_pending < 0) return 0;
+  const auto pending = static_cast<std::size_t>(c->async_pending);
+  return issued > pending ? issued - pending : 0;
+}
+
 const char* op_kind_name(const Op& op) {
   return std::visit(Overloaded{
                         [](const Compute& c) { return to_string(c.pass); },

@@ -277,5 +277,10 @@ inline bool occupies_rank(const Op& op) {
 }
 /// "F","B","I","W","send","recv","allreduce","allgather","reducescatter","optimizer"
 const char* op_kind_name(const Op& op);
+/// How many of its rank's async collectives must have ended before `op` starts, when the
+/// rank issued `issued` of them before it (the header's semantics, for every backend): all
+/// for an OptimizerStep (and the program's end), all but the latest
+/// Compute::async_pending for a compute that waits, none otherwise.
+std::size_t async_needed_before(const Op& op, std::size_t issued);
 
 }  // namespace loom

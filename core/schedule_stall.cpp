@@ -48,18 +48,12 @@ struct Streams {
   PerRank<std::size_t> done;
 };
 
-/// How many of the rank's async collectives the op at `index` needs to have run first: a
-/// compute that waits (Compute::async_pending) all but its latest k; an optimizer step and
-/// the program's end all of them; other ops none.
+/// How many of the rank's async collectives the op at `index` needs to have run first
+/// (async_needed_before; at the program's end, all of them).
 std::size_t async_needed(const Schedule& s, const Streams& streams, RankId r, std::size_t index) {
-  const auto& program = s.programs[r];
   const std::size_t issued = streams.issued_before(r, index);
-  if (index >= program.size() || std::holds_alternative<OptimizerStep>(program[index]))
-    return issued;
-  const auto* c = std::get_if<Compute>(&program[index]);
-  if (!c || c->async_pending < 0) return 0;
-  const auto pending = static_cast<std::size_t>(c->async_pending);
-  return issued > pending ? issued - pending : 0;
+  if (index >= s.programs[r].size()) return issued;
+  return async_needed_before(s.programs[r][index], issued);
 }
 
 std::string explain(const Schedule& s, const Matching& m, const Streams& streams,

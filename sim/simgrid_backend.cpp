@@ -229,8 +229,7 @@ class Simulation {
       if (size_t end = compute_run_end(ops, i); end > i + 1) {
         // Back-to-back computes touch nothing another rank sees: one SimGrid activity
         // for the whole run, each op's times by arithmetic (one sleep, not end - i).
-        if (const int pending = std::get<Compute>(ops[i]).async_pending; pending >= 0)
-          wait_for_async(r, pending);
+        wait_for_async(r, async_needed_before(ops[i], streams_[r].issued_count));
         double t = sg::Engine::get_clock();
         for (size_t k = i; k < end; ++k) {
           const double from = t;
@@ -243,9 +242,9 @@ class Simulation {
         i = end - 1;
         continue;
       }
-      // A compute that waits for its prefetched parameters starts once they are here.
-      if (const auto* c = std::get_if<Compute>(&ops[i]); c && c->async_pending >= 0)
-        wait_for_async(r, c->async_pending);
+      // A compute that waits for its prefetched parameters starts once they are here; an
+      // optimizer step once the rank's async collectives have ended.
+      wait_for_async(r, async_needed_before(ops[i], streams_[r].issued_count));
       const double start = sg::Engine::get_clock();
       std::visit(Overloaded{
                      [&](const Compute& c) {
@@ -266,7 +265,6 @@ class Simulation {
                          ring(here, c, boxes[i]);
                      },
                      [&](const OptimizerStep& o) {
-                       wait_for_async(r, 0);
                        if (o.seconds > 0) sg::this_actor::sleep_for(o.seconds);
                        ++activities_;
                      },
@@ -286,7 +284,7 @@ class Simulation {
       count_done_op();
       if (!failure_.empty()) return;
     }
-    wait_for_async(r, 0);  // the program's end waits for the rank's async collectives
+    wait_for_async(r, streams_[r].issued_count);  // the program's end waits for all of them
     position_[r] = ops.size();
     // Every message to this rank has been consumed: release the mailboxes' hold on it.
     for (const OpMailboxes& b : boxes) {
@@ -300,12 +298,11 @@ class Simulation {
     stream.issued->release();
   }
 
-  /// Until the rank's async collectives have ended, all but the `pending` issued last (the
-  /// stream runs them in order, so they end in order).
-  void wait_for_async(RankId r, int pending) {
+  /// Until the first `needed` of the rank's async collectives have ended (the stream runs
+  /// them in order, so they end in order).
+  void wait_for_async(RankId r, std::size_t needed) {
     CommStream& stream = streams_[r];
-    for (; stream.waited_count + pending < stream.issued_count; ++stream.waited_count)
-      stream.ended->acquire();
+    for (; stream.waited_count < needed; ++stream.waited_count) stream.ended->acquire();
   }
 
   /// The actor of rank r's communication stream: each async collective once issued.
