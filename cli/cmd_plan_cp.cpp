@@ -32,6 +32,8 @@ struct PlanCpOptions {
   // names Fig 3.3b's sub-blocks of 2 blocks (--sub-block-size, in N_B-token blocks).
   int sub_blocks = 16;
   std::int64_t sub_block_size = 0;
+  double kernel_efficiency = 1.0;  // of an SM's share of the dense peak, per key block
+  double thread_block_us = 0;      // a CU's fixed time per thread block
 };
 
 /// --distribution's values: every distribution, then "all".
@@ -138,6 +140,19 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
       ->excludes(pieces)
       ->needs(gpu);
+  sub.add_option("--kernel-efficiency", o.kernel_efficiency,
+                 "With --gpu: fraction of an SM's share of the dense peak the attention kernel "
+                 "reaches on a key block (1 = peak, a floor on the time; the partial outputs' "
+                 "aggregation stays HBM-bound)")
+      ->capture_default_str()
+      ->check(finite_range(1e-6, 1.0))
+      ->needs(gpu);
+  sub.add_option("--thread-block-us", o.thread_block_us,
+                 "With --gpu: a CU's fixed time per thread block (a row, or one sub-block of a "
+                 "split row), microseconds: loading its query tile, writing its output")
+      ->capture_default_str()
+      ->check(finite_range(0.0, 1e6, " us"))
+      ->needs(gpu);
   sub.add_option("--ilp-node-limit", o.request.ilp.node_limit,
                  "Subproblems GLPK may explore (0 = no limit); unlike the time limit, "
                  "stops at the same point on every run")
@@ -170,7 +185,8 @@ std::vector<std::vector<double>> attention_times(const PlanCpOptions& o,
   } catch (const InputError& e) {
     throw InputError(std::string("--gpu: ") + e.what());
   }
-  IntraGpuOptions options = intra_gpu_options(gpu, o.shape, o.request.sizes);
+  IntraGpuOptions options = intra_gpu_options(gpu, o.shape, o.request.sizes, o.kernel_efficiency);
+  options.thread_block_time_s = o.thread_block_us * 1e-6;
   if (o.sub_block_size > 0) {
     try {
       options.sub_block = sub_block_of(o.sub_block_size, o.request.sizes);
@@ -233,9 +249,11 @@ void print_text(const PlanCpOptions& o, const std::vector<CpPlan>& plans) {
 
 void print_attention(const PlanCpOptions& o, const std::vector<CpPlan>& plans,
                      const std::vector<std::vector<double>>& times) {
-  std::printf("\nattention, one layer on %s (%d heads, %d KV heads, head dim %d, %s), ms\n%-6s",
-              o.gpu.c_str(), o.shape.heads, o.shape.kv_heads, o.shape.head_dim,
-              split_name(o).c_str(), "rank");
+  std::printf(
+      "\nattention, one layer on %s (%d heads, %d KV heads, head dim %d, %s, kernel at %.3g of "
+      "peak, %.3g us per thread block), ms\n%-6s",
+      o.gpu.c_str(), o.shape.heads, o.shape.kv_heads, o.shape.head_dim, split_name(o).c_str(),
+      o.kernel_efficiency, o.thread_block_us, "rank");
   for (const CpPlan& p : plans) std::printf(" %12s", to_string(p.distribution));
   for (size_t r = 0; r < times.front().size(); ++r) {  // one per CP rank
     std::printf("\n%-6zu", r);
@@ -336,7 +354,11 @@ int run_plan_cp(PlanCpOptions& o) {
                           {"total_workload", plans.front().total_workload},
                           {"block_workload", workloads},
                           {"plans", nlohmann::json::array()}};
-    if (!times.empty()) out["intra_gpu_split"] = split_name(o);
+    if (!times.empty()) {
+      out["intra_gpu_split"] = split_name(o);
+      out["kernel_efficiency"] = o.kernel_efficiency;
+      out["thread_block_us"] = o.thread_block_us;
+    }
     for (std::size_t i = 0; i < plans.size(); ++i) {
       out["plans"].push_back(plan_json(plans[i]));
       if (!times.empty()) out["plans"].back()["rank_attention_s"] = times[i];

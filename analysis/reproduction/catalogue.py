@@ -21,7 +21,10 @@ NOT_COMPARED = [
      "whole LLM's time rests on the paper's attention-kernel speed, which the model does "
      "not give"),
     ("diss-T3.4, T3.5", "Cornstarch vs DCP attention and end-to-end time",
-     "Loom has no DCP planner and no ring-communication model for it"),
+     "DCP places data and computation blocks by hypergraph partitioning and fetches blocks "
+     "with its own all-to-all and FlashAttention fork (Jiang et al., SOSP'25, which the "
+     "seeds cite but do not include; the dissertation calls it ring-based), and Table 3.5 "
+     "adds its planner's run time: Loom has no DCP planner"),
     ("diss-F3.7, FB.2, TB.2", "CU activity traces, multistream balance",
      "hardware traces below a schedule simulator's level"),
     ("diss-TB.1, CA supported-model lists", "supported models", "a list, not a measurement"),

@@ -85,6 +85,9 @@ class Cell:
     reversal: Cause | None = None
     magnitude: Cause | None = None
     note: str = ""
+    # A calibrated table's one cell whose paper number the calibration took: equal by
+    # construction, so never judged within 15 %.
+    calibration_point: bool = False
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -131,7 +134,8 @@ def judge(cells: list[Cell]) -> None:
     """Fills in within_15pct and claim_holds (for cells that do not set it themselves)."""
     by_name = {c.cell: c for c in cells}
     for c in cells:
-        if c.paper is not None and c.loom is not None and c.paper != 0:
+        if c.paper is not None and c.loom is not None and c.paper != 0 and \
+                not c.calibration_point:
             c.within_15pct = abs(c.loom / c.paper - 1) <= MAGNITUDE
         if not c.versus or c.claim_holds is not None:
             continue

@@ -61,13 +61,24 @@ double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
     throw InputError("heads must be >= 1 and a multiple of heads_per_kernel (>= 1)");
   if (options.sub_block > 0 && options.sub_blocks_per_row > 0)
     throw InputError("intra-GPU split: give sub_block or sub_blocks_per_row, not both");
+  if (options.thread_block_time_s < 0) throw InputError("thread-block time must be >= 0");
   // The hardware dispatches thread blocks in launch order (head-major, then rows) to
-  // whichever CU frees first: list scheduling in that order, not a sorted (LPT) one.
-  using Cu = std::pair<std::int64_t, int>;  // (busy until, in key blocks; CU id)
+  // whichever CU frees first: list scheduling in that order, not a sorted (LPT) one. A CU's
+  // time is counted in key blocks and thread blocks, whole numbers, so that equal loads tie
+  // exactly.
+  struct Load {
+    std::int64_t key_blocks = 0, thread_blocks = 0;
+  };
+  std::vector<Load> loads(static_cast<std::size_t>(options.compute_units));
+  auto seconds = [&](const Load& l) {
+    return static_cast<double>(l.key_blocks) * options.block_time_s +
+           static_cast<double>(l.thread_blocks) * options.thread_block_time_s;
+  };
+  using Cu = std::pair<double, int>;  // (busy until, CU id)
   std::priority_queue<Cu, std::vector<Cu>, std::greater<>> cus;
-  for (int c = 0; c < options.compute_units; ++c) cus.emplace(0, c);
+  for (int c = 0; c < options.compute_units; ++c) cus.emplace(0.0, c);
   std::int64_t partials = 0;
-  std::int64_t kernel_end = 0;
+  double kernel_end_s = 0;
   for (int h = 0; h < options.heads_per_kernel; ++h) {
     for (std::int64_t w : row_workloads) {
       const std::vector<std::int64_t> pieces = options.sub_blocks_per_row > 0
@@ -75,22 +86,28 @@ double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
                                                    : split_row(w, options.sub_block);
       if (pieces.size() > 1) partials += std::ssize(pieces);
       for (std::int64_t piece : pieces) {
-        auto [busy, cu] = cus.top();
+        const int cu = cus.top().second;
         cus.pop();
-        kernel_end = std::max(kernel_end, busy + piece);
-        cus.emplace(busy + piece, cu);
+        Load& load = loads[static_cast<std::size_t>(cu)];
+        load.key_blocks += piece;
+        load.thread_blocks += 1;
+        kernel_end_s = std::max(kernel_end_s, seconds(load));
+        cus.emplace(seconds(load), cu);
       }
     }
   }
   // Aggregation: one read-combine of every partial output, spread over all CUs.
   const double aggregation_s =
       static_cast<double>(partials) * options.aggregation_time_s / options.compute_units;
-  const double kernel_s = static_cast<double>(kernel_end) * options.block_time_s + aggregation_s;
+  const double kernel_s = kernel_end_s + aggregation_s;
   return kernel_s * (options.heads / options.heads_per_kernel);
 }
 
 IntraGpuOptions intra_gpu_options(const GpuSpec& gpu, const AttentionShape& shape,
-                                  const BlockSizes& sizes) {
+                                  const BlockSizes& sizes, double kernel_efficiency) {
+  if (!(kernel_efficiency > 0 && kernel_efficiency <= 1))
+    throw InputError("CP attention: kernel efficiency must be in (0, 1], got " +
+                     std::to_string(kernel_efficiency));
   IntraGpuOptions options;
   options.compute_units = gpu.sms;
   if (options.compute_units == 0)
@@ -101,8 +118,8 @@ IntraGpuOptions intra_gpu_options(const GpuSpec& gpu, const AttentionShape& shap
   const double sm_flops = gpu.peak_flops / options.compute_units;
   const double sm_bandwidth = gpu.hbm_bandwidth / options.compute_units;
   const auto qb = static_cast<double>(sizes.query_block);
-  options.block_time_s =
-      4.0 * qb * static_cast<double>(sizes.key_block) * shape.head_dim / sm_flops;
+  options.block_time_s = 4.0 * qb * static_cast<double>(sizes.key_block) * shape.head_dim /
+                         (sm_flops * kernel_efficiency);
   options.aggregation_time_s = 2.0 * qb * (shape.head_dim + 1) * 4 / sm_bandwidth;
   options.heads = shape.heads;
   options.heads_per_kernel = shape.heads / shape.kv_heads;

@@ -155,11 +155,15 @@ struct IntraGpuOptions {
   int heads_per_kernel = 1;
   double block_time_s = 1e-6;        ///< one key block of work on one CU, one head
   double aggregation_time_s = 2e-7;  ///< per partial output of a split row, on one CU
+  /// A CU's fixed time per thread block (a row, or one sub-block of a split row): loading
+  /// its query tile, writing its output. 0 by default: the FLOPs alone.
+  double thread_block_time_s = 0;
 };
 
 /// One GPU's attention time for the query blocks it owns (their workloads, in launch
 /// order): per kernel, the rows (or their sub-blocks) of each of its heads go to whichever
-/// CU frees first, as the hardware dispatches thread blocks; a kernel ends when its last
+/// CU frees first, as the hardware dispatches thread blocks, each taking its key blocks x
+/// block_time_s plus thread_block_time_s; a kernel ends when its last
 /// CU does (the next kernel cannot start earlier, §3.5.4). A row split into k > 1 sub-blocks writes
 /// k partial outputs that an aggregation pass reads back: k x aggregation_time_s, spread over the
 /// CUs. Returns seconds for all heads. Throws InputError on options out of range.
@@ -178,9 +182,12 @@ struct AttentionShape {
 /// its share of the dense peak; one partial output is qb x (head_dim + 1) fp32 values (with
 /// the log-sum-exp) written and read back at one SM's share of HBM bandwidth. One kernel
 /// per K/V head group (heads / kv_heads heads). No split; set sub_blocks_per_row after.
-/// Throws InputError for a GPU without a known SM count.
+/// `kernel_efficiency` in (0, 1] is the fraction of that share the attention kernel reaches
+/// on a key block (1: the peak, a floor on the time); it slows the key blocks only, not the
+/// aggregation, which is bound by HBM. Throws InputError for a GPU without a known SM count
+/// or an efficiency outside (0, 1].
 IntraGpuOptions intra_gpu_options(const GpuSpec& gpu, const AttentionShape& shape,
-                                  const BlockSizes& sizes);
+                                  const BlockSizes& sizes, double kernel_efficiency = 1.0);
 
 /// Each rank's intra_gpu_time_s over the rows it owns, in sequence order.
 std::vector<double> rank_attention_times_s(const CpPlan& plan, const IntraGpuOptions& options);

@@ -103,6 +103,40 @@ TEST(CpIntraGpu, OptionsFromTheGpuAndTheGroupTime) {
   EXPECT_DOUBLE_EQ(cp_attention_time_s(plan, one_cu), 18);  // rank 1 owns 9 + 9
 }
 
+TEST(CpIntraGpu, KernelEfficiencySlowsKeyBlocksButNotTheAggregation) {
+  const GpuSpec a40 = gpu_preset("A40");
+  const IntraGpuOptions peak = intra_gpu_options(a40, {40, 8, 128}, BlockSizes{});
+  const IntraGpuOptions slow = intra_gpu_options(a40, {40, 8, 128}, BlockSizes{}, 0.25);
+  EXPECT_DOUBLE_EQ(slow.block_time_s, 4 * peak.block_time_s);
+  EXPECT_DOUBLE_EQ(slow.aggregation_time_s, peak.aggregation_time_s);
+  // Unsplit rows: the time scales by 1 / efficiency. Split rows: only the key blocks do,
+  // so the aggregation weighs less against a slower kernel.
+  const std::vector<std::int64_t> rows(200, 64);
+  EXPECT_DOUBLE_EQ(intra_gpu_time_s(rows, slow), 4 * intra_gpu_time_s(rows, peak));
+  IntraGpuOptions split_peak = peak, split_slow = slow;
+  split_peak.sub_blocks_per_row = split_slow.sub_blocks_per_row = 16;
+  const double aggregation_s = 200.0 * 5 * 16 * peak.aggregation_time_s / 84 * (40 / 5);
+  EXPECT_NEAR(intra_gpu_time_s(rows, split_slow) - aggregation_s,
+              4 * (intra_gpu_time_s(rows, split_peak) - aggregation_s), 1e-12);
+  for (double bad : {0.0, -0.5, 1.5})
+    EXPECT_THROW(intra_gpu_options(a40, {40, 8, 128}, BlockSizes{}, bad), InputError);
+}
+
+TEST(CpIntraGpu, ThreadBlockTimeIsPaidPerPiece) {
+  // Two CUs, one head: rows 4 and 2 key blocks at 1 s each, 0.5 s per thread block.
+  IntraGpuOptions o;
+  o.compute_units = 2;
+  o.block_time_s = 1;
+  o.aggregation_time_s = 0;
+  o.thread_block_time_s = 0.5;
+  EXPECT_DOUBLE_EQ(intra_gpu_time_s({4, 2}, o), 4.5);  // CU0: 4 + 0.5, CU1: 2 + 0.5
+  // Split into 2: pieces 2, 2, 1, 1 over two CUs, each paying 0.5: CU0 2.5 + 1.5, CU1 2.5 + 1.5.
+  o.sub_blocks_per_row = 2;
+  EXPECT_DOUBLE_EQ(intra_gpu_time_s({4, 2}, o), 4.0);
+  o.thread_block_time_s = -1;
+  EXPECT_THROW(intra_gpu_time_s({4, 2}, o), InputError);
+}
+
 Cluster two_nodes() {
   Cluster c;
   c.nodes = 2;
