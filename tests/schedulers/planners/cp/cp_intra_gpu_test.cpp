@@ -10,6 +10,15 @@
 namespace loom {
 namespace {
 
+/// `cus` CUs, one head, 1 s per key block, `aggregation_s` per partial output.
+IntraGpuOptions unit_cus(int cus, double aggregation_s = 0) {
+  IntraGpuOptions o;
+  o.compute_units = cus;
+  o.block_time_s = 1;
+  o.aggregation_time_s = aggregation_s;
+  return o;
+}
+
 TEST(CpIntraGpu, SplitConservesWorkAndBoundsPieces) {
   for (std::int64_t w : {0, 1, 5, 31, 32, 33, 1000}) {
     for (std::int64_t s : {0, 1, 2, 16, 32}) {
@@ -36,20 +45,14 @@ TEST(CpIntraGpu, SplitIntoACountConservesWork) {
 
 TEST(CpIntraGpu, SplittingRemovesTheStragglerOfFigure33b) {
   // GPU0 of Fig 3.3: b1 (1 block) and b5 (5 blocks) on two CUs.
-  IntraGpuOptions o;
-  o.compute_units = 2;
-  o.block_time_s = 1;
-  o.aggregation_time_s = 0;
+  IntraGpuOptions o = unit_cus(2);
   EXPECT_DOUBLE_EQ(intra_gpu_time_s({1, 5}, o), 5);  // CU1 runs b5 alone
   o.sub_block = 2;
   EXPECT_DOUBLE_EQ(intra_gpu_time_s({1, 5}, o), 3);  // pieces 1 | 2 2 1 over two CUs
 }
 
 TEST(CpIntraGpu, AggregationCostsPerPartialAndHeadsRunInSequence) {
-  IntraGpuOptions o;
-  o.compute_units = 4;
-  o.block_time_s = 1;
-  o.aggregation_time_s = 0.5;
+  IntraGpuOptions o = unit_cus(4, 0.5);
   o.sub_block = 4;
   // One row of 16 -> 4 partials of 4: compute 4, aggregation 4 x 0.5 / 4 CUs.
   EXPECT_DOUBLE_EQ(intra_gpu_time_s({16}, o), 4.5);
@@ -63,10 +66,7 @@ TEST(CpIntraGpu, AggregationCostsPerPartialAndHeadsRunInSequence) {
 
 TEST(CpIntraGpu, TooSmallSubBlocksCostMoreThanTheyBalance) {
   // The trade-off of §3.3.2.2: with a costly aggregation the finest split loses.
-  IntraGpuOptions o;
-  o.compute_units = 8;
-  o.block_time_s = 1;
-  o.aggregation_time_s = 4;
+  IntraGpuOptions o = unit_cus(8, 4);
   const std::vector<std::int64_t> rows{64, 8, 8, 8, 8, 8, 8, 8};
   o.sub_block = 8;
   const double moderate = intra_gpu_time_s(rows, o);
@@ -97,10 +97,7 @@ TEST(CpIntraGpu, OptionsFromTheGpuAndTheGroupTime) {
   request.cp = 2;
   request.distribution = CpDistribution::kZigzag;
   const CpPlan plan = plan_cp_from_workloads({1, 9, 9, 1}, 4 * 128, request);
-  IntraGpuOptions one_cu;
-  one_cu.compute_units = 1;
-  one_cu.block_time_s = 1;
-  EXPECT_DOUBLE_EQ(cp_attention_time_s(plan, one_cu), 18);  // rank 1 owns 9 + 9
+  EXPECT_DOUBLE_EQ(cp_attention_time_s(plan, unit_cus(1)), 18);  // rank 1 owns 9 + 9
 }
 
 TEST(CpIntraGpu, KernelEfficiencySlowsKeyBlocksButNotTheAggregation) {
@@ -124,10 +121,7 @@ TEST(CpIntraGpu, KernelEfficiencySlowsKeyBlocksButNotTheAggregation) {
 
 TEST(CpIntraGpu, ThreadBlockTimeIsPaidPerPiece) {
   // Two CUs, one head: rows 4 and 2 key blocks at 1 s each, 0.5 s per thread block.
-  IntraGpuOptions o;
-  o.compute_units = 2;
-  o.block_time_s = 1;
-  o.aggregation_time_s = 0;
+  IntraGpuOptions o = unit_cus(2);
   o.thread_block_time_s = 0.5;
   EXPECT_DOUBLE_EQ(intra_gpu_time_s({4, 2}, o), 4.5);  // CU0: 4 + 0.5, CU1: 2 + 0.5
   // Split into 2: pieces 2, 2, 1, 1 over two CUs, each paying 0.5: CU0 2.5 + 1.5, CU1 2.5 + 1.5.
