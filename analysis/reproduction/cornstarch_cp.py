@@ -245,7 +245,7 @@ LLM_L_INTRA = Cause(
     "kernel speed (the calibrated cells) the split gains, as the paper's does")
 CAL_CORNSTARCH = Cause(
     "unexplained",
-    "not explained yet: at the paper's kernel speed Loom's Cornstarch gains 1.28-1.53x over "
+    "not explained yet: at the paper's kernel speed Loom's Cornstarch gains 1.24-1.53x over "
     "causal CP, the paper's 1.03-1.29x: the LPT half of it gains in Loom what it loses in "
     "the paper (the inter-only cells)")
 CAL_SHORT = Cause(
