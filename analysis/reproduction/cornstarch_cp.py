@@ -101,12 +101,10 @@ def masks_mean_ms(ctx: Context, shape: dict, seq: int, policy: tuple,
 # query tile it loads and the output it writes are). They make Loom's CU model give LLM-S's
 # causal-CP and intra-only times at 64k: causal CP splits no row, intra-only splits each
 # into 16, so the two cells separate the terms. The aggregation of partial outputs stays
-# bound by HBM. Every other
-# cell tests them: LLM-M and LLM-L's heads, the other two distributions and, held out,
-# Fig B.1's 32k and 16k.
+# bound by HBM. Every other cell tests them: LLM-M and LLM-L's heads, the other two
+# distributions and, held out, Fig B.1's 32k and 16k.
 CALIBRATION_LLM, CALIBRATION_SEQ = "LLM-S", 65536
 CALIBRATION_COLUMNS = ("causal CP", "intra-GPU balance only")
-_calibrations: dict[int, Kernel] = {}
 
 
 def calibrated_kernel(ctx: Context) -> Kernel:
@@ -114,48 +112,49 @@ def calibrated_kernel(ctx: Context) -> Kernel:
 
     Scaling both terms by x scales every unsplit time by x, so for a thread-block time c
     at the peak, x = paper / Loom's causal CP makes that cell exact; bisection on c then
-    matches intra-only, whose 16 thread blocks per row pay c 16 times."""
-    if id(ctx) in _calibrations:
-        return _calibrations[id(ctx)]
+    matches intra-only, whose 16 thread blocks per row pay c 16 times. (Its `loom plan cp`
+    runs are ctx's, so a second call costs no run.)"""
     shape = attention_shape(ctx, CALIBRATION_LLM)
-    causal, intra = (POLICIES[[p[0] for p in POLICIES].index(c)] for c in CALIBRATION_COLUMNS)
+    columns = [column for column, _, _ in POLICIES]
+    causal, intra = (columns.index(c) for c in CALIBRATION_COLUMNS)
     paper = PAPER_MS[CALIBRATION_SEQ][CALIBRATION_LLM]
-    paper_causal, paper_intra = (paper[[p[0] for p in POLICIES].index(c)]
-                                 for c in CALIBRATION_COLUMNS)
 
     def fit(c_us: float) -> tuple[Kernel, float]:
-        x = paper_causal / masks_mean_ms(ctx, shape, CALIBRATION_SEQ, causal,
-                                         Kernel(1.0, c_us))
+        x = paper[causal] / masks_mean_ms(ctx, shape, CALIBRATION_SEQ, POLICIES[causal],
+                                          Kernel(1.0, c_us))
         kernel = Kernel(float(f"{1 / x:.4g}"), float(f"{c_us * x:.4g}"))
-        return kernel, masks_mean_ms(ctx, shape, CALIBRATION_SEQ, intra, kernel)
+        return kernel, masks_mean_ms(ctx, shape, CALIBRATION_SEQ, POLICIES[intra], kernel)
 
     # us per thread block at the peak; 10 us is twice what the paper's numbers ask for, and
     # nine halvings leave 0.4 % of it, below the 4 significant digits fit() keeps.
     low, high = 0.0, 10.0
-    while fit(high)[1] < paper_intra:
+    while fit(high)[1] < paper[intra]:
         low, high = high, 2 * high
     for _ in range(9):
         mid = (low + high) / 2
-        low, high = (mid, high) if fit(mid)[1] < paper_intra else (low, mid)
-    _calibrations[id(ctx)] = fit((low + high) / 2)[0]
-    return _calibrations[id(ctx)]
+        low, high = (mid, high) if fit(mid)[1] < paper[intra] else (low, mid)
+    return fit((low + high) / 2)[0]
+
+
+def kernel_for(ctx: Context, kernel: Kernel, shape: dict) -> Kernel:
+    """`kernel` (calibrated on CALIBRATION_LLM) for `shape`: a thread block loads
+    head_dim-wide query rows and writes as wide an output."""
+    calibration_dim = attention_shape(ctx, CALIBRATION_LLM)["head_dim"]
+    return kernel._replace(thread_block_us=float(
+        f"{kernel.thread_block_us * shape['head_dim'] / calibration_dim:.4g}"))
 
 
 def policy_cells(ctx: Context, table: str, seq: int, llm: str, prefix: str,
-                 mode: str = "analytical") -> list[Cell]:
-    """`llm`'s four Attn cells at `seq` tokens, then the other three over causal CP, in
-    `mode`: analytical (the kernel at the peak) or calibrated (calibrated_kernel)."""
-    calibrated = mode == "calibrated"
-    kernel = calibrated_kernel(ctx) if calibrated else PEAK
+                 calibrated: Kernel | None = None) -> list[Cell]:
+    """`llm`'s four Attn cells at `seq` tokens, then the other three over causal CP:
+    analytical (the kernel at the peak), or calibrated with the `calibrated` kernel."""
+    mode = "calibrated" if calibrated else "analytical"
     suffix = " (calibrated)" if calibrated else ""
     shape = attention_shape(ctx, llm)
+    kernel = kernel_for(ctx, calibrated, shape) if calibrated else PEAK
     times = PAPER_MS[seq][llm]
     printed = PAPER_IMPROVEMENT_64K.get(llm) if seq == 65536 else None
     improvements = printed or tuple(times[0] / t for t in times[1:])
-    if calibrated:  # a thread block loads head_dim-wide query rows and writes as wide an output
-        calibration_dim = attention_shape(ctx, CALIBRATION_LLM)["head_dim"]
-        kernel = kernel._replace(thread_block_us=float(
-            f"{kernel.thread_block_us * shape['head_dim'] / calibration_dim:.4g}"))
     loom = [masks_mean_ms(ctx, shape, seq, policy, kernel) for policy in POLICIES]
     names = [f"{prefix}{llm} / Attn / {column}" for column, _, _ in POLICIES]
     versus = [[], names[:1], names[:1], names[:3]]  # Cornstarch: the fastest of the four
@@ -177,15 +176,15 @@ def policy_cells(ctx: Context, table: str, seq: int, llm: str, prefix: str,
 
 
 def run_table_3_3(ctx: Context) -> list[Cell]:
-    return [cell for mode in ("analytical", "calibrated")
+    return [cell for kernel in (None, calibrated_kernel(ctx))
             for llm in (("LLM-S",) if ctx.quick else PAPER_MS[65536])
-            for cell in policy_cells(ctx, "diss-T3.3", 65536, llm, "", mode)]
+            for cell in policy_cells(ctx, "diss-T3.3", 65536, llm, "", kernel)]
 
 
 def run_figure_b_1(ctx: Context) -> list[Cell]:
-    return [cell for mode in ("analytical", "calibrated") for seq in (32768, 16384)
+    return [cell for kernel in (None, calibrated_kernel(ctx)) for seq in (32768, 16384)
             for llm in (("LLM-S",) if ctx.quick else PAPER_MS[seq])
-            for cell in policy_cells(ctx, "diss-FB.1", seq, llm, f"{seq // 1024}k / ", mode)]
+            for cell in policy_cells(ctx, "diss-FB.1", seq, llm, f"{seq // 1024}k / ", kernel)]
 
 
 INTER_ONLY = Cause(

@@ -91,8 +91,9 @@ double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
         Load& load = loads[static_cast<std::size_t>(cu)];
         load.key_blocks += piece;
         load.thread_blocks += 1;
-        kernel_end_s = std::max(kernel_end_s, seconds(load));
-        cus.emplace(seconds(load), cu);
+        const double busy_s = seconds(load);
+        kernel_end_s = std::max(kernel_end_s, busy_s);
+        cus.emplace(busy_s, cu);
       }
     }
   }
