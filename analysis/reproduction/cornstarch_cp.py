@@ -64,33 +64,67 @@ def attention_shape(ctx: Context, llm: str) -> dict:
             "head_dim": module["hidden"] // module["heads"], "gpu": settings["cluster"]["gpu"]}
 
 
+class Sample(NamedTuple):
+    """One §3.5.1 training sample's tokens as the LLM sees them."""
+    text: int
+    encoders: int  # the image's and the audio clip's tokens after their merges
+
+
+def paper_sample(ctx: Context) -> Sample:
+    """§3.5.1's sample (1k text tokens, a 1280x720 image, a 2-minute clip) as the Table 3.2
+    configs read it: their [workload] tokens, each encoder's scaled by its token_ratio."""
+    settings = ctx.resolved_config(paper_config(CONFIGS[CALIBRATION_LLM]))
+    tokens = settings["workload"]["tokens"]
+    ratio = {m["name"]: m.get("token_ratio", 1.0) for m in settings["model"]["modules"]}
+    return Sample(tokens["text"], sum(round(n * ratio[name]) for name, n in tokens.items()
+                                      if name != "text"))
+
+
+def mask_args(mask: str, seq: int, sample: Sample) -> list[str]:
+    """Fig 3.5's masks at `seq` tokens, read from §3.5.1 ("the number of tokens for each
+    modality is fixed, the placement of the modality data is randomly assigned"): prefix
+    and embedded hold one sample's image and clip, one run each, with text filling the
+    sequence; packed packs whole samples, as many as fit. The paper states neither
+    geometry; docs/context-parallelism.md compares the other readings."""
+    if mask == "packed":
+        length = sample.text + sample.encoders
+        return ["--modality-fraction", repr(sample.encoders / length), "--segments", "1",
+                "--packed-sequences", str(max(1, round(seq / length)))]
+    return ["--modality-fraction", repr(sample.encoders / seq), "--segments", "1"]
+
+
 def layer_time_ms(ctx: Context, shape: dict, seq: int, mask: str, seed: int,
-                  distribution: str, sub_blocks: int, kernel: Kernel = PEAK) -> float:
+                  distribution: str, sub_blocks: int, kernel: Kernel = PEAK,
+                  geometry: tuple[str, ...] = ()) -> float:
     """One attention layer's time on the slowest rank of the CP group, in ms (mask seed
-    `seed`, which also draws the random distribution), with `kernel`'s speed."""
+    `seed`, which also draws the random distribution), with `kernel`'s speed; `geometry`
+    is the mask's parameters (`loom plan cp`'s defaults where empty)."""
     plan = ctx.printed_json(
         ["plan", "cp", "--mask", mask, "--seed", str(seed), "--random-seed", str(seed),
          "--seq", str(seq), "--cp", str(CP), "--distribution", distribution,
          "--gpu", shape["gpu"], "--heads", str(shape["heads"]),
          "--kv-heads", str(shape["kv_heads"]), "--head-dim", str(shape["head_dim"]),
          "--sub-blocks", str(sub_blocks), "--kernel-efficiency", repr(kernel.efficiency),
-         "--thread-block-us", repr(kernel.thread_block_us), "--json"])
+         "--thread-block-us", repr(kernel.thread_block_us), *geometry, "--json"])
     return 1e3 * max(plan["plans"][0]["rank_attention_s"])
 
 
 def mean_time_ms(ctx: Context, shape: dict, seq: int, mask: str, distribution: str,
-                 sub_blocks: int, kernel: Kernel = PEAK) -> float:
+                 sub_blocks: int, kernel: Kernel = PEAK,
+                 geometry: tuple[str, ...] = ()) -> float:
     """layer_time_ms averaged over SEEDS: the paper averages runs, each on a new mask."""
-    return sum(layer_time_ms(ctx, shape, seq, mask, seed, distribution, sub_blocks, kernel)
-               for seed in SEEDS) / len(SEEDS)
+    return sum(layer_time_ms(ctx, shape, seq, mask, seed, distribution, sub_blocks, kernel,
+                             geometry) for seed in SEEDS) / len(SEEDS)
 
 
 def masks_mean_ms(ctx: Context, shape: dict, seq: int, policy: tuple,
                   kernel: Kernel = PEAK) -> float:
-    """mean_time_ms of one POLICIES entry averaged over MASKS: the paper averages 50 runs
-    over Fig 3.5's masks."""
+    """mean_time_ms of one POLICIES entry averaged over MASKS, built from §3.5.1's sample
+    (mask_args): the paper averages 50 runs over Fig 3.5's masks."""
     _, distribution, sub_blocks = policy
-    return sum(mean_time_ms(ctx, shape, seq, mask, distribution, sub_blocks, kernel)
+    sample = paper_sample(ctx)
+    return sum(mean_time_ms(ctx, shape, seq, mask, distribution, sub_blocks, kernel,
+                            tuple(mask_args(mask, seq, sample)))
                for mask in MASKS) / len(MASKS)
 
 
@@ -187,41 +221,47 @@ def run_figure_b_1(ctx: Context) -> list[Cell]:
             for cell in policy_cells(ctx, "diss-FB.1", seq, llm, f"{seq // 1024}k / ", kernel)]
 
 
-INTER_ONLY = Cause(
-    "unexplained",
-    "not explained yet: the dissertation measures inter-only 2-13 % slower than causal CP and "
-    "traces it to CUs idling at the end of each head's kernel (Fig 3.7); Loom's "
-    "list-scheduling CU model has LPT without the intra-GPU split up to 12 % faster "
-    "(0.99-1.12x), as cornstarch-arxiv Table 4 (section CA-T4) measures on a 70B layer "
-    "(1-11 % faster at 16-64k, with other heads and code)")
 ONE_WAVE = Cause(
     "unexplained",
     "not explained yet: at 16k the dissertation measures inter-only 2-3 % slower than causal "
-    "CP, cornstarch-arxiv Table 4 LPT without the split 1-3 % faster on a 70B layer; in Loom "
-    "a rank's kernel holds 16 query rows x 4 heads = 64 thread blocks, fewer than the A40's "
-    "84 CUs, so it lasts as long as its heaviest row, and zigzag and LPT tie (each leaves "
-    "the mask's heaviest row on some rank)")
-SPLIT_COST = Cause(
+    "CP; in Loom a rank's kernel holds 16 query rows x 4 heads = 64 thread blocks, fewer "
+    "than the A40's 84 CUs, so it lasts as long as its heaviest row, and zigzag and LPT tie "
+    "(each leaves the mask's heaviest row on some rank)")
+SPLIT_AT_PEAK = Cause(
     "measured-kernel",
-    "at the A40's peak a rank's 32k kernel holds 32 rows x 4-5 heads = 128-160 thread "
-    "blocks, about two waves on the 84 CUs with little idling, and Loom's split writes each "
-    "row's 16 partial outputs in fp32 and reads them back at the HBM rate, so the "
-    "aggregation costs more than the split saves (0.96-1.0x); at the paper's measured "
-    "kernel speed (the calibrated cells: key blocks 15x slower, the aggregation not) the "
-    "split gains, as the paper's does")
+    "at the A40's peak a key block is quick, and Loom's split writes each row's partial "
+    "outputs in fp32 and reads them back at the HBM rate, so the aggregation costs more "
+    "than the idle tail the split removes; at the paper's measured kernel speed (the "
+    "calibrated cells: key blocks about 18x slower, the aggregation not) the split gains "
+    "here, as the paper's does")
+SPLIT_32K = Cause(
+    "unexplained",
+    "not explained yet: at 32k LLM-S/M's split gains nothing in Loom even at the paper's "
+    "kernel speed (0.99x; the paper's 1.02-1.14x): a rank's kernel holds 32 rows x 4 heads "
+    "= 128 thread blocks, about 1.5 waves on 84 CUs, and a row split 16 ways pays the "
+    "thread-block time (taken at 64k) 16 times, as much as the tail it removes")
 NO_FASTER_THAN_INTRA = Cause(
     "unexplained",
-    "not explained yet: the paper's Cornstarch is no faster than its intra-only here "
-    "(within 1 % or slower); in Loom adding LPT to the split rows balances the ranks' totals "
-    "and gains 10-17 % (the inter-only question above)")
+    "not explained yet: the paper's Cornstarch is 3.5 % slower than its intra-only here; "
+    "in Loom adding LPT to the split rows gains 5 % (at the peak and at the paper's kernel "
+    "speed)")
+ONE_WAVE_SPLIT = Cause(
+    "unexplained",
+    "not explained yet: at 16k a rank's unsplit kernel (64 thread blocks on 84 CUs) lasts "
+    "as long as its heaviest row, which the split spreads over the CUs: LLM-S/M's split "
+    "gains 1.46x in Loom at the paper's kernel speed, the paper's 1.13-1.34x")
 KERNEL_EFFICIENCY = Cause(
     "measured-kernel",
     "Loom's CU model runs every key block at an SM's share of the A40's dense peak; the "
-    "paper's bitfield-attention Triton kernel takes 11-17x that, a kernel efficiency no "
+    "paper's bitfield-attention Triton kernel takes 10-18x that, a kernel efficiency no "
     "first-principles model here gives, so only the ratios (the cells 'over causal CP') "
     "compare; the calibrated cells take the kernel's speed from two of the paper's cells")
 SETUP = (f"`loom plan cp --gpu A40` on Fig 3.5's prefix, embedded and packed masks (five "
-         f"random placements each, cp {CP}: the paper does not state the CP degree), "
+         f"random placements each, cp {CP}: the paper does not state the CP degree), built "
+         f"from §3.5.1's sample (the geometry is a reading): prefix and embedded hold one "
+         f"image (1,196 tokens) and one 2-minute clip (1,500 tokens), one run each, and text "
+         f"fills the sequence; packed packs whole samples (1k text tokens, the image, the "
+         f"clip), as many as fit. "
          f"LLM-S/M/L's heads from configs/paper/cornstarch-ss{{s,m,l}}.toml. Causal CP = "
          f"zigzag rows; inter-GPU balance = LPT (Alg 1); intra-GPU balance = each row split "
          f"into {SUB_BLOCKS} sub-blocks plus the aggregation of their partial outputs (the "
@@ -236,21 +276,10 @@ SETUP = (f"`loom plan cp --gpu A40` on Fig 3.5's prefix, embedded and packed mas
          f"dimension), set so that LLM-S's causal-CP and intra-only times at 64k are the "
          f"paper's (those two cells are not judged); every other cell tests them, Fig B.1's "
          f"shorter sequences held out.")
-LLM_L_INTRA = Cause(
-    "measured-kernel",
-    "LLM-L's kernels hold 5 query heads (40 heads over 8 K/V heads), so its rows already "
-    "fill the A40's 84 CUs with little idling; at the peak, splitting them adds more "
-    "aggregation of partial outputs than it saves (0.94-0.96x); at the paper's measured "
-    "kernel speed (the calibrated cells) the split gains, as the paper's does")
-CAL_CORNSTARCH = Cause(
-    "unexplained",
-    "not explained yet: at the paper's kernel speed Loom's Cornstarch gains 1.24-1.53x over "
-    "causal CP, the paper's 1.03-1.29x: the LPT half of it gains in Loom what it loses in "
-    "the paper (the inter-only cells)")
 CAL_SHORT = Cause(
     "unexplained",
     "not explained yet: with the kernel's speed taken at 64k, Loom's 32k and 16k times run "
-    "up to 1.44x the paper's (LLM-M and LLM-L's causal CP 1.2-1.44x): there a rank's "
+    "1.05-1.76x the paper's (LLM-M's causal CP 1.22x at 32k, 1.76x at 16k): there a rank's "
     "kernel holds one or two waves of thread blocks on the A40's 84 CUs, so in the CU model "
     "its heaviest rows set its time; the paper's kernel loses less to them")
 TABLE_3_3 = Table(
@@ -259,16 +288,10 @@ TABLE_3_3 = Table(
     source="dissertation §3.5.4, Table 3.3 (Attn rows)",
     run=run_table_3_3,
     about=f"65,536 tokens. {SETUP} The Model rows (the whole LLM) are not compared: see below.",
-    causes={"inter-GPU balance only over": INTER_ONLY,
-            "inter-GPU balance only (calibrated)": INTER_ONLY,
-            "Cornstarch over causal CP (calibrated)": CAL_CORNSTARCH,
-            "Cornstarch (calibrated)": CAL_CORNSTARCH,
-            "/ Attn /": KERNEL_EFFICIENCY},
-    known_reversals={
-        **{f"{llm} / Attn / inter-GPU balance only{suffix}": INTER_ONLY
-           for llm in PAPER_MS[65536] for suffix in ("", " (calibrated)")},
-        "LLM-L / Attn / intra-GPU balance only": LLM_L_INTRA,
-    },
+    causes={"/ Attn /": KERNEL_EFFICIENCY},
+    known_reversals={f"{name} / Attn / {column}": SPLIT_AT_PEAK for name, column in (
+        ("LLM-S", "intra-GPU balance only"), ("LLM-M", "intra-GPU balance only"),
+        ("LLM-L", "intra-GPU balance only"), ("LLM-L", "Cornstarch"))},
 )
 
 FIGURE_B_1 = Table(
@@ -279,24 +302,26 @@ FIGURE_B_1 = Table(
     about=(f"Table 3.3's setup at 32,768 and 16,384 tokens. {SETUP} The paper prints only "
            f"times here, so its ratio cells are its times divided. The Model rows are not "
            f"compared (as Table 3.3's)."),
-    causes={"inter-GPU balance only over": INTER_ONLY,
-            "32k / LLM-S / Attn / intra-GPU balance only over": SPLIT_COST,
-            "32k / LLM-M / Attn / intra-GPU balance only over": SPLIT_COST,
-            "32k / LLM-L / Attn / intra-GPU balance only over": SPLIT_COST,
-            "Cornstarch over causal CP (calibrated)": CAL_CORNSTARCH,
+    causes={"16k / LLM-S / Attn / Cornstarch over causal CP (calibrated)": ONE_WAVE_SPLIT,
+            "16k / LLM-M / Attn / intra-GPU balance only over causal CP (calibrated)":
+                ONE_WAVE_SPLIT,
+            "16k / LLM-M / Attn / Cornstarch over causal CP (calibrated)": ONE_WAVE_SPLIT,
             "(calibrated)": CAL_SHORT,
+            "32k / LLM-S / Attn / intra-GPU balance only over": SPLIT_32K,
+            "32k / LLM-S / Attn / Cornstarch over": SPLIT_AT_PEAK,
+            "32k / LLM-M / Attn / Cornstarch over": SPLIT_AT_PEAK,
             "/ Attn /": KERNEL_EFFICIENCY},
     known_reversals={
         **{f"{name}{suffix}": why for suffix in ("", " (calibrated)") for name, why in (
             ("16k / LLM-S / Attn / inter-GPU balance only", ONE_WAVE),
             ("16k / LLM-M / Attn / inter-GPU balance only", ONE_WAVE),
-            ("32k / LLM-L / Attn / inter-GPU balance only", INTER_ONLY),
             ("16k / LLM-S / Attn / Cornstarch", NO_FASTER_THAN_INTRA),
-            ("32k / LLM-S / Attn / Cornstarch", NO_FASTER_THAN_INTRA),
-            ("32k / LLM-L / Attn / Cornstarch", NO_FASTER_THAN_INTRA))},
-        "16k / LLM-L / Attn / intra-GPU balance only": LLM_L_INTRA,
-        **{f"32k / {llm} / Attn / intra-GPU balance only": SPLIT_COST
-           for llm in ("LLM-S", "LLM-M", "LLM-L")},
+            ("32k / LLM-S / Attn / intra-GPU balance only", SPLIT_32K),
+            ("32k / LLM-M / Attn / intra-GPU balance only", SPLIT_32K))},
+        **{name: SPLIT_AT_PEAK for name in (
+            "32k / LLM-L / Attn / intra-GPU balance only", "16k / LLM-L / Attn / intra-GPU "
+            "balance only", "32k / LLM-S / Attn / Cornstarch", "32k / LLM-M / Attn / "
+            "Cornstarch", "32k / LLM-L / Attn / Cornstarch")},
     },
 )
 

@@ -131,6 +131,32 @@ TEST(CpIntraGpu, ThreadBlockTimeIsPaidPerPiece) {
   EXPECT_THROW(intra_gpu_time_s({4, 2}, o), InputError);
 }
 
+TEST(CpIntraGpu, InterOnlyBalanceLosesToZigzagOnACausalMaskFromTheCuTail) {
+  // §3.5.4: LPT over query blocks without the split is 5-7 % slower than zigzag (Table 3.3)
+  // because CUs idle at the end of each head's kernel (Fig 3.7). 64k causal tokens on 8
+  // ranks: 512 rows of 4(b + 1) key blocks; both distributions give every rank the same
+  // total, but LPT's rows leave a longer tail on 84 CUs with 4 heads per kernel.
+  std::vector<std::int64_t> rows(512);
+  for (std::size_t b = 0; b < rows.size(); ++b) rows[b] = 4 * static_cast<std::int64_t>(b + 1);
+  auto time_s = [&](CpDistribution distribution, int sub_blocks) {
+    CpPlanRequest request;
+    request.cp = 8;
+    request.distribution = distribution;
+    const CpPlan plan = plan_cp_from_workloads(rows, 65536, request);
+    EXPECT_EQ(plan.makespan, plan.total_workload / 8);
+    IntraGpuOptions o = unit_cus(84);
+    o.heads = o.heads_per_kernel = 4;
+    o.sub_blocks_per_row = sub_blocks;
+    return cp_attention_time_s(plan, o);
+  };
+  const double zigzag = time_s(CpDistribution::kZigzag, 0), lpt = time_s(CpDistribution::kLpt, 0);
+  EXPECT_GT(lpt, 1.03 * zigzag);
+  EXPECT_LT(lpt, 1.10 * zigzag);
+  // Split 16 ways, no row holds a CU up: the tail and LPT's loss go.
+  EXPECT_LT(time_s(CpDistribution::kLpt, 16), 1.01 * time_s(CpDistribution::kZigzag, 16));
+  EXPECT_LT(time_s(CpDistribution::kZigzag, 16), zigzag);
+}
+
 Cluster two_nodes() {
   Cluster c;
   c.nodes = 2;
