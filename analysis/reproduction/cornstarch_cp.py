@@ -258,7 +258,9 @@ KERNEL_EFFICIENCY = Cause(
     "compare; the calibrated cells take the kernel's speed from two of the paper's cells")
 SETUP = (f"`loom plan cp --gpu A40` on Fig 3.5's prefix, embedded and packed masks (five "
          f"random placements each, cp {CP}: the paper does not state the CP degree), built "
-         f"from §3.5.1's sample (the geometry is a reading): prefix and embedded hold one "
+         f"from §3.5.1's sample (a reading; under the other, a sequence made of whole samples, "
+         f"LPT without the split beats zigzag: docs/context-parallelism.md): prefix and "
+         f"embedded hold one "
          f"image (1,196 tokens) and one 2-minute clip (1,500 tokens), one run each, and text "
          f"fills the sequence; packed packs whole samples (1k text tokens, the image, the "
          f"clip), as many as fit. "
