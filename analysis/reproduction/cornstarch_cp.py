@@ -83,9 +83,11 @@ def paper_sample(ctx: Context) -> Sample:
 def mask_args(mask: str, seq: int, sample: Sample) -> list[str]:
     """Fig 3.5's masks at `seq` tokens, read from §3.5.1 ("the number of tokens for each
     modality is fixed, the placement of the modality data is randomly assigned"): prefix
-    and embedded hold one sample's image and clip, one run each, with text filling the
-    sequence; packed packs whole samples, as many as fit. The paper states neither
-    geometry; docs/context-parallelism.md compares the other readings."""
+    and embedded hold one sample's encoder tokens (the generator splits them equally
+    between the two encoders), one run each, with text filling the sequence; packed packs
+    the nearest whole number of sample-sized sequences (the generator draws each 0.5-1.5x
+    the mean, at the sample's encoder share). The paper states neither geometry;
+    docs/context-parallelism.md compares the other readings."""
     if mask == "packed":
         length = sample.text + sample.encoders
         return ["--modality-fraction", repr(sample.encoders / length), "--segments", "1",
@@ -199,6 +201,9 @@ def policy_cells(ctx: Context, table: str, seq: int, llm: str, prefix: str,
              + [Cell(table, f"{name} over causal CP{suffix}", paper, loom[0] / ms, "x", mode,
                      note=note)
                 for name, paper, ms in zip(names[1:], improvements, loom[1:])])
+    for c in cells:
+        if "/ inter-GPU balance only" in c.cell:
+            c.note = "; ".join(filter(None, (c.note, MASK_READING_NOTE)))
     if calibrated and (seq, llm) == (CALIBRATION_SEQ, CALIBRATION_LLM):
         for c in cells:
             if c.unit == "ms" and any(f"/ {col} " in c.cell for col in CALIBRATION_COLUMNS):
@@ -249,7 +254,11 @@ ONE_WAVE_SPLIT = Cause(
     "unexplained",
     "not explained yet: at 16k a rank's unsplit kernel (64 thread blocks on 84 CUs) lasts "
     "as long as its heaviest row, which the split spreads over the CUs: LLM-S/M's split "
-    "gains 1.46x in Loom at the paper's kernel speed, the paper's 1.13-1.34x")
+    "gains 1.46x in Loom at the paper's kernel speed (with LPT 1.54x), the paper's "
+    "1.13-1.34x (with LPT 1.16-1.29x)")
+MASK_READING_NOTE = ("the direction rests on the page's reading of the masks: with a sequence "
+                     "made of whole samples LPT without the split beats zigzag "
+                     "(docs/context-parallelism.md)")
 KERNEL_EFFICIENCY = Cause(
     "measured-kernel",
     "Loom's CU model runs every key block at an SM's share of the A40's dense peak; the "
@@ -260,10 +269,10 @@ SETUP = (f"`loom plan cp --gpu A40` on Fig 3.5's prefix, embedded and packed mas
          f"random placements each, cp {CP}: the paper does not state the CP degree), built "
          f"from §3.5.1's sample (a reading; under the other, a sequence made of whole samples, "
          f"LPT without the split beats zigzag: docs/context-parallelism.md): prefix and "
-         f"embedded hold one "
-         f"image (1,196 tokens) and one 2-minute clip (1,500 tokens), one run each, and text "
-         f"fills the sequence; packed packs whole samples (1k text tokens, the image, the "
-         f"clip), as many as fit. "
+         f"embedded hold one sample's image and 2-minute clip (2,696 tokens, split equally "
+         f"between the two encoders), one run each, and text fills the sequence; packed packs "
+         f"sample-sized sequences (3,720 tokens on average, 0.5-1.5x each, encoder share "
+         f"0.72), 18 at 64k. "
          f"LLM-S/M/L's heads from configs/paper/cornstarch-ss{{s,m,l}}.toml. Causal CP = "
          f"zigzag rows; inter-GPU balance = LPT (Alg 1); intra-GPU balance = each row split "
          f"into {SUB_BLOCKS} sub-blocks plus the aggregation of their partial outputs (the "
@@ -419,13 +428,14 @@ ARXIV_TABLE_4 = Table(
             "packed masks at 64k, the paper 1.17x: just outside the range the unstated "
             "mask parameters give"),
         "EE / zigzag over LPT": EMBEDDED_PARAMETERS,
-        "/": Cause("seeds-disagree",
-                   "the two seeds' attention speeds on the same 24-A40 testbed disagree: "
-                   "the dissertation's layers (diss-T3.3, FB.1) take 10-18x the time Loom's "
-                   "CU model gives at the dense peak, these 0.26-1.35x with all 64 heads on "
-                   "a rank, and 0.5-2.7x with the most tensor parallelism 8 ranks of 24 "
-                   "GPUs allow (2 each), at least 3.8x apart; so the milliseconds compare "
-                   "with neither and the ratios over LPT are what compares"),
+        "/": Cause("measured-kernel",
+                   "the ranks' tensor parallelism is not stated and the kernel is PyTorch "
+                   "FlexAttention (§5.3; the dissertation's CP tables run its own bitfield "
+                   "Triton kernel, 10-18x the CU model's peak time): these layers take "
+                   "0.26-1.35x the time Loom's CU model gives at the A40's dense peak with "
+                   "all 64 heads on a rank, 0.5-2.7x with 2-way TP (the most 8 ranks of 24 "
+                   "GPUs allow), below the peak's floor in some cells on Loom's reconstructed "
+                   "masks; so the milliseconds do not compare, the ratios over LPT do"),
     },
     known_reversals={
         "16k / EP / LPT": ONE_WAVE_ARXIV,
