@@ -283,6 +283,13 @@ def paper_config(name: str) -> Path:
     return ROOT / "configs" / "paper" / name
 
 
+def merged_tokens(resolved: dict, modality: str, encoder: str) -> float:
+    """One sample's `modality` tokens as they reach the LLM, in a config as `loom config`
+    resolves it: the workload's count times `encoder`'s token_ratio (a 2x2 merge: 0.25)."""
+    modules = {m["name"]: m for m in resolved["model"]["modules"]}
+    return resolved["workload"]["tokens"][modality] * modules[encoder].get("token_ratio", 1)
+
+
 def env_loom() -> str:
     for candidate in (os.environ.get("LOOM"), ROOT / "build" / "cli" / "loom"):
         if candidate and Path(candidate).exists():

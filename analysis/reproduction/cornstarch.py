@@ -7,7 +7,7 @@ import tomllib
 
 from table_3_2 import PAPER, per_stage_times
 
-from .cells import MAGNITUDE, TIE, Cause, Cell, Context, Table, paper_config
+from .cells import MAGNITUDE, TIE, Cause, Cell, Context, Table, merged_tokens, paper_config
 
 PARTS = ("Fwd Enc", "Fwd LLM", "Bwd Enc", "Bwd LLM")  # ms, slowest stage, microbatch 0
 VIEWS = {"aware": "true", "unaware": "naive"}
@@ -48,8 +48,7 @@ def projector_gradient_floor_ms(ctx: Context, config) -> float:
     for m in modules.values():
         if m["kind"] != "projector":
             continue
-        tokens = (resolved["workload"]["tokens"][m["modality"]]
-                  * modules[m["inputs"][0]].get("token_ratio", 1)
+        tokens = (merged_tokens(resolved, m["modality"], m["inputs"][0])
                   * resolved["schedule"]["microbatch_size"])
         flops += 2 * tokens * (m["hidden"] * m["ffn"] + m["ffn"] * m["out_hidden"])
     return 1e3 * flops / resolved["parallel"]["tp"] / resolved["cluster"]["peak_flops"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .cells import Cause, Cell, Context, Table, paper_config
+from .cells import Cause, Cell, Context, Table, merged_tokens, paper_config
 
 CP = 8              # not stated for Table 3.3; two of the testbed's 4-GPU A40 nodes
 SUB_BLOCKS = 16     # §3.3.2.2: "16-32 subblocks per block"
@@ -75,12 +75,11 @@ def paper_sample(ctx: Context) -> Sample:
     configs read it: their [workload] tokens, each encoder's scaled by its token_ratio."""
     settings = ctx.resolved_config(paper_config(CONFIGS[CALIBRATION_LLM]))
     tokens = settings["workload"]["tokens"]
-    ratio = {m["name"]: m.get("token_ratio", 1.0) for m in settings["model"]["modules"]}
-    return Sample(tokens["text"], sum(round(n * ratio[name]) for name, n in tokens.items()
-                                      if name != "text"))
+    return Sample(tokens["text"], sum(round(merged_tokens(settings, name, name))
+                                      for name in tokens if name != "text"))
 
 
-def mask_args(mask: str, seq: int, sample: Sample) -> list[str]:
+def mask_args(mask: str, seq: int, sample: Sample) -> tuple[str, ...]:
     """Fig 3.5's masks at `seq` tokens, read from §3.5.1 ("the number of tokens for each
     modality is fixed, the placement of the modality data is randomly assigned"): prefix
     and embedded hold one sample's encoder tokens (the generator splits them equally
@@ -90,9 +89,9 @@ def mask_args(mask: str, seq: int, sample: Sample) -> list[str]:
     docs/context-parallelism.md compares the other readings."""
     if mask == "packed":
         length = sample.text + sample.encoders
-        return ["--modality-fraction", repr(sample.encoders / length), "--segments", "1",
-                "--packed-sequences", str(max(1, round(seq / length)))]
-    return ["--modality-fraction", repr(sample.encoders / seq), "--segments", "1"]
+        return ("--modality-fraction", repr(sample.encoders / length), "--segments", "1",
+                "--packed-sequences", str(max(1, round(seq / length))))
+    return ("--modality-fraction", repr(sample.encoders / seq), "--segments", "1")
 
 
 def layer_time_ms(ctx: Context, shape: dict, seq: int, mask: str, seed: int,
@@ -126,7 +125,7 @@ def masks_mean_ms(ctx: Context, shape: dict, seq: int, policy: tuple,
     _, distribution, sub_blocks = policy
     sample = paper_sample(ctx)
     return sum(mean_time_ms(ctx, shape, seq, mask, distribution, sub_blocks, kernel,
-                            tuple(mask_args(mask, seq, sample)))
+                            mask_args(mask, seq, sample))
                for mask in MASKS) / len(MASKS)
 
 
@@ -330,9 +329,11 @@ FIGURE_B_1 = Table(
             ("32k / LLM-S / Attn / intra-GPU balance only", SPLIT_32K),
             ("32k / LLM-M / Attn / intra-GPU balance only", SPLIT_32K))},
         **{name: SPLIT_AT_PEAK for name in (
-            "32k / LLM-L / Attn / intra-GPU balance only", "16k / LLM-L / Attn / intra-GPU "
-            "balance only", "32k / LLM-S / Attn / Cornstarch", "32k / LLM-M / Attn / "
-            "Cornstarch", "32k / LLM-L / Attn / Cornstarch")},
+            "32k / LLM-L / Attn / intra-GPU balance only",
+            "16k / LLM-L / Attn / intra-GPU balance only",
+            "32k / LLM-S / Attn / Cornstarch",
+            "32k / LLM-M / Attn / Cornstarch",
+            "32k / LLM-L / Attn / Cornstarch")},
     },
 )
 
