@@ -34,6 +34,7 @@ struct PlanCpOptions {
   std::int64_t sub_block_size = 0;
   double kernel_efficiency = 1.0;  // of an SM's share of the dense peak, per key block
   double thread_block_us = 0;      // a CU's fixed time per thread block
+  std::string pass = "forward";    // or "training": the backward kernel too
 };
 
 /// --distribution's values: every distribution, then "all".
@@ -153,6 +154,13 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
       ->capture_default_str()
       ->check(finite_range(0.0, 1e6, " us"))
       ->needs(gpu);
+  sub.add_option("--pass", o.pass,
+                 "With --gpu: time the forward kernels only, or a training step's forward and "
+                 "backward (one backward thread block per key block, looping over the rank's "
+                 "query blocks, at 2.5x a forward key block's FLOPs)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"forward", "training"}))
+      ->needs(gpu);
   sub.add_option("--ilp-node-limit", o.request.ilp.node_limit,
                  "Subproblems GLPK may explore (0 = no limit); unlike the time limit, "
                  "stops at the same point on every run")
@@ -173,7 +181,7 @@ std::string split_name(const PlanCpOptions& o) {
 }
 
 /// Per-rank attention seconds of each plan; empty when --gpu is not given.
-std::vector<std::vector<double>> attention_times(const PlanCpOptions& o,
+std::vector<std::vector<double>> attention_times(const PlanCpOptions& o, const AttentionMask& mask,
                                                  const std::vector<CpPlan>& plans) {
   std::vector<std::vector<double>> times;
   if (o.gpu.empty()) return times;
@@ -185,7 +193,9 @@ std::vector<std::vector<double>> attention_times(const PlanCpOptions& o,
   } catch (const InputError& e) {
     throw InputError(std::string("--gpu: ") + e.what());
   }
-  IntraGpuOptions options = intra_gpu_options(gpu, o.shape, o.request.sizes, o.kernel_efficiency);
+  const bool training = o.pass == "training";
+  IntraGpuOptions options =
+      intra_gpu_options(gpu, o.shape, o.request.sizes, o.kernel_efficiency, training);
   options.thread_block_time_s = o.thread_block_us * 1e-6;
   if (o.sub_block_size > 0) {
     try {
@@ -197,7 +207,17 @@ std::vector<std::vector<double>> attention_times(const PlanCpOptions& o,
   } else {
     options.sub_blocks_per_row = o.sub_blocks;
   }
-  for (const CpPlan& p : plans) times.push_back(rank_attention_times_s(p, options));
+  const std::vector<std::vector<KeyBlockRun>> rows = training
+                                                         ? visible_key_blocks(mask, o.request.sizes)
+                                                         : std::vector<std::vector<KeyBlockRun>>{};
+  for (const CpPlan& p : plans) {
+    if (!training) {
+      times.push_back(rank_attention_times_s(p, options));
+      continue;
+    }
+    const PerCpRank<std::vector<std::int64_t>> loads = key_block_loads(p, rows);
+    times.push_back(rank_attention_times_s(p, options, &loads));
+  }
   return times;
 }
 
@@ -250,10 +270,11 @@ void print_text(const PlanCpOptions& o, const std::vector<CpPlan>& plans) {
 void print_attention(const PlanCpOptions& o, const std::vector<CpPlan>& plans,
                      const std::vector<std::vector<double>>& times) {
   std::printf(
-      "\nattention, one layer on %s (%d heads, %d KV heads, head dim %d, %s, kernel at %.3g of "
-      "peak, %.3g us per thread block), ms\n%-6s",
-      o.gpu.c_str(), o.shape.heads, o.shape.kv_heads, o.shape.head_dim, split_name(o).c_str(),
-      o.kernel_efficiency, o.thread_block_us, "rank");
+      "\nattention, one layer on %s (%s; %d heads, %d KV heads, head dim %d, %s, kernel at %.3g "
+      "of peak, %.3g us per thread block), ms\n%-6s",
+      o.gpu.c_str(), o.pass == "training" ? "forward + backward" : "forward", o.shape.heads,
+      o.shape.kv_heads, o.shape.head_dim, split_name(o).c_str(), o.kernel_efficiency,
+      o.thread_block_us, "rank");
   for (const CpPlan& p : plans) std::printf(" %12s", to_string(p.distribution));
   for (size_t r = 0; r < times.front().size(); ++r) {  // one per CP rank
     std::printf("\n%-6zu", r);
@@ -343,7 +364,7 @@ int run_plan_cp(PlanCpOptions& o) {
     request.distribution = d;
     plans.push_back(plan_cp_from_workloads(workloads, mask.size(), request));
   }
-  const std::vector<std::vector<double>> times = attention_times(o, plans);
+  const std::vector<std::vector<double>> times = attention_times(o, mask, plans);
   const double elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   if (o.json) {
     nlohmann::json out = {{"mask", o.mask_file.empty() ? o.mask : o.mask_file},
@@ -358,6 +379,7 @@ int run_plan_cp(PlanCpOptions& o) {
       out["intra_gpu_split"] = split_name(o);
       out["kernel_efficiency"] = o.kernel_efficiency;
       out["thread_block_us"] = o.thread_block_us;
+      out["pass"] = o.pass;
     }
     for (std::size_t i = 0; i < plans.size(); ++i) {
       out["plans"].push_back(plan_json(plans[i]));

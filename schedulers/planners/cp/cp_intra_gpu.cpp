@@ -20,6 +20,49 @@
 namespace loom {
 namespace {
 
+/// Thread blocks in launch order on `cus` CUs, each to whichever CU frees first (as the
+/// hardware dispatches them); a CU's time counts key blocks and thread blocks, whole
+/// numbers, so that equal loads tie exactly. Returns when the last CU finishes.
+class CuListSchedule {
+ public:
+  CuListSchedule(int cus, double block_time_s, double thread_block_time_s)
+      : loads_(static_cast<std::size_t>(cus)),
+        block_time_s_(block_time_s),
+        thread_block_time_s_(thread_block_time_s) {
+    for (int c = 0; c < cus; ++c) free_.emplace(0.0, c);
+  }
+  void dispatch(std::int64_t key_blocks) {
+    const int cu = free_.top().second;
+    free_.pop();
+    Load& load = loads_[static_cast<std::size_t>(cu)];
+    load.key_blocks += key_blocks;
+    load.thread_blocks += 1;
+    const double busy_s = static_cast<double>(load.key_blocks) * block_time_s_ +
+                          static_cast<double>(load.thread_blocks) * thread_block_time_s_;
+    end_s_ = std::max(end_s_, busy_s);
+    free_.emplace(busy_s, cu);
+  }
+  double end_s() const { return end_s_; }
+
+ private:
+  struct Load {
+    std::int64_t key_blocks = 0, thread_blocks = 0;
+  };
+  using Cu = std::pair<double, int>;  // (busy until, CU id)
+  std::vector<Load> loads_;
+  std::priority_queue<Cu, std::vector<Cu>, std::greater<>> free_;
+  double block_time_s_, thread_block_time_s_, end_s_ = 0;
+};
+
+void check(const IntraGpuOptions& options) {
+  if (options.compute_units < 1) throw InputError("compute units must be >= 1");
+  if (options.heads < 1 || options.heads_per_kernel < 1 ||
+      options.heads % options.heads_per_kernel != 0)
+    throw InputError("heads must be >= 1 and a multiple of heads_per_kernel (>= 1)");
+  if (options.thread_block_time_s < 0) throw InputError("thread-block time must be >= 0");
+  if (options.backward_block_time_s < 0) throw InputError("backward block time must be >= 0");
+}
+
 /// `pieces` near-equal sizes summing to w, the first w % pieces of them one larger.
 std::vector<std::int64_t> near_equal(std::int64_t w, std::int64_t pieces) {
   std::vector<std::int64_t> sizes;
@@ -55,57 +98,67 @@ std::int64_t sub_block_of(std::int64_t query_blocks, const BlockSizes& sizes) {
 
 double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
                         const IntraGpuOptions& options) {
-  if (options.compute_units < 1) throw InputError("compute units must be >= 1");
-  if (options.heads < 1 || options.heads_per_kernel < 1 ||
-      options.heads % options.heads_per_kernel != 0)
-    throw InputError("heads must be >= 1 and a multiple of heads_per_kernel (>= 1)");
+  check(options);
   if (options.sub_block > 0 && options.sub_blocks_per_row > 0)
     throw InputError("intra-GPU split: give sub_block or sub_blocks_per_row, not both");
-  if (options.thread_block_time_s < 0) throw InputError("thread-block time must be >= 0");
-  // The hardware dispatches thread blocks in launch order (head-major, then rows) to
-  // whichever CU frees first: list scheduling in that order, not a sorted (LPT) one. A CU's
-  // time is counted in key blocks and thread blocks, whole numbers, so that equal loads tie
-  // exactly.
-  struct Load {
-    std::int64_t key_blocks = 0, thread_blocks = 0;
-  };
-  std::vector<Load> loads(static_cast<std::size_t>(options.compute_units));
-  auto seconds = [&](const Load& l) {
-    return static_cast<double>(l.key_blocks) * options.block_time_s +
-           static_cast<double>(l.thread_blocks) * options.thread_block_time_s;
-  };
-  using Cu = std::pair<double, int>;  // (busy until, CU id)
-  std::priority_queue<Cu, std::vector<Cu>, std::greater<>> cus;
-  for (int c = 0; c < options.compute_units; ++c) cus.emplace(0.0, c);
+  // Launch order: head-major, then rows; not a sorted (LPT) order.
+  CuListSchedule cus(options.compute_units, options.block_time_s, options.thread_block_time_s);
   std::int64_t partials = 0;
-  double kernel_end_s = 0;
   for (int h = 0; h < options.heads_per_kernel; ++h) {
     for (std::int64_t w : row_workloads) {
       const std::vector<std::int64_t> pieces = options.sub_blocks_per_row > 0
                                                    ? split_row_into(w, options.sub_blocks_per_row)
                                                    : split_row(w, options.sub_block);
       if (pieces.size() > 1) partials += std::ssize(pieces);
-      for (std::int64_t piece : pieces) {
-        const int cu = cus.top().second;
-        cus.pop();
-        Load& load = loads[static_cast<std::size_t>(cu)];
-        load.key_blocks += piece;
-        load.thread_blocks += 1;
-        const double busy_s = seconds(load);
-        kernel_end_s = std::max(kernel_end_s, busy_s);
-        cus.emplace(busy_s, cu);
-      }
+      for (std::int64_t piece : pieces) cus.dispatch(piece);
     }
   }
   // Aggregation: one read-combine of every partial output, spread over all CUs.
   const double aggregation_s =
       static_cast<double>(partials) * options.aggregation_time_s / options.compute_units;
-  const double kernel_s = kernel_end_s + aggregation_s;
+  const double kernel_s = cus.end_s() + aggregation_s;
   return kernel_s * (options.heads / options.heads_per_kernel);
 }
 
+double backward_time_s(const std::vector<std::int64_t>& key_block_loads,
+                       const IntraGpuOptions& options) {
+  check(options);
+  if (options.backward_block_time_s == 0) return 0;
+  CuListSchedule cus(options.compute_units, options.backward_block_time_s,
+                     options.thread_block_time_s);
+  for (int h = 0; h < options.heads_per_kernel; ++h)
+    for (std::int64_t load : key_block_loads) cus.dispatch(load);
+  return cus.end_s() * (options.heads / options.heads_per_kernel);
+}
+
+PerCpRank<std::vector<std::int64_t>> key_block_loads(
+    const CpPlan& plan, const std::vector<std::vector<KeyBlockRun>>& rows) {
+  if (rows.size() != plan.owner.size())
+    throw InputError("key-block loads: " + std::to_string(rows.size()) + " rows for a plan of " +
+                     std::to_string(plan.owner.size()) + " query blocks");
+  std::int64_t key_blocks = 0;
+  for (const auto& runs : rows)
+    if (!runs.empty()) key_blocks = std::max(key_blocks, runs.back().last + 1);
+  // Per rank, +1 where a run starts and -1 past its end; the prefix sums are the loads.
+  PerCpRank<std::vector<std::int64_t>> loads(
+      plan.cp, std::vector<std::int64_t>(static_cast<std::size_t>(key_blocks) + 1, 0));
+  for (std::size_t b = 0; b < rows.size(); ++b) {
+    std::vector<std::int64_t>& delta = loads[CpRank{plan.owner[b]}];
+    for (const KeyBlockRun& run : rows[b]) {
+      ++delta[static_cast<std::size_t>(run.first)];
+      --delta[static_cast<std::size_t>(run.last + 1)];
+    }
+  }
+  for (auto& delta : loads) {
+    for (std::size_t k = 1; k < delta.size(); ++k) delta[k] += delta[k - 1];
+    delta.pop_back();
+  }
+  return loads;
+}
+
 IntraGpuOptions intra_gpu_options(const GpuSpec& gpu, const AttentionShape& shape,
-                                  const BlockSizes& sizes, double kernel_efficiency) {
+                                  const BlockSizes& sizes, double kernel_efficiency,
+                                  bool training) {
   if (!(kernel_efficiency > 0 && kernel_efficiency <= 1))
     throw InputError("CP attention: kernel efficiency must be in (0, 1], got " +
                      std::to_string(kernel_efficiency));
@@ -121,18 +174,24 @@ IntraGpuOptions intra_gpu_options(const GpuSpec& gpu, const AttentionShape& shap
   const auto qb = static_cast<double>(sizes.query_block);
   options.block_time_s = 4.0 * qb * static_cast<double>(sizes.key_block) * shape.head_dim /
                          (sm_flops * kernel_efficiency);
+  if (training) options.backward_block_time_s = kAttentionBackwardFlops * options.block_time_s;
   options.aggregation_time_s = 2.0 * qb * (shape.head_dim + 1) * 4 / sm_bandwidth;
   options.heads = shape.heads;
   options.heads_per_kernel = shape.heads / shape.kv_heads;
   return options;
 }
 
-std::vector<double> rank_attention_times_s(const CpPlan& plan, const IntraGpuOptions& options) {
+std::vector<double> rank_attention_times_s(const CpPlan& plan, const IntraGpuOptions& options,
+                                           const PerCpRank<std::vector<std::int64_t>>* loads) {
   PerCpRank<std::vector<std::int64_t>> rows(plan.cp);
   for (std::size_t b = 0; b < plan.owner.size(); ++b)
     rows[CpRank{plan.owner[b]}].push_back(plan.block_workload[b]);
   std::vector<double> times;
-  for (const auto& r : rows) times.push_back(intra_gpu_time_s(r, options));
+  for (int r = 0; r < plan.cp; ++r) {
+    const CpRank rank{r};
+    times.push_back(intra_gpu_time_s(rows[rank], options) +
+                    (loads ? backward_time_s((*loads)[rank], options) : 0.0));
+  }
   return times;
 }
 

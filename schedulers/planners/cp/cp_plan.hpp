@@ -43,6 +43,28 @@ enum class WorkloadMethod { kAuto, kSegments, kBitsets };
 std::vector<std::int64_t> block_workloads(const AttentionMask& mask, const BlockSizes& sizes,
                                           WorkloadMethod method = WorkloadMethod::kAuto);
 
+/// Key blocks [first, last] of one query-block row.
+struct KeyBlockRun {
+  std::int64_t first = 0;
+  std::int64_t last = 0;
+};
+
+/// Appends [first, last] (past every run so far) to sorted runs, merged with the last if
+/// adjacent.
+inline void append_run(std::vector<KeyBlockRun>& runs, std::int64_t first, std::int64_t last) {
+  if (!runs.empty() && runs.back().last + 1 == first) {
+    runs.back().last = last;
+  } else {
+    runs.push_back({first, last});
+  }
+}
+
+/// Every query block's visible key blocks (those block_workloads counts) as sorted,
+/// disjoint runs: the backward kernel's view, which walks the mask by key block.
+std::vector<std::vector<KeyBlockRun>> visible_key_blocks(
+    const AttentionMask& mask, const BlockSizes& sizes,
+    WorkloadMethod method = WorkloadMethod::kAuto);
+
 enum class CpDistribution { kZigzag, kLpt, kIlp, kContiguous, kRandom };
 /// Every distribution, baselines first (the order `loom plan cp --distribution all` prints).
 inline constexpr CpDistribution kCpDistributions[] = {
@@ -158,6 +180,9 @@ struct IntraGpuOptions {
   /// A CU's fixed time per thread block (a row, or one sub-block of a split row): loading
   /// its query tile, writing its output. 0 by default: the FLOPs alone.
   double thread_block_time_s = 0;
+  /// The backward kernel's time per (query block x key block), one head; 0 (the default)
+  /// times the forward pass only. intra_gpu_options sets it with `training`.
+  double backward_block_time_s = 0;
 };
 
 /// One GPU's attention time for the query blocks it owns (their workloads, in launch
@@ -186,11 +211,36 @@ struct AttentionShape {
 /// on a key block (1: the peak, a floor on the time); it slows the key blocks only, not the
 /// aggregation, which is bound by HBM. Throws InputError for a GPU without a known SM count
 /// or an efficiency outside (0, 1].
+/// With `training` the backward kernel is timed too: its key blocks take
+/// kAttentionBackwardFlops times a forward one's FLOPs at the same efficiency.
 IntraGpuOptions intra_gpu_options(const GpuSpec& gpu, const AttentionShape& shape,
-                                  const BlockSizes& sizes, double kernel_efficiency = 1.0);
+                                  const BlockSizes& sizes, double kernel_efficiency = 1.0,
+                                  bool training = false);
 
-/// Each rank's intra_gpu_time_s over the rows it owns, in sequence order.
-std::vector<double> rank_attention_times_s(const CpPlan& plan, const IntraGpuOptions& options);
+/// A FlashAttention-style backward recomputes the scores: 2.5x the forward's FLOPs (Dao
+/// 2023, FlashAttention-2, §4.1; core/layer_kernels.cpp prices it the same).
+inline constexpr double kAttentionBackwardFlops = 2.5;
+
+/// Per rank, per key block: how many of the rank's query blocks see it (`rows`:
+/// visible_key_blocks of the plan's mask). The backward kernel runs one thread block per
+/// gathered key block, looping over the rank's query blocks (the Cornstarch artifact's
+/// bitfield-attention backward: one program per 32-key block per head), so this is its
+/// work per thread block. A rank's loads sum to its rank_workload.
+PerCpRank<std::vector<std::int64_t>> key_block_loads(
+    const CpPlan& plan, const std::vector<std::vector<KeyBlockRun>>& rows);
+
+/// One GPU's backward attention time: per kernel (heads_per_kernel heads), one thread block
+/// per key block and head, list-scheduled on the CUs in launch order, each taking its load
+/// x backward_block_time_s plus thread_block_time_s. No split: the column thread blocks
+/// outnumber the CUs. 0 when backward_block_time_s is 0.
+double backward_time_s(const std::vector<std::int64_t>& key_block_loads,
+                       const IntraGpuOptions& options);
+
+/// Each rank's intra_gpu_time_s over the rows it owns, in sequence order, plus its
+/// backward_time_s when `loads` (key_block_loads) is given and the options time it.
+std::vector<double> rank_attention_times_s(
+    const CpPlan& plan, const IntraGpuOptions& options,
+    const PerCpRank<std::vector<std::int64_t>>* loads = nullptr);
 /// The CP group's attention time for one layer: the slowest rank's.
 double cp_attention_time_s(const CpPlan& plan, const IntraGpuOptions& options);
 

@@ -24,7 +24,8 @@ namespace loom {
 
 /// cp_workload_bitset.cpp: the method for masks with many short runs.
 std::vector<std::int64_t> block_workloads_by_bitsets(const AttentionMask& mask,
-                                                     const BlockSizes& sizes);
+                                                     const BlockSizes& sizes,
+                                                     std::vector<std::vector<KeyBlockRun>>* rows);
 
 namespace {
 
@@ -62,9 +63,11 @@ Interval visible_keys(const Segment& piece, const Segment& key, std::int64_t win
   return keys;
 }
 
-/// W_b of the query block made of `pieces` (its parts of the segments it overlaps).
+/// W_b of the query block made of `pieces` (its parts of the segments it overlaps); with
+/// `runs`, also the key blocks counted, as sorted disjoint runs.
 std::int64_t row_workload(const std::vector<Segment>& pieces, const std::vector<Segment>& segments,
-                          std::int64_t window, std::int64_t key_block) {
+                          std::int64_t window, std::int64_t key_block,
+                          std::vector<KeyBlockRun>* runs) {
   // Causal-only rows see nothing past their last query: stop the scan there.
   std::int64_t reach = 0;
   for (const Segment& p : pieces)
@@ -87,7 +90,10 @@ std::int64_t row_workload(const std::vector<Segment>& pieces, const std::vector<
     for (const Interval& keys : found) {
       const std::int64_t first_block = std::max(keys.first / key_block, covered_end);
       const std::int64_t last_block = keys.last / key_block;
-      if (last_block >= first_block) count += last_block - first_block + 1;
+      if (last_block >= first_block) {
+        count += last_block - first_block + 1;
+        if (runs) append_run(*runs, first_block, last_block);
+      }
       covered_end = std::max(covered_end, last_block + 1);
     }
   }
@@ -96,7 +102,8 @@ std::int64_t row_workload(const std::vector<Segment>& pieces, const std::vector<
 
 std::vector<std::int64_t> block_workloads_by_segments(const AttentionMask& mask,
                                                       const std::vector<Segment>& segments,
-                                                      const BlockSizes& sizes) {
+                                                      const BlockSizes& sizes,
+                                                      std::vector<std::vector<KeyBlockRun>>* rows) {
   std::vector<std::int64_t> workloads;  // one per query block
   std::vector<Segment> pieces;
   std::size_t s = 0;  // first segment overlapping the current query block
@@ -107,7 +114,8 @@ std::vector<std::int64_t> block_workloads_by_segments(const AttentionMask& mask,
     for (std::size_t i = s; i < segments.size() && segments[i].first <= last; ++i)
       pieces.push_back(
           {std::max(first, segments[i].first), std::min(last, segments[i].last), segments[i].word});
-    workloads.push_back(row_workload(pieces, segments, mask.window, sizes.key_block));
+    std::vector<KeyBlockRun>* runs = rows ? &rows->emplace_back() : nullptr;
+    workloads.push_back(row_workload(pieces, segments, mask.window, sizes.key_block, runs));
   }
   return workloads;
 }
@@ -136,17 +144,36 @@ bool segments_are_cheaper(const AttentionMask& mask, const std::vector<Segment>&
 
 }  // namespace
 
-std::vector<std::int64_t> block_workloads(const AttentionMask& mask, const BlockSizes& sizes,
-                                          WorkloadMethod method) {
+namespace {
+
+/// W_b per query block by `method`; with `rows`, each row's key blocks too.
+std::vector<std::int64_t> workloads_by(const AttentionMask& mask, const BlockSizes& sizes,
+                                       WorkloadMethod method,
+                                       std::vector<std::vector<KeyBlockRun>>* rows) {
   if (sizes.query_block < 1) throw InputError("--query-block: must be >= 1 token");
   if (sizes.key_block < 1) throw InputError("--key-block: must be >= 1 token");
   if (mask.size() == 0) throw InputError("attention mask: no tokens");
   if (mask.window < 0) throw InputError("attention mask: window must be >= 0");
-  if (method == WorkloadMethod::kBitsets) return block_workloads_by_bitsets(mask, sizes);
+  if (method == WorkloadMethod::kBitsets) return block_workloads_by_bitsets(mask, sizes, rows);
   const std::vector<Segment> segments = segments_of(mask);
   if (method == WorkloadMethod::kAuto && !segments_are_cheaper(mask, segments, sizes))
-    return block_workloads_by_bitsets(mask, sizes);
-  return block_workloads_by_segments(mask, segments, sizes);
+    return block_workloads_by_bitsets(mask, sizes, rows);
+  return block_workloads_by_segments(mask, segments, sizes, rows);
+}
+
+}  // namespace
+
+std::vector<std::int64_t> block_workloads(const AttentionMask& mask, const BlockSizes& sizes,
+                                          WorkloadMethod method) {
+  return workloads_by(mask, sizes, method, nullptr);
+}
+
+std::vector<std::vector<KeyBlockRun>> visible_key_blocks(const AttentionMask& mask,
+                                                         const BlockSizes& sizes,
+                                                         WorkloadMethod method) {
+  std::vector<std::vector<KeyBlockRun>> rows;
+  workloads_by(mask, sizes, method, &rows);
+  return rows;
 }
 
 }  // namespace loom

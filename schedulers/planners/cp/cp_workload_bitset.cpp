@@ -118,7 +118,8 @@ void add_reach(Bits& acc, const AttentionMask& mask, const Bits& present, std::u
 }  // namespace
 
 std::vector<std::int64_t> block_workloads_by_bitsets(const AttentionMask& mask,
-                                                     const BlockSizes& sizes) {
+                                                     const BlockSizes& sizes,
+                                                     std::vector<std::vector<KeyBlockRun>>* rows) {
   const std::int64_t n = mask.size();
   const std::int64_t key_blocks = (n + sizes.key_block - 1) / sizes.key_block;
   const auto bit_words = static_cast<std::size_t>((key_blocks + 63) / 64);
@@ -142,6 +143,11 @@ std::vector<std::int64_t> block_workloads_by_bitsets(const AttentionMask& mask,
     std::int64_t count = 0;
     for (std::uint64_t w : acc) count += std::popcount(w);
     workloads.push_back(count);
+    if (rows) {
+      std::vector<KeyBlockRun>& runs = rows->emplace_back();
+      for (std::int64_t b = 0; b < key_blocks; ++b)
+        if (acc[static_cast<std::size_t>(b >> 6)] >> (b & 63) & 1) append_run(runs, b, b);
+    }
   }
   return workloads;
 }

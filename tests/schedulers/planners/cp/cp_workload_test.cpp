@@ -93,6 +93,57 @@ TEST(CpWorkload, WordsChangingEveryTokenAgreeWithBruteForce) {
   }
 }
 
+/// The key blocks of each row as one flag per (row, key block), from the runs.
+std::vector<std::vector<bool>> flags_of(const std::vector<std::vector<KeyBlockRun>>& rows,
+                                        std::int64_t key_blocks) {
+  std::vector<std::vector<bool>> flags;
+  for (const auto& runs : rows) {
+    std::vector<bool>& row = flags.emplace_back(static_cast<std::size_t>(key_blocks), false);
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      EXPECT_LE(runs[i].first, runs[i].last);
+      if (i > 0) {
+        EXPECT_GT(runs[i].first, runs[i - 1].last + 1);  // sorted, disjoint, merged
+      }
+      for (std::int64_t k = runs[i].first; k <= runs[i].last; ++k)
+        row[static_cast<std::size_t>(k)] = true;
+    }
+  }
+  return flags;
+}
+
+TEST(CpWorkload, VisibleKeyBlocksAreTheBlocksTheWorkloadCounts) {
+  // Both methods give the same runs, each row's runs are sorted, disjoint and merged, and
+  // they hold exactly the key blocks with some attending token pair (brute force).
+  for (const std::string& name : mask_kind_names()) {
+    MaskSpec spec;
+    spec.kind = parse_mask_kind(name);
+    spec.seq = 700;
+    spec.window = 90;
+    spec.sink_tokens = 10;
+    spec.segments = 3;
+    const AttentionMask mask = generate_mask(spec);
+    for (BlockSizes sizes : {BlockSizes{128, 32}, BlockSizes{50, 7}}) {
+      const std::int64_t key_blocks = (mask.size() + sizes.key_block - 1) / sizes.key_block;
+      const auto segments = visible_key_blocks(mask, sizes, WorkloadMethod::kSegments);
+      const auto bitsets = visible_key_blocks(mask, sizes, WorkloadMethod::kBitsets);
+      const auto flags = flags_of(segments, key_blocks);
+      EXPECT_EQ(flags, flags_of(bitsets, key_blocks)) << name;
+      for (std::size_t r = 0; r < flags.size(); ++r) {
+        for (std::int64_t k = 0; k < key_blocks; ++k) {
+          bool any = false;
+          for (std::int64_t q = static_cast<std::int64_t>(r) * sizes.query_block;
+               q < std::min(mask.size(), static_cast<std::int64_t>(r + 1) * sizes.query_block); ++q)
+            for (std::int64_t t = k * sizes.key_block;
+                 t < std::min(mask.size(), (k + 1) * sizes.key_block) && !any; ++t)
+              any = mask.attends(q, t);
+          EXPECT_EQ(flags[r][static_cast<std::size_t>(k)], any)
+              << name << " row " << r << " key " << k;
+        }
+      }
+    }
+  }
+}
+
 TEST(CpWorkload, BadBlockSizesAreInputErrors) {
   MaskSpec spec;
   spec.seq = 100;
