@@ -8,24 +8,38 @@
 namespace loom {
 namespace {
 
+/// Whether query block r and key block c hold a pair that attends: the definition.
+bool block_visible(const AttentionMask& mask, const BlockSizes& sizes, std::int64_t r,
+                   std::int64_t c) {
+  const std::int64_t n = mask.size();
+  for (std::int64_t q = r * sizes.query_block; q < std::min(n, (r + 1) * sizes.query_block); ++q)
+    for (std::int64_t k = c * sizes.key_block; k < std::min(n, (c + 1) * sizes.key_block); ++k)
+      if (mask.attends(q, k)) return true;
+  return false;
+}
+
 /// W_b by testing every token pair: the definition, O(T^2).
 std::vector<std::int64_t> brute_force(const AttentionMask& mask, const BlockSizes& sizes) {
   const std::int64_t n = mask.size();
   const std::int64_t rows = (n + sizes.query_block - 1) / sizes.query_block;
   const std::int64_t cols = (n + sizes.key_block - 1) / sizes.key_block;
   std::vector<std::int64_t> w(static_cast<std::size_t>(rows), 0);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c = 0; c < cols; ++c) {
-      bool any = false;
-      for (std::int64_t q = r * sizes.query_block;
-           q < std::min(n, (r + 1) * sizes.query_block) && !any; ++q)
-        for (std::int64_t k = c * sizes.key_block;
-             k < std::min(n, (c + 1) * sizes.key_block) && !any; ++k)
-          any = mask.attends(q, k);
-      w[static_cast<std::size_t>(r)] += any;
-    }
-  }
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c)
+      w[static_cast<std::size_t>(r)] += block_visible(mask, sizes, r, c);
   return w;
+}
+
+/// A mask of family `name` with every feature on (window, sinks, segments).
+MaskSpec family_spec(const std::string& name, std::int64_t seq, std::int64_t window,
+                     std::int64_t sinks) {
+  MaskSpec spec;
+  spec.kind = parse_mask_kind(name);
+  spec.seq = seq;
+  spec.window = window;
+  spec.sink_tokens = sinks;
+  spec.segments = 3;
+  return spec;
 }
 
 TEST(CpWorkload, CausalRowBHasBPlusOneBlocksAtEqualBlockSizes) {
@@ -53,12 +67,7 @@ TEST(CpWorkload, FullyVisibleRowCountsEveryKeyBlockIncludingAShortLastOne) {
 
 TEST(CpWorkload, MatchesBruteForceOnEveryMaskFamily) {
   for (const std::string& name : mask_kind_names()) {
-    MaskSpec spec;
-    spec.kind = parse_mask_kind(name);
-    spec.seq = 1500;  // not a multiple of either block
-    spec.window = 200;
-    spec.sink_tokens = 20;
-    spec.segments = 3;
+    MaskSpec spec = family_spec(name, 1500, 200, 20);  // 1500: not a multiple of either block
     for (BlockSizes sizes : {BlockSizes{128, 32}, BlockSizes{50, 7}, BlockSizes{1, 1}}) {
       if (sizes.query_block == 1 && spec.seq > 600) spec.seq = 600;
       const AttentionMask mask = generate_mask(spec);
@@ -115,31 +124,18 @@ TEST(CpWorkload, VisibleKeyBlocksAreTheBlocksTheWorkloadCounts) {
   // Both methods give the same runs, each row's runs are sorted, disjoint and merged, and
   // they hold exactly the key blocks with some attending token pair (brute force).
   for (const std::string& name : mask_kind_names()) {
-    MaskSpec spec;
-    spec.kind = parse_mask_kind(name);
-    spec.seq = 700;
-    spec.window = 90;
-    spec.sink_tokens = 10;
-    spec.segments = 3;
-    const AttentionMask mask = generate_mask(spec);
+    const AttentionMask mask = generate_mask(family_spec(name, 700, 90, 10));
     for (BlockSizes sizes : {BlockSizes{128, 32}, BlockSizes{50, 7}}) {
       const std::int64_t key_blocks = (mask.size() + sizes.key_block - 1) / sizes.key_block;
       const auto segments = visible_key_blocks(mask, sizes, WorkloadMethod::kSegments);
       const auto bitsets = visible_key_blocks(mask, sizes, WorkloadMethod::kBitsets);
       const auto flags = flags_of(segments, key_blocks);
       EXPECT_EQ(flags, flags_of(bitsets, key_blocks)) << name;
-      for (std::size_t r = 0; r < flags.size(); ++r) {
-        for (std::int64_t k = 0; k < key_blocks; ++k) {
-          bool any = false;
-          for (std::int64_t q = static_cast<std::int64_t>(r) * sizes.query_block;
-               q < std::min(mask.size(), static_cast<std::int64_t>(r + 1) * sizes.query_block); ++q)
-            for (std::int64_t t = k * sizes.key_block;
-                 t < std::min(mask.size(), (k + 1) * sizes.key_block) && !any; ++t)
-              any = mask.attends(q, t);
-          EXPECT_EQ(flags[r][static_cast<std::size_t>(k)], any)
-              << name << " row " << r << " key " << k;
-        }
-      }
+      for (std::size_t r = 0; r < flags.size(); ++r)
+        for (std::int64_t k = 0; k < key_blocks; ++k)
+          EXPECT_EQ(flags[r][static_cast<std::size_t>(k)],
+                    block_visible(mask, sizes, static_cast<std::int64_t>(r), k))
+              << name << " row " << r << " key block " << k;
     }
   }
 }
