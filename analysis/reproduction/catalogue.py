@@ -20,7 +20,8 @@ NOT_COMPARED = [
      "Loom's CP model times one attention layer (the Attn rows are compared above). The "
      "paper's Model time is, per layer, its Attn time plus an amount about the same under "
      "every policy (at 64k 98-103 ms for LLM-S, 296-307 and 614-641 ms for LLM-M and -L) "
-     "whose content (projections, MLP, backward, K/V all-gather) it does not state"),
+     "whose content (the projections' and MLP's forward and backward, K/V all-gather) it "
+     "does not state"),
     ("diss-T3.4, T3.5", "Cornstarch vs DCP attention and end-to-end time",
      "DCP places data and computation blocks by hypergraph partitioning and fetches blocks "
      "with its own all-to-all and FlashAttention fork (Jiang et al., SOSP'25, which the "
