@@ -180,8 +180,10 @@ std::string split_name(const PlanCpOptions& o) {
   return std::to_string(o.sub_blocks) + " sub-blocks per row";
 }
 
-/// Per-rank attention seconds of each plan; empty when --gpu is not given.
-std::vector<std::vector<double>> attention_times(const PlanCpOptions& o, const AttentionMask& mask,
+/// Per-rank attention seconds of each plan; empty when --gpu is not given. `rows`: the
+/// mask's visible_key_blocks, for --pass training.
+std::vector<std::vector<double>> attention_times(const PlanCpOptions& o,
+                                                 const std::vector<std::vector<KeyBlockRun>>& rows,
                                                  const std::vector<CpPlan>& plans) {
   std::vector<std::vector<double>> times;
   if (o.gpu.empty()) return times;
@@ -207,9 +209,6 @@ std::vector<std::vector<double>> attention_times(const PlanCpOptions& o, const A
   } else {
     options.sub_blocks_per_row = o.sub_blocks;
   }
-  const std::vector<std::vector<KeyBlockRun>> rows = training
-                                                         ? visible_key_blocks(mask, o.request.sizes)
-                                                         : std::vector<std::vector<KeyBlockRun>>{};
   for (const CpPlan& p : plans) {
     if (!training) {
       times.push_back(rank_attention_times_s(p, options));
@@ -349,7 +348,20 @@ int run_plan_cp(PlanCpOptions& o) {
     print_picture(mask);
     return 0;
   }
-  const std::vector<std::int64_t> workloads = block_workloads(mask, o.request.sizes);
+  // A training step's backward needs each row's key blocks, whose counts are the workloads.
+  const bool training = !o.gpu.empty() && o.pass == "training";
+  std::vector<std::vector<KeyBlockRun>> rows;
+  std::vector<std::int64_t> workloads;
+  if (training) {
+    rows = visible_key_blocks(mask, o.request.sizes);
+    for (const auto& runs : rows) {
+      std::int64_t w = 0;
+      for (const KeyBlockRun& run : runs) w += run.last - run.first + 1;
+      workloads.push_back(w);
+    }
+  } else {
+    workloads = block_workloads(mask, o.request.sizes);
+  }
   std::vector<CpDistribution> wanted;
   if (o.distribution == "all")
     wanted.assign(std::begin(kCpDistributions), std::end(kCpDistributions));
@@ -364,7 +376,7 @@ int run_plan_cp(PlanCpOptions& o) {
     request.distribution = d;
     plans.push_back(plan_cp_from_workloads(workloads, mask.size(), request));
   }
-  const std::vector<std::vector<double>> times = attention_times(o, mask, plans);
+  const std::vector<std::vector<double>> times = attention_times(o, rows, plans);
   const double elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   if (o.json) {
     nlohmann::json out = {{"mask", o.mask_file.empty() ? o.mask : o.mask_file},

@@ -136,9 +136,14 @@ PerCpRank<std::vector<std::int64_t>> key_block_loads(
   if (rows.size() != plan.owner.size())
     throw InputError("key-block loads: " + std::to_string(rows.size()) + " rows for a plan of " +
                      std::to_string(plan.owner.size()) + " query blocks");
-  std::int64_t key_blocks = 0;
+  // Every key block of the sequence gets a thread block, seen by any row or not.
+  std::int64_t tokens = 0;
+  for (std::int64_t t : plan.rank_tokens) tokens += t;
+  const std::int64_t key_blocks = (tokens + plan.sizes.key_block - 1) / plan.sizes.key_block;
   for (const auto& runs : rows)
-    if (!runs.empty()) key_blocks = std::max(key_blocks, runs.back().last + 1);
+    if (!runs.empty() && (runs.front().first < 0 || runs.back().last >= key_blocks))
+      throw InputError("key-block loads: a row sees key blocks past the sequence's " +
+                       std::to_string(key_blocks));
   // Per rank, +1 where a run starts and -1 past its end; the prefix sums are the loads.
   PerCpRank<std::vector<std::int64_t>> loads(
       plan.cp, std::vector<std::int64_t>(static_cast<std::size_t>(key_blocks) + 1, 0));
@@ -186,6 +191,9 @@ std::vector<double> rank_attention_times_s(const CpPlan& plan, const IntraGpuOpt
   PerCpRank<std::vector<std::int64_t>> rows(plan.cp);
   for (std::size_t b = 0; b < plan.owner.size(); ++b)
     rows[CpRank{plan.owner[b]}].push_back(plan.block_workload[b]);
+  if (loads && loads->ssize() != plan.cp)
+    throw InputError("backward: key-block loads for " + std::to_string(loads->ssize()) +
+                     " ranks, the plan has " + std::to_string(plan.cp));
   std::vector<double> times;
   for (int r = 0; r < plan.cp; ++r) {
     const CpRank rank{r};

@@ -145,8 +145,15 @@ std::vector<std::int64_t> block_workloads_by_bitsets(const AttentionMask& mask,
     workloads.push_back(count);
     if (rows) {
       std::vector<KeyBlockRun>& runs = rows->emplace_back();
-      for (std::int64_t b = 0; b < key_blocks; ++b)
-        if (acc[static_cast<std::size_t>(b >> 6)] >> (b & 63) & 1) append_run(runs, b, b);
+      for (std::size_t w = 0; w < acc.size(); ++w) {  // each run of set bits in a word
+        for (std::uint64_t bits = acc[w]; bits != 0;) {
+          const int lowest = std::countr_zero(bits);
+          const int length = std::countr_one(bits >> lowest);
+          const auto base = static_cast<std::int64_t>(w) * 64;
+          append_run(runs, base + lowest, base + lowest + length - 1);
+          bits = lowest + length == 64 ? 0 : bits & (~0ULL << (lowest + length));
+        }
+      }
     }
   }
   return workloads;

@@ -131,50 +131,34 @@ TEST(CpIntraGpu, ThreadBlockTimeIsPaidPerPiece) {
   EXPECT_THROW(intra_gpu_time_s({4, 2}, o), InputError);
 }
 
-TEST(CpIntraGpu, KeyBlockLoadsCountEachRanksRowsPerKeyBlock) {
-  // Causal, 8 query blocks of 4 key blocks: key block k is seen by query blocks k / 4 to 7.
-  MaskSpec spec;
-  spec.seq = 8 * 128;
-  const AttentionMask mask = generate_mask(spec);
-  const std::vector<std::vector<KeyBlockRun>> rows = visible_key_blocks(mask, BlockSizes{});
-  CpPlanRequest request;
-  request.cp = 2;
-  request.distribution = CpDistribution::kZigzag;
-  const CpPlan plan =
-      plan_cp_from_workloads(block_workloads(mask, BlockSizes{}), spec.seq, request);
-  const PerCpRank<std::vector<std::int64_t>> loads = key_block_loads(plan, rows);
-  for (int r = 0; r < 2; ++r) {
-    const std::vector<std::int64_t>& load = loads[CpRank{r}];
-    ASSERT_EQ(load.size(), 32u);
-    for (std::int64_t k = 0; k < 32; ++k) {
-      std::int64_t seen = 0;  // the rank's query blocks at or past key block k's
-      for (std::size_t b = 0; b < plan.owner.size(); ++b)
-        seen += plan.owner[b] == r && static_cast<std::int64_t>(b) >= k / 4;
-      EXPECT_EQ(load[static_cast<std::size_t>(k)], seen) << "rank " << r << " key block " << k;
-    }
-    // A rank's loads are its rows' key blocks counted by column: the same total.
-    EXPECT_EQ(std::accumulate(load.begin(), load.end(), std::int64_t{0}),
-              plan.rank_workload[static_cast<std::size_t>(r)]);
-  }
-  EXPECT_THROW(key_block_loads(plan, {rows.begin(), rows.end() - 1}), InputError);
-}
-
-TEST(CpIntraGpu, BackwardRunsOneThreadBlockPerKeyBlockAfterTheForward) {
+TEST(CpIntraGpu, BackwardListSchedulesOneThreadBlockPerKeyBlockInLaunchOrder) {
   // Two CUs, two heads one per kernel, 1 s per forward key block and 2.5 s per backward.
   IntraGpuOptions o = unit_cus(2);
   o.heads = 2;
-  EXPECT_DOUBLE_EQ(backward_time_s({3, 1, 2}, o), 0);  // forward only
+  EXPECT_DOUBLE_EQ(backward_time_s({2, 1, 3}, o), 0);  // forward only
   o.backward_block_time_s = 2.5;
-  // Per kernel: columns 3, 1, 2 in launch order: CU0 3, CU1 1 + 2 = 3 -> 7.5 s; two kernels.
-  EXPECT_DOUBLE_EQ(backward_time_s({3, 1, 2}, o), 15);
-  // Rank times add the backward to the forward: rank 0 owns rows 1 and 3 (workloads 1, 3).
+  // Per kernel, launch order: CU0 2, CU1 1 then 3 (it frees first): 4 key blocks, 10 s
+  // (a sorted order would give 3 | 2 + 1, 7.5 s); two kernels.
+  EXPECT_DOUBLE_EQ(backward_time_s({2, 1, 3}, o), 20);
+  // Both heads in one kernel: 2 1 3 2 1 3 -> CU0 2, 2, 1 = 5; CU1 1, 3, 3 = 7: 17.5 s.
+  o.heads_per_kernel = 2;
+  EXPECT_DOUBLE_EQ(backward_time_s({2, 1, 3}, o), 17.5);
+  o.heads_per_kernel = 1;
+  // Each backward thread block pays the thread-block time: CU0 2 x 2.5 + 0.5 = 5.5;
+  // CU1 1 x 2.5 + 0.5, then 3 x 2.5 + 0.5: 11 s per kernel.
+  o.thread_block_time_s = 0.5;
+  EXPECT_DOUBLE_EQ(backward_time_s({2, 1, 3}, o), 22);
+  o.thread_block_time_s = 0;
+  // A rank's time is its forward (query blocks 0 and 1, workloads 1 and 3: 3 s per kernel,
+  // 6 s) plus its backward (20 s).
   CpPlanRequest request;
   request.cp = 1;
   const CpPlan plan = plan_cp_from_workloads({1, 3}, 2 * 128, request);
-  const PerCpRank<std::vector<std::int64_t>> loads{{2, 1, 1}};
-  EXPECT_DOUBLE_EQ(rank_attention_times_s(plan, o, &loads).front(),
-                   intra_gpu_time_s({1, 3}, o) + backward_time_s({2, 1, 1}, o));
-  EXPECT_DOUBLE_EQ(rank_attention_times_s(plan, o).front(), intra_gpu_time_s({1, 3}, o));
+  const PerCpRank<std::vector<std::int64_t>> loads{{2, 1, 3}};
+  EXPECT_DOUBLE_EQ(rank_attention_times_s(plan, o, &loads).front(), 26);
+  EXPECT_DOUBLE_EQ(rank_attention_times_s(plan, o).front(), 6);
+  const PerCpRank<std::vector<std::int64_t>> two_ranks{{2}, {1}};
+  EXPECT_THROW(rank_attention_times_s(plan, o, &two_ranks), InputError);
   // From the GPU: a backward key block is 2.5x a forward one's FLOPs (FlashAttention-2).
   const GpuSpec a40 = gpu_preset("A40");
   EXPECT_EQ(intra_gpu_options(a40, {40, 8, 128}, BlockSizes{}).backward_block_time_s, 0);

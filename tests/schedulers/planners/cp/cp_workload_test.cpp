@@ -2,6 +2,8 @@
 // brute-force count over token pairs.
 #include <gtest/gtest.h>
 
+#include <numeric>
+
 #include "core/errors.hpp"
 #include "schedulers/planners/cp/cp_plan.hpp"
 
@@ -136,6 +138,42 @@ TEST(CpWorkload, VisibleKeyBlocksAreTheBlocksTheWorkloadCounts) {
           EXPECT_EQ(flags[r][static_cast<std::size_t>(k)],
                     block_visible(mask, sizes, static_cast<std::int64_t>(r), k))
               << name << " row " << r << " key block " << k;
+    }
+  }
+}
+
+TEST(CpWorkload, KeyBlockLoadsCountTheRanksRowsThatSeeEachKeyBlock) {
+  // The backward's work per key block on a rank: brute force over the rank's rows, on every
+  // mask family, more ranks than rows included; a rank's loads sum to its workload.
+  for (const std::string& name : mask_kind_names()) {
+    const AttentionMask mask = generate_mask(family_spec(name, 900, 90, 10));
+    const BlockSizes sizes{128, 32};
+    const std::int64_t key_blocks = (mask.size() + sizes.key_block - 1) / sizes.key_block;
+    for (int cp : {1, 3, 9}) {
+      CpPlanRequest request;
+      request.cp = cp;
+      request.sizes = sizes;
+      request.distribution = CpDistribution::kLpt;
+      const CpPlan plan =
+          plan_cp_from_workloads(block_workloads(mask, sizes), mask.size(), request);
+      const PerCpRank<std::vector<std::int64_t>> loads =
+          key_block_loads(plan, visible_key_blocks(mask, sizes));
+      for (int r = 0; r < cp; ++r) {
+        const std::vector<std::int64_t>& load = loads[CpRank{r}];
+        ASSERT_EQ(std::ssize(load), key_blocks) << name;  // every key block, seen or not
+        for (std::int64_t k = 0; k < key_blocks; ++k) {
+          std::int64_t seen = 0;
+          for (std::size_t b = 0; b < plan.owner.size(); ++b)
+            seen +=
+                plan.owner[b] == r && block_visible(mask, sizes, static_cast<std::int64_t>(b), k);
+          EXPECT_EQ(load[static_cast<std::size_t>(k)], seen)
+              << name << " cp " << cp << " rank " << r << " key block " << k;
+        }
+        EXPECT_EQ(std::accumulate(load.begin(), load.end(), std::int64_t{0}),
+                  plan.rank_workload[static_cast<std::size_t>(r)]);
+      }
+      const auto rows = visible_key_blocks(mask, sizes);
+      EXPECT_THROW(key_block_loads(plan, {rows.begin(), rows.end() - 1}), InputError);
     }
   }
 }
