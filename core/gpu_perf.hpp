@@ -11,6 +11,10 @@
 
 namespace loom {
 
+/// A FlashAttention-style backward recomputes the scores: 2.5x the forward's FLOPs (Dao
+/// 2023, FlashAttention-2, §4.1).
+inline constexpr double kAttentionBackwardFlops = 2.5;
+
 /// A GEMM C[m x n] = A[m x k] B[k x n], `batch` independent copies (batched GEMM).
 struct GemmShape {
   double m = 0;

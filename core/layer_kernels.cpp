@@ -153,9 +153,9 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
       }
       list.add({"flash attention", kF, KernelBound::kCompute, flops, 0,
                 gpu.flash_attention_seconds(flops, blocks, false), true});
-      // Its backward recomputes the scores: 2.5x the forward FLOPs (Dao 2023, §4.1).
-      list.add({"flash attention backward", kI, KernelBound::kCompute, 2.5 * flops, 0,
-                gpu.flash_attention_seconds(2.5 * flops, blocks, true), true});
+      const double backward_flops = kAttentionBackwardFlops * flops;
+      list.add({"flash attention backward", kI, KernelBound::kCompute, backward_flops, 0,
+                gpu.flash_attention_seconds(backward_flops, blocks, true), true});
     }
     if (!o.flash_attention) {
       // Heads back to [tokens, hidden]: a copy in and out of the attention core.

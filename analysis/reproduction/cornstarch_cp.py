@@ -51,10 +51,9 @@ CONFIGS = {"LLM-S": "cornstarch-sss.toml", "LLM-M": "cornstarch-ssm.toml",
 
 
 class Kernel(NamedTuple):
-    """The attention kernel's speed in Loom's CU model (`loom plan cp --kernel-efficiency
-    --thread-block-us`)."""
-    efficiency: float = 1.0      # of an SM's share of the dense peak, on a key block
-    thread_block_us: float = 0.0  # a CU's fixed time per thread block
+    """The attention kernel's speed in Loom's CU model (`loom plan cp --kernel-efficiency`;
+    its per-thread-block time stays 0, see the calibration below)."""
+    efficiency: float = 1.0  # of an SM's share of the dense peak, on a key block
 
 
 PEAK = Kernel()  # the analytical cells: FLOPs at the peak, a floor on the time
@@ -112,7 +111,7 @@ def layer_time_ms(ctx: Context, shape: dict, seq: int, mask: str, seed: int,
          "--gpu", shape["gpu"], "--heads", str(shape["heads"]),
          "--kv-heads", str(shape["kv_heads"]), "--head-dim", str(shape["head_dim"]),
          "--sub-blocks", str(sub_blocks), "--kernel-efficiency", repr(kernel.efficiency),
-         "--thread-block-us", repr(kernel.thread_block_us), *geometry,
+         *geometry,
          "--pass", "training" if training else "forward", "--json"])
     return 1e3 * max(plan["plans"][0]["rank_attention_s"])
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/cluster.hpp"
+#include "core/gpu_perf.hpp"
 #include "core/index.hpp"
 #include "schedulers/planners/cp/cp_mask.hpp"
 
@@ -212,14 +213,11 @@ struct AttentionShape {
 /// aggregation, which is bound by HBM. Throws InputError for a GPU without a known SM count
 /// or an efficiency outside (0, 1].
 /// With `training` the backward kernel is timed too: its key blocks take
-/// kAttentionBackwardFlops times a forward one's FLOPs at the same efficiency.
+/// kAttentionBackwardFlops (core/gpu_perf.hpp) times a forward one's FLOPs at the same
+/// efficiency.
 IntraGpuOptions intra_gpu_options(const GpuSpec& gpu, const AttentionShape& shape,
                                   const BlockSizes& sizes, double kernel_efficiency = 1.0,
                                   bool training = false);
-
-/// A FlashAttention-style backward recomputes the scores: 2.5x the forward's FLOPs (Dao
-/// 2023, FlashAttention-2, §4.1; core/layer_kernels.cpp prices it the same).
-inline constexpr double kAttentionBackwardFlops = 2.5;
 
 /// Per rank, per key block: how many of the rank's query blocks see it (`rows`:
 /// visible_key_blocks of the plan's mask). The backward kernel runs one thread block per
