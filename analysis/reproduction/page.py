@@ -71,12 +71,12 @@ def kind_lines(cells: list[Cell]) -> list[str]:
 
 def reach_line(cells: list[Cell]) -> str:
     t = tally(cells)
-    unstated = ("seeds-disagree", "seed-silent")
+    beyond_loom = ("seeds-disagree", "seed-silent")
     disagree = reach(cells, ("seeds-disagree",))
-    both = reach(cells, unstated)
+    both = reach(cells, beyond_loom)
     # An analytical cell prices kernels from first principles by definition (cells.py):
     # a speed only the paper's measurement gives stays a miss there, whatever Loom fixes.
-    first = reach(cells, unstated, staying_analytical=("measured-kernel",))
+    first = reach(cells, beyond_loom, staying_analytical=("measured-kernel",))
     return (f"- By this page's kinds of cause: if every miss were fixed but those whose cause "
             f"is that the seeds' own numbers disagree, the direction would hold on at most "
             f"{share(disagree['claims_hold'], t['claims'])} claims and at most "
