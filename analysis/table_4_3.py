@@ -4,7 +4,7 @@
 For the eight configs configs/paper/entrain-<dataset>-llama3-<1b|3b>.toml (Qwen2.5-Vision +
 Llama3-1b/3b, 64 emulated A40s: TP 2, DP 4, global batch 512, microbatch 4; §4.7.1) this
 runs `loom sim` with `disttrain`, `dip` and `entrain` (on 1F1B, and on zero-bubble as
-`entrain-zb`: schedule.entrain_pipeline = zb, §4.5.3) over several
+`entrain-zb`: [schedule.entrain] pipeline = zb, §4.5.3) over several
 iterations drawn from the dataset-like workload (workload.offset = i x 512), and prints
 
   - the standard deviation across microbatches (all replicas; 1 % kernel-time noise,
@@ -36,7 +36,7 @@ SCHEDULERS = {
     "disttrain": ("disttrain", []),
     "dip": ("dip", []),
     "entrain": ("entrain", []),
-    "entrain-zb": ("entrain", ["schedule.entrain_pipeline=zb"]),
+    "entrain-zb": ("entrain", ["schedule.entrain.pipeline=zb"]),
 }
 ENTRAIN = ("entrain", "entrain-zb")
 # Kernel-time noise for the measured std's floor (core/kernel_jitter.hpp): 1 % relative

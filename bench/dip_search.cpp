@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const double budget = argc > 2 ? std::atof(argv[2]) : 1.0;
-  std::vector<std::string> overrides = {"schedule.name=dip", "schedule.dip_search_iterations=1"};
+  std::vector<std::string> overrides = {"schedule.name=dip", "schedule.dip.search_iterations=1"};
   for (int i = 3; i < argc; ++i) overrides.push_back(argv[i]);
   try {
     const auto study = loom::prepare_study(argv[1], overrides);
@@ -27,8 +27,8 @@ int main(int argc, char** argv) {
                 "rollouts", "search_s", "root_ms", "best_ms");
     for (int cap : {10, 100, 1000, 100000}) {
       loom::SchedulingProblem p = study->problem;
-      p.schedule.dip_search_iterations = cap;
-      p.schedule.dip_search_budget_s = budget;
+      loom::set_option(p.schedule, "dip", "search_iterations", std::int64_t{cap});
+      loom::set_option(p.schedule, "dip", "search_budget_s", budget);
       loom::DipSearchStats s;
       loom::dip_schedule(p, &s);
       std::printf("%10d %10.3f %10d %9d %10.3f %12.3f %12.3f\n", cap, budget, s.iterations,

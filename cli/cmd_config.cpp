@@ -1,4 +1,5 @@
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.hpp"
 #include "cli/study.hpp"
@@ -26,8 +27,39 @@ CommandRun attach_config(CLI::App& sub) {
   };
 }
 
-CommandRun attach_schedulers(CLI::App& /*sub*/) {
-  return []() {
+namespace {
+
+/// `loom schedulers NAME`: the summary, then each option with its default, accepted
+/// values and help, as a config writes it.
+void print_scheduler(const SchedulerInfo& s) {
+  std::cout << s.name << "\n  " << s.summary << "\n";
+  const std::vector<OptionSpec> specs = s.option_specs();
+  if (specs.empty()) {
+    std::cout << "options: none (shared keys only: [schedule] name, microbatches, "
+                 "microbatch_size, partition_view, stage_layers)\n";
+    return;
+  }
+  std::cout << "options (write them under [schedule." << s.name << "], or --set schedule." << s.name
+            << ".KEY=VALUE):\n";
+  for (const OptionSpec& o : specs) {
+    std::cout << "  " << o.key << " = " << o.default_text << "   (" << o.type_text() << ")\n"
+              << "      " << o.help << "\n";
+    std::cout << "      earlier releases: schedule." << o.legacy_key() << " (deprecated)\n";
+  }
+}
+
+}  // namespace
+
+CommandRun attach_schedulers(CLI::App& sub) {
+  auto name = std::make_shared<std::string>();
+  sub.add_option("NAME", *name,
+                 "A scheduler: print its summary and its options ([schedule.NAME] keys) with "
+                 "their defaults");
+  return [name]() {
+    if (!name->empty()) {
+      print_scheduler(find_scheduler(*name));
+      return 0;
+    }
     for (const SchedulerInfo& s : scheduler_registry())
       std::cout << s.name << "\t" << s.summary << "\n";
     return 0;

@@ -10,10 +10,12 @@
 
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
+#include "cli/study.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
 #include "core/workload_gen.hpp"
 #include "schedulers/planners/layout/entrain_planner.hpp"
+#include "schedulers/variability/dip.hpp"
 
 namespace loom {
 namespace {
@@ -144,7 +146,7 @@ nlohmann::json plan_json(const char* planner, const ConfigSearch& s, const Paral
 }
 
 int run(const Options& o) {
-  const Config c = load_config(o.config, o.overrides);
+  const Config c = load_study_config(o.config, o.overrides);
   const auto cost = make_cost_model(c);
   PlannerInputs in;
   in.model = &c.model;
@@ -157,7 +159,8 @@ int run(const Options& o) {
   in.microbatch_size = c.schedule.microbatch_size;
   if (!o.search_tp) in.tp_choices = {c.parallel.tp};
   in.memory = c.cost.memory;
-  in.dip_cap_bytes = c.schedule.dip_memory_cap_gb * 1e9;  // as dip_lower.cpp reads it
+  in.dip_cap_bytes =
+      dip_options().read(c.schedule, "dip").memory_cap_gb * 1e9;  // as dip_lower.cpp reads it
   const std::vector<Component> comps = model_components(c.model);
   const int k = validation_trials(1 - o.confidence, o.p_error);
   if (!o.json) {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/study.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
 #include "core/index.hpp"
@@ -64,7 +65,7 @@ double quantity(const std::string& text, const char* option, bool bytes) {
 oobleck::PlanningProblem from_config(const Options& o) {
   // Only the model, cluster, cost model and one microbatch are needed: templates do not use
   // the config's own parallel layout, so it need not fit (`--nodes` may differ).
-  const Config c = load_config(o.config, o.overrides);
+  const Config c = load_study_config(o.config, o.overrides);
   const auto cost = make_cost_model(c);
   const int b = c.schedule.microbatch_size;
   std::vector<Sample> samples = c.workload.csv.empty() ? synthetic_samples(b, c.workload.tokens)

@@ -49,7 +49,7 @@ void check_profile_size(const Model& model, const std::vector<int>& tokens) {
 }
 
 int run_profile(const ProfileCliOptions& o) {
-  const Config config = load_config(o.config, o.overrides);
+  const Config config = load_study_config(o.config, o.overrides);
   check_profile_size(config.model, o.tokens);
   // The operating point: the workload's first sample (what the schedules run).
   Sample first;

@@ -192,7 +192,7 @@ int run_replay_command(ReplayCliOptions o) {
   {
     // The pipelines run replay.scheduler (the config's own study is planned with it too,
     // so a bad choice fails here, naming the scheduler).
-    const Config c = load_config(o.config, o.overrides);
+    const Config c = load_study_config(o.config, o.overrides);
     if (o.policy == "bamboo-like" && c.replay.scheduler != "1f1b")
       throw InputError(
           "replay.scheduler: bamboo-like runs the bamboo schedule (1F1B with "
@@ -200,7 +200,7 @@ int run_replay_command(ReplayCliOptions o) {
           c.replay.scheduler + "'; leave replay.scheduler at 1f1b or pick oobleck or varuna-like");
     o.overrides.insert(o.overrides.begin(), "schedule.name=" + c.replay.scheduler);
   }
-  const Config config = load_config(o.config, o.overrides);
+  const Config config = load_study_config(o.config, o.overrides);
   const bool measured = !o.throughput_table.empty() || !config.replay.throughput_table.empty();
   std::unique_ptr<Study> study;
   if (!measured) {

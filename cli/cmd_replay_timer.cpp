@@ -60,7 +60,7 @@ std::vector<std::string> group_overrides(const StudyTimerOptions& o, const Group
   if (!p.stage_layers.empty()) v.push_back("schedule.stage_layers=" + int_list(p.stage_layers));
   if (!p.failed_over.empty()) {
     // A failed-over pipeline is Bamboo's: the timer's default partition, no stage_layers.
-    v.push_back("schedule.failed_over=" + int_list(p.failed_over));
+    v.push_back("schedule.bamboo.failed_over=" + int_list(p.failed_over));
   }
   if (layout.activation_factor == 2) activation_precision_overrides(o, v);
   if (!layout.activation_checkpointing) v.push_back("cost.recompute=none");  // e.g. Bamboo

@@ -200,7 +200,7 @@ void print_stages(const Study& study, std::ostream& os) {
 int run_schedulers(const SimOptions& o, const std::vector<std::string>& overrides) {
   if (!o.simgrid_cfg.empty() || o.bench)
     throw InputError("--schedulers: --simgrid-cfg and --bench apply to one scheduler only");
-  const Config config = load_config(o.config, overrides);  // bad keys: exit 2 before any run
+  const Config config = load_study_config(o.config, overrides);  // bad keys: exit 2 before any run
   const std::vector<std::string> names = sweep::scheduler_list(o.schedulers);
   if (!o.quiet)
     std::cerr << "loom: running " << names.size() << " schedulers on " << o.config << " with the "

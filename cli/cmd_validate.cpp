@@ -11,6 +11,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/run_output.hpp"
+#include "cli/study.hpp"
 #include "cli/study_run.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
@@ -50,7 +51,7 @@ std::vector<Run> find_runs(const Options& o) {
   std::sort(files.begin(), files.end());
   std::vector<Run> runs;
   for (const fs::path& file : files) {
-    const Config c = load_config(file.string(), o.overrides);
+    const Config c = load_study_config(file.string(), o.overrides);
     if (c.validation.measured_iteration_s <= 0) continue;
     Run r;
     r.name = file.stem().string();

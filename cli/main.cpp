@@ -20,7 +20,9 @@ const loom::Command kCommands[] = {
      loom::attach_sweep},
     {"config", "Check a config and print it resolved (file, --set overrides and defaults)",
      loom::attach_config},
-    {"schedulers", "List the registered schedulers", loom::attach_schedulers},
+    {"schedulers",
+     "List the registered schedulers; `loom schedulers NAME` prints one with its options",
+     loom::attach_schedulers},
     {"schedule",
      "Export a config's schedule to a file: the loom IR text or PyTorch's action CSV (see loom "
      "schedule export --help); loom sim --schedule FILE runs one",

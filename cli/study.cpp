@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <set>
 
 #include "core/errors.hpp"
@@ -65,9 +66,10 @@ void check_modalities(const Config& config, const Sample& sample) {
 /// for SimGrid, the platform's hosts and links.
 void check_plan_size(const Config& c) {
   const ParallelConfig& p = c.parallel;
-  double rank_stages = static_cast<double>(p.pp) * p.dp * c.schedule.chunks;
+  const int chunks = selected_integer_option(c.schedule, "chunks", 1);
+  double rank_stages = static_cast<double>(p.pp) * p.dp * chunks;
   for (const ModuleLayout& l : p.module_layouts)
-    rank_stages = std::max(rank_stages, static_cast<double>(l.end_gpu()) * c.schedule.chunks);
+    rank_stages = std::max(rank_stages, static_cast<double>(l.end_gpu()) * chunks);
   const double microbatches = c.schedule.microbatches;
   const double ops = rank_stages * microbatches * 6;
   constexpr double kBytesPerOp = 450;
@@ -193,10 +195,19 @@ Schedule generate_checked(const Study& study) {
 
 }  // namespace
 
+Config load_study_config(const std::string& config_path,
+                         const std::vector<std::string>& overrides) {
+  Config config = load_config(config_path, overrides);
+  static std::set<std::string> warned;  // a sweep or a comparison loads one config many times
+  for (const std::string& w : check_scheduler_options(config.schedule))
+    if (warned.insert(w).second) std::cerr << "loom: warning: " << w << "\n";
+  return config;
+}
+
 std::unique_ptr<Study> load_study(const std::string& config_path,
                                   const std::vector<std::string>& overrides, Folding folding) {
   auto study = std::make_unique<Study>();
-  study->config = load_config(config_path, overrides);
+  study->config = load_study_config(config_path, overrides);
   const Config& c = study->config;
   study->cost = make_cost_model(c);
   SchedulingProblem& p = study->problem;

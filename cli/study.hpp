@@ -24,8 +24,13 @@ struct Study {
 /// simulations may; a schedule that is printed, exported or executed holds every rank.
 enum class Folding { kOff, kAllowed };
 
-/// Loads the config and builds the cost model, workload and scheduling problem; the
-/// schedule stays empty (for a schedule read from a file: cli/schedule_import.hpp).
+/// load_config, then every scheduler option checked against its scheduler's declaration
+/// (schedulers/scheduler_options.hpp): the one way every command loads a config. Prints
+/// each deprecation warning to stderr once per process ("loom: warning: ...").
+Config load_study_config(const std::string& config_path, const std::vector<std::string>& overrides);
+
+/// Loads the config (load_study_config) and builds the cost model, workload and scheduling problem;
+/// the schedule stays empty (for a schedule read from a file: cli/schedule_import.hpp).
 std::unique_ptr<Study> load_study(const std::string& config_path,
                                   const std::vector<std::string>& overrides,
                                   Folding folding = Folding::kOff);

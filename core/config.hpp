@@ -5,9 +5,11 @@
 /// keys are errors; every error names the file, the key (and line where the file has one)
 /// and what is wrong. `loom config CONFIG --dump` prints the resolved configuration.
 /// `--set` paths may index arrays of tables by element name: `model.modules.llm.frozen=false`.
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "core/cluster.hpp"
@@ -52,44 +54,29 @@ struct ParallelConfig {
 /// frozen-unaware systems assume.
 enum class PartitionView { kTrue, kNaive };
 
-/// Where `cornstarch` places the encoders (cornstarch-arxiv §4.1 and §6.3; its API's
-/// `modality_parallelism` argument): `parallel` each encoder branch on stages of its own,
-/// `colocated` the encoders fused ahead of the LLM (the placement of dissertation Table
-/// 3.2, partitioned frozen-aware), `auto` the one the planner predicts faster (§3.5.2:
-/// "It chooses better modality parallelism").
-enum class ModalityParallelism { kAuto, kParallel, kColocated };
+/// One value of a scheduler's own option, as written: under `[schedule.<scheduler>]`, or
+/// (deprecated, one release) flat under `[schedule]`. Core keeps it untyped; the scheduler
+/// that declares the option types and checks it (schedulers/scheduler_options.hpp).
+struct OptionValue {
+  using Value = std::variant<bool, std::int64_t, double, std::string, std::vector<std::int64_t>>;
+  Value value;
+  std::string origin;  ///< where it was written, for errors: "file:line" or "file (--set)"
+};
+using OptionTable = std::map<std::string, OptionValue>;
 
+/// What every scheduler shares. Options of one scheduler live in its own table,
+/// `[schedule.<name>]`, declared by the scheduler (schedulers/scheduler_options.hpp).
 struct ScheduleConfig {
   std::string name = "1f1b";  ///< scheduler registry name
   int microbatches = 8;       ///< per pipeline replica
   int microbatch_size = 1;    ///< samples per microbatch
-  /// encoders-colocated: pipeline stages of the fused encoders (0 = chosen by search).
-  int encoder_stages = 0;
-  /// interleaved-1f1b: model chunks (virtual stages) per pipeline rank, v (Megatron).
-  int chunks = 1;
-  /// interleaved-1f1b: microbatches per group that sweeps every chunk before the next group
-  /// (Megatron's microbatch_group_size_per_vp_stage), N in [pp, microbatches]; 0 = pp.
-  int microbatch_group_size = 0;
   PartitionView partition_view = PartitionView::kTrue;
-  ModalityParallelism modality_parallelism = ModalityParallelism::kAuto;  ///< cornstarch
   std::vector<int> stage_layers;  ///< optional explicit layers per stage (overrides the DP)
-  /// bamboo: stages whose node is lost and whose ring predecessor runs them (Bamboo's
-  /// failover); the pipeline then has parallel.pp ranks and pp + size() stages.
-  std::vector<int> failed_over;
-  // dip / omnibal (docs/baselines-disttrain-dip-omnibal.md):
-  int dip_seed = 0;                ///< dip MCTS rollouts and omnibal ISF sampling seed
-  int dip_search_iterations = 50;  ///< dip: MCTS iterations (deterministic for a seed)
-  /// dip: wall-clock cap on the search, s; generous so that the iteration budget binds
-  /// and outputs stay byte-identical (a binding time cap is machine-dependent).
-  double dip_search_budget_s = 30;
-  double dip_memory_cap_gb = 0;  ///< dip: per-rank memory cap, GB; 0 = the GPU's memory
-  /// hetero-colocated: "phases" (§3.3's three phases) or "per-microbatch" (Megatron-LM's
-  /// single-grid order, the homogeneous baseline; schedulers/hetero/hetero_order.hpp).
-  std::string colocated_order = "phases";
-  // entrain (docs/entrain.md):
-  std::string entrain_pipeline = "1f1b";  ///< "1f1b" (fused B) or "zb" (split I/W)
-  bool entrain_defer = true;              ///< pairwise deferral (false: stratified assignment only)
-  bool entrain_eager = true;              ///< eager forward: warm-ups as long as memory allows
+  /// `[schedule.<scheduler>]` tables: scheduler name -> option key -> value as written.
+  std::map<std::string, OptionTable> options;
+  /// Scheduler options written flat under `[schedule]` as earlier releases took them
+  /// (`schedule.chunks`): they still apply, with a warning naming the new key.
+  OptionTable flat_options;
 };
 
 struct CostConfig {

@@ -1,7 +1,8 @@
 #pragma once
 /// The scheduler interface: a scheduler is a pure function from a SchedulingProblem to a
-/// Schedule (no I/O, no globals), registered by name. A new scheduler is one file in
-/// schedulers/ plus one line in registry.cpp.
+/// Schedule (no I/O, no globals), registered by name, with the options it declares
+/// (schedulers/scheduler_options.hpp). A new scheduler is one file in schedulers/ plus one
+/// line in registry.cpp (docs/architecture.md, "How to add a scheduler").
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "core/model.hpp"
 #include "core/schedule.hpp"
 #include "core/workload.hpp"
+#include "schedulers/scheduler_options.hpp"
 
 namespace loom {
 
@@ -42,6 +44,12 @@ struct SchedulerInfo {
   const char* name;
   const char* summary;  ///< one line for `loom sim --help` and error messages
   SchedulerFn generate;
+  /// The scheduler's own options (`[schedule.<name>]`); null = it takes none.
+  std::vector<OptionSpec> (*options)() = nullptr;
+
+  std::vector<OptionSpec> option_specs() const {
+    return options ? options() : std::vector<OptionSpec>{};
+  }
 };
 
 const std::vector<SchedulerInfo>& scheduler_registry();

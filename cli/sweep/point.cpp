@@ -37,7 +37,7 @@ void fnv1a(std::uint64_t& h, std::string_view bytes) {
 }  // namespace
 
 Resolved resolve(const std::string& config, const std::vector<std::string>& overrides) {
-  const Config c = load_config(config, overrides);
+  const Config c = load_study_config(config, overrides);
   // The dump's first line names the file; the hash covers the values only.
   const std::string& text = c.resolved_toml;
   const size_t body = text.find('\n');

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 
+#include "cli/study.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
 #include "schedulers/scheduler.hpp"
@@ -352,7 +353,7 @@ std::vector<Point> expand(const StudyFile& study) {
 void check_axes(const StudyFile& study) {
   for (const std::string& base : study.bases) {
     try {
-      load_config(base, study.fixed);
+      load_study_config(base, study.fixed);
     } catch (const InputError& e) {
       fail(study.path, 0, std::string("[set]: ") + e.what());
     }
@@ -362,7 +363,7 @@ void check_axes(const StudyFile& study) {
           std::vector<std::string> overrides = study.fixed;
           overrides.push_back(k.key + "=" + v.toml);
           try {
-            load_config(base, overrides);
+            load_study_config(base, overrides);
           } catch (const InputError& e) {
             fail(study.path, v.line, "axis '" + k.key + "' = " + v.cell + ": " + e.what());
           }

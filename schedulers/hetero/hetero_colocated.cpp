@@ -23,7 +23,7 @@
 // are computed (the lowering's messages), and stage 0's TP x CP group all-gathers each
 // microbatch's shard at the head of its forward; the gradients return the same way.
 //
-// schedule.colocated_order = "per-microbatch" runs H as Megatron-LM runs one grid: each
+// [schedule.hetero-colocated] order = "per-microbatch" runs H as Megatron-LM runs one grid: each
 // microbatch's encoder forward before its LLM forward and its encoder backward after its
 // LLM backward (hetero_order.hpp), no phases; it needs an LLM of one stage and encoders at
 // the LLM's DP (rank-local boundaries).
@@ -42,6 +42,17 @@
 
 namespace loom {
 namespace {
+
+struct ColocatedOptions {
+  std::string order = "phases";
+};
+
+const OptionSet<ColocatedOptions> kOptions{
+    {"order", &ColocatedOptions::order,
+     "\"phases\": §3.3's three phases (encoder F, LLM 1F1B, encoder B); \"per-microbatch\": "
+     "Megatron-LM's single-grid order, the homogeneous baseline",
+     one_of({"phases", "per-microbatch"}).formerly("colocated_order")},
+};
 
 constexpr const char* kName = "hetero-colocated";
 
@@ -75,12 +86,14 @@ class Colocated {
     return "parallel.modules." + model_.module(h_.groups[group].owner).name;
   }
 
-  bool per_microbatch() const { return p_.schedule.colocated_order == "per-microbatch"; }
+  bool per_microbatch() const {
+    return kOptions.read(p_.schedule, "hetero-colocated").order == "per-microbatch";
+  }
 
   void check_layouts() const {
     const ModuleLayout& llm = layout(h_.llm);
     if (per_microbatch() && llm.pp != 1) {
-      throw InputError(key(h_.llm) + ".pp: schedule.colocated_order = \"per-microbatch\" " +
+      throw InputError(key(h_.llm) + ".pp: schedule.hetero-colocated.order = \"per-microbatch\" " +
                        "models an LLM of one stage (Megatron-LM would put the encoders in " +
                        "its first stage), got pp = " + std::to_string(llm.pp));
     }
@@ -92,10 +105,11 @@ class Colocated {
                          "use hetero-noncolocated for disjoint rank sets");
       }
       if (per_microbatch() && g != h_.llm && l.dp != llm.dp) {
-        throw InputError(key(g) + ".dp: schedule.colocated_order = \"per-microbatch\" runs " +
-                         "each encoder inside the LLM's microbatches on the LLM's batch " +
-                         "shards (one shared grid, as Megatron-LM), so it needs dp = " +
-                         std::to_string(llm.dp) + " as the LLM, got " + std::to_string(l.dp));
+        throw InputError(
+            key(g) + ".dp: schedule.hetero-colocated.order = \"per-microbatch\" runs " +
+            "each encoder inside the LLM's microbatches on the LLM's batch " +
+            "shards (one shared grid, as Megatron-LM), so it needs dp = " + std::to_string(llm.dp) +
+            " as the LLM, got " + std::to_string(l.dp));
       }
       if (g != h_.llm && l.pp != 1) {
         throw InputError(key(g) +
@@ -233,6 +247,10 @@ class Colocated {
 };
 
 }  // namespace
+
+std::vector<OptionSpec> hetero_colocated_options() {
+  return kOptions.specs();
+}
 
 Schedule generate_hetero_colocated(const SchedulingProblem& problem) {
   return lower(problem, kName, Colocated(problem).run());

@@ -87,12 +87,6 @@ std::string chimera_error(int p, int m) {
 
 Schedule generate_chimera(const SchedulingProblem& problem) {
   require_single_layout(problem, "chimera");
-  if (problem.schedule.chunks != 1) {
-    throw InputError(
-        "schedule.chunks: chimera holds one stage of each of its two pipelines per "
-        "rank (got " +
-        std::to_string(problem.schedule.chunks) + "); leave it at 1");
-  }
   const int p = problem.parallel.pp;
   const int m = problem.schedule.microbatches;
   if (const std::string error = chimera_error(p, m); !error.empty()) throw InputError(error);

@@ -133,11 +133,6 @@ std::string dualpipe_v_microbatch_error(int p, int m) {
 
 Schedule generate_dualpipe_v(const SchedulingProblem& problem) {
   require_single_layout(problem, "dualpipe-v");
-  const int chunks = problem.schedule.chunks;
-  if (chunks != 1 && chunks != 2) {
-    throw InputError("schedule.chunks: dualpipe-v always runs two chunks per rank in a V (got " +
-                     std::to_string(chunks) + "); leave it at 1 or set 2");
-  }
   const int p = problem.parallel.pp;
   const int m = problem.schedule.microbatches;
   if (const std::string error = dualpipe_v_microbatch_error(p, m); !error.empty())

@@ -26,6 +26,7 @@
 
 #include "core/errors.hpp"
 #include "schedulers/llm/zero_bubble.hpp"
+#include "schedulers/scheduler_options.hpp"
 
 namespace loom {
 
@@ -50,7 +51,7 @@ std::string interleaved_group_error(int p, int m, int group) {
            str(m) + "; use schedule.microbatches = " + str(p);
   }
   if (group < p || group > m) {
-    return "schedule.microbatch_group_size: must be from parallel.pp = " + str(p) +
+    return "schedule.interleaved-1f1b.microbatch_group_size: must be from parallel.pp = " + str(p) +
            " to schedule.microbatches = " + str(m) + " (Megatron's range), got " + str(group) +
            "; use " + str(std::clamp(group, p, m));
   }
@@ -65,12 +66,12 @@ std::string interleaved_group_error(int p, int m, int group) {
         nearest_group = g;
     }
     return "schedule.microbatches: interleaved-1f1b runs microbatches in groups of "
-           "schedule.microbatch_group_size = " +
+           "schedule.interleaved-1f1b.microbatch_group_size = " +
            str(group) + " (default parallel.pp = " + str(p) + "); " + str(m) +
            " leaves a last group of " + str(last) + " < parallel.pp = " + str(p) +
            ", which Megatron rejects (dependency bubbles); use schedule.microbatches = " +
            str(last <= p - last ? down : up) + " (or " + str(last <= p - last ? up : down) +
-           "), or schedule.microbatch_group_size = " + str(nearest_group);
+           "), or schedule.interleaved-1f1b.microbatch_group_size = " + str(nearest_group);
   }
   return "";
 }
@@ -109,13 +110,37 @@ RankOrders interleaved_1f1b_orders(int p, int m, int v, int group) {
   return orders;
 }
 
+namespace {
+
+struct InterleavedOptions {
+  int chunks = 1;
+  int microbatch_group_size = 0;
+};
+
+const OptionSet<InterleavedOptions> kOptions{
+    {"chunks", &InterleavedOptions::chunks,
+     "model chunks (virtual stages) per pipeline rank, v: chunk c of rank r is stage c*pp+r "
+     "(Megatron's virtual_pipeline_model_parallel_size); 1 is plain 1F1B",
+     at_least(1)},
+    {"microbatch_group_size", &InterleavedOptions::microbatch_group_size,
+     "microbatches per group that sweeps every chunk before the next group, N in "
+     "[pp, microbatches] (Megatron's microbatch_group_size_per_vp_stage); 0 = parallel.pp",
+     at_least(0)},
+};
+
+}  // namespace
+
+std::vector<OptionSpec> interleaved_1f1b_options() {
+  return kOptions.specs();
+}
+
 Schedule generate_interleaved_1f1b(const SchedulingProblem& problem) {
+  const InterleavedOptions o = kOptions.read(problem.schedule, "interleaved-1f1b");
   const int p = problem.parallel.pp;
-  const int v = problem.schedule.chunks;
-  return lower_virtual_pipeline(problem, "interleaved-1f1b",
-                                interleaved_1f1b_orders(p, problem.schedule.microbatches, v,
-                                                        problem.schedule.microbatch_group_size),
-                                v);
+  return lower_virtual_pipeline(
+      problem, "interleaved-1f1b",
+      interleaved_1f1b_orders(p, problem.schedule.microbatches, o.chunks, o.microbatch_group_size),
+      o.chunks);
 }
 
 }  // namespace loom

@@ -1,8 +1,8 @@
 // Interleaved zero bubble (PyTorch torch.distributed.pipelining ScheduleInterleavedZeroBubble,
 // "the ZB1P schedule" of Qi et al., "Zero Bubble Pipeline Parallelism", ICLR'24, arXiv
-// 2401.10241, run on the looped placement of interleaved 1F1B): v = schedule.chunks chunks per
-// rank, chunk c of rank r is stage c p + r, backward split into I (input gradients) and W
-// (weight gradients). PyTorch cuts the m microbatches into max(1, m div p) rounds of R = m /
+// 2401.10241, run on the looped placement of interleaved 1F1B): v = [schedule.interleaved-zb]
+// chunks per rank, chunk c of rank r is stage c p + r, backward split into I (input gradients) and
+// W (weight gradients). PyTorch cuts the m microbatches into max(1, m div p) rounds of R = m /
 // rounds microbatches (m must divide evenly), which play the part of Megatron's microbatch
 // group: virtual microbatch k runs chunk (k div R) mod v forward, the mirrored chunk backward,
 // microbatches in order on each chunk (megatron_schedule_table(m, v, R)). Rank r:
@@ -24,6 +24,7 @@
 #include <string>
 
 #include "core/errors.hpp"
+#include "schedulers/llm/looped_options.hpp"
 #include "schedulers/llm/zero_bubble.hpp"
 
 namespace loom {
@@ -69,13 +70,7 @@ RankOrders interleaved_zb_orders(int p, int m, int v) {
 }
 
 Schedule generate_interleaved_zb(const SchedulingProblem& problem) {
-  if (problem.schedule.microbatch_group_size != 0) {
-    throw InputError(
-        "schedule.microbatch_group_size: interleaved-zb takes its groups from PyTorch's rounds "
-        "(microbatches / max(1, microbatches div parallel.pp)); leave it at 0 (it is "
-        "interleaved-1f1b's key)");
-  }
-  const int v = problem.schedule.chunks;
+  const int v = looped_options().read(problem.schedule, "interleaved-zb").chunks;
   return lower_virtual_pipeline(
       problem, "interleaved-zb",
       interleaved_zb_orders(problem.parallel.pp, problem.schedule.microbatches, v), v);

@@ -1,9 +1,9 @@
 // Breadth-first looped pipeline (Lamy-Poirier, "Breadth-First Pipeline Parallelism", MLSys 2023,
 // arXiv 2211.05953, the looped breadth-first schedule; PyTorch torch.distributed.pipelining
-// ScheduleLoopedBFS): the looped placement of interleaved 1F1B (v = schedule.chunks stages per
-// rank, stage s on rank s mod p, chunk c of rank r is stage c p + r), but each rank runs a chunk
-// breadth-first: the forwards of every microbatch on chunk 0, then on chunk 1, ..., then the
-// backwards chunk by chunk in reverse, each chunk's microbatches in reverse order (PyTorch's
+// ScheduleLoopedBFS): the looped placement of interleaved 1F1B (v = [schedule.looped-bfs] chunks
+// stages per rank, stage s on rank s mod p, chunk c of rank r is stage c p + r), but each rank runs
+// a chunk breadth-first: the forwards of every microbatch on chunk 0, then on chunk 1, ..., then
+// the backwards chunk by chunk in reverse, each chunk's microbatches in reverse order (PyTorch's
 // order: the last microbatch's activations are the freshest). No forward/backward interleaving,
 // so every rank keeps all v m chunk-microbatches alive at the peak (GPipe's memory), but the
 // pipeline fills v times faster: with m >= p and equal per-chunk costs the iteration is
@@ -17,6 +17,7 @@
 //   in time (F = B = 1 per chunk, one cell each; 18 = (v m + p - 1)(F + B)):
 //   rank 0: 0F0 0F1 0F2 0F3 2F0 2F1 2F2 2F3  .   .  2B3 2B2 2B1 2B0 0B3 0B2 0B1 0B0
 //   rank 1:  .  1F0 1F1 1F2 1F3 3F0 3F1 3F2 3F3 3B3 3B2 3B1 3B0 1B3 1B2 1B1 1B0  .
+#include "schedulers/llm/looped_options.hpp"
 #include "schedulers/llm/zero_bubble.hpp"
 
 namespace loom {
@@ -39,7 +40,7 @@ RankOrders looped_bfs_orders(int p, int m, int v) {
 }
 
 Schedule generate_looped_bfs(const SchedulingProblem& problem) {
-  const int v = problem.schedule.chunks;
+  const int v = looped_options().read(problem.schedule, "looped-bfs").chunks;
   return lower_virtual_pipeline(
       problem, "looped-bfs",
       looped_bfs_orders(problem.parallel.pp, problem.schedule.microbatches, v), v);

@@ -113,12 +113,6 @@ PerStage<PipelineRank> zb_v_stage_ranks(int p) {
 
 Schedule generate_zb_v(const SchedulingProblem& problem) {
   require_single_layout(problem, "zb-v");
-  const int chunks = problem.schedule.chunks;
-  if (chunks != 1 && chunks != 2) {
-    throw InputError("schedule.chunks: zb-v always runs two chunks per rank in a V (got " +
-                     std::to_string(chunks) +
-                     "); leave it at 1 or set 2 (use interleaved-1f1b for v chunks)");
-  }
   const int p = problem.parallel.pp;
   const PipelinePrograms programs =
       v_shaped_programs(problem, "zb-v", zb_v_orders(p, problem.schedule.microbatches));

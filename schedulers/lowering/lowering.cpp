@@ -55,11 +55,6 @@ Schedule lower_virtual_stages(const SchedulingProblem& problem, const char* sche
 StageGraph pipeline_stage_graph(const SchedulingProblem& problem, const char* scheduler_name,
                                 int stages) {
   require_single_layout(problem, scheduler_name);
-  if (problem.schedule.chunks != 1) {
-    throw InputError("schedule.chunks: " + std::string(scheduler_name) +
-                     " runs one chunk per rank (got " + std::to_string(problem.schedule.chunks) +
-                     "); virtual stages are for interleaved-1f1b");
-  }
   return chain_stages(*problem.model,
                       stages > 0 ? plan_stages(problem, stages) : plan_stages(problem));
 }

@@ -68,8 +68,8 @@ Schedule lower_virtual_stages(const SchedulingProblem& problem, const char* sche
                               LoweringCosts costs = LoweringCosts::kTrue);
 
 /// The single-layout chain (plan_stages + chain_stages) cut into `stages` stages (0 =
-/// parallel.pp, one per rank). Rejects per-module layouts (parallel.modules) and
-/// schedule.chunks != 1 with InputError.
+/// parallel.pp, one per rank). Rejects per-module layouts (parallel.modules) with
+/// InputError.
 StageGraph pipeline_stage_graph(const SchedulingProblem& problem, const char* scheduler_name,
                                 int stages = 0);
 

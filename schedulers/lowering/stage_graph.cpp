@@ -19,10 +19,10 @@ std::vector<StageRange> plan_stages(const SchedulingProblem& problem, int stages
   }
   if (stages > model.num_layers()) {
     const bool virt = stages != problem.parallel.pp;
-    throw InputError((virt ? "schedule.chunks: parallel.pp x chunks = " : "parallel.pp: ") +
-                     std::to_string(stages) + " pipeline stages but the model has only " +
-                     std::to_string(model.num_layers()) +
-                     " layers (each stage needs at least one)");
+    throw InputError(
+        (virt ? "parallel.pp: parallel.pp x the scheduler's chunks per rank = " : "parallel.pp: ") +
+        std::to_string(stages) + " pipeline stages but the model has only " +
+        std::to_string(model.num_layers()) + " layers (each stage needs at least one)");
   }
   // The representative microbatch: the first one of the iteration.
   const auto costs = layer_costs(model, *problem.cost, problem.schedule.partition_view,

@@ -21,7 +21,7 @@
 // get_iteration_time is the contention-free evaluator on the candidate lowered with the
 // same view (the paper profiles).
 //
-// Placement (`schedule.modality_parallelism`, the `modality_parallelism` argument of
+// Placement (`[schedule.cornstarch] modality_parallelism`, the `modality_parallelism` argument of
 // Cornstarch's API): `parallel` is the search above; `colocated` fuses the encoders ahead
 // of the LLM as encoders-colocated does, partitioned under the same view (dissertation
 // Table 3.2's rows); `auto` (default) takes whichever the planner predicts faster, our
@@ -128,7 +128,30 @@ StageGraph explicit_graph(const SchedulingProblem& problem, const Branches& bran
   return graph;
 }
 
+/// Where cornstarch places the encoders (cornstarch-arxiv §4.1 and §6.3; its API's
+/// `modality_parallelism` argument): `parallel` each encoder branch on stages of its own,
+/// `colocated` the encoders fused ahead of the LLM (the placement of dissertation Table
+/// 3.2, partitioned frozen-aware), `auto` the one the planner predicts faster (§3.5.2:
+/// "It chooses better modality parallelism").
+struct CornstarchOptions {
+  std::string modality_parallelism = "auto";
+  int encoder_stages = 0;
+};
+
+const OptionSet<CornstarchOptions> kOptions{
+    {"modality_parallelism", &CornstarchOptions::modality_parallelism,
+     "encoder placement: \"parallel\" each encoder on stages of its own, \"colocated\" the "
+     "encoders fused ahead of the LLM, \"auto\" the one predicted faster",
+     one_of({"auto", "parallel", "colocated"})},
+    {"encoder_stages", &CornstarchOptions::encoder_stages,
+     "colocated placement: pipeline stages of the fused encoders; 0 = by balance", at_least(0)},
+};
+
 }  // namespace
+
+std::vector<OptionSpec> cornstarch_options() {
+  return kOptions.specs();
+}
 
 Schedule generate_cornstarch(const SchedulingProblem& problem) {
   const char* name = "cornstarch";
@@ -136,7 +159,9 @@ Schedule generate_cornstarch(const SchedulingProblem& problem) {
   const Branches branches = split_branches(model, name);
   if (!problem.parallel.module_layouts.empty())
     return lower_multimodal(problem, name, explicit_graph(problem, branches, view_costs(problem)));
-  const ModalityParallelism placement = problem.schedule.modality_parallelism;
+  const CornstarchOptions o = kOptions.read(problem.schedule, name);
+  const bool parallel_only = o.modality_parallelism == "parallel";
+  const bool colocated_only = o.modality_parallelism == "colocated";
   const int budget = problem.parallel.pp;
   const std::vector<double> costs = view_costs(problem);
   // Algorithm 1, lines 8-10: the candidate with the least iteration time (ties: the first,
@@ -151,9 +176,9 @@ Schedule generate_cornstarch(const SchedulingProblem& problem) {
       chosen = std::move(graph);
     }
   };
-  if (placement != ModalityParallelism::kColocated) {
+  if (!colocated_only) {
     const std::vector<Allocation> options = candidates(branches, costs, budget);
-    if (options.empty() && (placement == ModalityParallelism::kParallel || budget < 2)) {
+    if (options.empty() && (parallel_only || budget < 2)) {
       throw InputError("parallel.pp: " + std::to_string(budget) + " stages cannot give each of " +
                        std::to_string(branches.encoders.size()) +
                        " encoder(s) and the LLM a stage of its own (modality parallelism)");
@@ -161,11 +186,11 @@ Schedule generate_cornstarch(const SchedulingProblem& problem) {
     for (const Allocation& a : options)
       consider(disaggregated_graph(model, branches, costs, a.encoders, a.llm));
   }
-  if (placement == ModalityParallelism::kColocated || chosen.empty()) {
-    consider(encoders_colocated_graph(problem, branches, costs, name));
-  } else if (placement == ModalityParallelism::kAuto) {
+  if (colocated_only || chosen.empty()) {
+    consider(encoders_colocated_graph(problem, branches, costs, name, o.encoder_stages));
+  } else if (!parallel_only) {
     try {  // a model whose encoders cannot share pp stages keeps modality parallelism
-      consider(encoders_colocated_graph(problem, branches, costs, name));
+      consider(encoders_colocated_graph(problem, branches, costs, name, o.encoder_stages));
     } catch (const InputError&) {
     }
   }

@@ -11,10 +11,10 @@
 //
 // Each branch and the LLM are partitioned by Eq 3.5 with the configured cost view
 // (`naive` = Megatron's "backward = 2 x forward", `true` = frozen-aware). E is
-// `schedule.encoder_stages`, or (0, the default) the E in 1..p-1 that minimizes the
-// slowest stage over the whole fused chain, Eq 3.5's objective (reconstructed: the paper
-// does not say how E was picked; this is the balance the dissertation's partitioner
-// aims for, §3.4.1, and under `naive` it balances forward time, §3.5.3).
+// `[schedule.encoders-colocated] encoder_stages`, or (0, the default) the E in 1..p-1 that
+// minimizes the slowest stage over the whole fused chain, Eq 3.5's objective (reconstructed: the
+// paper does not say how E was picked; this is the balance the dissertation's partitioner aims for,
+// §3.4.1, and under `naive` it balances forward time, §3.5.3).
 #include <algorithm>
 #include <limits>
 
@@ -29,9 +29,8 @@ StageGraph colocated_graph(const Model& model, const Branches& branches,
                            const std::vector<double>& costs, int p, int e) {
   StageGraph graph(p);
   for (size_t b = 0; b < branches.encoders.size(); ++b) {
-    const auto pieces =
-        partition_branch(model, branches.encoders[b], costs, e,
-                         "schedule.encoder_stages (encoder '" + branches.names[b] + "')");
+    const auto pieces = partition_branch(model, branches.encoders[b], costs, e,
+                                         "encoder_stages (encoder '" + branches.names[b] + "')");
     for (StageId k{0}; const std::vector<Segment>& piece : pieces) {  // stages 0 .. e-1
       auto& segs = graph[k].segments;
       segs.insert(segs.end(), piece.begin(), piece.end());
@@ -89,17 +88,33 @@ int balanced_encoder_stages(const Model& model, const Branches& branches,
 }  // namespace
 
 StageGraph encoders_colocated_graph(const SchedulingProblem& problem, const Branches& branches,
-                                    const std::vector<double>& costs, const char* scheduler_name) {
+                                    const std::vector<double>& costs, const char* scheduler_name,
+                                    int encoder_stages) {
   const int p = problem.parallel.pp;
   if (p < 2)
     throw InputError(std::string("parallel.pp: '") + scheduler_name +
                      "' needs at least 2 stages (encoders, then the LLM)");
-  int e = problem.schedule.encoder_stages;
+  int e = encoder_stages;
   if (e >= p)
-    throw InputError("schedule.encoder_stages: " + std::to_string(e) +
+    throw InputError("schedule." + std::string(scheduler_name) +
+                     ".encoder_stages: " + std::to_string(e) +
                      " leaves no stage for the LLM (parallel.pp = " + std::to_string(p) + ")");
   if (e == 0) e = balanced_encoder_stages(*problem.model, branches, costs, p);
   return colocated_graph(*problem.model, branches, costs, p, e);
+}
+
+const OptionSet<EncoderStagesOptions>& encoder_stages_options() {
+  static const OptionSet<EncoderStagesOptions> kOptions{
+      {"encoder_stages", &EncoderStagesOptions::encoder_stages,
+       "pipeline stages of the fused encoders, E in 1..pp-1; 0 = the E whose slowest stage "
+       "is fastest (Eq 3.5's balance)",
+       at_least(0)},
+  };
+  return kOptions;
+}
+
+std::vector<OptionSpec> encoders_colocated_options() {
+  return encoder_stages_options().specs();
 }
 
 Schedule generate_encoders_colocated(const SchedulingProblem& problem) {
@@ -107,7 +122,9 @@ Schedule generate_encoders_colocated(const SchedulingProblem& problem) {
   require_single_layout(problem, name);
   const Branches branches = split_branches(*problem.model, name);
   const std::vector<double> costs = view_costs(problem);
-  return lower_multimodal(problem, name, encoders_colocated_graph(problem, branches, costs, name));
+  const int e = encoder_stages_options().read(problem.schedule, name).encoder_stages;
+  return lower_multimodal(problem, name,
+                          encoders_colocated_graph(problem, branches, costs, name, e));
 }
 
 }  // namespace loom

@@ -41,13 +41,21 @@ StageGraph disaggregated_graph(const Model& model, const Branches& branches,
                                const std::vector<double>& costs,
                                const std::vector<int>& encoder_stages, int llm_stages);
 
+/// The fused encoders' stage count, an option of the schedulers that fuse them
+/// (encoders-colocated; cornstarch and entrain declare it among their own).
+struct EncoderStagesOptions {
+  int encoder_stages = 0;
+};
+const OptionSet<EncoderStagesOptions>& encoder_stages_options();
+
 /// Encoders-colocated's stage graph (cornstarch-arxiv §2.2, Fig 1c): every encoder branch
 /// cut into E pieces, stage k running piece k of each one after the other, then the LLM
-/// part in pp - E stages. E is `schedule.encoder_stages`, or (0) the E whose slowest stage
-/// over the whole chain is fastest. Throws InputError naming `scheduler_name` when pp < 2
-/// or E leaves the LLM no stage.
+/// part in pp - E stages. E is `encoder_stages` (the scheduler's option of that name), or
+/// (0) the E whose slowest stage over the whole chain is fastest. Throws InputError naming
+/// `scheduler_name` when pp < 2 or E leaves the LLM no stage.
 StageGraph encoders_colocated_graph(const SchedulingProblem& problem, const Branches& branches,
-                                    const std::vector<double>& costs, const char* scheduler_name);
+                                    const std::vector<double>& costs, const char* scheduler_name,
+                                    int encoder_stages);
 
 /// The bottleneck (largest stage sum of T_l) of that partition: t_i of Algorithm 1.
 double branch_bottleneck(const std::vector<int>& layers, const std::vector<double>& costs,

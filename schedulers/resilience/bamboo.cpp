@@ -33,18 +33,29 @@
 namespace loom {
 namespace {
 
-/// Checks schedule.failed_over against `stages` and returns it as a set.
-std::set<int> failed_stages(const SchedulingProblem& problem, int stages) {
-  const std::vector<int>& list = problem.schedule.failed_over;
+struct BambooOptions {
+  std::vector<int> failed_over;
+};
+
+const OptionSet<BambooOptions> kOptions{
+    {"failed_over", &BambooOptions::failed_over,
+     "stages whose node is lost and whose ring predecessor runs them (Bamboo's failover); "
+     "the pipeline then has parallel.pp ranks and pp + len(failed_over) stages",
+     at_least(0)},
+};
+
+/// Checks the failed_over option against `stages` and returns it as a set.
+std::set<int> failed_stages(const std::vector<int>& list, int stages) {
   const std::set<int> failed(list.begin(), list.end());
   if (failed.size() != list.size())
-    throw InputError("schedule.failed_over: a stage is listed twice");
+    throw InputError("schedule.bamboo.failed_over: a stage is listed twice");
   for (int k : failed) {
     if (k >= stages)
-      throw InputError("schedule.failed_over: stage " + std::to_string(k) + " does not exist (" +
-                       std::to_string(stages) + " stages: parallel.pp + the failed-over ones)");
+      throw InputError("schedule.bamboo.failed_over: stage " + std::to_string(k) +
+                       " does not exist (" + std::to_string(stages) +
+                       " stages: parallel.pp + the failed-over ones)");
     if (failed.count((k + 1) % stages))
-      throw InputError("schedule.failed_over: stages " + std::to_string(k) + " and " +
+      throw InputError("schedule.bamboo.failed_over: stages " + std::to_string(k) + " and " +
                        std::to_string((k + 1) % stages) +
                        " are adjacent: the second's only copy was on the first's node, so "
                        "Bamboo restarts instead of failing over");
@@ -54,15 +65,20 @@ std::set<int> failed_stages(const SchedulingProblem& problem, int stages) {
 
 }  // namespace
 
+std::vector<OptionSpec> bamboo_options() {
+  return kOptions.specs();
+}
+
 Schedule generate_bamboo(const SchedulingProblem& problem) {
   const char* name = "bamboo";
+  const BambooOptions o = kOptions.read(problem.schedule, name);
   const int ranks = problem.parallel.pp;
-  const int stages = ranks + isize(problem.schedule.failed_over);
+  const int stages = ranks + isize(o.failed_over);
   if (stages < 2)
     throw InputError(
         "parallel.pp: bamboo needs at least 2 stages (a stage's redundant copy "
         "lives on its neighbour); set parallel.pp >= 2");
-  const std::set<int> failed = failed_stages(problem, stages);
+  const std::set<int> failed = failed_stages(o.failed_over, stages);
   StageGraph graph = pipeline_stage_graph(problem, name, stages);
 
   // A failed stage joins its predecessor's rank (stage 0 joins stage 1's).

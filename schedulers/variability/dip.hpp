@@ -95,4 +95,15 @@ PerDipUnit<double> dip_search(const std::vector<DipTasks>& replicas, const DipLa
 /// The dip schedule and what its search did.
 Schedule dip_schedule(const SchedulingProblem& problem, DipSearchStats* stats);
 
+/// dip's options (`[schedule.dip]`; docs/baselines-disttrain-dip-omnibal.md).
+struct DipOptions {
+  int seed = 0;                ///< MCTS rollouts' seed
+  int search_iterations = 50;  ///< MCTS iterations (deterministic for a seed)
+  /// Wall-clock cap on the search, s; generous so that the iteration budget binds and
+  /// outputs stay byte-identical (a binding time cap is machine-dependent).
+  double search_budget_s = 30;
+  double memory_cap_gb = 0;  ///< per-rank memory cap, GB; 0 = the GPU's memory
+};
+const OptionSet<DipOptions>& dip_options();
+
 }  // namespace loom

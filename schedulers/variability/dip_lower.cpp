@@ -90,14 +90,13 @@ Schedule dip_schedule(const SchedulingProblem& problem, DipSearchStats* stats) {
   PerPipelineRank<double> static_bytes;
   for (const StaticMemory& mem : static_memory_per_rank(problem, programs))
     static_bytes.push_back(mem.total());
-  const double cap = problem.schedule.dip_memory_cap_gb > 0
-                         ? problem.schedule.dip_memory_cap_gb * 1e9
-                         : problem.cluster->gpu.memory_bytes;
+  const DipOptions o = dip_options().read(problem.schedule, "dip");
+  const double cap =
+      o.memory_cap_gb > 0 ? o.memory_cap_gb * 1e9 : problem.cluster->gpu.memory_bytes;
   const int modalities = isize(layout.k);
   const PerDipUnit<double> unit_pos =
-      dip_search(replicas, layout, m, modalities, static_bytes, cap,
-                 problem.schedule.dip_search_iterations, problem.schedule.dip_search_budget_s,
-                 static_cast<std::uint64_t>(problem.schedule.dip_seed), stats);
+      dip_search(replicas, layout, m, modalities, static_bytes, cap, o.search_iterations,
+                 o.search_budget_s, static_cast<std::uint64_t>(o.seed), stats);
   for (const DipTasks& tasks : replicas) {
     const DipOrder order = dip_greedy(tasks, layout.chunks, layout.ranks, static_bytes, cap,
                                       dip_priorities(tasks, layout, unit_pos));
@@ -113,6 +112,27 @@ Schedule dip_schedule(const SchedulingProblem& problem, DipSearchStats* stats) {
     programs.replicas.push_back(std::move(orders));
   }
   return lower(problem, "dip", programs);
+}
+
+const OptionSet<DipOptions>& dip_options() {
+  static const OptionSet<DipOptions> kOptions{
+      {"seed", &DipOptions::seed, "seed of the MCTS rollouts", at_least(0).formerly("dip_seed")},
+      {"search_iterations", &DipOptions::search_iterations,
+       "MCTS iterations over the segment order (deterministic for a seed)",
+       at_least(1).formerly("dip_search_iterations")},
+      {"search_budget_s", &DipOptions::search_budget_s,
+       "wall-clock cap on the search, s (generous: the iteration budget binds, so outputs "
+       "are byte-identical)",
+       at_least(0).formerly("dip_search_budget_s")},
+      {"memory_cap_gb", &DipOptions::memory_cap_gb,
+       "per-rank memory cap of the greedy interleaving, GB; 0 = the GPU's memory",
+       at_least(0).formerly("dip_memory_cap_gb")},
+  };
+  return kOptions;
+}
+
+std::vector<OptionSpec> dip_scheduler_options() {
+  return dip_options().specs();
 }
 
 Schedule generate_dip(const SchedulingProblem& problem) {

@@ -5,7 +5,7 @@
 // interleaving (dip.cpp) and backs up the mean reward s = T_root / T (the root order's
 // makespan over the rollout's). Selection by UCB s^alpha + beta sqrt(ln N_x / N_v).
 // [AMBIG] alpha, beta and the budget are not published: alpha = 1, beta = 0.1 (rewards
-// are near 1), the budget from schedule.dip_search_iterations / dip_search_budget_s.
+// are near 1), the budget from [schedule.dip] search_iterations / search_budget_s.
 #include <algorithm>
 #include <chrono>
 #include <cmath>

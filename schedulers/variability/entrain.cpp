@@ -118,6 +118,7 @@ void cost_encoder_forwards(Schedule& schedule, const SchedulingProblem& q, const
 
 Schedule lower_plan(const SchedulingProblem& problem, const EntrainPlan& plan,
                     const std::vector<Sample>& samples, const std::vector<int>& warmup) {
+  const EntrainOptions options = entrain_options().read(problem.schedule, kName);
   SchedulingProblem q = problem;
   q.samples = samples;
   q.schedule.microbatches = plan.assignment.k_eff;
@@ -127,9 +128,9 @@ Schedule lower_plan(const SchedulingProblem& problem, const EntrainPlan& plan,
   std::vector<int> lag;  // per stage
   for (const int downstream : stages_downstream(*problem.model, plan.graph))
     lag.push_back(p - 1 - downstream);
-  Schedule schedule = lower_stage_graph(q, kName, plan.graph,
-                                        entrain_orders(warmup, lag, q.schedule.microbatches,
-                                                       problem.schedule.entrain_pipeline == "zb"));
+  Schedule schedule = lower_stage_graph(
+      q, kName, plan.graph,
+      entrain_orders(warmup, lag, q.schedule.microbatches, options.pipeline == "zb"));
   PerLayer<bool> is_llm(problem.model->num_layers(), false);
   for (int l : split_branches(*problem.model, kName).llm) is_llm[LayerId{l}] = true;
   cost_encoder_forwards(schedule, q, plan, is_llm);
@@ -205,19 +206,20 @@ EntrainPlan plan_entrain(const SchedulingProblem& problem) {
   std::vector<const Sample*> all;
   for (const Sample& s : q.samples) all.push_back(&s);
   const auto costs = layer_costs(model, *q.cost, q.schedule.partition_view, all, q.parallel.tp);
-  plan.encoder_stages = problem.schedule.encoder_stages;
+  const EntrainOptions options = entrain_options().read(problem.schedule, kName);
+  plan.encoder_stages = options.encoder_stages;
   if (plan.encoder_stages >= p)
-    throw InputError("schedule.encoder_stages: " + std::to_string(plan.encoder_stages) +
+    throw InputError("schedule.entrain.encoder_stages: " + std::to_string(plan.encoder_stages) +
                      " leaves no stage for the LLM (parallel.pp = " + std::to_string(p) + ")");
   if (plan.encoder_stages == 0) plan.encoder_stages = balanced_split(model, branches, costs, p);
   plan.graph = entrain_graph(model, branches, costs, p, plan.encoder_stages);
   plan.warmup = stages_downstream(model, plan.graph);
   const int k = problem.schedule.microbatches;
   auto assign = [&](int k_min) {
-    DeferralOptions options;
-    options.defer = problem.schedule.entrain_defer;
-    options.min_microbatches = k_min;
-    return entrain_assign(plan.work, problem.parallel.dp, k, options);
+    DeferralOptions deferral;
+    deferral.defer = options.defer;
+    deferral.min_microbatches = k_min;
+    return entrain_assign(plan.work, problem.parallel.dp, k, deferral);
   };
   plan.assignment = assign(p);  // K_eff >= pipeline depth (effective_microbatches())
   // Memory guard (Loom's): fewer, larger microbatches hold more activations per microbatch;
@@ -238,6 +240,28 @@ EntrainPlan plan_entrain(const SchedulingProblem& problem) {
   return plan;
 }
 
+const OptionSet<EntrainOptions>& entrain_options() {
+  static const OptionSet<EntrainOptions> kOptions{
+      {"encoder_stages", &EntrainOptions::encoder_stages,
+       "E, pipeline stages of the fused encoders (Table 4.1's E.PP); 0 = the balanced split",
+       at_least(0)},
+      {"pipeline", &EntrainOptions::pipeline,
+       "\"1f1b\" keeps each backward fused; \"zb\" splits it into I and W (zero-bubble "
+       "H1-style, §4.5.3)",
+       one_of({"1f1b", "zb"}).formerly("entrain_pipeline")},
+      {"defer", &EntrainOptions::defer,
+       "pairwise deferral of Algorithm 4 (false: stratified assignment only)",
+       formerly("entrain_defer")},
+      {"eager", &EntrainOptions::eager, "eager forward (§4.5.3): warm-ups as long as memory allows",
+       formerly("entrain_eager")},
+  };
+  return kOptions;
+}
+
+std::vector<OptionSpec> entrain_scheduler_options() {
+  return entrain_options().specs();
+}
+
 Schedule generate_entrain(const SchedulingProblem& problem) {
   EntrainPlan plan = plan_entrain(problem);
   const std::vector<Sample> samples = iteration_samples(problem);
@@ -248,7 +272,8 @@ Schedule generate_entrain(const SchedulingProblem& problem) {
     return w;
   };
   Schedule best = lower_plan(problem, plan, samples, with_extra(0));
-  if (!problem.schedule.entrain_eager || !fits(best, *problem.cluster)) return best;
+  if (!entrain_options().read(problem.schedule, kName).eager || !fits(best, *problem.cluster))
+    return best;
   // Eager forward (§4.5.3): the most extra warm-up forwards that still fit in memory
   // (peak activations grow with the warm-up, so fitting is monotone: binary search).
   int lo = 0, hi = m;

@@ -8,7 +8,7 @@
 ///   - split backward: the encoder backward of a deferred sample runs after that sample's
 ///     LLM backward (with M^LLM_{j+1}), the rest of M^enc_j right after the LLM backward of j
 ///   - eager forward: every stage warms up with as many forwards as memory allows
-///   - `schedule.entrain_pipeline = "zb"` splits each backward into I and W (zero-bubble
+///   - `[schedule.entrain] pipeline = "zb"` splits each backward into I and W (zero-bubble
 ///     H1-style: stage s runs s I before its first W); "1f1b" (default) keeps B fused.
 ///
 /// In the IR, microbatch j of a Compute is the LLM microbatch M^LLM_j for every backward
@@ -16,6 +16,7 @@
 /// M^LLM). So an encoder B of j covers (M^enc_j minus its deferred samples) plus the
 /// samples deferred from j - 1, which is exactly the split backward; its activations are
 /// charged from the forward of j on (deferred ones: one forward interval late).
+#include <string>
 #include <vector>
 
 #include "schedulers/lowering/lowering.hpp"
@@ -23,8 +24,17 @@
 
 namespace loom {
 
+/// entrain's options (`[schedule.entrain]`).
+struct EntrainOptions {
+  int encoder_stages = 0;         ///< E; 0 = the balanced split
+  std::string pipeline = "1f1b";  ///< "1f1b" (fused B) or "zb" (split I/W)
+  bool defer = true;              ///< pairwise deferral (false: stratified assignment only)
+  bool eager = true;              ///< eager forward: warm-ups as long as memory allows
+};
+const OptionSet<EntrainOptions>& entrain_options();
+
 struct EntrainPlan {
-  int encoder_stages = 0;        ///< E (schedule.encoder_stages, or the balanced split)
+  int encoder_stages = 0;        ///< E (the encoder_stages option, or the balanced split)
   StageGraph graph;              ///< E fused encoder stages, then the LLM's
   PerSample<SampleWork> work;    ///< per sample of the global batch, via the cost model
   EntrainAssignment assignment;  ///< Algorithm 4 per replica

@@ -43,7 +43,20 @@ double load(const PerSample<SampleSize>& sizes, const std::vector<SampleId>& g, 
   return (qv > 0 ? v / qv : 0) + (qt > 0 ? t / qt : 0);
 }
 
+struct OmnibalOptions {
+  int seed = 0;
+};
+
+const OptionSet<OmnibalOptions> kOptions{
+    {"seed", &OmnibalOptions::seed, "seed of the ISF sampling (Alg 1-2)",
+     at_least(0).formerly("dip_seed")},
+};
+
 }  // namespace
+
+std::vector<OptionSpec> omnibal_options() {
+  return kOptions.specs();
+}
 
 std::vector<std::vector<SampleId>> isf_groups(const PerSample<SampleSize>& sizes, int groups,
                                               int rounds, std::uint64_t seed) {
@@ -183,7 +196,8 @@ SampleAssignment balanced_assignment(const SchedulingProblem& problem) {
     sizes.push_back(s);
   }
   const auto groups =
-      isf_groups(sizes, dp * m, kIsfRounds, static_cast<std::uint64_t>(problem.schedule.dip_seed));
+      isf_groups(sizes, dp * m, kIsfRounds,
+                 static_cast<std::uint64_t>(kOptions.read(problem.schedule, "omnibal").seed));
   // Dealt round-robin: group k is microbatch k / dp of replica k % dp.
   SampleAssignment out(dp);
   auto group = groups.begin();

@@ -143,22 +143,28 @@ TEST(Cli, MoreStagesThanLayers) {
 }
 
 TEST(Cli, InterleavedGroupAndRoundRulesAreExitTwoWithTheNearestValidValue) {
-  const std::string base = "config " + example("uniform-1f1b.toml") + " --set schedule.chunks=2";
+  const std::string base =
+      "config " + example("uniform-1f1b.toml") +
+      " --set schedule.interleaved-1f1b.chunks=2 --set schedule.interleaved-zb.chunks=2";
   // Megatron: the last group (6 mod 4 = 2) must be 0 or >= pp.
   expect_error(base + " --set schedule.name=interleaved-1f1b --set schedule.microbatches=6", 2,
                {"schedule.microbatches: interleaved-1f1b", "last group of 2 < parallel.pp = 4",
-                "use schedule.microbatches = 4 (or 8), or schedule.microbatch_group_size = 6"});
+                "use schedule.microbatches = 4 (or 8), or "
+                "schedule.interleaved-1f1b.microbatch_group_size = 6"});
   expect_error(base + " --set schedule.name=interleaved-1f1b --set schedule.microbatches=3", 2,
                {"needs at least parallel.pp = 4", "use schedule.microbatches = 4"});
-  expect_error(
-      base + " --set schedule.name=interleaved-1f1b --set schedule.microbatch_group_size=3", 2,
-      {"schedule.microbatch_group_size: must be from parallel.pp = 4", "got 3; use 4"});
+  expect_error(base +
+                   " --set schedule.name=interleaved-1f1b --set "
+                   "schedule.interleaved-1f1b.microbatch_group_size=3",
+               2,
+               {"schedule.interleaved-1f1b.microbatch_group_size: must be from parallel.pp = 4",
+                "got 3; use 4"});
   // PyTorch: 9 on 4 ranks is 2 rounds of 4.5.
   expect_error(base + " --set schedule.name=interleaved-zb --set schedule.microbatches=9", 2,
                {"schedule.microbatches: interleaved-zb", "use schedule.microbatches = 8 (or 10)"});
   // Valid: Megatron's groups of 6 for m = 6, PyTorch's one round of 6.
   EXPECT_EQ(run(base + " --set schedule.name=interleaved-1f1b --set schedule.microbatches=6 "
-                       "--set schedule.microbatch_group_size=6")
+                       "--set schedule.interleaved-1f1b.microbatch_group_size=6")
                 .exit_code,
             0);
   EXPECT_EQ(
@@ -220,6 +226,47 @@ TEST(Cli, SyntaxErrorsAndUnknownSchedulers) {
   expect_error("sim " + example("uniform-1f1b.toml") + " --set schedule.name=zigzag", 2,
                {"schedule.name", "zigzag", "gpipe", "1f1b"});
   expect_error("sim /nonexistent.toml", 2, {"nonexistent.toml"});
+}
+
+TEST(Cli, SchedulersNamePrintsItsOptionsWithDefaults) {
+  const Result r = run("schedulers interleaved-1f1b");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* line :
+       {"options (write them under [schedule.interleaved-1f1b]", "chunks = 1   (an integer >= 1)",
+        "microbatch_group_size = 0   (an integer >= 0)",
+        "earlier releases: schedule.chunks (deprecated)"})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+  const Result dip = run("schedulers dip");
+  EXPECT_NE(dip.output.find("search_iterations = 50"), std::string::npos) << dip.output;
+  EXPECT_NE(dip.output.find("earlier releases: schedule.dip_search_iterations"), std::string::npos)
+      << dip.output;
+  EXPECT_NE(run("schedulers 1f1b").output.find("options: none"), std::string::npos);
+  expect_error("schedulers zbv", 2, {"unknown scheduler 'zbv'", "did you mean 'zb-v'?"});
+}
+
+TEST(Cli, SchedulerTablesApplyToTheirSchedulerAndFlatKeysWarn) {
+  // interleaved-1f1b's chunks no longer make 1f1b and zb-v "not applicable" side by side.
+  const Result r = run("sim " + example("uniform-1f1b.toml") +
+                       " --backend evaluator --schedulers interleaved-1f1b,1f1b,zb-v"
+                       " --set schedule.interleaved-1f1b.chunks=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("not applicable"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
+  // The flat key of earlier releases still runs, and says what to write instead.
+  test::TempDir dir;
+  const Result flat = run("sim " + example("uniform-1f1b.toml") + " --out " + dir.path("flat") +
+                          " --backend evaluator --set schedule.name=looped-bfs"
+                          " --set schedule.chunks=2");
+  ASSERT_EQ(flat.exit_code, 0) << flat.output;
+  EXPECT_NE(flat.output.find("loom: warning: "), std::string::npos) << flat.output;
+  EXPECT_NE(flat.output.find("schedule.chunks is deprecated"), std::string::npos) << flat.output;
+  EXPECT_NE(flat.output.find("[schedule.looped-bfs] chunks = 2"), std::string::npos) << flat.output;
+  expect_error("sim " + example("uniform-1f1b.toml") + " --set schedule.cornstarch.modality=auto",
+               2,
+               {"key 'schedule.cornstarch.modality'", "cornstarch has no option 'modality'",
+                "loom schedulers cornstarch"});
+  expect_error("sim " + example("uniform-1f1b.toml") + " --set schedule.chunk=2", 2,
+               {"key 'schedule.chunk': unknown key", "did you mean 'chunks'?"});
 }
 
 TEST(Cli, ConfigDumpListsResolvedDefaults) {

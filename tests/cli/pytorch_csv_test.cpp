@@ -19,12 +19,15 @@ namespace {
 
 std::unique_ptr<Study> uniform(const std::string& scheduler, int pp, int m, int chunks = 1,
                                int dp = 1, int group = 0) {
-  return test::example(
-      "uniform-1f1b.toml",
-      {"schedule.name=" + scheduler, "parallel.pp=" + std::to_string(pp),
-       "schedule.microbatches=" + std::to_string(m), "schedule.chunks=" + std::to_string(chunks),
-       "parallel.dp=" + std::to_string(dp),
-       "schedule.microbatch_group_size=" + std::to_string(group)});
+  std::vector<std::string> overrides = {
+      "schedule.name=" + scheduler, "parallel.pp=" + std::to_string(pp),
+      "schedule.microbatches=" + std::to_string(m), "parallel.dp=" + std::to_string(dp)};
+  if (chunks != 1)
+    overrides.push_back("schedule." + scheduler + ".chunks=" + std::to_string(chunks));
+  if (group != 0)
+    overrides.push_back("schedule." + scheduler +
+                        ".microbatch_group_size=" + std::to_string(group));
+  return test::example("uniform-1f1b.toml", overrides);
 }
 
 std::string import_error(const Study& study, const std::string& csv) {

@@ -55,7 +55,8 @@ TEST(ScheduleCli, PytorchCsvRunsThroughLoomsLowering) {
     test::TempDir dir;
     const std::string cfg =
         config("examples/uniform-1f1b.toml") + " --set schedule.name=" + scheduler +
-        (std::string(scheduler) == "interleaved-1f1b" ? " --set schedule.chunks=2" : "");
+        (std::string(scheduler) == "interleaved-1f1b" ? " --set schedule.interleaved-1f1b.chunks=2"
+                                                      : "");
     export_to(cfg + " --format pytorch-csv", dir.path("s.csv"));
     EXPECT_EQ(slurp(dir.path("s.csv")).rfind("0F0,", 0), 0u) << slurp(dir.path("s.csv"));
     sim(cfg, dir.path("planned"));

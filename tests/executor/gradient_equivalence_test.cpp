@@ -108,7 +108,7 @@ INSTANTIATE_TEST_SUITE_P(Registry, EveryScheduler, ::testing::ValuesIn(scheduler
                          });
 
 TEST(GradientCheck, LoopedSchedulesWithTwoChunksEqualSequentialRun) {
-  // The registry sweep above runs schedule.chunks = 1; here two chunks per rank (4 stages of
+  // The registry sweep above runs one chunk per rank; here two chunks per rank (4 stages of
   // the 7 layers), a trainable LLM and two replicas: interleaved 1F1B in Megatron's groups
   // (5 microbatches in groups of 3: a last group of 2 = pp) and interleaved zero bubble.
   struct Case {
@@ -117,11 +117,16 @@ TEST(GradientCheck, LoopedSchedulesWithTwoChunksEqualSequentialRun) {
   };
   for (const Case& c : {Case{"interleaved-1f1b", 5, 3}, Case{"interleaved-1f1b", 4, 0},
                         Case{"interleaved-zb", 8, 0}, Case{"interleaved-zb", 3, 0}}) {
-    const auto study =
-        host_study({"schedule.name=" + std::string(c.scheduler), "schedule.chunks=2",
-                    "schedule.microbatches=" + std::to_string(c.microbatches),
-                    "schedule.microbatch_group_size=" + std::to_string(c.group),
-                    "model.modules.llm.frozen=false", "parallel.dp=2", "cluster.gpus_per_node=4"});
+    const std::string options = "schedule." + std::string(c.scheduler) + ".";
+    std::vector<std::string> overrides = {"schedule.name=" + std::string(c.scheduler),
+                                          options + "chunks=2",
+                                          "schedule.microbatches=" + std::to_string(c.microbatches),
+                                          "model.modules.llm.frozen=false",
+                                          "parallel.dp=2",
+                                          "cluster.gpus_per_node=4"};
+    if (c.group != 0)
+      overrides.push_back(options + "microbatch_group_size=" + std::to_string(c.group));
+    const auto study = host_study(overrides);
     const GradientCheck check = run_and_check(*study);
     EXPECT_TRUE(check.passed()) << c.scheduler << " m " << c.microbatches << "\n"
                                 << failures(check);

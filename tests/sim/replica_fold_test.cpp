@@ -141,11 +141,11 @@ TEST(ReplicaFold, OverlappedGradientBucketsFoldExactly) {
 }
 
 TEST(ReplicaFold, AFailoverInEveryReplicaStaysSymmetricAndExact) {
-  // A failure in `loom sim` is Bamboo's failover (schedule.failed_over), which every replica
-  // runs alike: folding stays on, and must still give the unfolded answer.
+  // A failure in `loom sim` is Bamboo's failover ([schedule.bamboo] failed_over), which every
+  // replica runs alike: folding stays on, and must still give the unfolded answer.
   test::TempDir dir;
-  const std::string path =
-      dir.write("job.toml", job(4, 16, 1, 8, 1, "bamboo") + "failed_over = [2]\n");
+  const std::string path = dir.write(
+      "job.toml", job(4, 16, 1, 8, 1, "bamboo") + "[schedule.bamboo]\nfailed_over = [2]\n");
   const auto folded = prepare_study(path, {}, Folding::kAllowed);
   const auto whole = prepare_study(path, {}, Folding::kOff);
   ASSERT_TRUE(folded->fold.folded()) << folded->fold.describe();

@@ -86,7 +86,7 @@ TEST(HeteroColocated, PerMicrobatchOrderRunsEachEncoderInsideItsMicrobatch) {
         << "rank " << r;
   }
   // The same layout in three phases keeps both microbatches' encoder activations.
-  const auto phases = paper(kH, {"schedule.colocated_order=\"phases\""});
+  const auto phases = paper(kH, {"schedule.hetero-colocated.order=\"phases\""});
   const Metrics a = compute_metrics(s, evaluate(s, st->config.cluster));
   const Metrics b =
       compute_metrics(phases->schedule, evaluate(phases->schedule, phases->config.cluster));
@@ -103,13 +103,13 @@ TEST(HeteroColocated, PerMicrobatchOrderNeedsOneLlmStageAndTheLlmsBatchShards) {
     }
     return std::string("accepted");
   };
-  EXPECT_NE(
-      message({"schedule.name=hetero-colocated", "schedule.colocated_order=\"per-microbatch\""})
-          .find("parallel.modules.llm.pp"),
-      std::string::npos);
+  EXPECT_NE(message({"schedule.name=hetero-colocated",
+                     "schedule.hetero-colocated.order=\"per-microbatch\""})
+                .find("parallel.modules.llm.pp"),
+            std::string::npos);
   // C's layout: the encoder's DP 32 is not the LLM's DP 2.
   try {
-    paper(kC, {"schedule.colocated_order=\"per-microbatch\""});
+    paper(kC, {"schedule.hetero-colocated.order=\"per-microbatch\""});
     ADD_FAILURE() << "an encoder with its own DP was accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("parallel.modules.vision.dp"), std::string::npos)
@@ -119,7 +119,7 @@ TEST(HeteroColocated, PerMicrobatchOrderNeedsOneLlmStageAndTheLlmsBatchShards) {
 
 TEST(HeteroColocated, TimelineShowsTheThreePhasesOnEveryRank) {
   std::vector<std::unique_ptr<Study>> studies;
-  studies.push_back(paper(kH, {"schedule.colocated_order=\"phases\""}));
+  studies.push_back(paper(kH, {"schedule.hetero-colocated.order=\"phases\""}));
   studies.push_back(paper(kC));
   studies.push_back(prepare_study(test::source_path("configs/examples/vlm-frozen.toml"),
                                   {"schedule.name=hetero-colocated"}));  // LLM with PP 4

@@ -36,7 +36,8 @@ std::unique_ptr<Study> interleaved(const test::TempDir& dir, int p, int m, int v
       "intra_node = { bandwidth = \"300GBps\", latency = \"0s\" }\n"
       "inter_node = { bandwidth = \"25GBps\", latency = \"0s\" }\n[parallel]\npp = " +
       std::to_string(p) + "\n[schedule]\nname = \"" + scheduler +
-      "\"\nmicrobatches = " + std::to_string(m) + "\nchunks = " + std::to_string(v) +
+      "\"\nmicrobatches = " + std::to_string(m) +
+      "\n[schedule.interleaved-1f1b]\nchunks = " + std::to_string(v) +
       "\nmicrobatch_group_size = " + std::to_string(group) + "\n";
   return prepare_study(dir.write("interleaved.toml", config), {});
 }
@@ -119,7 +120,7 @@ TEST(Interleaved, MicrobatchesNotAMultipleOfPIsAnInputErrorWithTheDefaultGroup) 
   EXPECT_NE(what.find(": schedule.microbatches: interleaved-1f1b"), std::string::npos) << what;
   EXPECT_NE(what.find("last group of 2 < parallel.pp = 4"), std::string::npos) << what;
   EXPECT_NE(what.find("use schedule.microbatches = 4 (or 8), or "
-                      "schedule.microbatch_group_size = 6"),
+                      "schedule.interleaved-1f1b.microbatch_group_size = 6"),
             std::string::npos)
       << what;
 }
@@ -135,20 +136,26 @@ TEST(Interleaved, GroupRulesAreInputErrorsNamingTheNearestValidValue) {
       << e;
   EXPECT_NE(e.find("use schedule.microbatches = 4"), std::string::npos) << e;
   e = interleaved_group_error(4, 8, 2);
-  EXPECT_EQ(e.rfind("schedule.microbatch_group_size: must be from parallel.pp = 4", 0), 0u) << e;
+  EXPECT_EQ(
+      e.rfind("schedule.interleaved-1f1b.microbatch_group_size: must be from parallel.pp = 4", 0),
+      0u)
+      << e;
   EXPECT_NE(e.find("got 2; use 4"), std::string::npos) << e;
   e = interleaved_group_error(4, 8, 9);
   EXPECT_NE(e.find("got 9; use 8"), std::string::npos) << e;
   // 11 in groups of 4: last group 3 < 4; 12 is nearer than 8; N = 5 (last 1) fails, N = 6
   // (last 5) is the nearest valid group size.
   e = interleaved_group_error(4, 11, 4);
-  EXPECT_NE(e.find("use schedule.microbatches = 12 (or 8), or schedule.microbatch_group_size = 6"),
+  EXPECT_NE(e.find("use schedule.microbatches = 12 (or 8), or "
+                   "schedule.interleaved-1f1b.microbatch_group_size = 6"),
             std::string::npos)
       << e;
   // Through the config: a group size out of range is exit 2 naming its key.
   test::TempDir dir;
   e = input_error([&] { interleaved(dir, 2, 4, 2, 4, "interleaved-1f1b", 5); });
-  EXPECT_NE(e.find(": schedule.microbatch_group_size: must be from"), std::string::npos) << e;
+  EXPECT_NE(e.find(": schedule.interleaved-1f1b.microbatch_group_size: must be from"),
+            std::string::npos)
+      << e;
 }
 
 TEST(Interleaved, MegatronScheduleTableForGroupsOfThreeByHand) {

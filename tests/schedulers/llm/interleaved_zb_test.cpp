@@ -27,12 +27,12 @@ using test::order_text;
 /// uniform-1f1b.toml (F = I = W = 0.5 ms per layer, free links) with one layer per stage.
 std::unique_ptr<Study> uniform(const std::string& scheduler, int pp, int m, int chunks,
                                std::vector<std::string> extra = {}) {
-  std::vector<std::string> overrides = {"schedule.name=" + scheduler,
-                                        "parallel.pp=" + std::to_string(pp),
-                                        "schedule.microbatches=" + std::to_string(m),
-                                        "model.modules.llm.layers=" + std::to_string(pp * chunks),
-                                        "schedule.chunks=" + std::to_string(chunks),
-                                        "sim.backend=evaluator"};
+  std::vector<std::string> overrides = {
+      "schedule.name=" + scheduler, "parallel.pp=" + std::to_string(pp),
+      "schedule.microbatches=" + std::to_string(m),
+      "model.modules.llm.layers=" + std::to_string(pp * chunks), "sim.backend=evaluator"};
+  if (chunks != 1)  // zb-h1 and 1f1b take no chunks option
+    overrides.push_back("schedule." + scheduler + ".chunks=" + std::to_string(chunks));
   overrides.insert(overrides.end(), extra.begin(), extra.end());
   return test::example("uniform-1f1b.toml", overrides);
 }
@@ -82,19 +82,22 @@ TEST(InterleavedZb, RoundsThatDoNotDivideAreInputErrorsNamingTheNearestCounts) {
     EXPECT_NE(what.find(": schedule.microbatches: interleaved-zb"), std::string::npos) << what;
     EXPECT_NE(what.find("use schedule.microbatches = 8 (or 10)"), std::string::npos) << what;
   }
-  try {
-    uniform("interleaved-zb", 2, 4, 2, {"schedule.microbatch_group_size=2"});
+  try {  // its groups are PyTorch's rounds: interleaved-1f1b's grouping is not its option
+    uniform("interleaved-zb", 2, 4, 2, {"schedule.interleaved-zb.microbatch_group_size=2"});
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(": schedule.microbatch_group_size: "), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("interleaved-zb has no option 'microbatch_group_size'"),
+              std::string::npos)
         << e.what();
   }
   try {  // 2 x 3 virtual stages need 6 layers
-    test::example("uniform-1f1b.toml", {"schedule.name=interleaved-zb", "parallel.pp=2",
-                                        "schedule.chunks=3", "model.modules.llm.layers=5"});
+    test::example("uniform-1f1b.toml",
+                  {"schedule.name=interleaved-zb", "parallel.pp=2",
+                   "schedule.interleaved-zb.chunks=3", "model.modules.llm.layers=5"});
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("schedule.chunks"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("chunks per rank = 6 pipeline stages"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -164,7 +167,9 @@ TEST(InterleavedZb, OnTheUniformExampleBeatsInterleavedOneFOneBWithLessMemory) {
   // chunk), F = I = W = T = 0.5 ms. interleaved-zb: (3 m v + p - 1) T = 51 T = 25.5 ms, 8
   // chunk-microbatches on every rank ((v-1) R + p, R = 4); interleaved-1f1b: (m v + p - 1)
   // (F + B) = 19 x 1.5 ms = 28.5 ms, 11 on rank 0.
-  const std::vector<std::string> two = {"schedule.chunks=2", "sim.backend=evaluator"};
+  const std::vector<std::string> two = {"schedule.interleaved-zb.chunks=2",
+                                        "schedule.interleaved-1f1b.chunks=2",
+                                        "sim.backend=evaluator"};
   auto with = [&](const std::string& name) {
     std::vector<std::string> o = two;
     o.push_back("schedule.name=" + name);

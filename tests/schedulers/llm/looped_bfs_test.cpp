@@ -25,11 +25,13 @@ using test::order_text;
 
 std::unique_ptr<Study> uniform(const std::string& scheduler, int pp, int m, int chunks,
                                int layers) {
-  return test::example("uniform-1f1b.toml",
-                       {"schedule.name=" + scheduler, "parallel.pp=" + std::to_string(pp),
-                        "schedule.microbatches=" + std::to_string(m),
-                        "model.modules.llm.layers=" + std::to_string(layers),
-                        "schedule.chunks=" + std::to_string(chunks), "sim.backend=evaluator"});
+  std::vector<std::string> overrides = {
+      "schedule.name=" + scheduler, "parallel.pp=" + std::to_string(pp),
+      "schedule.microbatches=" + std::to_string(m),
+      "model.modules.llm.layers=" + std::to_string(layers), "sim.backend=evaluator"};
+  if (chunks != 1)  // gpipe, 1f1b take no chunks option
+    overrides.push_back("schedule." + scheduler + ".chunks=" + std::to_string(chunks));
+  return test::example("uniform-1f1b.toml", overrides);
 }
 
 TEST(LoopedBfs, OrdersForTwoRanksTwoChunksFourMicrobatchesByHand) {

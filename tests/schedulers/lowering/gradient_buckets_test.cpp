@@ -140,8 +140,9 @@ TEST(GradientBuckets, ALaterModelChunkIsOneBucketIssuedBeforeTheFirstChunkFinish
   // Interleaved 1F1B, two chunks per rank: Megatron-Core buckets only a rank's first
   // chunk; the second (higher layers, finished first) is one bucket that overlaps the
   // first chunk's last backward.
-  const auto study = overlapped({"schedule.name=interleaved-1f1b", "schedule.chunks=2",
-                                 "schedule.stage_layers=[12,12,12,12]"});
+  const auto study =
+      overlapped({"schedule.name=interleaved-1f1b", "schedule.interleaved-1f1b.chunks=2",
+                  "schedule.stage_layers=[12,12,12,12]"});
   const Schedule& s = study->schedule;
   const auto& stage_of = [&](int layer, int rank = 0) {
     for (const Op& op : s.programs[RankId{rank}]) {

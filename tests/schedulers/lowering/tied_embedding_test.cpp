@@ -62,9 +62,9 @@ TEST(TiedEmbedding, OneStageHoldsBothEndsAndReducesNothingExtra) {
 }
 
 TEST(TiedEmbedding, InterleavedStagesReduceBetweenTheFirstAndLastRankOnly) {
-  const auto study =
-      test::megatron_gpt({"parallel.pp=4", "cluster.nodes=8", "schedule.name=interleaved-1f1b",
-                          "schedule.chunks=2", "schedule.stage_layers=[6,6,6,6,6,6,6,6]"});
+  const auto study = test::megatron_gpt(
+      {"parallel.pp=4", "cluster.nodes=8", "schedule.name=interleaved-1f1b",
+       "schedule.interleaved-1f1b.chunks=2", "schedule.stage_layers=[6,6,6,6,6,6,6,6]"});
   const Schedule& s = study->schedule;
   ASSERT_EQ(s.num_ranks(), 8);
   for (int r = 0; r < 4; ++r) {

@@ -23,7 +23,7 @@ const std::vector<std::string> kConfigs = {"sss", "mms", "lls", "ssm", "mmm",
 const std::vector<std::string> kSchedulers = {"encoders-replicated", "encoders-colocated",
                                               "cornstarch"};
 /// Cornstarch's modality parallelism proper (Algorithm 1), for the tests about it.
-constexpr const char* kParallel = "schedule.modality_parallelism=parallel";
+constexpr const char* kParallel = "schedule.cornstarch.modality_parallelism=parallel";
 
 std::unique_ptr<Study> paper(const std::string& xyz, const std::vector<std::string>& extra = {}) {
   return prepare_study(test::source_path("configs/paper/cornstarch-" + xyz + ".toml"), extra);
@@ -194,13 +194,13 @@ TEST(Multimodal, CornstarchRunsTheFasterOfParallelAndColocatedEncoders) {
     };
     const double parallel = time({"schedule.name=cornstarch", kParallel});
     const double colocated =
-        time({"schedule.name=cornstarch", "schedule.modality_parallelism=colocated"});
+        time({"schedule.name=cornstarch", "schedule.cornstarch.modality_parallelism=colocated"});
     EXPECT_EQ(colocated, time({"schedule.name=encoders-colocated"})) << xyz;
     EXPECT_EQ(time({"schedule.name=cornstarch"}), std::min(parallel, colocated)) << xyz;
     winners.insert(parallel <= colocated ? "parallel" : "colocated");
   }
   EXPECT_EQ(winners, (std::set<std::string>{"parallel", "colocated"}));
-  EXPECT_THROW(paper("sss", {"schedule.modality_parallelism=both"}), InputError);
+  EXPECT_THROW(paper("sss", {"schedule.cornstarch.modality_parallelism=both"}), InputError);
 }
 
 // Cross-modality 1F1B warm-ups: a chain reduces to p - s - 1; an encoder stage counts the

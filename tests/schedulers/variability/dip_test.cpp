@@ -81,11 +81,11 @@ TEST(Dip, RespectsItsMemoryCap) {
   double floor = 0;
   for (const auto& m : free_run.static_memory) floor = std::max(floor, m.total());
   ASSERT_GT(peak, floor);
-  problem.schedule.dip_memory_cap_gb = (floor + 0.5 * (peak - floor)) / 1e9;
+  set_option(problem.schedule, "dip", "memory_cap_gb", (floor + 0.5 * (peak - floor)) / 1e9);
   const Schedule capped = dip_schedule(problem, nullptr);
   validate(capped, *problem.model);
-  EXPECT_LE(worst_memory(capped), problem.schedule.dip_memory_cap_gb * 1e9);
-  problem.schedule.dip_memory_cap_gb = floor / 1e9;
+  EXPECT_LE(worst_memory(capped), dip_options().read(problem.schedule, "dip").memory_cap_gb * 1e9);
+  set_option(problem.schedule, "dip", "memory_cap_gb", floor / 1e9);
   EXPECT_THROW(dip_schedule(problem, nullptr), InfeasibleError);
 }
 
@@ -94,8 +94,8 @@ TEST(Dip, RespectsItsMemoryCap) {
 TEST(Dip, SearchIsDeterministicAndStaysWithinItsBudget) {
   auto study = test::fixture("two-encoders.toml", {"schedule.name=dip"});
   SchedulingProblem problem = study->problem;
-  problem.schedule.dip_search_iterations = 30;
-  problem.schedule.dip_search_budget_s = 1e6;
+  set_option(problem.schedule, "dip", "search_iterations", std::int64_t{30});
+  set_option(problem.schedule, "dip", "search_budget_s", 1e6);
   DipSearchStats a, b;
   const Schedule s1 = dip_schedule(problem, &a);
   const Schedule s2 = dip_schedule(problem, &b);
@@ -103,7 +103,8 @@ TEST(Dip, SearchIsDeterministicAndStaysWithinItsBudget) {
   EXPECT_EQ(a.iterations, 30);
   EXPECT_EQ(a.rollouts, 300);
   EXPECT_LE(a.best_makespan_s, a.initial_makespan_s);
-  problem.schedule.dip_search_budget_s = 0;  // a zero time budget: no iteration at all
+  set_option(problem.schedule, "dip", "search_budget_s",
+             0.0);  // a zero time budget: no iteration at all
   DipSearchStats c;
   dip_schedule(problem, &c);
   EXPECT_EQ(c.iterations, 0);

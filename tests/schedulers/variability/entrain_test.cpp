@@ -38,7 +38,7 @@ const Compute* find_compute(const Schedule& s, int rank, Pass pass, MicrobatchId
 
 TEST(Entrain, ScheduleIsValidAndCoversEverySampleOnce) {
   for (const char* pipeline : {"1f1b", "zb"}) {
-    auto study = synthchartnet({std::string("schedule.entrain_pipeline=") + pipeline});
+    auto study = synthchartnet({std::string("schedule.entrain.pipeline=") + pipeline});
     const Schedule s = generate_entrain(study->problem);
     EXPECT_NO_THROW(validate(s, *study->problem.model)) << pipeline;
     EXPECT_NO_THROW(evaluate(s, *study->problem.cluster)) << pipeline;
@@ -117,7 +117,7 @@ double max_llm_forward(const Schedule& s, int encoder_stages) {
 
 TEST(Entrain, DeferralKeepsTheEncoderScheduleAndLowersTheLlmPeak) {
   auto with = synthchartnet();
-  auto without = synthchartnet({"schedule.entrain_defer=false"});
+  auto without = synthchartnet({"schedule.entrain.defer=false"});
   const int e = plan_entrain(with->problem).encoder_stages;
   const Schedule a = generate_entrain(with->problem);
   const Schedule b = generate_entrain(without->problem);
