@@ -1,4 +1,4 @@
-#include "schedulers/lowering/partition.hpp"
+#include "schedulers/planners/partition/partition.hpp"
 
 #include <limits>
 
