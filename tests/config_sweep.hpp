@@ -32,9 +32,9 @@ inline std::vector<std::string> shipped_configs(std::initializer_list<const char
 }
 
 /// Configs whose sweep over every scheduler takes 4-17 s (dataset workloads of thousands of
-/// samples planned 14 times): the sweeps skip them unless LOOM_SLOW_TESTS is set, keeping
+/// samples, planned by each): the sweeps skip them unless LOOM_SLOW_TESTS is set, keeping
 /// one of each family (entrain-chartqa-llama3-3b, oobleck-gpt3-1.3b) in the suite.
-/// scripts/refresh_golden.sh sets it, so every config has its golden file.
+/// scripts/refresh_golden.sh sets it, so every scheduler x config has its golden file.
 inline bool skip_slow(const std::string& config) {
   static const std::set<std::string> kSlow = {"paper/entrain-chartqa-llama3-1b",
                                               "paper/entrain-cocoqa-llama3-1b",

@@ -37,8 +37,8 @@
 #include "schedulers/hetero/hetero_common.hpp"
 #include "schedulers/hetero/hetero_order.hpp"
 #include "schedulers/lowering/boundary.hpp"
-#include "schedulers/lowering/partition.hpp"
 #include "schedulers/lowering/stage_graph.hpp"
+#include "schedulers/planners/partition/partition.hpp"
 
 namespace loom {
 namespace {

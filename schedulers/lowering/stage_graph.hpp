@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/model.hpp"
-#include "schedulers/lowering/partition.hpp"
 #include "schedulers/lowering/programs.hpp"
+#include "schedulers/planners/partition/partition.hpp"
 #include "schedulers/scheduler.hpp"
 
 namespace loom {

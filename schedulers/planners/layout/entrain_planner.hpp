@@ -18,7 +18,7 @@
 #include "core/workload.hpp"
 #include "core/workload_cost.hpp"
 #include "core/workload_gen.hpp"
-#include "schedulers/lowering/partition.hpp"
+#include "schedulers/planners/partition/partition.hpp"
 
 namespace loom {
 
