@@ -332,11 +332,9 @@ def _check_time_order(path, rank, time_s):
                              column="time_s")
 
 
-def load_metrics(path, required=True):
-    """Loads metrics.json as a dict; None when absent and not required.
-
-    Only the keys the plots use are type-checked; the rest of the file is Loom's business.
-    """
+def load_json_object(path, required=True):
+    """A JSON file whose top level is an object, as (dict, text); None when absent and not
+    required. The text is returned so that callers can point at the line of a bad key."""
     path = str(path)
     try:
         with open(path, "r", encoding="utf-8") as f:
@@ -348,11 +346,24 @@ def load_metrics(path, required=True):
     except (OSError, UnicodeDecodeError) as e:
         raise LoomInputError(path, f"cannot read: {e}") from None
     try:
-        metrics = json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as e:
         raise LoomInputError(path, f"invalid JSON: {e.msg}", line=e.lineno) from None
-    if not isinstance(metrics, dict):
+    if not isinstance(value, dict):
         raise LoomInputError(path, "expected a JSON object at the top level", line=1)
+    return value, text
+
+
+def load_metrics(path, required=True):
+    """Loads metrics.json as a dict; None when absent and not required.
+
+    Only the keys the plots use are type-checked; the rest of the file is Loom's business.
+    """
+    path = str(path)
+    loaded = load_json_object(path, required)
+    if loaded is None:
+        return None
+    metrics, _ = loaded
     for key in ("iteration_time_s", "throughput_samples_per_s", "bubble_fraction"):
         if key in metrics and not _is_number(metrics[key]):
             raise LoomInputError(path, f"key '{key}': expected a number, got {metrics[key]!r}")

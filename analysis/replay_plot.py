@@ -25,7 +25,6 @@ Example:
 
 import argparse
 import csv
-import json
 import os
 import re
 import sys
@@ -97,21 +96,10 @@ def load_throughput(path):
 def load_summary(path, required=True):
     """summary.json as a dict, with the keys the plots use type-checked; None if absent."""
     path = str(path)
-    try:
-        with open(path, "r", encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        if not required:
-            return None
-        raise lp.LoomInputError(path, "file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise lp.LoomInputError(path, f"cannot read: {e}") from None
-    try:
-        summary = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise lp.LoomInputError(path, f"invalid JSON: {e.msg}", line=e.lineno) from None
-    if not isinstance(summary, dict):
-        raise lp.LoomInputError(path, "expected a JSON object at the top level", line=1)
+    loaded = lp.load_json_object(path, required)
+    if loaded is None:
+        return None
+    summary, text = loaded
     policy = summary.get("policy")
     if not isinstance(policy, str) or not policy:
         what = "expected a non-empty string" if "policy" in summary else "missing"

@@ -43,6 +43,16 @@ bool is_redundant(const C& op) {
   }
 }
 
+/// Whether `layer` is its module's first (it reads the module's packed input) or last (the
+/// module's token_ratio resamples its output).
+inline bool is_module_first(const Model& model, int layer) {
+  return model.layer_ref(layer).local_index == 0;
+}
+inline bool is_module_last(const Model& model, int layer) {
+  const LayerRef& ref = model.layer_ref(layer);
+  return ref.local_index + 1 == static_cast<int>(model.module(ref.module).layers.size());
+}
+
 /// Throws InfeasibleError naming the first op when the schedule shards parameters (FSDP,
 /// parallel.fsdp: reduce-scatters and computes that wait for prefetched all-gathers): the
 /// executors keep every rank's parameters whole and run no sharded optimizer.

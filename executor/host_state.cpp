@@ -1,11 +1,10 @@
 #include "executor/host_state.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <stdexcept>
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
+#include "executor/sample_rows.hpp"
 #include "executor/synthetic_data.hpp"
 
 namespace loom::exec {
@@ -25,11 +24,9 @@ Span span(int i, int in, int out) {
 
 Activation resample_forward(const Activation& a, double ratio) {
   Activation out;
+  out.lengths = resampled_lengths(a.lengths, ratio);
   int total = 0;
-  for (int t : a.lengths) {
-    out.lengths.push_back(static_cast<int>(std::round(t * ratio)));
-    total += out.lengths.back();
-  }
+  for (int n : out.lengths) total += n;
   out.x = Matrix(total, a.x.cols);
   int in_off = 0, out_off = 0;
   for (size_t s = 0; s < a.lengths.size(); ++s) {
@@ -67,15 +64,6 @@ Matrix resample_backward(const Matrix& dy, const std::vector<int>& in_lengths,
     out_off += n;
   }
   return dx;
-}
-
-bool is_module_first(const Model& model, int layer) {
-  return model.layer_ref(layer).local_index == 0;
-}
-
-bool is_module_last(const Model& model, int layer) {
-  const LayerRef& ref = model.layer_ref(layer);
-  return ref.local_index + 1 == isize(model.module(ref.module).layers);
 }
 
 }  // namespace
@@ -158,27 +146,18 @@ Activation HostModelState::module_input(const Compute& op, bool redundant) {
   // the rows of each producer in global layer order, then its text.
   if (mod.kind == ModuleKind::kLlm)
     parts.push_back(synthetic(module.value(), samples, "text", input_width(model_.layer(first))));
-  Activation a;
   std::vector<std::vector<int>> pieces;
   int total = 0;
   for (const Activation& part : parts) {
     pieces.push_back(part.lengths);
     total += part.x.rows;
   }
-  pieces_[{op.microbatch, first}] = pieces;
-  a.x = Matrix(total, input_width(model_.layer(first)));
-  std::vector<int> offsets(parts.size(), 0);
-  int row = 0;
-  for (size_t s = 0; s < samples.size(); ++s) {
-    int len = 0;
-    for (size_t k = 0; k < parts.size(); ++k) {
-      const int n = parts[k].lengths.at(s);
-      std::copy(parts[k].x.row(offsets[k]), parts[k].x.row(offsets[k] + n), a.x.row(row));
-      offsets[k] += n;
-      row += n;
-      len += n;
-    }
-    a.lengths.push_back(len);
+  PackPlan plan = pack_samples(pieces, isize(samples));
+  edges_.put_packing(op.microbatch, first, std::move(pieces));
+  Activation a{Matrix(total, input_width(model_.layer(first))), std::move(plan.lengths)};
+  for (const RowBlock& b : plan.blocks) {
+    const Matrix& from = parts[static_cast<size_t>(b.part)].x;
+    std::copy(from.row(b.from_row), from.row(b.from_row + b.rows), a.x.row(b.to_row));
   }
   return a;
 }
@@ -191,19 +170,16 @@ void HostModelState::forward(const Compute& op) {
     LayerState st;
     st.lengths = a.lengths;
     a.x = layer_forward(spec, params(l), a.x, a.lengths, &st);
-    if (!redundant && model_.has_trainable_upstream(l)) states_[{op.microbatch, l}] = std::move(st);
+    if (!redundant && model_.has_trainable_upstream(l))
+      states_.put(op.microbatch, l, std::move(st));
     const double ratio = model_.module(model_.module_of(l)).token_ratio;
     if (is_module_last(model_, l) && ratio != 1.0) a = resample_forward(a, ratio);
   }
   if (redundant) return;
-  const int last = op.end_layer - 1;
-  if (graph_.is_loss_layer(last)) {
-    loss_gradient(last, op.microbatch, a);
-    return;
-  }
-  const std::vector<EdgeKey> outs = forward_outputs(graph_, op);
-  for (size_t i = 0; i < outs.size(); ++i)
-    put_edge(outs[i], i + 1 < outs.size() ? a : std::move(a));
+  if (graph_.is_loss_layer(op.end_layer - 1))
+    loss_gradient(op.end_layer - 1, op.microbatch, a);
+  else
+    edges_.put_forward_outputs(graph_, op, std::move(a), [](const Activation& x) { return x; });
 }
 
 void HostModelState::loss_gradient(int layer, MicrobatchId microbatch, const Activation& y) {
@@ -224,100 +200,52 @@ void HostModelState::loss_gradient(int layer, MicrobatchId microbatch, const Act
       }
     }
   }
-  loss_grads_[{microbatch, layer}] = std::move(dy);
+  edges_.put_loss_gradient(microbatch, layer, std::move(dy));
 }
 
 void HostModelState::backward_input(const Compute& op) {
   const MicrobatchId mb = op.microbatch;
   const int first = op.first_layer, last = op.end_layer - 1;
   if (!model_.has_trainable_upstream(last)) return;  // Eq 3.3: no backward at all
-  Matrix g;
-  if (graph_.is_loss_layer(last)) {
-    g = std::move(loss_grads_.at({mb, last}).x);
-    loss_grads_.erase({mb, last});
-  } else {
-    for (const EdgeKey& key : backward_inputs(graph_, op)) {
-      Activation part = take_edge(key);
-      if (g.size() == 0)
-        g = std::move(part.x);
-      else
-        add_inplace(g, part.x);  // a layer feeding several consumers sums their gradients
-    }
-  }
+  Matrix g = edges_.take_output_gradient(
+      graph_, op, [](Matrix& sum, const Matrix& part) { add_inplace(sum, part); });
   const std::vector<EdgeKey> outs = backward_outputs(graph_, op);
   for (int l = last; l >= first; --l) {
-    auto it = states_.find({mb, l});
-    if (it == states_.end())
-      throw std::logic_error("backward of layer " + std::to_string(l) + " microbatch " +
-                             to_string(mb) + " before its forward");
-    LayerState& st = it->second;
+    LayerState& st = states_.of_forward(mb, l);
     const double ratio = model_.module(model_.module_of(l)).token_ratio;
-    if (is_module_last(model_, l) && ratio != 1.0) {
-      std::vector<int> out_lengths;
-      for (int t : st.lengths) out_lengths.push_back(static_cast<int>(std::round(t * ratio)));
-      g = resample_backward(g, st.lengths, out_lengths);
-    }
+    if (is_module_last(model_, l) && ratio != 1.0)
+      g = resample_backward(g, st.lengths, resampled_lengths(st.lengths, ratio));
     const bool need_dx = l > first ? model_.has_trainable_upstream(l - 1) : !outs.empty();
     const std::vector<int> lengths = st.lengths;
     g = layer_backward_input(model_.layer(l), params(l), st, g, lengths, need_dx);
-    if (model_.layer(l).frozen) states_.erase(it);  // W has nothing to do for it
+    if (model_.layer(l).frozen) states_.erase(mb, l);  // W has nothing to do for it
     if (!need_dx) return;
   }
-  // Split the input gradient back along the edges the input came from.
-  if (!is_module_first(model_, first)) {
-    put_edge(outs.front(), {std::move(g), {}});
-    return;
-  }
-  const std::vector<std::vector<int>> pieces = pieces_.at({mb, first});
-  pieces_.erase({mb, first});
-  const auto& producers = graph_.producers(first);
-  for (size_t k = 0; k < producers.size(); ++k) {
-    const EdgeKey key{Pass::kB, mb, producers[k], first};
-    if (std::find(outs.begin(), outs.end(), key) == outs.end()) continue;
-    Activation part;
-    part.lengths = pieces[k];
-    int total = 0;
-    for (int n : part.lengths) total += n;
-    part.x = Matrix(total, g.cols);
-    int row = 0, dst = 0;
-    for (size_t s = 0; s < part.lengths.size(); ++s) {
-      int skip = 0;
-      for (size_t j = 0; j < k; ++j) skip += pieces[j][s];
-      std::copy(g.row(row + skip), g.row(row + skip + part.lengths[s]), part.x.row(dst));
-      dst += part.lengths[s];
-      for (const auto& p : pieces) row += p[s];
-    }
-    put_edge(key, std::move(part));
-  }
+  edges_.put_input_gradient(model_, graph_, op, std::move(g), outs,
+                            [](const Matrix& packed, const std::vector<int>& lengths,
+                               const std::vector<RowBlock>& blocks) {
+                              int total = 0;
+                              for (int n : lengths) total += n;
+                              Activation part{Matrix(total, packed.cols), lengths};
+                              for (const RowBlock& b : blocks)
+                                std::copy(packed.row(b.from_row), packed.row(b.from_row + b.rows),
+                                          part.x.row(b.to_row));
+                              return part;
+                            });
 }
 
 void HostModelState::backward_weight(const Compute& op) {
-  for (int l = op.first_layer; l < op.end_layer; ++l) {
-    auto it = states_.find({op.microbatch, l});
-    if (it == states_.end()) continue;  // frozen, or nothing trainable upstream
-    if (it->second.grads.empty())
-      throw std::logic_error("W of layer " + std::to_string(l) + " microbatch " +
-                             to_string(op.microbatch) + " before its I");
-    layer_backward_weight(model_.layer(l), it->second, grads_.at(l));
-    states_.erase(it);
-  }
+  states_.backward_weight(op, [&](int layer, LayerState& st) {
+    layer_backward_weight(model_.layer(layer), st, grads_.at(layer));
+  });
 }
 
 Activation HostModelState::take_edge(const EdgeKey& key) {
-  auto it = edges_.find(key);
-  if (it == edges_.end()) {
-    throw std::logic_error(std::string("no ") + (key.pass == Pass::kF ? "activation" : "gradient") +
-                           " for microbatch " + to_string(key.microbatch) + " on edge layer " +
-                           std::to_string(key.producer) + " -> " + std::to_string(key.boundary) +
-                           " (its producer has not run on this rank, nor was it received)");
-  }
-  Activation a = std::move(it->second);
-  edges_.erase(it);
-  return a;
+  return edges_.take(key);
 }
 
 void HostModelState::put_edge(const EdgeKey& key, Activation value) {
-  edges_[key] = std::move(value);
+  edges_.put(key, std::move(value));
 }
 
 Gradients HostModelState::gradients() const {

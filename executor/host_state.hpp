@@ -12,7 +12,9 @@
 #include "executor/adam.hpp"
 #include "executor/backend.hpp"
 #include "executor/dataflow.hpp"
+#include "executor/edge_store.hpp"
 #include "executor/layer_math.hpp"
+#include "executor/layer_states.hpp"
 
 namespace loom::exec {
 
@@ -66,12 +68,8 @@ class HostModelState {
   int batch_samples_ = 0;  ///< samples in the whole iteration (the loss normaliser)
   std::map<int, LayerTensors> params_, grads_;
   std::map<ParamKey, AdamState> adam_;
-  std::map<EdgeKey, Activation> edges_;
-  std::map<std::pair<MicrobatchId, int>, LayerState> states_;  ///< (microbatch, layer)
-  /// (microbatch, module's first layer) -> per producer, rows per sample (for splitting
-  /// the input gradient back along the edges the input was concatenated from).
-  std::map<std::pair<MicrobatchId, int>, std::vector<std::vector<int>>> pieces_;
-  std::map<std::pair<MicrobatchId, int>, Activation> loss_grads_;  ///< (microbatch, loss layer)
+  EdgeStore<Activation> edges_;
+  LayerStates<LayerState> states_;
   double loss_ = 0;
 };
 

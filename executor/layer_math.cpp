@@ -32,6 +32,16 @@ Matrix map(const Matrix& a, float (*f)(float)) {
   return out;
 }
 
+/// What RMSNorm `which` ("1" before attention, "2" before the MLP) keeps for its backward:
+/// its output n, the normalised input xhat and the per-row inverse RMS (one row).
+void save_norm(LayerTensors& saved, const std::string& which, Matrix n, Matrix xhat,
+               std::vector<float> inv) {
+  saved["n" + which] = std::move(n);
+  saved["xhat" + which] = std::move(xhat);
+  Matrix& row = saved["inv" + which] = Matrix(1, isize(inv));
+  row.data = std::move(inv);
+}
+
 }  // namespace
 
 int input_width(const LayerSpec& spec) {
@@ -127,18 +137,12 @@ Matrix layer_forward(const LayerSpec& s, const LayerTensors& p, const Matrix& x,
   matmul(u, p.at("w2"), m);
   Matrix y = x2;
   add_inplace(y, m);
-  k["n1"] = std::move(n1);
-  k["xhat1"] = std::move(xhat1);
-  k["inv1"] = Matrix(1, isize(inv1));
-  k["inv1"].data = std::move(inv1);
+  save_norm(k, "1", std::move(n1), std::move(xhat1), std::move(inv1));
   k["q"] = std::move(q);
   k["k"] = std::move(kk);
   k["v"] = std::move(v);
   k["attn"] = std::move(attn);
-  k["n2"] = std::move(n2);
-  k["xhat2"] = std::move(xhat2);
-  k["inv2"] = Matrix(1, isize(inv2));
-  k["inv2"].data = std::move(inv2);
+  save_norm(k, "2", std::move(n2), std::move(xhat2), std::move(inv2));
   k["a"] = std::move(a);
   k["u"] = std::move(u);
   return y;

@@ -16,12 +16,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -76,9 +70,14 @@ bool tp_shard(const LayerSpec& spec, int tp, LayerSpec* shard) {
   return true;
 }
 
-std::vector<ProfileRow> profile_host(const Model& model, const Sample& first_sample,
-                                     const ProfileRequest& request) {
-  enable_flush_to_zero();  // as every rank thread does (executor/tensor.hpp)
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::vector<ProfileRow> profile_sweep(const Model& model, const Sample& first_sample,
+                                      const ProfileRequest& request, const LayerTimer& time) {
   std::vector<ProfileRow> rows;
   for (const ModuleId m : model.modules().ids()) {
     const Module& mod = model.module(m);
@@ -90,12 +89,14 @@ std::vector<ProfileRow> profile_host(const Model& model, const Sample& first_sam
       for (double f : {0.25, 0.5, 1.0, 1.5, 2.0})
         sweep.push_back(std::max(1, static_cast<int>(std::lround(base * f))));
     }
+    // Each shard keeps the whole layer's head width (tp_shard).
+    const int head_dim = spec.kind == LayerKind::kMlp ? 0 : spec.hidden / spec.heads;
     for (int tp : request.tp) {
       LayerSpec shard;
       if (!tp_shard(spec, tp, &shard)) continue;
       for (const int tokens : sweep) {
-        const int head_dim = spec.kind == LayerKind::kMlp ? 0 : spec.hidden / spec.heads;
-        const auto t = time_layer(shard, head_dim, tokens, request.repeats, request.seed);
+        const std::array<double, 3> t =
+            time(shard, head_dim, tokens, request.repeats, request.seed);
         const char phases[3] = {'F', 'I', 'W'};
         for (size_t p = 0; p < t.size(); ++p)
           rows.push_back({mod.name, phases[p], tokens, tp, t[p]});
@@ -105,6 +106,12 @@ std::vector<ProfileRow> profile_host(const Model& model, const Sample& first_sam
     }
   }
   return rows;
+}
+
+std::vector<ProfileRow> profile_host(const Model& model, const Sample& first_sample,
+                                     const ProfileRequest& request) {
+  enable_flush_to_zero();  // as every rank thread does (executor/tensor.hpp)
+  return profile_sweep(model, first_sample, request, time_layer);
 }
 
 std::vector<ProfileRow> Executor::profile(const Model& /*model*/, const Sample& /*first_sample*/,

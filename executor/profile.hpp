@@ -9,6 +9,8 @@
 /// column/row split: heads/t, kv_heads/t, ffn/t); degrees that do not divide the shapes
 /// are skipped. The host backend runs whole layers on one rank, so host `exec` runs are
 /// compared at tp 1.
+#include <array>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -35,6 +37,19 @@ struct ProfileRequest {
   std::uint64_t seed = 0;
   std::function<void(const std::string& module, double done)> on_progress;
 };
+
+/// F, I and W seconds (medians over `repeats` after one warm-up) of one layer shard run
+/// on one sequence of `tokens`, with inputs drawn from `seed`: what a backend measures.
+using LayerTimer = std::function<std::array<double, 3>(
+    const LayerSpec& shard, int head_dim, int tokens, int repeats, std::uint64_t seed)>;
+
+/// The sweep every backend profiles: per module, its first layer at each of request.tp
+/// (shards that divide) x the token counts, timed by `time`, reported as F, I, W rows.
+std::vector<ProfileRow> profile_sweep(const Model& model, const Sample& first_sample,
+                                      const ProfileRequest& request, const LayerTimer& time);
+
+/// The median of `v` (the mean of the middle two when even); `v` must not be empty.
+double median(std::vector<double> v);
 
 /// Measures on the host (this thread, float math of executor/layer_math.hpp).
 std::vector<ProfileRow> profile_host(const Model& model, const Sample& first_sample,

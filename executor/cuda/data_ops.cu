@@ -126,12 +126,6 @@ Lengths pack(const std::vector<int>& in, const std::vector<int>& out) {
 
 }  // namespace
 
-std::vector<int> resampled_lengths(const std::vector<int>& lengths, double ratio) {
-  std::vector<int> out;
-  for (int t : lengths) out.push_back(static_cast<int>(std::round(t * ratio)));
-  return out;
-}
-
 DeviceMatrix resample_forward(const DeviceMatrix& x, const std::vector<int>& in_lengths,
                               const std::vector<int>& out_lengths, cudaStream_t stream) {
   DeviceMatrix out(total(out_lengths), x.cols(), stream);

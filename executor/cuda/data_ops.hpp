@@ -12,9 +12,6 @@
 
 namespace loom::exec::cuda {
 
-/// Output lengths for `lengths` at `ratio` (rounded as the host backend and the workload do).
-std::vector<int> resampled_lengths(const std::vector<int>& lengths, double ratio);
-
 DeviceMatrix resample_forward(const DeviceMatrix& x, const std::vector<int>& in_lengths,
                               const std::vector<int>& out_lengths, cudaStream_t stream);
 /// The adjoint: dx[r] = sum over output rows i whose span holds r of dy[i] / |span i|.

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <future>
-#include <stdexcept>
 #include <thread>
 
 #include "core/index.hpp"
 #include "core/workload.hpp"
 #include "executor/cuda/data_ops.hpp"
 #include "executor/layer_math.hpp"
+#include "executor/sample_rows.hpp"
 #include "executor/synthetic_data.hpp"
 #include "executor/tensor.hpp"
 #include "kernels/cuda/check.hpp"
@@ -18,11 +18,6 @@
 namespace loom::exec::cuda {
 namespace {
 
-bool is_module_last(const Model& model, int layer) {
-  const LayerRef& ref = model.layer_ref(layer);
-  return ref.local_index + 1 == isize(model.module(ref.module).layers);
-}
-
 int total(const std::vector<int>& v) {
   int t = 0;
   for (int x : v) t += x;
@@ -30,6 +25,24 @@ int total(const std::vector<int>& v) {
 }
 
 const std::string kTarget = "target", kTargetScale = "target-scale";
+
+/// The tensors of `layers` in ParamKey order (layer, then name): one collective's buffers.
+std::vector<DeviceMatrix*> tensors_of(std::map<int, DeviceTensors>& by_layer,
+                                      const std::vector<int>& layers) {
+  std::vector<DeviceMatrix*> out;
+  for (int l : layers)
+    for (auto& [name, m] : by_layer.at(l)) out.push_back(&m);
+  return out;
+}
+
+/// One block of a PackPlan or unpack_part, on `stream` (both tensors `to.cols()` wide).
+void copy_rows(const DeviceMatrix& from, const RowBlock& b, DeviceMatrix& to, cudaStream_t stream) {
+  const auto cols = static_cast<size_t>(to.cols());
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(to.data() + static_cast<size_t>(b.to_row) * cols,
+                                  from.data() + static_cast<size_t>(b.from_row) * cols,
+                                  static_cast<size_t>(b.rows) * cols * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, stream));
+}
 
 }  // namespace
 
@@ -136,7 +149,7 @@ void CudaModelState::prefetch(const std::vector<Op>& program) {
     const int width = input_width(model_.layer(c->first_layer));
     if (graph_.producers(c->first_layer).empty())
       prefetch_one(module.value(), c->microbatch, mod.modality, width);
-    else if (mod.kind == ModuleKind::kLlm && model_.layer_ref(c->first_layer).local_index == 0)
+    else if (mod.kind == ModuleKind::kLlm && is_module_first(model_, c->first_layer))
       prefetch_one(module.value(), c->microbatch, "text", width);
     const int last = c->end_layer - 1;
     if (!graph_.is_loss_layer(last)) continue;
@@ -179,7 +192,7 @@ DeviceActivation CudaModelState::module_input(const Compute& op, bool redundant)
   }
   std::vector<DeviceActivation> parts;
   for (int p : producers) parts.push_back(take_edge({Pass::kF, op.microbatch, p, first}));
-  if (model_.layer_ref(first).local_index > 0) return std::move(parts.front());
+  if (!is_module_first(model_, first)) return std::move(parts.front());
   // Per sample: the rows of each producer in global layer order, then an LLM's own text.
   if (mod.kind == ModuleKind::kLlm)
     parts.push_back(synthetic(module.value(), op.microbatch, "text"));
@@ -189,24 +202,11 @@ DeviceActivation CudaModelState::module_input(const Compute& op, bool redundant)
     pieces.push_back(part.lengths);
     rows += part.x.rows();
   }
-  pieces_[{op.microbatch, first}] = pieces;
-  DeviceActivation a{DeviceMatrix(rows, width, stream_), {}};
-  std::vector<int> offsets(parts.size(), 0);
-  int row = 0;
-  for (size_t s = 0; s < samples_of(op.microbatch).size(); ++s) {
-    int len = 0;
-    for (size_t k = 0; k < parts.size(); ++k) {
-      const int n = parts[k].lengths.at(s);
-      LOOM_CUDA_CHECK(cudaMemcpyAsync(a.x.data() + static_cast<size_t>(row) * width,
-                                      parts[k].x.data() + static_cast<size_t>(offsets[k]) * width,
-                                      static_cast<size_t>(n) * width * sizeof(float),
-                                      cudaMemcpyDeviceToDevice, stream_));
-      offsets[k] += n;
-      row += n;
-      len += n;
-    }
-    a.lengths.push_back(len);
-  }
+  PackPlan plan = pack_samples(pieces, isize(samples_of(op.microbatch)));
+  edges_.put_packing(op.microbatch, first, std::move(pieces));
+  DeviceActivation a{DeviceMatrix(rows, width, stream_), std::move(plan.lengths)};
+  for (const RowBlock& b : plan.blocks)
+    copy_rows(parts[static_cast<size_t>(b.part)].x, b, a.x, stream_);
   for (DeviceActivation& part : parts) part.x.use_on(stream_);  // freed after the copies
   return a;
 }
@@ -217,7 +217,8 @@ void CudaModelState::forward(const Compute& op) {
   for (int l = op.first_layer; l < op.end_layer; ++l) {
     DeviceLayerState st;
     a.x = runner_.forward(model_.layer(l), params(l), a.x, a.lengths, st);
-    if (!redundant && model_.has_trainable_upstream(l)) states_[{op.microbatch, l}] = std::move(st);
+    if (!redundant && model_.has_trainable_upstream(l))
+      states_.put(op.microbatch, l, std::move(st));
     const double ratio = model_.module(model_.module_of(l)).token_ratio;
     if (is_module_last(model_, l) && ratio != 1.0) {
       const std::vector<int> out = resampled_lengths(a.lengths, ratio);
@@ -225,120 +226,64 @@ void CudaModelState::forward(const Compute& op) {
     }
   }
   if (redundant) return;
-  const int last = op.end_layer - 1;
-  if (graph_.is_loss_layer(last)) {
-    loss_gradient(last, op.microbatch, a);
-    return;
-  }
-  const std::vector<EdgeKey> outs = forward_outputs(graph_, op);
-  for (size_t i = 0; i < outs.size(); ++i) {
-    if (i + 1 < outs.size())
-      put_edge(outs[i], {a.x.clone(stream_), a.lengths});
-    else
-      put_edge(outs[i], std::move(a));
-  }
+  if (graph_.is_loss_layer(op.end_layer - 1))
+    loss_gradient(op.end_layer - 1, op.microbatch, a);
+  else
+    edges_.put_forward_outputs(graph_, op, std::move(a), [&](const DeviceActivation& x) {
+      return DeviceActivation{x.x.clone(stream_), x.lengths};
+    });
 }
 
 void CudaModelState::loss_gradient(int layer, MicrobatchId microbatch, const DeviceActivation& y) {
   const DeviceActivation& target = data_.at({-1 - layer, microbatch, kTarget});
   const DeviceActivation& scale = data_.at({-1 - layer, microbatch, kTargetScale});
-  loss_grads_[{microbatch, layer}] = {mse_gradient(y.x, target.x, scale.x, stream_), y.lengths};
+  edges_.put_loss_gradient(microbatch, layer,
+                           {mse_gradient(y.x, target.x, scale.x, stream_), y.lengths});
 }
 
 void CudaModelState::backward_input(const Compute& op) {
   const MicrobatchId mb = op.microbatch;
   const int first = op.first_layer, last = op.end_layer - 1;
   if (!model_.has_trainable_upstream(last)) return;  // Eq 3.3: no backward at all
-  DeviceMatrix g;
-  if (graph_.is_loss_layer(last)) {
-    g = std::move(loss_grads_.at({mb, last}).x);
-    loss_grads_.erase({mb, last});
-  } else {
-    for (const EdgeKey& key : backward_inputs(graph_, op)) {
-      DeviceActivation part = take_edge(key);
-      if (g.empty()) {
-        g = std::move(part.x);
-      } else {  // a layer feeding several consumers sums their gradients
-        kernels::residual_add(static_cast<std::int64_t>(g.size()), g.data(), part.x.data(),
-                              g.data(), stream_);
-        part.x.use_on(stream_);
-      }
-    }
-  }
+  DeviceMatrix g =
+      edges_.take_output_gradient(graph_, op, [&](DeviceMatrix& sum, DeviceMatrix& part) {
+        kernels::residual_add(static_cast<std::int64_t>(sum.size()), sum.data(), part.data(),
+                              sum.data(), stream_);
+        part.use_on(stream_);  // freed after the add
+      });
   const std::vector<EdgeKey> outs = backward_outputs(graph_, op);
   for (int l = last; l >= first; --l) {
-    auto it = states_.find({mb, l});
-    if (it == states_.end())
-      throw std::logic_error("backward of layer " + std::to_string(l) + " microbatch " +
-                             to_string(mb) + " before its forward");
-    DeviceLayerState& st = it->second;
+    DeviceLayerState& st = states_.of_forward(mb, l);
     const double ratio = model_.module(model_.module_of(l)).token_ratio;
     if (is_module_last(model_, l) && ratio != 1.0)
       g = resample_backward(g, st.lengths, resampled_lengths(st.lengths, ratio), stream_);
     const bool need_dx = l > first ? model_.has_trainable_upstream(l - 1) : !outs.empty();
     g = runner_.backward_input(model_.layer(l), params(l), st, g, need_dx);
-    if (model_.layer(l).frozen) states_.erase(it);  // W has nothing to do for it
+    if (model_.layer(l).frozen) states_.erase(mb, l);  // W has nothing to do for it
     if (!need_dx) return;
   }
-  split_input_gradient(op, std::move(g), outs);
-}
-
-void CudaModelState::split_input_gradient(const Compute& op, DeviceMatrix g,
-                                          const std::vector<EdgeKey>& outs) {
-  const MicrobatchId mb = op.microbatch;
-  const int first = op.first_layer;
-  if (model_.layer_ref(first).local_index > 0) {
-    put_edge(outs.front(), {std::move(g), {}});
-    return;
-  }
-  const std::vector<std::vector<int>> pieces = pieces_.at({mb, first});
-  pieces_.erase({mb, first});
-  const auto& producers = graph_.producers(first);
-  const int cols = g.cols();
-  for (size_t k = 0; k < producers.size(); ++k) {
-    const EdgeKey key{Pass::kB, mb, producers[k], first};
-    if (std::find(outs.begin(), outs.end(), key) == outs.end()) continue;
-    DeviceActivation part{DeviceMatrix(total(pieces[k]), cols, stream_), pieces[k]};
-    int row = 0, dst = 0;
-    for (size_t s = 0; s < part.lengths.size(); ++s) {
-      int skip = 0;
-      for (size_t j = 0; j < k; ++j) skip += pieces[j][s];
-      LOOM_CUDA_CHECK(cudaMemcpyAsync(part.x.data() + static_cast<size_t>(dst) * cols,
-                                      g.data() + static_cast<size_t>(row + skip) * cols,
-                                      static_cast<size_t>(part.lengths[s]) * cols * sizeof(float),
-                                      cudaMemcpyDeviceToDevice, stream_));
-      dst += part.lengths[s];
-      for (const auto& p : pieces) row += p[s];
-    }
-    put_edge(key, std::move(part));
-  }
+  edges_.put_input_gradient(
+      model_, graph_, op, std::move(g), outs,
+      [&](const DeviceMatrix& packed, const std::vector<int>& lengths,
+          const std::vector<RowBlock>& blocks) {
+        DeviceActivation part{DeviceMatrix(total(lengths), packed.cols(), stream_), lengths};
+        for (const RowBlock& b : blocks) copy_rows(packed, b, part.x, stream_);
+        return part;
+      });
 }
 
 void CudaModelState::backward_weight(const Compute& op) {
-  for (int l = op.first_layer; l < op.end_layer; ++l) {
-    auto it = states_.find({op.microbatch, l});
-    if (it == states_.end()) continue;  // frozen, or nothing trainable upstream
-    if (it->second.grads.empty())
-      throw std::logic_error("W of layer " + std::to_string(l) + " microbatch " +
-                             to_string(op.microbatch) + " before its I");
-    runner_.backward_weight(model_.layer(l), it->second, grads_.at(l));
-    states_.erase(it);
-  }
+  states_.backward_weight(op, [&](int layer, DeviceLayerState& st) {
+    runner_.backward_weight(model_.layer(layer), st, grads_.at(layer));
+  });
 }
 
 DeviceActivation CudaModelState::take_edge(const EdgeKey& key) {
-  auto it = edges_.find(key);
-  if (it == edges_.end())
-    throw std::logic_error(std::string("no ") + (key.pass == Pass::kF ? "activation" : "gradient") +
-                           " for microbatch " + to_string(key.microbatch) + " on edge layer " +
-                           std::to_string(key.producer) + " -> " + std::to_string(key.boundary));
-  DeviceActivation a = std::move(it->second);
-  edges_.erase(it);
-  return a;
+  return edges_.take(key);
 }
 
 void CudaModelState::put_edge(const EdgeKey& key, DeviceActivation value) {
-  edges_[key] = std::move(value);
+  edges_.put(key, std::move(value));
 }
 
 Gradients CudaModelState::gradients() const {
@@ -350,10 +295,7 @@ Gradients CudaModelState::gradients() const {
 }
 
 std::vector<DeviceMatrix*> CudaModelState::gradient_tensors(const std::vector<int>& layers) {
-  std::vector<DeviceMatrix*> out;
-  for (int l : layers)
-    for (auto& [name, m] : grads_.at(l)) out.push_back(&m);
-  return out;
+  return tensors_of(grads_, layers);
 }
 
 void CudaModelState::optimizer_step() {
@@ -384,10 +326,7 @@ Parameters CudaModelState::trained_parameters() const {
 }
 
 std::vector<DeviceMatrix*> CudaModelState::parameter_tensors(const std::vector<int>& layers) {
-  std::vector<DeviceMatrix*> out;
-  for (int l : layers)
-    for (auto& [name, m] : params_.at(l)) out.push_back(&m);
-  return out;
+  return tensors_of(params_, layers);
 }
 
 }  // namespace loom::exec::cuda

@@ -20,6 +20,8 @@
 #include "executor/cuda/device_matrix.hpp"
 #include "executor/cuda/layer_cuda.hpp"
 #include "executor/dataflow.hpp"
+#include "executor/edge_store.hpp"
+#include "executor/layer_states.hpp"
 
 namespace loom::exec::cuda {
 
@@ -73,7 +75,6 @@ class CudaModelState {
   DeviceActivation module_input(const Compute& op, bool redundant);
   const DeviceTensors& params(int layer);
   void loss_gradient(int layer, MicrobatchId microbatch, const DeviceActivation& y);
-  void split_input_gradient(const Compute& op, DeviceMatrix g, const std::vector<EdgeKey>& outs);
 
   const ExecProblem& problem_;
   const LayerGraph& graph_;
@@ -85,10 +86,8 @@ class CudaModelState {
   std::map<int, DeviceTensors> params_, grads_;
   std::map<ParamKey, std::pair<DeviceMatrix, DeviceMatrix>> moments_;  ///< Adam's m and v
   int optimizer_steps_ = 0;
-  std::map<EdgeKey, DeviceActivation> edges_;
-  std::map<std::pair<MicrobatchId, int>, DeviceLayerState> states_;  ///< (microbatch, layer)
-  std::map<std::pair<MicrobatchId, int>, std::vector<std::vector<int>>> pieces_;
-  std::map<std::pair<MicrobatchId, int>, DeviceActivation> loss_grads_;
+  EdgeStore<DeviceActivation> edges_;
+  LayerStates<DeviceLayerState> states_;
   std::map<DataKey, DeviceActivation> data_;  ///< prefetched inputs and targets
 };
 

@@ -12,12 +12,6 @@
 namespace loom::exec::cuda {
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /// Owns the events and the stream of one timing session.
 class Timer {
  public:
@@ -93,33 +87,7 @@ std::array<double, 3> time_layer(const LayerSpec& spec, int head_dim, int tokens
 
 std::vector<ProfileRow> profile_cuda(const Model& model, const Sample& first_sample,
                                      const ProfileRequest& request) {
-  // The sweep of executor/profile.cpp's profile_host, with a GPU timer.
-  std::vector<ProfileRow> rows;
-  for (const ModuleId m : model.modules().ids()) {
-    const Module& mod = model.module(m);
-    LayerSpec spec = mod.layers.front();
-    spec.frozen = false;  // measure W too; the cost model applies frozen status (Eq 3.2)
-    std::vector<int> sweep = request.tokens;
-    if (sweep.empty()) {
-      const int base = std::max(4, module_input_tokens(model, m, first_sample));
-      for (double f : {0.25, 0.5, 1.0, 1.5, 2.0})
-        sweep.push_back(std::max(1, static_cast<int>(std::lround(base * f))));
-    }
-    for (int tp : request.tp) {
-      LayerSpec shard;
-      if (!tp_shard(spec, tp, &shard)) continue;
-      const int head_dim = spec.kind == LayerKind::kMlp ? 0 : spec.hidden / spec.heads;
-      for (int tokens : sweep) {
-        const auto t = time_layer(shard, head_dim, tokens, request.repeats, request.seed);
-        const char phases[3] = {'F', 'I', 'W'};
-        for (int p = 0; p < 3; ++p)
-          rows.push_back({mod.name, phases[p], tokens, tp, t[static_cast<size_t>(p)]});
-      }
-      if (request.on_progress)
-        request.on_progress(mod.name, (m.value() + 1.0) / model.modules().ssize());
-    }
-  }
-  return rows;
+  return profile_sweep(model, first_sample, request, time_layer);
 }
 
 }  // namespace loom::exec::cuda

@@ -15,77 +15,10 @@
 // minimizes the slowest stage over the whole fused chain, Eq 3.5's objective (reconstructed: the
 // paper does not say how E was picked; this is the balance the dissertation's partitioner aims for,
 // §3.4.1, and under `naive` it balances forward time, §3.5.3).
-#include <algorithm>
-#include <limits>
-
 #include "core/errors.hpp"
-#include "core/index.hpp"
-#include "schedulers/multimodal/multimodal.hpp"
+#include "schedulers/multimodal/fused_encoders.hpp"
 
 namespace loom {
-namespace {
-
-StageGraph colocated_graph(const Model& model, const Branches& branches,
-                           const std::vector<double>& costs, int p, int e) {
-  StageGraph graph(p);
-  for (size_t b = 0; b < branches.encoders.size(); ++b) {
-    const auto pieces = partition_branch(model, branches.encoders[b], costs, e,
-                                         "encoder_stages (encoder '" + branches.names[b] + "')");
-    for (StageId k{0}; const std::vector<Segment>& piece : pieces) {  // stages 0 .. e-1
-      auto& segs = graph[k].segments;
-      segs.insert(segs.end(), piece.begin(), piece.end());
-      ++k;
-    }
-  }
-  const auto llm = partition_branch(model, branches.llm, costs, p - e, "LLM stages");
-  for (StageId k{e}; const std::vector<Segment>& piece : llm) {  // stages e .. p-1
-    graph[k].segments = piece;
-    ++k;
-  }
-  return graph;
-}
-
-/// The largest per-stage cost T of the fused stages: piece k of every branch.
-double fused_bottleneck(const Model& model, const Branches& branches,
-                        const std::vector<double>& costs, int e) {
-  PerStage<double> stage(e, 0.0);
-  for (const std::vector<int>& branch : branches.encoders) {
-    const auto pieces = partition_branch(model, branch, costs, e, "encoders");
-    for (StageId k{0}; const std::vector<Segment>& piece : pieces) {  // stages 0 .. e-1
-      for (const Segment& seg : piece) {
-        for (const double cost : layer_slice(costs, seg.first, seg.end)) stage[k] += cost;
-      }
-      ++k;
-    }
-  }
-  return *std::max_element(stage.begin(), stage.end());
-}
-
-/// Eq 3.5's objective over the fused chain: the E whose slowest stage, encoder or LLM,
-/// is fastest under the view (ties: fewer encoder stages). Under `naive` that balances
-/// forward time, as the frozen-unaware partitioner of dissertation §3.5.3 does.
-int balanced_encoder_stages(const Model& model, const Branches& branches,
-                            const std::vector<double>& costs, int p) {
-  int shortest = isize(branches.encoders.front());
-  for (const auto& b : branches.encoders) shortest = std::min(shortest, isize(b));
-  double best = std::numeric_limits<double>::infinity();
-  int chosen = 0;
-  for (int e = 1; e < p; ++e) {
-    if (e > shortest || p - e > isize(branches.llm)) continue;
-    const double t = std::max(fused_bottleneck(model, branches, costs, e),
-                              branch_bottleneck(branches.llm, costs, p - e));
-    if (chosen == 0 || t < best - 1e-9 * best) {
-      best = t;
-      chosen = e;
-    }
-  }
-  if (chosen == 0)
-    throw InputError("parallel.pp: " + std::to_string(p) +
-                     " stages cannot hold the encoders and the LLM (too few layers)");
-  return chosen;
-}
-
-}  // namespace
 
 StageGraph encoders_colocated_graph(const SchedulingProblem& problem, const Branches& branches,
                                     const std::vector<double>& costs, const char* scheduler_name,
@@ -100,7 +33,11 @@ StageGraph encoders_colocated_graph(const SchedulingProblem& problem, const Bran
                      ".encoder_stages: " + std::to_string(e) +
                      " leaves no stage for the LLM (parallel.pp = " + std::to_string(p) + ")");
   if (e == 0) e = balanced_encoder_stages(*problem.model, branches, costs, p);
-  return colocated_graph(*problem.model, branches, costs, p, e);
+  if (e == 0)
+    throw InputError("parallel.pp: " + std::to_string(p) +
+                     " stages cannot hold the encoders and the LLM (too few layers)");
+  return fused_encoder_graph(*problem.model, branches, costs, p, e,
+                             "schedule." + std::string(scheduler_name) + ".encoder_stages");
 }
 
 const OptionSet<EncoderStagesOptions>& encoder_stages_options() {

@@ -7,71 +7,26 @@
 #include "schedulers/variability/entrain.hpp"
 
 #include <algorithm>
-#include <limits>
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
 #include "core/validate.hpp"
 #include "core/workload_cost.hpp"
-#include "schedulers/multimodal/multimodal.hpp"
+#include "schedulers/multimodal/fused_encoders.hpp"
 
 namespace loom {
 namespace {
 
 constexpr const char* kName = "entrain";
 
-/// Stage k of the first E holds piece k of every encoder branch (the unified encoder of
-/// §4.5); the LLM takes the other pp - E stages. Eq 3.5 cuts each branch.
-StageGraph entrain_graph(const Model& model, const Branches& b, const std::vector<double>& costs,
-                         int p, int e) {
-  StageGraph graph(p);
-  for (size_t k = 0; k < b.encoders.size(); ++k) {
-    const auto pieces = partition_branch(model, b.encoders[k], costs, e,
-                                         "encoder stages (encoder '" + b.names[k] + "')");
-    StageId s{0};  // the branch's pieces on encoder stages 0 .. e - 1
-    for (const auto& piece : pieces) {
-      auto& segs = graph[s].segments;
-      segs.insert(segs.end(), piece.begin(), piece.end());
-      ++s;
-    }
-  }
-  StageId s{e};  // the LLM's pieces on stages e .. p - 1
-  for (const auto& piece : partition_branch(model, b.llm, costs, p - e, "LLM stages")) {
-    graph[s].segments = piece;
-    ++s;
-  }
-  return graph;
-}
-
 /// E minimizing the slowest stage under the batch's macroscopic per-layer costs (§4.4.3's
 /// balance between the encoder and LLM pipelines; ties: fewer encoder stages).
 int balanced_split(const Model& model, const Branches& b, const std::vector<double>& costs, int p) {
-  int shortest = isize(b.encoders.front());
-  for (const auto& e : b.encoders) shortest = std::min(shortest, isize(e));
-  int best_e = 0;
-  double best = std::numeric_limits<double>::infinity();
-  for (int e = 1; e < p; ++e) {
-    if (e > shortest || p - e > isize(b.llm)) continue;
-    PerStage<double> stage(e, 0.0);
-    for (const auto& branch : b.encoders) {
-      StageId s{0};  // the branch's pieces on encoder stages 0 .. e - 1
-      for (const auto& piece : partition_branch(model, branch, costs, e, "encoders")) {
-        for (const Segment& seg : piece)
-          for (int l = seg.first; l < seg.end; ++l) stage[s] += costs[static_cast<size_t>(l)];
-        ++s;
-      }
-    }
-    const double t = std::max(*std::max_element(stage.begin(), stage.end()),
-                              branch_bottleneck(b.llm, costs, p - e));
-    if (best_e == 0 || t < best * (1 - 1e-9)) {
-      best = t;
-      best_e = e;
-    }
-  }
-  if (best_e == 0)
+  const int e = balanced_encoder_stages(model, b, costs, p);
+  if (e == 0)
     throw InputError("parallel.pp: " + std::to_string(p) +
                      " stages cannot hold the encoders and the LLM of 'entrain' (too few layers)");
-  return best_e;
+  return e;
 }
 
 /// The samples of the iteration: dp x microbatches x microbatch_size (as every scheduler).
@@ -212,7 +167,10 @@ EntrainPlan plan_entrain(const SchedulingProblem& problem) {
     throw InputError("schedule.entrain.encoder_stages: " + std::to_string(plan.encoder_stages) +
                      " leaves no stage for the LLM (parallel.pp = " + std::to_string(p) + ")");
   if (plan.encoder_stages == 0) plan.encoder_stages = balanced_split(model, branches, costs, p);
-  plan.graph = entrain_graph(model, branches, costs, p, plan.encoder_stages);
+  // Stage k of the first E holds piece k of every encoder branch (the unified encoder of
+  // §4.5); the LLM takes the other pp - E stages.
+  plan.graph =
+      fused_encoder_graph(model, branches, costs, p, plan.encoder_stages, "encoder stages");
   plan.warmup = stages_downstream(model, plan.graph);
   const int k = problem.schedule.microbatches;
   auto assign = [&](int k_min) {
