@@ -1,7 +1,7 @@
 #include <iostream>
 
+#include "app/study.hpp"
 #include "cli/commands.hpp"
-#include "cli/study.hpp"
 
 namespace loom {
 

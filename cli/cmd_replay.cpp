@@ -6,11 +6,11 @@
 #include <fstream>
 #include <iostream>
 
+#include "app/replay_timer.hpp"
+#include "app/study.hpp"
 #include "cli/commands.hpp"
 #include "cli/output_dir.hpp"
-#include "cli/replay_timer.hpp"
 #include "cli/run_output.hpp"
-#include "cli/study.hpp"
 #include "cli/trace_options.hpp"
 #include "core/errors.hpp"
 #include "core/index.hpp"

@@ -15,13 +15,13 @@
 #include <tuple>
 #include <vector>
 
+#include "app/schedule_import.hpp"
+#include "app/study.hpp"
+#include "app/sweep/pool.hpp"
+#include "app/sweep/scheduler_table.hpp"
 #include "cli/commands.hpp"
 #include "cli/output_dir.hpp"
 #include "cli/run_output.hpp"
-#include "cli/schedule_import.hpp"
-#include "cli/study.hpp"
-#include "cli/sweep/pool.hpp"
-#include "cli/sweep/scheduler_table.hpp"
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
 #include "core/io.hpp"

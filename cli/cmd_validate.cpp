@@ -9,9 +9,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "app/study_run.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_output.hpp"
-#include "cli/study_run.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
 

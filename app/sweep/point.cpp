@@ -1,4 +1,4 @@
-#include "cli/sweep/point.hpp"
+#include "app/sweep/point.hpp"
 
 #include <charconv>
 #include <chrono>
@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string_view>
 
-#include "cli/study.hpp"
+#include "app/study.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"

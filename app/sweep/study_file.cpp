@@ -1,4 +1,4 @@
-#include "cli/sweep/study_file.hpp"
+#include "app/sweep/study_file.hpp"
 
 #include <toml++/toml.h>
 

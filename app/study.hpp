@@ -25,7 +25,7 @@ struct Study {
 enum class Folding { kOff, kAllowed };
 
 /// Loads the config and builds the cost model, workload and scheduling problem; the
-/// schedule stays empty (for a schedule read from a file: cli/schedule_import.hpp).
+/// schedule stays empty (for a schedule read from a file: app/schedule_import.hpp).
 std::unique_ptr<Study> load_study(const std::string& config_path,
                                   const std::vector<std::string>& overrides,
                                   Folding folding = Folding::kOff);

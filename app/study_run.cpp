@@ -1,4 +1,4 @@
-#include "cli/study_run.hpp"
+#include "app/study_run.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "cli/study.hpp"
+#include "app/study.hpp"
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
 #include "sim/simgrid_backend.hpp"

@@ -1,4 +1,4 @@
-#include "cli/study.hpp"
+#include "app/study.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "cli/sweep/runner.hpp"
+#include "app/sweep/runner.hpp"
 
 #include <unistd.h>
 
@@ -8,10 +8,10 @@
 #include <map>
 #include <utility>
 
-#include "cli/sweep/pool.hpp"
-#include "cli/sweep/progress.hpp"
-#include "cli/sweep/results.hpp"
-#include "cli/sweep/study_file.hpp"
+#include "app/sweep/pool.hpp"
+#include "app/sweep/progress.hpp"
+#include "app/sweep/results.hpp"
+#include "app/sweep/study_file.hpp"
 #include "core/errors.hpp"
 
 namespace loom::sweep {
