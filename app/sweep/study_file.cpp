@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 
+#include "app/backends.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
 #include "schedulers/scheduler.hpp"
@@ -275,8 +276,9 @@ StudyFile parse_study(const std::string& path) {
   read_seeds(s, root);
   if (const toml::node* b = root.get("backend")) {
     const auto v = b->value<std::string>();
-    if (!v || (*v != "evaluator" && *v != "simgrid"))
-      fail(path, line_of(*b), "'backend': expected \"evaluator\" or \"simgrid\"");
+    const std::vector<std::string> names = backend_names();
+    if (!v || std::find(names.begin(), names.end(), *v) == names.end())
+      fail(path, line_of(*b), "'backend': expected " + backend_name_list(true));
     s.backend = *v;
   }
   if (const toml::node* set = root.get("set")) {
