@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/study.hpp"
+#include "app/study.hpp"
 #include "core/errors.hpp"
 #include "schedulers/variability/dip.hpp"
 

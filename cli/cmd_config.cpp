@@ -1,8 +1,8 @@
 #include <iostream>
 #include <memory>
 
+#include "app/study.hpp"
 #include "cli/commands.hpp"
-#include "cli/study.hpp"
 
 namespace loom {
 

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <variant>
 
+#include "app/study.hpp"
 #include "cli/commands.hpp"
-#include "cli/study.hpp"
 #include "core/cost_analytical.hpp"
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"

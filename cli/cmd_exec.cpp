@@ -8,11 +8,11 @@
 #include <iostream>
 #include <optional>
 
+#include "app/study.hpp"
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
 #include "cli/output_dir.hpp"
 #include "cli/run_output.hpp"
-#include "cli/study.hpp"
 #include "core/errors.hpp"
 #include "core/index.hpp"
 #include "core/workload.hpp"

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "app/study.hpp"
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
-#include "cli/study.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
 #include "core/workload_gen.hpp"

@@ -8,8 +8,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "app/study.hpp"
 #include "cli/commands.hpp"
-#include "cli/study.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
 #include "core/index.hpp"

@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <iostream>
 
+#include "app/study.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_output.hpp"
 #include "cli/staging.hpp"
-#include "cli/study.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
 #include "core/resources.hpp"

@@ -6,11 +6,12 @@
 #include <fstream>
 #include <iostream>
 
+#include "app/backends.hpp"
+#include "app/replay_timer.hpp"
+#include "app/study.hpp"
 #include "cli/commands.hpp"
 #include "cli/output_dir.hpp"
-#include "cli/replay_timer.hpp"
 #include "cli/run_output.hpp"
-#include "cli/study.hpp"
 #include "cli/trace_options.hpp"
 #include "core/errors.hpp"
 #include "core/index.hpp"
@@ -289,9 +290,10 @@ CommandRun attach_replay(CLI::App& sub) {
                  "Measured samples/s by live node count (CSV nodes,samples_per_s or the "
                  "Oobleck artifact JSON) instead of simulated iteration times");
   sub.add_option("--backend", o->backend,
-                 "Iteration times from simgrid (one forked run per distinct layout) or the "
-                 "evaluator (default: the config's sim.backend)")
-      ->check(CLI::IsMember({"simgrid", "evaluator"}));
+                 "Iteration times from " + backend_name_list() +
+                     " (default: the config's sim.backend); a backend that runs once per "
+                     "process gets one forked run per distinct layout")
+      ->check(CLI::IsMember(backend_names()));
   add_trace_options(sub, o->trace_options, "the config's replay.notice");
   sub.add_option("--set", o->overrides,
                  "Override a config key (repeatable), e.g. --set replay.fault_tolerance=2");

@@ -4,10 +4,10 @@
 // loads (`_load_csv`). Formats: docs/schedule-ir.md.
 #include <iostream>
 
+#include "app/schedule_import.hpp"
+#include "app/study.hpp"
 #include "cli/commands.hpp"
-#include "cli/schedule_import.hpp"
 #include "cli/staging.hpp"
-#include "cli/study.hpp"
 #include "core/io.hpp"
 
 namespace loom {

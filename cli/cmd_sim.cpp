@@ -15,18 +15,17 @@
 #include <tuple>
 #include <vector>
 
+#include "app/backends.hpp"
+#include "app/schedule_import.hpp"
+#include "app/study.hpp"
+#include "app/sweep/pool.hpp"
+#include "app/sweep/scheduler_table.hpp"
 #include "cli/commands.hpp"
 #include "cli/output_dir.hpp"
 #include "cli/run_output.hpp"
-#include "cli/schedule_import.hpp"
-#include "cli/study.hpp"
-#include "cli/sweep/pool.hpp"
-#include "cli/sweep/scheduler_table.hpp"
 #include "core/errors.hpp"
-#include "core/evaluator.hpp"
 #include "core/io.hpp"
 #include "core/timeline.hpp"
-#include "sim/simgrid_backend.hpp"
 
 namespace loom {
 namespace {
@@ -52,36 +51,27 @@ double peak_rss_bytes() {
   return static_cast<double>(usage.ru_maxrss) * 1024.0;
 }
 
-struct BackendRun {
-  Timeline timeline;
+struct TimedRun {
+  BackendRun run;
   double wall_s = 0;
-  size_t activities = 0;
 };
 
-BackendRun run_backend(const Study& study, const SimOptions& o, const std::string& backend) {
-  const bool quiet = o.quiet;
-  BackendRun run;
+TimedRun run_backend(const Study& study, const SimOptions& o, const Backend& backend) {
   const auto start = std::chrono::steady_clock::now();
-  if (backend == "evaluator") {
-    run.timeline = evaluate(study.schedule, study.config.cluster);
-    run.activities = study.schedule.num_ops();
-  } else {
-    SimGridOptions options;
-    options.network_model = study.config.sim.network_model;
-    options.extra_cfg = o.simgrid_cfg;
-    if (!quiet && study.schedule.num_ops() >= 100000) {  // seconds of work: say how far
-      options.on_progress = [start](double done) {
-        const double s =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        std::fprintf(stderr, "loom: simgrid %3.0f%% of operations done (%.1f s)\n", done * 100, s);
-      };
-    }
-    SimGridStats stats{};
-    run.timeline = run_simgrid(study.schedule, study.config.cluster, options, &stats);
-    run.activities = stats.activities;
+  BackendOptions options;
+  options.extra_cfg = o.simgrid_cfg;
+  if (!o.quiet && study.schedule.num_ops() >= 100000) {  // seconds of work: say how far
+    options.on_progress = [start, name = backend.name](double done) {
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr, "loom: %s %3.0f%% of operations done (%.1f s)\n", name.c_str(),
+                   done * 100, s);
+    };
   }
-  run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return run;
+  TimedRun timed;
+  timed.run = backend.run(study.schedule, study.config.cluster, study.config.sim, options);
+  timed.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return timed;
 }
 
 /// "pp 4 x dp 1 x tp 1" for the single layout; with [parallel.modules] tables each
@@ -211,9 +201,9 @@ int run_schedulers(const SimOptions& o, const std::vector<std::string>& override
     out = std::make_unique<OutputDir>(o.out, o.force);
     std::filesystem::create_directories(out->file("timelines"));
   }
-  const auto rows =
-      sweep::run_schedulers(o.config, overrides, names, sweep::core_count(),
-                            config.sim.backend == "simgrid", out ? out->file("timelines") : "");
+  const auto rows = sweep::run_schedulers(o.config, overrides, names, sweep::core_count(),
+                                          find_backend(config.sim.backend).once_per_process,
+                                          out ? out->file("timelines") : "");
   std::cout << layout_summary(config) << ", " << config.schedule.microbatches << " microbatches of "
             << config.schedule.microbatch_size << ", backend " << config.sim.backend << "\n";
   sweep::print_scheduler_table(rows, std::cout);
@@ -250,7 +240,8 @@ int run_sim(const SimOptions& o) {
   if (!o.schedule.empty()) study->schedule = load_schedule_file(*study, o.schedule);
   const double planning_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - plan_start).count();
-  const std::string backend = study->config.sim.backend;
+  const Backend& sim_backend = find_backend(study->config.sim.backend);
+  const std::string& backend = sim_backend.name;
   // Staged before the run: a refused --out fails now, and an interrupt removes the staging.
   std::optional<OutputDir> out;
   if (!o.bench) {
@@ -259,19 +250,19 @@ int run_sim(const SimOptions& o) {
   }
   if (!o.quiet) {
     std::cerr << "loom: running " << study->schedule.num_ops() << " operations on "
-              << study->schedule.num_ranks() << " ranks with "
-              << (backend == "simgrid" ? "SimGrid" : "the evaluator") << " ...\n";
+              << study->schedule.num_ranks() << " ranks with " << sim_backend.label << " ...\n";
     if (!study->fold.describe().empty()) std::cerr << "loom: " << study->fold.describe() << "\n";
   }
   if (const std::string note = unapplied_options(*study); !note.empty())
     std::cerr << "loom: warning: " << note << "\n";
-  BackendRun run = run_backend(*study, o, backend);
-  if (o.bench && backend == "evaluator") {
-    // The evaluator is fast enough for timer noise to matter: report the best of 5.
-    // (SimGrid can run once per process.)
+  TimedRun timed = run_backend(*study, o, sim_backend);
+  if (o.bench && !sim_backend.once_per_process) {
+    // A backend that can run again (the evaluator) is fast enough for timer noise to
+    // matter: report the best of 5. (SimGrid can run once per process.)
     for (int repeat = 1; repeat < 5; ++repeat)
-      run.wall_s = std::min(run.wall_s, run_backend(*study, o, backend).wall_s);
+      timed.wall_s = std::min(timed.wall_s, run_backend(*study, o, sim_backend).wall_s);
   }
+  const BackendRun& run = timed.run;
   if (o.bench) {
     nlohmann::json bench = {{"backend", backend},
                             {"config", o.config},
@@ -283,8 +274,8 @@ int run_sim(const SimOptions& o) {
                             {"operations", study->schedule.num_ops()},
                             {"activities", run.activities},
                             {"planning_s", planning_s},
-                            {"wall_s", run.wall_s},
-                            {"activities_per_s", run.activities / std::max(run.wall_s, 1e-9)},
+                            {"wall_s", timed.wall_s},
+                            {"activities_per_s", run.activities / std::max(timed.wall_s, 1e-9)},
                             {"peak_rss_bytes", peak_rss_bytes()},
                             {"iteration_time_s", run.timeline.iteration_time_s()}};
     std::cout << bench.dump() << "\n";
@@ -341,9 +332,8 @@ CommandRun attach_sim(CLI::App& sub) {
       ->check(CLI::ExistingFile);
   sub.add_option("--out", o->out,
                  "Output directory, replaced as a whole (default: out/<config name>)");
-  sub.add_option("--backend", o->backend,
-                 "simgrid (link contention, default) or evaluator (contention-free, fast)")
-      ->check(CLI::IsMember({"simgrid", "evaluator"}));
+  sub.add_option("--backend", o->backend, backend_help() + " (default: the config's sim.backend)")
+      ->check(CLI::IsMember(backend_names()));
   sub.add_option("--schedule", o->schedule,
                  "Run this schedule file instead of planning one: the `loom` format or "
                  "PyTorch's action CSV, detected from the content (docs/schedule-ir.md)")

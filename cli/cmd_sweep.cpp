@@ -7,12 +7,12 @@
 #include <fstream>
 #include <iostream>
 
+#include "app/sweep/pool.hpp"
+#include "app/sweep/results.hpp"
+#include "app/sweep/runner.hpp"
+#include "app/sweep/slurm.hpp"
+#include "app/sweep/study_file.hpp"
 #include "cli/commands.hpp"
-#include "cli/sweep/pool.hpp"
-#include "cli/sweep/results.hpp"
-#include "cli/sweep/runner.hpp"
-#include "cli/sweep/slurm.hpp"
-#include "cli/sweep/study_file.hpp"
 #include "core/errors.hpp"
 
 namespace loom {

@@ -9,10 +9,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "app/backends.hpp"
+#include "app/study.hpp"
+#include "app/study_run.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_output.hpp"
-#include "cli/study.hpp"
-#include "cli/study_run.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
 
@@ -119,9 +120,8 @@ void write_png(const Options& o, const std::vector<Run>& runs,
 }
 
 int run_validate(const Options& o) {
-  std::vector<std::string> backends;
-  if (o.backend == "both" || o.backend == "evaluator") backends.push_back("evaluator");
-  if (o.backend == "both" || o.backend == "simgrid") backends.push_back("simgrid");
+  const std::vector<std::string> backends =
+      o.backend == "both" ? backend_names() : std::vector<std::string>{o.backend};
   // Checked first: the plot comes after minutes of simulation.
   if (!o.png.empty()) check_png_path(o.png, "validation.png");
   std::vector<Run> runs = find_runs(o);
@@ -165,9 +165,14 @@ CommandRun attach_validate(CLI::App& sub) {
                  "Folder of validation configs: each names a published run in [validation] "
                  "(measured_iteration, source), e.g. validation/megatron-narayanan-2021")
       ->required();
-  sub.add_option("--backend", o->backend, "evaluator, simgrid or both")
+  std::vector<std::string> choices = backend_names();
+  std::string help;  // "evaluator, simgrid or both"
+  for (const std::string& n : choices) help += n + ", ";
+  help.replace(help.size() - 2, 2, " or both");
+  choices.push_back("both");
+  sub.add_option("--backend", o->backend, help)
       ->capture_default_str()
-      ->check(CLI::IsMember({"evaluator", "simgrid", "both"}));
+      ->check(CLI::IsMember(choices));
   sub.add_option("--set", o->overrides, "Override a key in every config: section.key=value");
   sub.add_flag("--json", o->json, "Print runs and summary as JSON");
   sub.add_option("--png", o->png,

@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "app/study.hpp"
 #include "cli/output_dir.hpp"
-#include "cli/study.hpp"
 #include "core/timeline.hpp"
 
 namespace loom {

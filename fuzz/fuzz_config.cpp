@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/study.hpp"
+#include "app/study.hpp"
 #include "fuzz_support.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -3,7 +3,7 @@
 // asked for every layer's cost, as planning does.
 #include <memory>
 
-#include "cli/study.hpp"
+#include "app/study.hpp"
 #include "core/cost_calibrated.hpp"
 #include "core/workload.hpp"
 #include "fuzz_support.hpp"

@@ -3,8 +3,8 @@
 // problem and held to the same checks as a planned schedule.
 #include <memory>
 
-#include "cli/pytorch_csv.hpp"
-#include "cli/schedule_import.hpp"
+#include "app/pytorch_csv.hpp"
+#include "app/schedule_import.hpp"
 #include "core/schedule_text.hpp"
 #include "fuzz_support.hpp"
 

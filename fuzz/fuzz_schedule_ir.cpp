@@ -5,7 +5,7 @@
 // read as PyTorch's CSV: fuzz_pytorch_csv covers those.
 #include <memory>
 
-#include "cli/schedule_import.hpp"
+#include "app/schedule_import.hpp"
 #include "core/schedule_text.hpp"
 #include "fuzz_support.hpp"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/study.hpp"
+#include "app/study.hpp"
 #include "core/errors.hpp"
 #include "test_support.hpp"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/study.hpp"
+#include "app/study.hpp"
 #include "core/index.hpp"
 
 namespace loom::test {

@@ -200,7 +200,7 @@ TEST(ReplayCli, RerunsAreByteIdentical) {
 
 TEST(ReplayCli, FoldingLeavesReplayUnderFailuresUnchanged) {
   // Failures split the job into groups of identical pipelines, each simulated as its own
-  // study (cli/replay_timer.hpp); folding applies inside a group (here 12 and 24 one-node
+  // study (app/replay_timer.hpp); folding applies inside a group (here 12 and 24 one-node
   // pipelines simulate 2 each), never across groups of different shapes. Every output
   // must be the unfolded replay's, byte for byte.
   test::TempDir tmp;

@@ -4,7 +4,7 @@
 // each example is its own test (scripts/refresh_golden.sh runs them one by one).
 #include <gtest/gtest.h>
 
-#include "cli/study.hpp"
+#include "app/study.hpp"
 #include "golden_support.hpp"
 #include "sim/simgrid_backend.hpp"
 #include "test_support.hpp"

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "cli/study_run.hpp"
+#include "app/study_run.hpp"
 #include "core/evaluator.hpp"
 #include "core/timeline.hpp"
 #include "test_support.hpp"

@@ -9,7 +9,7 @@
 #include <random>
 #include <set>
 
-#include "cli/pytorch_csv.hpp"
+#include "app/pytorch_csv.hpp"
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
 #include "core/schedule_text.hpp"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/sweep/point.hpp"
+#include "app/sweep/point.hpp"
 
 namespace loom::sweep {
 

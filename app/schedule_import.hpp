@@ -3,11 +3,11 @@
 /// imported schedule through the same checks as a planned one. The one place that knows
 /// both file formats (docs/schedule-ir.md):
 ///   loom         the full IR in text (core/schedule_text.hpp), first line "loom-schedule 1"
-///   pytorch-csv  PyTorch pipelining's action CSV (cli/pytorch_csv.hpp), lowered by Loom
+///   pytorch-csv  PyTorch pipelining's action CSV (app/pytorch_csv.hpp), lowered by Loom
 #include <string>
 #include <string_view>
 
-#include "cli/study.hpp"
+#include "app/study.hpp"
 
 namespace loom {
 

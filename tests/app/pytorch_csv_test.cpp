@@ -1,7 +1,7 @@
 // PyTorch pipelining's action CSV: export from the IR, import through Loom's lowering, and
 // the round trip 1F1B / interleaved 1F1B (Megatron's groups too) / ZB-H1 / ZB-V (V
 // placement) / looped BFS / interleaved ZB -> CSV -> Loom giving the same schedule.
-#include "cli/pytorch_csv.hpp"
+#include "app/pytorch_csv.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,12 +1,12 @@
 // Loading a schedule file and holding it to the rules a planned schedule meets (see
 // schedule_import.hpp). A file is user input, so a schedule that deadlocks or misses a
 // dependency is an input error (exit 2) rather than an infeasible request (exit 3).
-#include "cli/schedule_import.hpp"
+#include "app/schedule_import.hpp"
 
 #include <fstream>
 #include <sstream>
 
-#include "cli/pytorch_csv.hpp"
+#include "app/pytorch_csv.hpp"
 #include "core/errors.hpp"
 #include "core/io.hpp"
 #include "core/schedule_stall.hpp"

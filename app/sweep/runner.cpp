@@ -1,4 +1,4 @@
-#include "cli/sweep/runner.hpp"
+#include "app/sweep/runner.hpp"
 
 #include <unistd.h>
 
@@ -8,10 +8,11 @@
 #include <map>
 #include <utility>
 
-#include "cli/sweep/pool.hpp"
-#include "cli/sweep/progress.hpp"
-#include "cli/sweep/results.hpp"
-#include "cli/sweep/study_file.hpp"
+#include "app/backends.hpp"
+#include "app/sweep/pool.hpp"
+#include "app/sweep/progress.hpp"
+#include "app/sweep/results.hpp"
+#include "app/sweep/study_file.hpp"
 #include "core/errors.hpp"
 
 namespace loom::sweep {
@@ -113,7 +114,7 @@ SweepSummary run_sweep(const SweepOptions& o) {
   sum.prepare_s = std::chrono::duration<double>(run_start - start).count();
   Progress progress(pending.size(), o.quiet);
   const bool complete = run_pool(
-      pending.size(), o.jobs, study.backend == "simgrid",
+      pending.size(), o.jobs, find_backend(study.backend).once_per_process,
       [&](size_t i) {
         const Point& p = *pending[i]->point;
         return to_message(run_point(study.bases[p.base], p.overrides));

@@ -1,6 +1,6 @@
 // results.csv: quoting round-trips, a row cut short by a kill is dropped, rows are sorted
 // by point whatever order they finished in, and merge rejects conflicting shards.
-#include "cli/sweep/results.hpp"
+#include "app/sweep/results.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "cli/sweep/progress.hpp"
+#include "app/sweep/progress.hpp"
 
 #include <unistd.h>
 

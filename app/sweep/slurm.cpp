@@ -1,4 +1,4 @@
-#include "cli/sweep/slurm.hpp"
+#include "app/sweep/slurm.hpp"
 
 #include <filesystem>
 

@@ -1,12 +1,13 @@
 // The simulation-mode iteration timer of `loom replay` (see replay_timer.hpp).
+#include "app/replay_timer.hpp"
+
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
 #include <memory>
 
-#include "cli/replay_timer.hpp"
-#include "cli/study_run.hpp"
+#include "app/study_run.hpp"
 #include "core/errors.hpp"
 #include "core/index.hpp"
 

@@ -1,4 +1,4 @@
-#include "cli/study_run.hpp"
+#include "app/study_run.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,10 +7,9 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "cli/study.hpp"
+#include "app/backends.hpp"
+#include "app/study.hpp"
 #include "core/errors.hpp"
-#include "core/evaluator.hpp"
-#include "sim/simgrid_backend.hpp"
 
 namespace loom {
 namespace {
@@ -18,11 +17,7 @@ namespace {
 double run_here(const std::string& config, const std::vector<std::string>& overrides,
                 const std::string& backend) {
   const auto study = prepare_study(config, overrides, Folding::kAllowed);
-  if (backend == "evaluator")
-    return evaluate(study->schedule, study->config.cluster).iteration_time_s();
-  SimGridOptions sg;
-  sg.network_model = study->config.sim.network_model;
-  return run_simgrid(study->schedule, study->config.cluster, sg).iteration_time_s();
+  return simulate(*study, backend).timeline.iteration_time_s();
 }
 
 /// Runs the study in a child process and rethrows its error kind in the parent.
@@ -83,8 +78,8 @@ double run_forked(const std::string& config, const std::vector<std::string>& ove
 
 double iteration_time(const std::string& config, const std::vector<std::string>& overrides,
                       const std::string& backend) {
-  return backend == "simgrid" ? run_forked(config, overrides, backend)
-                              : run_here(config, overrides, backend);
+  return find_backend(backend).once_per_process ? run_forked(config, overrides, backend)
+                                                : run_here(config, overrides, backend);
 }
 
 }  // namespace loom

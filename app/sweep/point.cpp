@@ -1,4 +1,4 @@
-#include "cli/sweep/point.hpp"
+#include "app/sweep/point.hpp"
 
 #include <charconv>
 #include <chrono>
@@ -10,12 +10,11 @@
 #include <sstream>
 #include <string_view>
 
-#include "cli/study.hpp"
+#include "app/backends.hpp"
+#include "app/study.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
-#include "core/evaluator.hpp"
 #include "core/timeline.hpp"
-#include "sim/simgrid_backend.hpp"
 
 namespace loom::sweep {
 
@@ -60,11 +59,7 @@ Resolved resolve(const std::string& config, const std::vector<std::string>& over
 namespace {
 
 PointResult measure(const Study& study, const std::string& timeline_csv) {
-  SimGridOptions options;
-  options.network_model = study.config.sim.network_model;
-  const Timeline timeline = study.config.sim.backend == "evaluator"
-                                ? evaluate(study.schedule, study.config.cluster)
-                                : run_simgrid(study.schedule, study.config.cluster, options);
+  const Timeline timeline = simulate(study).timeline;
   const Metrics m = compute_metrics(study.schedule, timeline);
   if (!timeline_csv.empty()) write_timeline_csv(timeline_csv, study.schedule, timeline);
   double peak_max = 0, peak_sum = 0;

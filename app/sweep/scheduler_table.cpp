@@ -1,11 +1,11 @@
-#include "cli/sweep/scheduler_table.hpp"
+#include "app/sweep/scheduler_table.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
 
-#include "cli/sweep/pool.hpp"
-#include "cli/sweep/results.hpp"
+#include "app/sweep/pool.hpp"
+#include "app/sweep/results.hpp"
 #include "core/errors.hpp"
 #include "schedulers/scheduler.hpp"
 

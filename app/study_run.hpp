@@ -6,7 +6,8 @@
 
 namespace loom {
 
-/// Plans `config` with `overrides` and runs it on `backend` ("evaluator" or "simgrid").
+/// Plans `config` with `overrides` and runs it on `backend` (app/backends.hpp; in a
+/// forked child if it runs once per process).
 /// Rethrows the child's InputError / InfeasibleError as such.
 double iteration_time(const std::string& config, const std::vector<std::string>& overrides,
                       const std::string& backend);

@@ -1,4 +1,4 @@
-#include "cli/sweep/study_file.hpp"
+#include "app/sweep/study_file.hpp"
 
 #include <toml++/toml.h>
 
@@ -8,7 +8,8 @@
 #include <filesystem>
 #include <set>
 
-#include "cli/study.hpp"
+#include "app/backends.hpp"
+#include "app/study.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
 #include "schedulers/scheduler.hpp"
@@ -276,8 +277,9 @@ StudyFile parse_study(const std::string& path) {
   read_seeds(s, root);
   if (const toml::node* b = root.get("backend")) {
     const auto v = b->value<std::string>();
-    if (!v || (*v != "evaluator" && *v != "simgrid"))
-      fail(path, line_of(*b), "'backend': expected \"evaluator\" or \"simgrid\"");
+    const std::vector<std::string> names = backend_names();
+    if (!v || std::find(names.begin(), names.end(), *v) == names.end())
+      fail(path, line_of(*b), "'backend': expected " + backend_name_list(true));
     s.backend = *v;
   }
   if (const toml::node* set = root.get("set")) {

@@ -2,7 +2,7 @@
 // compute order (and optionally the messages) straight off the IR; import parses the
 // actions and hands the per-rank order to the same lowering the schedulers use, so an
 // imported schedule gets Loom's messages, all-reduces, samples and memory events.
-#include "cli/pytorch_csv.hpp"
+#include "app/pytorch_csv.hpp"
 
 #include <algorithm>
 #include <charconv>

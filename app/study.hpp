@@ -30,7 +30,7 @@ enum class Folding { kOff, kAllowed };
 Config load_study_config(const std::string& config_path, const std::vector<std::string>& overrides);
 
 /// Loads the config (load_study_config) and builds the cost model, workload and scheduling problem;
-/// the schedule stays empty (for a schedule read from a file: cli/schedule_import.hpp).
+/// the schedule stays empty (for a schedule read from a file: app/schedule_import.hpp).
 std::unique_ptr<Study> load_study(const std::string& config_path,
                                   const std::vector<std::string>& overrides,
                                   Folding folding = Folding::kOff);

@@ -1,10 +1,11 @@
-#include "cli/study.hpp"
+#include "app/study.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <set>
 
+#include "app/backends.hpp"
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
 #include "core/index.hpp"
@@ -62,8 +63,8 @@ void check_modalities(const Config& config, const Sample& sample) {
 /// Refuses (exit 3) a plan too big for this machine before building it: about 6 ops
 /// (F, B or I + W, a send and a receive each way) per stage, microbatch and replica, a few
 /// hundred bytes each through planning, the backend and the writers (~215 measured on
-/// configs/bench/pp16-dp64.toml, doubled), plus per-layer costs of every microbatch and,
-/// for SimGrid, the platform's hosts and links.
+/// configs/bench/pp16-dp64.toml, doubled), plus per-layer costs of every microbatch and
+/// the backend's per-GPU memory (SimGrid: the platform's hosts and links).
 void check_plan_size(const Config& c) {
   const ParallelConfig& p = c.parallel;
   const int chunks = selected_integer_option(c.schedule, "chunks", 1);
@@ -74,12 +75,11 @@ void check_plan_size(const Config& c) {
   const double ops = rank_stages * microbatches * 6;
   constexpr double kBytesPerOp = 450;
   constexpr double kBytesPerLayerCost = 64;  // per layer, microbatch and replica
-  constexpr double kBytesPerSimGpu = 4096;   // a SimGrid host with its links
   const double gpus = static_cast<double>(c.cluster.nodes) * c.cluster.gpus_per_node;
   const double bytes =
       ops * kBytesPerOp +
       static_cast<double>(c.model.num_layers()) * microbatches * p.dp * kBytesPerLayerCost +
-      (c.sim.backend == "simgrid" ? gpus * kBytesPerSimGpu : 0);
+      gpus * find_backend(c.sim.backend).bytes_per_gpu;
   char estimate[160];
   std::snprintf(estimate, sizeof estimate,
                 "the schedule (about %.3g operations from %.0f rank-stages x %.0f microbatches; "

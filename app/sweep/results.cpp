@@ -1,4 +1,4 @@
-#include "cli/sweep/results.hpp"
+#include "app/sweep/results.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

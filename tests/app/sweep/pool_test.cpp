@@ -1,7 +1,7 @@
 // The worker pool: every job answered exactly once whatever the width, a job that crashes
 // its worker is reported with how it died while the others still run (on a new worker),
 // and fresh-process mode gives each job its own process.
-#include "cli/sweep/pool.hpp"
+#include "app/sweep/pool.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "cli/sweep/pool.hpp"
+#include "app/sweep/pool.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

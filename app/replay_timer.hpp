@@ -21,7 +21,7 @@ namespace loom {
 struct StudyTimerOptions {
   std::string config;
   std::vector<std::string> overrides;  ///< the user's --set, applied first
-  std::string backend = "evaluator";   ///< "simgrid" or "evaluator"
+  std::string backend = "evaluator";   ///< a name in app/backends.hpp
   int gpus_per_node = 1;
   bool progress = false;  ///< one stderr line per simulated group
   /// The config's modules (name, dtype bytes) and optimizer bytes per parameter, to count

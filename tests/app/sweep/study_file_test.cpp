@@ -1,10 +1,10 @@
 // Study files: axis expansion (product, zip, ranges), line-numbered errors for bad input,
 // and the resolved-config hash that --resume and merge key rows by.
-#include "cli/sweep/study_file.hpp"
+#include "app/sweep/study_file.hpp"
 
 #include <gtest/gtest.h>
 
-#include "cli/sweep/point.hpp"
+#include "app/sweep/point.hpp"
 #include "cli_support.hpp"
 #include "core/errors.hpp"
 #include "test_support.hpp"
