@@ -1,6 +1,7 @@
 #include "app/backends.hpp"
 
 #include "core/errors.hpp"
+#include "core/spelling.hpp"
 
 namespace loom {
 
@@ -46,8 +47,10 @@ std::string backend_help() {
 const Backend& find_backend(const std::string& name) {
   for (const Backend& b : backends())
     if (b.name == name) return b;
-  throw InputError("unknown simulation backend '" + name + "' (valid: " + backend_name_list() +
-                   ")");
+  std::vector<std::string> names;
+  for (const Backend& b : backends()) names.push_back(b.name);
+  throw InputError("unknown simulation backend '" + name + "'" + did_you_mean(name, names) +
+                   " (valid: " + backend_name_list() + ")");
 }
 
 BackendRun simulate(const Study& study, const std::string& backend, const BackendOptions& options) {

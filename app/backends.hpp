@@ -2,8 +2,7 @@
 /// The simulation backends: a name -> backend table, the only place that knows which
 /// exist (STYLE.md point 9; executor/registry.cpp is the executors' counterpart). Each
 /// runs a Schedule on a Cluster and returns its Timeline. A new backend is one file in
-/// app/backends/ and its line in app/backends.cpp (plus its name in core/config.cpp's
-/// check of sim.backend).
+/// app/backends/ and its line in app/backends.cpp.
 #include <cstddef>
 #include <functional>
 #include <string>

@@ -198,6 +198,11 @@ Schedule generate_checked(const Study& study) {
 Config load_study_config(const std::string& config_path,
                          const std::vector<std::string>& overrides) {
   Config config = load_config(config_path, overrides);
+  try {
+    find_backend(config.sim.backend);
+  } catch (const InputError& e) {
+    throw InputError(config_path + ": key 'sim.backend': " + e.what());
+  }
   static std::set<std::string> warned;  // a sweep or a comparison loads one config many times
   for (const std::string& w : check_scheduler_options(config.schedule))
     if (warned.insert(w).second) std::cerr << "loom: warning: " << w << "\n";

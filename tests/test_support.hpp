@@ -4,10 +4,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "app/study.hpp"
+#include "core/errors.hpp"
 #include "core/index.hpp"
 
 namespace loom::test {
@@ -19,6 +21,28 @@ inline std::string source_path(const std::string& relative) {
 inline std::unique_ptr<Study> example(const std::string& name,
                                       const std::vector<std::string>& overrides = {}) {
   return prepare_study(source_path("configs/examples/" + name), overrides);
+}
+
+/// configs/examples/uniform-1f1b.toml run by `scheduler` on pp ranks, m microbatches and
+/// `layers` identical layers, planned for the evaluator; `extra` overrides follow.
+inline std::unique_ptr<Study> uniform_llm(const std::string& scheduler, int pp, int m,
+                                          int layers = 8, std::vector<std::string> extra = {}) {
+  std::vector<std::string> overrides = {
+      "schedule.name=" + scheduler, "parallel.pp=" + std::to_string(pp),
+      "schedule.microbatches=" + std::to_string(m),
+      "model.modules.llm.layers=" + std::to_string(layers), "sim.backend=evaluator"};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return example("uniform-1f1b.toml", overrides);
+}
+
+/// What `f` throws as InputError, or "(no InputError)".
+inline std::string input_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no InputError)";
 }
 
 /// Narayanan et al.'s 39.1B Megatron GPT (validation/megatron-narayanan-2021: TP 8 x PP

@@ -70,10 +70,7 @@ RankOrders interleaved_zb_orders(int p, int m, int v) {
 }
 
 Schedule generate_interleaved_zb(const SchedulingProblem& problem) {
-  const int v = looped_options().read(problem.schedule, "interleaved-zb").chunks;
-  return lower_virtual_pipeline(
-      problem, "interleaved-zb",
-      interleaved_zb_orders(problem.parallel.pp, problem.schedule.microbatches, v), v);
+  return lower_looped(problem, "interleaved-zb", interleaved_zb_orders);
 }
 
 }  // namespace loom

@@ -40,10 +40,7 @@ RankOrders looped_bfs_orders(int p, int m, int v) {
 }
 
 Schedule generate_looped_bfs(const SchedulingProblem& problem) {
-  const int v = looped_options().read(problem.schedule, "looped-bfs").chunks;
-  return lower_virtual_pipeline(
-      problem, "looped-bfs",
-      looped_bfs_orders(problem.parallel.pp, problem.schedule.microbatches, v), v);
+  return lower_looped(problem, "looped-bfs", looped_bfs_orders);
 }
 
 }  // namespace loom

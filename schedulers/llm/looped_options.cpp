@@ -12,6 +12,13 @@ const OptionSet<LoopedOptions>& looped_options() {
   return kOptions;
 }
 
+Schedule lower_looped(const SchedulingProblem& problem, const char* scheduler_name,
+                      RankOrders (*orders)(int p, int m, int v)) {
+  const int v = looped_options().read(problem.schedule, scheduler_name).chunks;
+  return lower_virtual_pipeline(problem, scheduler_name,
+                                orders(problem.parallel.pp, problem.schedule.microbatches, v), v);
+}
+
 std::vector<OptionSpec> looped_bfs_options() {
   return looped_options().specs();
 }

@@ -41,6 +41,7 @@ const Case kCatalogue[] = {
     {"config {s}/configs/examples/uniform-1f1b.toml --set schedule.looped-bfs.chunks=0", 2, "key 'schedule.looped-bfs.chunks': expected an integer >= 1, got 0"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set schedule.cornstarch.modality_parallelism=paralel", 2, "(did you mean 'parallel'?)"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set schedule.gpipe.chunks=2", 2, "gpipe takes no options"},
+    {"config {s}/configs/examples/uniform-1f1b.toml --set sim.backend=simgird", 2, "key 'sim.backend': unknown simulation backend 'simgird' (did you mean 'simgrid'?)"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set parallel.pp=two", 2, "expected an integer"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set parallel.pp=99999999999", 2, "from 1 to 1000000000"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set cost.efficiency=nan", 2, "cost.efficiency"},

@@ -14,6 +14,8 @@
 namespace loom {
 namespace {
 
+using test::input_error;
+
 constexpr const char* kModel =
     "[[model.modules]]\nname = \"llm\"\nkind = \"llm\"\nlayers = 8\nhidden = 1024\n"
     "[cost]\nmodel = \"table\"\n[cost.table.llm]\nforward = \"1ms\"\nbackward = \"2ms\"\n"
@@ -22,15 +24,6 @@ constexpr const char* kModel =
 Config load(const test::TempDir& dir, const std::string& schedule,
             const std::vector<std::string>& overrides = {}) {
   return load_config(dir.write("c.toml", std::string(kModel) + schedule), overrides);
-}
-
-std::string input_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 struct Looped {

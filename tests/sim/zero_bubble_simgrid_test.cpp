@@ -24,9 +24,9 @@ void expect_backends_agree(const std::string& scheduler, int chunks, int microba
       "intra_node = { bandwidth = \"300GBps\", latency = \"5us\" }\n"
       "inter_node = { bandwidth = \"25GBps\", latency = \"20us\" }\n"
       "[parallel]\npp = 4\ndp = 2\n[schedule]\nname = \"" +
-      scheduler + "\"\nmicrobatches = " + std::to_string(microbatches) +
-      "\nchunks = " + std::to_string(chunks) +
-      "\nmicrobatch_group_size = " + std::to_string(group) + "\n";
+      scheduler + "\"\nmicrobatches = " + std::to_string(microbatches) + "\n[schedule." +
+      scheduler + "]\n" + (chunks != 1 ? "chunks = " + std::to_string(chunks) + "\n" : "") +
+      (group != 0 ? "microbatch_group_size = " + std::to_string(group) + "\n" : "");
   const auto study = prepare_study(dir.write("zb.toml", config), {});
   const Schedule& s = study->schedule;
   validate(s, study->config.model);

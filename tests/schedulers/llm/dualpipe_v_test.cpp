@@ -40,12 +40,7 @@ int dualpipe_v_peak(int p, int /*rank*/) {
 
 std::unique_ptr<Study> uniform(const std::string& scheduler, int pp, int m, int layers = 8,
                                std::vector<std::string> extra = {}) {
-  std::vector<std::string> overrides = {
-      "schedule.name=" + scheduler, "parallel.pp=" + std::to_string(pp),
-      "schedule.microbatches=" + std::to_string(m),
-      "model.modules.llm.layers=" + std::to_string(layers), "sim.backend=evaluator"};
-  overrides.insert(overrides.end(), extra.begin(), extra.end());
-  return test::example("uniform-1f1b.toml", overrides);
+  return test::uniform_llm(scheduler, pp, m, layers, std::move(extra));
 }
 
 TEST(DualPipeV, OrdersForTwoRanksAndFourMicrobatchesByHand) {

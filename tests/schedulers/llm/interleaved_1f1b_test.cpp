@@ -23,6 +23,8 @@
 namespace loom {
 namespace {
 
+using test::input_error;
+
 using test::order_text;
 
 std::unique_ptr<Study> interleaved(const test::TempDir& dir, int p, int m, int v, int layers,
@@ -102,15 +104,6 @@ TEST(Interleaved, MoreChunksShrinkTheBubble) {
     EXPECT_LT(t, previous) << "v " << v;
     previous = t;
   }
-}
-
-std::string input_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
 }
 
 TEST(Interleaved, MicrobatchesNotAMultipleOfPIsAnInputErrorWithTheDefaultGroup) {
