@@ -29,11 +29,8 @@ std::string written(const OptionValue& v) {
           return number_text(x);
         else if constexpr (std::is_same_v<T, std::string>)
           return "\"" + x + "\"";
-        else {
-          std::string t = "[";
-          for (size_t i = 0; i < x.size(); ++i) t += (i ? ", " : "") + std::to_string(x[i]);
-          return t + "]";
-        }
+        else
+          return integer_list_text(x);
       },
       v.value);
 }
@@ -87,12 +84,6 @@ void check_value(const OptionSpec& spec, const OptionValue& v, const std::string
 
 std::string OptionType<double>::text(double v) {
   return number_text(v);
-}
-
-std::string OptionType<std::vector<int>>::text(const std::vector<int>& v) {
-  std::string t = "[";
-  for (size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + std::to_string(v[i]);
-  return t + "]";
 }
 
 std::string OptionSpec::type_text() const {

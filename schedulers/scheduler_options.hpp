@@ -5,7 +5,7 @@
 ///
 ///   struct Options { int chunks = 1; };
 ///   const OptionSet<Options> kOptions{{"chunks", &Options::chunks, "virtual stages per rank",
-///                                      {.min = 1}}};
+///                                      at_least(1)}};
 ///   const Options o = kOptions.read(problem.schedule, "interleaved-1f1b");
 ///
 /// Precedence: `[schedule.<scheduler>]` > the flat `schedule.<legacy key>` of earlier
@@ -62,11 +62,11 @@ struct OptionSpec {
   std::string default_text;  ///< the default as TOML writes it
 
   const std::string& legacy_key() const { return limits.legacy.empty() ? key : limits.legacy; }
-  std::string type_text() const;  ///< "integer >= 1", "\"a\" | \"b\"", ...
+  std::string type_text() const;  ///< "an integer >= 1", "one of \"a\" | \"b\"", ...
 };
 
 /// A value checked against `spec`: returns it converted to the member's type, or throws
-/// InputError naming `where`'s file and line and `key` and what it accepts.
+/// InputError naming the value's origin (file and line), `key` and what it accepts.
 std::int64_t checked_integer(const OptionSpec& spec, const OptionValue& v, const std::string& key);
 double checked_number(const OptionSpec& spec, const OptionValue& v, const std::string& key);
 bool checked_boolean(const OptionSpec& spec, const OptionValue& v, const std::string& key);
@@ -114,10 +114,18 @@ struct OptionType<std::string> {
     return checked_choice(s, v, key);
   }
 };
+/// "[1, 2]", as TOML writes an array of integers.
+template <class Int>
+std::string integer_list_text(const std::vector<Int>& v) {
+  std::string t = "[";
+  for (size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + std::to_string(v[i]);
+  return t + "]";
+}
+
 template <>
 struct OptionType<std::vector<int>> {
   static constexpr OptionKind kKind = OptionKind::kIntegerList;
-  static std::string text(const std::vector<int>& v);
+  static std::string text(const std::vector<int>& v) { return integer_list_text(v); }
   static std::vector<int> read(const OptionSpec& s, const OptionValue& v, const std::string& key) {
     return checked_integer_list(s, v, key);
   }
