@@ -75,13 +75,13 @@ void parse_action(std::string_view text, const std::string& source, int line, si
       at = end + 1;
     }
     // A forward and a full backward of another microbatch: Loom's overlapped pair
-    // (RankAction::overlapped). Other combinations run one after the other, unfused (the
+    // (Join::kOverlap). Other combinations run one after the other, unfused (the
     // pair receives before and sends after both halves, so a B that needs its own F's
     // output downstream cannot be one).
     if (out.size() == first + 2 && out[first].action.pass == Pass::kF &&
         out[first + 1].action.pass == Pass::kB &&
         out[first].action.microbatch != out[first + 1].action.microbatch) {
-      out[first].action.overlapped = out[first + 1].action.overlapped = true;
+      out[first].action.with_next = Join::kOverlap;
     }
     return;
   }

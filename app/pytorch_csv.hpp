@@ -28,7 +28,7 @@ std::string format_pytorch_csv(const Schedule& schedule, bool comms);
 /// The compute actions of each row, in order (communication actions are checked and
 /// dropped: Loom's lowering inserts its own). Throws InputError "SOURCE:LINE:COL: ..." on
 /// an action that does not parse. OVERLAP_F_B "(a;b)OVERLAP_F_B" runs a then b, as an
-/// overlapped pair (RankAction::overlapped) when a is an F and b a B of another microbatch;
+/// overlapped pair (Join::kOverlap) when a is an F and b a B of another microbatch;
 /// format_pytorch_csv writes Loom's overlapped pairs that way.
 RankOrders parse_pytorch_csv(std::string_view text, const std::string& source);
 

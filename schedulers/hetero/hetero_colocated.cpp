@@ -10,7 +10,7 @@
 // (lowering/lowering.hpp) does the rest. A rank is one GPU (modules disagree on TP, so no
 // TP group can be one rank for all of them), an IR replica is an LLM data-parallel
 // replica, and its Q = P x K GPUs (P stages of K = TP x CP) each compute their own *piece*
-// of every microbatch (PipelinePrograms::pieces = Q): GPU (stage p, shard k) runs the
+// of every microbatch (BatchPieces::pieces = Q): GPU (stage p, shard k) runs the
 // encoder items of its own encoder shard as piece k P + p, and the LLM layers of stage p
 // for pieces k P .. k P + P - 1 (with P = 1: its CP slice and TP shard), as one unit, so
 // the LLM pipelines whole microbatches as Megatron does. A homogeneous layout (every
@@ -71,8 +71,8 @@ class Colocated {
     grid_ = ColocatedGrid(llm);
     check_boundaries();
     programs_.ranks = grid_.pieces();
-    programs_.pieces = grid_.pieces();
-    programs_.module_replicas = llm.dp;
+    programs_.batch.pieces = grid_.pieces();
+    programs_.batch.module_replicas = llm.dp;
     for (const LayoutGroupId e : h_.encoders) add_encoder_stage(e);
     add_llm_stages();
     programs_.replicas.assign(1, RankOrders(grid_.pieces()));
@@ -210,7 +210,8 @@ class Colocated {
           for (const EncoderSlot e : encoder_stage_.ids()) {
             RankAction gather = encoder(e, Pass::kF);
             gather.microbatch = batch_piece(s.action.microbatch, q, piece);
-            gather.boundary = gather.unit_with_next = true;
+            gather.kind = ActionKind::kBoundary;
+            gather.with_next = Join::kUnit;
             order.push_back(gather);
           }
         }
@@ -218,14 +219,14 @@ class Colocated {
           order.push_back({.stage = StageId{first_llm_stage_ + p},
                            .pass = s.action.pass,
                            .microbatch = batch_piece(s.action.microbatch, q, grid_.piece_at(k, i)),
-                           .unit_with_next = i + 1 < pp});
+                           .with_next = i + 1 < pp ? Join::kUnit : Join::kNone});
         }
         continue;
       }
       if (s.boundary && pp > 1) continue;  // gathered per microbatch in phase 2 instead
       RankAction a = encoder(EncoderSlot{s.group}, s.action.pass);
       a.microbatch = batch_piece(s.action.microbatch, q, piece);
-      a.boundary = s.boundary;
+      if (s.boundary) a.kind = ActionKind::kBoundary;
       order.push_back(a);
     }
   }

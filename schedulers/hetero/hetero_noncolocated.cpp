@@ -12,7 +12,7 @@
 // pipeline, so the rank is the boundary leader. Modules disagree on DP, so each
 // microbatch is K batch pieces (K = the largest DP of any module): module replica d of
 // DP_m computes pieces [d K/DP_m, (d+1) K/DP_m) one after another
-// (PipelinePrograms::pieces), and a boundary sends exactly one message per overlapping
+// (BatchPieces, lowering/features.hpp), and a boundary sends exactly one message per overlapping
 // (source shard, destination shard) pair per piece - the leader routes of §3.1.
 //
 // Limits (InputError naming the module): cp = 1 (context parallelism is simulated by
@@ -108,7 +108,7 @@ class NonColocated {
   void partition() {
     const auto microbatches = global_microbatches(p_, layout(h_.llm).dp);
     const std::vector<const Sample*> first = sample_batch(p_.samples, microbatches.front());
-    programs_.pieces = k_;
+    programs_.batch.pieces = k_;
     for (const LayoutGroupId g : h_.groups.ids()) {
       const ModuleLayout& l = layout(g);
       rank_base_.push_back(PipelineRank{programs_.ranks});

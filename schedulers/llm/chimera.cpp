@@ -94,8 +94,8 @@ Schedule generate_chimera(const SchedulingProblem& problem) {
                                   .ranks = p,
                                   .stage_rank = {},
                                   .replicas = {chimera_orders(p, m)},
-                                  .up_stage_rank = chimera_up_stage_ranks(p),
-                                  .first_up_microbatch = MicrobatchId{m / 2}};
+                                  .up = SecondPipeline{.stage_rank = chimera_up_stage_ranks(p),
+                                                       .first_microbatch = MicrobatchId{m / 2}}};
   return lower(problem, "chimera", programs);
 }
 

@@ -5,8 +5,8 @@
 // DualPipe's idea is the overlapped chunk: the forward of one microbatch and the full
 // backward of another run as one fused action (F&B), each one's communication hidden behind
 // the other's compute. Loom lowers it as the two computes back to back, flagged
-// `overlapped`, with both halves' receives before and both halves' sends after the pair
-// (pass_p2p.cpp), and prints it as "(F+B)". The order of rank r, as the reference builds it
+// overlapped (Join::kOverlap), with both halves' receives before and both halves' sends after the
+// pair (pass_p2p.cpp), and prints it as "(F+B)". The order of rank r, as the reference builds it
 // (F0 = forward of chunk 0, I1 = input gradient of chunk 1, B = full backward,
 // (F1;B0) = overlapped pair, W = the oldest deferred weight gradient):
 //   1  2(p-r-1) x F0                      warm-up on chunk 0
@@ -40,16 +40,17 @@ class RankBuilder {
  public:
   RankBuilder(int stage0, int stage1) : stage_{stage0, stage1} {}
 
-  void forward(int chunk, bool overlapped = false) {
-    add(stage_[chunk], Pass::kF, next_f_[chunk], overlapped);
+  /// The forward; `join` = Join::kOverlap makes it the first half of an overlapped pair.
+  void forward(int chunk, Join join = Join::kNone) {
+    add(stage_[chunk], Pass::kF, next_f_[chunk], join);
     ++next_f_[chunk];
   }
   /// The full backward (B), or with `zero_bubble` its I now and its W queued.
-  void backward(int chunk, bool zero_bubble = false, bool overlapped = false) {
+  void backward(int chunk, bool zero_bubble = false) {
     const MicrobatchId mb = next_b_[chunk];
     ++next_b_[chunk];
-    if (!zero_bubble) return add(stage_[chunk], Pass::kB, mb, overlapped);
-    add(stage_[chunk], Pass::kI, mb, false);
+    if (!zero_bubble) return add(stage_[chunk], Pass::kB, mb, Join::kNone);
+    add(stage_[chunk], Pass::kI, mb, Join::kNone);
     deferred_w_.push_back({.stage = StageId{stage_[chunk]}, .pass = Pass::kW, .microbatch = mb});
   }
   /// The W of the oldest deferred I.
@@ -59,15 +60,14 @@ class RankBuilder {
   }
   /// The overlapped action: forward of chunk `f`, full backward of chunk `b`.
   void overlapped(int f, int b) {
-    forward(f, true);
-    backward(b, false, true);
+    forward(f, Join::kOverlap);
+    backward(b);
   }
   std::vector<RankAction> take() { return std::move(order_); }
 
  private:
-  void add(int stage, Pass pass, MicrobatchId mb, bool overlapped) {
-    order_.push_back(
-        {.stage = StageId{stage}, .pass = pass, .microbatch = mb, .overlapped = overlapped});
+  void add(int stage, Pass pass, MicrobatchId mb, Join join) {
+    order_.push_back({.stage = StageId{stage}, .pass = pass, .microbatch = mb, .with_next = join});
   }
   int stage_[2];
   MicrobatchId next_f_[2] = {MicrobatchId{0}, MicrobatchId{0}};

@@ -79,8 +79,8 @@ PipelinePrograms v_shaped_programs(const SchedulingProblem& problem, const std::
 /// DualPipeV (DeepSeek-V3 arXiv 2412.19437 §3.2.1; deepseek-ai/DualPipe dualpipev.py;
 /// PyTorch ScheduleDualPipeV): ZB-V's placement (zb_v_stage_ranks), rank r's order in eight
 /// steps: 2(p-r-1) F0; r+1 x (F0, F1); p-r-1 x (I1, W, F1); m-2p+r+1 x ((F0;B1), (F1;B0))
-/// with (F;B) an overlapped pair (RankAction::overlapped) and the last rank's first (F0;B1)
-/// not overlapped; p-r-1 x (B1, (F1;B0)); r+1 x (B1, B0), from the middle on as I with W
+/// with (F;B) an overlapped pair (Join::kOverlap, lowering/features.hpp) and the last rank's first
+/// (F0;B1) not overlapped; p-r-1 x (B1, (F1;B0)); r+1 x (B1, B0), from the middle on as I with W
 /// deferred; p-r-1 x (W, I0); r+1 x W. W always takes the oldest deferred I. Needs m >= 2p.
 RankOrders dualpipe_v_orders(int p, int m);
 
@@ -90,7 +90,7 @@ std::string dualpipe_v_microbatch_error(int p, int m);
 
 /// Chimera (Li and Hoefler, SC'21, arXiv 2107.06925 §3.1 Figure 3, §3.5): two pipelines of
 /// the same p stages in opposite directions on the same p ranks (p even): "down" stage s on
-/// rank s, "up" stage s on rank p-1-s (PipelinePrograms::up_stage_rank), so rank r holds
+/// rank s, "up" stage s on rank p-1-s (SecondPipeline, lowering/features.hpp), so rank r holds
 /// stage r of one copy and stage p-1-r of the other. Microbatches 0..m/2-1 go down,
 /// m/2..m-1 up, in units of p (p/2 each way). In slots of one pass, down microbatch k of unit
 /// u runs F on rank r at 2pu + 2k + r and B at 2pu + 2k + 2p-1-r; up microbatch k runs F at

@@ -161,8 +161,8 @@ std::vector<Op> split_final_backward(const Context& ctx, int replica,
 }  // namespace
 
 bool overlaps_gradient_reduce(const Context& ctx) {
-  return ctx.problem.parallel.overlap_grad_reduce && ctx.replicas > 1 &&
-         ctx.programs.up_stage_rank.empty() && !ctx.programs.sharded();
+  return ctx.problem.parallel.overlap_grad_reduce && ctx.replicas > 1 && !ctx.programs.up &&
+         !ctx.programs.sharded();
 }
 
 void add_gradient_buckets(const Context& ctx, Schedule& schedule,

@@ -17,7 +17,7 @@ namespace {
 /// (module_shards.hpp), and a piece's output is 1 / pieces of its IR replica's.
 void cost_batch_pieces(Context& ctx) {
   const SchedulingProblem& p = ctx.problem;
-  const int pieces = ctx.programs.pieces;
+  const int pieces = ctx.programs.batch.pieces;
   const auto global = global_microbatches(p, ctx.sink_layout().dp);
   // (module, microbatch, module replica, CP rank) -> the shard's costs
   std::map<std::tuple<ModuleId, MicrobatchId, int, int>, ShardCost> shards;
@@ -137,7 +137,7 @@ std::vector<Segment> layer_runs(const Context& ctx, const Segment& seg, const Mi
 void expand_forward(const Context& ctx, Target& t, StageId s, const MicrobatchCosts& mc,
                     MicrobatchId mb) {
   std::vector<Op>& program = t.program;
-  for (const Segment& seg : ctx.stage(s).redundant) {
+  for (const Segment& seg : ctx.stage(s).forward_copies.before) {
     Compute c = segment_op(Pass::kF, s, mb, seg);
     c.redundant = true;
     for (const PassCost& pc : layer_slice(mc.layer, seg.first, seg.end)) c.seconds += pc.forward_s;
@@ -168,7 +168,7 @@ void expand_forward(const Context& ctx, Target& t, StageId s, const MicrobatchCo
   // the stage's last kept forward, whatever module the copy's layers belong to. A stage
   // with no backward of its own (a frozen encoder with nothing trainable upstream) has no
   // op that frees them, and counts none.
-  for (const Segment& seg : ctx.stage(s).successor_copy) {
+  for (const Segment& seg : ctx.stage(s).forward_copies.successor) {
     Compute c = segment_op(Pass::kF, s, mb, seg);
     c.redundant = true;
     for (const PassCost& pc : layer_slice(mc.layer, seg.first, seg.end)) c.seconds += pc.forward_s;
@@ -205,17 +205,19 @@ void expand_backward(const Context& ctx, Target& t, StageId s, const MicrobatchC
   }
 }
 
-/// An overlapped action is an F followed by a B, both flagged (programs.hpp).
+/// An overlapped pair is an F joined to the next action, a full backward (B) of another
+/// microbatch (Join::kOverlap, features.hpp).
 template <class Where>
 void check_overlap_pair(const std::vector<RankAction>& order, size_t step, const Where& where) {
-  const bool first = order[step].pass == Pass::kF;
-  const size_t other = first ? step + 1 : step - 1;
-  const bool paired = (first || step > 0) && other < order.size() && order[other].overlapped &&
-                      order[other].pass == (first ? Pass::kB : Pass::kF);
-  if (!paired || (!first && order[step].pass != Pass::kB))
+  const RankAction& f = order[step];
+  const bool paired =
+      f.pass == Pass::kF && f.kind == ActionKind::kCompute && step + 1 < order.size() &&
+      order[step + 1].pass == Pass::kB && order[step + 1].kind == ActionKind::kCompute &&
+      order[step + 1].with_next == Join::kNone && order[step + 1].microbatch != f.microbatch;
+  if (!paired)
     throw InputError(where() +
-                     ": an overlapped action is a forward followed by a full backward (B), "
-                     "both marked overlapped");
+                     ": an overlapped action is a forward joined to the next action, a full "
+                     "backward (B) of another microbatch that joins nothing");
 }
 
 }  // namespace
@@ -232,6 +234,7 @@ void expand_actions(Context& ctx, Schedule& schedule) {
       std::vector<bool>& joins = ctx.joins_next[global];
       const auto& order = orders[r];
       bool in_unit = false;  // the previous action runs in one unit with this one
+      bool in_pair = false;  // ... as the forward half of an overlapped pair
       for (size_t step = 0; step < order.size(); ++step) {
         const RankAction& a = order[step];
         auto where = [&] {
@@ -241,35 +244,39 @@ void expand_actions(Context& ctx, Schedule& schedule) {
         if (a.microbatch < MicrobatchId{0} || a.microbatch >= MicrobatchId{ctx.microbatches})
           throw InputError(where() + ": microbatch out of range (schedule.microbatches = " +
                            std::to_string(ctx.microbatches) + ")");
-        const bool on_rank = ctx.programs.stages.contains(a.stage) &&
-                             (a.boundary ? ctx.programs.holds(r, a.stage)
-                                         : ctx.programs.rank_of(a.stage, a.microbatch) == r);
+        const bool on_rank =
+            ctx.programs.stages.contains(a.stage) &&
+            (a.kind == ActionKind::kBoundary ? ctx.programs.holds(r, a.stage)
+                                             : ctx.programs.rank_of(a.stage, a.microbatch) == r);
         if (!on_rank)
           throw InputError(where() + ": stage " + to_string(a.stage) +
                            " is not on this rank (the schedule has " +
                            std::to_string(ctx.num_stages()) + " stages over " +
                            std::to_string(ranks) + " ranks)");
-        if (a.overlapped) check_overlap_pair(order, step, where);
+        if (a.with_next == Join::kOverlap) check_overlap_pair(order, step, where);
         const MicrobatchCosts& mc = ctx.cost(d, a.microbatch);
         const size_t first = program.size();
-        if (a.boundary)
+        if (a.kind == ActionKind::kBoundary)
           expand_boundary(ctx, schedule, program, global, a);
         else if (a.pass == Pass::kF)
           expand_forward(ctx, target, a.stage, mc, a.microbatch);
         else
           expand_backward(ctx, target, a.stage, mc, a.pass, a.microbatch);
+        const bool overlapped = in_pair || a.with_next == Join::kOverlap;
         for (size_t k = first; k < program.size(); ++k) {
-          if (auto* c = std::get_if<Compute>(&program[k])) c->overlapped = a.overlapped;
+          if (auto* c = std::get_if<Compute>(&program[k])) c->overlapped = overlapped;
         }
+        // Both kinds of join lower the same way: one step, receives first, sends last.
+        const bool joins_next = a.with_next != Join::kNone;
         joins.resize(program.size(), false);
-        if (in_unit || a.unit_with_next) {
+        if (in_unit || joins_next) {
           for (size_t k = first; k + 1 < program.size(); ++k) joins[k] = true;
           // The unit's last op so far (when this action emitted none and the unit began
           // earlier, the previous action's).
-          if (!joins.empty() && (program.size() > first || in_unit))
-            joins.back() = a.unit_with_next;
+          if (!joins.empty() && (program.size() > first || in_unit)) joins.back() = joins_next;
         }
-        in_unit = a.unit_with_next;
+        in_unit = joins_next;
+        in_pair = a.with_next == Join::kOverlap;
       }
     }
   }

@@ -108,7 +108,7 @@ std::vector<std::tuple<CollectiveKind, int, int, double>> collectives_of(
 
 void add_parameter_gathers(const Context& ctx, Schedule& schedule) {
   if (!ctx.problem.parallel.fsdp) return;
-  if (ctx.programs.sharded() || !ctx.programs.up_stage_rank.empty())
+  if (ctx.programs.sharded() || ctx.programs.up)
     throw InputError("parallel.fsdp: " + schedule.scheduler +
                      " keeps several copies of a stage in one replica (per-module data "
                      "parallelism or a bidirectional pipeline), which FSDP does not shard; "
@@ -116,7 +116,7 @@ void add_parameter_gathers(const Context& ctx, Schedule& schedule) {
   for (const RankOrders& orders : ctx.programs.replicas) {
     for (const auto& order : orders) {
       for (const RankAction& a : order) {
-        if (a.overlapped)
+        if (a.with_next == Join::kOverlap)
           throw InputError("parallel.fsdp: " + schedule.scheduler +
                            " fuses a forward and a backward into one overlapped action, which "
                            "FSDP's per-layer gathers would split; remove parallel.fsdp or pick "

@@ -102,7 +102,7 @@ void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& pr
   if (a.pass != Pass::kF || at.stage != 0 || dst.tp * dst.cp < 2) return;
   const auto global = global_microbatches(ctx.problem, dst.dp);
   const double microbatch =
-      static_cast<double>(global[whole_microbatch(a.microbatch, ctx.programs.pieces)].size());
+      static_cast<double>(global[whole_microbatch(a.microbatch, ctx.programs.batch.pieces)].size());
   gather(stage_group(dst, at.replica, 0), per_sample * microbatch / dst.dp);
 }
 

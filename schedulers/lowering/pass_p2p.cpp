@@ -4,9 +4,10 @@
 // and layer edge) with the k-th Recv, so a receiver takes a channel's messages in the
 // order the sender sent them: before a compute that needs message x it receives every
 // message sent before x on that channel (a schedule whose ranks consume in another order
-// than their producers send, like DIP's, stays matched). An overlapped F+B action, and a
-// unit of actions (RankAction::unit_with_next), takes all its receives before it and makes
-// all its sends after it. Collectives pass 4 placed (per-module layouts) stay in place.
+// than their producers send, like DIP's, stays matched). Actions joined to the next
+// (RankAction::with_next: an overlapped F+B pair, a unit) take all their receives before
+// them and make all their sends after them. Collectives pass 4 placed (per-module layouts) stay in
+// place.
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -64,12 +65,12 @@ MessageTag tag_of(const DataEdge& e) {
           .producer_layer = e.producer};
 }
 
-/// An overlapped F+B action runs as one fused computation (DualPipe's F&B chunk), and a
-/// unit of actions (RankAction::unit_with_next) as one step: it receives what all of them
+/// An overlapped F+B pair runs as one fused computation (DualPipe's F&B chunk), and a
+/// unit of actions as one step (Join, features.hpp): it receives what all of them
 /// need before it starts and sends all their outputs when it ends. Reorders
 /// program[start..) as receives, the rest (computes and their collectives), sends, each
 /// kind in its order, so every channel keeps its send and receive order.
-void group_overlapped(std::vector<Op>& program, size_t start) {
+void group_unit(std::vector<Op>& program, size_t start) {
   const std::span<Op> ops = std::span(program).subspan(start);
   const auto computes = std::stable_partition(
       ops.begin(), ops.end(), [](const Op& op) { return std::holds_alternative<Recv>(op); });
@@ -99,22 +100,17 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
     const std::vector<bool>& joins = ctx.joins_next[global(r)];
     auto joined = [&](size_t i) { return i < joins.size() && joins[i]; };
     auto compute_at = [&](size_t i) { return std::get_if<Compute>(&computes[i]); };
-    size_t group_start = 0;  // where the current overlapped action's ops begin
-    size_t unit_start = 0;   // where the current unit of actions' ops begin
+    size_t unit_start = 0;  // where the current unit's ops begin (a pair's or a unit's)
     for (size_t step = 0; step < computes.size(); ++step) {
       const bool continues_unit = step > 0 && joined(step - 1);
       if (!continues_unit && joined(step)) unit_start = program.size();
       const Compute* op = compute_at(step);
       if (!op) {  // a collective of pass 4 (per-module layouts), in place
         program.push_back(computes[step]);
-        if (continues_unit && !joined(step)) group_overlapped(program, unit_start);
+        if (continues_unit && !joined(step)) group_unit(program, unit_start);
         continue;
       }
       const Compute& c = *op;
-      const Compute* before = step > 0 ? compute_at(step - 1) : nullptr;
-      const bool opens_group = c.overlapped && (!before || !before->overlapped ||
-                                                (c.pass == Pass::kF && before->pass != Pass::kF));
-      if (opens_group) group_start = program.size();
       double broadcast_s = 0;
       if (!c.redundant) {
         for (const DataEdge& e : op_inputs(ctx.graph, c)) {
@@ -151,7 +147,7 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
       std::get<Compute>(program.back()).seconds += broadcast_s;
       const bool closes_unit = continues_unit && !joined(step);
       if (c.redundant) {
-        if (closes_unit) group_overlapped(program, unit_start);
+        if (closes_unit) group_unit(program, unit_start);
         continue;
       }
       for (const DataEdge& e : op_outputs(ctx.graph, c)) {
@@ -163,11 +159,7 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
                                .tag = tag_of(e),
                                .bytes = ctx.cost(d, e.microbatch).output_bytes(e.producer)});
       }
-      const Compute* after = step + 1 < computes.size() ? compute_at(step + 1) : nullptr;
-      const bool closes_group = c.overlapped && c.pass != Pass::kF &&
-                                (!after || !after->overlapped || after->pass == Pass::kF);
-      if (closes_group) group_overlapped(program, group_start);
-      if (closes_unit) group_overlapped(program, unit_start);
+      if (closes_unit) group_unit(program, unit_start);
     }
   }
 }

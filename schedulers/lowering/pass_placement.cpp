@@ -20,8 +20,8 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
       graph(*p.model,
             c == LoweringCosts::kNaive ? BackwardRule::kEveryLayer : BackwardRule::kFrozenAware),
       naive(c == LoweringCosts::kNaive),
-      replicas(progs.sharded() ? progs.module_replicas : p.parallel.dp),
-      microbatches(p.schedule.microbatches * progs.pieces),
+      replicas(progs.sharded() ? progs.batch.module_replicas : p.parallel.dp),
+      microbatches(p.schedule.microbatches * progs.batch.pieces),
       embeddings(tied_embeddings(p, progs)) {
   // No orders yet is allowed: a planner costs the stages before it orders them (dip).
   if (progs.ranks < 1 || (progs.replicas.size() > 1 && isize(progs.replicas) != replicas))
@@ -33,7 +33,7 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
   std::vector<std::optional<StageId>> owner(model.layers().size());
   for (const StageId s : stage_ids()) {
     const PipelineRank r = programs.rank_of(s);
-    const PipelineRank up = programs.up_stage_rank.empty() ? r : programs.up_stage_rank.at(s);
+    const PipelineRank up = programs.up ? programs.up->stage_rank.at(s) : r;
     if (!programs.has_rank(r) || !programs.has_rank(up))
       throw std::logic_error("lowering: stage " + to_string(s) + " on no rank");
     for (const Segment& seg : stage(s).segments) {
@@ -50,23 +50,32 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
       throw std::logic_error("stage graph: layer " + std::to_string(l) + " on no stage");
     stage_of_layer.push_back(*owner[l]);
   }
+  check_features();
   check_module_layouts();
 }
 
-void Context::check_module_layouts() const {
+/// The pairs of lowering features that cannot go together (features.hpp).
+void Context::check_features() const {
   const PipelinePrograms& progs = programs;
-  if (progs.pieces < 1 || progs.module_replicas < 1 ||
-      ((progs.pieces > 1 || progs.module_replicas != 1) && !progs.sharded()))
+  const bool pieces = progs.batch.pieces > 1 || progs.batch.module_replicas != 1;
+  if (progs.batch.pieces < 1 || progs.batch.module_replicas < 1 || (pieces && !progs.sharded()))
     throw std::logic_error("lowering: batch pieces are for per-module layouts");
+  if (progs.up && progs.sharded())
+    throw std::logic_error("lowering: a second pipeline needs the single layout");
   for (const RankOrders& orders : progs.replicas) {
     for (const auto& order : orders) {
       for (const RankAction& a : order) {
-        if ((a.boundary && !progs.sharded()) || (a.overlapped && progs.sharded()))
+        if ((a.kind == ActionKind::kBoundary && !progs.sharded()) ||
+            (a.with_next == Join::kOverlap && progs.sharded()))
           throw std::logic_error(
               "lowering: boundary actions need per-module layouts, overlapped ones forbid them");
       }
     }
   }
+}
+
+void Context::check_module_layouts() const {
+  const PipelinePrograms& progs = programs;
   if (!progs.sharded()) {
     for (const StageSpec& spec : progs.stages) {
       if (spec.layout || !spec.copy_ranks.empty())
@@ -78,7 +87,8 @@ void Context::check_module_layouts() const {
   for (const StageSpec& spec : progs.stages) {
     const int copies = isize(spec.copy_ranks);
     const bool copies_fit = spec.layout.has_value() && copies > 0 &&
-                            isize(spec.gpu) == copies * replicas && progs.pieces % copies == 0;
+                            isize(spec.gpu) == copies * replicas &&
+                            progs.batch.pieces % copies == 0;
     if (!copies_fit)
       throw std::logic_error(
           "lowering: per-module layouts need every stage's layout, its copies' ranks, a GPU "
@@ -185,7 +195,7 @@ namespace {
 /// samples, a block of them per IR replica, and each LLM replica lists its samples on its
 /// pieces in turn, so every sample is in exactly one piece.
 void assign_batch_pieces(const Context& ctx, Schedule& schedule) {
-  const int pieces = ctx.programs.pieces;
+  const int pieces = ctx.programs.batch.pieces;
   const int dp = ctx.sink_layout().dp;
   const int per_replica = dp / ctx.replicas;  // LLM replicas in one IR replica
   const int per = pieces / per_replica;       // pieces per LLM replica
@@ -259,9 +269,9 @@ double trainable_parameters(const Context& ctx, StageId s, StageId* label_stage,
 /// bidirectional pipelines: the up copy of its down stage); r itself with one pipeline.
 PipelineRank copy_rank(const Context& ctx, PipelineRank r) {
   const PipelinePrograms& programs = ctx.programs;
-  if (programs.up_stage_rank.empty()) return r;
+  if (!programs.up) return r;
   const StageId first = first_stage_of(ctx, r);
-  const PipelineRank other = programs.up_stage_rank[first];
+  const PipelineRank other = programs.up->stage_rank[first];
   for (const StageId s : ctx.stage_ids()) {
     if (programs.holds(r, s) != programs.holds(other, s))
       throw std::logic_error("lowering: ranks " + to_string(r) + " and " + to_string(other) +
@@ -381,7 +391,7 @@ void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
     add_module_allreduce(ctx, schedule, copy_gradient_bytes);
   else if (overlaps_gradient_reduce(ctx))
     add_gradient_buckets(ctx, schedule, copy_gradient_bytes);
-  else if (dp > 1 || !ctx.programs.up_stage_rank.empty())
+  else if (dp > 1 || ctx.programs.up)
     add_data_parallel_allreduce(ctx, schedule, copy_gradient_bytes);
   add_embedding_allreduce(ctx, schedule, ctx.embeddings);
 }
@@ -454,7 +464,8 @@ void add_unsharded_window(const SchedulingProblem& problem, const PipelineProgra
     const StageSpec& spec = programs.stages[s];
     const int tp = lowering::stage_tp(problem, spec);
     Window& w = windows[programs.rank_of(s)];
-    for (const auto* segments : {&spec.segments, &spec.redundant, &spec.successor_copy}) {
+    for (const auto* segments :
+         {&spec.segments, &spec.forward_copies.before, &spec.forward_copies.successor}) {
       for (const Segment& seg : *segments) {
         for (int l = seg.first; l < seg.end; ++l) {
           const double p = problem.cost->parameters(l) / tp;
@@ -490,15 +501,14 @@ PerPipelineRank<StaticMemory> static_memory_per_rank(const SchedulingProblem& pr
     };
     // A redundant copy holds the weights; only the real copy is trained. A successor copy
     // holds the whole model state, ready to train on a failover (Bamboo: "2x memory").
-    for (const Segment& seg : spec.redundant) add(seg, false);
+    for (const Segment& seg : spec.forward_copies.before) add(seg, false);
     for (const Segment& seg : spec.segments) add(seg, true);
-    for (const Segment& seg : spec.successor_copy) add(seg, true);
+    for (const Segment& seg : spec.forward_copies.successor) add(seg, true);
     // A rank holds every chunk placed on it.
     per_rank[programs.rank_of(s)] += stage;
     for (size_t c = 1; c < spec.copy_ranks.size(); ++c)  // per-module data parallelism
       per_rank[spec.copy_ranks[c]] += stage;
-    if (!programs.up_stage_rank.empty())  // the second copy
-      per_rank[programs.up_stage_rank[s]] += stage;
+    if (programs.up) per_rank[programs.up->stage_rank[s]] += stage;  // the second copy
   }
   if (problem.parallel.fsdp) add_unsharded_window(problem, programs, per_rank);
   // The LM head's copy of a tied embedding (lowering/tied_embedding.hpp).

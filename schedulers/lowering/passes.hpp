@@ -50,13 +50,14 @@ struct Context {
   const PipelinePrograms& programs;
   LayerGraph graph;  ///< naive view: every layer needs a backward
   bool naive = false;
-  int replicas = 1;      ///< parallel.dp (per-module layouts: programs.module_replicas)
+  int replicas = 1;      ///< parallel.dp (per-module layouts: programs.batch.module_replicas)
   int microbatches = 1;  ///< per replica
   PerLayer<StageId> stage_of_layer;
   PerReplica<PerMicrobatch<MicrobatchCosts>> costs;  ///< [replica][microbatch], pass 3
   std::vector<TiedEmbedding> embeddings;             ///< tied_embeddings() of the programs
   /// joins_next[r][i]: op i of global rank r's expanded program runs in one unit with op
-  /// i + 1 (RankAction::unit_with_next); pass 4 fills it, pass 5 reads it.
+  /// i + 1 (RankAction::with_next: an overlapped pair or a unit); pass 4 fills it, pass 5
+  /// reads it.
   PerRank<std::vector<bool>> joins_next;
 
   const StageSpec& stage(StageId s) const { return programs.stages[s]; }
@@ -90,8 +91,9 @@ struct Context {
   }
 
  private:
-  /// Throws std::logic_error when the programs' per-module-layout fields disagree (a
-  /// scheduler's bug, not bad input).
+  /// Throw std::logic_error when the programs request features that cannot go together,
+  /// or their per-module-layout fields disagree (a scheduler's bug, not bad input).
+  void check_features() const;
   void check_module_layouts() const;
 };
 

@@ -18,22 +18,9 @@
 #include "core/index.hpp"
 #include "core/layout.hpp"
 #include "core/schedule.hpp"
+#include "schedulers/lowering/features.hpp"
 
 namespace loom {
-
-/// A rank inside one data-parallel replica: PipelinePrograms numbers every replica's
-/// ranks from 0, and the lowering maps (replica, PipelineRank) to the Schedule's RankId
-/// (lowering::Context::global_rank), so the two numberings cannot be mixed up.
-using PipelineRank = Id<struct PipelineRankTag>;
-template <class T>
-using PerPipelineRank = IdVector<PipelineRank, T>;
-
-/// Global layers [first, end) of one module.
-struct Segment {
-  ModuleId module{0};
-  int first = 0;
-  int end = 0;
-};
 
 /// The entries of a per-layer table for layers [first, end) (a segment's, a stage
 /// range's); none when end <= first, as a loop over those layers runs none.
@@ -43,16 +30,11 @@ auto layer_slice(Table& per_layer, int first, int end) {
 }
 
 /// One pipeline stage: the segments it owns (forward runs them in this order, backward in
-/// reverse), forward-only redundant copies it runs before them (encoders-replicated), and
-/// a forward-only copy of its successor stage it runs after them on its own output
-/// (Bamboo's forward redundant computation). Redundant computes feed nothing and cover no
-/// sample; a `redundant` copy holds weights only, a `successor_copy` holds the successor's
-/// whole model state (weights, gradients, optimizer) so the stage can take over its
-/// training when the successor's node is preempted.
+/// reverse), and the forward-only copies of other layers it runs besides them
+/// (features.hpp).
 struct StageSpec {
   std::vector<Segment> segments = {};
-  std::vector<Segment> redundant = {};
-  std::vector<Segment> successor_copy = {};
+  RedundantForwards forward_copies = {};
   /// Explicit placement (per-module layouts): the stage's TP width and its first GPU in
   /// each replica. 0 / empty = the single layout (parallel.tp, ranks packed in order).
   /// With `copy_ranks`: the width of the rank (a TP group, or 1 where a rank is one GPU)
@@ -62,7 +44,7 @@ struct StageSpec {
   /// Per-module layouts (heterogeneous-parallelism-megatron §3): the TP/CP/PP/DP grid of
   /// the stage's module group. The stage then has copies inside each replica, copy c on
   /// rank copy_ranks[c] of the replica, each computing its own batch pieces
-  /// (PipelinePrograms::pieces): the module's data-parallel replicas (hetero-noncolocated,
+  /// (BatchPieces, features.hpp): the module's data-parallel replicas (hetero-noncolocated,
   /// a rank is a TP group), or every GPU of its TP x CP grid (hetero-colocated, a rank is
   /// a GPU). The lowering prices a copy's work as its GPU's shard of the grid
   /// (module_shards.hpp). Every stage has a layout, or none does.
@@ -94,36 +76,19 @@ struct StageAction {
 /// orders[s]: the actions of stage s in execution order (one stage per rank).
 using StageOrders = PerStage<std::vector<StageAction>>;
 
-/// One action of a rank that may hold several stages: the stage it runs, the pass and
-/// the microbatch. `overlapped` marks the two halves of an overlapped forward-backward
-/// action (DualPipe's F&B chunk): an F immediately followed in the order by a B of another
-/// microbatch, both flagged; they lower to two adjacent Computes flagged `overlapped`, with
-/// the pair's receives before and its sends after them (core/schedule.hpp).
-///
-/// Per-module layouts add two kinds of step (hetero-colocated, §3.2-3.3):
-///   `boundary`       the colocated boundary transform of the stage's output into its
-///                    consumer's layout; no compute, its all-gathers
-///                    (lowering/boundary.hpp). With a one-stage consumer, for the whole
-///                    iteration: the forward leg (pass F) after the stage's forwards, the
-///                    backward leg (pass B) before its backwards. With a pipelined
-///                    consumer, the gather of one microbatch's shard on the consumer's
-///                    first stage, in the unit of that microbatch's forward
-///   `unit_with_next` this action and the next run as one unit: every receive before the
-///                    first compute, every send after the last (a stage that moves a
-///                    microbatch's batch pieces together, as Megatron moves whole
-///                    microbatches)
+/// One action of a rank that may hold several stages: the stage it runs, the pass, the
+/// microbatch, what it lowers to and how it joins the next action (features.hpp).
 struct RankAction {
   StageId stage{};
   Pass pass = Pass::kF;
   MicrobatchId microbatch{0};
-  bool overlapped = false;
-  bool boundary = false;
-  bool unit_with_next = false;
+  ActionKind kind = ActionKind::kCompute;
+  Join with_next = Join::kNone;
 };
 /// orders[r]: rank r's actions in execution order.
 using RankOrders = PerPipelineRank<std::vector<RankAction>>;
 
-/// Per-module layouts number their IR microbatches by batch piece (PipelinePrograms::pieces):
+/// Per-module layouts number their IR microbatches by batch piece (BatchPieces, features.hpp):
 /// piece `piece` of the problem's microbatch `microbatch`, `pieces` pieces per microbatch.
 inline MicrobatchId batch_piece(MicrobatchId microbatch, int pieces, int piece) {
   return MicrobatchId{microbatch.value() * pieces + piece};
@@ -143,25 +108,11 @@ struct PipelinePrograms {
   PerStage<PipelineRank> stage_rank;
   /// Per replica, every rank's order. One entry: the same order in every replica.
   std::vector<RankOrders> replicas;
-  /// Bidirectional pipelines (Chimera, Li and Hoefler SC'21): a second copy of the same
-  /// stages placed on other ranks of the replica, stage s of the "up" pipeline on
-  /// up_stage_rank[s]. Microbatches >= first_up_microbatch run on it, the others on the
-  /// "down" placement (stage_rank). Every stage's weights then live on two ranks of each
-  /// replica; the gradient all-reduce sums both copies (and the data-parallel replicas).
-  /// A rank must hold the same stages as each rank its stages' copies live on. Empty: one
-  /// pipeline.
-  PerStage<PipelineRank> up_stage_rank = {};
-  MicrobatchId first_up_microbatch{0};
-  /// Per-module layouts (stages with a layout): each microbatch of the problem is
-  /// `pieces` IR microbatches per IR replica, its batch pieces. Copy c of a stage with C
-  /// copies computes pieces [c K/C, (c+1) K/C) of every microbatch, K = pieces, at C / K
-  /// of its shard's work: a module replica works its share of the batch piece by piece,
-  /// and a boundary between modules of different DP sends one message per piece (the
-  /// leader routes of §3.1). hetero-noncolocated: K = the largest module DP, one IR
-  /// replica; hetero-colocated: K = the GPUs of an LLM replica, one IR replica per LLM
-  /// replica (`module_replicas`).
-  int pieces = 1;
-  int module_replicas = 1;
+  /// Bidirectional pipelines: the second placement of every stage (features.hpp). None:
+  /// one pipeline.
+  std::optional<SecondPipeline> up = {};
+  /// Per-module layouts: each microbatch's batch pieces (features.hpp).
+  BatchPieces batch = {};
 
   /// Whether the stages carry per-module layouts (every stage does, or none).
   bool sharded() const { return !stages.empty() && stages.front().layout.has_value(); }
@@ -177,21 +128,20 @@ struct PipelinePrograms {
   /// The copy of a stage with `copy_ranks` that computes `microbatch`: copy c of C takes
   /// pieces [c K/C, (c+1) K/C).
   size_t copy_of(StageId stage, MicrobatchId microbatch) const {
-    const int per_copy = pieces / isize(stages[stage].copy_ranks);
-    return static_cast<size_t>(microbatch.value() % pieces / per_copy);
+    const int per_copy = batch.pieces / isize(stages[stage].copy_ranks);
+    return static_cast<size_t>(microbatch.value() % batch.pieces / per_copy);
   }
   /// The rank that runs `stage` for `microbatch`.
   PipelineRank rank_of(StageId stage, MicrobatchId microbatch) const {
     const std::vector<PipelineRank>& copies = stages[stage].copy_ranks;
     if (!copies.empty()) return copies[copy_of(stage, microbatch)];
-    return up_stage_rank.empty() || microbatch < first_up_microbatch ? rank_of(stage)
-                                                                     : up_stage_rank[stage];
+    return !up || microbatch < up->first_microbatch ? rank_of(stage) : up->stage_rank[stage];
   }
   bool holds(PipelineRank rank, StageId stage) const {
     const std::vector<PipelineRank>& copies = stages[stage].copy_ranks;
     return rank_of(stage) == rank ||
            std::find(copies.begin(), copies.end(), rank) != copies.end() ||
-           (!up_stage_rank.empty() && up_stage_rank[stage] == rank);
+           (up && up->stage_rank[stage] == rank);
   }
   const RankOrders& orders(int replica) const {
     return replicas.size() == 1 ? replicas.front() : replicas[static_cast<size_t>(replica)];

@@ -22,7 +22,7 @@ std::optional<StageId> stage_owning(const PipelinePrograms& programs, int layer)
 bool holds_successor_copy(const PipelinePrograms& programs, PipelineRank r, int layer) {
   for (const StageId s : programs.stages.ids()) {
     if (!programs.holds(r, s)) continue;
-    for (const Segment& seg : programs.stages[s].successor_copy) {
+    for (const Segment& seg : programs.stages[s].forward_copies.successor) {
       if (layer >= seg.first && layer < seg.end) return true;
     }
   }

@@ -38,7 +38,7 @@ Schedule generate_encoders_replicated(const SchedulingProblem& problem) {
     if (s == StageId{0})
       stage.segments = encoders;
     else
-      stage.redundant = encoders;
+      stage.forward_copies.before = encoders;
     const auto& piece = llm[s.slot()];
     stage.segments.insert(stage.segments.end(), piece.begin(), piece.end());
   }

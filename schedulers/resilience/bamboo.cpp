@@ -91,7 +91,7 @@ Schedule generate_bamboo(const SchedulingProblem& problem) {
   for (int s = 0; s < stages; ++s) {
     const int next = (s + 1) % stages;
     if (!failed.count(s) && stage_rank[StageId{next}] != stage_rank[StageId{s}])
-      graph[StageId{s}].successor_copy = graph[StageId{next}].segments;
+      graph[StageId{s}].forward_copies.successor = graph[StageId{next}].segments;
   }
 
   // 1F1B over the ranks; a rank runs its stages' forwards in order, backwards in reverse.

@@ -122,17 +122,17 @@ TEST(DualPipeV, OverlappedPairsAreFusedInTheIrAndRoundTrip) {
             order_text(dualpipe_v_orders(2, 4)[PipelineRank{0}]));
   // A pair of the same microbatch is no fused action: it runs unfused, one after the other.
   const RankOrders same = parse_pytorch_csv("(1F0;1B0)OVERLAP_F_B\n", "s.csv");
-  EXPECT_FALSE(same[PipelineRank{0}][0].overlapped);
+  EXPECT_EQ(same[PipelineRank{0}][0].with_next, Join::kNone);
 }
 
 TEST(DualPipeV, MisformedPairsAreInputErrors) {
-  // An overlapped F must be followed by its overlapped B.
+  // An overlapped F must be followed by a B of another microbatch.
   const auto study = uniform("1f1b", 2, 2);
   PipelinePrograms programs{
       .stages = chain_stages(*study->problem.model, plan_stages(study->problem, 2)),
       .ranks = 2,
       .stage_rank = {},
-      .replicas = {{{{StageId{0}, Pass::kF, MicrobatchId{0}, true},
+      .replicas = {{{{StageId{0}, Pass::kF, MicrobatchId{0}, ActionKind::kCompute, Join::kOverlap},
                      {StageId{0}, Pass::kF, MicrobatchId{1}},
                      {StageId{0}, Pass::kB, MicrobatchId{0}},
                      {StageId{0}, Pass::kB, MicrobatchId{1}}},

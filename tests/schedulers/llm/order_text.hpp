@@ -10,11 +10,13 @@ namespace loom::test {
 /// An overlapped pair prints as "(0F3;3B1)", like PyTorch's OVERLAP_F_B action.
 inline std::string order_text(const std::vector<RankAction>& order) {
   std::string out;
+  bool closes = false;  // this action is the B half of an overlapped pair
   for (const RankAction& a : order) {
-    const bool opens = a.overlapped && a.pass == Pass::kF;
-    out += (out.empty() || (a.overlapped && !opens) ? "" : " ");
-    out += (a.overlapped ? (opens ? "(" : ";") : "") + to_string(a.stage) + to_string(a.pass) +
-           to_string(a.microbatch) + (a.overlapped && !opens ? ")" : "");
+    const bool opens = a.with_next == Join::kOverlap;
+    out += out.empty() ? "" : closes ? ";" : " ";
+    out += (opens ? "(" : "") + to_string(a.stage) + to_string(a.pass) + to_string(a.microbatch) +
+           (closes ? ")" : "");
+    closes = opens;
   }
   return out;
 }
