@@ -76,4 +76,30 @@ class AnalyticalCostModel final : public CostModel {
   mutable std::map<std::tuple<int, int, std::vector<int>>, PassCost> cache_;
 };
 
+/// A cost model that times layers its own way (a fitted profile) and takes everything a
+/// timing does not measure, the sizes, parameter counts and the optimizer step, from the
+/// analytical model of the same model and cluster.
+class AnalyticalSizes : public CostModel {
+ public:
+  double activation_bytes(int layer, const MicrobatchShape& shape, int tp) const override {
+    return shapes_.activation_bytes(layer, shape, tp);
+  }
+  double output_bytes(int layer, const MicrobatchShape& shape) const override {
+    return shapes_.output_bytes(layer, shape);
+  }
+  double parameters(int layer) const override { return shapes_.parameters(layer); }
+  double embedding_parameters(int layer) const override {
+    return shapes_.embedding_parameters(layer);
+  }
+  double optimizer_step_seconds(double bytes) const override {
+    return shapes_.optimizer_step_seconds(bytes);
+  }
+
+ protected:
+  AnalyticalSizes(const Model& model, const Cluster& cluster) : shapes_(model, cluster, 1.0) {}
+
+ private:
+  AnalyticalCostModel shapes_;
+};
+
 }  // namespace loom

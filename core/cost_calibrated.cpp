@@ -66,7 +66,7 @@ bool parse_whole(const std::string& text, int& value) {
 
 CalibratedCostModel::CalibratedCostModel(const Model& model, const Cluster& cluster,
                                          const std::string& profile_csv)
-    : model_(model), shapes_(model, cluster, 1.0), profile_(profile_csv) {
+    : AnalyticalSizes(model, cluster), model_(model), profile_(profile_csv) {
   std::map<Key, std::pair<std::vector<double>, std::vector<double>>> points;
   try {
     io::CSVReader<5, io::trim_chars<' ', '\t'>, io::no_quote_escape<','>, io::throw_on_overflow> in(
@@ -142,27 +142,6 @@ double CalibratedCostModel::evaluate(const QuadraticFit& fit, const MicrobatchSh
 PassCost CalibratedCostModel::layer_cost(int layer, const MicrobatchShape& shape, int tp) const {
   return {evaluate(fit_for(layer, 'F', tp), shape), evaluate(fit_for(layer, 'I', tp), shape),
           evaluate(fit_for(layer, 'W', tp), shape)};
-}
-
-double CalibratedCostModel::activation_bytes(int layer, const MicrobatchShape& shape,
-                                             int tp) const {
-  return shapes_.activation_bytes(layer, shape, tp);
-}
-
-double CalibratedCostModel::output_bytes(int layer, const MicrobatchShape& shape) const {
-  return shapes_.output_bytes(layer, shape);
-}
-
-double CalibratedCostModel::parameters(int layer) const {
-  return shapes_.parameters(layer);
-}
-
-double CalibratedCostModel::optimizer_step_seconds(double bytes) const {
-  return shapes_.optimizer_step_seconds(bytes);
-}
-
-double CalibratedCostModel::embedding_parameters(int layer) const {
-  return shapes_.embedding_parameters(layer);
 }
 
 nlohmann::json CalibratedCostModel::describe() const {

@@ -26,18 +26,13 @@ struct QuadraticFit {
 /// Least-squares fit of y = a x^2 + b x + c. Needs three distinct x values.
 QuadraticFit fit_quadratic(const std::vector<double>& x, const std::vector<double>& y);
 
-class CalibratedCostModel final : public CostModel {
+class CalibratedCostModel final : public AnalyticalSizes {
  public:
   /// Reads and fits the profile; InputError names the file and line of a malformed row,
   /// or the layer/phase/tp that has too few distinct token counts or no rows at all.
   CalibratedCostModel(const Model& model, const Cluster& cluster, const std::string& profile_csv);
   std::string name() const override { return "calibrated"; }
   PassCost layer_cost(int layer, const MicrobatchShape& shape, int tp) const override;
-  double activation_bytes(int layer, const MicrobatchShape& shape, int tp) const override;
-  double output_bytes(int layer, const MicrobatchShape& shape) const override;
-  double parameters(int layer) const override;
-  double embedding_parameters(int layer) const override;
-  double optimizer_step_seconds(double bytes) const override;
   nlohmann::json describe() const override;
 
  private:
@@ -46,7 +41,6 @@ class CalibratedCostModel final : public CostModel {
   double evaluate(const QuadraticFit& fit, const MicrobatchShape& shape) const;
 
   const Model& model_;
-  AnalyticalCostModel shapes_;
   std::string profile_;
   std::map<Key, QuadraticFit> fits_;
 };

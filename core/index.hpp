@@ -151,40 +151,33 @@ class IdVector {
   std::vector<T> items_;
 };
 
+/// Declares an index type `Name`, an Id with a tag of its own, and its table `PerName<T>`.
+/// A macro because a template cannot declare an alias template: without it every kind of
+/// index is the same three lines written again (core/, the schedulers and the planners
+/// declare two dozen).
+#define LOOM_DECLARE_ID(Name, PerName)       \
+  using Name = ::loom::Id<struct Name##Tag>; \
+  template <class T>                         \
+  using PerName = ::loom::IdVector<Name, T>
+
 /// A rank of the Schedule IR: one program, run by one GPU or one tensor-parallel group.
-using RankId = Id<struct RankTag>;
-template <class T>
-using PerRank = IdVector<RankId, T>;
+LOOM_DECLARE_ID(RankId, PerRank);
 /// A pipeline stage (a virtual stage where a rank holds several): an index into a
 /// scheduler's PipelinePrograms::stages, and the stage an op of the Schedule IR belongs to.
-using StageId = Id<struct StageTag>;
-template <class T>
-using PerStage = IdVector<StageId, T>;
+LOOM_DECLARE_ID(StageId, PerStage);
 /// A module of the model (an encoder, a projector, the LLM): an index into Model::modules, in
 /// their topological order, and the module an op of the Schedule IR computes or moves data of.
-using ModuleId = Id<struct ModuleTag>;
-template <class T>
-using PerModule = IdVector<ModuleId, T>;
+LOOM_DECLARE_ID(ModuleId, PerModule);
 /// A global layer of the model: an index into Model::layers and the per-layer cost tables.
-using LayerId = Id<struct LayerTag>;
-template <class T>
-using PerLayer = IdVector<LayerId, T>;
+LOOM_DECLARE_ID(LayerId, PerLayer);
 /// A data-parallel replica of the pipeline (RankInfo::replica; a minibatch in Entrain §4.3).
-using ReplicaId = Id<struct ReplicaTag>;
-template <class T>
-using PerReplica = IdVector<ReplicaId, T>;
+LOOM_DECLARE_ID(ReplicaId, PerReplica);
 /// A microbatch of one replica (an encoder microbatch M^enc_j where encoders batch apart).
-using MicrobatchId = Id<struct MicrobatchTag>;
-template <class T>
-using PerMicrobatch = IdVector<MicrobatchId, T>;
+LOOM_DECLARE_ID(MicrobatchId, PerMicrobatch);
 /// A sample of the workload: an index into the samples a SchedulingProblem carries.
-using SampleId = Id<struct SampleTag>;
-template <class T>
-using PerSample = IdVector<SampleId, T>;
+LOOM_DECLARE_ID(SampleId, PerSample);
 /// A collective group of the Schedule IR: an index into Schedule::groups.
-using GroupId = Id<struct GroupTag>;
-template <class T>
-using PerGroup = IdVector<GroupId, T>;
+LOOM_DECLARE_ID(GroupId, PerGroup);
 
 /// `2_rank`: a rank written as a literal (tests, hand-built schedules).
 constexpr RankId operator""_rank(unsigned long long value) {

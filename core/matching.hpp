@@ -24,9 +24,7 @@ struct MessageChannel {
 MessageChannel channel_of(RankId src, RankId dst, const MessageTag& tag);
 
 /// A collective instance: the members' k-th collective on one group, which they run together.
-using InstanceId = Id<struct InstanceTag>;
-template <class T>
-using PerInstance = IdVector<InstanceId, T>;
+LOOM_DECLARE_ID(InstanceId, PerInstance);
 
 struct Matching {
   /// For each Recv: the Send it receives. For each Send: the Recv that receives it. None

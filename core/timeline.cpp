@@ -202,9 +202,7 @@ void write_timeline_csv(const std::string& path, const Schedule& schedule,
 /// colouring, deterministic).
 namespace {
 /// A thread of a rank's eager sends in the trace: sends that overlap take different lanes.
-using SendLane = Id<struct SendLaneTag>;
-template <class T>
-using PerSendLane = IdVector<SendLane, T>;
+LOOM_DECLARE_ID(SendLane, PerSendLane);
 
 bool is_async(const Op& op) {
   const auto* c = std::get_if<Collective>(&op);

@@ -91,18 +91,11 @@ void check_model_executable(const Model& model) {
 
 HostModelState::HostModelState(const ExecProblem& problem, const LayerGraph& graph,
                                ReplicaId replica, const std::vector<int>& layers)
-    : problem_(problem), graph_(graph), model_(*problem.model), replica_(replica) {
-  for (const auto& per_replica : problem.schedule->samples) {
-    for (const auto& mb : per_replica) batch_samples_ += isize(mb);
-  }
+    : ModelStateBase(problem, graph, replica) {
   for (int l : layers) {
     params_[l] = init_parameters(model_.layer(l), l, problem.seed);
     if (!model_.layer(l).frozen) grads_[l] = zero_parameters(model_.layer(l));
   }
-}
-
-std::vector<SampleId> HostModelState::samples_of(MicrobatchId microbatch) const {
-  return problem_.schedule->samples_of(replica_, microbatch);
 }
 
 Activation HostModelState::synthetic(int key, const std::vector<SampleId>& samples,
@@ -238,14 +231,6 @@ void HostModelState::backward_weight(const Compute& op) {
   states_.backward_weight(op, [&](int layer, LayerState& st) {
     layer_backward_weight(model_.layer(layer), st, grads_.at(layer));
   });
-}
-
-Activation HostModelState::take_edge(const EdgeKey& key) {
-  return edges_.take(key);
-}
-
-void HostModelState::put_edge(const EdgeKey& key, Activation value) {
-  edges_.put(key, std::move(value));
 }
 
 Gradients HostModelState::gradients() const {

@@ -12,9 +12,8 @@
 #include "executor/adam.hpp"
 #include "executor/backend.hpp"
 #include "executor/dataflow.hpp"
-#include "executor/edge_store.hpp"
 #include "executor/layer_math.hpp"
-#include "executor/layer_states.hpp"
+#include "executor/model_state_base.hpp"
 
 namespace loom::exec {
 
@@ -24,19 +23,14 @@ struct Activation {
   std::vector<int> lengths;
 };
 
-class HostModelState {
+class HostModelState : public ModelStateBase<Activation, LayerState> {
  public:
-  /// `replica`: which row of Schedule::samples this rank's microbatches come from.
   HostModelState(const ExecProblem& problem, const LayerGraph& graph, ReplicaId replica,
                  const std::vector<int>& layers);
 
   void forward(const Compute& op);
   void backward_input(const Compute& op);   ///< I, and the first half of B
   void backward_weight(const Compute& op);  ///< W, and the second half of B
-
-  /// Edge tensors: Send takes one out, Recv puts one in.
-  Activation take_edge(const EdgeKey& key);
-  void put_edge(const EdgeKey& key, Activation value);
 
   /// Accumulated gradients of the trainable layers this rank holds.
   Gradients gradients() const;
@@ -52,7 +46,6 @@ class HostModelState {
   double loss() const { return loss_; }
 
  private:
-  std::vector<SampleId> samples_of(MicrobatchId microbatch) const;
   Activation module_input(const Compute& op, bool redundant);
   const LayerTensors& params(int layer);
   /// Deterministic data of one stream: `key` is a module's id for its inputs, -1 - layer for
@@ -61,15 +54,8 @@ class HostModelState {
                        int width, const std::vector<int>* lengths = nullptr) const;
   void loss_gradient(int layer, MicrobatchId microbatch, const Activation& y);
 
-  const ExecProblem& problem_;
-  const LayerGraph& graph_;
-  const Model& model_;
-  ReplicaId replica_;
-  int batch_samples_ = 0;  ///< samples in the whole iteration (the loss normaliser)
   std::map<int, LayerTensors> params_, grads_;
   std::map<ParamKey, AdamState> adam_;
-  EdgeStore<Activation> edges_;
-  LayerStates<LayerState> states_;
   double loss_ = 0;
 };
 

@@ -10,9 +10,7 @@
 namespace loom::sim {
 
 /// A GPU of the cluster, numbered node by node (RankInfo::gpu, the host "gpu<N>").
-using GpuId = Id<struct GpuTag>;
-template <class T>
-using PerGpu = IdVector<GpuId, T>;
+LOOM_DECLARE_ID(GpuId, PerGpu);
 
 /// Creates the zones, hosts and links of the nodes of `cluster` listed in `nodes` in the
 /// current engine and returns the host of each GPU, indexed by GPU (nullptr on nodes not

@@ -64,14 +64,7 @@ CudaModelState::CudaModelState(const ExecProblem& problem, const LayerGraph& gra
                                ReplicaId replica, const std::vector<int>& layers,
                                const std::vector<Op>& program, kernels::Blas& blas,
                                cudaStream_t stream)
-    : problem_(problem),
-      graph_(graph),
-      model_(*problem.model),
-      replica_(replica),
-      stream_(stream),
-      runner_(blas, stream) {
-  for (const auto& per_replica : problem.schedule->samples)
-    for (const auto& mb : per_replica) batch_samples_ += isize(mb);
+    : ModelStateBase(problem, graph, replica), stream_(stream), runner_(blas, stream) {
   // Every layer's weights up front, redundant copies' too: a lazy upload mid-run would
   // synchronise the stream.
   std::vector<int> needed = layers;
@@ -87,10 +80,6 @@ CudaModelState::CudaModelState(const ExecProblem& problem, const LayerGraph& gra
   }
   prefetch(program);
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // uploads done: host copies may go
-}
-
-std::vector<SampleId> CudaModelState::samples_of(MicrobatchId microbatch) const {
-  return problem_.schedule->samples_of(replica_, microbatch);
 }
 
 void CudaModelState::upload_parameters(std::vector<int> layers) {
@@ -276,14 +265,6 @@ void CudaModelState::backward_weight(const Compute& op) {
   states_.backward_weight(op, [&](int layer, DeviceLayerState& st) {
     runner_.backward_weight(model_.layer(layer), st, grads_.at(layer));
   });
-}
-
-DeviceActivation CudaModelState::take_edge(const EdgeKey& key) {
-  return edges_.take(key);
-}
-
-void CudaModelState::put_edge(const EdgeKey& key, DeviceActivation value) {
-  edges_.put(key, std::move(value));
 }
 
 Gradients CudaModelState::gradients() const {

@@ -20,8 +20,7 @@
 #include "executor/cuda/device_matrix.hpp"
 #include "executor/cuda/layer_cuda.hpp"
 #include "executor/dataflow.hpp"
-#include "executor/edge_store.hpp"
-#include "executor/layer_states.hpp"
+#include "executor/model_state_base.hpp"
 
 namespace loom::exec::cuda {
 
@@ -32,9 +31,8 @@ namespace loom::exec::cuda {
 std::vector<int> layer_output_lengths(const Model& model, const std::vector<Sample>& samples,
                                       const std::vector<SampleId>& ids, int layer);
 
-class CudaModelState {
+class CudaModelState : public ModelStateBase<DeviceActivation, DeviceLayerState> {
  public:
-  /// `replica`: which row of Schedule::samples this rank's microbatches come from;
   /// `program`: this rank's ops (to prefetch the synthetic data its forwards read).
   CudaModelState(const ExecProblem& problem, const LayerGraph& graph, ReplicaId replica,
                  const std::vector<int>& layers, const std::vector<Op>& program,
@@ -43,10 +41,6 @@ class CudaModelState {
   void forward(const Compute& op);
   void backward_input(const Compute& op);   ///< I, and the first half of B
   void backward_weight(const Compute& op);  ///< W, and the second half of B
-
-  /// Edge tensors: Send takes one out, Recv puts one in.
-  DeviceActivation take_edge(const EdgeKey& key);
-  void put_edge(const EdgeKey& key, DeviceActivation value);
 
   /// The accumulated gradients of the trainable layers held here (downloads; syncs).
   Gradients gradients() const;
@@ -62,7 +56,6 @@ class CudaModelState {
  private:
   /// (module key, microbatch, modality)
   using DataKey = std::tuple<int, MicrobatchId, std::string>;
-  std::vector<SampleId> samples_of(MicrobatchId microbatch) const;
   void prefetch(const std::vector<Op>& program);
   /// Uploads the weights of `layers` (those not yet on the device), initialised on every
   /// host core at once.
@@ -76,18 +69,11 @@ class CudaModelState {
   const DeviceTensors& params(int layer);
   void loss_gradient(int layer, MicrobatchId microbatch, const DeviceActivation& y);
 
-  const ExecProblem& problem_;
-  const LayerGraph& graph_;
-  const Model& model_;
-  ReplicaId replica_;
-  int batch_samples_ = 0;  ///< samples in the whole iteration (the loss normaliser)
   cudaStream_t stream_;
   LayerRunner runner_;
   std::map<int, DeviceTensors> params_, grads_;
   std::map<ParamKey, std::pair<DeviceMatrix, DeviceMatrix>> moments_;  ///< Adam's m and v
   int optimizer_steps_ = 0;
-  EdgeStore<DeviceActivation> edges_;
-  LayerStates<DeviceLayerState> states_;
   std::map<DataKey, DeviceActivation> data_;  ///< prefetched inputs and targets
 };
 

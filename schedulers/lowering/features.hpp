@@ -25,9 +25,7 @@ namespace loom {
 /// A rank inside one data-parallel replica: PipelinePrograms numbers every replica's
 /// ranks from 0, and the lowering maps (replica, PipelineRank) to the Schedule's RankId
 /// (lowering::Context::global_rank), so the two numberings cannot be mixed up.
-using PipelineRank = Id<struct PipelineRankTag>;
-template <class T>
-using PerPipelineRank = IdVector<PipelineRank, T>;
+LOOM_DECLARE_ID(PipelineRank, PerPipelineRank);
 
 /// Global layers [first, end) of one module.
 struct Segment {

@@ -47,9 +47,7 @@ struct DipTask {
 using DipTasks = IdVector<DipTaskId, DipTask>;
 
 /// A (microbatch, modality) unit of the search's order: microbatch * modalities + modality.
-using DipUnit = Id<struct DipUnitTag>;
-template <class T>
-using PerDipUnit = IdVector<DipUnit, T>;
+LOOM_DECLARE_ID(DipUnit, PerDipUnit);
 
 /// The greedy's priority of every task (lower first): its (microbatch, modality) unit's
 /// position in a search order, `unit_position[DipUnit{microbatch * modalities + modality}]`,

@@ -21,9 +21,7 @@
 namespace loom {
 
 /// A rank of the CP group: an owner of query blocks (not a rank of the Schedule IR).
-using CpRank = Id<struct CpRankTag>;
-template <class T>
-using PerCpRank = IdVector<CpRank, T>;
+LOOM_DECLARE_ID(CpRank, PerCpRank);
 
 struct BlockSizes {
   std::int64_t query_block = 128;  ///< N_B of Alg 1: tokens per query block (§3.3.2.1)

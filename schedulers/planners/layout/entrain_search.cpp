@@ -15,9 +15,7 @@ namespace {
 
 /// A layer of one component, by its index into the component's own layers (what a
 /// StageRange counts), not the model's layer number.
-using ComponentLayer = Id<struct ComponentLayerTag>;
-template <class T>
-using PerComponentLayer = IdVector<ComponentLayer, T>;
+LOOM_DECLARE_ID(ComponentLayer, PerComponentLayer);
 
 struct Candidate {
   int tp = 1;
