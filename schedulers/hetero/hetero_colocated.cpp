@@ -60,10 +60,9 @@ constexpr const char* kName = "hetero-colocated";
 /// groups, HeteroGroups::encoders).
 using EncoderSlot = Id<struct EncoderSlotTag>;
 
-class Colocated {
+class Colocated : HeteroScheduler {
  public:
-  explicit Colocated(const SchedulingProblem& p)
-      : p_(p), model_(*p.model), h_(hetero_groups(p, kName, true)) {}
+  explicit Colocated(const SchedulingProblem& p) : HeteroScheduler(p, kName, true) {}
 
   PipelinePrograms run() {
     check_layouts();
@@ -81,11 +80,6 @@ class Colocated {
   }
 
  private:
-  const ModuleLayout& layout(LayoutGroupId group) const { return h_.groups[group].layout; }
-  std::string key(LayoutGroupId group) const {
-    return "parallel.modules." + model_.module(h_.groups[group].owner).name;
-  }
-
   bool per_microbatch() const {
     return kOptions.read(p_.schedule, "hetero-colocated").order == "per-microbatch";
   }
@@ -238,9 +232,6 @@ class Colocated {
     return out;
   }
 
-  const SchedulingProblem& p_;
-  const Model& model_;
-  HeteroGroups h_;
   ColocatedGrid grid_;
   PipelinePrograms programs_{.stages = {}, .ranks = 0, .stage_rank = {}, .replicas = {}};
   IdVector<EncoderSlot, StageId> encoder_stage_;

@@ -14,9 +14,7 @@
 namespace loom {
 
 /// A module group of a per-module layout: an index into HeteroGroups::groups.
-using LayoutGroupId = Id<struct LayoutGroupTag>;
-template <class T>
-using PerLayoutGroup = IdVector<LayoutGroupId, T>;
+LOOM_DECLARE_ID(LayoutGroupId, PerLayoutGroup);
 
 /// The module groups of a per-module layout (core/layout.hpp), the LLM group last.
 struct HeteroGroups {
@@ -35,6 +33,22 @@ struct HeteroGroups {
 /// Throws InputError naming the scheduler when the model has no single LLM.
 HeteroGroups hetero_groups(const SchedulingProblem& problem, const std::string& scheduler,
                            bool colocated_placement);
+
+/// What both per-module-layout schedulers start from: the problem and its layout groups.
+class HeteroScheduler {
+ protected:
+  HeteroScheduler(const SchedulingProblem& p, const std::string& scheduler, bool colocated)
+      : p_(p), model_(*p.model), h_(hetero_groups(p, scheduler, colocated)) {}
+  const ModuleLayout& layout(LayoutGroupId group) const { return h_.groups[group].layout; }
+  /// The config key of a group's layout, for errors.
+  std::string key(LayoutGroupId group) const {
+    return "parallel.modules." + model_.module(h_.groups[group].owner).name;
+  }
+
+  const SchedulingProblem& p_;
+  const Model& model_;
+  HeteroGroups h_;
+};
 
 /// GPU offsets of a colocated rank set in the LLM's grid (core/layout.hpp order: replica,
 /// stage, then TP x CP shard): P stages of K shards per replica, Q = P K pieces.

@@ -32,10 +32,9 @@ namespace {
 
 constexpr const char* kName = "hetero-noncolocated";
 
-class NonColocated {
+class NonColocated : HeteroScheduler {
  public:
-  explicit NonColocated(const SchedulingProblem& p)
-      : p_(p), model_(*p.model), h_(hetero_groups(p, kName, false)) {}
+  explicit NonColocated(const SchedulingProblem& p) : HeteroScheduler(p, kName, false) {}
 
   PipelinePrograms run() {
     check_layouts();
@@ -67,10 +66,6 @@ class NonColocated {
   }
 
  private:
-  const ModuleLayout& layout(LayoutGroupId g) const { return h_.groups[g].layout; }
-  std::string key(LayoutGroupId g) const {
-    return "parallel.modules." + model_.module(h_.groups[g].owner).name;
-  }
   PipelineRank rank_of(LayoutGroupId g, int d, int s) const {
     return rank_base_[g] + (d * layout(g).pp + s);
   }
@@ -134,9 +129,6 @@ class NonColocated {
     }
   }
 
-  const SchedulingProblem& p_;
-  const Model& model_;
-  HeteroGroups h_;
   PipelinePrograms programs_{.stages = {}, .ranks = 0, .stage_rank = {}, .replicas = {}};
   int k_ = 1;
   PerLayoutGroup<PipelineRank> rank_base_;  ///< each group's first rank

@@ -93,12 +93,8 @@ RankOrders interleaved_1f1b_orders(int p, int m, int v, int group) {
   if (const std::string error = interleaved_group_error(p, m, group); !error.empty())
     throw InputError(error);
   const int total = m * v;  // virtual microbatches
-  const std::vector<VirtualMicrobatch> table = megatron_schedule_table(m, v, group);
-  RankOrders orders(p);
-  for (int r = 0; r < p; ++r) {
-    auto& order = orders[PipelineRank{r}];
-    // Virtual microbatch k; the backward of k runs the mirrored chunk v-1-c.
-    auto push = [&](int k, Pass pass) { order.push_back(virtual_action(table, k, pass, p, v, r)); };
+  // Virtual microbatch k; the backward of k runs the mirrored chunk v-1-c.
+  return virtual_orders(p, m, v, group, [&](int r, const auto& push) {
     const int warmup = std::min(total, 2 * (p - r - 1) + (v - 1) * group);
     for (int k = 0; k < warmup; ++k) push(k, Pass::kF);
     for (int j = 0; j < total - warmup; ++j) {
@@ -106,8 +102,7 @@ RankOrders interleaved_1f1b_orders(int p, int m, int v, int group) {
       push(j, Pass::kB);
     }
     for (int j = std::max(0, total - warmup); j < total; ++j) push(j, Pass::kB);
-  }
-  return orders;
+  });
 }
 
 namespace {

@@ -51,11 +51,7 @@ int interleaved_zb_round_size(int p, int m) {
 RankOrders interleaved_zb_orders(int p, int m, int v) {
   const int round = interleaved_zb_round_size(p, m);
   const int total = m * v;  // virtual microbatches
-  const std::vector<VirtualMicrobatch> table = megatron_schedule_table(m, v, round);
-  RankOrders orders(p);
-  for (int r = 0; r < p; ++r) {
-    auto& order = orders[PipelineRank{r}];
-    auto push = [&](int k, Pass pass) { order.push_back(virtual_action(table, k, pass, p, v, r)); };
+  return virtual_orders(p, m, v, round, [&](int r, const auto& push) {
     const int warmup = std::min(total, (v - 1) * round + p - 1 - r);
     int weights = 0;  // W issued, in the order of their I
     for (int k = 0; k < warmup; ++k) push(k, Pass::kF);
@@ -65,8 +61,7 @@ RankOrders interleaved_zb_orders(int p, int m, int v) {
       if (j >= r) push(weights++, Pass::kW);  // more than r W pending: the oldest
     }
     while (weights < total) push(weights++, Pass::kW);
-  }
-  return orders;
+  });
 }
 
 Schedule generate_interleaved_zb(const SchedulingProblem& problem) {

@@ -15,29 +15,22 @@ namespace loom {
 StageOrders zb_h1_orders(int p, int m) {
   StageOrders orders(p);
   for (int s = 0; s < p; ++s) {
-    auto& order = orders[StageId{s}];
-    const MicrobatchId end{m};
-    MicrobatchId nf{0}, ni{0}, nw{0};
-    // The pass of microbatch `next`, then advance `next`.
-    auto push = [&](Pass pass, MicrobatchId& next) {
-      order.push_back({pass, next});
-      ++next;
-    };
+    StageCursor c{.order = orders[StageId{s}], .end = MicrobatchId{m}};
     // W of the oldest pending microbatch once more than s are pending.
-    auto w_beyond = [&](int deferred) {
-      if (ni - nw > deferred) push(Pass::kW, nw);
+    auto w_beyond = [&] {
+      if (c.i - c.w > s) c.push(Pass::kW);
     };
-    for (; nf < MicrobatchId{std::min(p - s - 1, m)}; ++nf) order.push_back({Pass::kF, nf});
-    while (nf < end) {
-      push(Pass::kF, nf);
-      push(Pass::kI, ni);
-      w_beyond(s);
+    while (c.f < MicrobatchId{std::min(p - s - 1, m)}) c.push(Pass::kF);
+    while (c.f < c.end) {
+      c.push(Pass::kF);
+      c.push(Pass::kI);
+      w_beyond();
     }
-    while (ni < end) {
-      push(Pass::kI, ni);
-      w_beyond(s);
+    while (c.i < c.end) {
+      c.push(Pass::kI);
+      w_beyond();
     }
-    while (nw < end) push(Pass::kW, nw);
+    c.drain_w();
   }
   return orders;
 }

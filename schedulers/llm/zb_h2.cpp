@@ -16,34 +16,27 @@ namespace loom {
 StageOrders zb_h2_orders(int p, int m) {
   StageOrders orders(p);
   for (int s = 0; s < p; ++s) {
-    auto& order = orders[StageId{s}];
-    const int deferred = std::min(2 * s + 1, m);  // W held back before the steady phase
-    const MicrobatchId end{m};
-    MicrobatchId nf{0}, ni{0}, nw{0};
-    // The pass of microbatch `next`, then advance `next`.
-    auto push = [&](Pass pass, MicrobatchId& next) {
-      order.push_back({pass, next});
-      ++next;
-    };
-    for (; nf < MicrobatchId{std::min(2 * (p - s) - 1, m)}; ++nf) order.push_back({Pass::kF, nf});
+    StageCursor c{.order = orders[StageId{s}], .end = MicrobatchId{m}};
+    const MicrobatchId deferred{std::min(2 * s + 1, m)};  // W held back before the steady phase
+    while (c.f < MicrobatchId{std::min(2 * (p - s) - 1, m)}) c.push(Pass::kF);
     // Alternate I and F (W deferred) until `deferred` I are done; end on an I so the
     // stage never holds more than 2p-1 microbatches.
-    while (ni < MicrobatchId{deferred}) {
-      push(Pass::kI, ni);
-      if (ni < MicrobatchId{deferred} && nf < end) push(Pass::kF, nf);
+    while (c.i < deferred) {
+      c.push(Pass::kI);
+      if (c.i < deferred && c.f < c.end) c.push(Pass::kF);
     }
-    while (nf < end) {  // steady: W (oldest pending), F, I
-      push(Pass::kW, nw);
-      push(Pass::kF, nf);
-      push(Pass::kI, ni);
+    while (c.f < c.end) {  // steady: W (oldest pending), F, I
+      c.push(Pass::kW);
+      c.push(Pass::kF);
+      c.push(Pass::kI);
     }
     // Cool-down: W before each I, so this stage's I stay two slots behind the next
     // stage's (an I,W order would ask for I before the downstream I can have arrived).
-    while (ni < end) {
-      push(Pass::kW, nw);
-      push(Pass::kI, ni);
+    while (c.i < c.end) {
+      c.push(Pass::kW);
+      c.push(Pass::kI);
     }
-    while (nw < end) push(Pass::kW, nw);
+    c.drain_w();
   }
   return orders;
 }

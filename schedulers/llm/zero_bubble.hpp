@@ -11,6 +11,25 @@
 
 namespace loom {
 
+/// One stage's order under construction, pass by pass: the next microbatch of F, I and W,
+/// each advanced as its pass is pushed (the ZB-H1 and ZB-H2 builders).
+struct StageCursor {
+  std::vector<StageAction>& order;
+  MicrobatchId end;
+  MicrobatchId f{0}, i{0}, w{0};
+
+  /// The pass of its next microbatch, then advance that pass.
+  void push(Pass pass) {
+    MicrobatchId& next = pass == Pass::kF ? f : pass == Pass::kI ? i : w;
+    order.push_back({pass, next});
+    ++next;
+  }
+  /// The W still pending, oldest first (every zero-bubble order's tail).
+  void drain_w() {
+    while (w < end) push(Pass::kW);
+  }
+};
+
 /// ZB-H1 (zero-bubble PP, Qi et al. ICLR'24 §2.2 / Table 2): stage s runs min(p-s-1, m)
 /// warm-up forwards, then one F and one I per step; the first s W are deferred and every
 /// later step ends with the W of the oldest pending microbatch; cool-down I,W pairs; the s
@@ -53,6 +72,19 @@ inline RankAction virtual_action(const std::vector<VirtualMicrobatch>& table, in
   const VirtualMicrobatch& t = table[static_cast<size_t>(k)];
   const int chunk = pass == Pass::kF ? t.chunk : v - 1 - t.chunk;
   return {.stage = StageId{chunk * p + r}, .pass = pass, .microbatch = MicrobatchId{t.microbatch}};
+}
+/// The p ranks' orders over megatron_schedule_table(m, v, group): rank_order(r, push)
+/// writes rank r's, push(k, pass) appending the pass of virtual microbatch k.
+template <class RankOrder>
+RankOrders virtual_orders(int p, int m, int v, int group, const RankOrder& rank_order) {
+  const std::vector<VirtualMicrobatch> table = megatron_schedule_table(m, v, group);
+  RankOrders orders(p);
+  for (int r = 0; r < p; ++r) {
+    std::vector<RankAction>& order = orders[PipelineRank{r}];
+    rank_order(r,
+               [&](int k, Pass pass) { order.push_back(virtual_action(table, k, pass, p, v, r)); });
+  }
+  return orders;
 }
 
 /// Megatron's rules for the group size N on p ranks and m microbatches, as the InputError

@@ -158,19 +158,22 @@ double gradient_sync_time_s(const PlanningProblem& problem,
   // Each node's NIC carries the rings of the layers it holds one after another; different
   // nodes run theirs in parallel. Per pipeline, the busiest of its nodes.
   double worst = 0;
-  for (const Pipeline& p : inst.pipelines) {
-    const PipelineTemplate& t = templates[p.template_index];
-    PerPipelineNode<double> per_node(t.nodes, 0);
-    const auto first_layer = problem.layers.begin();
-    for (const TemplateStage& s : t.stages) {
-      for (const LayerCost& layer :
-           std::span(first_layer + s.layer_begin, first_layer + s.layer_end))
-        per_node[s.node] += layer.allreduce_across_nodes_s;
-    }
-    for (double v : per_node) worst = std::max(worst, v);
-  }
+  for (const Pipeline& p : inst.pipelines)
+    worst = std::max(worst, busiest_node_sync_s(problem, templates[p.template_index]));
   const double r = static_cast<double>(inst.pipelines.size());
   return worst * 2.0 * (r - 1) / r;
+}
+
+double busiest_node_sync_s(const PlanningProblem& problem, const PipelineTemplate& t) {
+  PerPipelineNode<double> per_node(t.nodes, 0);
+  const auto first_layer = problem.layers.begin();
+  for (const TemplateStage& s : t.stages) {
+    for (const LayerCost& layer : std::span(first_layer + s.layer_begin, first_layer + s.layer_end))
+      per_node[s.node] += layer.allreduce_across_nodes_s;
+  }
+  double busiest = 0;
+  for (const double v : per_node) busiest = std::max(busiest, v);
+  return busiest;
 }
 
 void evaluate(const PlanningProblem& problem, const PerTemplate<PipelineTemplate>& templates,

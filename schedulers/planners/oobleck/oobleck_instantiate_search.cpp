@@ -54,14 +54,7 @@ PerTemplate<TemplateTerms> template_terms(const PlanningProblem& problem,
       x.inv_t = 1 / t.slowest_s;
       x.a_over_t = a / t.slowest_s;
     }
-    PerPipelineNode<double> per_node(t.nodes, 0);
-    const auto first_layer = problem.layers.begin();
-    for (const TemplateStage& s : t.stages) {
-      for (const LayerCost& layer :
-           std::span(first_layer + s.layer_begin, first_layer + s.layer_end))
-        per_node[s.node] += layer.allreduce_across_nodes_s;
-    }
-    for (double v : per_node) x.sync_w = std::max(x.sync_w, v);
+    x.sync_w = busiest_node_sync_s(problem, t);
     out.push_back(x);
   }
   return out;

@@ -113,6 +113,17 @@ StageMapper::Sub StageMapper::combine(const Sub& a, int sa, const Sub& b, int sb
   return c;
 }
 
+void StageMapper::keep_faster(Sub& best, const Sub& a, int sa, const Sub& b, int sb,
+                              int split_layer, int split_units) {
+  if (b.total == kInf) return;
+  Sub c = combine(a, sa, b, sb);
+  if (c.total < best.total) {
+    c.split_layer = split_layer;
+    c.split_units = split_units;
+    best = c;
+  }
+}
+
 const StageMapper::Sub& StageMapper::in_node(int s, int u, int v, int g) {
   // Memo entry (s, g, u, v), row-major, in signed arithmetic: every term is >= 0.
   const std::ptrdiff_t l1 = std::ssize(pf_);  // L + 1 layer boundaries
@@ -129,14 +140,7 @@ const StageMapper::Sub& StageMapper::in_node(int s, int u, int v, int g) {
     for (int k = u + 1; k <= v - (s - 1); ++k) {
       const Sub a = single(u, k, m);
       if (a.total == kInf) break;  // more layers on the same GPUs cannot fit either
-      const Sub& b = in_node(s - 1, k, v, g - m);
-      if (b.total == kInf) continue;
-      Sub c = combine(a, 1, b, s - 1);
-      if (c.total < best.total) {
-        c.split_layer = k;
-        c.split_units = m;
-        best = c;
-      }
+      keep_faster(best, a, 1, in_node(s - 1, k, v, g - m), s - 1, k, m);
     }
   }
   memo = best;
@@ -161,14 +165,7 @@ const StageMapper::Sub& StageMapper::across(int S, int u, int n) {
     for (int k = u + s; k <= L_ - rest; ++k) {
       const Sub& a = in_node(s, u, k, M_);
       if (a.total == kInf) break;  // memory only grows with k
-      const Sub& b = across(rest, k, n - 1);
-      if (b.total == kInf) continue;
-      Sub c = combine(a, s, b, rest);
-      if (c.total < best.total) {
-        c.split_layer = k;
-        c.split_units = s;
-        best = c;
-      }
+      keep_faster(best, a, s, across(rest, k, n - 1), rest, k, s);
     }
   }
   memo = best;

@@ -38,6 +38,10 @@ class StageMapper {
     int split_units = 0;   // GPUs (inside a node) or stages (across nodes) of the first part
   };
   static Sub combine(const Sub& a, int sa, const Sub& b, int sb);
+  /// `best` becomes a + b, split at (split_layer, split_units), where b fits and the sum
+  /// is faster.
+  static void keep_faster(Sub& best, const Sub& a, int sa, const Sub& b, int sb, int split_layer,
+                          int split_units);
   Sub single(int u, int v, int d) const;
   const Sub& in_node(int s, int u, int v, int g);
   const Sub& across(int S, int u, int n);

@@ -78,14 +78,10 @@ struct PlanningProblem {
 /// reachability table are indexed.
 using NodeCount = Id<struct NodeCountTag>;
 /// A node of one pipeline, 0 .. nodes-1 (TemplateStage::node), not a node id.
-using PipelineNode = Id<struct PipelineNodeTag>;
-template <class T>
-using PerPipelineNode = IdVector<PipelineNode, T>;
+LOOM_DECLARE_ID(PipelineNode, PerPipelineNode);
 /// A pipeline template j: an index into generate_templates' table (n_0 + j nodes) and into
 /// Eq 2.5's X (x_j pipelines of template j).
-using TemplateId = Id<struct TemplateTag>;
-template <class T>
-using PerTemplate = IdVector<TemplateId, T>;
+LOOM_DECLARE_ID(TemplateId, PerTemplate);
 
 /// One stage of a template: layers [layer_begin, layer_end) on `gpus` GPUs of one node.
 struct TemplateStage {
@@ -233,6 +229,9 @@ std::vector<LayerSyncGroup> gradient_sync_groups(const PlanningProblem& problem,
 double gradient_sync_time_s(const PlanningProblem& problem,
                             const PerTemplate<PipelineTemplate>& templates,
                             const Instantiation& inst);
+/// One pipeline of template `t`: its busiest node's sum of two-member across-node
+/// all-reduce times over the layers the node holds.
+double busiest_node_sync_s(const PlanningProblem& problem, const PipelineTemplate& t);
 
 /// Slowest pipeline's iteration_time_s(N_b) + gradient sync (fills the two fields).
 void evaluate(const PlanningProblem& problem, const PerTemplate<PipelineTemplate>& templates,
