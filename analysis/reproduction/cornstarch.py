@@ -293,7 +293,7 @@ FIGURE_3_6 = Table(
            "frozen-status awareness (§3.5.1): `encoders-colocated` with "
            "`schedule.partition_view = naive`; Cornstarch is `cornstarch`, which runs the faster "
            "of modality parallelism and colocated encoders partitioned frozen-aware "
-           "(`schedule.modality_parallelism = auto`; §3.5.2: \"It chooses better modality "
+           "(`schedule.cornstarch.modality_parallelism = auto`; §3.5.2: \"It chooses better modality "
            "parallelism\"). FSDP is FSDP2 over all 24 GPUs with a mini-batch of 2 per GPU "
            "(§3.5.1): `parallel.fsdp = true`, dp 24, one microbatch of 2 "
            "(schedulers/lowering/pass_fsdp.cpp). The figure gives "

@@ -91,7 +91,7 @@ TABLE_4_3 = Table(
            "512, microbatch 4), configs/paper/entrain-<dataset>-llama3-<1b|3b>.toml, each "
            "scheduler over three iterations of the dataset-like workload. Loom's Entrain "
            "cell is the 1F1B variant; the throughput claim takes the faster of Entrain on "
-           "1F1B and on zero-bubble (`schedule.entrain_pipeline = zb`). The paper's Vision "
+           "1F1B and on zero-bubble (`schedule.entrain.pipeline = zb`). The paper's Vision "
            "row does not name the LLM; it is compared with the Llama3-1b configs. Kernel "
            "times carry 1 % noise (`cost.jitter = 0.01`, normal, per op: the run-to-run "
            "variation heterogeneous-parallelism-megatron reports), so no std is exactly 0."),

@@ -137,7 +137,7 @@ TABLE_A3 = Table(
            "activations in flight; the paper's GB read as GiB, the unit of Megatron-LM's "
            "memory report; in 10^9 bytes Loom's would be 7.4 % higher). H runs its encoder "
            "whole on every CP rank and inside each microbatch, as Megatron-LM's LLaVA model "
-           "does (`cp_mode = \"replicate\"`, `colocated_order = \"per-microbatch\"`); "
+           "does (`cp_mode = \"replicate\"`, `schedule.hetero-colocated.order = \"per-microbatch\"`); "
            "each run recomputes the encoder only where it would not fit otherwise (the paper "
            "tunes every run to its best valid configuration, recomputation included). Always "
            "SimGrid: the LLM's context- and tensor-parallel traffic share links, which only "
