@@ -30,6 +30,20 @@ bool is_compute(const Op& op, Pass pass, int mb) {
   return c && c->pass == pass && c->microbatch == MicrobatchId{mb} && !c->redundant;
 }
 
+/// `count` Computes flagged overlapped in the whole schedule, which validates and runs.
+void expect_overlapped_computes_and_runs(const TwoStages& t, const Schedule& s, int count) {
+  int flagged = 0;
+  for (const std::vector<Op>& program : s.programs) {
+    for (const Op& op : program) {
+      const auto* c = std::get_if<Compute>(&op);
+      flagged += c && c->overlapped;
+    }
+  }
+  EXPECT_EQ(flagged, count);
+  EXPECT_NO_THROW(validate(s, *t.study->problem.model));
+  EXPECT_GT(evaluate(s, *t.study->problem.cluster).iteration_time_s(), 0);
+}
+
 // --- Join::kOverlap ------------------------------------------------------------------
 
 /// 1F1B on two stages, m = 2, with rank 0's steady state as one overlapped pair (F1;B0).
@@ -58,16 +72,7 @@ TEST(LoweringFeatures, AnOverlappedPairReceivesBeforeItsForwardAndSendsAfterItsB
   ASSERT_LT(f1 + 2, r0.size());
   EXPECT_EQ(std::get<Send>(r0[f1 + 2]).tag.microbatch, MicrobatchId{1});
   // Nothing else is overlapped, and the schedule runs.
-  int flagged = 0;
-  for (const std::vector<Op>& program : s.programs) {
-    for (const Op& op : program) {
-      const auto* c = std::get_if<Compute>(&op);
-      flagged += c && c->overlapped;
-    }
-  }
-  EXPECT_EQ(flagged, 2);
-  EXPECT_NO_THROW(validate(s, *t.study->problem.model));
-  EXPECT_GT(evaluate(s, *t.study->problem.cluster).iteration_time_s(), 0);
+  expect_overlapped_computes_and_runs(t, s, 2);
 }
 
 TEST(LoweringFeatures, AnOverlapJoinsAForwardToABackwardOfAnotherMicrobatchOnly) {
@@ -160,16 +165,7 @@ TEST(LoweringFeatures, AnOverlapAndASecondPipelineCompose) {
                      {act(0, Pass::kF, 2), act(0, Pass::kF, 3), act(1, Pass::kF, 0),
                       joined(act(1, Pass::kF, 1), Join::kOverlap), act(1, Pass::kB, 0),
                       act(1, Pass::kB, 1), act(0, Pass::kB, 2), act(0, Pass::kB, 3)}}});
-  int flagged = 0;
-  for (const std::vector<Op>& program : s.programs) {
-    for (const Op& op : program) {
-      const auto* c = std::get_if<Compute>(&op);
-      flagged += c && c->overlapped;
-    }
-  }
-  EXPECT_EQ(flagged, 4);
-  EXPECT_NO_THROW(validate(s, *t.study->problem.model));
-  EXPECT_GT(evaluate(s, *t.study->problem.cluster).iteration_time_s(), 0);
+  expect_overlapped_computes_and_runs(t, s, 4);
 }
 
 // --- RedundantForwards -------------------------------------------------------------------
