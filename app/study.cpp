@@ -290,4 +290,11 @@ std::string unapplied_options(const Study& study) {
          ", so the gradients are reduced after the pipeline flush (docs/cost-model.md)";
 }
 
+TrainingRates study_rates(const Study& study, double iteration_time_s) {
+  const IterationWork work =
+      iteration_work(study.schedule, *study.problem.model, study.problem.samples);
+  return training_rates(study.schedule, work, iteration_time_s,
+                        study.config.cluster.gpu.peak_flops);
+}
+
 }  // namespace loom

@@ -7,6 +7,7 @@
 
 #include "core/config.hpp"
 #include "core/cost_model.hpp"
+#include "core/model_flops.hpp"
 #include "core/replica_fold.hpp"
 #include "schedulers/scheduler.hpp"
 
@@ -47,6 +48,10 @@ std::unique_ptr<Study> prepare_study(const std::string& config_path,
 /// Re-plans `study` with another partition view and returns the evaluator's iteration
 /// time (what the partition choice alone is worth).
 double evaluate_with_view(const Study& study, PartitionView view);
+
+/// Model TFLOP/s and tokens/s per GPU and MFU of the study's schedule at this iteration
+/// time (core/model_flops.hpp), against the GPU's dense peak (cluster.peak_flops).
+TrainingRates study_rates(const Study& study, double iteration_time_s);
 
 /// A warning when the config asks for something the planned schedule does not do
 /// (parallel.overlap_grad_reduce where the data-parallel reduction stays one blocking

@@ -301,6 +301,7 @@ int run_sim(const SimOptions& o) {
   print_stages(*study, os);
   os << "iteration time   " << ms(metrics.iteration_time_s) << "\n";
   os << "throughput       " << metrics.throughput_samples_per_s << " samples/s\n";
+  print_rates(study_rates(*study, metrics.iteration_time_s), c.cluster.gpu.peak_flops, os);
   os << "bubble fraction  " << metrics.bubble_fraction << "\n";
   double peak = 0;
   for (const RankMetrics& r : metrics.per_rank) peak = std::max(peak, r.peak_memory_bytes);
@@ -354,7 +355,9 @@ CommandRun attach_sim(CLI::App& sub) {
                "sim.fold=false)");
   sub.add_option("--schedulers", o->schedulers,
                  "Run every scheduler listed (all, or a,b,c) on the config: one table, and "
-                 "schedulers.csv + schedulers.png in --out; those that do not apply say why");
+                 "schedulers.csv + schedulers.png in --out; those that do not apply say why. An "
+                 "entry may set its scheduler's options: 'interleaved-1f1b:chunks=2,1f1b,zb-v' "
+                 "(`loom schedulers NAME` lists them)");
   return [o]() { return run_sim(*o); };
 }
 

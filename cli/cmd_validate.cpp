@@ -1,6 +1,8 @@
 // `loom validate DIR`: every config in DIR that names a published run ([validation]) is
 // planned and run on the evaluator and SimGrid; prints predicted vs measured seconds per
-// iteration, the signed error per run, and the mean and max absolute error per backend.
+// iteration, the signed error per run, and the mean and max absolute error per backend;
+// beside the seconds, model TFLOP/s per GPU measured and predicted (core/model_flops.hpp:
+// one count of the model's FLOPs, divided by each time).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -37,6 +39,9 @@ struct Run {
   std::string layout;
   double measured_s = 0;
   std::map<std::string, double> predicted_s;  ///< by backend
+  double model_flops = 0;                     ///< per iteration, Megatron's rule
+  /// Model TFLOP/s per GPU at `seconds` per iteration.
+  double tflops(double seconds) const { return model_flops / seconds / gpus / 1e12; }
 };
 
 std::vector<Run> find_runs(const Options& o) {
@@ -58,10 +63,13 @@ std::vector<Run> find_runs(const Options& o) {
     r.name = file.stem().string();
     r.path = file.string();
     r.source = c.validation.source;
-    r.gpus = c.parallel.pp * c.parallel.dp * c.parallel.tp;
     r.layout = "TP" + std::to_string(c.parallel.tp) + " PP" + std::to_string(c.parallel.pp) +
                " DP" + std::to_string(c.parallel.dp);
     r.measured_s = c.validation.measured_iteration_s;
+    const auto study = prepare_study(r.path, o.overrides, Folding::kAllowed);
+    const TrainingRates rates = study_rates(*study, r.measured_s);
+    r.model_flops = rates.model_flops;
+    r.gpus = rates.gpus;
     runs.push_back(r);
   }
   if (runs.empty())
@@ -85,15 +93,22 @@ nlohmann::json summary(const std::vector<Run>& runs, const std::string& backend)
 }
 
 void print_table(const std::vector<Run>& runs, const std::vector<std::string>& backends) {
-  std::printf("%-14s %5s  %-15s %10s", "run", "GPUs", "layout", "measured s");
-  for (const std::string& b : backends) std::printf(" %11s %7s", (b + " s").c_str(), "error");
+  std::printf("%-14s %5s  %-15s %10s %8s", "run", "GPUs", "layout", "measured s", "TFLOP/s");
+  for (const std::string& b : backends)
+    std::printf(" %11s %7s %8s", (b + " s").c_str(), "error", "TFLOP/s");
   std::printf("\n");
   for (const Run& r : runs) {
-    std::printf("%-14s %5d  %-15s %10.3f", r.name.c_str(), r.gpus, r.layout.c_str(), r.measured_s);
-    for (const std::string& b : backends)
-      std::printf(" %11.3f %+6.1f%%", r.predicted_s.at(b), error_pct(r, b));
+    std::printf("%-14s %5d  %-15s %10.3f %8.1f", r.name.c_str(), r.gpus, r.layout.c_str(),
+                r.measured_s, r.tflops(r.measured_s));
+    for (const std::string& b : backends) {
+      std::printf(" %11.3f %+6.1f%% %8.1f", r.predicted_s.at(b), error_pct(r, b),
+                  r.tflops(r.predicted_s.at(b)));
+    }
     std::printf("\n");
   }
+  std::printf(
+      "TFLOP/s: model TFLOP/s per GPU, Megatron's count without recomputation "
+      "(docs/cost-model.md, \"Model FLOPs\")\n");
   for (const std::string& b : backends) {
     const nlohmann::json s = summary(runs, b);
     std::printf("%s: mean |error| %.1f %%, max |error| %.1f %% over %zu runs\n", b.c_str(),
@@ -138,9 +153,12 @@ int run_validate(const Options& o) {
                             {"source", r.source},
                             {"gpus", r.gpus},
                             {"layout", r.layout},
-                            {"measured_s", r.measured_s}};
+                            {"measured_s", r.measured_s},
+                            {"model_flops_per_iteration", r.model_flops},
+                            {"measured_tflops_per_gpu", r.tflops(r.measured_s)}};
       for (const std::string& b : backends) {
         run["predicted_s"][b] = r.predicted_s.at(b);
+        run["predicted_tflops_per_gpu"][b] = r.tflops(r.predicted_s.at(b));
         run["error_pct"][b] = error_pct(r, b);
       }
       j["runs"].push_back(run);

@@ -37,6 +37,16 @@ std::string ms(double seconds) {
   return buf;
 }
 
+void print_rates(const TrainingRates& rates, double peak_flops, std::ostream& os) {
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "model FLOPs      %.1f TFLOP/s per GPU, MFU %.1f %% of %.0f TFLOP/s, %.0f tokens/s "
+                "per GPU (%d GPUs)\n",
+                rates.tflops_per_gpu, 100 * rates.mfu, peak_flops / 1e12,
+                rates.tokens_per_s_per_gpu, rates.gpus);
+  os << line;
+}
+
 nlohmann::json metrics_json(const Study& study, const Metrics& m, const std::string& backend,
                             const nlohmann::json& extra) {
   nlohmann::json per_rank = nlohmann::json::array();
@@ -53,9 +63,16 @@ nlohmann::json metrics_json(const Study& study, const Metrics& m, const std::str
     forward[f.component] = {
         {"mean_s", f.mean_s}, {"std_s", f.std_s}, {"per_microbatch_s", f.per_microbatch}};
   }
+  const TrainingRates rates = study_rates(study, m.iteration_time_s);
   nlohmann::json j = {
       {"iteration_time_s", m.iteration_time_s},
       {"throughput_samples_per_s", m.throughput_samples_per_s},
+      // Model FLOPs under Megatron's rule (core/model_flops.hpp, docs/cost-model.md).
+      {"model_flops_per_iteration", rates.model_flops},
+      {"tflops_per_gpu", rates.tflops_per_gpu},
+      {"mfu", rates.mfu},
+      {"tokens_per_s_per_gpu", rates.tokens_per_s_per_gpu},
+      {"gpus", rates.gpus},
       {"bubble_fraction", m.bubble_fraction},
       {"per_rank", per_rank},
       {"scheduler", study.schedule.scheduler},

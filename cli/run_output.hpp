@@ -14,6 +14,10 @@ namespace loom {
 /// "12.345 ms"
 std::string ms(double seconds);
 
+/// "model FLOPs      412.3 TFLOP/s per GPU, MFU 41.7 % of 989 TFLOP/s, 1602 tokens/s per
+/// GPU": the summary line every run prints (core/model_flops.hpp's rule).
+void print_rates(const TrainingRates& rates, double peak_flops, std::ostream& os);
+
 /// metrics.json's content: the metrics, the layout and cost model of `study`, the backend
 /// that produced the timeline, plus `extra` keys (merged at the top level).
 nlohmann::json metrics_json(const Study& study, const Metrics& metrics, const std::string& backend,

@@ -32,6 +32,39 @@ TEST(Validate, NarayananRunsWithinTheErrorBudgetOnTheEvaluator) {
   // Issue 13's budget on published runs no constant was fitted to.
   EXPECT_LE(s["mean_abs_error_pct"].get<double>(), 5.0) << j.dump(1);
   EXPECT_LE(s["max_abs_error_pct"].get<double>(), 10.0) << j.dump(1);
+  // Measured and predicted model TFLOP/s per GPU: one FLOP count over each time. N1-1.7B
+  // (24 layers, h 2304, ffn 9216, vocab 51200, 512 x 2048 tokens, causal) by Megatron's
+  // closed form 12 L h^2 ((1 + 1 + s/2h) + ffn/h + V/(2 L h)) per token.
+  for (const auto& run : j["runs"]) {
+    const double flops = run["model_flops_per_iteration"];
+    const double seconds = run["measured_s"], gpus = run["gpus"];
+    EXPECT_NEAR(run["measured_tflops_per_gpu"].get<double>(), flops / seconds / gpus / 1e12, 1e-9);
+    const double predicted = run["predicted_s"]["evaluator"];
+    EXPECT_NEAR(run["predicted_tflops_per_gpu"]["evaluator"].get<double>(),
+                flops / predicted / gpus / 1e12, 1e-9);
+    if (run["run"] != "n1-1.7b") continue;
+    const double L = 24, h = 2304, ffn = 9216, V = 51200, tokens = 512.0 * 2048;
+    EXPECT_NEAR(
+        flops / (tokens * 12 * L * h * h * ((2 + 2048 / (2 * h)) + ffn / h + V / (2 * L * h))), 1.0,
+        1e-12);
+  }
+}
+
+TEST(Validate, SimPrintsModelTflopsAndMfuOnAValidationConfig) {
+  test::TempDir dir;
+  const auto r = test::run_loom("sim " + test::source_path(kNarayanan + "/n1-1.7b.toml") +
+                                " --backend evaluator --no-plot -q --out " + dir.path("o"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("TFLOP/s per GPU, MFU "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("% of 312 TFLOP/s"), std::string::npos) << r.output;  // A100 bf16
+  const nlohmann::json m = nlohmann::json::parse(test::slurp(dir.path("o") + "/metrics.json"));
+  EXPECT_EQ(m["gpus"], 32);
+  EXPECT_GT(m["mfu"].get<double>(), 0.2);
+  EXPECT_LT(m["mfu"].get<double>(), 0.7);
+  EXPECT_NEAR(m["tflops_per_gpu"].get<double>(),
+              m["model_flops_per_iteration"].get<double>() / m["iteration_time_s"].get<double>() /
+                  32 / 1e12,
+              1e-9);
 }
 
 TEST(Validate, AFolderWithoutValidationRunsIsAnError) {

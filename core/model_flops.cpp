@@ -1,0 +1,72 @@
+// The model-FLOPs rule of core/model_flops.hpp, layer by layer and sequence by sequence
+// (attention is quadratic in each sample's own length, so a batch of mixed lengths is not
+// its mean length squared).
+#include "core/model_flops.hpp"
+
+#include <set>
+
+namespace loom {
+
+double layer_forward_flops(const Model& model, int global_layer, const MicrobatchShape& shape) {
+  const LayerSpec& l = model.layer(global_layer);
+  const double h = l.hidden;
+  const double tokens = shape.total_tokens();
+  double flops = 0;
+  if (l.kind == LayerKind::kMlp) {
+    flops = 2 * tokens * (h * l.ffn + static_cast<double>(l.ffn) * l.out_hidden);
+  } else {
+    const double kv_share = l.heads > 0 && l.kv_heads > 0 ? double(l.kv_heads) / l.heads : 1.0;
+    const double projections = 2 * h * h + 2 * h * h * kv_share;  // Q, O; K, V
+    const double mlp = (l.gated_mlp ? 3.0 : 2.0) * h * l.ffn;
+    const double attention = 4 * shape.sum_squared() * h * (l.causal ? 0.5 : 1.0);
+    flops = 2 * tokens * (projections + mlp) + attention;
+  }
+  const ModuleId m = model.module_of(global_layer);
+  const Module& module = model.module(m);
+  const bool last_of_module = model.layer_ref(global_layer).local_index == isize(module.layers) - 1;
+  if (module.vocab > 0 && last_of_module) flops += 2 * tokens * h * module.vocab;  // LM head
+  return flops;
+}
+
+int training_flops_multiplier(const Model& model, int global_layer) {
+  if (!model.layer(global_layer).frozen) return 3;
+  return model.has_trainable_upstream(global_layer) ? 2 : 1;
+}
+
+IterationWork iteration_work(const Schedule& schedule, const Model& model,
+                             const std::vector<Sample>& samples) {
+  IterationWork work;
+  const ModuleId sink{isize(model.modules()) - 1};  // the DAG's one sink, the LLM
+  for (const auto& replica : schedule.samples) {
+    for (const auto& microbatch : replica) {
+      const std::vector<const Sample*> batch = sample_batch(samples, microbatch);
+      for (int l = 0; l < model.num_layers(); ++l) {
+        work.model_flops += training_flops_multiplier(model, l) *
+                            layer_forward_flops(model, l, layer_shape(model, l, batch));
+      }
+      for (const Sample* s : batch) work.tokens += module_input_tokens(model, sink, *s);
+    }
+  }
+  work.model_flops *= schedule.replica_fold;  // the replicas folded away train too
+  work.tokens *= schedule.replica_fold;
+  return work;
+}
+
+TrainingRates training_rates(const Schedule& schedule, const IterationWork& work,
+                             double iteration_time_s, double peak_flops) {
+  TrainingRates r;
+  std::set<int> gpus;  // a rank is a TP group (or one GPU): its GPUs [gpu, gpu + tp)
+  for (const RankInfo& rank : schedule.ranks) {
+    for (int g = rank.gpu; g < rank.gpu + rank.tp; ++g) gpus.insert(g);
+  }
+  r.gpus = isize(gpus) * schedule.replica_fold;
+  r.model_flops = work.model_flops;
+  if (iteration_time_s <= 0 || r.gpus == 0) return r;
+  const double per_gpu_s = iteration_time_s * r.gpus;
+  r.tflops_per_gpu = work.model_flops / per_gpu_s / 1e12;
+  r.mfu = peak_flops > 0 ? work.model_flops / per_gpu_s / peak_flops : 0;
+  r.tokens_per_s_per_gpu = work.tokens / per_gpu_s;
+  return r;
+}
+
+}  // namespace loom
