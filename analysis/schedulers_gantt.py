@@ -36,9 +36,15 @@ def ok_schedulers(path):
     return sorted(ok, key=lambda s: (s[1], s[0]))
 
 
+def timeline_file(entry):
+    """The file `loom sim --schedulers` writes an entry's timeline to: its options'
+    ':' and '=' as '_' and '-' (app/sweep/scheduler_table.cpp, entry_file_name)."""
+    return entry.replace(":", "_").replace("=", "-") + ".csv"
+
+
 def draw(run_dir, out):
     schedulers = ok_schedulers(os.path.join(run_dir, "schedulers.csv"))
-    timelines = [lp.load_timeline(os.path.join(run_dir, "timelines", f"{name}.csv"))
+    timelines = [lp.load_timeline(os.path.join(run_dir, "timelines", timeline_file(name)))
                  for name, _ in schedulers]
     t_end_ms = max(t.end_time_s() for t in timelines) * 1e3
     heights = [min(len(t.ranks()), MAX_RANKS_PER_ROW) for t in timelines]

@@ -75,6 +75,10 @@ PointResult measure(const Study& study, const std::string& timeline_csv) {
   out.peak_memory_max_bytes = number_text(peak_max);
   out.peak_memory_mean_bytes =
       number_text(m.per_rank.empty() ? 0 : peak_sum / static_cast<double>(m.per_rank.size()));
+  const TrainingRates rates = study_rates(study, m.iteration_time_s);
+  out.tflops_per_gpu = number_text(rates.tflops_per_gpu);
+  out.mfu = number_text(rates.mfu);
+  out.tokens_per_s_per_gpu = number_text(rates.tokens_per_s_per_gpu);
   return out;
 }
 
@@ -119,6 +123,9 @@ std::string to_message(const PointResult& r) {
                             {"bubble_fraction", r.bubble_fraction},
                             {"peak_memory_max_bytes", r.peak_memory_max_bytes},
                             {"peak_memory_mean_bytes", r.peak_memory_mean_bytes},
+                            {"tflops_per_gpu", r.tflops_per_gpu},
+                            {"mfu", r.mfu},
+                            {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
                             {"reason", r.reason},
                             {"wall_s", r.wall_s}};
   // Invalid UTF-8 in a message must not turn a result into an exception.
@@ -134,6 +141,9 @@ PointResult from_message(const std::string& text) {
   r.bubble_fraction = j.at("bubble_fraction");
   r.peak_memory_max_bytes = j.at("peak_memory_max_bytes");
   r.peak_memory_mean_bytes = j.at("peak_memory_mean_bytes");
+  r.tflops_per_gpu = j.at("tflops_per_gpu");
+  r.mfu = j.at("mfu");
+  r.tokens_per_s_per_gpu = j.at("tokens_per_s_per_gpu");
   r.reason = j.at("reason");
   r.wall_s = j.at("wall_s");
   return r;

@@ -15,7 +15,11 @@ struct PointResult {
   std::string bubble_fraction;
   std::string peak_memory_max_bytes;   ///< max over ranks
   std::string peak_memory_mean_bytes;  ///< mean over ranks
-  std::string reason;                  ///< why a point is infeasible or failed; "" when ok
+  /// Model TFLOP/s per GPU, MFU and LLM tokens/s per GPU (core/model_flops.hpp).
+  std::string tflops_per_gpu;
+  std::string mfu;
+  std::string tokens_per_s_per_gpu;
+  std::string reason;  ///< why a point is infeasible or failed; "" when ok
   /// Host seconds run_point took (plan + simulate); not written to results (it varies).
   double wall_s = 0;
 };

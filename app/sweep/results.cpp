@@ -75,6 +75,9 @@ const std::vector<std::string>& result_columns() {
                                                     "bubble_fraction",
                                                     "peak_memory_max_bytes",
                                                     "peak_memory_mean_bytes",
+                                                    "tflops_per_gpu",
+                                                    "mfu",
+                                                    "tokens_per_s_per_gpu",
                                                     "reason"};
   return kColumns;
 }
@@ -92,7 +95,8 @@ std::vector<std::string> row_cells(size_t point, const std::vector<std::string>&
   cells.insert(cells.end(), axis_cells.begin(), axis_cells.end());
   for (const std::string* s :
        {&hash, &r.status, &r.iteration_time_s, &r.throughput_samples_per_s, &r.bubble_fraction,
-        &r.peak_memory_max_bytes, &r.peak_memory_mean_bytes, &r.reason})
+        &r.peak_memory_max_bytes, &r.peak_memory_mean_bytes, &r.tflops_per_gpu, &r.mfu,
+        &r.tokens_per_s_per_gpu, &r.reason})
     cells.push_back(*s);
   return cells;
 }
@@ -184,6 +188,9 @@ PointResult result_of(const Table& t, const std::vector<std::string>& row) {
   r.bubble_fraction = get("bubble_fraction");
   r.peak_memory_max_bytes = get("peak_memory_max_bytes");
   r.peak_memory_mean_bytes = get("peak_memory_mean_bytes");
+  r.tflops_per_gpu = get("tflops_per_gpu");  // "" in a results.csv of an earlier release
+  r.mfu = get("mfu");
+  r.tokens_per_s_per_gpu = get("tokens_per_s_per_gpu");
   r.reason = get("reason");
   return r;
 }

@@ -83,13 +83,16 @@ class SchedulersGanttTest(unittest.TestCase):
             (d / "schedulers.csv").write_text(
                 "scheduler,status,iteration_time_s,throughput_samples_per_s,bubble_fraction,"
                 "peak_memory_max_bytes,peak_memory_mean_bytes,reason\n"
-                "gpipe,ok,0.004,1,0,1,1,\n1f1b,ok,0.003,1,0,1,1,\ncornstarch,failed,,,,,,no\n")
-            for name, end in (("gpipe", 0.004), ("1f1b", 0.003)):
+                "gpipe,ok,0.004,1,0,1,1,\n1f1b,ok,0.003,1,0,1,1,\ncornstarch,failed,,,,,,no\n"
+                "interleaved-1f1b:chunks=2,ok,0.0035,1,0,1,1,\n")
+            for name, end in (("gpipe", 0.004), ("1f1b", 0.003),
+                              ("interleaved-1f1b_chunks-2", 0.0035)):
                 (d / "timelines" / f"{name}.csv").write_text(
                     "rank,kind,module,stage,microbatch,start_s,end_s\n"
                     f"0,F,llm,0,0,0,0.001\n1,F,llm,1,0,0.001,0.002\n1,B,llm,1,0,0.002,{end}\n")
             self.assertEqual([s for s, _ in sg.ok_schedulers(str(d / "schedulers.csv"))],
-                             ["1f1b", "gpipe"])  # fastest first, failed ones left out
+                             ["1f1b", "interleaved-1f1b:chunks=2", "gpipe"])  # fastest first,
+            # failed ones left out; an entry with options reads its file-safe timeline name
             self.assertEqual(sg.main([str(d)]), 0)
             self.assertGreater((d / "schedulers_gantt.png").stat().st_size, 1000)
 

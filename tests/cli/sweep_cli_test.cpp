@@ -240,7 +240,8 @@ TEST(SimSchedulers, EverySchedulerInOneTableAndTheInapplicableWithTheirReason) {
   const std::string csv = slurp(dir.path("o") + "/schedulers.csv");
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "scheduler,status,iteration_time_s,throughput_samples_per_s,bubble_fraction,"
-            "peak_memory_max_bytes,peak_memory_mean_bytes,reason");
+            "peak_memory_max_bytes,peak_memory_mean_bytes,tflops_per_gpu,mfu,tokens_per_s_per_gpu,"
+            "reason");
   EXPECT_NE(csv.find("\ncornstarch,failed,"), std::string::npos) << csv;
   // The Gantt grid's input: one timeline per scheduler that ran.
   EXPECT_TRUE(fs::exists(dir.path("o") + "/timelines/zb-h1.csv"));
@@ -248,6 +249,35 @@ TEST(SimSchedulers, EverySchedulerInOneTableAndTheInapplicableWithTheirReason) {
   test::expect_exit(
       "sim " + test::source_path("configs/examples/uniform-1f1b.toml") + " --schedulers 1f1b,2f2b",
       2, {"--schedulers", "2f2b"});
+}
+
+TEST(SimSchedulers, AnEntryRunsItsSchedulerWithItsOwnOptions) {
+  // interleaved-1f1b with 2 chunks beside plain 1F1B and zb-v, one table (issue 47): with
+  // one chunk it would equal 1F1B; with two its bubble shrinks.
+  test::TempDir dir;
+  const auto r = run_loom("sim " + test::source_path("configs/examples/uniform-1f1b.toml") +
+                              " -q --no-plot --backend evaluator --schedulers "
+                              "'interleaved-1f1b:chunks=2,1f1b,zb-v' --out " +
+                              dir.path("o"),
+                          "2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string csv = slurp(dir.path("o") + "/schedulers.csv");
+  auto time_of = [&](const std::string& entry) {
+    const size_t at = csv.find("\n" + entry + ",ok,");
+    EXPECT_NE(at, std::string::npos) << entry << "\n" << csv;
+    return at == std::string::npos ? 0.0 : std::stod(csv.substr(at + entry.size() + 5));
+  };
+  const double interleaved = time_of("interleaved-1f1b:chunks=2"), plain = time_of("1f1b");
+  EXPECT_GT(time_of("zb-v"), 0);
+  EXPECT_LT(interleaved, plain);  // (m v + p - 1) / v < m + p - 1 for v = 2
+  EXPECT_TRUE(fs::exists(dir.path("o") + "/timelines/interleaved-1f1b_chunks-2.csv"));
+  // A key the scheduler does not declare: exit 2, the nearest spelling, before any run.
+  test::expect_exit("sim " + test::source_path("configs/examples/uniform-1f1b.toml") +
+                        " --schedulers 'interleaved-1f1b:chunk=2,1f1b'",
+                    2, {"interleaved-1f1b has no option 'chunk'", "did you mean 'chunks'"});
+  test::expect_exit("sim " + test::source_path("configs/examples/uniform-1f1b.toml") +
+                        " --schedulers 'zb-v:chunks'",
+                    2, {"expected KEY=VALUE", "interleaved-1f1b:chunks=2"});
 }
 
 TEST(SweepCli, SlurmScriptRunsOneShardPerArrayTask) {
