@@ -137,7 +137,7 @@ Module read_module(Reader& r, const toml::table& t, int index) {
   const std::string kind_default = preset ? to_string(preset->kind) : "";
   const std::string kind = r.string(t, path, "kind", kind_default, {"encoder", "projector", "llm"});
   if (kind.empty())
-    r.fail(&t, path + "kind", "required (encoder, projector or llm) unless a preset gives it");
+    r.fail_missing(t, path, "kind", "required (encoder, projector or llm) unless a preset gives it");
   m.kind = kind == "encoder"     ? ModuleKind::kEncoder
            : kind == "projector" ? ModuleKind::kProjector
                                  : ModuleKind::kLlm;
@@ -174,7 +174,7 @@ Module read_module(Reader& r, const toml::table& t, int index) {
   }
   const int count = r.integer(t, path, "layers", preset ? preset->layers : 0, 1);
   if (count == 0)
-    r.fail(&t, path + "layers", "required (number of layers, >= 1) unless a preset gives it");
+    r.fail_missing(t, path, "layers", "required (number of layers, >= 1) unless a preset gives it");
   const bool is_mlp = base.kind == LayerKind::kMlp;
   base.hidden = r.integer(t, path, "hidden", base.hidden, 1);
   base.ffn = r.integer(t, path, "ffn", base.ffn > 0 ? base.ffn : 4 * base.hidden, 1);
@@ -196,7 +196,7 @@ Module read_module(Reader& r, const toml::table& t, int index) {
   base.causal = r.boolean(t, path, "causal", base.causal);
   base.bias = r.boolean(t, path, "bias", base.bias);
   base.dtype_bytes = dtype_bytes(r, t, path);
-  if (base.hidden <= 0) r.fail(&t, path + "hidden", "required (> 0) unless a preset gives it");
+  if (base.hidden <= 0) r.fail_missing(t, path, "hidden", "required (> 0) unless a preset gives it");
   base.frozen = r.boolean(t, path, "frozen", false);
   if (t.get("recompute")) base.recompute = read_recompute(r, t, path);
   // A layer costs a few hundred bytes through the model, its graph and the cost tables.

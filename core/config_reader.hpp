@@ -5,6 +5,7 @@
 /// it: it brings in toml++.
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "core/config.hpp"
 #include "core/errors.hpp"
+#include "core/spelling.hpp"
 #include "core/units.hpp"
 
 namespace loom::config {
@@ -194,12 +196,27 @@ class Reader {
   }
 
   /// Reports the first key that no part of Loom read.
+  /// A required key is missing: fails naming it, and an unread key of `t` that looks
+  /// like a typo of it ("hiden" for "hidden").
+  [[noreturn]] void fail_missing(const toml::table& t, const std::string& path,
+                                 const std::string& key, const std::string& what) const {
+    for (const auto& [k, node] : t) {
+      const std::string written(k.str());
+      if (!used_.count(&node) && closest_spelling(written, {key}) == key)
+        fail(&node, path + written,
+             "unknown key; did you mean '" + key + "'? (" + path + key + " is " + what + ")");
+    }
+    fail(&t, path + key, what);
+  }
+
   void check_unknown(const toml::table& t, const std::string& path) const {
     for (const auto& [key, node] : t) {
       const std::string full = path + std::string(key.str());
       if (!used_.count(&node))
         fail(&node, full,
-             "unknown key (check the spelling; `loom config --dump` lists the known keys)");
+             std::string(path.empty() ? "unknown section" : "unknown key") +
+                 did_you_mean(std::string(key.str()), known_keys(path)) +
+                 " (`loom config CONFIG --dump` lists every key with its value)");
       if (node.is_table()) check_unknown(*node.as_table(), full + ".");
       if (node.is_array_of_tables()) {
         int i = 0;
@@ -221,6 +238,17 @@ class Reader {
   void mark(const toml::node* n, const std::string& key) {
     used_.insert(n);
     n->visit([&](const auto& v) { record(key, v); });
+  }
+  /// The names known directly under `path` ("cluster." -> gpu, nodes, ...; "" -> the
+  /// sections): every key read there, defaults included.
+  std::vector<std::string> known_keys(const std::string& path) const {
+    std::vector<std::string> out;
+    for (const std::string& k : resolved_keys_) {
+      if (!k.starts_with(path)) continue;
+      const std::string name = k.substr(path.size(), k.find('.', path.size()) - path.size());
+      if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+    }
+    return out;
   }
   /// Every key read, in reading order, with the value it resolved to (defaults included).
   const std::vector<std::string>& resolved_keys() const { return resolved_keys_; }

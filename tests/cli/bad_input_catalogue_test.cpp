@@ -35,7 +35,10 @@ const Case kCatalogue[] = {
     {"config {d}/truncated.toml", 2, "truncated.toml:"},
     {"config {d}/binary.bin", 2, "binary.bin"},
     {"config {d}/empty.toml", 2, "missing [model] section"},
-    {"config {s}/configs/examples/uniform-1f1b.toml --set parallel.ppp=2", 2, "unknown key"},
+    {"config {s}/configs/examples/uniform-1f1b.toml --set parallel.ppp=2", 2, "unknown key (did you mean 'pp'?) (`loom config CONFIG --dump` lists every key"},
+    {"config {d}/hiden.toml", 2, "key 'model.modules.llm.hiden': unknown key; did you mean 'hidden'?"},
+    {"config {s}/configs/examples/uniform-1f1b.toml --set model.modules.llm.kv_head=8", 2, "unknown key (did you mean 'kv_heads'?)"},
+    {"config {s}/configs/examples/uniform-1f1b.toml --set paralel.pp=2", 2, "key 'paralel': unknown section (did you mean 'parallel'?)"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set schedule.zbv.chunks=2", 2, "no scheduler is named 'zbv' (did you mean 'zb-v'?)"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set schedule.looped-bfs.chunk=2", 2, "looped-bfs has no option 'chunk' (did you mean 'chunks'?)"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set schedule.looped-bfs.chunks=0", 2, "key 'schedule.looped-bfs.chunks': expected an integer >= 1, got 0"},
@@ -127,6 +130,7 @@ void write_fixtures(const test::TempDir& d) {
   d.write("truncated.toml",
           first_bytes(src + "/configs/examples/vlm-frozen.toml", 400) + "\n[model\n");
   d.write("empty.toml", "");
+  d.write("hiden.toml", "[[model.modules]]\nname = \"llm\"\nkind = \"llm\"\nlayers = 2\nhiden = 64\n");
   d.write("empty.csv", "");
   d.write("mine.txt", "not a folder\n");
   d.write("text-only.csv", "sample_id,text_tokens\n0,100\n1,100\n");
