@@ -71,7 +71,7 @@ Schedule load_schedule_text(const Study& study, std::string_view text, const std
     throw InputError(path + ": " + e.what());
   }
   try {
-    check_fits_memory(schedule, study.config.cluster.gpu.memory_bytes);
+    check_fits_memory(schedule, study.config.cluster.gpu.memory_bytes, memory_levers(study.config));
   } catch (const InfeasibleError& e) {
     throw InfeasibleError(path + ": " + e.what());
   }

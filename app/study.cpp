@@ -184,7 +184,7 @@ Schedule generate_checked(const Study& study) {
     Schedule schedule = scheduler.generate(p);
     check_placement(schedule, c.cluster);
     validate(schedule, c.model);
-    check_fits_memory(schedule, c.cluster.gpu.memory_bytes);
+    check_fits_memory(schedule, c.cluster.gpu.memory_bytes, memory_levers(c));
     return schedule;
   } catch (const InputError& e) {
     throw InputError(c.path + ": " + e.what());
@@ -288,6 +288,16 @@ std::string unapplied_options(const Study& study) {
           : name + " runs two copies of each stage";
   return "parallel.overlap_grad_reduce has no effect here: " + why +
          ", so the gradients are reduced after the pipeline flush (docs/cost-model.md)";
+}
+
+MemoryLevers memory_levers(const Config& c) {
+  return {.tp = c.parallel.tp,
+          .dp = c.parallel.dp,
+          .sequence_parallel = c.parallel.sequence_parallel,
+          .distributed_optimizer = c.cost.memory.distributed_optimizer,
+          .fsdp = c.parallel.fsdp,
+          .recompute = c.cost.recompute,
+          .kernel_level = c.cost.model == "analytical" && c.cost.efficiency <= 0};
 }
 
 TrainingRates study_rates(const Study& study, double iteration_time_s) {

@@ -9,6 +9,7 @@
 #include "core/cost_model.hpp"
 #include "core/model_flops.hpp"
 #include "core/replica_fold.hpp"
+#include "core/validate.hpp"
 #include "schedulers/scheduler.hpp"
 
 namespace loom {
@@ -52,6 +53,9 @@ double evaluate_with_view(const Study& study, PartitionView view);
 /// Model TFLOP/s and tokens/s per GPU and MFU of the study's schedule at this iteration
 /// time (core/model_flops.hpp), against the GPU's dense peak (cluster.peak_flops).
 TrainingRates study_rates(const Study& study, double iteration_time_s);
+
+/// The config's memory settings, for check_fits_memory's suggestions.
+MemoryLevers memory_levers(const Config& config);
 
 /// A warning when the config asks for something the planned schedule does not do
 /// (parallel.overlap_grad_reduce where the data-parallel reduction stays one blocking

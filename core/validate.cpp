@@ -355,7 +355,38 @@ void check_placement(const Schedule& schedule, const Cluster& cluster) {
   }
 }
 
-void check_fits_memory(const Schedule& schedule, double gpu_memory_bytes) {
+namespace {
+
+/// The usual fixes, for the largest part first (Megatron's memory levers: sequence
+/// parallelism and selective recompute, Korthikanti et al. 2022; the distributed
+/// optimizer, ZeRO-1, Rajbhandari et al. SC'20), skipping those already applied.
+std::string memory_fixes(const MemoryLevers& l, const StaticMemory& m, double activations) {
+  std::vector<std::string> activation_fixes, state_fixes;
+  if (l.tp > 1 && !l.sequence_parallel)
+    activation_fixes.push_back("parallel.sequence_parallel = true");
+  if (l.recompute == Recompute::kNone && l.kernel_level)
+    activation_fixes.push_back("cost.recompute = \"selective\"");
+  if (l.recompute != Recompute::kFull) activation_fixes.push_back("cost.recompute = \"full\"");
+  activation_fixes.push_back("a smaller schedule.microbatch_size");
+  if (l.dp > 1 && !l.distributed_optimizer && !l.fsdp)
+    state_fixes.push_back("parallel.distributed_optimizer = true (the optimizer state over " +
+                          std::to_string(l.dp) + " replicas)");
+  if (l.dp > 1 && !l.fsdp) state_fixes.push_back("parallel.fsdp = true");
+  state_fixes.push_back("more pipeline stages (parallel.pp) or tensor parallelism (parallel.tp)");
+  const bool activations_first = activations >= std::max({m.parameters, m.gradients, m.optimizer});
+  std::vector<std::string> fixes = activations_first ? activation_fixes : state_fixes;
+  const auto& rest = activations_first ? state_fixes : activation_fixes;
+  fixes.insert(fixes.end(), rest.begin(), rest.end());
+  std::string out;
+  for (size_t i = 0; i < fixes.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == fixes.size() ? ", or " : ", ") + fixes[i];
+  return out;
+}
+
+}  // namespace
+
+void check_fits_memory(const Schedule& schedule, double gpu_memory_bytes,
+                       const MemoryLevers& levers) {
   const auto peaks = activation_peaks(schedule);
   for (const RankId r : schedule.rank_ids()) {
     const StaticMemory& m = schedule.static_memory[r];
@@ -370,8 +401,7 @@ void check_fits_memory(const Schedule& schedule, double gpu_memory_bytes) {
           " (parameters " + gib(m.parameters) + ", gradients " + gib(m.gradients) + ", optimizer " +
           gib(m.optimizer) + ", activations of " + std::to_string(peaks[r].microbatches) +
           " live microbatches " + gib(peaks[r].bytes) + ") but the GPU has " +
-          gib(gpu_memory_bytes) +
-          "; try more pipeline stages, tensor parallelism, or fewer/smaller microbatches");
+          gib(gpu_memory_bytes) + "; try " + memory_fixes(levers, m, peaks[r].bytes));
     }
   }
 }

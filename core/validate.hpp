@@ -29,9 +29,23 @@ void validate(const Schedule& schedule, const Model& model);
 /// rank. Both backends assume it (the evaluator and SimGrid model no GPU sharing).
 void check_placement(const Schedule& schedule, const Cluster& cluster);
 
+/// The memory settings of the run (parallel.* and cost.* keys), so that an out-of-memory
+/// message suggests only the fixes it has not applied.
+struct MemoryLevers {
+  int tp = 1;
+  int dp = 1;
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;
+  bool fsdp = false;
+  Recompute recompute = Recompute::kNone;
+  bool kernel_level = false;  ///< selective recompute needs the kernel-level cost model
+};
+
 /// Static memory plus peak live activations of every rank must fit its GPU; throws
-/// InfeasibleError naming the first rank that does not, with the numbers.
-void check_fits_memory(const Schedule& schedule, double gpu_memory_bytes);
+/// InfeasibleError naming the first rank that does not, with the numbers and the keys
+/// that would shrink its largest part.
+void check_fits_memory(const Schedule& schedule, double gpu_memory_bytes,
+                       const MemoryLevers& levers = {});
 
 /// The happens-before graph alone (Boost.Graph); throws on a cycle. Exposed for tests.
 void check_acyclic(const Schedule& schedule);

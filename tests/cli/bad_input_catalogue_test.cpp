@@ -36,6 +36,7 @@ const Case kCatalogue[] = {
     {"config {d}/binary.bin", 2, "binary.bin"},
     {"config {d}/empty.toml", 2, "missing [model] section"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set parallel.ppp=2", 2, "unknown key (did you mean 'pp'?) (`loom config CONFIG --dump` lists every key"},
+    {"sim {s}/configs/examples/vlm-frozen.toml --set cluster.gpu_memory=2GB --backend evaluator", 3, "try cost.recompute = \"full\""},
     {"config {d}/hiden.toml", 2, "key 'model.modules.llm.hiden': unknown key; did you mean 'hidden'?"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set model.modules.llm.kv_head=8", 2, "unknown key (did you mean 'kv_heads'?)"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set paralel.pp=2", 2, "key 'paralel': unknown section (did you mean 'parallel'?)"},

@@ -177,6 +177,24 @@ TEST(Cli, LayoutsThatDoNotFitAreInfeasible) {
                    dir.path("oom"),
                3, {"out of memory", "rank"});
   EXPECT_FALSE(fs::exists(dir.path("oom")));  // nothing half-written
+  // The message names the keys that shrink the largest part, skipping those applied:
+  // activations here (no recompute yet, the table-free analytical model: full only).
+  expect_error("sim " + example("vlm-frozen.toml") + " --set cluster.gpu_memory=2GB", 3,
+               {"activations of 2 live microbatches",
+                "try cost.recompute = \"full\", a smaller "
+                "schedule.microbatch_size"});
+  // Optimizer state of a TP 8 x DP 32 run already recomputing: the distributed optimizer
+  // first, sequence parallelism among the rest, no recompute.
+  const auto big =
+      run("sim " + test::source_path("validation/megatron-narayanan-2021/n1-18.4b.toml") +
+          " --backend evaluator --set cluster.gpu_memory=10GB");
+  EXPECT_EQ(big.exit_code, 3);
+  EXPECT_NE(big.output.find("try parallel.distributed_optimizer = true (the optimizer state over "
+                            "32 replicas)"),
+            std::string::npos)
+      << big.output;
+  EXPECT_NE(big.output.find("parallel.sequence_parallel = true"), std::string::npos);
+  EXPECT_EQ(big.output.find("cost.recompute"), std::string::npos) << "already full";
   expect_error("sim " + example("uniform-1f1b.toml") + " --set parallel.dp=4", 3,
                {"GPUs", "the cluster has 8"});
 }
