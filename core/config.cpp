@@ -137,7 +137,8 @@ Module read_module(Reader& r, const toml::table& t, int index) {
   const std::string kind_default = preset ? to_string(preset->kind) : "";
   const std::string kind = r.string(t, path, "kind", kind_default, {"encoder", "projector", "llm"});
   if (kind.empty())
-    r.fail_missing(t, path, "kind", "required (encoder, projector or llm) unless a preset gives it");
+    r.fail_missing(t, path, "kind",
+                   "required (encoder, projector or llm) unless a preset gives it");
   m.kind = kind == "encoder"     ? ModuleKind::kEncoder
            : kind == "projector" ? ModuleKind::kProjector
                                  : ModuleKind::kLlm;
@@ -196,7 +197,8 @@ Module read_module(Reader& r, const toml::table& t, int index) {
   base.causal = r.boolean(t, path, "causal", base.causal);
   base.bias = r.boolean(t, path, "bias", base.bias);
   base.dtype_bytes = dtype_bytes(r, t, path);
-  if (base.hidden <= 0) r.fail_missing(t, path, "hidden", "required (> 0) unless a preset gives it");
+  if (base.hidden <= 0)
+    r.fail_missing(t, path, "hidden", "required (> 0) unless a preset gives it");
   base.frozen = r.boolean(t, path, "frozen", false);
   if (t.get("recompute")) base.recompute = read_recompute(r, t, path);
   // A layer costs a few hundred bytes through the model, its graph and the cost tables.
@@ -398,6 +400,42 @@ void read_module_layouts(Reader& r, const toml::table& parallel, Config& c) {
   }
 }
 
+/// schedule.global_batch (read only where given, so configs without it resolve as before):
+/// the microbatches per replica that make it, or exit 2 naming the nearest batches that
+/// split evenly. `--set schedule.global_batch=N` overrides the file's microbatches.
+void read_global_batch(Reader& r, const toml::table& s, Config& c) {
+  if (!s.get("global_batch")) return;
+  ScheduleConfig& sc = c.schedule;
+  sc.global_batch = r.integer(s, "schedule.", "global_batch", 0, 1);
+  const PerModule<ModuleLayout>& layouts = c.parallel.module_layouts;
+  const int dp = layouts.empty() ? c.parallel.dp : layouts[ModuleId{isize(layouts) - 1}].dp;
+  const int step = dp * sc.microbatch_size;  // samples per microbatch over all replicas
+  if (sc.global_batch % step != 0) {
+    const int below = std::max(step, sc.global_batch / step * step);
+    r.fail(s.get("global_batch"), "schedule.global_batch",
+           std::to_string(sc.global_batch) + " samples do not split into microbatches of " +
+               std::to_string(sc.microbatch_size) + " over " + std::to_string(dp) +
+               " data-parallel replicas (" + std::to_string(step) + " samples a step); use " +
+               std::to_string(below) + " or " + std::to_string(below + step) +
+               ", or change schedule.microbatch_size");
+  }
+  const int derived = sc.global_batch / step;
+  // A --set of one overrides the file's other; both in the file, or both set, must agree.
+  auto from_set = [](const toml::node* n) { return n->source().begin.line == 0; };
+  const toml::node* microbatches = s.get("microbatches");
+  const bool overridden =
+      microbatches && from_set(s.get("global_batch")) && !from_set(microbatches);
+  if (microbatches && !overridden && sc.microbatches != derived)
+    r.fail(s.get("microbatches"), "schedule.microbatches",
+           std::to_string(sc.microbatches) +
+               " disagrees with schedule.global_batch = " + std::to_string(sc.global_batch) + " (" +
+               std::to_string(derived) + " microbatches of " + std::to_string(sc.microbatch_size) +
+               " per replica); give one "
+               "of the two");
+  sc.microbatches = derived;
+  r.rerecord("schedule.microbatches", derived);
+}
+
 /// The table `key`'s value goes in, as path components: "cost.table.<module>" and
 /// "parallel.modules.<module>" keep the module name whole (it may hold dots).
 std::vector<std::string> table_path(const std::string& key) {
@@ -564,6 +602,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
           ? PartitionView::kTrue
           : PartitionView::kNaive;
   c.schedule.stage_layers = r.int_list(s, "schedule.", "stage_layers");
+  read_global_batch(r, s, c);
   read_scheduler_options(r, s, c.schedule);
 
   const toml::table* wl = r.section(root, "", "workload");

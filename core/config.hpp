@@ -70,6 +70,10 @@ struct ScheduleConfig {
   std::string name = "1f1b";  ///< scheduler registry name
   int microbatches = 8;       ///< per pipeline replica
   int microbatch_size = 1;    ///< samples per microbatch
+  /// Samples per iteration over all data-parallel replicas; 0 = microbatches x
+  /// microbatch_size x dp. Given, it sets `microbatches`, so a sweep over microbatch_size
+  /// or dp keeps the batch (Megatron's global_batch_size).
+  int global_batch = 0;
   PartitionView partition_view = PartitionView::kTrue;
   std::vector<int> stage_layers;  ///< optional explicit layers per stage (overrides the DP)
   /// `[schedule.<scheduler>]` tables: scheduler name -> option key -> value as written.

@@ -83,6 +83,14 @@ class Reader {
     return v;
   }
 
+  /// Replaces the value recorded for `key` (a value derived from other keys).
+  void rerecord(const std::string& key, std::int64_t value) {
+    for (size_t i = 0; i < resolved_keys_.size(); ++i) {
+      if (resolved_keys_[i] == key)
+        resolved_values_.replace(resolved_values_.cbegin() + static_cast<std::ptrdiff_t>(i), value);
+    }
+  }
+
   /// A finite number >= 0 (> 0 when `positive`).
   double number(const toml::table& t, const std::string& path, const std::string& key, double def,
                 bool positive = false) {
