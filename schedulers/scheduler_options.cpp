@@ -237,6 +237,19 @@ std::vector<std::string> check_scheduler_options(const ScheduleConfig& schedule)
                                           : " (schedule.name = \"" + schedule.name +
                                                 "\" has no such option: ignored)"));
   }
+  // The selected scheduler run in a form that makes it another one (its default included).
+  for (const SchedulerInfo& info : scheduler_registry()) {
+    if (schedule.name != info.name) continue;
+    for (const OptionSpec& spec : info.option_specs()) {
+      if (!spec.limits.degenerate_at) continue;
+      std::string key = "schedule." + schedule.name + "." + spec.key;
+      const OptionValue* v = find_option(schedule, schedule.name, spec, key);
+      const std::int64_t value = v ? checked_integer(spec, *v, key) : std::stoll(spec.default_text);
+      if (value == *spec.limits.degenerate_at)
+        warnings.push_back(key + " = " + std::to_string(value) + (v ? "" : " (the default)") +
+                           ": " + spec.limits.degenerate_note);
+    }
+  }
   return warnings;
 }
 

@@ -14,6 +14,7 @@
 /// line and key. core/config.cpp keeps the values untyped and knows no scheduler.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,10 +31,20 @@ struct OptionLimits {
   std::vector<std::string> choices;  ///< choice: the accepted words
   /// The flat `schedule.<key>` that earlier releases read ("" = the option's own key).
   std::string legacy;
+  /// An integer value at which the scheduler degenerates into another (interleaved 1F1B
+  /// with one chunk is 1F1B), and the warning that says so when it runs with it.
+  std::optional<std::int64_t> degenerate_at;
+  std::string degenerate_note;
 
   OptionLimits formerly(std::string flat_key) const {
     OptionLimits l = *this;
     l.legacy = std::move(flat_key);
+    return l;
+  }
+  OptionLimits degenerates_at(std::int64_t value, std::string note) const {
+    OptionLimits l = *this;
+    l.degenerate_at = value;
+    l.degenerate_note = std::move(note);
     return l;
   }
 };

@@ -116,7 +116,10 @@ const OptionSet<InterleavedOptions> kOptions{
     {"chunks", &InterleavedOptions::chunks,
      "model chunks (virtual stages) per pipeline rank, v: chunk c of rank r is stage c*pp+r "
      "(Megatron's virtual_pipeline_model_parallel_size); 1 is plain 1F1B",
-     at_least(1)},
+     at_least(1).degenerates_at(1,
+                                "one chunk per rank runs 1F1B's order; set chunks >= 2 "
+                                "(e.g. --schedulers 'interleaved-1f1b:chunks=2') to compare "
+                                "interleaving")},
     {"microbatch_group_size", &InterleavedOptions::microbatch_group_size,
      "microbatches per group that sweeps every chunk before the next group, N in "
      "[pp, microbatches] (Megatron's microbatch_group_size_per_vp_stage); 0 = parallel.pp",

@@ -142,6 +142,29 @@ TEST(SchedulerOptions, AFlatKeyWarnsNamingEveryTableThatTakesIt) {
   EXPECT_EQ(renamed[0].find("ignored"), std::string::npos) << renamed[0];
 }
 
+TEST(SchedulerOptions, ADegenerateFormWarnsThatItIsAnotherScheduler) {
+  // interleaved-1f1b with one chunk (its default) runs 1F1B's order with more memory.
+  test::TempDir dir;
+  auto warnings_for = [&](const std::string& schedule) {
+    return check_scheduler_options(load(dir, schedule).schedule);
+  };
+  const auto by_default = warnings_for("[schedule]\nname = \"interleaved-1f1b\"\n");
+  ASSERT_EQ(by_default.size(), 1u);
+  EXPECT_NE(by_default[0].find("schedule.interleaved-1f1b.chunks = 1 (the default): one chunk "
+                               "per rank runs 1F1B's order; set chunks >= 2"),
+            std::string::npos)
+      << by_default[0];
+  const auto stated = warnings_for(
+      "[schedule]\nname = \"interleaved-1f1b\"\n[schedule.interleaved-1f1b]\nchunks = 1\n");
+  ASSERT_EQ(stated.size(), 1u);
+  EXPECT_EQ(stated[0].find("(the default)"), std::string::npos) << stated[0];
+  EXPECT_TRUE(warnings_for("[schedule]\nname = \"interleaved-1f1b\"\n"
+                           "[schedule.interleaved-1f1b]\nchunks = 2\n")
+                  .empty());
+  // Only the selected scheduler's form counts.
+  EXPECT_TRUE(warnings_for("[schedule]\nname = \"1f1b\"\n").empty());
+}
+
 TEST(SchedulerOptions, EveryRegisteredOptionIsDocumentedAndItsDefaultReadsBack) {
   for (const SchedulerInfo& info : scheduler_registry()) {
     for (const OptionSpec& spec : info.option_specs()) {
