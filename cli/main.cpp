@@ -71,8 +71,8 @@ int main(int argc, char** argv) {
   app.fallthrough();
   app.footer(
       "Exit codes: 0 ok; 2 bad usage or invalid input (the message names file and key or line);\n"
-      "3 valid but infeasible (out of memory, too few GPUs, deadlocking schedule); 1 internal "
-      "error.");
+      "3 valid but infeasible (out of memory, too few GPUs, a planned schedule that deadlocks;\n"
+      "a --schedule file that deadlocks is invalid input, 2); 1 internal error.");
   std::vector<loom::CommandRun> runs;
   std::vector<CLI::App*> subs;
   for (const loom::Command& c : kCommands) {
