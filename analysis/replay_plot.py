@@ -369,8 +369,8 @@ def build_parser():
     parser.add_argument("dirs", nargs="+", metavar="DIR",
                         help="loom replay output directories (throughput.csv, summary.json)")
     parser.add_argument("-o", "--out-dir", default=".", metavar="OUT",
-                        help="where to write replay_throughput.png and replay_breakdown.png "
-                             "(default: the current directory)")
+                        help="where to write replay_throughput.png and replay_breakdown.png, "
+                             "created if missing (default: the current directory)")
     parser.add_argument("--window", metavar="DURATION",
                         help="plot throughput averaged over windows of this length (e.g. "
                              "5min), as the paper's Fig 2.10 does; default: the raw steps")
@@ -386,8 +386,10 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     window_s = parse_duration(args.window) if args.window else None
     replays = [load_replay(d) for d in args.dirs]
-    if not os.path.isdir(args.out_dir):
-        raise lp.LoomInputError(args.out_dir, "output directory does not exist")
+    # Created with its parents, like loom's own --out; a file in its place is bad input.
+    if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):
+        raise lp.LoomInputError(args.out_dir, "exists and is not a directory")
+    os.makedirs(args.out_dir, exist_ok=True)
     if args.only in (None, "throughput"):
         out = os.path.join(args.out_dir, "replay_throughput.png")
         lp.save_png(render_throughput(replays, window_s, args.title), out)

@@ -111,9 +111,8 @@ class ReplayPlotTest(unittest.TestCase):
 
     def test_cli_writes_both_figures_byte_identically(self):
         outputs = []
-        for name in ("a", "b"):
+        for name in ("a", "b/nested"):  # -o creates a missing folder, parents included
             out = self.tmp / name
-            out.mkdir()
             code, stdout, err = run([str(self.oobleck), str(self.varuna), "-o", str(out),
                                      "--window", "5min"])
             self.assertEqual(code, 0, err)
@@ -178,6 +177,9 @@ class ReplayPlotTest(unittest.TestCase):
     def test_bad_window_and_missing_directory(self):
         self.assertBadInput([str(self.oobleck), "--window", "soon"], "--window")
         self.assertBadInput([str(self.tmp / "absent")], "not a directory")
+        (self.tmp / "a-file").write_text("x")
+        self.assertBadInput([str(self.oobleck), "-o", str(self.tmp / "a-file")],
+                            "exists and is not a directory")
 
 
     def test_events_become_restart_and_reconfiguration_markers(self):
