@@ -89,6 +89,12 @@ def aggregate(rows, args):
     return means, max(len(v) for v in groups.values())
 
 
+def log_axis(values):
+    """Whether numeric x values spread evenly on a log axis: counts swept by doubling
+    (microbatches 8..128) span a factor of 8 or more and are all positive."""
+    return min(values) > 0 and max(values) / min(values) >= 8
+
+
 def draw(rows, args, out):
     import matplotlib
     matplotlib.use("Agg")
@@ -114,9 +120,20 @@ def draw(rows, args, out):
                 if v == v:
                     ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=7, color="w")
     elif kind == "line":
-        for h in hues:
+        # Lines that coincide (schedulers with equal times) stay visible: each hue has its
+        # own marker and dash, drawn a little thinner than the one before it.
+        styles = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", "-"), ("P", "--")]
+        for k, h in enumerate(hues):
             pts = [(float(x), means[(x, h)]) for x in xs if (x, h) in means]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=h or None)
+            marker, dash = styles[k % len(styles)]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, linestyle=dash,
+                    linewidth=max(0.8, 2.4 - 0.3 * k), markersize=max(3.0, 7.0 - 0.6 * k),
+                    label=h or None)
+        values = [float(x) for x in xs]
+        if log_axis(values):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(values, [x for x in xs])
+            ax.minorticks_off()
         ax.set_ylabel(args.y)
     else:
         width = 0.8 / max(1, len(hues))

@@ -67,6 +67,11 @@ class SweepPlotTest(unittest.TestCase):
             self.assertGreater(out.stat().st_size, 1000, out)
             self.assertFalse(Path(str(out) + ".tmp.png").exists())
 
+    def test_doubling_counts_get_a_log_axis(self):
+        self.assertTrue(sp.log_axis([8, 16, 32, 64, 128]))
+        self.assertFalse(sp.log_axis([4, 8]))      # a narrow range stays linear
+        self.assertFalse(sp.log_axis([0, 8, 64]))  # zero has no place on a log axis
+
     def test_an_unknown_column_exits_2_naming_it(self):
         err = io.StringIO()
         with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as e:
