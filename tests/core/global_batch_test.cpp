@@ -14,12 +14,7 @@ Config with(const std::vector<std::string>& overrides) {
 }
 
 std::string error_of(const std::vector<std::string>& overrides) {
-  try {
-    with(overrides);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
+  return test::input_error([&] { with(overrides); });
 }
 
 TEST(GlobalBatch, MicrobatchesFollowFromTheBatchTheMicrobatchSizeAndTheReplicas) {
@@ -52,7 +47,7 @@ TEST(GlobalBatch, ItOverridesTheFilesMicrobatchesButNotOnesSetBesideIt) {
   EXPECT_NE(e.find("key 'schedule.microbatches': 4 disagrees with schedule.global_batch = 16"),
             std::string::npos)
       << e;
-  EXPECT_EQ(error_of({"schedule.global_batch=16", "schedule.microbatches=16"}), "");
+  EXPECT_EQ(error_of({"schedule.global_batch=16", "schedule.microbatches=16"}), "(no InputError)");
 }
 
 }  // namespace
