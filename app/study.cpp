@@ -89,6 +89,20 @@ void check_plan_size(const Config& c) {
                         "lower schedule.microbatches, parallel.dp/pp or the layer count");
 }
 
+/// The TP degrees a layer can run: dividing its attention heads, dividing or a multiple of
+/// its key/value heads (Megatron replicates KV heads when tp exceeds them), and within one
+/// node (a TP group's all-reduces stay on NVLink; check_placement).
+std::string valid_tp_degrees(const LayerSpec& l, int gpus_per_node) {
+  std::string out;
+  for (int d = 1; d <= std::min(l.heads, gpus_per_node); ++d) {
+    if (l.heads % d == 0 && (l.kv_heads % d == 0 || d % l.kv_heads == 0))
+      out += (out.empty() ? "" : ", ") + std::to_string(d);
+  }
+  return out + " (dividing its " + std::to_string(l.heads) + " attention heads, dividing or a " +
+         "multiple of its " + std::to_string(l.kv_heads) + " key/value heads, within a node of " +
+         std::to_string(gpus_per_node) + " GPUs)";
+}
+
 /// Tensor parallelism splits a layer's attention heads over its TP GPUs: a degree that
 /// does not divide them (tp = 3 with 16 heads) is no layout a framework can run.
 void check_tp_divides_heads(const Config& c) {
@@ -100,19 +114,17 @@ void check_tp_divides_heads(const Config& c) {
     const std::string key = own ? "parallel.modules." + mod.name + ".tp" : "parallel.tp";
     for (const LayerSpec& l : mod.layers) {
       if (l.kind != LayerKind::kTransformer || tp == 1) continue;
-      std::string divisors;
-      for (int d = 1; d <= l.heads; ++d)
-        if (l.heads % d == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(d);
+      const std::string valid = valid_tp_degrees(l, c.cluster.gpus_per_node);
       if (l.heads % tp != 0)
         throw InputError(c.path + ": key '" + key + "': " + std::to_string(tp) +
                          " does not divide module '" + mod.name + "''s " + std::to_string(l.heads) +
                          " attention heads (tensor parallelism splits the heads over its "
                          "GPUs); use one of " +
-                         divisors);
+                         valid);
       if (l.kv_heads % tp != 0 && tp % l.kv_heads != 0)
         throw InputError(c.path + ": key '" + key + "': " + std::to_string(tp) +
                          " neither divides nor is a multiple of module '" + mod.name + "''s " +
-                         std::to_string(l.kv_heads) + " key/value heads");
+                         std::to_string(l.kv_heads) + " key/value heads; use one of " + valid);
       break;  // a module's layers share their shape
     }
   }

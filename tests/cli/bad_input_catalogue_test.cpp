@@ -52,7 +52,8 @@ const Case kCatalogue[] = {
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.tokens.text=0", 2, "0 tokens"},
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.tokens={text=1024}", 2, "workload.tokens.vision': missing"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set schedule.name=nope", 2, "schedule.name"},
-    {"config {s}/configs/examples/vlm-frozen.toml --set parallel.tp=3 --set cluster.gpus_per_node=12", 2, "does not divide module 'vision''s 16 attention heads"},
+    {"config {s}/configs/examples/vlm-frozen.toml --set parallel.tp=3 --set cluster.gpus_per_node=12", 2, "does not divide module 'vision''s 16 attention heads (tensor parallelism splits the heads over its GPUs); use one of 1, 2, 4, 8 (dividing its 16 attention heads, dividing or a multiple of its 16 key/value heads, within a node of 12 GPUs)"},
+    {"config {d}/gqa-tp5.toml", 2, "5 neither divides nor is a multiple of module 'llm''s 8 key/value heads; use one of 1, 2, 4, 8 (dividing its 40 attention heads"},
     // --- workload CSV ---
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/text-only.csv", 2, "no column for modality 'vision'"},
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/bad-number.csv", 2, "bad-number.csv:3"},
@@ -131,6 +132,7 @@ void write_fixtures(const test::TempDir& d) {
   d.write("truncated.toml",
           first_bytes(src + "/configs/examples/vlm-frozen.toml", 400) + "\n[model\n");
   d.write("empty.toml", "");
+  d.write("gqa-tp5.toml", "[[model.modules]]\nname = \"llm\"\npreset = \"llama3-l\"\n[cluster]\nnodes = 1\ngpus_per_node = 8\n[parallel]\ntp = 5\n");
   d.write("hiden.toml", "[[model.modules]]\nname = \"llm\"\nkind = \"llm\"\nlayers = 2\nhiden = 64\n");
   d.write("empty.csv", "");
   d.write("mine.txt", "not a folder\n");
