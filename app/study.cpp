@@ -205,6 +205,24 @@ Schedule generate_checked(const Study& study) {
   }
 }
 
+/// Settings that are valid but do less than they seem to, said once at load.
+std::vector<std::string> config_notes(const Config& c) {
+  std::vector<std::string> notes;
+  bool selective = c.cost.recompute == Recompute::kSelective;
+  for (const Module& m : c.model.modules()) {
+    for (const LayerSpec& l : m.layers)
+      selective = selective || l.recompute == Recompute::kSelective;
+  }
+  if (selective && c.cost.flash_attention)
+    notes.push_back(c.path +
+                    ": selective recompute under cost.attention = \"flash\" saves no memory "
+                    "(FlashAttention keeps no attention scores to drop) and still re-runs the "
+                    "attention core in the backward; use recompute = \"full\" to save memory, "
+                    "or \"none\" (Korthikanti et al. 2022's selective recompute drops what flash "
+                    "never stores)");
+  return notes;
+}
+
 }  // namespace
 
 Config load_study_config(const std::string& config_path,
@@ -216,7 +234,9 @@ Config load_study_config(const std::string& config_path,
     throw InputError(config_path + ": key 'sim.backend': " + e.what());
   }
   static std::set<std::string> warned;  // a sweep or a comparison loads one config many times
-  for (const std::string& w : check_scheduler_options(config.schedule))
+  std::vector<std::string> warnings = check_scheduler_options(config.schedule);
+  for (std::string& note : config_notes(config)) warnings.push_back(std::move(note));
+  for (const std::string& w : warnings)
     if (warned.insert(w).second) std::cerr << "loom: warning: " << w << "\n";
   return config;
 }

@@ -92,6 +92,23 @@ TEST(Cli, UnknownKeyNamesFileAndKey) {
   expect_error("sim " + typo, 2, {"typo2.toml:6", "model.modules.llm.hiden", "unknown key"});
 }
 
+TEST(Cli, SelectiveRecomputeUnderFlashAttentionSaysItSavesNothing) {
+  // Valid, so exit 0, but said once: FlashAttention keeps no scores for it to drop.
+  const std::string config = test::source_path("validation/megatron-narayanan-2021/n1-1.7b.toml");
+  const Result flash =
+      run("config " + config + " --set cost.attention=flash --set cost.recompute=selective");
+  EXPECT_EQ(flash.exit_code, 0) << flash.output;
+  EXPECT_NE(flash.output.find("loom: warning: " + config +
+                              ": selective recompute under cost.attention = \"flash\" saves no "
+                              "memory"),
+            std::string::npos)
+      << flash.output;
+  EXPECT_NE(flash.output.find("use recompute = \"full\""), std::string::npos);
+  // Unfused attention (the file's) is what selective recompute is for: no note.
+  const Result unfused = run("config " + config + " --set cost.recompute=selective");
+  EXPECT_EQ(unfused.output.find("warning"), std::string::npos) << unfused.output;
+}
+
 TEST(Cli, WrongTypeNamesTheKey) {
   expect_error("sim " + example("uniform-1f1b.toml") + " --set schedule.microbatches=eight", 2,
                {"schedule.microbatches", "expected an integer"});
