@@ -3,8 +3,11 @@
 
 memory.csv is a step function per rank (each row holds until the rank's next row), so it
 is drawn with steps, never interpolated: a straight line between two samples would show
-memory that was never allocated. With --rank, one rank's total is split into parameters,
-gradients, optimizer state and activations, which shows *why* a rank peaks where it does.
+memory that was never allocated. By default: one line per *distinct* rank (identical
+ranks, e.g. data-parallel replicas, share one labeled line), over the peak rank's memory
+split into parameters, gradients, optimizer state and activations, which shows why it
+peaks where it does; the y axis fits the data, and a GPU capacity far above it is named
+rather than drawn. With --rank, one rank's split alone.
 """
 
 import argparse
@@ -53,17 +56,52 @@ def _rank_colors(ranks):
     return [cmap(i / (len(ranks) - 1)) for i in range(len(ranks))]
 
 
-def _draw_totals(ax, memory, ranks, t_end):
-    """One step line of total_bytes per rank; returns (peak GiB, its rank, its time ms)."""
+def distinct_ranks(memory, ranks):
+    """Ranks grouped by identical memory over time (every part), in rank order: one line
+    per group instead of identical lines drawn on top of each other."""
+    groups = {}
+    for r in ranks:
+        key = tuple(np.concatenate([np.asarray(memory.series(r, c)[k]).ravel()
+                                    for c in lp.MEMORY_PARTS for k in (0, 1)]).tolist())
+        groups.setdefault(key, []).append(r)
+    return sorted(groups.values())
+
+
+def group_label(group):
+    """"rank 3", "ranks 0, 4 (2 identical)", "ranks 0, 4, 8, ... (12 identical)"."""
+    if len(group) == 1:
+        return f"rank {group[0]}"
+    names = ", ".join(str(r) for r in group[:3]) + (", ..." if len(group) > 3 else "")
+    return f"ranks {names} ({len(group)} identical)"
+
+
+def _draw_totals(ax, memory, groups, t_end):
+    """One step line of total_bytes per group of identical ranks; returns (peak GiB, its
+    rank, its time ms)."""
     peak = (-1.0, None, 0.0)
-    for r, color in zip(ranks, _rank_colors(ranks)):
-        times, values = memory.series(r)
+    for group, color in zip(groups, _rank_colors(groups)):
+        times, values = memory.series(group[0])
         x, y = _extend(times, values, t_end)
-        ax.step(x, y, where="post", color=color, linewidth=1.3, label=f"rank {r}")
+        ax.step(x, y, where="post", color=color, linewidth=1.3, label=group_label(group))
         i = int(np.argmax(y))
         if y[i] > peak[0]:
-            peak = (float(y[i]), r, float(x[i]))
+            peak = (float(y[i]), group[0], float(x[i]))
     return peak
+
+
+def _draw_peak_parts(ax, memory, rank, t_end):
+    """The peak rank's memory stacked by kind, faded behind the lines; kinds that stay zero
+    (gradients of a frozen rank) get no legend entry."""
+    base = None
+    for part in lp.MEMORY_PARTS:
+        times, values = memory.series(rank, part)
+        x, y = _extend(times, values, t_end)
+        lower = np.zeros_like(y) if base is None else base
+        if y.max() > 0:
+            ax.fill_between(x, lower, lower + y, step="post", color=PART_COLORS[part],
+                            alpha=0.45, linewidth=0,
+                            label=f"rank {rank}: {part.replace('_bytes', '')}")
+        base = lower + y
 
 
 def _draw_parts(ax, memory, rank, t_end):
@@ -74,8 +112,9 @@ def _draw_parts(ax, memory, rank, t_end):
         x, y = _extend(times, values, t_end)
         lower = np.zeros_like(y) if base is None else base
         upper = lower + y
-        ax.fill_between(x, lower, upper, step="post", color=PART_COLORS[part], linewidth=0,
-                        label=part.replace("_bytes", ""))
+        if y.max() > 0:  # no legend entry for a kind that never occurs
+            ax.fill_between(x, lower, upper, step="post", color=PART_COLORS[part], linewidth=0,
+                            label=part.replace("_bytes", ""))
         base = upper
     times, values = memory.series(rank)
     x, y = _extend(times, values, t_end)
@@ -105,18 +144,24 @@ def render_memory(memory, metrics=None, ranks=None, rank=None, capacity_gib=None
     all_ranks = memory.ranks()
     t_end = _end_time(memory, metrics, t_end)
     fig, ax = lp.new_figure(*FIG_SIZE_IN, **MARGINS_IN)
+    groups = None
     if rank is not None:
         shown = [rank]
         peak = _draw_parts(ax, memory, rank, t_end)
     else:
         shown = lp.select_ranks(all_ranks) if ranks is None else sorted(ranks)
-        peak = _draw_totals(ax, memory, shown, t_end)
+        groups = distinct_ranks(memory, shown)
+        peak = _draw_totals(ax, memory, groups, t_end)
+        _draw_peak_parts(ax, memory, peak[1], t_end)
 
     top = peak[0]
-    if capacity_gib is not None:
+    if capacity_gib is not None and capacity_gib <= 1.5 * peak[0]:
         ax.axhline(capacity_gib, color="#C44E52", linestyle="--", linewidth=1.2,
                    label=f"capacity {capacity_gib:.1f} GiB")
         top = max(top, capacity_gib)
+    elif capacity_gib is not None:  # drawn, it would press the data flat at the bottom
+        ax.text(0.99, 0.98, f"GPU capacity {capacity_gib:.1f} GiB (off the scale)",
+                transform=ax.transAxes, ha="right", va="top", fontsize=8, color="#C44E52")
     ax.plot([peak[2]], [peak[0]], marker="v", color="black", markersize=6, linestyle="none")
     ax.annotate(f"peak {peak[0]:.2f} GiB (rank {peak[1]})", (peak[2], peak[0]),
                 textcoords="offset points", xytext=(6, 6), fontsize=8)
@@ -130,7 +175,7 @@ def render_memory(memory, metrics=None, ranks=None, rank=None, capacity_gib=None
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     ax.set_title(_title(metrics, len(shown), len(all_ranks), rank), fontsize=10)
-    _legend(fig, ax, shown, rank is not None)
+    _legend(fig, ax, shown if groups is None else [g[0] for g in groups], rank is not None)
     return fig
 
 

@@ -298,11 +298,30 @@ class RenderTest(TempDirTest):
         np.testing.assert_allclose(occ, [[0.5, 1.0, 0.25, 0.5], [0.0, 1.0, 1.0, 1.0]])
 
     def test_memory_plot(self):
+        # One line per rank, and the peak rank (1) split by kind: only the kinds it has.
+        # A capacity far above the data is named, not drawn (it would flatten the lines).
         fig = memory_plot.render_memory(self.memory, METRICS, capacity_gib=1.0)
         ax = fig.axes[0]
         legend = [t.get_text() for t in ax.get_legend().get_texts()]
-        self.assertEqual(legend, ["rank 0", "rank 1", "capacity 1.0 GiB"])
-        self.assertIn("peak 0.00 GiB (rank 1)", [t.get_text() for t in ax.texts])
+        self.assertEqual(legend, ["rank 0", "rank 1", "rank 1: parameters", "rank 1: activations"])
+        texts = [t.get_text() for t in ax.texts]
+        self.assertIn("peak 0.00 GiB (rank 1)", texts)
+        self.assertIn("GPU capacity 1.0 GiB (off the scale)", texts)
+        # A capacity near the peak is a dashed line in the legend.
+        near = 2700 * 1.2 / memory_plot.GIB
+        fig = memory_plot.render_memory(self.memory, METRICS, capacity_gib=near)
+        legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        self.assertIn(f"capacity {near:.1f} GiB", legend)
+
+    def test_memory_plot_draws_identical_ranks_once(self):
+        # Rank 2 repeats rank 0 (a data-parallel replica): one line for both.
+        extra = MEMORY + "".join(line.replace("0,", "2,", 1) + "\n"
+                                 for line in MEMORY.splitlines()[1:6])
+        memory = lp.load_memory(write_run(self.tmp / "dp", memory=extra) / "memory.csv")
+        self.assertEqual(memory_plot.distinct_ranks(memory, memory.ranks()), [[0, 2], [1]])
+        fig = memory_plot.render_memory(memory, METRICS)
+        legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        self.assertEqual(legend[:2], ["ranks 0, 2 (2 identical)", "rank 1"])
 
     def test_memory_plot_one_rank_stacked(self):
         fig = memory_plot.render_memory(self.memory, METRICS, rank=0)
