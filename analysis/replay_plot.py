@@ -279,9 +279,13 @@ def _draw_alive(ax, replays):
     """
     twin = ax.twinx()
     source, same = alive_source(replays)
-    x = np.append(source.time_s, source.end_s) / 3600.0
-    y = np.append(source.nodes, source.nodes[-1])
+    x, y, stopped = alive_steps(source)
     label = "alive nodes" if same else f"alive nodes ({_labels(replays)[0]})"
+    if stopped:  # after the stop the replay saw no more nodes: no line pretends it did
+        twin.axvline(x[-1], color="#7F7F7F", linestyle=":", linewidth=1.0)
+        twin.text(x[-1], 0.02, f" {source.policy} stopped: {stopped}", rotation=90,
+                  transform=twin.get_xaxis_transform(), fontsize=7, color="#555555",
+                  va="bottom")
     # A thin grey step line shows each join and loss; the faint fill ties it to its axis.
     twin.fill_between(x, 0, y, step="post", color="#7F7F7F", alpha=0.08, linewidth=0)
     twin.step(x, y, where="post", color="#7F7F7F", linewidth=1.0, label=label)
@@ -290,6 +294,17 @@ def _draw_alive(ax, replays):
     ax.set_zorder(twin.get_zorder() + 1)  # lines above the shaded area
     ax.patch.set_visible(False)
     return twin
+
+
+def alive_steps(replay):
+    """(x hours, alive nodes, stop reason or None): the replay's node column as steps, cut
+    where the policy stopped for good (summary.json's `stopped`, e.g. out of memory)."""
+    stopped = (replay.summary or {}).get("stopped") or {}
+    end = min(replay.end_s, float(stopped.get("time_s", replay.end_s)))
+    keep = replay.time_s <= end
+    x = np.append(replay.time_s[keep], end) / 3600.0
+    y = np.append(replay.nodes[keep], replay.nodes[keep][-1])
+    return x, y, stopped.get("reason") if stopped else None
 
 
 def alive_source(replays):

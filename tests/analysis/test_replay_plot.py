@@ -136,6 +136,20 @@ class ReplayPlotTest(unittest.TestCase):
         self.assertFalse(same)
         self.assertEqual(source.policy, "bamboo-like")  # different traces: the first one
 
+    def test_the_alive_line_ends_where_a_policy_stopped(self):
+        # Bamboo-like out of memory at 600 s holds one row: its line ends there, not at 1 h.
+        stopped = write_replay(self.tmp / "oom", "time_s,nodes,samples_per_s\n0,30,0\n3600,28,0\n",
+                               dict(OOBLECK_SUMMARY, policy="bamboo-like",
+                                    stopped={"time_s": 600, "reason": "out of memory"}))
+        x, y, reason = rp.alive_steps(rp.load_replay(stopped))
+        self.assertEqual(list(x), [0.0, 600 / 3600])
+        self.assertEqual(list(y), [30, 30])
+        self.assertEqual(reason, "out of memory")
+        x, _, reason = rp.alive_steps(rp.load_replay(self.oobleck))
+        self.assertEqual((x[-1], reason), (1.0, None))  # a policy that ran to the end
+        code, _, err = run([str(stopped), "-o", str(self.tmp / "p")])
+        self.assertEqual(code, 0, err)
+
     def test_throughput_alone_needs_no_summary(self):
         bare = write_replay(self.tmp / "bare", OOBLECK_THROUGHPUT, None)
         code, _, err = run([str(bare), "-o", str(self.tmp), "--only", "throughput"])
