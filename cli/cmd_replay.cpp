@@ -236,6 +236,13 @@ int run_replay_command(ReplayCliOptions o) {
   // analysis/replay_plot.py reads the files just written (quiet: --json owns stdout).
   if (o.plot) run_analysis_script("replay_plot.py", {out.file(""), "-o", out.file(""), "--quiet"});
   out.commit();
+  // A policy that stopped for good (out of memory) is a valid replay with its files, so
+  // exit 0; but a 0 samples/s result is said on stderr, not left to be found in a table.
+  if (!result.stop_reason.empty())
+    std::cerr << "loom: warning: " << result.policy << " stopped for good at "
+              << static_cast<long long>(result.stopped_at_s) << " s (" << result.stop_reason
+              << ") after " << result.samples_committed
+              << " samples; the rest of the trace counts as idle (summary.json: stopped)\n";
   if (o.json) {
     std::ifstream in(out.destination() / "summary.json");
     std::cout << in.rdbuf();

@@ -293,10 +293,13 @@ TEST(ReplayCli, OutOfOrderTraceNeedsDrop) {
 TEST(ReplayCli, BambooRunsOutOfMemoryForGpt3WithTf32Activations) {
   test::TempDir tmp;
   const std::string trace = "ec2-p3.csv";
-  ASSERT_EQ(spot("oobleck-gpt3-1.3b.toml", trace,
-                 "--policy bamboo-like --hours 1 --out " + tmp.path("oom"))
-                .exit_code,
-            0);
+  const auto run = spot("oobleck-gpt3-1.3b.toml", trace,
+                        "--policy bamboo-like --hours 1 --out " + tmp.path("oom"));
+  ASSERT_EQ(run.exit_code, 0);  // a valid replay with its files, and said on stderr:
+  EXPECT_NE(run.output.find("loom: warning: bamboo-like stopped for good at 0 s ("),
+            std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find(") after 0 samples"), std::string::npos) << run.output;
   const nlohmann::json oom = summary(tmp.path("oom"));
   ASSERT_TRUE(oom.contains("stopped")) << oom.dump();
   EXPECT_NE(oom["stopped"]["reason"].get<std::string>().find("does not fit"), std::string::npos);
