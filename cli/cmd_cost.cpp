@@ -4,7 +4,8 @@
 // rank: compute split into GEMM/attention, memory-bound kernels, exposed TP communication
 // and recompute; TP communication hidden behind GEMMs; pipeline waits split into bubble
 // (the producer still computing) and exposed transfers, plus the transfers hidden behind
-// compute; the data-parallel all-reduce split into waiting for slower members and the ring.
+// compute; the data-parallel all-reduce split into waiting for slower members and the ring;
+// the whole iteration's model TFLOP/s per GPU and MFU (core/model_flops.hpp).
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -201,6 +202,10 @@ nlohmann::json iteration_json(const Study& study, const AnalyticalCostModel* ker
                        {"other_idle_s", std::max(0.0, metrics.iteration_time_s - busy - recv_s -
                                                           collective_s - w.fsdp_exposed)},
                        {"bubble_fraction", metrics.bubble_fraction}};
+  const TrainingRates rates = study_rates(study, metrics.iteration_time_s);
+  it["tflops_per_gpu"] = rates.tflops_per_gpu;
+  it["mfu"] = rates.mfu;
+  it["tokens_per_s_per_gpu"] = rates.tokens_per_s_per_gpu;
   if (kernels) {
     // Split the rank's compute in the proportions of one microbatch over the whole model.
     const Shares sh = model_shares(study, *kernels);
@@ -271,6 +276,9 @@ void print_cost(const nlohmann::json& j, const std::string& cost_model) {
                 v(it["fsdp"]["hidden_gather_s"]));
   }
   std::printf("  bubble fraction (all ranks) %.1f %%\n", v(it["bubble_fraction"]) * 100);
+  std::printf(
+      "  model FLOPs (all ranks) %.1f TFLOP/s per GPU, MFU %.1f %%, %.0f tokens/s per GPU\n",
+      v(it["tflops_per_gpu"]), v(it["mfu"]) * 100, v(it["tokens_per_s_per_gpu"]));
 }
 
 int run_cost(const Options& o) {

@@ -84,6 +84,10 @@ TEST(Cost, ListsTheKernelsOfALayerAndTheIteration) {
   EXPECT_GT(j["iteration"]["compute_s"].get<double>(), 0);
   EXPECT_GT(j["iteration"]["dp_allreduce_s"].get<double>(), 0);
   EXPECT_GT(j["iteration"]["compute_split_s"]["recompute"].get<double>(), 0);
+  // The iteration's model TFLOP/s per GPU and MFU, as loom sim reports them (A100: 312).
+  const double tflops = j["iteration"]["tflops_per_gpu"];
+  EXPECT_GT(tflops, 50);
+  EXPECT_NEAR(j["iteration"]["mfu"].get<double>(), tflops / 312, 1e-9);
 }
 
 TEST(Cost, SplitsCommunicationIntoExposedAndHidden) {
