@@ -155,14 +155,18 @@ void check_runs_to_completion(const Schedule& schedule) {
       }
     }
   }
+  constexpr int kShown = 8;  // enough to see the cycle; the rest are counted
   std::string stuck;
   int count = 0;
   for (const RankId r : schedule.rank_ids()) {
     const bool finished =
         next[r] >= schedule.programs[r].size() && streams.done[r] >= streams.ops[r].size();
     if (finished) continue;
-    if (count++ < 8) stuck += explain(schedule, matching, streams, next, r);
+    if (count++ < kShown) stuck += explain(schedule, matching, streams, next, r);
   }
+  if (count > kShown)
+    stuck += "\n  ... and " + std::to_string(count - kShown) + " more stuck rank(s) (the first " +
+             std::to_string(kShown) + " shown)";
   if (count > 0) {
     throw InfeasibleError("schedule deadlocks: " + std::to_string(count) +
                           " rank(s) can never finish" + stuck);

@@ -57,6 +57,25 @@ TEST(ScheduleStall, NamesEachStuckRankItsStepAndProducer) {
       << error;
 }
 
+TEST(ScheduleStall, ManyStuckRanksAreCountedPastTheFirstEight) {
+  // A ring of 10 ranks, each receiving from the next before sending to the previous.
+  std::vector<int> gpus(10);
+  for (int g = 0; g < 10; ++g) gpus[static_cast<size_t>(g)] = g;
+  Schedule s = test::ranks_on(gpus);
+  for (int r = 0; r < 10; ++r) {
+    s.programs[RankId{r}] = {
+        test::recv_op(RankId{(r + 1) % 10}, 0, test::edge_tag(Pass::kF, 0, 1), 8),
+        test::send_op(RankId{(r + 9) % 10}, 0, test::edge_tag(Pass::kF, 0, 1), 8)};
+  }
+  const std::string error = stall(s);
+  EXPECT_NE(error.find("schedule deadlocks: 10 rank(s) can never finish"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("rank 7 stuck at step 0"), std::string::npos) << error;
+  EXPECT_EQ(error.find("rank 8 stuck"), std::string::npos) << error;
+  EXPECT_NE(error.find("... and 2 more stuck rank(s) (the first 8 shown)"), std::string::npos)
+      << error;
+}
+
 TEST(ScheduleStall, NamesTheCollectiveMembersThatNeverArrive) {
   Schedule s = test::ranks_on({0, 1, 2});
   s.groups = {{0_rank, 1_rank}};
