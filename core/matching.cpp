@@ -123,9 +123,20 @@ Matching match_operations(const Schedule& schedule) {
       const OpRef r = recv_list[k];
       const auto& send = std::get<Send>(schedule.op(s));
       const auto& recv = std::get<Recv>(schedule.op(r));
-      if (!(send.tag == recv.tag) || send.bytes != recv.bytes) {
-        throw InfeasibleError(describe(schedule, r) + " is matched (in program order) with " +
-                              describe(schedule, s) + " but their tags or sizes differ");
+      if (!(send.tag == recv.tag)) {
+        throw InfeasibleError(
+            describe(schedule, r) + " takes message " + std::to_string(k + 1) + " that rank " +
+            to_string(channel.src) + " sends it on this layer edge, " + describe(schedule, s) +
+            ", which carries another microbatch or pass: rank " + to_string(channel.src) +
+            " is missing a send before it, or sends in another order than rank " +
+            to_string(channel.dst) +
+            " receives (each receive takes the next message on its "
+            "edge, in program order)");
+      }
+      if (send.bytes != recv.bytes) {
+        throw InfeasibleError(describe(schedule, r) + " expects " + std::to_string(recv.bytes) +
+                              " bytes but its message, " + describe(schedule, s) + ", has " +
+                              std::to_string(send.bytes));
       }
       m.peer[s.rank][s.index] = r;
       m.peer[r.rank][r.index] = s;

@@ -115,4 +115,29 @@ TEST(Validate, RejectsSwappedReceivesThatDeadlock) {
   EXPECT_NE(error.find("deadlock"), std::string::npos) << error;
 }
 
+TEST(Validate, ADroppedSendSaysWhichMessageTheReceiveTakesAndWhy) {
+  const auto study =
+      test::example("uniform-1f1b.toml", {"parallel.pp=2", "schedule.microbatches=2"});
+  Schedule s = study->schedule;
+  // Rank 0 drops its first forward send: rank 1's receive of microbatch 0 would take the
+  // message of microbatch 1.
+  auto& p0 = s.programs[0_rank];
+  p0.erase(std::find_if(p0.begin(), p0.end(),
+                        [](const Op& op) { return std::holds_alternative<Send>(op); }));
+  std::string error;
+  try {
+    match_operations(s);
+  } catch (const InfeasibleError& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("1RECV_F0:L4<-0) takes message 1 that rank 0 sends it on this layer "
+                       "edge, rank 0 op #2 (0SEND_F1:L4->1)"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("which carries another microbatch or pass: rank 0 is missing a send "
+                       "before it, or sends in another order than rank 1 receives"),
+            std::string::npos)
+      << error;
+}
+
 }  // namespace loom
