@@ -11,6 +11,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <variant>
 
 #include "app/study.hpp"
@@ -44,10 +45,13 @@ struct Shares {
 
 /// The busiest rank's time outside its computes, from the evaluator's timeline.
 struct Waits {
-  double pp_bubble = 0;         ///< at a receive, before the producer sent
-  double pp_exposed = 0;        ///< at a receive, while the message was on the wire
-  double pp_hidden = 0;         ///< transfer time of received messages that overlapped compute
-  double dp_wait = 0;           ///< at an all-reduce or the optimizer step, for slower members
+  double pp_bubble = 0;   ///< at a receive, before the producer sent
+  double pp_exposed = 0;  ///< at a receive, while the message was on the wire
+  double pp_hidden = 0;   ///< transfer time of received messages that overlapped compute
+  double dp_wait = 0;     ///< at an all-reduce or the optimizer step, for slower members
+  /// At a reduction across the pipeline (the tied embedding's: first and last stage of one
+  /// replica), for the other stage to finish its backward; not a data-parallel wait.
+  double cross_stage_wait = 0;
   double dp_ring = 0;           ///< a blocking all-reduce itself (after the last backward)
   double dp_async_exposed = 0;  ///< waiting at the optimizer step for async buckets
   double dp_async_hidden = 0;   ///< async bucket time behind the rank's other work
@@ -104,9 +108,13 @@ Waits rank_waits(const Schedule& schedule, const Timeline& timeline, RankId rank
       w.pp_hidden += std::max(0.0, (sent.end_s - sent.start_s) - exposed);
     } else if (std::holds_alternative<Collective>(op)) {
       double all_arrived = t.start_s;
-      for (const OpRef& m : matching.members(matching.instance_of(ref)))
+      std::set<ReplicaId> replicas;
+      bool cross_stage = false;  // two members in one replica: a group across its stages
+      for (const OpRef& m : matching.members(matching.instance_of(ref))) {
         all_arrived = std::max(all_arrived, timing(m).start_s);
-      w.dp_wait += all_arrived - t.start_s;
+        cross_stage = cross_stage || !replicas.insert(schedule.ranks[m.rank].replica).second;
+      }
+      (cross_stage ? w.cross_stage_wait : w.dp_wait) += all_arrived - t.start_s;
       w.dp_ring += t.end_s - all_arrived;
     } else if (std::holds_alternative<OptimizerStep>(op)) {
       w.optimizer += t.end_s - t.start_s;
@@ -178,7 +186,7 @@ nlohmann::json iteration_json(const Study& study, const AnalyticalCostModel* ker
     if (r.busy_s > metrics.per_rank[busiest].busy_s) busiest = r.rank;
   const Waits w = rank_waits(study.schedule, timeline, busiest);
   const double recv_s = w.pp_bubble + w.pp_exposed;
-  const double collective_s = w.dp_wait + w.dp_ring + w.dp_async_exposed;
+  const double collective_s = w.dp_wait + w.cross_stage_wait + w.dp_ring + w.dp_async_exposed;
   const double busy = metrics.per_rank[busiest].busy_s;
   const double compute = busy - w.optimizer;
   nlohmann::json it = {{"iteration_s", metrics.iteration_time_s},
@@ -193,6 +201,7 @@ nlohmann::json iteration_json(const Study& study, const AnalyticalCostModel* ker
                        {"dp_allreduce_s", collective_s},
                        {"data_parallel",
                         {{"wait_for_members_s", w.dp_wait},
+                         {"wait_for_other_stage_s", w.cross_stage_wait},
                          {"exposed_allreduce_s", w.dp_ring + w.dp_async_exposed},
                          {"hidden_allreduce_s", w.dp_async_hidden}}},
                        {"fsdp",
@@ -261,8 +270,10 @@ void print_cost(const nlohmann::json& j, const std::string& cost_model) {
       "  gradient reductions (data-parallel all-reduce or FSDP reduce-scatter, tied "
       "embedding) %.3f s\n",
       v(it["dp_allreduce_s"]));
-  std::printf("    waiting for slower members %.3f s\n",
+  std::printf("    waiting for slower data-parallel members %.3f s\n",
               v(it["data_parallel"]["wait_for_members_s"]));
+  std::printf("    waiting for the pipeline's other end (tied embedding) %.3f s\n",
+              v(it["data_parallel"]["wait_for_other_stage_s"]));
   std::printf("    exposed (blocking, or buckets still running at the optimizer step) %.3f s\n",
               v(it["data_parallel"]["exposed_allreduce_s"]));
   std::printf(

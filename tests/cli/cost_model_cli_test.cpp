@@ -90,6 +90,18 @@ TEST(Cost, ListsTheKernelsOfALayerAndTheIteration) {
   EXPECT_NEAR(j["iteration"]["mfu"].get<double>(), tflops / 312, 1e-9);
 }
 
+TEST(Cost, IdenticalReplicasDoNotWaitForEachOtherTheTiedEmbeddingDoes) {
+  // N1-39.1B (TP 8 x PP 2 x DP 32, tied embedding): the busiest rank is the last stage; at
+  // the end it waits for the first stage at the embedding's all-reduce, never for its
+  // identical data-parallel replicas (issue 47: this was "waiting for slower members").
+  const auto r =
+      test::run_loom("cost " + test::source_path(kNarayanan + "/n1-39.1b.toml") + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json dp = json_of(r)["iteration"]["data_parallel"];
+  EXPECT_EQ(dp["wait_for_members_s"].get<double>(), 0.0) << dp;
+  EXPECT_GT(dp["wait_for_other_stage_s"].get<double>(), 0.1) << dp;
+}
+
 TEST(Cost, SplitsCommunicationIntoExposedAndHidden) {
   // A pipelined, tensor-parallel run: waits add up to their parts, the DP all-reduce is
   // exposed (one bucket after the last backward), and turning on TP overlap moves TP
@@ -105,6 +117,7 @@ TEST(Cost, SplitsCommunicationIntoExposedAndHidden) {
                 it["pipeline_wait_s"].get<double>(), 1e-9);
     EXPECT_GT(it["pipeline"]["hidden_transfer_s"].get<double>(), 0);
     EXPECT_NEAR(it["data_parallel"]["wait_for_members_s"].get<double>() +
+                    it["data_parallel"]["wait_for_other_stage_s"].get<double>() +
                     it["data_parallel"]["exposed_allreduce_s"].get<double>(),
                 it["dp_allreduce_s"].get<double>(), 1e-9);
     EXPECT_EQ(it["data_parallel"]["hidden_allreduce_s"].get<double>(), 0);
