@@ -138,7 +138,8 @@ void print_scheduler_table(const std::vector<SchedulerRow>& rows, std::ostream& 
   for (const SchedulerRow* r : ok) {
     const double t = std::stod(r->result.iteration_time_s);
     std::snprintf(line, sizeof line, "%-*s %14.3f %12.4g %8.4f %12.1f %5.1f%% %14.3f %8.2fx\n",
-                  width, r->scheduler.c_str(), t * 1e3, std::stod(r->result.throughput_samples_per_s),
+                  width, r->scheduler.c_str(), t * 1e3,
+                  std::stod(r->result.throughput_samples_per_s),
                   std::stod(r->result.bubble_fraction), std::stod(r->result.tflops_per_gpu),
                   100 * std::stod(r->result.mfu),
                   std::stod(r->result.peak_memory_max_bytes) / (1024.0 * 1024 * 1024), slowest / t);

@@ -132,8 +132,11 @@ void write_fixtures(const test::TempDir& d) {
   d.write("truncated.toml",
           first_bytes(src + "/configs/examples/vlm-frozen.toml", 400) + "\n[model\n");
   d.write("empty.toml", "");
-  d.write("gqa-tp5.toml", "[[model.modules]]\nname = \"llm\"\npreset = \"llama3-l\"\n[cluster]\nnodes = 1\ngpus_per_node = 8\n[parallel]\ntp = 5\n");
-  d.write("hiden.toml", "[[model.modules]]\nname = \"llm\"\nkind = \"llm\"\nlayers = 2\nhiden = 64\n");
+  d.write("gqa-tp5.toml",
+          "[[model.modules]]\nname = \"llm\"\npreset = \"llama3-l\"\n[cluster]\nnodes = "
+          "1\ngpus_per_node = 8\n[parallel]\ntp = 5\n");
+  d.write("hiden.toml",
+          "[[model.modules]]\nname = \"llm\"\nkind = \"llm\"\nlayers = 2\nhiden = 64\n");
   d.write("empty.csv", "");
   d.write("mine.txt", "not a folder\n");
   d.write("text-only.csv", "sample_id,text_tokens\n0,100\n1,100\n");
