@@ -151,7 +151,9 @@ int run_exec(const ExecCliOptions& o) {
   }
   const Metrics metrics = compute_metrics(study->schedule, result.timeline);
   write_run_files(*out, *study, result.timeline,
-                  metrics_json(*study, metrics, "exec-" + executor->name(), extra), !o.no_plot);
+                  metrics_json(*study, metrics, study_rates(*study, metrics.iteration_time_s),
+                               "exec-" + executor->name(), extra),
+                  !o.no_plot);
   out->commit();
 
   std::ostream& os = std::cout;

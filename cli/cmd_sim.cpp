@@ -282,14 +282,16 @@ int run_sim(const SimOptions& o) {
     return 0;
   }
   const Metrics metrics = compute_metrics(study->schedule, run.timeline);
+  const TrainingRates rates = study_rates(*study, metrics.iteration_time_s);
   nlohmann::json views = nullptr;
   if (study->config.schedule.stage_layers.empty() && o.schedule.empty()) {
     views = {{"true", evaluate_with_view(*study, PartitionView::kTrue)},
              {"naive", evaluate_with_view(*study, PartitionView::kNaive)}};
   }
-  write_run_files(*out, *study, run.timeline,
-                  metrics_json(*study, metrics, backend, {{"partition_views_evaluator_s", views}}),
-                  !o.no_plot);
+  write_run_files(
+      *out, *study, run.timeline,
+      metrics_json(*study, metrics, rates, backend, {{"partition_views_evaluator_s", views}}),
+      !o.no_plot);
   out->commit();
 
   std::ostream& os = std::cout;
@@ -301,7 +303,7 @@ int run_sim(const SimOptions& o) {
   print_stages(*study, os);
   os << "iteration time   " << ms(metrics.iteration_time_s) << "\n";
   os << "throughput       " << metrics.throughput_samples_per_s << " samples/s\n";
-  print_rates(study_rates(*study, metrics.iteration_time_s), c.cluster.gpu.peak_flops, os);
+  print_rates(rates, c.cluster.gpu.peak_flops, os);
   os << "bubble fraction  " << metrics.bubble_fraction << "\n";
   double peak = 0;
   for (const RankMetrics& r : metrics.per_rank) peak = std::max(peak, r.peak_memory_bytes);

@@ -47,8 +47,8 @@ void print_rates(const TrainingRates& rates, double peak_flops, std::ostream& os
   os << line;
 }
 
-nlohmann::json metrics_json(const Study& study, const Metrics& m, const std::string& backend,
-                            const nlohmann::json& extra) {
+nlohmann::json metrics_json(const Study& study, const Metrics& m, const TrainingRates& rates,
+                            const std::string& backend, const nlohmann::json& extra) {
   nlohmann::json per_rank = nlohmann::json::array();
   for (const RankMetrics& r : m.per_rank) {
     per_rank.push_back({{"rank", r.rank},
@@ -63,7 +63,6 @@ nlohmann::json metrics_json(const Study& study, const Metrics& m, const std::str
     forward[f.component] = {
         {"mean_s", f.mean_s}, {"std_s", f.std_s}, {"per_microbatch_s", f.per_microbatch}};
   }
-  const TrainingRates rates = study_rates(study, m.iteration_time_s);
   nlohmann::json j = {
       {"iteration_time_s", m.iteration_time_s},
       {"throughput_samples_per_s", m.throughput_samples_per_s},

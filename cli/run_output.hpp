@@ -18,10 +18,11 @@ std::string ms(double seconds);
 /// GPU": the summary line every run prints (core/model_flops.hpp's rule).
 void print_rates(const TrainingRates& rates, double peak_flops, std::ostream& os);
 
-/// metrics.json's content: the metrics, the layout and cost model of `study`, the backend
-/// that produced the timeline, plus `extra` keys (merged at the top level).
-nlohmann::json metrics_json(const Study& study, const Metrics& metrics, const std::string& backend,
-                            const nlohmann::json& extra);
+/// metrics.json's content: the metrics and model-FLOP rates (study_rates), the layout and
+/// cost model of `study`, the backend that produced the timeline, plus `extra` keys
+/// (merged at the top level).
+nlohmann::json metrics_json(const Study& study, const Metrics& metrics, const TrainingRates& rates,
+                            const std::string& backend, const nlohmann::json& extra);
 
 /// Writes metrics.json, timeline.json, timeline.csv, memory.csv, schedule.txt into the
 /// staging directory of `out`, and the PNGs unless `plot` is false.
