@@ -6,7 +6,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <deque>
+#include <map>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "core/errors.hpp"
@@ -51,6 +55,8 @@ struct Located {
   RankAction action;
   int line = 0;
   size_t column = 0;  ///< 1-based position in the line
+  int step = 0;       ///< the field's index in its row (PyTorch's step; idle fields count)
+  std::string_view text;
 };
 
 [[noreturn]] void fail(const std::string& source, int line, size_t column,
@@ -61,7 +67,7 @@ struct Located {
 
 /// Parses one `_Action` string (already trimmed); appends compute actions to `out`.
 void parse_action(std::string_view text, const std::string& source, int line, size_t column,
-                  std::vector<Located>& out) {
+                  int step, std::vector<Located>& out) {
   if (!text.empty() && text.front() == '(') {  // "(0F1;1B0)OVERLAP_F_B"
     const size_t close = text.find(')');
     if (close == std::string_view::npos || text.substr(close + 1) != "OVERLAP_F_B")
@@ -71,7 +77,7 @@ void parse_action(std::string_view text, const std::string& source, int line, si
     size_t at = 1;
     while (at < close) {
       size_t end = std::min(text.find(';', at), close);
-      parse_action(text.substr(at, end - at), source, line, column + at, out);
+      parse_action(text.substr(at, end - at), source, line, column + at, step, out);
       at = end + 1;
     }
     // A forward and a full backward of another microbatch: Loom's overlapped pair
@@ -129,7 +135,7 @@ void parse_action(std::string_view text, const std::string& source, int line, si
                     : type == "B" ? Pass::kB
                     : type == "I" ? Pass::kI
                                   : Pass::kW;
-  out.push_back({{StageId{stage}, pass, MicrobatchId{microbatch}}, line, column});
+  out.push_back({{StageId{stage}, pass, MicrobatchId{microbatch}}, line, column, step, text});
 }
 
 /// The file's rows: row r is pipeline rank r's actions.
@@ -145,7 +151,8 @@ PerPipelineRank<std::vector<Located>> parse_rows(std::string_view text, const st
     ++number;
     at = end + 1;
     std::vector<Located> actions;
-    for (size_t field = 0; field <= row.size();) {
+    int step = 0;
+    for (size_t field = 0; field <= row.size(); ++step) {
       size_t comma = row.find(',', field);
       if (comma == std::string_view::npos) comma = row.size();
       std::string_view cell = row.substr(field, comma - field);
@@ -154,7 +161,7 @@ PerPipelineRank<std::vector<Located>> parse_rows(std::string_view text, const st
       cell.remove_prefix(lead);
       while (!cell.empty() && (cell.back() == ' ' || cell.back() == '"')) cell.remove_suffix(1);
       if (!cell.empty())  // an empty field is an idle step
-        parse_action(cell, source, number, field + lead + 1, actions);
+        parse_action(cell, source, number, field + lead + 1, step, actions);
       field = comma + 1;
     }
     rows.push_back(std::move(actions));
@@ -168,6 +175,49 @@ std::string microbatch_mismatch(MicrobatchId max_microbatch, int m) {
          " but schedule.microbatches = " + std::to_string(m) +
          " (run with --set schedule.microbatches=" + std::to_string(max_microbatch.value() + 1) +
          ")";
+}
+
+/// Where each compute op of the lowered schedule is in the file: a rank's computes come
+/// from the row that runs their stage, in the row's order; the segments of a multi-module
+/// stage are its one action, and the messages Loom adds have no origin.
+OpOrigins locate(const Schedule& schedule, const PerPipelineRank<std::vector<Located>>& rows,
+                 const PerStage<PipelineRank>& stage_rank) {
+  using Key = std::tuple<int, int, int>;  // stage, pass, microbatch
+  auto key_of = [](const RankAction& a) {
+    return Key{a.stage.value(), static_cast<int>(a.pass), a.microbatch.value()};
+  };
+  OpOrigins origins(schedule.num_ranks());
+  for (const RankId r : schedule.rank_ids()) {
+    std::map<Key, std::deque<const Located*>> pending;  // the row's actions not yet met
+    std::optional<OpOrigin> last;
+    Key last_key{-1, -1, -1};
+    for (const Op& op : schedule.programs[r]) {
+      const auto* c = std::get_if<Compute>(&op);
+      if (!c || c->redundant || !stage_rank.contains(c->stage)) {
+        origins[r].emplace_back();
+        continue;
+      }
+      if (pending.empty()) {
+        for (const Located& a : rows[stage_rank[c->stage]]) pending[key_of(a.action)].push_back(&a);
+      }
+      const Key key = key_of({c->stage, c->pass, c->microbatch});
+      if (key != last_key) {
+        auto& queue = pending[key];
+        last.reset();
+        if (!queue.empty()) {
+          const Located& a = *queue.front();
+          queue.pop_front();
+          last = OpOrigin{.line = a.line,
+                          .column = static_cast<int>(a.column),
+                          .step = a.step,
+                          .action = std::string(a.text)};
+        }
+        last_key = key;
+      }
+      origins[r].push_back(last);
+    }
+  }
+  return origins;
 }
 
 }  // namespace
@@ -232,7 +282,7 @@ RankOrders parse_pytorch_csv(std::string_view text, const std::string& source) {
 }
 
 Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view text,
-                            const std::string& source) {
+                            const std::string& source, OpOrigins* origins) {
   const auto rows = parse_rows(text, source);
   const int pp = problem.parallel.pp;
   const int m = problem.schedule.microbatches;
@@ -303,7 +353,9 @@ Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view t
       .stage_rank = std::move(stage_rank),
       .replicas = {parse_pytorch_csv(text, source)}};
   try {
-    return lower(problem, "pytorch-csv", programs);
+    Schedule schedule = lower(problem, "pytorch-csv", programs);
+    if (origins) *origins = locate(schedule, rows, programs.stage_rank);
+    return schedule;
   } catch (const InputError& e) {  // an order that misses a producer: name the file too
     throw InputError(source + ": " + e.what());
   }

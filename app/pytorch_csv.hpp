@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/op_origin.hpp"
 #include "core/schedule.hpp"
 #include "schedulers/lowering/lowering.hpp"
 
@@ -38,8 +39,10 @@ RankOrders parse_pytorch_csv(std::string_view text, const std::string& source);
 /// the chain cut into pp*v stages, each on the row that runs it) adds messages,
 /// all-reduces, samples and memory. The scheduler name is
 /// "pytorch-csv". Throws InputError naming the line and column of the first action that
-/// breaks a rule, with the --set that would fix a mismatch.
+/// breaks a rule, with the --set that would fix a mismatch. `origins`, when given,
+/// receives each compute op's line, column and step (its field in the row, idle fields
+/// counted, as PyTorch numbers steps); the messages the lowering adds have none.
 Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view text,
-                            const std::string& source);
+                            const std::string& source, OpOrigins* origins = nullptr);
 
 }  // namespace loom

@@ -51,11 +51,12 @@ Schedule load_schedule_file(const Study& study, const std::string& path) {
 Schedule load_schedule_text(const Study& study, std::string_view text, const std::string& path) {
   const Model& model = study.config.model;
   Schedule schedule;
+  OpOrigins origins;  // the file's line and step of each op, for the deadlock report
   if (is_loom_schedule_text(text)) {
-    schedule = parse_schedule(text, path);
+    schedule = parse_schedule(text, path, &origins);
   } else {
     try {
-      schedule = import_pytorch_csv(study.problem, text, path);
+      schedule = import_pytorch_csv(study.problem, text, path, &origins);
     } catch (const InputError& e) {
       throw InputError(std::string(e.what()) +
                        "\n  (read as PyTorch's action CSV: the file does not start with '" +
@@ -65,7 +66,7 @@ Schedule load_schedule_text(const Study& study, std::string_view text, const std
   check_modules(schedule, model, path);
   try {
     check_placement(schedule, study.config.cluster);
-    check_runs_to_completion(schedule);
+    check_runs_to_completion(schedule, &origins);
     validate(schedule, model);
   } catch (const InfeasibleError& e) {
     throw InputError(path + ": " + e.what());

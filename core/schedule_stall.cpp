@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <variant>
 #include <vector>
 
@@ -16,15 +17,52 @@
 namespace loom {
 namespace {
 
-std::string step(const Schedule& s, RankId rank, std::size_t index) {
-  return "step " + std::to_string(index) + " (" + to_string(s.op({rank, index}), s) + ")";
-}
+/// The schedule and, for one read from a file, where its ops stand in the file: every
+/// message names ops by the file's steps and lines when it has them.
+struct Named {
+  const Schedule& s;
+  const OpOrigins* origins;
+
+  const std::optional<OpOrigin>& origin(RankId rank, std::size_t index) const {
+    static const std::optional<OpOrigin> kNone;
+    if (!origins || !origins->contains(rank)) return kNone;
+    const auto& ops = (*origins)[rank];
+    return index < ops.size() ? ops[index] : kNone;
+  }
+  static std::string file_step(const OpOrigin& o) {
+    return "step " + std::to_string(o.step) + " (" + o.action + ", line " +
+           std::to_string(o.line) + (o.column > 0 ? ":" + std::to_string(o.column) : "") + ")";
+  }
+  /// "step 3 (1F0)"; from a file "step 3 (1F0, line 2:7)", and an op the file does not
+  /// have (a message Loom's lowering added) by the file's step it serves.
+  std::string step(RankId rank, std::size_t index) const {
+    const std::string own = to_string(s.op({rank, index}), s);
+    if (!origins) return "step " + std::to_string(index) + " (" + own + ")";
+    if (const auto& o = origin(rank, index)) return file_step(*o);
+    // A send carries the output of the step before it; anything else serves the next one.
+    const std::size_t size = s.programs[rank].size();
+    auto before = [&]() -> std::string {
+      for (std::size_t i = index + 1; i < size; ++i)
+        if (const auto& o = origin(rank, i)) return "Loom's " + own + " before " + file_step(*o);
+      return "";
+    };
+    auto after = [&]() -> std::string {
+      for (std::size_t i = index; i-- > 0;)
+        if (const auto& o = origin(rank, i)) return "Loom's " + own + " after " + file_step(*o);
+      return "";
+    };
+    const bool send = std::holds_alternative<Send>(s.op({rank, index}));
+    if (std::string text = send ? after() : before(); !text.empty()) return text;
+    if (std::string text = send ? before() : after(); !text.empty()) return text;
+    return "Loom's " + own;
+  }
+};
 
 /// The op rank `rank` stopped at, or "the end of its program".
-std::string where_stuck(const Schedule& s, const PerRank<std::size_t>& next, RankId rank) {
+std::string where_stuck(const Named& n, const PerRank<std::size_t>& next, RankId rank) {
   const std::size_t i = next[rank];
-  if (i >= s.programs[rank].size()) return "finished its program";
-  return "stuck at " + step(s, rank, i);
+  if (i >= n.s.programs[rank].size()) return "finished its program";
+  return "stuck at " + n.step(rank, i);
 }
 
 /// Each rank's async collectives (Collective::async) in program order, and how many of them
@@ -56,19 +94,20 @@ std::size_t async_needed(const Schedule& s, const Streams& streams, RankId r, st
   return async_needed_before(s.programs[r][index], issued);
 }
 
-std::string explain(const Schedule& s, const Matching& m, const Streams& streams,
+std::string explain(const Named& n, const Matching& m, const Streams& streams,
                     const PerRank<std::size_t>& next, RankId r) {
+  const Schedule& s = n.s;
   const std::size_t i = next[r];
   if (streams.done[r] < async_needed(s, streams, r, i)) {
     const std::size_t first = streams.ops[r][streams.done[r]];
     std::string text = "\n  rank " + to_string(r) + " " +
-                       (i < s.programs[r].size() ? "stuck at " + step(s, r, i)
+                       (i < s.programs[r].size() ? "stuck at " + n.step(r, i)
                                                  : std::string("at the end of its program")) +
-                       ": waits for its async " + step(s, r, first) + ", which never runs:";
+                       ": waits for its async " + n.step(r, first) + ", which never runs:";
     for (const OpRef& member : m.members(m.instance_of({r, first}))) {
       if (next[member.rank] <= member.index)
         text += " rank " + to_string(member.rank) + " never issues " +
-                step(s, member.rank, member.index) + " (" + where_stuck(s, next, member.rank) +
+                n.step(member.rank, member.index) + " (" + where_stuck(n, next, member.rank) +
                 ");";
       else if (streams.issued_before(member.rank, member.index) > streams.done[member.rank])
         text += " rank " + to_string(member.rank) + " runs its earlier async collectives first;";
@@ -77,19 +116,19 @@ std::string explain(const Schedule& s, const Matching& m, const Streams& streams
     return text;
   }
   const Op& op = s.op({r, i});
-  std::string text = "\n  rank " + to_string(r) + " stuck at " + step(s, r, i) + ": ";
+  std::string text = "\n  rank " + to_string(r) + " stuck at " + n.step(r, i) + ": ";
   if (std::holds_alternative<Recv>(op)) {
     const OpRef send = m.peer_of({r, i});
     return text + "waits for its producer, rank " + to_string(send.rank) + " " +
-           step(s, send.rank, send.index) + ", which rank " + to_string(send.rank) +
-           " never reaches (" + where_stuck(s, next, send.rank) + ")";
+           n.step(send.rank, send.index) + ", which rank " + to_string(send.rank) +
+           " never reaches (" + where_stuck(n, next, send.rank) + ")";
   }
   const InstanceId instance = m.instance_of({r, i});
   text += "waits for the other members of its collective:";
   for (const OpRef& member : m.members(instance)) {
     if (next[member.rank] < member.index) {
       text += " rank " + to_string(member.rank) + " never reaches " +
-              step(s, member.rank, member.index) + " (" + where_stuck(s, next, member.rank) + ");";
+              n.step(member.rank, member.index) + " (" + where_stuck(n, next, member.rank) + ");";
     }
   }
   text.pop_back();
@@ -139,7 +178,7 @@ bool run_streams(const Matching& m, Streams& streams, const PerRank<std::size_t>
 
 }  // namespace
 
-void check_runs_to_completion(const Schedule& schedule) {
+void check_runs_to_completion(const Schedule& schedule, const OpOrigins* origins) {
   const Matching matching = match_operations(schedule);
   PerRank<std::size_t> next(schedule.num_ranks(), 0);
   Streams streams(schedule);
@@ -162,7 +201,7 @@ void check_runs_to_completion(const Schedule& schedule) {
     const bool finished =
         next[r] >= schedule.programs[r].size() && streams.done[r] >= streams.ops[r].size();
     if (finished) continue;
-    if (count++ < kShown) stuck += explain(schedule, matching, streams, next, r);
+    if (count++ < kShown) stuck += explain({schedule, origins}, matching, streams, next, r);
   }
   if (count > kShown)
     stuck += "\n  ... and " + std::to_string(count - kShown) + " more stuck rank(s) (the first " +

@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/op_origin.hpp"
 #include "core/schedule.hpp"
 
 namespace loom {
@@ -44,8 +45,10 @@ std::string format_schedule(const Schedule& schedule);
 /// Reads the `loom` format back. Throws InputError "SOURCE:LINE:COL: what was expected"
 /// (1-based line and column of the offending token) on any syntax error, unknown key,
 /// count that does not match, or index out of range (a module, group or rank that does not
-/// exist). It checks the text only; validate() checks the schedule's semantics.
-Schedule parse_schedule(std::string_view text, const std::string& source = "<schedule>");
+/// exist). It checks the text only; validate() checks the schedule's semantics. `origins`,
+/// when given, receives each op's line (its step is its place in its rank's list).
+Schedule parse_schedule(std::string_view text, const std::string& source = "<schedule>",
+                        OpOrigins* origins = nullptr);
 
 /// True when `text` starts (after blank and '#' lines) with kScheduleTextMagic: how
 /// `loom sim --schedule` tells the `loom` format from PyTorch's action CSV.

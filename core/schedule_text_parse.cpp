@@ -439,12 +439,13 @@ void read_groups_and_samples(Reader& in, Schedule& s) {
   }
 }
 
-void read_ranks(Reader& in, Schedule& s) {
+void read_ranks(Reader& in, Schedule& s, OpOrigins* origins) {
   const Line& ranks = in.keyword("ranks", 1, "'ranks COUNT'");
   const int n = in.count(ranks, ranks.tokens[1], "ranks");
   s.ranks.resize(n);
   s.static_memory.resize(n);
   s.programs.resize(n);
+  if (origins) *origins = OpOrigins(n);
   for (const RankId r : s.rank_ids()) {
     const std::string expected = "'rank " + to_string(r) + " gpu=.. tp=.. ...'";
     const Line& head = in.next(expected);
@@ -462,19 +463,26 @@ void read_ranks(Reader& in, Schedule& s) {
                           in.real_field(head, f, "optimizer", true)};
     // The rank's ops run to the next rank line (or 'end'), so a hand edit adds or removes
     // op lines without counting them.
-    while (!in.at_end() && in.peek() != "rank" && in.peek() != "end")
-      s.programs[r].push_back(OpReader(in, s, in.next("an operation")).read());
+    while (!in.at_end() && in.peek() != "rank" && in.peek() != "end") {
+      const Line& line = in.next("an operation");
+      if (origins) {
+        (*origins)[r].push_back(OpOrigin{.line = line.number,
+                                         .step = isize(s.programs[r]),
+                                         .action = std::string(line.tokens.front().text)});
+      }
+      s.programs[r].push_back(OpReader(in, s, line).read());
+    }
   }
 }
 
 }  // namespace
 
-Schedule parse_schedule(std::string_view text, const std::string& source) {
+Schedule parse_schedule(std::string_view text, const std::string& source, OpOrigins* origins) {
   Reader in(text, source);
   Schedule s;
   read_header(in, s);
   read_groups_and_samples(in, s);
-  read_ranks(in, s);
+  read_ranks(in, s, origins);
   const Line& end = in.keyword("end", 0, "'end' after the last rank's operations");
   (void)end;
   if (!in.at_end()) {

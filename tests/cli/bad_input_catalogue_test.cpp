@@ -90,6 +90,7 @@ const Case kCatalogue[] = {
     {"sim {s}/configs/examples/uniform-1f1b.toml --out {d}/o --schedule {d}/binary.bin", 2, "binary.bin"},
     {"sim {s}/configs/examples/uniform-1f1b.toml --out {d}/o --schedule {d}/pytorch-bad.csv", 2, "pytorch-bad.csv:1"},
     {"sim {s}/configs/examples/uniform-1f1b.toml --out {d}/o --schedule {d}/empty.csv", 2, "empty.csv"},
+    {"sim {s}/configs/examples/uniform-1f1b.toml --set parallel.pp=2 --set schedule.microbatches=2 --out {d}/o --schedule {d}/pytorch-deadlock.csv", 2, "before step 0 (1F1, line 2:1)"},
     // --- options ---
     {"exec {s}/configs/exec/vlm-host.toml --out {d}/o --timeout nan", 2, "--timeout: must be a finite number"},
     {"exec {s}/configs/exec/vlm-host.toml --out {d}/o --timeout 0", 2, "from 0.001 to 31536000 s, got '0'"},
@@ -157,6 +158,7 @@ void write_fixtures(const test::TempDir& d) {
   d.write("oobleck-5000.csv", layers);
   d.write("ir-truncated.txt", "loom-schedule 1\nscheduler 1f1b\nmodules 1 llm\nnum_st");
   d.write("pytorch-bad.csv", "0F0,0Q1\n");
+  d.write("pytorch-deadlock.csv", "0F0,0B0,0F1,0B1\n1F1,,1F0,1B0,1B1\n");
 }
 
 }  // namespace

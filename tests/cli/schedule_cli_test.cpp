@@ -83,10 +83,17 @@ TEST(ScheduleCli, DeadlockNamesRankStepAndProducer) {
   text.erase(at, line.size());
   text = replace(text, "  0F0 ", line + "  0F0 ");
   const std::string edited = dir.write("deadlock.loom", text);
+  // Each op is named by its step in its rank's list and its line in the file.
+  auto line_of = [&](const std::string& op) {
+    const std::string before = text.substr(0, text.find("  " + op));
+    return std::to_string(1 + std::count(before.begin(), before.end(), '\n'));
+  };
   test::expect_exit("sim " + cfg + " --backend evaluator -q --schedule " + edited, 2,
-                    {edited, "schedule deadlocks", "rank 0 stuck at step 0 (0RECV_B0:L4<-1)",
-                     "waits for its producer, rank 1 step 3 (1SEND_B0:L4->0)",
-                     "rank 1 stuck at step 0 (1RECV_F0:L4<-0)"});
+                    {edited, "schedule deadlocks",
+                     "rank 0 stuck at step 0 (0RECV_B0:L4<-1, line " + line_of("0RECV_B0") + ")",
+                     "waits for its producer, rank 1 step 3 (1SEND_B0:L4->0, line " +
+                         line_of("1SEND_B0") + ")",
+                     "rank 1 stuck at step 0 (1RECV_F0:L4<-0, line " + line_of("1RECV_F0") + ")"});
   // Without the send and receive of microbatch 0's activations, rank 1's forward has no
   // input: the validator names the op and the layer whose output is missing.
   text = slurp(dir.path("s.loom"));
@@ -96,6 +103,23 @@ TEST(ScheduleCli, DeadlockNamesRankStepAndProducer) {
   test::expect_exit("sim " + cfg + " --backend evaluator -q --schedule " + missing, 2,
                     {missing, "data dependency violated at rank 1 op #0 (1F0)",
                      "forward needs the output of layer 3"});
+}
+
+TEST(ScheduleCli, ACsvDeadlockIsNamedByTheFilesStepsAndLines) {
+  // Rank 1 runs microbatch 1 forward first, and waits for it while rank 0 waits for
+  // microbatch 0's gradient. The file has no messages: each stuck receive is named by the
+  // file's step it serves (fields counted as PyTorch counts steps, the idle one included),
+  // with the line and column of that action.
+  test::TempDir dir;
+  const std::string cfg =
+      config("examples/uniform-1f1b.toml") + " --set parallel.pp=2 --set schedule.microbatches=2";
+  const std::string csv = dir.write("dead.csv", "0F0,0B0,0F1,0B1\n1F1,,1F0,1B0,1B1\n");
+  test::expect_exit(
+      "sim " + cfg + " --backend evaluator -q --schedule " + csv, 2,
+      {csv + ": schedule deadlocks: 2 rank(s) can never finish",
+       "rank 0 stuck at Loom's 0RECV_B0:L4<-1 before step 1 (0B0, line 1:5): waits for its "
+       "producer, rank 1 Loom's 1SEND_B0:L4->0 after step 3 (1B0, line 2:10)",
+       "rank 1 stuck at Loom's 1RECV_F1:L4<-0 before step 0 (1F1, line 2:1)"});
 }
 
 TEST(ScheduleCli, ParseErrorsAndMismatchesExit2) {

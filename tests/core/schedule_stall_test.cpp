@@ -10,9 +10,9 @@
 namespace loom {
 namespace {
 
-std::string stall(const Schedule& s) {
+std::string stall(const Schedule& s, const OpOrigins* origins = nullptr) {
   try {
-    check_runs_to_completion(s);
+    check_runs_to_completion(s, origins);
   } catch (const InfeasibleError& e) {
     return e.what();
   }
@@ -55,6 +55,33 @@ TEST(ScheduleStall, NamesEachStuckRankItsStepAndProducer) {
                        "step 2 (0SEND_F0:L1->1)"),
             std::string::npos)
       << error;
+}
+
+TEST(ScheduleStall, AFileScheduleIsNamedByItsOwnStepsAndLines) {
+  // The cycle above, as a compute-only file would give it: the computes have the file's
+  // steps and lines, the messages none, so they are named by the step they serve (a
+  // receive the one after it, a send the one before).
+  Schedule s = test::ranks_on({0, 1});
+  s.programs[0_rank] = {test::compute_op(Pass::kF, 0, 0, 0, 1, 1e-3),
+                        test::recv_op(1_rank, 0, test::edge_tag(Pass::kB, 0, 1), 8),
+                        test::compute_op(Pass::kB, 0, 0, 0, 1, 1e-3),
+                        test::send_op(1_rank, 0, test::edge_tag(Pass::kF, 0, 1), 8)};
+  s.programs[1_rank] = {test::recv_op(0_rank, 1, test::edge_tag(Pass::kF, 0, 1), 8),
+                        test::compute_op(Pass::kF, 1, 0, 1, 2, 1e-3),
+                        test::send_op(0_rank, 1, test::edge_tag(Pass::kB, 0, 1), 8)};
+  OpOrigins origins(2);
+  origins[0_rank] = {OpOrigin{1, 1, 0, "0F0"}, std::nullopt, OpOrigin{1, 7, 2, "0B0"},
+                     std::nullopt};
+  origins[1_rank] = {std::nullopt, OpOrigin{2, 3, 1, "1F0"}, std::nullopt};
+  const std::string error = stall(s, &origins);
+  EXPECT_NE(error.find("rank 0 stuck at Loom's 0RECV_B0:L1<-1 before step 2 (0B0, line 1:7): "
+                       "waits for its producer, rank 1 Loom's 1SEND_B0:L1->0 after step 1 (1F0, "
+                       "line 2:3), which rank 1 never reaches (stuck at Loom's 1RECV_F0:L1<-0 "
+                       "before step 1 (1F0, line 2:3))"),
+            std::string::npos)
+      << error;
+  // Without origins the same stall counts the program's own ops.
+  EXPECT_NE(stall(s).find("rank 0 stuck at step 1 (0RECV_B0:L1<-1)"), std::string::npos);
 }
 
 TEST(ScheduleStall, ManyStuckRanksAreCountedPastTheFirstEight) {
