@@ -24,6 +24,16 @@ namespace {
 // benchmarks at head dim 128 and 16k tokens, FA2 370 TFLOPS forward and 322 backward of
 // the 989.4 peak): 0.37 forward, 0.33 backward. Other presets keep GpuSpec's defaults (the
 // FA2 paper's A100 figures).
+// Memory is what the GPU reports, not the marketed size: an "80 GB" H100 is neither 80e9
+// bytes nor 80 GiB but the framebuffer total nvidia-smi (NVML memory.total) prints, in MiB.
+// Figures from published nvidia-smi output: H100 80GB HBM3 81559 MiB, A100-SXM4-80GB 81920,
+// A100-SXM4-40GB 40960 (the list in modal-labs/modal-client PR #2797, 2025-01, and NCCL
+// issue #1264's DGX H100 dump); Tesla V100-SXM2-32GB 32768, NVIDIA A40 46068 (ECC on) and
+// NVIDIA H200 143771 (nvidia-smi tables in public repositories' setup notes). What the
+// framework can then allocate is this less the CUDA context and NCCL buffers (hundreds of
+// MiB); cluster.gpu_memory set to a run's measured free memory holds Loom to that.
+constexpr double kMiB = 1024.0 * 1024.0;
+
 constexpr double kHopperFlashForward = 370.0 / 989.4;
 constexpr double kHopperFlashBackward = 322.0 / 989.4;
 
@@ -49,12 +59,14 @@ GpuSpec gpu(const char* name, double fp16, double tf32, double fp32, double band
 
 const std::vector<GpuSpec>& presets() {
   static const std::vector<GpuSpec> kPresets = {
-      gpu("V100-32GB", 125e12, 0, 15.7e12, 900e9, 32e9, 80, 6e6, 300e9, false),
-      gpu("A100-40GB", 312e12, 156e12, 19.5e12, 1555e9, 40e9, 108, 40e6, 600e9, true),
-      gpu("A100-80GB", 312e12, 156e12, 19.5e12, 2039e9, 80e9, 108, 40e6, 600e9, true),
-      gpu("A40", 149.7e12, 74.8e12, 37.4e12, 696e9, 48e9, 84, 6e6, 112.5e9, false),
-      hopper(gpu("H100-SXM", 989.4e12, 494.7e12, 66.9e12, 3350e9, 80e9, 132, 50e6, 900e9, true)),
-      hopper(gpu("H200", 989.4e12, 494.7e12, 66.9e12, 4800e9, 141e9, 132, 50e6, 900e9, true)),
+      gpu("V100-32GB", 125e12, 0, 15.7e12, 900e9, 32768 * kMiB, 80, 6e6, 300e9, false),
+      gpu("A100-40GB", 312e12, 156e12, 19.5e12, 1555e9, 40960 * kMiB, 108, 40e6, 600e9, true),
+      gpu("A100-80GB", 312e12, 156e12, 19.5e12, 2039e9, 81920 * kMiB, 108, 40e6, 600e9, true),
+      gpu("A40", 149.7e12, 74.8e12, 37.4e12, 696e9, 46068 * kMiB, 84, 6e6, 112.5e9, false),
+      hopper(gpu("H100-SXM", 989.4e12, 494.7e12, 66.9e12, 3350e9, 81559 * kMiB, 132, 50e6, 900e9,
+                 true)),
+      hopper(
+          gpu("H200", 989.4e12, 494.7e12, 66.9e12, 4800e9, 143771 * kMiB, 132, 50e6, 900e9, true)),
   };
   return kPresets;
 }

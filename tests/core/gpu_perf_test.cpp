@@ -13,7 +13,10 @@ TEST(GpuPresets, DatasheetFactsAndNames) {
   EXPECT_EQ(a100.sms, 108);
   EXPECT_DOUBLE_EQ(a100.peak_flops, 312e12);
   EXPECT_DOUBLE_EQ(a100.hbm_bandwidth, 2039e9);
-  EXPECT_DOUBLE_EQ(gpu_preset("A100-40GB").memory_bytes, 40e9);
+  // Memory as the GPU reports it (nvidia-smi's total, in MiB), not the marketed GB.
+  EXPECT_DOUBLE_EQ(gpu_preset("A100-40GB").memory_bytes, 40960.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(gpu_preset("H100").memory_bytes, 81559.0 * 1024 * 1024);  // 79.6 GiB
+  EXPECT_DOUBLE_EQ(gpu_preset("H200").memory_bytes, 143771.0 * 1024 * 1024);
   EXPECT_EQ(gpu_preset("H100").name, "H100-SXM");  // an unambiguous alias
   EXPECT_EQ(gpu_preset("V100-32GB").sms, 80);
   for (const std::string& name : gpu_preset_names()) {
