@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "app/backends.hpp"
+#include "app/run_progress.hpp"
 #include "app/schedule_import.hpp"
 #include "app/study.hpp"
 #include "app/sweep/pool.hpp"
@@ -60,12 +61,12 @@ TimedRun run_backend(const Study& study, const SimOptions& o, const Backend& bac
   const auto start = std::chrono::steady_clock::now();
   BackendOptions options;
   options.extra_cfg = o.simgrid_cfg;
-  if (!o.quiet && study.schedule.num_ops() >= 100000) {  // seconds of work: say how far
-    options.on_progress = [start, name = backend.name](double done) {
+  if (!o.quiet) {  // a line every 10 s with an estimate of the time left (quick runs: none)
+    options.on_progress = [start,
+                           progress = std::make_shared<RunProgress>(backend.label)](double done) {
       const double s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::fprintf(stderr, "loom: %s %3.0f%% of operations done (%.1f s)\n", name.c_str(),
-                   done * 100, s);
+      if (const auto line = progress->update(done, s)) std::cerr << "loom: " << *line << "\n";
     };
   }
   TimedRun timed;
@@ -288,6 +289,8 @@ int run_sim(const SimOptions& o) {
     views = {{"true", evaluate_with_view(*study, PartitionView::kTrue)},
              {"naive", evaluate_with_view(*study, PartitionView::kNaive)}};
   }
+  if (!o.quiet && study->schedule.num_ops() >= 1000000)  // seconds of writing at this size
+    std::cerr << "loom: writing " << out->destination().string() << " ...\n";
   write_run_files(
       *out, *study, run.timeline,
       metrics_json(*study, metrics, rates, backend, {{"partition_views_evaluator_s", views}}),
@@ -307,8 +310,10 @@ int run_sim(const SimOptions& o) {
   os << "bubble fraction  " << metrics.bubble_fraction << "\n";
   double peak = 0;
   for (const RankMetrics& r : metrics.per_rank) peak = std::max(peak, r.peak_memory_bytes);
-  os << "peak memory      " << peak / (1024.0 * 1024 * 1024) << " GiB (of "
-     << c.cluster.gpu.memory_bytes / 1e9 << " GB per GPU)\n";
+  char memory[96];
+  std::snprintf(memory, sizeof memory, "%.2f GiB (of %.2f GiB per GPU)", peak / (1 << 30),
+                c.cluster.gpu.memory_bytes / (1 << 30));
+  os << "peak memory      " << memory << "\n";
   if (!views.is_null()) {
     const double t = views["true"], n = views["naive"];
     os << "partition views  frozen-aware (true) " << ms(t) << ", naive " << ms(n)

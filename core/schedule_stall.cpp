@@ -30,8 +30,8 @@ struct Named {
     return index < ops.size() ? ops[index] : kNone;
   }
   static std::string file_step(const OpOrigin& o) {
-    return "step " + std::to_string(o.step) + " (" + o.action + ", line " +
-           std::to_string(o.line) + (o.column > 0 ? ":" + std::to_string(o.column) : "") + ")";
+    return "step " + std::to_string(o.step) + " (" + o.action + ", line " + std::to_string(o.line) +
+           (o.column > 0 ? ":" + std::to_string(o.column) : "") + ")";
   }
   /// "step 3 (1F0)"; from a file "step 3 (1F0, line 2:7)", and an op the file does not
   /// have (a message Loom's lowering added) by the file's step it serves.
@@ -107,8 +107,7 @@ std::string explain(const Named& n, const Matching& m, const Streams& streams,
     for (const OpRef& member : m.members(m.instance_of({r, first}))) {
       if (next[member.rank] <= member.index)
         text += " rank " + to_string(member.rank) + " never issues " +
-                n.step(member.rank, member.index) + " (" + where_stuck(n, next, member.rank) +
-                ");";
+                n.step(member.rank, member.index) + " (" + where_stuck(n, next, member.rank) + ");";
       else if (streams.issued_before(member.rank, member.index) > streams.done[member.rank])
         text += " rank " + to_string(member.rank) + " runs its earlier async collectives first;";
     }

@@ -113,6 +113,7 @@ class Simulation {
     }
     wire_mailboxes(actors, comm_actors);
     prepare_rings();
+    if (on_progress_) on_progress_(0);  // set up: the operations start
     engine.run();
   }
 
@@ -346,7 +347,7 @@ class Simulation {
   }
 
   void count_done_op() {
-    if (on_progress_ && ++done_ops_ % std::max<size_t>(1, total_ops_ / 10) == 0) {
+    if (on_progress_ && ++done_ops_ % std::max<size_t>(1, total_ops_ / 1000) == 0) {
       on_progress_(static_cast<double>(done_ops_) / static_cast<double>(total_ops_));
     }
   }

@@ -29,8 +29,9 @@ struct SimGridOptions {
   std::string network_model = "CM02";
   /// Further SimGrid settings, "key:value" as for --cfg= (e.g. "network/TCP-gamma:4194304").
   std::vector<std::string> extra_cfg;
-  /// Called with the fraction of operations done, at every tenth (for progress output on
-  /// long simulations); may be empty.
+  /// Called with 0 once the platform and actors are built, then with the fraction of
+  /// operations done at every thousandth (the caller decides how often to print:
+  /// app/run_progress.hpp); may be empty.
   std::function<void(double done_fraction)> on_progress;
 };
 

@@ -88,12 +88,12 @@ TEST(ScheduleCli, DeadlockNamesRankStepAndProducer) {
     const std::string before = text.substr(0, text.find("  " + op));
     return std::to_string(1 + std::count(before.begin(), before.end(), '\n'));
   };
-  test::expect_exit("sim " + cfg + " --backend evaluator -q --schedule " + edited, 2,
-                    {edited, "schedule deadlocks",
-                     "rank 0 stuck at step 0 (0RECV_B0:L4<-1, line " + line_of("0RECV_B0") + ")",
-                     "waits for its producer, rank 1 step 3 (1SEND_B0:L4->0, line " +
-                         line_of("1SEND_B0") + ")",
-                     "rank 1 stuck at step 0 (1RECV_F0:L4<-0, line " + line_of("1RECV_F0") + ")"});
+  test::expect_exit(
+      "sim " + cfg + " --backend evaluator -q --schedule " + edited, 2,
+      {edited, "schedule deadlocks",
+       "rank 0 stuck at step 0 (0RECV_B0:L4<-1, line " + line_of("0RECV_B0") + ")",
+       "waits for its producer, rank 1 step 3 (1SEND_B0:L4->0, line " + line_of("1SEND_B0") + ")",
+       "rank 1 stuck at step 0 (1RECV_F0:L4<-0, line " + line_of("1RECV_F0") + ")"});
   // Without the send and receive of microbatch 0's activations, rank 1's forward has no
   // input: the validator names the op and the layer whose output is missing.
   text = slurp(dir.path("s.loom"));
