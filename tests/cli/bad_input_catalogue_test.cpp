@@ -91,6 +91,7 @@ const Case kCatalogue[] = {
     {"sim {s}/configs/examples/uniform-1f1b.toml --out {d}/o --schedule {d}/pytorch-bad.csv", 2, "pytorch-bad.csv:1"},
     {"sim {s}/configs/examples/uniform-1f1b.toml --out {d}/o --schedule {d}/empty.csv", 2, "empty.csv"},
     {"sim {s}/configs/examples/uniform-1f1b.toml --set parallel.pp=2 --set schedule.microbatches=2 --out {d}/o --schedule {d}/pytorch-deadlock.csv", 2, "before step 0 (1F1, line 2:1)"},
+    {"sim {s}/configs/examples/uniform-1f1b.toml --set parallel.pp=2 --set schedule.microbatches=1 --out {d}/o --schedule {d}/dropped-send.loom", 2, "rank 1 op #0 (1RECV_F0:L4<-0): no matching send from rank 0"},
     // --- options ---
     {"exec {s}/configs/exec/vlm-host.toml --out {d}/o --timeout nan", 2, "--timeout: must be a finite number"},
     {"exec {s}/configs/exec/vlm-host.toml --out {d}/o --timeout 0", 2, "from 0.001 to 31536000 s, got '0'"},
@@ -159,6 +160,19 @@ void write_fixtures(const test::TempDir& d) {
   d.write("ir-truncated.txt", "loom-schedule 1\nscheduler 1f1b\nmodules 1 llm\nnum_st");
   d.write("pytorch-bad.csv", "0F0,0Q1\n");
   d.write("pytorch-deadlock.csv", "0F0,0B0,0F1,0B1\n1F1,,1F0,1B0,1B1\n");
+  // 1F1B at pp 2, one microbatch, its forward's SEND line deleted.
+  d.write("dropped-send.loom",
+          "loom-schedule 1\nscheduler 1f1b\nmodules 1 llm\nnum_stages 2\nmicrobatches 1\n"
+          "groups 0\nsamples 1\nreplica 0 microbatches 1\nmb 0: 0\nranks 2\n"
+          "rank 0 gpu=0 tp=1 replica=0 parameters=0 gradients=0 optimizer=0\n"
+          "  0F0 layers=0:4 seconds=0.002 activation=268435456\n"
+          "  0RECV_B0:L4<-1 bytes=0\n"
+          "  0B0 layers=0:4 seconds=0.004 weight_grad=0.002 release=1\n"
+          "rank 1 gpu=1 tp=1 replica=0 parameters=0 gradients=0 optimizer=0\n"
+          "  1RECV_F0:L4<-0 bytes=0\n"
+          "  1F0 layers=4:8 seconds=0.002 activation=268435456\n"
+          "  1B0 layers=4:8 seconds=0.004 weight_grad=0.002 release=1\n"
+          "  1SEND_B0:L4->0 bytes=0\nend\n");
 }
 
 }  // namespace
