@@ -37,9 +37,42 @@ constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kHopperFlashForward = 370.0 / 989.4;
 constexpr double kHopperFlashBackward = 322.0 / 989.4;
 
+// Hopper's dense FP8 tensor-core peak: NVIDIA H100 datasheet, H100 SXM "FP8 Tensor Core
+// 3,958 teraFLOPS" with sparsity, so 1,979 dense (989.4 x 2); the H200 product brief gives
+// the H100's compute.
+constexpr double kHopperFp8Flops = 2 * 989.4e12;
+
+// Blackwell: NVIDIA Blackwell datasheet 3384703 (Dec 2024), "Individual Blackwell GPU
+// Specifications", footnote "All Tensor Core numbers except FP64 with sparsity", so the
+// dense peaks here are half its tensor figures:
+//   B200 (HGX/DGX B200, 1,000 W): 2.25 PF bf16, 1.1 PF TF32, 4.5 PF FP8, 75 TF fp32; 180 GB
+//     HBM3e at 7.7 TB/s; NVLink 5 1.8 TB/s. 148 SMs and 126 MB L2 as the driver reports them
+//     (torch device properties on a B200: multi_processor_count=148, L2_cache_size=126MB;
+//     Chips and Cheese, "NVIDIA's B200": 74 of 80 SMs enabled per die); 183,359 MiB in
+//     nvidia-smi (modal-labs/gpu-glossary's nvidia-smi page). DGX B200: 8 ConnectX-7
+//     400 Gb/s NICs, one per GPU (DGX B200 User Guide).
+//   GB200 (GB200 NVL72, 1,200 W): 2.5 PF bf16, 1.25 PF TF32, 5 PF FP8, 80 TF fp32; 186 GB at
+//     8 TB/s; NVLink 5 1.8 TB/s in a 72-GPU domain; 189,471 MiB in nvidia-smi; 152 SMs as
+//     users' device queries report (NVIDIA publishes no count); L2 taken as the B200's 126 MB
+//     (the same die; unconfirmed). One ConnectX-7 400G per GPU (DGX GB200 User Guide).
+// Fused attention on Blackwell is cuDNN's (what Transformer Engine runs there): its BF16
+// forward on B200 is FlashAttention-4's 1,613 TFLOP/s over the "up to 1.3x over cuDNN 9.13"
+// of FA4's abstract (Zadouri, Dao et al. 2025), 1,241 of 2,250: 0.55. No backward figure is
+// published: Hopper FA2's backward/forward ratio (322/370) gives 0.48, an assumption.
+constexpr double kBlackwellFlashForward = 1613.0 / 1.3 / 2250.0;
+constexpr double kBlackwellFlashBackward = kBlackwellFlashForward * 322.0 / 370.0;
+
+GpuSpec blackwell(GpuSpec spec, double fp8) {
+  spec.flash_forward_fraction = kBlackwellFlashForward;
+  spec.flash_backward_fraction = kBlackwellFlashBackward;
+  spec.peak_fp8_flops = fp8;
+  return spec;
+}
+
 GpuSpec hopper(GpuSpec spec) {
   spec.flash_forward_fraction = kHopperFlashForward;
   spec.flash_backward_fraction = kHopperFlashBackward;
+  spec.peak_fp8_flops = kHopperFp8Flops;
   return spec;
 }
 
@@ -67,6 +100,12 @@ const std::vector<GpuSpec>& presets() {
                  true)),
       hopper(
           gpu("H200", 989.4e12, 494.7e12, 66.9e12, 4800e9, 143771 * kMiB, 132, 50e6, 900e9, true)),
+      blackwell(
+          gpu("B200", 2250e12, 1100e12, 75e12, 7700e9, 183359 * kMiB, 148, 126e6, 1800e9, true),
+          4500e12),
+      blackwell(
+          gpu("GB200", 2500e12, 1250e12, 80e12, 8000e9, 189471 * kMiB, 152, 126e6, 1800e9, true),
+          5000e12),
   };
   return kPresets;
 }
@@ -80,6 +119,12 @@ const char* alias_of(const std::string& name) {
 }  // namespace
 
 double GpuSpec::peak_for_dtype(int dtype_bytes) const {
+  if (dtype_bytes == 1) {
+    if (peak_fp8_flops > 0) return peak_fp8_flops;
+    throw InputError("cost.fp8: cluster.gpu '" + name +
+                     "' has no FP8 tensor cores (FP8 training needs Hopper or Blackwell: " +
+                     "H100-SXM, H200, B200, GB200); set cost.fp8 = \"off\" or pick such a GPU");
+  }
   const double peak = dtype_bytes <= 2 ? peak_flops : peak_tf32_flops;
   if (peak > 0) return peak;
   throw InputError("cluster.gpu: preset '" + name + "' has no tensor-core peak for " +

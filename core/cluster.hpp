@@ -29,6 +29,7 @@ struct GpuSpec {
   double memory_bytes = 0;     ///< device memory
   double peak_tf32_flops = 0;  ///< dense TF32 tensor-core FLOP/s (what fp32 training uses)
   double peak_fp32_flops = 0;  ///< fp32 without tensor cores
+  double peak_fp8_flops = 0;   ///< dense FP8 tensor-core FLOP/s (0: no FP8 tensor cores)
   int sms = 0;                 ///< streaming multiprocessors (GEMM wave quantization)
   double l2_bytes = 0;
   double nvlink_bandwidth = 0;  ///< per direction, bytes/s (0: no NVLink)
@@ -42,12 +43,13 @@ struct GpuSpec {
   double flash_forward_fraction = 0.73;
   double flash_backward_fraction = 0.63;
 
-  /// Tensor-core peak for a dtype of `dtype_bytes` (2: fp16/bf16, 4: TF32). Throws
+  /// Tensor-core peak for a dtype of `dtype_bytes` (1: FP8, 2: fp16/bf16, 4: TF32). Throws
   /// InputError naming `cluster.gpu` when the preset has no such peak.
   double peak_for_dtype(int dtype_bytes) const;
 };
 
-/// Known GPU presets: "V100-32GB", "A100-40GB", "A100-80GB", "A40", "H100-SXM", "H200";
+/// Known GPU presets: "V100-32GB", "A100-40GB", "A100-80GB", "A40", "H100-SXM", "H200",
+/// "B200", "GB200" (a GB200 NVL72's 72-GPU NVLink domain is `gpus_per_node = 72`);
 /// "H100" is an alias of "H100-SXM". Throws InputError on an unknown or ambiguous name
 /// ("A100": 40 or 80 GB?), listing the valid ones.
 GpuSpec gpu_preset(const std::string& name);

@@ -317,6 +317,15 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
              kSelectiveNeedsKernelLevel);
   }
   c.flash_attention = r.string(t, "cost.", "attention", "flash", {"flash", "unfused"}) == "flash";
+  const std::string fp8 = r.string(t, "cost.", "fp8", "off", {"off", "delayed", "current", "mx"});
+  c.fp8 = fp8 == "delayed"   ? Fp8Recipe::kDelayed
+          : fp8 == "current" ? Fp8Recipe::kCurrent
+          : fp8 == "mx"      ? Fp8Recipe::kMx
+                             : Fp8Recipe::kOff;
+  if (c.fp8 != Fp8Recipe::kOff && !kernel_level)
+    r.fail(t.get("fp8"), "cost.fp8",
+           "prices the FP8 GEMMs and casts in the kernel-level model: use cost.model = "
+           "\"analytical\" without cost.efficiency, or cost.fp8 = \"off\"");
   c.tp_comm_overlap = r.boolean(t, "cost.", "tp_comm_overlap", false);
   c.jitter = r.number(t, "cost.", "jitter", 0);
   if (!(c.jitter >= 0 && c.jitter <= 0.3))
@@ -563,6 +572,13 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.model = read_model(r, root);
   c.cluster = read_cluster(r, root);
   c.cost = read_cost(r, root, c.model);
+  if (c.cost.fp8 != Fp8Recipe::kOff && c.cluster.gpu.peak_fp8_flops <= 0) {
+    const toml::table* cost = r.section(root, "", "cost");
+    r.fail(cost ? cost->get("fp8") : nullptr, "cost.fp8",
+           "cluster.gpu '" + c.cluster.gpu.name +
+               "' has no FP8 tensor cores (FP8 training needs Hopper or Blackwell: H100-SXM, "
+               "H200, B200, GB200); set cost.fp8 = \"off\" or pick such a GPU");
+  }
 
   const toml::table* par = r.section(root, "", "parallel");
   const toml::table& p = par ? *par : kEmpty;
@@ -578,6 +594,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.parallel.grad_bucket_size = r.number(p, "parallel.", "grad_bucket_size", 0);
   c.parallel.fsdp = r.boolean(p, "parallel.", "fsdp", false);
   c.cost.memory.shard_parameters = c.parallel.fsdp;
+  // Transformer Engine keeps an FP8 weight and its transpose (FP8 primer; Float8Tensor's
+  // cached transpose) for the step.
+  c.cost.memory.fp8_weight_bytes_per_param = c.cost.fp8 != Fp8Recipe::kOff ? 2 : 0;
   if (c.parallel.fsdp && c.parallel.dp == 1)
     r.fail(p.get("fsdp"), "parallel.fsdp",
            "shards over the data-parallel replicas: set parallel.dp > 1 or turn it off");
@@ -668,7 +687,9 @@ std::unique_ptr<CostModel> make_base_cost_model(const Config& config) {
                         .sequence_parallel = config.parallel.sequence_parallel,
                         .tp_comm_overlap = config.cost.tp_comm_overlap,
                         .recompute = config.cost.recompute,
-                        .gradient_bytes_per_param = config.cost.memory.gradient_bytes_per_param});
+                        .gradient_bytes_per_param = config.cost.memory.gradient_bytes_per_param,
+                        .fp8 = config.cost.fp8,
+                        .microbatches = config.schedule.microbatches});
 }
 
 /// The kernel-level analytical model handles recompute itself (it knows what selective

@@ -92,7 +92,8 @@ struct CostConfig {
   /// none | selective (attention core re-run; analytical kernel-level only) | full (layers
   /// keep only their input; backward re-runs the forward, core/cost_recompute.hpp).
   Recompute recompute = Recompute::kNone;
-  bool flash_attention = true;  ///< cost.attention = "flash" | "unfused"
+  bool flash_attention = true;      ///< cost.attention = "flash" | "unfused"
+  Fp8Recipe fp8 = Fp8Recipe::kOff;  ///< cost.fp8 = "off" | "delayed" | "current" | "mx"
   bool tp_comm_overlap = false;
   /// Kernel-time noise (core/kernel_jitter.hpp): relative standard deviation of every
   /// compute op's time, and its seed; 0 = deterministic costs.

@@ -54,6 +54,8 @@ LayerKernelOptions AnalyticalCostModel::kernel_options(int layer) const {
   o.flash_attention = options_.flash_attention;
   o.sequence_parallel = options_.sequence_parallel;
   o.gradient_bytes = model_.layer(layer).frozen ? 0 : options_.gradient_bytes_per_param;
+  o.fp8 = options_.fp8;
+  o.microbatches = options_.microbatches;
   const LayerRef& ref = model_.layer_ref(layer);
   const Module& module = model_.module(ref.module);
   if (module.vocab > 0) {
@@ -190,6 +192,7 @@ nlohmann::json AnalyticalCostModel::describe() const {
     j["sequence_parallel"] = options_.sequence_parallel;
     j["tp_comm_overlap"] = options_.tp_comm_overlap;
     j["recompute"] = to_string(options_.recompute);
+    if (options_.fp8 != Fp8Recipe::kOff) j["fp8"] = to_string(options_.fp8);
     if (auto modules = module_recompute(model_); !modules.empty()) j["module_recompute"] = modules;
   } else {
     j["efficiency"] = options_.efficiency;

@@ -36,6 +36,8 @@ struct AnalyticalOptions {
   Recompute recompute = Recompute::kNone;
   /// Gradient buffer bytes per parameter (weight-gradient accumulation per microbatch).
   double gradient_bytes_per_param = 0;
+  Fp8Recipe fp8 = Fp8Recipe::kOff;  ///< cost.fp8
+  int microbatches = 1;             ///< per step: FP8 weight casts are once per step
 };
 
 class AnalyticalCostModel final : public CostModel {

@@ -66,6 +66,9 @@ struct MemoryConstants {
   bool distributed_optimizer = false;
   /// parallel.fsdp: parameters and gradients sharded too (ZeRO-3; core/memory_model.hpp).
   bool shard_parameters = false;
+  /// cost.fp8: bytes per linear-layer parameter of its FP8 copies (the weight and its
+  /// transpose, 2), kept for the step beside the master weights; 0 without FP8.
+  double fp8_weight_bytes_per_param = 0;
 };
 
 }  // namespace loom

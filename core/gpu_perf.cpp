@@ -41,8 +41,11 @@ double tile_fraction(const Tile& t) {
 
 }  // namespace
 
-GpuPerformance::GpuPerformance(const GpuSpec& gpu, int dtype_bytes)
-    : gpu_(gpu), dtype_bytes_(dtype_bytes), peak_(gpu.peak_for_dtype(dtype_bytes)) {}
+GpuPerformance::GpuPerformance(const GpuSpec& gpu, int dtype_bytes, int output_bytes)
+    : gpu_(gpu),
+      dtype_bytes_(dtype_bytes),
+      output_bytes_(output_bytes > 0 ? output_bytes : dtype_bytes),
+      peak_(gpu.peak_for_dtype(dtype_bytes)) {}
 
 double GpuPerformance::achievable_bandwidth() const {
   return gpu_.hbm_bandwidth * kBandwidthFraction;
@@ -65,7 +68,8 @@ double GpuPerformance::gemm_seconds(const GemmShape& s) const {
     const double tile_seconds = 2.0 * t.m * t.n * s.k / (peak_ / sms * tile_fraction(t));
     best = std::min(best, waves * tile_seconds);
   }
-  const double bytes = dtype_bytes_ * (s.m * s.k + s.k * s.n + s.m * s.n) * s.batch;
+  const double bytes =
+      (dtype_bytes_ * (s.m * s.k + s.k * s.n) + output_bytes_ * s.m * s.n) * s.batch;
   return std::max(best, bytes / achievable_bandwidth()) + kLaunchSeconds;
 }
 

@@ -26,8 +26,9 @@ struct GemmShape {
 
 class GpuPerformance {
  public:
-  /// `dtype_bytes`: element size of the operands (2: fp16/bf16, 4: TF32).
-  GpuPerformance(const GpuSpec& gpu, int dtype_bytes);
+  /// `dtype_bytes`: element size of the operands (1: FP8, 2: fp16/bf16, 4: TF32);
+  /// `output_bytes` of the result (0: the operands'; an FP8 GEMM writes bf16).
+  GpuPerformance(const GpuSpec& gpu, int dtype_bytes, int output_bytes = 0);
 
   double gemm_seconds(const GemmShape& shape) const;
   /// Efficiency the GEMM reaches: FLOPs / (time x peak). Below 1; rises with size.
@@ -38,11 +39,13 @@ class GpuPerformance {
   double flash_attention_seconds(double flops, double blocks, bool backward) const;
 
   double peak() const { return peak_; }
+  const GpuSpec& spec() const { return gpu_; }
   double achievable_bandwidth() const;
 
  private:
   GpuSpec gpu_;
   int dtype_bytes_;
+  int output_bytes_;
   double peak_;
 };
 

@@ -1,6 +1,8 @@
 #include "core/layer_kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace loom {
 
@@ -28,6 +30,20 @@ const char* to_string(KernelBound bound) {
   return "?";
 }
 
+const char* to_string(Fp8Recipe recipe) {
+  switch (recipe) {
+    case Fp8Recipe::kOff:
+      return "off";
+    case Fp8Recipe::kDelayed:
+      return "delayed";
+    case Fp8Recipe::kCurrent:
+      return "current";
+    case Fp8Recipe::kMx:
+      return "mx";
+  }
+  return "?";
+}
+
 namespace {
 
 constexpr KernelPass kF = KernelPass::kForward;
@@ -39,6 +55,14 @@ constexpr KernelPass kW = KernelPass::kWeightGrad;
 class KernelList {
  public:
   KernelList(const GpuPerformance& gpu, int dtype_bytes) : gpu_(gpu), e_(dtype_bytes) {}
+  /// Linear layers in FP8 from now on: their GEMMs timed by `fp8` (FP8 operands, output in
+  /// the layer's dtype), their operands cast by `recipe`.
+  /// (nullptr: back to the layer's dtype.)
+  void use_fp8(const GpuPerformance* fp8, Fp8Recipe recipe, int microbatches) {
+    fp8_ = fp8;
+    recipe_ = recipe;
+    microbatches_ = std::max(1, microbatches);
+  }
 
   void gemm(const std::string& name, KernelPass pass, GemmShape s, bool core = false) {
     add({name, pass, KernelBound::kCompute, s.flops(), e_ * (s.m * s.k + s.k * s.n + s.m * s.n),
@@ -49,9 +73,13 @@ class KernelList {
   /// next element-wise kernel, or added here when `bias_add`).
   void linear(const std::string& name, double tokens, double n, double k, bool bias = false,
               bool bias_add = false) {
-    gemm(name, kF, {tokens, n, k});
-    gemm(name + " dgrad", kI, {tokens, k, n});
-    gemm(name + " wgrad", kW, {k, n, tokens});
+    if (fp8_) {
+      fp8_linear(name, tokens, n, k);
+    } else {
+      gemm(name, kF, {tokens, n, k});
+      gemm(name + " dgrad", kI, {tokens, k, n});
+      gemm(name + " wgrad", kW, {k, n, tokens});
+    }
     if (bias_add) memory(name + " bias", kF, 2 * tokens * n * e_);
     if (bias) memory(name + " bias grad", kW, tokens * n * e_);
   }
@@ -78,9 +106,37 @@ class KernelList {
   std::vector<Kernel> take() { return std::move(kernels_); }
 
  private:
+  /// Transformer Engine's FP8 linear (its FP8 primer and `cast_transpose`): the input and,
+  /// in the backward, the output gradient are each cast once into an FP8 copy and its
+  /// transpose (read e bytes, write 1 + 1: the wgrad GEMM takes the transposes), current
+  /// scaling reading the tensor once more for its amax first, MX writing one scale byte per
+  /// 32 elements of each copy (OCP MX v1.0: an 8-bit shared exponent per 32-element block).
+  /// The weight's cast runs once per step (cached across the microbatches).
+  void fp8_linear(const std::string& name, double tokens, double n, double k) {
+    const GemmShape forward{tokens, n, k}, dgrad{tokens, k, n}, wgrad{k, n, tokens};
+    add({name, kF, KernelBound::kCompute, forward.flops(), tokens * k + k * n + tokens * n * e_,
+         fp8_->gemm_seconds(forward), false});
+    add({name + " dgrad", kI, KernelBound::kCompute, dgrad.flops(),
+         tokens * n + k * n + tokens * k * e_, fp8_->gemm_seconds(dgrad), false});
+    add({name + " wgrad", kW, KernelBound::kCompute, wgrad.flops(),
+         tokens * k + tokens * n + k * n * e_, fp8_->gemm_seconds(wgrad), false});
+    memory(name + " fp8 cast", kF, cast_bytes(tokens * k));
+    memory(name + " weight fp8 cast", kF, cast_bytes(k * n) / microbatches_);
+    memory(name + " grad fp8 cast", kI, cast_bytes(tokens * n));
+  }
+  double cast_bytes(double elements) const {
+    double bytes = elements * (e_ + 2);  // read, write the FP8 copy and its transpose
+    if (recipe_ == Fp8Recipe::kCurrent) bytes += elements * e_;  // the amax pass
+    if (recipe_ == Fp8Recipe::kMx) bytes += 2 * elements / 32;   // a scale per block
+    return bytes;
+  }
+
   const GpuPerformance& gpu_;
   double e_;
   std::vector<Kernel> kernels_;
+  const GpuPerformance* fp8_ = nullptr;
+  Fp8Recipe recipe_ = Fp8Recipe::kOff;
+  int microbatches_ = 1;
 };
 
 void unfused_attention(KernelList& list, const LayerSpec& l, const MicrobatchShape& shape, int tp,
@@ -110,6 +166,11 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
                                   const GpuPerformance& gpu, const LinkSpec& intra,
                                   const LayerKernelOptions& o) {
   KernelList list(gpu, l.dtype_bytes);
+  // FP8 covers a transformer layer's four linears, as Megatron's TE layers run them; the
+  // embedding, the LM head and a projector stay in the layer's dtype.
+  std::optional<GpuPerformance> fp8;
+  if (o.fp8 != Fp8Recipe::kOff && l.kind == LayerKind::kTransformer)
+    fp8.emplace(gpu.spec(), 1, l.dtype_bytes);
   const double e = l.dtype_bytes;
   const double T = shape.total_tokens();
   const double h = l.hidden;
@@ -136,6 +197,7 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
     const double kv = double(l.kv_heads) * d;
     const double gate = l.gated_mlp ? 2 : 1;
     const double f = l.ffn;
+    if (fp8) list.use_fp8(&*fp8, o.fp8, o.microbatches);
     for (const char* norm : {"layernorm 1", "layernorm 2"}) {
       list.memory(norm, kF, Tr * 2 * h * e);
       list.memory(std::string(norm) + " backward", kI, Tr * 3 * h * e);
@@ -176,6 +238,7 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
     list.linear("mlp fc2", T, h, f / t, l.bias);
     list.comm(tp_comm + " (mlp)", kF, T * h * e, tp, intra);
     list.comm(tp_comm + " (mlp)", kI, T * h * e, tp, intra);
+    list.use_fp8(nullptr, Fp8Recipe::kOff, 1);
   }
   if (o.gradient_bytes > 0) {
     // Each microbatch's weight gradient (dtype) is added into the gradient buffer: read it,

@@ -33,6 +33,15 @@ struct Kernel {
   bool attention_core = false;
 };
 
+/// FP8 training of the linear layers (cost.fp8), as Transformer Engine runs it: the GEMMs'
+/// operands cast to FP8 (E4M3 forward, E5M2 gradients) with a scale per tensor, from the
+/// amax history of earlier steps (delayed) or from the tensor itself (current: one more
+/// read of it first), or a scale per block of 32 elements (mx: MXFP8 on Blackwell;
+/// Megatron's FP8-MX on Hopper scales 1x128 / 128x128 blocks). Attention, norms and
+/// element-wise kernels stay in the layer's dtype.
+enum class Fp8Recipe : std::uint8_t { kOff, kDelayed, kCurrent, kMx };
+const char* to_string(Fp8Recipe recipe);  ///< "off", "delayed", "current", "mx"
+
 struct LayerKernelOptions {
   bool flash_attention = true;     ///< cost.attention = "flash" (else "unfused")
   bool sequence_parallel = false;  ///< parallel.sequence_parallel
@@ -41,8 +50,14 @@ struct LayerKernelOptions {
   /// Bytes per parameter of the gradient buffer each microbatch's weight gradient is
   /// added into (cost.gradient_bytes_per_param); 0 = no accumulation kernel.
   double gradient_bytes = 0;
+  Fp8Recipe fp8 = Fp8Recipe::kOff;
+  /// Microbatches per step: FP8 weight casts run on a step's first microbatch only (TE's
+  /// `is_first_microbatch` caching), so each microbatch carries 1/microbatches of them.
+  int microbatches = 1;
 };
 
+/// The layer's kernels; with options.fp8 the linear layers' GEMMs run on `gpu`'s GPU at its
+/// FP8 peak (InputError naming cost.fp8 when it has none) and bring their cast kernels.
 std::vector<Kernel> layer_kernels(const LayerSpec& layer, const MicrobatchShape& shape, int tp,
                                   const GpuPerformance& gpu, const LinkSpec& intra_node,
                                   const LayerKernelOptions& options);

@@ -23,8 +23,14 @@ double optimizer_step_bytes(double parameters, double dtype_bytes, const MemoryC
 StaticMemory layer_state_bytes(const CostModel& cost, const Model& model, int layer, int tp,
                                const MemoryConstants& memory, int data_parallel, bool trained) {
   const LayerSpec& spec = model.layer(layer);
-  return parameter_state_bytes(cost.parameters(layer) / tp, spec.dtype_bytes, memory, data_parallel,
-                               trained && !spec.frozen);
+  StaticMemory m = parameter_state_bytes(cost.parameters(layer) / tp, spec.dtype_bytes, memory,
+                                         data_parallel, trained && !spec.frozen);
+  if (spec.kind == LayerKind::kTransformer && memory.fp8_weight_bytes_per_param > 0) {
+    // The FP8 copies of a transformer layer's linear weights, sharded like the weights.
+    m.parameters += layer_parameters(spec) / tp * memory.fp8_weight_bytes_per_param /
+                    (memory.shard_parameters ? data_parallel : 1);
+  }
+  return m;
 }
 
 }  // namespace loom

@@ -22,7 +22,8 @@ StaticMemory parameter_state_bytes(double parameters_per_gpu, double dtype_bytes
                                    const MemoryConstants& memory, int data_parallel, bool trained);
 
 /// parameter_state_bytes() of cost.parameters(layer) / tp at the layer's dtype; a frozen
-/// layer is never trained.
+/// layer is never trained. Under FP8 a transformer layer also holds the FP8 copies of its
+/// linear weights (MemoryConstants::fp8_weight_bytes_per_param).
 StaticMemory layer_state_bytes(const CostModel& cost, const Model& model, int layer, int tp,
                                const MemoryConstants& memory, int data_parallel,
                                bool trained = true);

@@ -56,6 +56,11 @@ const std::vector<NamedLink>& links() {
       {"pcie4", {32e9, 3e-6}},          // PCIe 4.0 x16
       {"ib-hdr", {25e9, 5e-6}},         // 200 Gb/s InfiniBand HDR
       {"ib-ndr", {50e9, 5e-6}},         // 400 Gb/s InfiniBand NDR
+      // Blackwell: NVLink 5, 1.8 TB/s per GPU both directions (Blackwell datasheet); XDR
+      // InfiniBand, 800 Gb/s per ConnectX-8 port (its firmware release notes). NVIDIA
+      // publishes no XDR latency: NDR's is kept.
+      {"nvlink5", {900e9, 2e-6}},
+      {"ib-xdr", {100e9, 5e-6}},
   };
   return kLinks;
 }

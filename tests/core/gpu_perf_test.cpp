@@ -17,6 +17,15 @@ TEST(GpuPresets, DatasheetFactsAndNames) {
   EXPECT_DOUBLE_EQ(gpu_preset("A100-40GB").memory_bytes, 40960.0 * 1024 * 1024);
   EXPECT_DOUBLE_EQ(gpu_preset("H100").memory_bytes, 81559.0 * 1024 * 1024);  // 79.6 GiB
   EXPECT_DOUBLE_EQ(gpu_preset("H200").memory_bytes, 143771.0 * 1024 * 1024);
+  // Blackwell (datasheet 3384703: tensor figures "with sparsity", halved to dense).
+  const GpuSpec b200 = gpu_preset("B200");
+  EXPECT_DOUBLE_EQ(b200.peak_flops, 2250e12);
+  EXPECT_DOUBLE_EQ(b200.peak_fp8_flops, 4500e12);
+  EXPECT_DOUBLE_EQ(b200.nvlink_bandwidth, 900e9);  // NVLink 5: 1.8 TB/s both directions
+  EXPECT_EQ(b200.sms, 148);
+  EXPECT_DOUBLE_EQ(gpu_preset("GB200").peak_fp8_flops, 5000e12);
+  EXPECT_EQ(gpu_preset("A100-80GB").peak_fp8_flops, 0);  // Ampere: no FP8 tensor cores
+  EXPECT_DOUBLE_EQ(gpu_preset("H100").peak_fp8_flops, 2 * 989.4e12);
   EXPECT_EQ(gpu_preset("H100").name, "H100-SXM");  // an unambiguous alias
   EXPECT_EQ(gpu_preset("V100-32GB").sms, 80);
   for (const std::string& name : gpu_preset_names()) {
@@ -35,7 +44,7 @@ TEST(GpuPresets, UnknownAndAmbiguousNamesSayWhatIsValid) {
     EXPECT_NE(std::string(e.what()).find("A100-80GB"), std::string::npos) << e.what();
   }
   try {
-    gpu_preset("B200");
+    gpu_preset("B300");
     FAIL();
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("H100-SXM"), std::string::npos) << e.what();
