@@ -597,6 +597,15 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   // Transformer Engine keeps an FP8 weight and its transpose (FP8 primer; Float8Tensor's
   // cached transpose) for the step.
   c.cost.memory.fp8_weight_bytes_per_param = c.cost.fp8 != Fp8Recipe::kOff ? 2 : 0;
+  // torchtitan's default policy (models/llama3/infra/parallelize.py, apply_fsdp:
+  // reshard_after_forward = not pp_enabled): with pipelining a stage's parameters stay
+  // gathered across its microbatches, and PyTorch pipelining reshards and reduce-scatters
+  // after the stage's last backward (stage.py, backward_maybe_with_nosync).
+  c.parallel.fsdp_reshard_after_forward =
+      r.boolean(p, "parallel.", "fsdp_reshard_after_forward", c.parallel.pp == 1);
+  if (p.get("fsdp_reshard_after_forward") && !c.parallel.fsdp)
+    r.fail(p.get("fsdp_reshard_after_forward"), "parallel.fsdp_reshard_after_forward",
+           "applies to FSDP only: set parallel.fsdp = true or remove the key");
   if (c.parallel.fsdp && c.parallel.dp == 1)
     r.fail(p.get("fsdp"), "parallel.fsdp",
            "shards over the data-parallel replicas: set parallel.dp > 1 or turn it off");

@@ -42,6 +42,11 @@ struct ParallelConfig {
   /// and backward (prefetched one layer ahead), its gradients reduce-scattered after its
   /// last backward (schedulers/lowering/pass_fsdp.cpp).
   bool fsdp = false;
+  /// FSDP's reshard_after_forward: true frees a layer's gathered parameters after each
+  /// forward and gathers them again for the backward and every microbatch; false (the
+  /// default with pp > 1, as torchtitan sets it) gathers a stage's parameters once per step
+  /// and holds them, with its gradients unsharded, until the stage's last backward.
+  bool fsdp_reshard_after_forward = true;
   /// Parameters per gradient bucket; 0 = Megatron-Core's default, max(40M, 1M x dp)
   /// (DistributedDataParallelConfig.bucket_size).
   double grad_bucket_size = 0;

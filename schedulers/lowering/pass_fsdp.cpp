@@ -8,6 +8,12 @@
 // backward prefetch), on the rank's communication stream with the reduce-scatters, so
 // communication hides behind compute where there is enough of it; each compute waits for
 // its own layer's gather only (Compute::async_pending).
+//
+// With parallel.fsdp_reshard_after_forward = false (torchtitan's default under pipelining)
+// a stage's layers are gathered once per step, before their first compute, held through
+// every microbatch, and their gradients, accumulated unsharded, reduce-scattered once after
+// their last backward: PyTorch pipelining's UNSHARD, RESHARD and REDUCE_GRAD per stage.
+#include <map>
 #include <tuple>
 #include <vector>
 
@@ -93,6 +99,65 @@ std::vector<Op> shard_program(const Context& ctx, const std::vector<Op>& program
   return out;
 }
 
+/// One rank's program with its FSDP collectives on `group`, gathered once per step: per
+/// unit of layers a compute runs (a stage's segment), one all-gather of all its parameters
+/// before its first compute (prefetched one unit ahead) and one reduce-scatter of all its
+/// gradients after its last backward.
+std::vector<Op> shard_program_per_step(const Context& ctx, const std::vector<Op>& program,
+                                       GroupId group) {
+  using Unit = std::tuple<StageId, int, int>;  // stage, first and end layer
+  auto unit_of = [](const Compute& c) { return Unit{c.stage, c.first_layer, c.end_layer}; };
+  std::map<Unit, std::size_t> first, last_backward;
+  std::vector<std::size_t> gathers;  // first computes of the units, in order
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    const auto* c = std::get_if<Compute>(&program[i]);
+    if (!c) continue;
+    if (first.try_emplace(unit_of(*c), i).second) gathers.push_back(i);
+    if (gradient_bytes(ctx, *c) > 0) last_backward[unit_of(*c)] = i;
+  }
+  // A unit's whole parameters and gradients, per GPU.
+  auto unit_bytes = [&](const Compute& c, double per_param, bool trained_only) {
+    double bytes = 0;
+    for (int l = c.first_layer; l < c.end_layer; ++l) {
+      if (trained_only && ctx.model.layer(l).frozen) continue;
+      const double p = ctx.problem.cost->parameters(l) / ctx.stage_tp(c.stage);
+      bytes += p * (per_param > 0 ? per_param : ctx.model.layer(l).dtype_bytes);
+    }
+    return bytes;
+  };
+  std::vector<Op> out;
+  out.reserve(program.size() + 2 * gathers.size());
+  int issued = 0;
+  std::vector<int> issue_of(program.size(), -1);
+  auto gather = [&](std::size_t i) {
+    const auto& c = std::get<Compute>(program[i]);
+    out.push_back(fsdp_collective(CollectiveKind::kAllGather, group, c, unit_bytes(c, 0, false)));
+    issue_of[i] = issued++;
+  };
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    const auto* c = std::get_if<Compute>(&program[i]);
+    if (!c) {
+      out.push_back(program[i]);
+      continue;
+    }
+    Compute compute = *c;
+    if (next < gathers.size() && gathers[next] == i) gather(gathers[next++]);
+    if (issue_of[i] >= 0) {
+      if (next < gathers.size()) gather(gathers[next++]);
+      compute.async_pending = issued - issue_of[i] - 1;
+    }
+    out.push_back(compute);
+    const auto last = last_backward.find(unit_of(compute));
+    if (last != last_backward.end() && last->second == i) {
+      const double grads = unit_bytes(compute, ctx.problem.memory.gradient_bytes_per_param, true);
+      out.push_back(fsdp_collective(CollectiveKind::kReduceScatter, group, compute, grads));
+      ++issued;
+    }
+  }
+  return out;
+}
+
 /// The FSDP collectives of a program, in order: what every replica must issue alike.
 std::vector<std::tuple<CollectiveKind, int, int, double>> collectives_of(
     const std::vector<Op>& program) {
@@ -128,8 +193,12 @@ void add_parameter_gathers(const Context& ctx, Schedule& schedule) {
     std::vector<RankId> members;
     for (int d = 0; d < ctx.replicas; ++d) members.push_back(ctx.global_rank(d, r));
     const GroupId group = group_id(schedule, members);
-    for (const RankId member : members)
-      schedule.programs[member] = shard_program(ctx, schedule.programs[member], group);
+    const bool per_step = !ctx.problem.parallel.fsdp_reshard_after_forward;
+    for (const RankId member : members) {
+      schedule.programs[member] =
+          per_step ? shard_program_per_step(ctx, schedule.programs[member], group)
+                   : shard_program(ctx, schedule.programs[member], group);
+    }
     // FSDP runs the replicas in lockstep: each gathers and reduces the same layer at once.
     for (const RankId member : members) {
       if (collectives_of(schedule.programs[member]) !=

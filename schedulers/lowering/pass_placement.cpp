@@ -453,9 +453,12 @@ namespace {
 /// gradient until its reduce-scatter has run. Counted as two copies of the rank's largest
 /// layer and the gradient of its largest trainable one, for the whole iteration (a bound:
 /// the peak lies at the largest layers).
+/// With fsdp_reshard_after_forward = false a rank holds every layer it runs gathered, and
+/// its gradients unsharded, for the whole step.
 void add_unsharded_window(const SchedulingProblem& problem, const PipelinePrograms& programs,
                           PerPipelineRank<StaticMemory>& per_rank) {
   const Model& model = *problem.model;
+  const bool per_step = !problem.parallel.fsdp_reshard_after_forward;
   struct Window {
     double parameters = 0, gradient = 0;
   };
@@ -469,15 +472,22 @@ void add_unsharded_window(const SchedulingProblem& problem, const PipelineProgra
       for (const Segment& seg : *segments) {
         for (int l = seg.first; l < seg.end; ++l) {
           const double p = problem.cost->parameters(l) / tp;
-          w.parameters = std::max(w.parameters, p * model.layer(l).dtype_bytes);
-          if (!model.layer(l).frozen)
-            w.gradient = std::max(w.gradient, p * problem.memory.gradient_bytes_per_param);
+          const double weights = p * model.layer(l).dtype_bytes;
+          const double gradient =
+              model.layer(l).frozen ? 0 : p * problem.memory.gradient_bytes_per_param;
+          if (per_step) {
+            w.parameters += weights;
+            w.gradient += gradient;
+          } else {
+            w.parameters = std::max(w.parameters, weights);
+            w.gradient = std::max(w.gradient, gradient);
+          }
         }
       }
     }
   }
   for (const PipelineRank r : programs.rank_ids()) {
-    per_rank[r].parameters += 2 * windows[r].parameters;
+    per_rank[r].parameters += (per_step ? 1 : 2) * windows[r].parameters;
     per_rank[r].gradients += windows[r].gradient;
   }
 }

@@ -114,7 +114,7 @@ TEST(PlanCp, BadOptionsExitTwoNamingTheOption) {
            {"--query-block 0", "--query-block"},
            {"--key-block -3", "--key-block"},
            {"--seq 0", "--seq"},
-           {"--gpu B200", "--gpu"},
+           {"--gpu B300", "--gpu"},
            {"--modality-fraction 1.5", "--modality-fraction"},
            {"--mask packed --packed-sequences 30", "packed_sequences"},
        }) {

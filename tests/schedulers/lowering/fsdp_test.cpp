@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <variant>
 
 #include "core/dataflow.hpp"
@@ -125,9 +126,101 @@ TEST(Fsdp, EveryComputeWaitsForItsOwnGatherAndEveryTrainedBackwardIsReduced) {
   EXPECT_EQ(reduced, (std::set<std::string>{"aproj", "vproj"}));
 }
 
-TEST(Fsdp, APipelineGathersAndReducesEveryMicrobatch) {
-  const auto study = test::megatron_gpt({"parallel.fsdp=true"});
+/// Under fsdp_reshard_after_forward = false: per rank, one all-gather per unit of layers
+/// (a stage's segment), before the unit's first compute, which waits for it, and one
+/// reduce-scatter per trained unit, right after its last backward; no other waits.
+void expect_per_step_programs(const Study& study) {
+  const Schedule& s = study.schedule;
+  using Unit = std::tuple<StageId, int, int>;
+  for (const RankId r : s.rank_ids()) {
+    SCOPED_TRACE("rank " + to_string(r));
+    const auto& program = s.programs[r];
+    std::map<Unit, int> gathers, reduces, computes;
+    std::map<Unit, std::size_t> last_backward;
+    std::vector<std::size_t> issued;
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      if (const auto* c = std::get_if<Collective>(&program[i]); c && c->async) {
+        issued.push_back(i);
+        continue;
+      }
+      const auto* c = std::get_if<Compute>(&program[i]);
+      if (!c) continue;
+      const Unit unit{c->stage, c->first_layer, c->end_layer};
+      if (computes[unit]++ == 0) {
+        // The unit's first compute waits for the gather just before (or before the
+        // prefetched one): its own.
+        ASSERT_GE(c->async_pending, 0);
+        const std::size_t at = issued[issued.size() - 1 - c->async_pending];
+        const auto& g = std::get<Collective>(program[at]);
+        EXPECT_EQ(g.kind, CollectiveKind::kAllGather);
+        EXPECT_EQ(std::tuple(g.first_layer, g.end_layer), std::tuple(c->first_layer, c->end_layer));
+        EXPECT_DOUBLE_EQ(g.bytes, layer_bytes(study, *c, 2));
+        ++gathers[unit];
+      } else {
+        EXPECT_EQ(c->async_pending, -1);
+      }
+      bool trained = false;
+      for (int l = c->first_layer; l < c->end_layer; ++l)
+        trained = trained || !study.config.model.layer(l).frozen;
+      if ((c->pass == Pass::kB || c->pass == Pass::kW) && trained && !c->redundant)
+        last_backward[unit] = i;
+    }
+    for (const auto& [unit, i] : last_backward) {
+      const auto* rs = std::get_if<Collective>(&program.at(i + 1));
+      ASSERT_TRUE(rs && rs->kind == CollectiveKind::kReduceScatter);
+      ++reduces[unit];
+    }
+    for (const auto& [unit, n] : gathers) EXPECT_EQ(n, 1);
+    std::size_t reduce_scatters = 0;
+    for (const Op& op : program) {
+      const auto* c = std::get_if<Collective>(&op);
+      reduce_scatters += c && c->kind == CollectiveKind::kReduceScatter;
+    }
+    EXPECT_EQ(reduce_scatters, reduces.size());  // once per trained unit, not per microbatch
+  }
+}
+
+TEST(Fsdp, APipelineGathersAndReducesEveryMicrobatchWhenReshardingAfterForward) {
+  const auto study =
+      test::megatron_gpt({"parallel.fsdp=true", "parallel.fsdp_reshard_after_forward=true"});
   expect_fsdp_programs(*study);
+}
+
+TEST(Fsdp, UnderAPipelineAStageGathersOncePerStepAsTorchtitanRunsIt) {
+  // torchtitan's default with pp > 1: reshard_after_forward = false.
+  const auto per_step = test::megatron_gpt({"parallel.fsdp=true"});
+  EXPECT_FALSE(per_step->config.parallel.fsdp_reshard_after_forward);
+  expect_per_step_programs(*per_step);
+  const auto per_microbatch =
+      test::megatron_gpt({"parallel.fsdp=true", "parallel.fsdp_reshard_after_forward=true"});
+  auto count = [](const Schedule& s, CollectiveKind kind) {
+    int n = 0;
+    for (const Op& op : s.programs[RankId{0}]) {
+      const auto* c = std::get_if<Collective>(&op);
+      n += c && c->kind == kind;
+    }
+    return n;
+  };
+  const int m = per_step->config.schedule.microbatches;
+  ASSERT_GT(m, 1);
+  // Every layer is an FSDP unit (torchtitan wraps each transformer block): rank 0's stage
+  // of 24 layers gathers and reduce-scatters each once per step, against one gather per
+  // forward and per backward and one reduce-scatter per backward of every microbatch.
+  const int layers = per_step->config.model.num_layers() / per_step->config.parallel.pp;
+  ASSERT_EQ(layers, 24);
+  EXPECT_EQ(count(per_step->schedule, CollectiveKind::kAllGather), layers);
+  EXPECT_EQ(count(per_step->schedule, CollectiveKind::kReduceScatter), layers);
+  EXPECT_EQ(count(per_microbatch->schedule, CollectiveKind::kAllGather), 2 * m * layers);
+  EXPECT_EQ(count(per_microbatch->schedule, CollectiveKind::kReduceScatter), m * layers);
+  // No slower, and it holds the stage unsharded: no less memory.
+  const double t_step = evaluate(per_step->schedule, per_step->config.cluster).iteration_time_s();
+  const double t_mb =
+      evaluate(per_microbatch->schedule, per_microbatch->config.cluster).iteration_time_s();
+  EXPECT_LE(t_step, t_mb);
+  for (const RankId r : per_step->schedule.rank_ids()) {
+    EXPECT_GE(per_step->schedule.static_memory[r].total(),
+              per_microbatch->schedule.static_memory[r].total());
+  }
 }
 
 TEST(Fsdp, EverySchedulerRunsItOrRefusesNamingTheKey) {
@@ -138,9 +231,8 @@ TEST(Fsdp, EverySchedulerRunsItOrRefusesNamingTheKey) {
                                          "hetero-noncolocated"};
   for (const SchedulerInfo& info : scheduler_registry()) {
     SCOPED_TRACE(info.name);
-    const std::vector<std::string> overrides = {"parallel.fsdp=true", "parallel.dp=2",
-                                                "cluster.nodes=2",
-                                                std::string("schedule.name=") + info.name};
+    std::vector<std::string> overrides = {"parallel.fsdp=true", "parallel.dp=2", "cluster.nodes=2",
+                                          std::string("schedule.name=") + info.name};
     if (refused.contains(info.name)) {
       try {
         test::example("vlm-frozen.toml", overrides);
@@ -150,6 +242,11 @@ TEST(Fsdp, EverySchedulerRunsItOrRefusesNamingTheKey) {
       }
       continue;
     }
+    // Both ways: gathered once per step (the default under pp 4) and per microbatch.
+    const auto per_step = test::example("vlm-frozen.toml", overrides);
+    expect_per_step_programs(*per_step);
+    EXPECT_GT(evaluate(per_step->schedule, per_step->config.cluster).iteration_time_s(), 0);
+    overrides.push_back("parallel.fsdp_reshard_after_forward=true");
     const auto study = test::example("vlm-frozen.toml", overrides);
     expect_fsdp_programs(*study);
     EXPECT_GT(evaluate(study->schedule, study->config.cluster).iteration_time_s(), 0);
@@ -229,7 +326,8 @@ TEST(Fsdp, BadCombinationsAreInputErrorsNamingTheKey) {
   // under FSDP's lockstep the replicas' gathers would pair different layers.
   try {
     prepare_study(test::source_path("configs/paper/entrain-chartqa-llama3-1b.toml"),
-                  {"parallel.fsdp=true", "schedule.name=dip", "schedule.microbatches=8"});
+                  {"parallel.fsdp=true", "parallel.fsdp_reshard_after_forward=true",
+                   "schedule.name=dip", "schedule.microbatches=8"});
     ADD_FAILURE() << "expected a refusal";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("would not line up across the replicas"),
