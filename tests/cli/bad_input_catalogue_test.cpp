@@ -47,6 +47,8 @@ const Case kCatalogue[] = {
     {"config {s}/configs/examples/uniform-1f1b.toml --set schedule.gpipe.chunks=2", 2, "gpipe takes no options"},
     {"config {s}/validation/megatron-narayanan-2021/n1-1.7b.toml --set cost.fp8=current", 2, "key 'cost.fp8': cluster.gpu 'A100-80GB' has no FP8 tensor cores (FP8 training needs Hopper or Blackwell: H100-SXM, H200, B200, GB200); set cost.fp8 = \"off\""},
     {"config {s}/configs/examples/uniform-1f1b.toml --set cost.fp8=e4m3", 2, "cost.fp8"},
+    {"config {s}/configs/examples/uniform-1f1b.toml --set parallel.fsdp_reshard_after_forward=false", 2, "key 'parallel.fsdp_reshard_after_forward': applies to FSDP only: set parallel.fsdp = true or remove the key"},
+    {"sim {s}/configs/examples/vlm-frozen.toml --set parallel.fsdp=true --set parallel.dp=2 --set cluster.nodes=2 --set schedule.name=chimera --backend evaluator --out {d}/o", 2, "parallel.fsdp: chimera keeps several copies of a stage in one replica"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set sim.backend=simgird", 2, "key 'sim.backend': unknown simulation backend 'simgird' (did you mean 'simgrid'?)"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set parallel.pp=two", 2, "expected an integer"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set parallel.pp=99999999999", 2, "from 1 to 1000000000"},
