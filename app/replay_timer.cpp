@@ -58,7 +58,10 @@ std::vector<std::string> group_overrides(const StudyTimerOptions& o, const Group
   if (layout.microbatch_size > 0)
     v.push_back("schedule.microbatch_size=" + std::to_string(layout.microbatch_size));
   if (p.microbatches > 0) v.push_back("schedule.microbatches=" + std::to_string(p.microbatches));
-  if (!p.stage_layers.empty()) v.push_back("schedule.stage_layers=" + int_list(p.stage_layers));
+  if (!p.stage_layers.empty()) {
+    v.push_back("schedule.layout=\"\"");  // the planner's split replaces a config's layout
+    v.push_back("schedule.stage_layers=" + int_list(p.stage_layers));
+  }
   if (!p.failed_over.empty()) {
     // A failed-over pipeline is Bamboo's: the timer's default partition, no stage_layers.
     v.push_back("schedule.bamboo.failed_over=" + int_list(p.failed_over));

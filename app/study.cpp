@@ -293,6 +293,7 @@ double evaluate_with_view(const Study& study, PartitionView view) {
   SchedulingProblem p = study.problem;
   p.schedule.partition_view = view;
   p.schedule.stage_layers.clear();
+  p.schedule.layout.clear();
   Schedule schedule = find_scheduler(p.schedule.name).generate(p);
   schedule.replica_fold = study.schedule.replica_fold;
   return evaluate(schedule, *p.cluster).iteration_time_s();

@@ -15,6 +15,7 @@
 #include "core/cost_recompute.hpp"
 #include "core/errors.hpp"
 #include "core/io.hpp"
+#include "core/pipeline_layout.hpp"
 #include "core/presets.hpp"
 #include "core/resources.hpp"
 #include "core/units.hpp"
@@ -601,11 +602,14 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   // reshard_after_forward = not pp_enabled): with pipelining a stage's parameters stay
   // gathered across its microbatches, and PyTorch pipelining reshards and reduce-scatters
   // after the stage's last backward (stage.py, backward_maybe_with_nosync).
-  c.parallel.fsdp_reshard_after_forward =
-      r.boolean(p, "parallel.", "fsdp_reshard_after_forward", c.parallel.pp == 1);
-  if (p.get("fsdp_reshard_after_forward") && !c.parallel.fsdp)
+  // Read (and so shown by `loom config`) only under FSDP.
+  if (c.parallel.fsdp) {
+    c.parallel.fsdp_reshard_after_forward =
+        r.boolean(p, "parallel.", "fsdp_reshard_after_forward", c.parallel.pp == 1);
+  } else if (p.get("fsdp_reshard_after_forward")) {
     r.fail(p.get("fsdp_reshard_after_forward"), "parallel.fsdp_reshard_after_forward",
            "applies to FSDP only: set parallel.fsdp = true or remove the key");
+  }
   if (c.parallel.fsdp && c.parallel.dp == 1)
     r.fail(p.get("fsdp"), "parallel.fsdp",
            "shards over the data-parallel replicas: set parallel.dp > 1 or turn it off");
@@ -630,6 +634,26 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
           ? PartitionView::kTrue
           : PartitionView::kNaive;
   c.schedule.stage_layers = r.int_list(s, "schedule.", "stage_layers");
+  c.schedule.layout = r.string(s, "schedule.", "layout", "");
+  if (!c.schedule.layout.empty()) {
+    if (!c.schedule.stage_layers.empty())
+      r.fail(s.get("layout"), "schedule.layout",
+             "and schedule.stage_layers both split the layers: keep one of them");
+    if (c.model.modules().size() != 1)
+      r.fail(s.get("layout"), "schedule.layout",
+             "splits one language model's layers (Megatron's pipeline layout); this model has " +
+                 std::to_string(c.model.modules().size()) + " modules: use schedule.stage_layers");
+    try {
+      const std::vector<LayoutStage> stages = parse_pipeline_layout(c.schedule.layout);
+      c.schedule.stage_layers = layout_stage_layers(stages, c.model.num_layers());
+      // `loom config` shows the layout resolved: every stage written out.
+      c.schedule.layout = format_pipeline_layout(stages);
+      r.rerecord("schedule.layout", c.schedule.layout);
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      r.fail(s.get("layout"), "schedule.layout", what.substr(what.find(": ") + 2));
+    }
+  }
   read_global_batch(r, s, c);
   read_scheduler_options(r, s, c.schedule);
 

@@ -81,6 +81,9 @@ struct ScheduleConfig {
   int global_batch = 0;
   PartitionView partition_view = PartitionView::kTrue;
   std::vector<int> stage_layers;  ///< optional explicit layers per stage (overrides the DP)
+  /// Megatron's pipeline layout string as written (core/pipeline_layout.hpp); when given,
+  /// stage_layers holds what it resolves to.
+  std::string layout;
   /// `[schedule.<scheduler>]` tables: scheduler name -> option key -> value as written.
   std::map<std::string, OptionTable> options;
   /// Scheduler options written flat under `[schedule]` as earlier releases took them

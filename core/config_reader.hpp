@@ -83,8 +83,10 @@ class Reader {
     return v;
   }
 
-  /// Replaces the value recorded for `key` (a value derived from other keys).
-  void rerecord(const std::string& key, std::int64_t value) {
+  /// Replaces the value recorded for `key` (a value derived from other keys, or a value in
+  /// its canonical form).
+  template <class T>
+  void rerecord(const std::string& key, T value) {
     for (size_t i = 0; i < resolved_keys_.size(); ++i) {
       if (resolved_keys_[i] == key)
         resolved_values_.replace(resolved_values_.cbegin() + static_cast<std::ptrdiff_t>(i), value);

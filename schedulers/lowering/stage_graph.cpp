@@ -15,7 +15,15 @@ std::vector<StageRange> plan_stages(const SchedulingProblem& problem) {
 std::vector<StageRange> plan_stages(const SchedulingProblem& problem, int stages) {
   const Model& model = *problem.model;
   if (!problem.schedule.stage_layers.empty()) {
-    return partition_explicit(problem.schedule.stage_layers, model.num_layers(), stages);
+    const std::vector<int>& given = problem.schedule.stage_layers;
+    if (!problem.schedule.layout.empty() && isize(given) != stages) {
+      throw InputError("schedule.layout: " + std::to_string(given.size()) +
+                       " stages but the schedule runs " + std::to_string(stages) +
+                       " (parallel.pp = " + std::to_string(problem.parallel.pp) + " x " +
+                       std::to_string(stages / problem.parallel.pp) +
+                       " chunks per rank); a layout lists every virtual stage, chunk by chunk");
+    }
+    return partition_explicit(given, model.num_layers(), stages);
   }
   if (stages > model.num_layers()) {
     const bool virt = stages != problem.parallel.pp;

@@ -80,6 +80,16 @@ TEST(ConfigCli, ResolvedConfigIsTomlThatSimReadsBackToIdenticalResults) {
   expect_round_trip(test::source_path("configs/examples/vlm-frozen.toml"),
                     "--set schedule.microbatches=4 --set cluster.inter_node.latency=1.5e-7",
                     "simgrid");
+  // A Megatron layout string, resolved stage by stage, and FSDP's per-step gathering.
+  expect_round_trip(test::source_path("validation/megatron-narayanan-2021/n1-145.6b.toml"),
+                    "--set 'schedule.stage_layers=[]' --set "
+                    "'schedule.layout=\"Et*9|(t*10|)*6t*11L\"' --set parallel.dp=1 --set "
+                    "schedule.microbatches=8",
+                    "evaluator");
+  expect_round_trip(test::source_path("validation/megatron-narayanan-2021/n1-39.1b.toml"),
+                    "--set parallel.fsdp=true --set parallel.dp=2 --set cluster.nodes=4 --set "
+                    "schedule.microbatches=4",
+                    "evaluator");
 }
 
 TEST(ConfigCli, ResolvedWorkloadCsvIsAnAbsolutePath) {
