@@ -156,7 +156,8 @@ double AnalyticalCostModel::activation_bytes(int layer, const MicrobatchShape& s
                 : tokens * (spec.hidden + double(spec.ffn) / tp) * spec.dtype_bytes;
   } else {
     bytes = transformer_activation_bytes(spec, shape, tp, options_.flash_attention,
-                                         options_.sequence_parallel, recompute_of(layer));
+                                         options_.sequence_parallel, recompute_of(layer),
+                                         options_.fp8 != Fp8Recipe::kOff);
   }
   // The LM head keeps its fp32 softmax for the cross-entropy's backward.
   if (const int vocab = kernel_options(layer).vocab_out; vocab > 0)

@@ -261,7 +261,7 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
 }
 
 double transformer_activation_bytes(const LayerSpec& l, const MicrobatchShape& shape, int tp,
-                                    bool flash, bool sp, Recompute recompute) {
+                                    bool flash, bool sp, Recompute recompute, bool fp8) {
   const double T = shape.total_tokens();
   const double h = l.hidden;
   const double t = tp;
@@ -270,8 +270,11 @@ double transformer_activation_bytes(const LayerSpec& l, const MicrobatchShape& s
   const double d = h / l.heads;
   const double kv = double(l.kv_heads) * d;
   const double gate = l.gated_mlp ? 2 : 1;
-  const double replicated = 10 * h / (sp ? t : 1);
-  const double inside_tp = (2 * h + 4 * kv + 2 * h + 2 * l.ffn * (gate + 1)) / t;
+  // In fp16 units (2 bytes = 2): an FP8 input is half of one.
+  const double fp8_replicated = fp8 ? 2 * h / 2 : 0;  // QKV and fc1 inputs
+  const double fp8_inside = fp8 ? (2 * h + 2 * l.ffn) / 2 : 0;  // out-proj and fc2 inputs
+  const double replicated = (10 * h - fp8_replicated) / (sp ? t : 1);
+  const double inside_tp = (2 * h + 4 * kv + 2 * h + 2 * l.ffn * (gate + 1) - fp8_inside) / t;
   double bytes = T * (replicated + inside_tp);
   if (!flash && recompute == Recompute::kNone) {
     for (int s : shape.sequence_lengths) bytes += 5.0 * l.heads * double(s) * s / t;

@@ -76,9 +76,12 @@ inline bool recomputed(const Kernel& k, Recompute recompute) {
 /// region, 2h + 4h_kv + 2h + 2f(g + 1) per token (24 s h for MHA with f = 4h), divided by
 /// tp; unfused attention adds 5 a s^2 / tp (softmax, its dropout mask and output); selective
 /// recompute drops that term; full recompute keeps only the layer input (/tp under SP).
-/// Scaled by dtype_bytes / 2.
+/// Scaled by dtype_bytes / 2. Under FP8 the four linears keep their inputs for the weight
+/// gradient as the FP8 copy (1 byte: Transformer Engine saves the cast input, not the
+/// bf16 one): the QKV and fc1 inputs (2h each, replicated), the attention output
+/// projection's (2h) and fc2's (2f) inside the TP region, each halved.
 double transformer_activation_bytes(const LayerSpec& layer, const MicrobatchShape& shape, int tp,
                                     bool flash_attention, bool sequence_parallel,
-                                    Recompute recompute);
+                                    Recompute recompute, bool fp8 = false);
 
 }  // namespace loom

@@ -76,6 +76,21 @@ TEST(Fp8, TheLayerHoldsFp8CopiesOfItsLinearWeights) {
   EXPECT_EQ(fp8.optimizer, bf16.optimizer);
 }
 
+TEST(Fp8, LinearInputsAreKeptInFp8) {
+  // Korthikanti's terms, fp16 units per token: the QKV and fc1 inputs (2h each, outside the
+  // TP region) and the output projection's (2h) and fc2's (2f, inside it) at one byte.
+  const LayerSpec l = test::gpt_layer(1024, 16);  // f = 4h, not gated, MHA
+  const MicrobatchShape shape{{2048}};
+  const double h = 1024, f = 4096, T = 2048, t = 2;
+  const double bf16 = transformer_activation_bytes(l, shape, 2, true, false, Recompute::kNone);
+  const double fp8 =
+      transformer_activation_bytes(l, shape, 2, true, false, Recompute::kNone, true);
+  EXPECT_DOUBLE_EQ(bf16 - fp8, T * (2 * h / 2 + (2 * h + 2 * f) / 2 / t));
+  // Full recompute keeps the layer input only, in bf16.
+  EXPECT_DOUBLE_EQ(transformer_activation_bytes(l, shape, 2, true, false, Recompute::kFull, true),
+                   transformer_activation_bytes(l, shape, 2, true, false, Recompute::kFull));
+}
+
 TEST(Fp8, AGpuWithoutFp8TensorCoresIsAnInputErrorNamingTheKey) {
   // A Narayanan run: the kernel-level model on A100s.
   const std::string config = test::source_path("validation/megatron-narayanan-2021/n1-1.7b.toml");
