@@ -166,6 +166,10 @@ Module read_module(Reader& r, const toml::table& t, int index) {
     m.vocab = r.integer(t, path, "vocab", 0, 0);
     if (m.vocab < 1)
       r.fail(v, path + "vocab", "must be >= 1 (e.g. 51200); leave it out for no embedding");
+    m.tie_embeddings = r.boolean(t, path, "tie_embeddings", true);
+  } else if (const toml::node* tie = t.get("tie_embeddings")) {
+    r.fail(tie, path + "tie_embeddings",
+           "ties the LM head to the embedding of a vocabulary: set vocab or remove the key");
   }
 
   LayerSpec base = preset ? preset->layer : LayerSpec{};

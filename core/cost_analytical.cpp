@@ -173,7 +173,12 @@ double AnalyticalCostModel::output_bytes(int layer, const MicrobatchShape& shape
 
 double AnalyticalCostModel::parameters(int layer) const {
   // The (tied) embedding counts once, with the first layer of its module.
-  return layer_parameters(model_.layer(layer)) + embedding_parameters(layer);
+  // An untied LM head's own weights count with the last layer, whose stage runs it.
+  const LayerKernelOptions o = kernel_options(layer);
+  const bool own_head =
+      o.vocab_out > 0 && !model_.module(model_.layer_ref(layer).module).tie_embeddings;
+  return layer_parameters(model_.layer(layer)) + embedding_parameters(layer) +
+         (own_head ? double(o.vocab_out) * model_.layer(layer).hidden : 0.0);
 }
 
 double AnalyticalCostModel::optimizer_step_seconds(double bytes) const {

@@ -271,7 +271,7 @@ double transformer_activation_bytes(const LayerSpec& l, const MicrobatchShape& s
   const double kv = double(l.kv_heads) * d;
   const double gate = l.gated_mlp ? 2 : 1;
   // In fp16 units (2 bytes = 2): an FP8 input is half of one.
-  const double fp8_replicated = fp8 ? 2 * h / 2 : 0;  // QKV and fc1 inputs
+  const double fp8_replicated = fp8 ? 2 * h / 2 : 0;            // QKV and fc1 inputs
   const double fp8_inside = fp8 ? (2 * h + 2 * l.ffn) / 2 : 0;  // out-proj and fc2 inputs
   const double replicated = (10 * h - fp8_replicated) / (sp ? t : 1);
   const double inside_tp = (2 * h + 4 * kv + 2 * h + 2 * l.ffn * (gate + 1) - fp8_inside) / t;

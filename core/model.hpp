@@ -77,6 +77,12 @@ struct Module {
   /// LLM modules: vocabulary size; > 0 puts the (tied) embedding before the first layer
   /// and the LM head + cross-entropy after the last (analytical kernel-level costs).
   int vocab = 0;
+  /// With a vocabulary: whether the LM head shares the input embedding's weights (GPT,
+  /// Megatron-LM's default: a pipeline keeps a copy and all-reduces it, lowering/
+  /// tied_embedding.hpp) or has its own (Llama 3, Vicuna; Megatron's
+  /// --untie-embeddings-and-output-weights, Hugging Face's tie_word_embeddings = false):
+  /// vocab x hidden more parameters on the last layer, no embedding all-reduce.
+  bool tie_embeddings = true;
   /// Calibrated from a measurement, not from first principles: each layer's backward time
   /// as a multiple of its forward, as a paper measured it for the module (recomputation
   /// included), applied to every layer of the module that still has a backward under its

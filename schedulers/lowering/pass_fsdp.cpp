@@ -13,6 +13,7 @@
 // a stage's layers are gathered once per step, before their first compute, held through
 // every microbatch, and their gradients, accumulated unsharded, reduce-scattered once after
 // their last backward: PyTorch pipelining's UNSHARD, RESHARD and REDUCE_GRAD per stage.
+#include <functional>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -61,20 +62,22 @@ Collective fsdp_collective(CollectiveKind kind, GroupId group, const Compute& c,
                     .end_layer = c.end_layer};
 }
 
-/// One rank's program with its FSDP collectives on `group`.
-std::vector<Op> shard_program(const Context& ctx, const std::vector<Op>& program, GroupId group) {
-  std::vector<std::size_t> gathers;  // computes that need their parameters, in order
-  for (std::size_t i = 0; i < program.size(); ++i) {
-    const auto* c = std::get_if<Compute>(&program[i]);
-    if (c && gathered_bytes(ctx, *c) > 0) gathers.push_back(i);
-  }
+/// FSDP's collectives woven into one rank's program on `group`: before each compute of
+/// `gathers` (program indices, in order) an all-gather of `gather_bytes` of it, the next
+/// one prefetched (issued before the current compute runs), each compute waiting for its
+/// own gather only (Compute::async_pending); after compute i a reduce-scatter of
+/// `reduce_bytes(i, compute)` when that is > 0.
+std::vector<Op> weave(const std::vector<Op>& program, GroupId group,
+                      const std::vector<std::size_t>& gathers,
+                      const std::function<double(const Compute&)>& gather_bytes,
+                      const std::function<double(std::size_t, const Compute&)>& reduce_bytes) {
   std::vector<Op> out;
   out.reserve(program.size() + 2 * gathers.size());
   int issued = 0;                                 // async collectives issued so far
   std::vector<int> issue_of(program.size(), -1);  // compute -> issue number of its gather
   auto gather = [&](std::size_t i) {
     const auto& c = std::get<Compute>(program[i]);
-    out.push_back(fsdp_collective(CollectiveKind::kAllGather, group, c, gathered_bytes(ctx, c)));
+    out.push_back(fsdp_collective(CollectiveKind::kAllGather, group, c, gather_bytes(c)));
     issue_of[i] = issued++;
   };
   std::size_t next = 0;  // the next entry of `gathers` not yet issued
@@ -87,16 +90,29 @@ std::vector<Op> shard_program(const Context& ctx, const std::vector<Op>& program
     Compute compute = *c;
     if (next < gathers.size() && gathers[next] == i) gather(gathers[next++]);  // the first
     if (issue_of[i] >= 0) {
-      if (next < gathers.size()) gather(gathers[next++]);  // prefetch the next layer's
+      if (next < gathers.size()) gather(gathers[next++]);  // prefetch the next one
       compute.async_pending = issued - issue_of[i] - 1;
     }
     out.push_back(compute);
-    if (const double grads = gradient_bytes(ctx, compute); grads > 0) {
+    if (const double grads = reduce_bytes(i, compute); grads > 0) {
       out.push_back(fsdp_collective(CollectiveKind::kReduceScatter, group, compute, grads));
       ++issued;
     }
   }
   return out;
+}
+
+/// One rank's program with its FSDP collectives on `group`, per layer and microbatch: every
+/// compute that reads weights gathers them; every backward reduce-scatters what it produced.
+std::vector<Op> shard_program(const Context& ctx, const std::vector<Op>& program, GroupId group) {
+  std::vector<std::size_t> gathers;  // computes that need their parameters, in order
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    const auto* c = std::get_if<Compute>(&program[i]);
+    if (c && gathered_bytes(ctx, *c) > 0) gathers.push_back(i);
+  }
+  return weave(
+      program, group, gathers, [&](const Compute& c) { return gathered_bytes(ctx, c); },
+      [&](std::size_t, const Compute& c) { return gradient_bytes(ctx, c); });
 }
 
 /// One rank's program with its FSDP collectives on `group`, gathered once per step: per
@@ -115,47 +131,23 @@ std::vector<Op> shard_program_per_step(const Context& ctx, const std::vector<Op>
     if (first.try_emplace(unit_of(*c), i).second) gathers.push_back(i);
     if (gradient_bytes(ctx, *c) > 0) last_backward[unit_of(*c)] = i;
   }
-  // A unit's whole parameters and gradients, per GPU.
-  auto unit_bytes = [&](const Compute& c, double per_param, bool trained_only) {
+  // A unit's whole parameters (at their dtype) or gradients, per GPU.
+  auto unit_bytes = [&](const Compute& c, bool gradients) {
     double bytes = 0;
     for (int l = c.first_layer; l < c.end_layer; ++l) {
-      if (trained_only && ctx.model.layer(l).frozen) continue;
+      if (gradients && ctx.model.layer(l).frozen) continue;
       const double p = ctx.problem.cost->parameters(l) / ctx.stage_tp(c.stage);
-      bytes += p * (per_param > 0 ? per_param : ctx.model.layer(l).dtype_bytes);
+      bytes += p * (gradients ? ctx.problem.memory.gradient_bytes_per_param
+                              : ctx.model.layer(l).dtype_bytes);
     }
     return bytes;
   };
-  std::vector<Op> out;
-  out.reserve(program.size() + 2 * gathers.size());
-  int issued = 0;
-  std::vector<int> issue_of(program.size(), -1);
-  auto gather = [&](std::size_t i) {
-    const auto& c = std::get<Compute>(program[i]);
-    out.push_back(fsdp_collective(CollectiveKind::kAllGather, group, c, unit_bytes(c, 0, false)));
-    issue_of[i] = issued++;
-  };
-  std::size_t next = 0;
-  for (std::size_t i = 0; i < program.size(); ++i) {
-    const auto* c = std::get_if<Compute>(&program[i]);
-    if (!c) {
-      out.push_back(program[i]);
-      continue;
-    }
-    Compute compute = *c;
-    if (next < gathers.size() && gathers[next] == i) gather(gathers[next++]);
-    if (issue_of[i] >= 0) {
-      if (next < gathers.size()) gather(gathers[next++]);
-      compute.async_pending = issued - issue_of[i] - 1;
-    }
-    out.push_back(compute);
-    const auto last = last_backward.find(unit_of(compute));
-    if (last != last_backward.end() && last->second == i) {
-      const double grads = unit_bytes(compute, ctx.problem.memory.gradient_bytes_per_param, true);
-      out.push_back(fsdp_collective(CollectiveKind::kReduceScatter, group, compute, grads));
-      ++issued;
-    }
-  }
-  return out;
+  return weave(
+      program, group, gathers, [&](const Compute& c) { return unit_bytes(c, false); },
+      [&](std::size_t i, const Compute& c) {
+        const auto last = last_backward.find(unit_of(c));
+        return last != last_backward.end() && last->second == i ? unit_bytes(c, true) : 0.0;
+      });
 }
 
 /// The FSDP collectives of a program, in order: what every replica must issue alike.

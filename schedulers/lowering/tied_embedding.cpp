@@ -36,6 +36,7 @@ std::vector<TiedEmbedding> tied_embeddings(const SchedulingProblem& problem,
   const Model& model = *problem.model;
   std::vector<TiedEmbedding> out;
   for (const ModuleId m : model.modules().ids()) {
+    if (!model.module(m).tie_embeddings) continue;            // the head has weights of its own
     const std::vector<int> layers = module_layers(model, m);  // a module has at least one
     const int first = layers.front(), last = layers.back();
     const std::optional<StageId> first_stage = stage_owning(programs, first),

@@ -83,8 +83,7 @@ TEST(Fp8, LinearInputsAreKeptInFp8) {
   const MicrobatchShape shape{{2048}};
   const double h = 1024, f = 4096, T = 2048, t = 2;
   const double bf16 = transformer_activation_bytes(l, shape, 2, true, false, Recompute::kNone);
-  const double fp8 =
-      transformer_activation_bytes(l, shape, 2, true, false, Recompute::kNone, true);
+  const double fp8 = transformer_activation_bytes(l, shape, 2, true, false, Recompute::kNone, true);
   EXPECT_DOUBLE_EQ(bf16 - fp8, T * (2 * h / 2 + (2 * h + 2 * f) / 2 / t));
   // Full recompute keeps the layer input only, in bf16.
   EXPECT_DOUBLE_EQ(transformer_activation_bytes(l, shape, 2, true, false, Recompute::kFull, true),

@@ -101,3 +101,36 @@ TEST(TiedEmbedding, AFrozenEmbeddingsCopyHoldsWeightsOnlyAndIsNotReduced) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+TEST(UntiedEmbedding, TheHeadHasItsOwnWeightsAndNothingIsAllReducedBetweenTheEnds) {
+  // Llama-style: the LM head's weights are its own (tie_embeddings = false). The last
+  // stage holds them as parameters of its last layer, trained and reduced with the
+  // stage's data-parallel all-reduce; no embedding all-reduce between the ends.
+  const auto tied = test::megatron_gpt();
+  const auto untied = test::megatron_gpt({"model.modules.gpt.tie_embeddings=false"});
+  const Schedule& s = untied->schedule;
+  for (int rank = 0; rank < 4; ++rank) {
+    const auto reduces = all_reduces(s, rank);
+    ASSERT_EQ(reduces.size(), 1u) << "rank " << rank;
+    EXPECT_FALSE(reduces[0]->tied_embedding);
+    // The same bytes as the tied copy's holder: the head's gradients replace the copy's.
+    EXPECT_DOUBLE_EQ(reduces[0]->bytes, all_reduces(tied->schedule, rank)[0]->bytes);
+    EXPECT_DOUBLE_EQ(s.static_memory[RankId{rank}].total(),
+                     tied->schedule.static_memory[RankId{rank}].total());
+  }
+  // On one stage the head is vocab x hidden more state than a tied model.
+  const auto one_untied =
+      test::megatron_gpt({"parallel.pp=1", "schedule.stage_layers=[48]", "cluster.nodes=2",
+                          "model.modules.gpt.tie_embeddings=false"});
+  const auto one_tied =
+      test::megatron_gpt({"parallel.pp=1", "schedule.stage_layers=[48]", "cluster.nodes=2"});
+  EXPECT_DOUBLE_EQ(one_untied->schedule.static_memory[0_rank].parameters -
+                       one_tied->schedule.static_memory[0_rank].parameters,
+                   kVocab * kHidden / kTp * kFp16);
+}
+
+}  // namespace
+}  // namespace loom
