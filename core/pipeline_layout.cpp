@@ -33,7 +33,9 @@ class Parser {
       std::string item;
       if (c == '(') {
         const std::size_t open = at_++;
+        if (++depth_ > kMaxDepth) fail(open, "groups nested more than 16 deep");
         item = sequence(true);
+        --depth_;
         ++at_;  // ')'
         if (item.empty()) fail(open, "an empty group '()'");
       } else if (c == 'E' || c == 't' || c == 'L' || c == '|') {
@@ -46,8 +48,10 @@ class Parser {
                       "' (the layout holds E, t, L, '|', groups '(...)' and repetitions '*n')");
       }
       const int times = repetition();
+      // Checked before expanding: nested repetitions multiply.
+      if (item.size() * static_cast<std::size_t>(times) > kMaxSymbols - out.size())
+        fail(at_, "expands to more than a million symbols");
       for (int i = 0; i < times; ++i) out += item;
-      if (out.size() > 1'000'000) fail(at_, "expands to more than a million symbols");
     }
   }
 
@@ -71,8 +75,11 @@ class Parser {
     return static_cast<int>(n);
   }
 
+  static constexpr int kMaxDepth = 16;
+  static constexpr std::size_t kMaxSymbols = 1'000'000;
   const std::string& text_;
   std::size_t at_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

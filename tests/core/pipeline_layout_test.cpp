@@ -53,6 +53,15 @@ TEST(PipelineLayout, ErrorsSayWhatWasCountedAndWhere) {
             std::string::npos);
   EXPECT_NE(error_of([] { parse_pipeline_layout("Et|tm|L"); }).find("multi-token-prediction"),
             std::string::npos);
+  // Input that would blow up: nested repetitions, and deep nesting.
+  EXPECT_NE(error_of([] {
+              parse_pipeline_layout("((t*1000)*1000)*1000");
+            }).find("expands to more than a million symbols"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_pipeline_layout(std::string(100000, '('));
+            }).find("nested more than 16 deep"),
+            std::string::npos);
   EXPECT_NE(error_of([] {
               layout_stage_layers(parse_pipeline_layout("t|Et|tL"), 3);
             }).find("stage 1 holds the embedding E; it belongs to the first stage"),
