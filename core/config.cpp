@@ -577,12 +577,14 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.model = read_model(r, root);
   c.cluster = read_cluster(r, root);
   c.cost = read_cost(r, root, c.model);
-  if (c.cost.fp8 != Fp8Recipe::kOff && c.cluster.gpu.peak_fp8_flops <= 0) {
-    const toml::table* cost = r.section(root, "", "cost");
-    r.fail(cost ? cost->get("fp8") : nullptr, "cost.fp8",
-           "cluster.gpu '" + c.cluster.gpu.name +
-               "' has no FP8 tensor cores (FP8 training needs Hopper or Blackwell: H100-SXM, "
-               "H200, B200, GB200); set cost.fp8 = \"off\" or pick such a GPU");
+  if (c.cost.fp8 != Fp8Recipe::kOff) {
+    try {
+      c.cluster.gpu.peak_for_dtype(1);  // names the GPU and the fix when it has no FP8
+    } catch (const InputError& e) {
+      const toml::table* cost = r.section(root, "", "cost");
+      const std::string what = e.what();
+      r.fail(cost ? cost->get("fp8") : nullptr, "cost.fp8", what.substr(what.find(": ") + 2));
+    }
   }
 
   const toml::table* par = r.section(root, "", "parallel");

@@ -24,6 +24,11 @@
 namespace loom::lowering {
 namespace {
 
+/// Bytes of layer `l`'s weights, unsharded, per GPU of the TP group of `c`'s stage.
+double layer_weight_bytes(const Context& ctx, const Compute& c, int l) {
+  return ctx.problem.cost->parameters(l) / ctx.stage_tp(c.stage) * ctx.model.layer(l).dtype_bytes;
+}
+
 /// Bytes of the parameters a compute reads, unsharded, per GPU of its TP group: none for a
 /// weight-gradient pass (dW = dY^T X reads no weight) or for the backward of a layer that
 /// needs none (a frozen layer with nothing trainable upstream: its B is a 0 s placeholder).
@@ -31,9 +36,7 @@ double gathered_bytes(const Context& ctx, const Compute& c) {
   if (c.pass == Pass::kW) return 0;
   double bytes = 0;
   for (int l = c.first_layer; l < c.end_layer; ++l) {
-    if (c.pass != Pass::kF && !ctx.graph.needs_backward(l)) continue;
-    bytes +=
-        ctx.problem.cost->parameters(l) / ctx.stage_tp(c.stage) * ctx.model.layer(l).dtype_bytes;
+    if (c.pass == Pass::kF || ctx.graph.needs_backward(l)) bytes += layer_weight_bytes(ctx, c, l);
   }
   return bytes;
 }
@@ -131,23 +134,17 @@ std::vector<Op> shard_program_per_step(const Context& ctx, const std::vector<Op>
     if (first.try_emplace(unit_of(*c), i).second) gathers.push_back(i);
     if (gradient_bytes(ctx, *c) > 0) last_backward[unit_of(*c)] = i;
   }
-  // A unit's whole parameters (at their dtype) or gradients, per GPU.
-  auto unit_bytes = [&](const Compute& c, bool gradients) {
+  // The gather brings the unit's every layer for the whole step; the last backward's
+  // reduce-scatter carries the gradients the step accumulated, the size one backward makes.
+  auto unit_weights = [&](const Compute& c) {
     double bytes = 0;
-    for (int l = c.first_layer; l < c.end_layer; ++l) {
-      if (gradients && ctx.model.layer(l).frozen) continue;
-      const double p = ctx.problem.cost->parameters(l) / ctx.stage_tp(c.stage);
-      bytes += p * (gradients ? ctx.problem.memory.gradient_bytes_per_param
-                              : ctx.model.layer(l).dtype_bytes);
-    }
+    for (int l = c.first_layer; l < c.end_layer; ++l) bytes += layer_weight_bytes(ctx, c, l);
     return bytes;
   };
-  return weave(
-      program, group, gathers, [&](const Compute& c) { return unit_bytes(c, false); },
-      [&](std::size_t i, const Compute& c) {
-        const auto last = last_backward.find(unit_of(c));
-        return last != last_backward.end() && last->second == i ? unit_bytes(c, true) : 0.0;
-      });
+  return weave(program, group, gathers, unit_weights, [&](std::size_t i, const Compute& c) {
+    const auto last = last_backward.find(unit_of(c));
+    return last != last_backward.end() && last->second == i ? gradient_bytes(ctx, c) : 0.0;
+  });
 }
 
 /// The FSDP collectives of a program, in order: what every replica must issue alike.
