@@ -4,6 +4,8 @@
     sweep_plot.py results.csv --x schedule.microbatches --y iteration_time_s --hue scheduler
     sweep_plot.py results.csv --x schedule.microbatches --y throughput_samples_per_s \
         --hue parallel.pp --kind heatmap
+    sweep_plot.py results.csv --x workload.tokens.text --y tokens_per_s_per_gpu \
+        --hue parallel.cp+parallel.tp+parallel.pp --kind heatmap
 
 The kind follows the axis type unless --kind says otherwise: a numeric --x gives one line
 per --hue value; a categorical --x gives grouped bars; `heatmap` puts --x on the columns,
@@ -29,7 +31,8 @@ def build_parser():
     p.add_argument("csv", metavar="RESULTS_CSV")
     p.add_argument("--x", required=True, help="column on the x axis (an axis of the study)")
     p.add_argument("--y", default="iteration_time_s", help="metric column (default %(default)s)")
-    p.add_argument("--hue", help="column drawn as separate lines / bar groups / heatmap rows")
+    p.add_argument("--hue", help="column drawn as separate lines / bar groups / heatmap rows; "
+                   "several joined by '+' (parallel.cp+parallel.tp) label each combination")
     p.add_argument("--kind", choices=["auto", "line", "bar", "heatmap"], default="auto")
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="keep only rows whose KEY column equals VALUE (repeatable)")
@@ -59,9 +62,13 @@ def load(path, args):
     if not rows:
         fail(f"{path}: no rows")
     columns = rows[0].keys()
-    for col in [args.x, args.y] + ([args.hue] if args.hue else []):
+    hue_columns = args.hue.split("+") if args.hue else []
+    for col in [args.x, args.y] + hue_columns:
         if col not in columns:
             fail(f"{path}:1: no column '{col}' (columns: {', '.join(columns)})")
+    if len(hue_columns) > 1:  # one label per combination: "cp=2 tp=8"
+        for r in rows:
+            r[args.hue] = " ".join(f"{c.split('.')[-1]}={r[c]}" for c in hue_columns)
     for w in args.where:
         key, _, value = w.partition("=")
         if key not in columns:

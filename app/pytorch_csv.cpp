@@ -223,6 +223,12 @@ OpOrigins locate(const Schedule& schedule, const PerPipelineRank<std::vector<Loc
 }  // namespace
 
 std::string format_pytorch_csv(const Schedule& schedule, bool comms) {
+  if (schedule.cp > 1)
+    throw InputError(
+        "--format pytorch-csv: the schedule runs context parallelism (parallel.cp = " +
+        std::to_string(schedule.cp) +
+        "), whose ranks and K/V exchange PyTorch's pipeline actions cannot name; export it in "
+        "the loom format, or without parallel.cp");
   if (comms) {
     for (const auto& program : schedule.programs) {
       for (const Op& op : program) {

@@ -68,11 +68,14 @@ void check_modalities(const Config& config, const Sample& sample) {
 void check_plan_size(const Config& c) {
   const ParallelConfig& p = c.parallel;
   const int chunks = selected_integer_option(c.schedule, "chunks", 1);
-  double rank_stages = static_cast<double>(p.pp) * p.dp * chunks;
+  double rank_stages = static_cast<double>(p.pp) * p.dp * p.cp * chunks;
   for (const ModuleLayout& l : p.module_layouts)
     rank_stages = std::max(rank_stages, static_cast<double>(l.end_gpu()) * chunks);
   const double microbatches = c.schedule.microbatches;
-  const double ops = rank_stages * microbatches * 6;
+  // Context parallelism splits each layer's pass around its exchange: 3 cp ops per layer.
+  const double ops =
+      rank_stages * microbatches * 6 *
+      (p.cp > 1 ? 3.0 * p.cp * c.model.num_layers() / std::max(1, p.pp * chunks) : 1);
   constexpr double kBytesPerOp = 450;
   constexpr double kBytesPerLayerCost = 64;  // per layer, microbatch and replica
   const double gpus = static_cast<double>(c.cluster.nodes) * c.cluster.gpus_per_node;
@@ -268,10 +271,11 @@ std::unique_ptr<Study> prepare_study(const std::string& config_path,
   ReplicaFold& fold = study->fold;
   if (fold.folded()) {
     std::string asymmetry = replica_asymmetry(study->schedule);
-    const int replica_gpus = study->config.parallel.pp * study->config.parallel.tp;
+    const ParallelConfig& p = study->config.parallel;
+    const int replica_gpus = p.pp * p.cp * p.tp;
     const auto& ranks = study->schedule.ranks;
     if (asymmetry.empty() && ranks.back().gpu + ranks.back().tp != fold.simulated * replica_gpus)
-      asymmetry = "replicas do not span parallel.pp x parallel.tp GPUs each";
+      asymmetry = "replicas do not span parallel.pp x parallel.cp x parallel.tp GPUs each";
     if (asymmetry.empty()) {
       study->schedule.replica_fold = fold.factor();
     } else {

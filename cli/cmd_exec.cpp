@@ -158,10 +158,9 @@ int run_exec(const ExecCliOptions& o) {
 
   std::ostream& os = std::cout;
   const Config& c = study->config;
-  os << "scheduler " << study->schedule.scheduler << ", pp " << c.parallel.pp << " x dp "
-     << c.parallel.dp << " x tp " << c.parallel.tp << ", " << c.schedule.microbatches
-     << " microbatches of " << c.schedule.microbatch_size << ", executed on " << executor->name()
-     << "\n";
+  os << "scheduler " << study->schedule.scheduler << ", " << layout_summary(c) << ", "
+     << c.schedule.microbatches << " microbatches of " << c.schedule.microbatch_size
+     << ", executed on " << executor->name() << "\n";
   os << "iteration time   " << ms(metrics.iteration_time_s) << " (measured)\n";
   os << "throughput       " << metrics.throughput_samples_per_s << " samples/s\n";
   os << "bubble fraction  " << metrics.bubble_fraction << "\n";

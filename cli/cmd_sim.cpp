@@ -75,26 +75,6 @@ TimedRun run_backend(const Study& study, const SimOptions& o, const Backend& bac
   return timed;
 }
 
-/// "pp 4 x dp 1 x tp 1" for the single layout; with [parallel.modules] tables each
-/// layout's owner with its TP/CP/PP/DP and GPUs ("vision tp 2 cp 1 pp 1 dp 2 on GPUs 4-7").
-std::string layout_summary(const Config& c) {
-  const ParallelConfig& p = c.parallel;
-  if (p.module_layouts.empty()) {
-    return "pp " + std::to_string(p.pp) + " x dp " + std::to_string(p.dp) +
-           (p.fsdp ? " (FSDP)" : "") + " x tp " + std::to_string(p.tp);
-  }
-  std::string out;
-  for (const LayoutGroup& g : layout_groups(c.model, p.module_layouts)) {
-    const ModuleLayout& l = g.layout;
-    out += (out.empty() ? "" : ", ") + c.model.module(g.owner).name + " tp " +
-           std::to_string(l.tp) + " cp " + std::to_string(l.cp) +
-           (l.cp > 1 && l.cp_replicates ? " (replicated)" : "") + " pp " + std::to_string(l.pp) +
-           " dp " + std::to_string(l.dp) + " on GPUs " + std::to_string(l.first_gpu) + "-" +
-           std::to_string(l.end_gpu() - 1);
-  }
-  return out;
-}
-
 /// The rank whose work print_stages shows for `stage`: the first rank of replica 0 that
 /// computes it, else the first rank that does (-1: none). Ranks are laid out differently
 /// by each scheduler (hetero-*: one rank per GPU or per module stage, cornstarch: encoder
@@ -145,6 +125,7 @@ StageSummary summarize_stage(const Schedule& s, const std::vector<Op>& program, 
       continue;
     }
     out.per_module[name].first += c->seconds;
+    if (c->continues) continue;  // a layer split around its CP exchange: its last part
     if (!out.ranges.empty() && std::get<0>(out.ranges.back()) == name &&
         std::get<2>(out.ranges.back()) == c->first_layer)
       std::get<2>(out.ranges.back()) = c->end_layer;

@@ -11,6 +11,7 @@
 
 #include "core/errors.hpp"
 #include "core/io.hpp"
+#include "core/layout.hpp"
 #include "core/variability.hpp"
 
 extern char** environ;
@@ -90,6 +91,10 @@ nlohmann::json metrics_json(const Study& study, const Metrics& m, const Training
       {"cost_model", study.cost->describe()},
       {"component_forward", forward}};
   if (c.parallel.fsdp) j["layout"]["fsdp"] = true;  // absent otherwise: older files unchanged
+  if (c.parallel.cp > 1) {
+    j["layout"]["cp"] = c.parallel.cp;
+    j["layout"]["cp_comm"] = to_string(c.parallel.cp_comm);
+  }
   for (const auto& [key, value] : extra.items()) j[key] = value;
   return j;
 }
@@ -154,6 +159,26 @@ void check_png_path(const std::string& png, const std::string& example_name) {
   if (std::filesystem::is_directory(png))
     throw InputError("--png " + png + ": is a folder; give a file name such as " +
                      (std::filesystem::path(png) / example_name).string());
+}
+
+std::string layout_summary(const Config& c) {
+  const ParallelConfig& p = c.parallel;
+  if (p.module_layouts.empty()) {
+    return "pp " + std::to_string(p.pp) + " x dp " + std::to_string(p.dp) +
+           (p.fsdp ? " (FSDP)" : "") +
+           (p.cp > 1 ? " x cp " + std::to_string(p.cp) + " (" + to_string(p.cp_comm) + ")" : "") +
+           " x tp " + std::to_string(p.tp);
+  }
+  std::string out;
+  for (const LayoutGroup& g : layout_groups(c.model, p.module_layouts)) {
+    const ModuleLayout& l = g.layout;
+    out += (out.empty() ? "" : ", ") + c.model.module(g.owner).name + " tp " +
+           std::to_string(l.tp) + " cp " + std::to_string(l.cp) +
+           (l.cp > 1 && l.cp_replicates ? " (replicated)" : "") + " pp " + std::to_string(l.pp) +
+           " dp " + std::to_string(l.dp) + " on GPUs " + std::to_string(l.first_gpu) + "-" +
+           std::to_string(l.end_gpu() - 1);
+  }
+  return out;
 }
 
 }  // namespace loom

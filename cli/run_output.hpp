@@ -13,6 +13,10 @@ namespace loom {
 
 /// "12.345 ms"
 std::string ms(double seconds);
+/// "pp 4 x dp 1 x tp 1" for the single layout (with "x cp 2 (p2p)" under context
+/// parallelism); with [parallel.modules] tables each layout's owner with its TP/CP/PP/DP
+/// and GPUs ("vision tp 2 cp 1 pp 1 dp 2 on GPUs 4-7").
+std::string layout_summary(const Config& c);
 
 /// "model FLOPs      412.3 TFLOP/s per GPU, MFU 41.7 % of 989 TFLOP/s, 1602 tokens/s per
 /// GPU": the summary line every run prints (core/model_flops.hpp's rule).

@@ -22,6 +22,10 @@
 #include "core/workload_gen.hpp"
 
 namespace loom {
+const char* to_string(CpComm comm) {
+  return comm == CpComm::kP2p ? "p2p" : "all-gather";
+}
+
 namespace {
 
 using config::join;
@@ -331,6 +335,15 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
     r.fail(t.get("fp8"), "cost.fp8",
            "prices the FP8 GEMMs and casts in the kernel-level model: use cost.model = "
            "\"analytical\" without cost.efficiency, or cost.fp8 = \"off\"");
+  // FP8 primary weights (Megatron's fp8_param_gather): Megatron-Bridge's FP8 recipes set it
+  // for current, delayed and MX scaling (src/megatron/bridge/training/mixed_precision.py,
+  // bf16_with_fp8_current_scaling_mixed and siblings). Read only under FP8.
+  if (c.fp8 != Fp8Recipe::kOff) {
+    c.memory.fp8_primary_weights = r.boolean(t, "cost.", "fp8_params", true);
+  } else if (t.get("fp8_params")) {
+    r.fail(t.get("fp8_params"), "cost.fp8_params",
+           "applies to FP8 training only: set cost.fp8 or remove the key");
+  }
   c.tp_comm_overlap = r.boolean(t, "cost.", "tp_comm_overlap", false);
   c.jitter = r.number(t, "cost.", "jitter", 0);
   if (!(c.jitter >= 0 && c.jitter <= 0.3))
@@ -567,6 +580,39 @@ void read_scheduler_options(Reader& r, const toml::table& s, ScheduleConfig& sch
 
 }  // namespace
 
+/// parallel.cp and parallel.cp_comm (read, and so shown by `loom config`, only with cp > 1).
+/// Megatron's zigzag split cuts each sequence into 2 x cp equal chunks
+/// (megatron/core/utils.py, get_batch_on_this_cp_rank): a synthetic text-only workload
+/// whose length does not divide is refused here; real samples are padded (lowering).
+void read_context_parallel(Reader& r, const toml::table& p, Config& c) {
+  c.parallel.cp = r.integer(p, "parallel.", "cp", 1, 1);
+  if (c.parallel.cp == 1) {
+    if (p.get("cp_comm"))
+      r.fail(p.get("cp_comm"), "parallel.cp_comm",
+             "applies to context parallelism only: set parallel.cp > 1 or remove the key");
+    return;
+  }
+  const std::string comm = r.string(p, "parallel.", "cp_comm", "p2p", {"p2p", "all-gather"});
+  c.parallel.cp_comm = comm == "p2p" ? CpComm::kP2p : CpComm::kAllGather;
+}
+
+/// The synthetic text-only sequence must split into 2 x parallel.cp chunks.
+void check_context_parallel_tokens(Reader& r, const toml::table& root, const Config& c) {
+  if (c.parallel.cp == 1 || !c.workload.csv.empty() || !c.workload.dataset.empty() ||
+      c.model.modules().size() != 1)
+    return;
+  int tokens = 0;
+  for (const auto& [modality, n] : c.workload.tokens) tokens += n;
+  const int chunks = 2 * c.parallel.cp;
+  if (tokens % chunks == 0) return;
+  const toml::table* par = r.section(root, "", "parallel");
+  r.fail(par ? par->get("cp") : nullptr, "parallel.cp",
+         std::to_string(c.parallel.cp) + " splits each sequence into 2 x cp = " +
+             std::to_string(chunks) + " chunks (Megatron's causal balance), but the workload's " +
+             std::to_string(tokens) + " tokens per sample do not divide by " +
+             std::to_string(chunks) + ": change workload.tokens or parallel.cp");
+}
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   toml::table root = parse_file(path);
   for (const std::string& o : overrides) apply_override(root, path, o);
@@ -592,6 +638,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.parallel.pp = r.integer(p, "parallel.", "pp", 1, 1);
   c.parallel.dp = r.integer(p, "parallel.", "dp", 1, 1);
   c.parallel.tp = r.integer(p, "parallel.", "tp", 1, 1);
+  read_context_parallel(r, p, c);
   c.parallel.sequence_parallel = r.boolean(p, "parallel.", "sequence_parallel", false);
   if (c.parallel.sequence_parallel && c.parallel.tp == 1)
     r.fail(p.get("sequence_parallel"), "parallel.sequence_parallel",
@@ -624,6 +671,10 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
            "FSDP reduce-scatters each layer's gradients behind the backward itself; remove "
            "the key or parallel.fsdp");
   read_module_layouts(r, p, c);
+  if (c.parallel.cp > 1 && !c.parallel.module_layouts.empty())
+    r.fail(p.get("cp"), "parallel.cp",
+           "is the single layout's; per-module layouts (parallel.modules) set each module's "
+           "own cp: move it into the modules' tables");
   if (c.parallel.fsdp && !c.parallel.module_layouts.empty())
     r.fail(p.get("fsdp"), "parallel.fsdp",
            "shards one layout's replicas; per-module layouts (parallel.modules) shard by "
@@ -685,6 +736,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   }
   c.workload.seed = r.integer(w, "workload.", "seed", c.workload.seed, 0);
   c.workload.offset = r.integer(w, "workload.", "offset", c.workload.offset, 0);
+  check_context_parallel_tokens(r, root, c);
 
   const toml::table* sim = r.section(root, "", "sim");
   const toml::table& sm = sim ? *sim : kEmpty;

@@ -25,10 +25,23 @@ namespace loom {
 /// `[parallel.modules.<name>]` tables are given, one layout and rank set per module
 /// (core/layout.hpp). Schedulers that pipeline one chain (gpipe, 1f1b) read the single
 /// layout; per-module schedulers read `module_layouts`.
+/// How the context-parallel ranks of a layer exchange what attention needs
+/// (parallel.cp_comm; schedulers/lowering/context_parallel.hpp): Megatron-Core's
+/// cp_comm_type "p2p" (ring attention, K/V blocks passed around the ring and overlapped
+/// with the attention of the block in hand) or "all_gather" (K/V all-gathered before the
+/// attention, dK/dV reduce-scattered after its backward).
+enum class CpComm : std::uint8_t { kP2p, kAllGather };
+const char* to_string(CpComm comm);  ///< "p2p", "all-gather"
+
 struct ParallelConfig {
   int pp = 1;  ///< pipeline stages per replica
   int dp = 1;  ///< data-parallel replicas of the pipeline
   int tp = 1;  ///< tensor-parallel GPUs per stage (within one node)
+  /// Context parallelism (Megatron-Core's context_parallel_size): every stage of every
+  /// replica runs on cp TP groups, each holding 2 of the 2 cp chunks of every sequence
+  /// (chunks i and 2cp - 1 - i, the causal balance); gradients reduce over dp x cp.
+  int cp = 1;
+  CpComm cp_comm = CpComm::kP2p;
   /// Megatron sequence parallelism: TP reduce-scatter/all-gather instead of all-reduce,
   /// norm and dropout activations split over the TP group (Korthikanti et al. 2022).
   bool sequence_parallel = false;

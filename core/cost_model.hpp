@@ -69,6 +69,10 @@ struct MemoryConstants {
   /// cost.fp8: bytes per linear-layer parameter of its FP8 copies (the weight and its
   /// transpose, 2), kept for the step beside the master weights; 0 without FP8.
   double fp8_weight_bytes_per_param = 0;
+  /// cost.fp8_params (Megatron's fp8_param_gather, Transformer Engine's FP8 primary
+  /// weights): the linear weights live in FP8 only, without their bf16 copy (the fp32
+  /// master weights stay in the optimizer state), and FSDP gathers them in FP8.
+  bool fp8_primary_weights = false;
 };
 
 }  // namespace loom

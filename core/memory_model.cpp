@@ -26,11 +26,23 @@ StaticMemory layer_state_bytes(const CostModel& cost, const Model& model, int la
   StaticMemory m = parameter_state_bytes(cost.parameters(layer) / tp, spec.dtype_bytes, memory,
                                          data_parallel, trained && !spec.frozen);
   if (spec.kind == LayerKind::kTransformer && memory.fp8_weight_bytes_per_param > 0) {
-    // The FP8 copies of a transformer layer's linear weights, sharded like the weights.
-    m.parameters += layer_parameters(spec) / tp * memory.fp8_weight_bytes_per_param /
-                    (memory.shard_parameters ? data_parallel : 1);
+    // The FP8 copies of a transformer layer's linear weights, sharded like the weights;
+    // as primary weights they replace the bf16 ones.
+    const double linear =
+        layer_parameters(spec) / tp / (memory.shard_parameters ? data_parallel : 1);
+    m.parameters += linear * memory.fp8_weight_bytes_per_param;
+    if (memory.fp8_primary_weights) m.parameters -= linear * spec.dtype_bytes;
   }
   return m;
+}
+
+double layer_weight_bytes(const CostModel& cost, const Model& model, int layer, int tp,
+                          const MemoryConstants& memory) {
+  const LayerSpec& spec = model.layer(layer);
+  double bytes = cost.parameters(layer) / tp * spec.dtype_bytes;
+  if (memory.fp8_primary_weights && spec.kind == LayerKind::kTransformer)
+    bytes -= layer_parameters(spec) / tp * (spec.dtype_bytes - 1);  // FP8: 1 byte each
+  return bytes;
 }
 
 }  // namespace loom

@@ -23,10 +23,17 @@ StaticMemory parameter_state_bytes(double parameters_per_gpu, double dtype_bytes
 
 /// parameter_state_bytes() of cost.parameters(layer) / tp at the layer's dtype; a frozen
 /// layer is never trained. Under FP8 a transformer layer also holds the FP8 copies of its
-/// linear weights (MemoryConstants::fp8_weight_bytes_per_param).
+/// linear weights (MemoryConstants::fp8_weight_bytes_per_param), in place of their bf16
+/// copy with FP8 primary weights.
 StaticMemory layer_state_bytes(const CostModel& cost, const Model& model, int layer, int tp,
                                const MemoryConstants& memory, int data_parallel,
                                bool trained = true);
+
+/// Bytes of layer `layer`'s weights, unsharded, per GPU of a TP group of `tp`: its
+/// parameters at its dtype, with FP8 primary weights (MemoryConstants::fp8_primary_weights)
+/// the transformer's linear weights at 1 byte. What an FSDP gather moves.
+double layer_weight_bytes(const CostModel& cost, const Model& model, int layer, int tp,
+                          const MemoryConstants& memory);
 
 /// Bytes an optimizer step moves through GPU memory to update `parameters` parameters
 /// whose weights are `dtype_bytes` wide: a fused Adam reads and writes the fp32 optimizer

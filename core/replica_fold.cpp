@@ -34,7 +34,8 @@ ReplicaFold plan_replica_fold(const Config& config) {
                "), so replicas run different work");
   }
   const Cluster& cluster = config.cluster;
-  const long replica_gpus = static_cast<long>(config.parallel.pp) * config.parallel.tp;
+  const long replica_gpus =
+      static_cast<long>(config.parallel.pp) * config.parallel.cp * config.parallel.tp;
   if (replica_gpus * fold.total > cluster.num_gpus())
     return off("the job needs more GPUs than the cluster has");
   // u replicas fill whole nodes; fold into k >= 2 blocks of u, k dividing dp / u.
@@ -137,14 +138,16 @@ std::string replica_asymmetry(const Schedule& s) {
   for (const GroupId g : s.groups.ids()) {
     const auto& members = s.groups[g];
     // A group inside one replica is compared through the ops.
+    // One spanning the replicas has the same members in each (one, or each CP rank's).
     if (!s.group_in_one_replica(g)) {
-      bool one_per_replica = isize(members) == replicas;
-      for (int d = 0; const RankId member : members) {
-        one_per_replica = one_per_replica && member == members[0] + d * per;
-        ++d;
-      }
-      if (!one_per_replica)
-        return "collective group " + to_string(g) + " is not one member per replica";
+      const int k = isize(members) / replicas;
+      bool alike = k >= 1 && isize(members) == k * replicas;
+      for (int i = 0; alike && i < isize(members); ++i)
+        alike =
+            members[static_cast<size_t>(i)] == members[static_cast<size_t>(i % k)] + i / k * per;
+      if (!alike)
+        return "collective group " + to_string(g) +
+               " does not hold the same ranks of every replica";
     }
   }
   return "";

@@ -40,8 +40,9 @@ struct ReplicaFold {
 ReplicaFold plan_replica_fold(const Config& config);
 
 /// Empty when every replica of `schedule` runs replica 0's program on ranks, GPUs and
-/// peers shifted by whole replicas, and every collective group has one member per
-/// replica in replica order; otherwise what differs first.
+/// peers shifted by whole replicas, and every collective group that spans replicas holds
+/// the same ranks of each (one, or one per CP rank) in replica order; otherwise what
+/// differs first.
 std::string replica_asymmetry(const Schedule& schedule);
 
 }  // namespace loom

@@ -72,6 +72,11 @@ struct MessageTag {
   /// Global index of the producing layer; none: the previous layer, boundary_layer - 1.
   std::optional<int> producer_layer = std::nullopt;
   int producer() const { return producer_layer.value_or(boundary_layer - 1); }
+  /// A message from a layer into itself: the context-parallel exchange inside layer
+  /// boundary_layer's attention (lowering/context_parallel.hpp): K/V blocks around the CP
+  /// ring (kF), K/V with their dK/dV (kB). No edge of the layer graph; rank to rank of one
+  /// stage, matched in program order like every other message.
+  bool context_parallel() const { return producer() == boundary_layer; }
   friend bool operator==(const MessageTag& a, const MessageTag& b) {
     return a.pass == b.pass && a.microbatch == b.microbatch &&
            a.boundary_layer == b.boundary_layer && a.producer() == b.producer();
@@ -109,6 +114,11 @@ struct Compute {
   /// before it have ended, all but the latest k (FSDP's per-layer all-gather, issued one
   /// layer ahead; lowering/pass_fsdp.cpp). Prints as "wait=k".
   int async_pending = -1;
+  /// A part of one layer's pass that is split around its context-parallel exchange
+  /// (lowering/context_parallel.hpp), followed by more parts of the same layer, pass and
+  /// microbatch on this rank. The layer's pass counts as done (its outputs sent, once) with
+  /// its last part, the one without the flag. Prints as "cont=1".
+  bool continues = false;
   bool operator==(const Compute&) const = default;
 };
 
@@ -145,7 +155,8 @@ struct Collective {
   bool async = false;
   /// A gradient bucket: the global layers [first_layer, end_layer) whose gradients it
   /// sums, those of them this rank trains (empty: every trainable layer of `module` on
-  /// the rank; executor/dataflow.hpp).
+  /// the rank; executor/dataflow.hpp). FSDP's gathers and reduce-scatters, and context
+  /// parallelism's K/V all-gather and dK/dV reduce-scatter, name their layer the same way.
   int first_layer = 0;
   int end_layer = 0;
   bool operator==(const Collective&) const = default;
@@ -217,7 +228,14 @@ struct Schedule {
   /// group then has one member per simulated replica, and its ring runs over
   /// members x replica_fold ranks: the same steps and bytes per link as the whole ring.
   int replica_fold = 1;
+  /// Context parallelism (parallel.cp): each pipeline rank of each replica is `cp` IR
+  /// ranks, one per CP rank, numbered replica-major: rank = (replica x cp + cp_rank) x
+  /// num_stages + pipeline rank. They share the replica's samples, each holding its 2 of
+  /// the 2 cp chunks of every sequence.
+  int cp = 1;
 
+  /// The CP rank (0 .. cp - 1) of rank `r`.
+  int cp_rank(RankId r) const { return cp == 1 ? 0 : r.value() / num_stages % cp; }
   int num_ranks() const { return programs.ssize(); }
   /// The samples microbatch `microbatch` of `replica` covers.
   const std::vector<SampleId>& samples_of(ReplicaId replica, MicrobatchId microbatch) const {

@@ -40,6 +40,7 @@ std::string op_line(const Op& op, const Schedule& s) {
             if (c.weight_grad_s != 0) line += field("weight_grad", c.weight_grad_s);
             if (c.releases_activation) line += " release=1";
             if (c.async_pending >= 0) line += " wait=" + std::to_string(c.async_pending);
+            if (c.continues) line += " cont=1";
             // The short form names the module only when there are several.
             if (s.module_names.size() <= 1) line += module_field(c.module, s);
           },
@@ -97,6 +98,7 @@ std::string format_schedule(const Schedule& s) {
   out += "microbatches " + std::to_string(s.microbatches) + "\n";
   // Only folded schedules carry the line: unfolded files stay as they were.
   if (s.replica_fold != 1) out += "replica_fold " + std::to_string(s.replica_fold) + "\n";
+  if (s.cp != 1) out += "context_parallel " + std::to_string(s.cp) + "\n";
   out += "groups " + std::to_string(s.groups.size()) + "\n";
   for (const GroupId g : s.groups.ids())
     out += "group " + to_string(g) + ":" + int_list(s.groups[g]) + "\n";

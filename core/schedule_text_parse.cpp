@@ -264,7 +264,8 @@ class OpReader {
     c.pass = pass();
     c.microbatch = MicrobatchId{number()};
     const Fields f = in_.fields(
-        line_, 1, {"layers", "seconds", "activation", "weight_grad", "release", "module", "wait"});
+        line_, 1,
+        {"layers", "seconds", "activation", "weight_grad", "release", "module", "wait", "cont"});
     if (eat("@")) {
       const size_t end = std::min(text_.find('(', pos_), text_.size());
       c.module = module_index(text_.substr(pos_, end - pos_), token_.column + pos_);
@@ -281,6 +282,7 @@ class OpReader {
     c.weight_grad_s = in_.real_field(line_, f, "weight_grad", false);
     c.releases_activation = flag(f, "release");
     if (f.count("wait") != 0) c.async_pending = in_.int_field(line_, f, "wait");
+    c.continues = flag(f, "cont");
     return c;
   }
 
@@ -409,6 +411,12 @@ void read_header(Reader& in, Schedule& s) {
     s.replica_fold = in.integer(fold, fold.tokens[1]);
     if (s.replica_fold < 1) in.fail(fold, fold.tokens[1], "replica_fold must be at least 1");
   }
+  if (!in.at_end() && in.peek() == "context_parallel") {
+    const Line& cp = in.keyword("context_parallel", 1, "'context_parallel N'");
+    s.cp = in.integer(cp, cp.tokens[1]);
+    if (s.cp < 1 || s.num_stages < 1)
+      in.fail(cp, cp.tokens[1], "context_parallel must be at least 1, after num_stages N >= 1");
+  }
 }
 
 void read_groups_and_samples(Reader& in, Schedule& s) {
@@ -442,6 +450,12 @@ void read_groups_and_samples(Reader& in, Schedule& s) {
 void read_ranks(Reader& in, Schedule& s, OpOrigins* origins) {
   const Line& ranks = in.keyword("ranks", 1, "'ranks COUNT'");
   const int n = in.count(ranks, ranks.tokens[1], "ranks");
+  if (s.cp > 1 && n % (s.cp * s.num_stages) != 0)
+    in.fail(ranks, ranks.tokens[1],
+            "with context_parallel " + std::to_string(s.cp) +
+                " the ranks come in blocks of "
+                "context_parallel x num_stages = " +
+                std::to_string(s.cp * s.num_stages));
   s.ranks.resize(n);
   s.static_memory.resize(n);
   s.programs.resize(n);

@@ -51,8 +51,12 @@ struct CycleVisitor : boost::default_dfs_visitor {
   }
 };
 
-/// The computes of one action: overlapped, the same pass, stage and microbatch as `first`.
+/// The ops of one action: its computes (overlapped, the same pass, stage and microbatch as
+/// `first`) and the context-parallel exchange between the parts of a layer.
 bool same_action(const Op& op, const Compute& first) {
+  const auto* send = std::get_if<Send>(&op);
+  const auto* recv = std::get_if<Recv>(&op);
+  if ((send && send->tag.context_parallel()) || (recv && recv->tag.context_parallel())) return true;
   const auto* c = std::get_if<Compute>(&op);
   return c && c->overlapped && c->pass == first.pass && c->stage == first.stage &&
          c->microbatch == first.microbatch;
@@ -132,12 +136,17 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
   struct Counts {
     int f = 0, b = 0, i = 0, w = 0;
   };
+  // With context parallelism every CP rank runs its own shard of each sample: counted
+  // per (replica, CP rank), a "lane".
   const int replicas = isize(schedule.samples);
   const int layers = model.num_layers();
+  const int cp = schedule.cp;
   PerReplica<PerMicrobatch<PerLayer<Counts>>> counts(
-      replicas, PerMicrobatch<PerLayer<Counts>>(schedule.microbatches, PerLayer<Counts>(layers)));
-  auto at = [&](ReplicaId replica, MicrobatchId mb, int layer) -> Counts& {
-    return counts[replica][mb][LayerId{layer}];
+      replicas * cp,
+      PerMicrobatch<PerLayer<Counts>>(schedule.microbatches, PerLayer<Counts>(layers)));
+  auto lane_name = [&](ReplicaId lane) {
+    return to_string(ReplicaId{lane.value() / cp}) +
+           (cp > 1 ? " (CP rank " + std::to_string(lane.value() % cp) + ")" : "");
   };
   for (const RankId r : schedule.rank_ids()) {
     const ReplicaId replica = schedule.ranks[r].replica;
@@ -146,37 +155,39 @@ void check_exactly_once(const Schedule& schedule, const Model& model) {
                             " but the schedule's samples cover " + std::to_string(replicas) +
                             " replica(s)");
     }
+    const ReplicaId lane{replica.value() * cp + schedule.cp_rank(r)};
     const auto& program = schedule.programs[r];
     for (size_t i = 0; i < program.size(); ++i) {
       const auto* c = std::get_if<Compute>(&program[i]);
-      if (!c || c->redundant) continue;  // a redundant copy covers no sample
-      if (!counts[replica].contains(c->microbatch) || c->first_layer < 0 || c->end_layer > layers ||
+      // A redundant copy covers no sample; a layer split into parts counts at its last.
+      if (!c || c->redundant || c->continues) continue;
+      if (!counts[lane].contains(c->microbatch) || c->first_layer < 0 || c->end_layer > layers ||
           c->first_layer >= c->end_layer) {
         throw InfeasibleError("invalid compute operation at " + describe(schedule, r, i) +
                               ": microbatch or layer range out of bounds");
       }
       for (int l = c->first_layer; l < c->end_layer; ++l) {
-        Counts& n = at(replica, c->microbatch, l);
+        Counts& n = counts[lane][c->microbatch][LayerId{l}];
         int& slot = c->pass == Pass::kF   ? n.f
                     : c->pass == Pass::kB ? n.b
                     : c->pass == Pass::kI ? n.i
                                           : n.w;
         if (++slot > 1) {
           throw InfeasibleError("microbatch " + to_string(c->microbatch) + " of replica " +
-                                to_string(replica) + " runs " + to_string(c->pass) + " of layer " +
+                                lane_name(lane) + " runs " + to_string(c->pass) + " of layer " +
                                 std::to_string(l) + " twice, again at " + describe(schedule, r, i));
         }
       }
     }
   }
-  for (const ReplicaId rep : schedule.samples.ids()) {
-    for (const MicrobatchId mb : counts[rep].ids()) {
+  for (const ReplicaId lane : counts.ids()) {
+    for (const MicrobatchId mb : counts[lane].ids()) {
       for (int l = 0; l < layers; ++l) {
-        const Counts& n = at(rep, mb, l);
+        const Counts& n = counts[lane][mb][LayerId{l}];
         const bool backward_once =
             (n.b == 1 && n.i == 0 && n.w == 0) || (n.b == 0 && n.i == 1 && n.w == 1);
         if (n.f != 1 || !backward_once) {
-          throw InfeasibleError("microbatch " + to_string(mb) + " of replica " + to_string(rep) +
+          throw InfeasibleError("microbatch " + to_string(mb) + " of replica " + lane_name(lane) +
                                 ", layer " + std::to_string(l) + ": " + std::to_string(n.f) +
                                 " forward(s), " + std::to_string(n.b) + " B, " +
                                 std::to_string(n.i) + " I, " + std::to_string(n.w) +
@@ -242,11 +253,12 @@ void check_data_dependencies(const Schedule& schedule, const Model& model) {
                               std::to_string(e.boundary) +
                               ": not computed earlier on this rank and not received");
                        }
-                       if (c.pass == Pass::kW) return;
+                       if (c.pass == Pass::kW || c.continues) return;
                        auto& done = c.pass == Pass::kF ? forward_done : input_grad_done;
                        for (int l = c.first_layer; l < c.end_layer; ++l) done.insert(key(mb, l));
                      },
                      [&](const Send& s) {
+                       if (s.tag.context_parallel()) return;  // inside a layer, no edge
                        const DataEdge e = edge_of(s.tag);
                        if (available(e)) return;
                        if (e.pass == Pass::kF)
@@ -255,7 +267,9 @@ void check_data_dependencies(const Schedule& schedule, const Model& model) {
                        fail("sends the input gradient of layer " + std::to_string(e.boundary) +
                             " before computing it");
                      },
-                     [&](const Recv& rv) { received.insert(edge_of(rv.tag)); },
+                     [&](const Recv& rv) {
+                       if (!rv.tag.context_parallel()) received.insert(edge_of(rv.tag));
+                     },
                      [&](const Collective&) {},
                      [&](const OptimizerStep&) {},
                  },

@@ -15,7 +15,8 @@ void check_schedule_executable(const Schedule& schedule) {
     for (std::size_t i = 0; i < program.size(); ++i) {
       const auto* coll = std::get_if<Collective>(&program[i]);
       const auto* comp = std::get_if<Compute>(&program[i]);
-      if ((coll && coll->kind == CollectiveKind::kReduceScatter) ||
+      // FSDP's reduce-scatters are async; context parallelism's (dK/dV) are not.
+      if ((coll && coll->kind == CollectiveKind::kReduceScatter && coll->async) ||
           (comp && comp->async_pending >= 0)) {
         throw InfeasibleError("rank " + to_string(r) + " op #" + std::to_string(i) + " (" +
                               to_string(program[i], schedule) +

@@ -29,7 +29,8 @@ class HostRankBackend final : public RankBackend {
         matching_(matching),
         rank_(rank),
         epoch_(epoch),
-        state_(problem, graph, schedule_.ranks.at(rank).replica, rank_layers(schedule_, rank)),
+        state_(problem, graph, schedule_.ranks.at(rank).replica, rank_layers(schedule_, rank),
+               schedule_.cp_rank(rank)),
         reduce_layers_(allreduce_layers(schedule_, *problem.model, rank)),
         timings_(schedule_.programs.at(rank).size()) {}
 
@@ -41,14 +42,19 @@ class HostRankBackend final : public RankBackend {
 
   void send(std::size_t index, const Send& op) override {
     const double start = now();
-    transport_.send(rank_, op.peer, {op.tag, state_.take_edge(edge_of(op.tag))});
+    Activation payload =
+        op.tag.context_parallel() ? state_.context_send(op.tag) : state_.take_edge(edge_of(op.tag));
+    transport_.send(rank_, op.peer, {op.tag, std::move(payload)});
     record(index, start);
   }
 
   void recv(std::size_t index, const Recv& op) override {
     const double start = now();
     Message m = transport_.recv(op.peer, rank_, op.tag);
-    state_.put_edge(edge_of(op.tag), std::move(m.payload));
+    if (op.tag.context_parallel())
+      state_.context_receive(op.tag, std::move(m.payload));
+    else
+      state_.put_edge(edge_of(op.tag), std::move(m.payload));
     record(index, start);
   }
 
@@ -61,7 +67,17 @@ class HostRankBackend final : public RankBackend {
     const int member =
         static_cast<int>(std::find(group.begin(), group.end(), rank_) - group.begin());
     const InstanceId instance = matching_.instance_of({rank_, index});
-    if (op.kind == CollectiveKind::kAllReduce) {
+    if (schedule_.cp > 1 && op.kind != CollectiveKind::kAllReduce && !op.async &&
+        op.end_layer > op.first_layer) {
+      // Context parallelism's K/V all-gather or dK/dV reduce-scatter (cp_comm =
+      // "all-gather"): real data. A reduce-scatter is the all-reduce's sum, each member
+      // keeping its own part.
+      state_.context_collective(op.kind, [&](std::vector<float> buffer) {
+        return op.kind == CollectiveKind::kAllGather
+                   ? transport_.all_gather(op.group, instance, member, members, std::move(buffer))
+                   : transport_.all_reduce(op.group, instance, member, members, std::move(buffer));
+      });
+    } else if (op.kind == CollectiveKind::kAllReduce) {
       const std::vector<int>& layers = reduce_layers_.at(index);
       state_.set_flat_gradients(layers, transport_.all_reduce(op.group, instance, member, members,
                                                               state_.flat_gradients(layers)));
@@ -105,6 +121,27 @@ class HostRankBackend final : public RankBackend {
   bool stepped_ = false;
 };
 
+/// The host runs context parallelism on a language model alone, on samples that split into
+/// 2 x cp equal chunks (it pads nothing; the simulators' padding is a cost, not data).
+void check_context_parallel_executable(const ExecProblem& problem) {
+  const int cp = problem.schedule->cp;
+  if (cp == 1) return;
+  const Model& model = *problem.model;
+  if (model.modules().size() != 1)
+    throw InputError(
+        "parallel.cp: the host backend runs context parallelism on a language "
+        "model alone (this model has " +
+        std::to_string(model.modules().size()) + " modules); simulate it with `loom sim`");
+  for (const Sample& sample : *problem.samples) {
+    int tokens = 0;
+    for (const auto& [modality, n] : sample.tokens) tokens += n;
+    if (tokens % (2 * cp) != 0)
+      throw InputError("parallel.cp: sample " + std::to_string(sample.id) + " has " +
+                       std::to_string(tokens) + " tokens, which do not split into 2 x cp = " +
+                       std::to_string(2 * cp) + " equal chunks (the executor pads nothing)");
+  }
+}
+
 class HostExecutor final : public Executor {
  public:
   std::string name() const override { return "host"; }
@@ -123,6 +160,7 @@ class HostExecutor final : public Executor {
     const Schedule& schedule = *problem.schedule;
     check_model_executable(*problem.model);
     check_schedule_executable(schedule);
+    check_context_parallel_executable(problem);
     const Matching matching = match_operations(schedule);  // InfeasibleError if unmatched
     const LayerGraph graph(*problem.model);
     const int n = schedule.num_ranks();

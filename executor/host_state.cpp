@@ -90,8 +90,8 @@ void check_model_executable(const Model& model) {
 }
 
 HostModelState::HostModelState(const ExecProblem& problem, const LayerGraph& graph,
-                               ReplicaId replica, const std::vector<int>& layers)
-    : ModelStateBase(problem, graph, replica) {
+                               ReplicaId replica, const std::vector<int>& layers, int cp_rank)
+    : ModelStateBase(problem, graph, replica), cp_(problem.schedule->cp), cp_rank_(cp_rank) {
   for (int l : layers) {
     params_[l] = init_parameters(model_.layer(l), l, problem.seed);
     if (!model_.layer(l).frozen) grads_[l] = zero_parameters(model_.layer(l));
@@ -103,7 +103,14 @@ Activation HostModelState::synthetic(int key, const std::vector<SampleId>& sampl
                                      const std::vector<int>* lengths) const {
   Activation a;
   a.lengths = lengths ? *lengths : modality_lengths(*problem_.samples, samples, modality);
+  if (cp_ > 1 && lengths) {  // `lengths` are this CP rank's rows: generate the whole samples
+    for (int& n : a.lengths) n *= cp_;
+  }
   a.x = synthetic_data(problem_.seed, key, modality, samples, a.lengths, width);
+  if (cp_ > 1) {  // this CP rank's rows of each sample (ring_attention.hpp)
+    a.x = zigzag_rows(a.x, a.lengths, cp_, cp_rank_);
+    for (int& n : a.lengths) n /= cp_;
+  }
   return a;
 }
 
@@ -155,7 +162,45 @@ Activation HostModelState::module_input(const Compute& op, bool redundant) {
   return a;
 }
 
+bool HostModelState::split_into_parts(const Compute& op) const {
+  return cp_ > 1 && (op.continues || partial_forward_.count({op.microbatch, op.first_layer}) ||
+                     (op.pass != Pass::kF && partial_dq_.count({op.microbatch, op.first_layer})));
+}
+
+void HostModelState::forward_part(const Compute& op) {
+  const LayerKey key{op.microbatch, op.first_layer};
+  const LayerSpec& spec = model_.layer(op.first_layer);
+  auto it = partial_forward_.find(key);
+  if (it == partial_forward_.end()) {  // the first part: norm and Q, K, V projections
+    PartialForward p{.state = {}, .input = module_input(op, false)};
+    p.state.lengths = p.input.lengths;
+    layer_forward_qkv(params(op.first_layer), p.input.x, &p.state);
+    exchanges_.insert_or_assign(key, KvExchange(cp_, cp_rank_, p.input.lengths,
+                                                p.state.saved.at("k"), p.state.saved.at("v")));
+    partial_forward_.emplace(key, std::move(p));
+    current_part_ = key;
+    return;
+  }
+  if (op.continues) return;  // a ring step: its messages move the data
+  PartialForward p = std::move(it->second);
+  partial_forward_.erase(it);
+  Matrix k, v;
+  AttentionRows rows;
+  exchanges_.at(key).keys(k, v, rows);
+  Activation a{layer_forward_attend(spec, params(op.first_layer), p.input.x, k, v, rows, &p.state),
+               p.input.lengths};
+  if (model_.has_trainable_upstream(op.first_layer))
+    states_.put(op.microbatch, op.first_layer, std::move(p.state));
+  else
+    exchanges_.erase(key);
+  finish_forward(op, std::move(a));
+}
+
 void HostModelState::forward(const Compute& op) {
+  if (split_into_parts(op)) {
+    forward_part(op);
+    return;
+  }
   const bool redundant = is_redundant(op);
   Activation a = module_input(op, redundant);
   for (int l = op.first_layer; l < op.end_layer; ++l) {
@@ -169,6 +214,10 @@ void HostModelState::forward(const Compute& op) {
     if (is_module_last(model_, l) && ratio != 1.0) a = resample_forward(a, ratio);
   }
   if (redundant) return;
+  finish_forward(op, std::move(a));
+}
+
+void HostModelState::finish_forward(const Compute& op, Activation a) {
   if (graph_.is_loss_layer(op.end_layer - 1))
     loss_gradient(op.end_layer - 1, op.microbatch, a);
   else
@@ -184,7 +233,8 @@ void HostModelState::loss_gradient(int layer, MicrobatchId microbatch, const Act
   Activation dy{Matrix(y.x.rows, y.x.cols), y.lengths};
   int row = 0;
   for (size_t s = 0; s < samples.size(); ++s) {
-    const double norm = static_cast<double>(batch_samples_) * y.lengths[s] * y.x.cols;
+    // A CP rank holds 1/cp of each sample's rows; the mean is over the whole sample's.
+    const double norm = static_cast<double>(batch_samples_) * y.lengths[s] * cp_ * y.x.cols;
     for (int r = 0; r < y.lengths[s]; ++r, ++row) {
       for (int c = 0; c < y.x.cols; ++c) {
         const float diff = y.x.at(row, c) - target.x.at(row, c);
@@ -196,7 +246,46 @@ void HostModelState::loss_gradient(int layer, MicrobatchId microbatch, const Act
   edges_.put_loss_gradient(microbatch, layer, std::move(dy));
 }
 
+void HostModelState::backward_input_part(const Compute& op) {
+  const MicrobatchId mb = op.microbatch;
+  const int l = op.first_layer;
+  const LayerKey key{mb, l};
+  const LayerSpec& spec = model_.layer(l);
+  auto it = partial_dq_.find(key);
+  if (it == partial_dq_.end()) {  // the first part: MLP and output projection, then the
+    // queries' gradients and their contributions to every rank's dK, dV
+    if (!model_.has_trainable_upstream(l)) return;
+    const Matrix g = edges_.take_output_gradient(
+        graph_, op, [](Matrix& sum, const Matrix& part) { add_inplace(sum, part); });
+    LayerState& st = states_.of_forward(mb, l);
+    const Matrix dattn = layer_backward_to_attention(spec, params(l), st, g);
+    Matrix dq, dk, dv;
+    attention_backward(dattn, st.saved.at("q"), st.saved.at("keys"), st.saved.at("values"),
+                       st.probs, st.rows, spec.heads, spec.kv_heads, dq, dk, dv);
+    exchanges_.at(key).set_contributions(dk, dv);
+    partial_dq_.emplace(key, std::move(dq));
+    current_part_ = key;
+    return;
+  }
+  if (op.continues) return;  // a ring step
+  Matrix dq = std::move(it->second);
+  partial_dq_.erase(it);
+  KvExchange& ex = exchanges_.at(key);
+  LayerState& st = states_.of_forward(mb, l);
+  const std::vector<EdgeKey> outs = backward_outputs(graph_, op);
+  const bool need_dx = !outs.empty();
+  Matrix dx =
+      layer_backward_from_qkv(params(l), st, std::move(dq), ex.own_dk(), ex.own_dv(), need_dx);
+  exchanges_.erase(key);
+  if (spec.frozen) states_.erase(mb, l);
+  if (need_dx) send_input_gradient(op, std::move(dx));
+}
+
 void HostModelState::backward_input(const Compute& op) {
+  if (split_into_parts(op)) {
+    backward_input_part(op);
+    return;
+  }
   const MicrobatchId mb = op.microbatch;
   const int first = op.first_layer, last = op.end_layer - 1;
   if (!model_.has_trainable_upstream(last)) return;  // Eq 3.3: no backward at all
@@ -214,6 +303,11 @@ void HostModelState::backward_input(const Compute& op) {
     if (model_.layer(l).frozen) states_.erase(mb, l);  // W has nothing to do for it
     if (!need_dx) return;
   }
+  send_input_gradient(op, std::move(g));
+}
+
+void HostModelState::send_input_gradient(const Compute& op, Matrix g) {
+  const std::vector<EdgeKey> outs = backward_outputs(graph_, op);
   edges_.put_input_gradient(model_, graph_, op, std::move(g), outs,
                             [](const Matrix& packed, const std::vector<int>& lengths,
                                const std::vector<RowBlock>& blocks) {
@@ -228,6 +322,7 @@ void HostModelState::backward_input(const Compute& op) {
 }
 
 void HostModelState::backward_weight(const Compute& op) {
+  if (op.continues) return;  // a B split into parts has its weight gradients at its last
   states_.backward_weight(op, [&](int layer, LayerState& st) {
     layer_backward_weight(model_.layer(layer), st, grads_.at(layer));
   });
@@ -273,6 +368,41 @@ void HostModelState::set_flat_gradients(const std::vector<int>& layers,
     for (auto& [name, m] : grads_.at(l))
       from = std::ranges::copy_n(from, std::ssize(m.data), m.data.begin()).in;
   }
+}
+
+KvExchange& HostModelState::exchange(const MessageTag& tag) {
+  const auto it = exchanges_.find({tag.microbatch, tag.boundary_layer});
+  if (it == exchanges_.end())
+    throw std::logic_error("a K/V exchange message of layer " + std::to_string(tag.boundary_layer) +
+                           " before the layer's first part");
+  return it->second;
+}
+
+Activation HostModelState::context_send(const MessageTag& tag) {
+  KvExchange& ex = exchange(tag);
+  int owner = 0;
+  Matrix m = tag.pass == Pass::kF ? ex.forward_message(&owner)
+                                  : ex.backward_message(ex.sends == cp_ - 1, &owner);
+  ++ex.sends;
+  return {std::move(m), {owner}};
+}
+
+void HostModelState::context_receive(const MessageTag& tag, Activation message) {
+  KvExchange& ex = exchange(tag);
+  const int owner = message.lengths.at(0);
+  if (tag.pass == Pass::kF)
+    ex.take_forward_message(owner, std::move(message.x));
+  else
+    ex.take_backward_message(owner, message.x, ex.receives == cp_ - 1);
+  ++ex.receives;
+}
+
+void HostModelState::context_collective(CollectiveKind kind, const Rendezvous& exchange_with) {
+  KvExchange& ex = exchanges_.at(current_part_);
+  if (kind == CollectiveKind::kAllGather)
+    ex.take_all(exchange_with(ex.own_flat()));
+  else
+    ex.take_own_sum(exchange_with(ex.contributions_flat()));
 }
 
 }  // namespace loom::exec

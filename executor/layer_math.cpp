@@ -113,13 +113,33 @@ Matrix layer_forward(const LayerSpec& s, const LayerTensors& p, const Matrix& x,
     k["u"] = std::move(u);
     return y;
   }
-  Matrix n1, xhat1, q, kk, v, o, n2, xhat2, a, g, m;
-  std::vector<float> inv1, inv2;
+  layer_forward_qkv(p, x, state);
+  const Matrix kk = k.at("k"), v = k.at("v");
+  return layer_forward_attend(s, p, x, kk, v, AttentionRows::self(lengths), state);
+}
+
+void layer_forward_qkv(const LayerTensors& p, const Matrix& x, LayerState* state) {
+  LayerTensors& k = state->saved;
+  Matrix n1, xhat1, q, kk, v;
+  std::vector<float> inv1;
   rmsnorm_forward(x, gain_of(p.at("norm1")), n1, xhat1, inv1);
   matmul(n1, p.at("wq"), q);
   matmul(n1, p.at("wk"), kk);
   matmul(n1, p.at("wv"), v);
-  Matrix attn = attention_forward(q, kk, v, lengths, s.heads, s.kv_heads, s.causal, &state->probs);
+  save_norm(k, "1", std::move(n1), std::move(xhat1), std::move(inv1));
+  k["q"] = std::move(q);
+  k["k"] = std::move(kk);
+  k["v"] = std::move(v);
+}
+
+Matrix layer_forward_attend(const LayerSpec& s, const LayerTensors& p, const Matrix& x,
+                            const Matrix& keys, const Matrix& values, const AttentionRows& rows,
+                            LayerState* state) {
+  LayerTensors& k = state->saved;
+  Matrix o, n2, xhat2, a, g, m;
+  std::vector<float> inv2;
+  Matrix attn = attention_forward(k.at("q"), keys, values, rows, s.heads, s.kv_heads, s.causal,
+                                  &state->probs);
   matmul(attn, p.at("wo"), o);
   Matrix x2 = x;
   add_inplace(x2, o);
@@ -137,10 +157,10 @@ Matrix layer_forward(const LayerSpec& s, const LayerTensors& p, const Matrix& x,
   matmul(u, p.at("w2"), m);
   Matrix y = x2;
   add_inplace(y, m);
-  save_norm(k, "1", std::move(n1), std::move(xhat1), std::move(inv1));
-  k["q"] = std::move(q);
-  k["k"] = std::move(kk);
-  k["v"] = std::move(v);
+  // The keys attended to (the rank's own, or every rank's under context parallelism).
+  k["keys"] = keys;
+  k["values"] = values;
+  state->rows = rows;
   k["attn"] = std::move(attn);
   save_norm(k, "2", std::move(n2), std::move(xhat2), std::move(inv2));
   k["a"] = std::move(a);
@@ -168,11 +188,24 @@ Matrix mlp_backward_input(const LayerTensors& p, LayerState& st, const Matrix& d
 }  // namespace
 
 Matrix layer_backward_input(const LayerSpec& s, const LayerTensors& p, LayerState& st,
-                            const Matrix& dy, const std::vector<int>& lengths, bool need_dx) {
+                            const Matrix& dy, const std::vector<int>& /*lengths: in state.rows*/,
+                            bool need_dx) {
   const bool keep = !s.frozen;
   if (is_mlp(s)) return mlp_backward_input(p, st, dy, need_dx, keep);
+  Matrix dattn = layer_backward_to_attention(s, p, st, dy);
   const LayerTensors& k = st.saved;
-  Matrix du, da, dg, dn2, dx2, dattn, dq, dk, dv, dn1, dx;
+  Matrix dq, dk, dv;
+  attention_backward(dattn, k.at("q"), k.at("keys"), k.at("values"), st.probs, st.rows, s.heads,
+                     s.kv_heads, dq, dk, dv);
+  Matrix dx = layer_backward_from_qkv(p, st, std::move(dq), std::move(dk), std::move(dv), need_dx);
+  if (!keep) st.grads.clear();
+  return dx;
+}
+
+Matrix layer_backward_to_attention(const LayerSpec& s, const LayerTensors& p, LayerState& st,
+                                   const Matrix& dy) {
+  const LayerTensors& k = st.saved;
+  Matrix du, da, dg, dn2, dx2, dattn;
   matmul_bt(dy, p.at("w2"), du);
   const Matrix& a = k.at("a");
   da = Matrix(du.rows, du.cols);
@@ -191,27 +224,31 @@ Matrix layer_backward_input(const LayerSpec& s, const LayerTensors& p, LayerStat
   rmsnorm_backward_input(dn2, k.at("xhat2"), gain_of(p.at("norm2")), k.at("inv2").data, dx2);
   add_inplace(dx2, dy);  // residual
   matmul_bt(dx2, p.at("wo"), dattn);
-  attention_backward(dattn, k.at("q"), k.at("k"), k.at("v"), st.probs, lengths, s.heads, s.kv_heads,
-                     dq, dk, dv);
+  LayerTensors& w = st.grads;
+  w["dy"] = dy;
+  w["da"] = std::move(da);
+  if (s.gated_mlp) w["dg"] = std::move(dg);
+  w["dn2"] = std::move(dn2);
+  w["do"] = std::move(dx2);
+  return dattn;
+}
+
+Matrix layer_backward_from_qkv(const LayerTensors& p, LayerState& st, Matrix dq, Matrix dk,
+                               Matrix dv, bool need_dx) {
+  const LayerTensors& k = st.saved;
+  Matrix dn1, dx;
   matmul_bt(dq, p.at("wq"), dn1);
   matmul_bt(dk, p.at("wk"), dn1, true);
   matmul_bt(dv, p.at("wv"), dn1, true);
   if (need_dx) {
     rmsnorm_backward_input(dn1, k.at("xhat1"), gain_of(p.at("norm1")), k.at("inv1").data, dx);
-    add_inplace(dx, dx2);  // residual
+    add_inplace(dx, st.grads.at("do"));  // residual
   }
-  if (keep) {
-    LayerTensors& w = st.grads;
-    w["dy"] = dy;
-    w["da"] = std::move(da);
-    if (s.gated_mlp) w["dg"] = std::move(dg);
-    w["dn2"] = std::move(dn2);
-    w["do"] = std::move(dx2);
-    w["dq"] = std::move(dq);
-    w["dk"] = std::move(dk);
-    w["dv"] = std::move(dv);
-    w["dn1"] = std::move(dn1);
-  }
+  LayerTensors& w = st.grads;
+  w["dq"] = std::move(dq);
+  w["dk"] = std::move(dk);
+  w["dv"] = std::move(dv);
+  w["dn1"] = std::move(dn1);
   return dx;
 }
 

@@ -43,22 +43,53 @@ void check_executable(const LayerSpec& spec, const std::string& where);
 int input_width(const LayerSpec& spec);
 int output_width(const LayerSpec& spec);
 
+/// Which key rows the query rows of each sample attend to, by token position: a sample's
+/// own rows (`self`), or under context parallelism one rank's query rows against the key
+/// rows of every rank (executor/ring_attention.hpp). Causal masks compare positions.
+struct AttentionRows {
+  std::vector<int> q_lengths, k_lengths;  ///< rows per sample
+  std::vector<int> q_pos, k_pos;          ///< per row: the token's position in its sample
+  static AttentionRows self(const std::vector<int>& lengths);
+};
+
 /// What forward keeps for backward, and what I keeps for W.
 struct LayerState {
   LayerTensors saved;
   std::vector<Matrix> probs;  ///< attention probabilities per (sample, head)
   LayerTensors grads;         ///< output gradients for W (filled by backward_input)
   std::vector<int> lengths;   ///< rows per sample the layer saw
+  AttentionRows rows;         ///< the keys its attention read (transformer layers)
 };
 
 Matrix layer_forward(const LayerSpec& spec, const LayerTensors& params, const Matrix& x,
                      const std::vector<int>& lengths, LayerState* state);
+
+/// A transformer layer's forward in two halves around the attention core (context
+/// parallelism: other ranks' K and V arrive in between). layer_forward_qkv runs the first
+/// norm and the Q, K, V projections and keeps them (state->saved "q", "k", "v");
+/// layer_forward_attend attends the kept queries to keys `k`, values `v` (rows `rows`),
+/// then runs the output projection and the MLP, and returns y. With the layer's own K, V
+/// and AttentionRows::self the two are layer_forward.
+void layer_forward_qkv(const LayerTensors& params, const Matrix& x, LayerState* state);
+Matrix layer_forward_attend(const LayerSpec& spec, const LayerTensors& params, const Matrix& x,
+                            const Matrix& k, const Matrix& v, const AttentionRows& rows,
+                            LayerState* state);
 /// dy -> dx (returned; empty when !need_dx). Keeps W's inputs in state->grads unless the
 /// layer is frozen.
 Matrix layer_backward_input(const LayerSpec& spec, const LayerTensors& params, LayerState& state,
                             const Matrix& dy, const std::vector<int>& lengths, bool need_dx);
 /// Accumulates the layer's weight gradients into `grads` (shaped as zero_parameters).
 void layer_backward_weight(const LayerSpec& spec, const LayerState& state, LayerTensors& grads);
+
+/// A transformer layer's backward-input in the parts context parallelism splits it into:
+/// layer_backward_to_attention runs the MLP, second norm and output projection backward
+/// and returns the attention output's gradient; layer_backward_from_qkv takes the
+/// gradients of the rank's own Q, K, V rows and runs the projections and first norm
+/// backward, returning dx (empty when !need_dx). Both keep what W needs in state.grads.
+Matrix layer_backward_to_attention(const LayerSpec& spec, const LayerTensors& params,
+                                   LayerState& state, const Matrix& dy);
+Matrix layer_backward_from_qkv(const LayerTensors& params, LayerState& state, Matrix dq, Matrix dk,
+                               Matrix dv, bool need_dx);
 
 /// Attention over packed samples (exposed for tests): q [T, heads*d], k/v [T, kv*d].
 Matrix attention_forward(const Matrix& q, const Matrix& k, const Matrix& v,
@@ -67,5 +98,12 @@ Matrix attention_forward(const Matrix& q, const Matrix& k, const Matrix& v,
 void attention_backward(const Matrix& dout, const Matrix& q, const Matrix& k, const Matrix& v,
                         const std::vector<Matrix>& probs, const std::vector<int>& lengths,
                         int heads, int kv_heads, Matrix& dq, Matrix& dk, Matrix& dv);
+/// The same with queries and keys in rows of their own (AttentionRows).
+Matrix attention_forward(const Matrix& q, const Matrix& k, const Matrix& v,
+                         const AttentionRows& rows, int heads, int kv_heads, bool causal,
+                         std::vector<Matrix>* probs);
+void attention_backward(const Matrix& dout, const Matrix& q, const Matrix& k, const Matrix& v,
+                        const std::vector<Matrix>& probs, const AttentionRows& rows, int heads,
+                        int kv_heads, Matrix& dq, Matrix& dk, Matrix& dv);
 
 }  // namespace loom::exec

@@ -78,6 +78,11 @@ class CudaExecutor final : public Executor {
     const Schedule& schedule = *problem.schedule;
     check_model_executable(*problem.model);
     check_schedule_executable(schedule);
+    if (schedule.cp > 1)
+      throw InputError(
+          "parallel.cp: the cuda backend does not run context parallelism (ring "
+          "attention) yet; the host backend does (--backend host), and `loom sim` "
+          "models it");
     (void)match_operations(schedule);  // InfeasibleError when messages do not pair up
     const LaunchInfo info = cuda::launch_info_from_env(options.rendezvous_file);
     check_launch(schedule, info);

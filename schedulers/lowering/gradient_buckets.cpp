@@ -161,7 +161,7 @@ std::vector<Op> split_final_backward(const Context& ctx, int replica,
 }  // namespace
 
 bool overlaps_gradient_reduce(const Context& ctx) {
-  return ctx.problem.parallel.overlap_grad_reduce && ctx.replicas > 1 && !ctx.programs.up &&
+  return ctx.problem.parallel.overlap_grad_reduce && ctx.lanes() > 1 && !ctx.programs.up &&
          !ctx.programs.sharded();
 }
 
@@ -179,11 +179,11 @@ void add_gradient_buckets(const Context& ctx, Schedule& schedule,
     if (buckets.empty()) continue;
     buckets.front().bytes += extra_bytes(r);
     std::vector<RankId> members;
-    for (int d = 0; d < ctx.replicas; ++d) members.push_back(ctx.global_rank(d, r));
+    for (int d = 0; d < ctx.lanes(); ++d) members.push_back(ctx.global_rank(d, r));
     const GroupId group = schedule.add_group(std::move(members));
-    for (int d = 0; d < ctx.replicas; ++d) {
+    for (int d = 0; d < ctx.lanes(); ++d) {
       auto& program = schedule.programs[ctx.global_rank(d, r)];
-      std::vector<Op> split = split_final_backward(ctx, d, program, buckets);
+      std::vector<Op> split = split_final_backward(ctx, ctx.replica_of_lane(d), program, buckets);
       const FinalBackward last(split, ctx.model.num_layers());
       // Bucket k goes after the compute that finishes its last gradient and after bucket
       // k - 1: one order in every replica.

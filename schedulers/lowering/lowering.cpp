@@ -9,6 +9,11 @@ namespace loom {
 
 Schedule lower(const SchedulingProblem& problem, const char* scheduler_name,
                const PipelinePrograms& programs, LoweringCosts costs) {
+  if (programs.sharded() && problem.parallel.cp > 1)
+    throw InputError(std::string("parallel.cp: ") + scheduler_name +
+                     " gives each module a layout of its own (per-module layouts), where context "
+                     "parallelism is each module's: set cp in [parallel.modules.<module>] tables "
+                     "instead, or pick a single-layout scheduler");
   lowering::Context ctx(problem, programs, costs);
   Schedule schedule;
   schedule.scheduler = scheduler_name;

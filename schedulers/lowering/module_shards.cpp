@@ -8,6 +8,7 @@
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
+#include "schedulers/lowering/context_parallel.hpp"
 #include "schedulers/planners/cp/cp_plan.hpp"
 
 namespace loom {
@@ -25,21 +26,6 @@ MicrobatchShape item_shape(const Model& model, int layer, const std::vector<cons
       items.sequence_lengths.push_back(std::min(left, item));
   }
   return items;
-}
-
-/// Each sequence cut in two: same tokens, less attention. Two cost evaluations separate a
-/// layer's attention part (quadratic in sequence length) from its linear part.
-MicrobatchShape halved(const MicrobatchShape& shape) {
-  MicrobatchShape out;
-  for (int s : shape.sequence_lengths) {
-    if (s >= 2) {
-      out.sequence_lengths.push_back(s / 2);
-      out.sequence_lengths.push_back(s - s / 2);
-    } else {
-      out.sequence_lengths.push_back(s);
-    }
-  }
-  return out;
 }
 
 /// Rank `cp_rank`'s share of a causal layer's attention work: per sequence, its share of
@@ -69,12 +55,6 @@ double causal_share(const MicrobatchShape& shape, int cp, int cp_rank) {
     den += w;
   }
   return den > 0 ? num / den : 1.0 / cp;
-}
-
-PassCost combine(const PassCost& linear, const PassCost& attention, double lin_f, double att_f) {
-  return {linear.forward_s * lin_f + attention.forward_s * att_f,
-          linear.input_grad_s * lin_f + attention.input_grad_s * att_f,
-          linear.weight_grad_s * lin_f + attention.weight_grad_s * att_f};
 }
 
 }  // namespace
@@ -147,15 +127,9 @@ ShardCost shard_cost(const SchedulingProblem& problem, ModuleId module, const Mo
     PassCost shard = full;
     double kv = 0;
     if (layout.cp > 1 && !layout.cp_replicates) {
-      const MicrobatchShape half = halved(shape);
-      const PassCost h = effective_cost(*problem.cost, model, l, half, layout.tp);
-      const double dsq = shape.sum_squared() - half.sum_squared();
-      // attention = (full - half) * sum_sq / (sum_sq - sum_sq(half)); linear = the rest.
-      const double k = dsq > 0 ? shape.sum_squared() / dsq : 0.0;
-      const PassCost attention = combine(full, h, k, -k);
-      const PassCost linear = combine(full, attention, 1.0, -1.0);
+      const AttentionSplit split = split_attention(*problem.cost, model, l, shape, layout.tp);
       const double share = spec.causal ? causal_share(shape, layout.cp, cp_rank) : 1.0 / layout.cp;
-      shard = combine(linear, attention, 1.0 / layout.cp, share);
+      shard = scale_add(split.linear, 1.0 / layout.cp, split.attention, share);
       activation /= layout.cp;
       if (spec.kind == LayerKind::kTransformer) {
         KvShape kvs;
@@ -165,7 +139,7 @@ ShardCost shard_cost(const SchedulingProblem& problem, ModuleId module, const Mo
         kv = shape.total_tokens() * kvs.bytes_per_token() * scale;
       }
     }
-    out.layer.push_back(combine(shard, shard, scale, 0.0));
+    out.layer.push_back(scale_add(shard, scale, shard, 0.0));
     out.activation.push_back(activation * scale);
     if (kv > out.kv_allgather_bytes) out.kv_allgather_bytes = kv;
   }

@@ -82,6 +82,13 @@ void cost_microbatches(Context& ctx, const Schedule& schedule) {
       const std::vector<const Sample*> batch =
           sample_batch(p.samples, schedule.samples_of(ReplicaId{d}, j));
       MicrobatchCosts& mc = ctx.cost(d, j);
+      if (ctx.cp > 1) {
+        cost_context_parallel(ctx, batch, mc);
+        if (ctx.naive) {  // as below: backward = 2 x forward
+          for (PassCost& c : mc.layer) c.input_grad_s = c.weight_grad_s = c.forward_s;
+        }
+        continue;
+      }
       for (int l = 0; l < ctx.model.num_layers(); ++l) {
         const MicrobatchShape shape = layer_shape(ctx.model, l, batch);
         const int tp = ctx.stage_tp(ctx.stage_of(l));
@@ -116,6 +123,16 @@ struct Target {
   Schedule& schedule;
   std::vector<Op>& program;
   RankId rank;
+  int lane = 0;  ///< the replica x CP rank the program belongs to
+
+  /// A layer run's compute: as it is, or its parts around the CP exchange (cp > 1).
+  void push(const Context& ctx, const MicrobatchCosts& mc, const Compute& c) {
+    if (mc.context_parallel.empty())
+      program.push_back(c);
+    else
+      expand_context_parallel(ctx, schedule, program, lane, c,
+                              mc.context_parallel[LayerId{c.first_layer}]);
+  }
 };
 
 /// Whether a segment's module's CP ring exchanges K/V around every layer (per-module
@@ -127,7 +144,8 @@ bool exchanges_kv(const Segment& seg, const MicrobatchCosts& mc) {
 /// A segment's layers as computes: one, or one per layer where a collective goes with
 /// every layer (the CP ring's K/V exchange; FSDP's parameter all-gather, pass_fsdp.cpp).
 std::vector<Segment> layer_runs(const Context& ctx, const Segment& seg, const MicrobatchCosts& mc) {
-  const bool per_layer = mc.kv_bytes(seg.first) > 0 || ctx.problem.parallel.fsdp;
+  const bool per_layer =
+      mc.kv_bytes(seg.first) > 0 || ctx.problem.parallel.fsdp || !mc.context_parallel.empty();
   if (!per_layer) return {seg};
   std::vector<Segment> runs;
   for (int l = seg.first; l < seg.end; ++l) runs.push_back({seg.module, l, l + 1});
@@ -157,8 +175,8 @@ void expand_forward(const Context& ctx, Target& t, StageId s, const MicrobatchCo
       }
       if (exchanges_kv(seg, mc))
         add_kv_exchange(ctx, t.schedule, program, t.rank, c, mc.kv_bytes(run.first));
-      if (kept) last_kept = program.size();
-      program.push_back(c);
+      t.push(ctx, mc, c);
+      if (kept) last_kept = program.size() - 1;
     }
   }
   // Bamboo's FRC runs after the stage's own forward (the p2p pass puts the real output's
@@ -198,7 +216,7 @@ void expand_backward(const Context& ctx, Target& t, StageId s, const MicrobatchC
         }
       }
       c.releases_activation = pass != Pass::kI && ctx.needs_backward(seg);
-      t.program.push_back(c);
+      t.push(ctx, mc, c);
       if (exchanges_kv(seg, mc))
         add_kv_exchange(ctx, t.schedule, t.program, t.rank, c, mc.kv_bytes(run.first));
     }
@@ -225,12 +243,13 @@ void check_overlap_pair(const std::vector<RankAction>& order, size_t step, const
 void expand_actions(Context& ctx, Schedule& schedule) {
   const int ranks = ctx.programs.ranks;
   ctx.joins_next = PerRank<std::vector<bool>>(schedule.num_ranks());
-  for (int d = 0; d < ctx.replicas; ++d) {
+  for (int lane = 0; lane < ctx.lanes(); ++lane) {
+    const int d = ctx.replica_of_lane(lane);
     const RankOrders& orders = ctx.programs.orders(d);
     for (const PipelineRank r : IdRange<PipelineRank>(ranks)) {
-      const RankId global = ctx.global_rank(d, r);
+      const RankId global = ctx.global_rank(lane, r);
       auto& program = schedule.programs[global];
-      Target target{schedule, program, global};
+      Target target{schedule, program, global, lane};
       std::vector<bool>& joins = ctx.joins_next[global];
       const auto& order = orders[r];
       bool in_unit = false;  // the previous action runs in one unit with this one

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/errors.hpp"
+#include "core/memory_model.hpp"
 #include "schedulers/lowering/passes.hpp"
 
 namespace loom::lowering {
@@ -26,7 +27,8 @@ namespace {
 
 /// Bytes of layer `l`'s weights, unsharded, per GPU of the TP group of `c`'s stage.
 double layer_weight_bytes(const Context& ctx, const Compute& c, int l) {
-  return ctx.problem.cost->parameters(l) / ctx.stage_tp(c.stage) * ctx.model.layer(l).dtype_bytes;
+  return loom::layer_weight_bytes(*ctx.problem.cost, ctx.model, l, ctx.stage_tp(c.stage),
+                                  ctx.problem.memory);
 }
 
 /// Bytes of the parameters a compute reads, unsharded, per GPU of its TP group: none for a
@@ -44,7 +46,8 @@ double gathered_bytes(const Context& ctx, const Compute& c) {
 /// Gradient bytes a backward (B, or W when split) produces for the trainable parameters of
 /// its layers, per GPU; 0 for other computes.
 double gradient_bytes(const Context& ctx, const Compute& c) {
-  if (c.redundant || (c.pass != Pass::kB && c.pass != Pass::kW)) return 0;
+  // A layer split into parts (context parallelism) has produced them with its last part.
+  if (c.redundant || c.continues || (c.pass != Pass::kB && c.pass != Pass::kW)) return 0;
   double bytes = 0;
   for (int l = c.first_layer; l < c.end_layer; ++l) {
     if (!ctx.model.layer(l).frozen)
@@ -109,9 +112,12 @@ std::vector<Op> weave(const std::vector<Op>& program, GroupId group,
 /// compute that reads weights gathers them; every backward reduce-scatters what it produced.
 std::vector<Op> shard_program(const Context& ctx, const std::vector<Op>& program, GroupId group) {
   std::vector<std::size_t> gathers;  // computes that need their parameters, in order
+  bool after_part = false;           // a layer split into parts gathers before its first
   for (std::size_t i = 0; i < program.size(); ++i) {
     const auto* c = std::get_if<Compute>(&program[i]);
-    if (c && gathered_bytes(ctx, *c) > 0) gathers.push_back(i);
+    if (!c) continue;
+    if (!after_part && gathered_bytes(ctx, *c) > 0) gathers.push_back(i);
+    after_part = c->continues;
   }
   return weave(
       program, group, gathers, [&](const Compute& c) { return gathered_bytes(ctx, c); },
@@ -180,7 +186,8 @@ void add_parameter_gathers(const Context& ctx, Schedule& schedule) {
   }
   for (const PipelineRank r : ctx.programs.rank_ids()) {
     std::vector<RankId> members;
-    for (int d = 0; d < ctx.replicas; ++d) members.push_back(ctx.global_rank(d, r));
+    // Over dp x cp, as torchtitan's FSDP mesh (dp_shard x cp) shards.
+    for (int d = 0; d < ctx.lanes(); ++d) members.push_back(ctx.global_rank(d, r));
     const GroupId group = group_id(schedule, members);
     const bool per_step = !ctx.problem.parallel.fsdp_reshard_after_forward;
     for (const RankId member : members) {

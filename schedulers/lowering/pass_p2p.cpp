@@ -72,21 +72,27 @@ MessageTag tag_of(const DataEdge& e) {
 /// kind in its order, so every channel keeps its send and receive order.
 void group_unit(std::vector<Op>& program, size_t start) {
   const std::span<Op> ops = std::span(program).subspan(start);
-  const auto computes = std::stable_partition(
-      ops.begin(), ops.end(), [](const Op& op) { return std::holds_alternative<Recv>(op); });
-  std::stable_partition(computes, ops.end(),
-                        [](const Op& op) { return !std::holds_alternative<Send>(op); });
+  // The CP exchange inside a layer (MessageTag::context_parallel) stays between its parts.
+  const auto computes = std::stable_partition(ops.begin(), ops.end(), [](const Op& op) {
+    const auto* r = std::get_if<Recv>(&op);
+    return r && !r->tag.context_parallel();
+  });
+  std::stable_partition(computes, ops.end(), [](const Op& op) {
+    const auto* s = std::get_if<Send>(&op);
+    return !s || s->tag.context_parallel();
+  });
 }
 
-void lower_replica(const Context& ctx, Schedule& schedule, int d) {
+void lower_lane(const Context& ctx, Schedule& schedule, int lane) {
   const int ranks = ctx.programs.ranks;
-  auto global = [&](PipelineRank r) { return ctx.global_rank(d, r); };
+  const int d = ctx.replica_of_lane(lane);
+  auto global = [&](PipelineRank r) { return ctx.global_rank(lane, r); };
   // The send order of every channel: the senders' compute order.
   std::map<Channel, ChannelState> channels;
   for (const PipelineRank r : IdRange<PipelineRank>(ranks)) {
     for (const Op& op : schedule.programs[global(r)]) {
       const auto* c = std::get_if<Compute>(&op);
-      if (!c || c->redundant) continue;
+      if (!c || c->redundant || c->continues) continue;  // a layer's parts send at its last
       for (const DataEdge& e : op_outputs(ctx.graph, *c)) {
         const PipelineRank to = remote_rank(ctx, e, false);
         if (to != r) channels[channel(r, to, e)].pending.push_back(e.microbatch);
@@ -100,7 +106,8 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
     const std::vector<bool>& joins = ctx.joins_next[global(r)];
     auto joined = [&](size_t i) { return i < joins.size() && joins[i]; };
     auto compute_at = [&](size_t i) { return std::get_if<Compute>(&computes[i]); };
-    size_t unit_start = 0;  // where the current unit's ops begin (a pair's or a unit's)
+    size_t unit_start = 0;    // where the current unit's ops begin (a pair's or a unit's)
+    bool after_part = false;  // the previous compute is a part its layer continues after
     for (size_t step = 0; step < computes.size(); ++step) {
       const bool continues_unit = step > 0 && joined(step - 1);
       if (!continues_unit && joined(step)) unit_start = program.size();
@@ -112,7 +119,10 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
       }
       const Compute& c = *op;
       double broadcast_s = 0;
-      if (!c.redundant) {
+      // A layer split into parts (context parallelism) receives before its first part.
+      const bool receives = !c.redundant && !after_part;
+      after_part = c.continues;
+      if (receives) {
         for (const DataEdge& e : op_inputs(ctx.graph, c)) {
           const PipelineRank from = remote_rank(ctx, e, true);
           if (from == r) continue;
@@ -146,7 +156,7 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
       program.push_back(c);
       std::get<Compute>(program.back()).seconds += broadcast_s;
       const bool closes_unit = continues_unit && !joined(step);
-      if (c.redundant) {
+      if (c.redundant || c.continues) {
         if (closes_unit) group_unit(program, unit_start);
         continue;
       }
@@ -167,7 +177,7 @@ void lower_replica(const Context& ctx, Schedule& schedule, int d) {
 }  // namespace
 
 void add_point_to_point(const Context& ctx, Schedule& schedule) {
-  for (int d = 0; d < ctx.replicas; ++d) lower_replica(ctx, schedule, d);
+  for (int lane = 0; lane < ctx.lanes(); ++lane) lower_lane(ctx, schedule, lane);
 }
 
 }  // namespace loom::lowering

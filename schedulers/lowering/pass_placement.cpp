@@ -21,6 +21,7 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
             c == LoweringCosts::kNaive ? BackwardRule::kEveryLayer : BackwardRule::kFrozenAware),
       naive(c == LoweringCosts::kNaive),
       replicas(progs.sharded() ? progs.batch.module_replicas : p.parallel.dp),
+      cp(progs.sharded() ? 1 : p.parallel.cp),
       microbatches(p.schedule.microbatches * progs.batch.pieces),
       embeddings(tied_embeddings(p, progs)) {
   // No orders yet is allowed: a planner costs the stages before it orders them (dip).
@@ -134,7 +135,8 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
   for (const Module& mod : ctx.model.modules()) schedule.module_names.push_back(mod.name);
   schedule.num_stages = ranks;
   schedule.microbatches = ctx.microbatches;
-  schedule.programs.resize(ranks * dp);
+  schedule.cp = ctx.cp;
+  schedule.programs.resize(ranks * ctx.lanes());
   if (ctx.programs.sharded()) {  // every copy of every stage on a rank of its own
     schedule.num_stages = ctx.num_stages();
     schedule.ranks.resize(ranks * dp);
@@ -159,6 +161,10 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
   }
   if (!ctx.programs.stages.empty() && !ctx.programs.stages.front().gpu.empty()) {
     // Explicit placement; check_placement() vets it against the cluster.
+    if (ctx.cp > 1)
+      throw InputError("parallel.cp: " + schedule.scheduler +
+                       " places its stages on GPUs of its own choosing, which leaves no room "
+                       "for context-parallel ranks; remove parallel.cp or pick another scheduler");
     for (int d = 0; d < dp; ++d) {
       for (const PipelineRank r : IdRange<PipelineRank>(ranks)) {
         const StageId s = first_stage_of(ctx, r);
@@ -175,18 +181,24 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
                      std::to_string(c.gpus_per_node) +
                      "): a tensor-parallel group stays inside one node");
   }
-  const int needed = ranks * dp * tp;
+  const int needed = ranks * dp * ctx.cp * tp;
   if (needed > c.num_gpus()) {
+    const std::string cp = ctx.cp > 1 ? " x cp " + std::to_string(ctx.cp) : "";
     throw InfeasibleError("parallel: " + std::to_string(ranks) + " stages x dp " +
-                          std::to_string(dp) + " x tp " + std::to_string(tp) + " = " +
+                          std::to_string(dp) + cp + " x tp " + std::to_string(tp) + " = " +
                           std::to_string(needed) + " GPUs, but the cluster has " +
                           std::to_string(c.num_gpus()) + " (" + std::to_string(c.nodes) +
                           " nodes x " + std::to_string(c.gpus_per_node) + ")");
   }
-  for (int d = 0; d < dp; ++d) {
-    for (const PipelineRank r : IdRange<PipelineRank>(ranks))
-      schedule.ranks.push_back(
-          {.gpu = ctx.global_rank(d, r).value() * tp, .tp = tp, .replica = ReplicaId{d}});
+  // One stage's CP ranks on consecutive TP groups (core/layout.hpp's order: replica,
+  // stage, CP rank, TP rank), so a CP ring of a small TP group stays inside a node.
+  schedule.ranks.resize(ranks * ctx.lanes());
+  for (int lane = 0; lane < ctx.lanes(); ++lane) {
+    const int d = ctx.replica_of_lane(lane);
+    for (const PipelineRank r : IdRange<PipelineRank>(ranks)) {
+      const int gpu = ((d * ranks + r.value()) * ctx.cp + lane % ctx.cp) * tp;
+      schedule.ranks[ctx.global_rank(lane, r)] = {.gpu = gpu, .tp = tp, .replica = ReplicaId{d}};
+    }
   }
 }
 
@@ -284,7 +296,6 @@ PipelineRank copy_rank(const Context& ctx, PipelineRank r) {
 /// embedding copies' gradients) across the data-parallel replicas.
 void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
                                  const std::function<double(PipelineRank)>& extra_bytes) {
-  const int dp = ctx.replicas;
   const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
   for (const PipelineRank r : ctx.programs.rank_ids()) {
     // One all-reduce per rank over the gradients of all its chunks, labelled with the
@@ -302,10 +313,10 @@ void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
     }
     bytes += extra_bytes(r);
     if (bytes <= 0) continue;
-    std::vector<RankId> members;
-    for (int d = 0; d < dp; ++d) {
-      members.push_back(ctx.global_rank(d, r));
-      if (other != r) members.push_back(ctx.global_rank(d, other));
+    std::vector<RankId> members;  // over dp x cp, as Megatron's data-parallel-with-CP group
+    for (int lane = 0; lane < ctx.lanes(); ++lane) {
+      members.push_back(ctx.global_rank(lane, r));
+      if (other != r) members.push_back(ctx.global_rank(lane, other));
     }
     const GroupId group = schedule.add_group(members);
     for (const RankId member : members) {
@@ -349,7 +360,7 @@ void add_embedding_allreduce(const Context& ctx, Schedule& schedule,
   const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
   for (const TiedEmbedding& e : embeddings) {
     if (!e.trained) continue;
-    for (int d = 0; d < ctx.replicas; ++d) {
+    for (int d = 0; d < ctx.lanes(); ++d) {  // each CP rank's copies, as each replica's
       for (const std::vector<PipelineRank>& ranks : embedding_groups(ctx, e)) {
         std::vector<RankId> members;
         for (const PipelineRank r : ranks) members.push_back(ctx.global_rank(d, r));
@@ -374,7 +385,7 @@ void add_embedding_allreduce(const Context& ctx, Schedule& schedule,
 }  // namespace
 
 void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
-  const int dp = ctx.replicas;
+  const int dp = ctx.lanes();
   const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
   /// Gradient bytes per GPU of the embedding copies rank r keeps.
   auto copy_gradient_bytes = [&](PipelineRank r) {
@@ -425,7 +436,7 @@ void add_optimizer_step(const Context& ctx, Schedule& schedule) {
     }
     const double seconds = parameters > 0 ? ctx.problem.cost->optimizer_step_seconds(bytes) : 0;
     if (seconds <= 0) continue;
-    for (int d = 0; d < ctx.replicas; ++d) {
+    for (int d = 0; d < ctx.lanes(); ++d) {
       schedule.programs[ctx.global_rank(d, r)].push_back(
           OptimizerStep{.stage = first_stage_of(ctx, r),
                         .module = module,
@@ -437,7 +448,7 @@ void add_optimizer_step(const Context& ctx, Schedule& schedule) {
 
 void fill_static_memory(const Context& ctx, Schedule& schedule) {
   const auto per_rank = static_memory_per_rank(ctx.problem, ctx.programs);
-  for (int d = 0; d < ctx.replicas; ++d)
+  for (int d = 0; d < ctx.lanes(); ++d)
     for (const StaticMemory& memory : per_rank) schedule.static_memory.push_back(memory);
 }
 
@@ -472,7 +483,7 @@ void add_unsharded_window(const SchedulingProblem& problem, const PipelineProgra
       for (const Segment& seg : *segments) {
         for (int l = seg.first; l < seg.end; ++l) {
           const double p = problem.cost->parameters(l) / tp;
-          const double weights = p * model.layer(l).dtype_bytes;
+          const double weights = layer_weight_bytes(*problem.cost, model, l, tp, problem.memory);
           const double gradient =
               model.layer(l).frozen ? 0 : p * problem.memory.gradient_bytes_per_param;
           if (per_step) {

@@ -7,6 +7,7 @@
 #include "core/cost_model.hpp"
 #include "core/dataflow.hpp"
 #include "core/schedule.hpp"
+#include "schedulers/lowering/context_parallel.hpp"
 #include "schedulers/lowering/lowering.hpp"
 #include "schedulers/lowering/tied_embedding.hpp"
 
@@ -21,7 +22,8 @@ inline int stage_tp(const SchedulingProblem& problem, const StageSpec& spec) {
 /// The group a stage's optimizer state shards over (parallel.distributed_optimizer): the
 /// data-parallel replicas, or the DP x CP grid of its module (per-module layouts).
 inline int optimizer_shards(const SchedulingProblem& problem, const StageSpec& spec) {
-  return spec.layout ? spec.layout->dp * spec.layout->cp : problem.data_parallel();
+  return spec.layout ? spec.layout->dp * spec.layout->cp
+                     : problem.data_parallel() * problem.parallel.cp;
 }
 
 /// Everything the lowering needs about one (replica, microbatch).
@@ -33,6 +35,9 @@ struct MicrobatchCosts {
   /// forward (and dK/dV reduce-scatter after its backward), full buffer per CP member;
   /// empty or 0: none.
   PerLayer<double> kv_allgather = {};
+  /// Single layout with parallel.cp > 1: per layer, what its split around the CP exchange
+  /// needs (context_parallel.hpp); empty: cp 1.
+  PerLayer<ContextParallelLayer> context_parallel = {};
 
   /// Bytes of layer l's output.
   double output_bytes(int l) const { return output[LayerId{l}]; }
@@ -50,7 +55,12 @@ struct Context {
   const PipelinePrograms& programs;
   LayerGraph graph;  ///< naive view: every layer needs a backward
   bool naive = false;
-  int replicas = 1;      ///< parallel.dp (per-module layouts: programs.batch.module_replicas)
+  int replicas = 1;  ///< parallel.dp (per-module layouts: programs.batch.module_replicas)
+  /// parallel.cp: the IR ranks of one pipeline rank of a replica (1 under per-module
+  /// layouts, which place their CP ranks as stage copies). A replica's CP ranks are its
+  /// `cp` lanes: lane = replica x cp + CP rank; every lane runs the replica's rank orders
+  /// on its shard of the replica's samples.
+  int cp = 1;
   int microbatches = 1;  ///< per replica
   PerLayer<StageId> stage_of_layer;
   PerReplica<PerMicrobatch<MicrobatchCosts>> costs;  ///< [replica][microbatch], pass 3
@@ -65,15 +75,16 @@ struct Context {
   IdRange<StageId> stage_ids() const { return programs.stages.ids(); }
   IdRange<MicrobatchId> microbatch_ids() const { return IdRange<MicrobatchId>(microbatches); }
   StageId stage_of(int layer) const { return stage_of_layer[LayerId{layer}]; }
-  /// The Schedule's rank for replica d's rank `local` (PipelinePrograms numbers a
-  /// replica's ranks from 0).
-  RankId global_rank(int replica, PipelineRank local) const {
-    return RankId{replica * programs.ranks + local.value()};
+  /// Replicas x CP ranks: the copies of the pipeline the lowering writes programs for.
+  int lanes() const { return replicas * cp; }
+  int replica_of_lane(int lane) const { return lane / cp; }
+  /// The Schedule's rank for lane `lane`'s rank `local` (PipelinePrograms numbers a
+  /// replica's ranks from 0); with cp 1 a lane is a replica.
+  RankId global_rank(int lane, PipelineRank local) const {
+    return RankId{lane * programs.ranks + local.value()};
   }
-  /// Global rank of replica d's rank holding `stage`.
-  RankId rank(int replica, StageId stage) const {
-    return global_rank(replica, programs.rank_of(stage));
-  }
+  /// Global rank of lane `lane`'s rank holding `stage`.
+  RankId rank(int lane, StageId stage) const { return global_rank(lane, programs.rank_of(stage)); }
   int stage_tp(StageId s) const { return lowering::stage_tp(problem, stage(s)); }
   /// GPUs of the rank a copy runs on: a TP group, or one GPU (StageSpec::tp).
   int stage_rank_width(const StageSpec& spec) const {
@@ -115,6 +126,14 @@ void expand_boundary(const Context& ctx, Schedule& schedule, std::vector<Op>& pr
 void add_module_allreduce(const Context& ctx, Schedule& schedule,
                           const std::function<double(PipelineRank)>& extra_bytes);
 void assign_samples(const Context& ctx, Schedule& schedule);
+// Context parallelism in the single layout (pass_context_parallel.cpp).
+/// Pass 3's costs of one CP rank: every layer's share of `batch`, with its split.
+void cost_context_parallel(const Context& ctx, const std::vector<const Sample*>& batch,
+                           MicrobatchCosts& mc);
+/// Pass 4: one layer's pass `c` (one layer, costs filled) on lane `lane` as its parts
+/// around the CP exchange, appended to `program`; `c` alone where the layer has none.
+void expand_context_parallel(const Context& ctx, Schedule& schedule, std::vector<Op>& program,
+                             int lane, const Compute& c, const ContextParallelLayer& layer);
 void cost_microbatches(Context& ctx, const Schedule& schedule);
 void expand_actions(Context& ctx, Schedule& schedule);
 void add_point_to_point(const Context& ctx, Schedule& schedule);

@@ -146,6 +146,11 @@ StageOrders entrain_orders(const std::vector<int>& warmup, const std::vector<int
 
 EntrainPlan plan_entrain(const SchedulingProblem& problem) {
   require_single_layout(problem, kName);  // E encoder + L LLM stages of parallel.pp
+  if (problem.parallel.cp > 1)
+    throw InputError(std::string("parallel.cp: '") + kName +
+                     "' prices its encoders' forwards on the samples it defers to them (§4.4), "
+                     "which the context-parallel split of each layer does not follow yet; "
+                     "remove parallel.cp or pick another scheduler");
   const Model& model = *problem.model;
   const Branches branches = split_branches(model, kName);
   const int p = problem.parallel.pp;

@@ -41,13 +41,16 @@ void apply(Schedule& schedule, const SchedulingProblem& problem, StageId stage, 
     const RankInfo& info = schedule.ranks[r];
     for (Op& op : schedule.programs[r]) {
       auto* c = std::get_if<Compute>(&op);
-      if (!c || c->redundant || c->stage != stage || layer < c->first_layer ||
+      // A layer split around its context-parallel exchange keeps its activations, and
+      // recomputes, on its last part; a CP rank's share is 1/cp of the replica's.
+      if (!c || c->redundant || c->continues || c->stage != stage || layer < c->first_layer ||
           layer >= c->end_layer)
         continue;
       const LayerEffect e = effect(schedule, problem, info.replica, c->microbatch, layer, info.tp);
+      const double share = 1.0 / schedule.cp;
       if (c->pass == Pass::kF)
-        c->activation_bytes = std::max(0.0, c->activation_bytes - e.saved_bytes);
-      if (c->pass == Pass::kB || c->pass == Pass::kI) c->seconds += e.forward_s;
+        c->activation_bytes = std::max(0.0, c->activation_bytes - e.saved_bytes * share);
+      if (c->pass == Pass::kB || c->pass == Pass::kI) c->seconds += e.forward_s * share;
     }
   }
 }

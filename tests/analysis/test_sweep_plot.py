@@ -57,6 +57,13 @@ class SweepPlotTest(unittest.TestCase):
         self.assertNotIn(("8", "gpipe"), means)  # neither of its rows is ok
         self.assertEqual(averaged, 2)
 
+    def test_a_hue_of_several_columns_labels_each_combination(self):
+        a = self.args("--x", "schedule.microbatches", "--hue", "parallel.pp+scheduler")
+        means, averaged = sp.aggregate(sp.load(a.csv, a), a)
+        self.assertEqual(means[("4", "pp=2 scheduler=1f1b")], 2.0)
+        self.assertEqual(means[("8", "pp=4 scheduler=1f1b")], 3.0)
+        self.assertEqual(averaged, 1)
+
     def test_every_kind_writes_a_png(self):
         for kind, x in (("auto", "schedule.microbatches"), ("auto", "scheduler"),
                         ("heatmap", "schedule.microbatches")):

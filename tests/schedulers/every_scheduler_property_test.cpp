@@ -70,5 +70,81 @@ TEST(EveryScheduler, RandomSmallConfigsValidateRunAndRerunIdentically) {
   }
 }
 
+/// Seconds of compute over all ranks.
+double total_compute(const Schedule& s) {
+  double total = 0;
+  for (const auto& program : s.programs) {
+    for (const Op& op : program) {
+      if (const auto* c = std::get_if<Compute>(&op)) total += c->seconds;
+    }
+  }
+  return total;
+}
+
+// parallel.cp in {1, 2, 4}: every scheduler that runs a config at cp 1 runs it with CP, or
+// refuses by naming parallel.cp; a CP schedule validates (each CP rank computes every
+// layer of every microbatch once), finishes, reruns identically and does the same work in
+// all as at cp 1 (more only by the padding of sequences to 2 x cp chunks).
+TEST(EveryScheduler, ContextParallelRunsOrIsRefusedByName) {
+  const char* configs[] = {"configs/examples/uniform-1f1b.toml",
+                           "configs/examples/vlm-frozen.toml"};
+  std::mt19937 rng(20261202);
+  for (const SchedulerInfo& info : scheduler_registry()) {
+    int ran = 0;
+    for (int trial = 0; trial < 4; ++trial) {
+      const std::string config = configs[trial % 2];
+      const int pp = std::uniform_int_distribution<int>(1, 4)(rng);
+      const int m = pp * std::uniform_int_distribution<int>(1, 2)(rng);
+      const int dp = std::uniform_int_distribution<int>(1, 2)(rng);
+      const int cp = trial < 2 ? 2 : 4;
+      std::vector<std::string> overrides = {"schedule.name=" + std::string(info.name),
+                                            "parallel.pp=" + std::to_string(pp),
+                                            "parallel.dp=" + std::to_string(dp),
+                                            "schedule.microbatches=" + std::to_string(m),
+                                            "cluster.nodes=8",
+                                            "sim.backend=evaluator"};
+      const std::string what = std::string(info.name) + " on " + config + " pp " +
+                               std::to_string(pp) + " dp " + std::to_string(dp) + " cp " +
+                               std::to_string(cp);
+      std::unique_ptr<Study> one;
+      try {
+        one = prepare_study(test::source_path(config), overrides);
+      } catch (const InputError&) {
+        continue;  // not this layout at all
+      } catch (const InfeasibleError&) {
+        continue;
+      }
+      overrides.push_back("parallel.cp=" + std::to_string(cp));
+      std::unique_ptr<Study> a;
+      try {
+        a = prepare_study(test::source_path(config), overrides);
+      } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("parallel.cp"), std::string::npos)
+            << what << ": " << e.what();
+        continue;
+      } catch (const InfeasibleError& e) {
+        // cp x pp x dp GPUs beyond the cluster, or beyond their memory; nothing else.
+        const std::string why = e.what();
+        EXPECT_TRUE(why.find("GPUs") != std::string::npos ||
+                    why.find("memory") != std::string::npos)
+            << what << ": " << why;
+        continue;
+      }
+      ++ran;
+      const Schedule& s = a->schedule;
+      EXPECT_EQ(s.cp, cp) << what;
+      EXPECT_NO_THROW(validate(s, *a->problem.model)) << what;
+      const Timeline t = evaluate(s, *a->problem.cluster);
+      EXPECT_GT(t.iteration_time_s(), 0) << what;
+      const auto b = prepare_study(test::source_path(config), overrides);
+      EXPECT_EQ(program_text(s), program_text(b->schedule)) << what;
+      const double work = total_compute(one->schedule);
+      EXPECT_GE(total_compute(s), work * (1 - 1e-9)) << what;
+      EXPECT_LE(total_compute(s), work * 1.05) << what;
+    }
+    if (ran == 0) std::cerr << info.name << ": refuses parallel.cp on every trial\n";
+  }
+}
+
 }  // namespace
 }  // namespace loom

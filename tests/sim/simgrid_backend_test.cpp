@@ -229,6 +229,25 @@ TEST(SimGridBackend, FsdpOnOneRingAgreesWithTheEvaluatorOpByOp) {
   expect_same_timings(study->schedule, study->config.cluster, 1e-9);
 }
 
+TEST(SimGridBackend, ContextParallelRingAgreesWithTheEvaluatorOpByOp) {
+  // parallel.cp = 2 on one stage of Narayanan's 39.1B GPT: each layer's K/V ring between
+  // the two CP ranks' TP groups (two nodes) and nothing else on the links.
+  const auto study =
+      prepare_study(test::source_path("validation/megatron-narayanan-2021/n1-39.1b.toml"),
+                    {"parallel.cp=2", "parallel.pp=1", "parallel.dp=1", "schedule.stage_layers=[]",
+                     "schedule.microbatches=2", "model.modules.gpt.layers=4", "cluster.nodes=2"});
+  expect_same_timings(study->schedule, study->config.cluster, 1e-9);
+}
+
+TEST(SimGridBackend, ContextParallelAllGatherAgreesWithTheEvaluatorOpByOp) {
+  const auto study =
+      prepare_study(test::source_path("validation/megatron-narayanan-2021/n1-39.1b.toml"),
+                    {"parallel.cp=2", "parallel.cp_comm=\"all-gather\"", "parallel.pp=1",
+                     "parallel.dp=1", "schedule.stage_layers=[]", "schedule.microbatches=2",
+                     "model.modules.gpt.layers=4", "cluster.nodes=2"});
+  expect_same_timings(study->schedule, study->config.cluster, 1e-9);
+}
+
 TEST(SimGridBackend, TwoRanksOnOneGpuAreRejected) {
   Schedule s = ranks_on({1, 1});
   s.programs[0_rank] = {send_to(1_rank, 1e3)};

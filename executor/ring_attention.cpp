@@ -1,0 +1,209 @@
+// Context parallelism on the host: zigzag rows and one layer's K/V exchange
+// (ring_attention.hpp).
+#include "executor/ring_attention.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace loom::exec {
+namespace {
+
+/// Columns [from, from + width) of `m`.
+Matrix columns(const Matrix& m, int from, int width) {
+  Matrix out(m.rows, width);
+  for (int r = 0; r < m.rows; ++r) std::copy(m.row(r) + from, m.row(r) + from + width, out.row(r));
+  return out;
+}
+
+/// `parts` side by side (same rows).
+Matrix side_by_side(const std::vector<const Matrix*>& parts) {
+  int cols = 0;
+  for (const Matrix* p : parts) cols += p->cols;
+  Matrix out(parts.front()->rows, cols);
+  for (int r = 0; r < out.rows; ++r) {
+    float* to = out.row(r);
+    for (const Matrix* p : parts) to = std::copy(p->row(r), p->row(r) + p->cols, to);
+  }
+  return out;
+}
+
+std::vector<float> flatten(const std::vector<const Matrix*>& parts) {
+  std::vector<float> out;
+  for (const Matrix* p : parts) out.insert(out.end(), p->data.begin(), p->data.end());
+  return out;
+}
+
+/// Reads a rows x cols matrix from `flat` at `*at`, advancing it.
+Matrix read_matrix(const std::vector<float>& flat, size_t* at, int rows, int cols) {
+  Matrix m(rows, cols);
+  if (*at + m.size() > flat.size()) throw std::logic_error("K/V exchange: buffer too short");
+  std::copy(flat.begin() + static_cast<std::ptrdiff_t>(*at),
+            flat.begin() + static_cast<std::ptrdiff_t>(*at + m.size()), m.data.begin());
+  *at += m.size();
+  return m;
+}
+
+}  // namespace
+
+std::vector<int> zigzag_positions(const std::vector<int>& full_lengths, int cp, int rank) {
+  std::vector<int> pos;
+  for (int len : full_lengths) {
+    const int chunk = len / (2 * cp);
+    for (const int c : {rank, 2 * cp - 1 - rank}) {
+      for (int i = 0; i < chunk; ++i) pos.push_back(c * chunk + i);
+    }
+  }
+  return pos;
+}
+
+Matrix zigzag_rows(const Matrix& full, const std::vector<int>& full_lengths, int cp, int rank) {
+  const std::vector<int> pos = zigzag_positions(full_lengths, cp, rank);
+  Matrix out(static_cast<int>(pos.size()), full.cols);
+  int from = 0, to = 0;
+  size_t p = 0;
+  for (int len : full_lengths) {
+    for (int i = 0; i < len / cp; ++i, ++to, ++p)
+      std::copy(full.row(from + pos[p]), full.row(from + pos[p]) + full.cols, out.row(to));
+    from += len;
+  }
+  return out;
+}
+
+KvExchange::KvExchange(int cp, int rank, std::vector<int> local_lengths, Matrix k, Matrix v)
+    : cp_(cp), rank_(rank), local_lengths_(std::move(local_lengths)), held_(rank) {
+  blocks_[rank] = {std::move(k), std::move(v), {}, {}};
+}
+
+Matrix KvExchange::forward_message(int* owner) const {
+  const Block& b = blocks_.at(held_);
+  *owner = held_;
+  return side_by_side({&b.k, &b.v});
+}
+
+void KvExchange::take_forward_message(int owner, Matrix message) {
+  const int width = blocks_.at(rank_).k.cols;
+  if (owner < 0 || owner >= cp_ || message.cols != 2 * width)
+    throw std::logic_error("K/V exchange: a block of owner " + std::to_string(owner) + " with " +
+                           std::to_string(message.cols) + " columns");
+  blocks_[owner] = {columns(message, 0, width), columns(message, width, width), {}, {}};
+  held_ = owner;
+}
+
+std::vector<float> KvExchange::own_flat() const {
+  const Block& b = blocks_.at(rank_);
+  return flatten({&b.k, &b.v});
+}
+
+void KvExchange::take_all(const std::vector<float>& gathered) {
+  const Matrix& own = blocks_.at(rank_).k;
+  size_t at = 0;
+  for (int o = 0; o < cp_; ++o) {
+    Matrix k = read_matrix(gathered, &at, own.rows, own.cols);
+    Matrix v = read_matrix(gathered, &at, own.rows, own.cols);
+    blocks_[o] = {std::move(k), std::move(v), {}, {}};
+  }
+}
+
+void KvExchange::keys(Matrix& k, Matrix& v, AttentionRows& rows) const {
+  if (static_cast<int>(blocks_.size()) != cp_)
+    throw std::logic_error("K/V exchange: " + std::to_string(blocks_.size()) + " of " +
+                           std::to_string(cp_) + " blocks arrived before the attention");
+  std::vector<int> full;
+  for (int n : local_lengths_) full.push_back(n * cp_);
+  const int width = blocks_.at(rank_).k.cols;
+  int total = 0;
+  for (int n : full) total += n;
+  k = Matrix(total, width);
+  v = Matrix(total, width);
+  rows = {.q_lengths = local_lengths_,
+          .k_lengths = full,
+          .q_pos = zigzag_positions(full, cp_, rank_),
+          .k_pos = {}};
+  std::vector<std::vector<int>> owner_pos;
+  for (int o = 0; o < cp_; ++o) owner_pos.push_back(zigzag_positions(full, cp_, o));
+  int to = 0, from = 0;  // rows into k, v; rows of each block before this sample
+  for (size_t s = 0; s < full.size(); ++s) {
+    const int n = local_lengths_[s];
+    for (int o = 0; o < cp_; ++o) {
+      const Block& b = blocks_.at(o);
+      for (int i = 0; i < n; ++i, ++to) {
+        std::copy(b.k.row(from + i), b.k.row(from + i) + width, k.row(to));
+        std::copy(b.v.row(from + i), b.v.row(from + i) + width, v.row(to));
+        rows.k_pos.push_back(owner_pos[static_cast<size_t>(o)][static_cast<size_t>(from + i)]);
+      }
+    }
+    from += n;
+  }
+}
+
+void KvExchange::set_contributions(const Matrix& dk, const Matrix& dv) {
+  const int width = dk.cols;
+  const int rows = blocks_.at(rank_).k.rows;
+  for (int o = 0; o < cp_; ++o)
+    contribution_[o] = {{}, {}, Matrix(rows, width), Matrix(rows, width)};
+  int from = 0, at = 0;  // rows of each block before this sample; rows of dk
+  for (const int n : local_lengths_) {
+    for (int o = 0; o < cp_; ++o) {
+      Block& c = contribution_[o];
+      for (int i = 0; i < n; ++i, ++at) {
+        std::copy(dk.row(at), dk.row(at) + width, c.dk.row(from + i));
+        std::copy(dv.row(at), dv.row(at) + width, c.dv.row(from + i));
+      }
+    }
+    from += n;
+  }
+  // The block in hand at the first step is this rank's own, with its own contribution.
+  Block& own = blocks_.at(rank_);
+  own.dk = contribution_.at(rank_).dk;
+  own.dv = contribution_.at(rank_).dv;
+  held_ = rank_;
+  sends = receives = 0;
+}
+
+Matrix KvExchange::backward_message(bool last_hop, int* owner) const {
+  const Block& b = blocks_.at(held_);
+  *owner = held_;
+  return last_hop ? side_by_side({&b.dk, &b.dv}) : side_by_side({&b.k, &b.v, &b.dk, &b.dv});
+}
+
+void KvExchange::take_backward_message(int owner, const Matrix& message, bool last_hop) {
+  const int width = blocks_.at(rank_).k.cols;
+  if (owner < 0 || owner >= cp_ || message.cols != (last_hop ? 2 : 4) * width)
+    throw std::logic_error("K/V exchange: a backward block of owner " + std::to_string(owner) +
+                           " with " + std::to_string(message.cols) + " columns");
+  if (last_hop) {  // the sum over every rank of this rank's own dK, dV
+    if (owner != rank_)
+      throw std::logic_error("K/V exchange: rank " + std::to_string(rank_) +
+                             " received the gradients of rank " + std::to_string(owner) +
+                             "'s keys");
+    own_dk_ = columns(message, 0, width);
+    own_dv_ = columns(message, width, width);
+    return;
+  }
+  const int base = 2 * width;
+  Block b{columns(message, 0, width), columns(message, width, width), columns(message, base, width),
+          columns(message, base + width, width)};
+  add_inplace(b.dk, contribution_.at(owner).dk);
+  add_inplace(b.dv, contribution_.at(owner).dv);
+  blocks_[owner] = std::move(b);
+  held_ = owner;
+}
+
+std::vector<float> KvExchange::contributions_flat() const {
+  std::vector<float> out;
+  for (const auto& [owner, c] : contribution_) {
+    out.insert(out.end(), c.dk.data.begin(), c.dk.data.end());
+    out.insert(out.end(), c.dv.data.begin(), c.dv.data.end());
+  }
+  return out;
+}
+
+void KvExchange::take_own_sum(const std::vector<float>& summed_all) {
+  const Matrix& own = blocks_.at(rank_).k;
+  size_t at = 2 * static_cast<size_t>(rank_) * own.size();
+  own_dk_ = read_matrix(summed_all, &at, own.rows, own.cols);
+  own_dv_ = read_matrix(summed_all, &at, own.rows, own.cols);
+}
+
+}  // namespace loom::exec
