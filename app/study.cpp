@@ -72,10 +72,11 @@ void check_plan_size(const Config& c) {
   for (const ModuleLayout& l : p.module_layouts)
     rank_stages = std::max(rank_stages, static_cast<double>(l.end_gpu()) * chunks);
   const double microbatches = c.schedule.microbatches;
-  // Context parallelism splits each layer's pass around its exchange: 3 cp ops per layer.
+  // Context parallelism splits each layer's pass into about 3 cp ops around its exchange,
+  // forward and backward.
   const double ops =
-      rank_stages * microbatches * 6 *
-      (p.cp > 1 ? 3.0 * p.cp * c.model.num_layers() / std::max(1, p.pp * chunks) : 1);
+      rank_stages * microbatches *
+      (6 + (p.cp > 1 ? 6.0 * p.cp * c.model.num_layers() / std::max(1, p.pp * chunks) : 0));
   constexpr double kBytesPerOp = 450;
   constexpr double kBytesPerLayerCost = 64;  // per layer, microbatch and replica
   const double gpus = static_cast<double>(c.cluster.nodes) * c.cluster.gpus_per_node;

@@ -58,6 +58,10 @@ struct Waits {
   double optimizer = 0;         ///< the optimizer step (busy time, not a wait)
   double fsdp_gather = 0;       ///< FSDP's parameter all-gathers on the comm stream
   double fsdp_exposed = 0;      ///< computes waiting for their layer's gather
+  /// Context parallelism's K/V exchange (parallel.cp): waiting for the previous CP rank to
+  /// reach its step, transfer time on the critical path, and transfer time behind the
+  /// attention blocks (ring messages), or the exchange's collectives (all-gather form).
+  double cp_wait = 0, cp_exposed = 0, cp_hidden = 0;
 };
 
 /// Splits every receive and collective of `rank` by what it waited for.
@@ -99,14 +103,19 @@ Waits rank_waits(const Schedule& schedule, const Timeline& timeline, RankId rank
       w.fsdp_exposed += std::max(0.0, t.start_s - rank_end);
     if (std::holds_alternative<OptimizerStep>(op) && !pending.empty()) settle_async(t.start_s);
     if (!std::holds_alternative<Send>(op)) rank_end = std::max(rank_end, t.end_s);
-    if (std::holds_alternative<Recv>(op)) {
+    const auto* coll = std::get_if<Collective>(&op);
+    if (const auto* recv = std::get_if<Recv>(&op)) {
       const OpTiming sent = timing(matching.peer_of(ref));
       const double exposed =
           std::max(0.0, std::min(t.end_s, sent.end_s) - std::max(t.start_s, sent.start_s));
-      w.pp_exposed += exposed;
-      w.pp_bubble += (t.end_s - t.start_s) - exposed;
-      w.pp_hidden += std::max(0.0, (sent.end_s - sent.start_s) - exposed);
-    } else if (std::holds_alternative<Collective>(op)) {
+      const bool cp = recv->tag.context_parallel();
+      (cp ? w.cp_exposed : w.pp_exposed) += exposed;
+      (cp ? w.cp_wait : w.pp_bubble) += (t.end_s - t.start_s) - exposed;
+      (cp ? w.cp_hidden : w.pp_hidden) += std::max(0.0, (sent.end_s - sent.start_s) - exposed);
+    } else if (coll && schedule.cp > 1 && coll->kind != CollectiveKind::kAllReduce &&
+               coll->end_layer > coll->first_layer) {
+      w.cp_exposed += t.end_s - t.start_s;  // the all-gather form's exchange, blocking
+    } else if (coll) {
       double all_arrived = t.start_s;
       std::set<ReplicaId> replicas;
       bool cross_stage = false;  // two members in one replica: a group across its stages
@@ -189,28 +198,34 @@ nlohmann::json iteration_json(const Study& study, const AnalyticalCostModel* ker
   const double collective_s = w.dp_wait + w.cross_stage_wait + w.dp_ring + w.dp_async_exposed;
   const double busy = metrics.per_rank[busiest].busy_s;
   const double compute = busy - w.optimizer;
-  nlohmann::json it = {{"iteration_s", metrics.iteration_time_s},
-                       {"rank", busiest},
-                       {"compute_s", compute},
-                       {"optimizer_s", w.optimizer},
-                       {"pipeline_wait_s", recv_s},
-                       {"pipeline",
-                        {{"bubble_s", w.pp_bubble},
-                         {"exposed_transfer_s", w.pp_exposed},
-                         {"hidden_transfer_s", w.pp_hidden}}},
-                       {"dp_allreduce_s", collective_s},
-                       {"data_parallel",
-                        {{"wait_for_members_s", w.dp_wait},
-                         {"wait_for_other_stage_s", w.cross_stage_wait},
-                         {"exposed_allreduce_s", w.dp_ring + w.dp_async_exposed},
-                         {"hidden_allreduce_s", w.dp_async_hidden}}},
-                       {"fsdp",
-                        {{"gather_s", w.fsdp_gather},
-                         {"exposed_gather_s", w.fsdp_exposed},
-                         {"hidden_gather_s", std::max(0.0, w.fsdp_gather - w.fsdp_exposed)}}},
-                       {"other_idle_s", std::max(0.0, metrics.iteration_time_s - busy - recv_s -
-                                                          collective_s - w.fsdp_exposed)},
-                       {"bubble_fraction", metrics.bubble_fraction}};
+  nlohmann::json it = {
+      {"iteration_s", metrics.iteration_time_s},
+      {"rank", busiest},
+      {"compute_s", compute},
+      {"optimizer_s", w.optimizer},
+      {"pipeline_wait_s", recv_s},
+      {"pipeline",
+       {{"bubble_s", w.pp_bubble},
+        {"exposed_transfer_s", w.pp_exposed},
+        {"hidden_transfer_s", w.pp_hidden}}},
+      {"dp_allreduce_s", collective_s},
+      {"data_parallel",
+       {{"wait_for_members_s", w.dp_wait},
+        {"wait_for_other_stage_s", w.cross_stage_wait},
+        {"exposed_allreduce_s", w.dp_ring + w.dp_async_exposed},
+        {"hidden_allreduce_s", w.dp_async_hidden}}},
+      {"fsdp",
+       {{"gather_s", w.fsdp_gather},
+        {"exposed_gather_s", w.fsdp_exposed},
+        {"hidden_gather_s", std::max(0.0, w.fsdp_gather - w.fsdp_exposed)}}},
+      {"other_idle_s", std::max(0.0, metrics.iteration_time_s - busy - recv_s - collective_s -
+                                         w.fsdp_exposed - w.cp_wait - w.cp_exposed)},
+      {"bubble_fraction", metrics.bubble_fraction}};
+  if (study.schedule.cp > 1) {
+    it["context_parallel"] = {{"wait_for_ring_s", w.cp_wait},
+                              {"exposed_exchange_s", w.cp_exposed},
+                              {"hidden_exchange_s", w.cp_hidden}};
+  }
   const TrainingRates rates = study_rates(study, metrics.iteration_time_s);
   it["tflops_per_gpu"] = rates.tflops_per_gpu;
   it["mfu"] = rates.mfu;
@@ -233,6 +248,11 @@ void print_cost(const nlohmann::json& j, const std::string& cost_model) {
   if (j.contains("kernels")) {
     std::printf("kernels of layer %d for one microbatch (tp %d, %s):\n", j["layer"].get<int>(),
                 j["tp"].get<int>(), j["cost_model"].dump().c_str());
+    if (j.contains("cp"))
+      std::printf(
+          "(the replica's microbatch: each of its cp = %d CP ranks runs 1/%d of every "
+          "kernel, docs/context-parallelism.md)\n",
+          j["cp"].get<int>(), j["cp"].get<int>());
     std::printf("%-40s %4s %-13s %10s %10s %10s %8s\n", "kernel", "pass", "bound", "ms", "GFLOP",
                 "MB", "TFLOP/s");
     for (const auto& k : j["kernels"]) {
@@ -266,6 +286,13 @@ void print_cost(const nlohmann::json& j, const std::string& cost_model) {
   std::printf("    exposed transfers     %10.3f s\n", v(it["pipeline"]["exposed_transfer_s"]));
   std::printf("  pipeline transfers hidden behind compute %.3f s\n",
               v(it["pipeline"]["hidden_transfer_s"]));
+  if (it.contains("context_parallel")) {
+    const auto& cp = it["context_parallel"];
+    std::printf(
+        "  context-parallel K/V exchange: exposed %.3f s, waiting for the ring %.3f s, "
+        "hidden behind attention %.3f s\n",
+        v(cp["exposed_exchange_s"]), v(cp["wait_for_ring_s"]), v(cp["hidden_exchange_s"]));
+  }
   std::printf(
       "  gradient reductions (data-parallel all-reduce or FSDP reduce-scatter, tied "
       "embedding) %.3f s\n",
@@ -310,6 +337,7 @@ int run_cost(const Options& o) {
     const MicrobatchShape shape = OneMicrobatch(*study).shape(layer);
     j["layer"] = layer;
     j["tp"] = study->config.parallel.tp;
+    if (study->config.parallel.cp > 1) j["cp"] = study->config.parallel.cp;
     j["kernels"] = nlohmann::json::array();
     for (const Kernel& k : analytical->kernels(layer, shape, study->config.parallel.tp)) {
       j["kernels"].push_back({{"name", k.name},

@@ -64,7 +64,8 @@ std::vector<Run> find_runs(const Options& o) {
     r.path = file.string();
     r.source = c.validation.source;
     r.layout = "TP" + std::to_string(c.parallel.tp) + " PP" + std::to_string(c.parallel.pp) +
-               " DP" + std::to_string(c.parallel.dp);
+               (c.parallel.cp > 1 ? " CP" + std::to_string(c.parallel.cp) : "") + " DP" +
+               std::to_string(c.parallel.dp);
     r.measured_s = c.validation.measured_iteration_s;
     const auto study = prepare_study(r.path, o.overrides, Folding::kAllowed);
     const TrainingRates rates = study_rates(*study, r.measured_s);
