@@ -338,11 +338,19 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
   // FP8 primary weights (Megatron's fp8_param_gather): Megatron-Bridge's FP8 recipes set it
   // for current, delayed and MX scaling (src/megatron/bridge/training/mixed_precision.py,
   // bf16_with_fp8_current_scaling_mixed and siblings). Read only under FP8.
+  // Megatron-Bridge's current-scaling recipe keeps the first and last transformer layer in
+  // BF16 (bf16_with_fp8_current_scaling_mixed: num_layers_at_start/end_in_bf16 = 1); its
+  // delayed and MX recipes keep none.
   if (c.fp8 != Fp8Recipe::kOff) {
     c.memory.fp8_primary_weights = r.boolean(t, "cost.", "fp8_params", true);
-  } else if (t.get("fp8_params")) {
-    r.fail(t.get("fp8_params"), "cost.fp8_params",
-           "applies to FP8 training only: set cost.fp8 or remove the key");
+    c.fp8_bf16_layers =
+        r.integer(t, "cost.", "fp8_bf16_layers", c.fp8 == Fp8Recipe::kCurrent ? 1 : 0, 0);
+  } else {
+    for (const char* key : {"fp8_params", "fp8_bf16_layers"}) {
+      if (t.get(key))
+        r.fail(t.get(key), std::string("cost.") + key,
+               "applies to FP8 training only: set cost.fp8 or remove the key");
+    }
   }
   c.tp_comm_overlap = r.boolean(t, "cost.", "tp_comm_overlap", false);
   c.jitter = r.number(t, "cost.", "jitter", 0);
@@ -780,6 +788,7 @@ std::unique_ptr<CostModel> make_base_cost_model(const Config& config) {
                         .recompute = config.cost.recompute,
                         .gradient_bytes_per_param = config.cost.memory.gradient_bytes_per_param,
                         .fp8 = config.cost.fp8,
+                        .fp8_bf16_layers = config.cost.fp8_bf16_layers,
                         .microbatches = config.schedule.microbatches});
 }
 

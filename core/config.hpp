@@ -115,6 +115,9 @@ struct CostConfig {
   Recompute recompute = Recompute::kNone;
   bool flash_attention = true;      ///< cost.attention = "flash" | "unfused"
   Fp8Recipe fp8 = Fp8Recipe::kOff;  ///< cost.fp8 = "off" | "delayed" | "current" | "mx"
+  /// cost.fp8_bf16_layers: the first and the last N transformer layers of each language
+  /// model run their linears in BF16 under FP8 (Megatron's num_layers_at_start/end_in_bf16).
+  int fp8_bf16_layers = 0;
   bool tp_comm_overlap = false;
   /// Kernel-time noise (core/kernel_jitter.hpp): relative standard deviation of every
   /// compute op's time, and its seed; 0 = deterministic costs.

@@ -27,16 +27,18 @@ AnalyticalCostModel::AnalyticalCostModel(const Model& model, const Cluster& clus
                      std::to_string(options.efficiency));
   }
   // Classes of layers that cost the same: equal shapes and the same embedding / LM-head role.
-  std::vector<std::tuple<LayerSpec, int, int>> classes;
+  std::vector<std::tuple<LayerSpec, int, int, Fp8Recipe>> classes;
   for (int l = 0; l < model.num_layers(); ++l) {
     const LayerKernelOptions o = kernel_options(l);
     // The class equal to this layer's (at most one: classes are distinct), or a new one.
     int id = 0;
-    for (const auto& [spec, in, out] : classes) {
-      if (same_cost_class(spec, model.layer(l)) && in == o.vocab_in && out == o.vocab_out) break;
+    for (const auto& [spec, in, out, fp8] : classes) {
+      if (same_cost_class(spec, model.layer(l)) && in == o.vocab_in && out == o.vocab_out &&
+          fp8 == o.fp8)
+        break;
       ++id;
     }
-    if (id == isize(classes)) classes.emplace_back(model.layer(l), o.vocab_in, o.vocab_out);
+    if (id == isize(classes)) classes.emplace_back(model.layer(l), o.vocab_in, o.vocab_out, o.fp8);
     layer_class_.push_back(id);
   }
 }
@@ -58,6 +60,10 @@ LayerKernelOptions AnalyticalCostModel::kernel_options(int layer) const {
   o.microbatches = options_.microbatches;
   const LayerRef& ref = model_.layer_ref(layer);
   const Module& module = model_.module(ref.module);
+  const int n = options_.fp8_bf16_layers;
+  if (module.kind == ModuleKind::kLlm &&
+      (ref.local_index < n || ref.local_index >= isize(module.layers) - n))
+    o.fp8 = Fp8Recipe::kOff;  // the language model's edge layers stay in BF16
   if (module.vocab > 0) {
     if (ref.local_index == 0) o.vocab_in = module.vocab;
     if (ref.local_index + 1 == isize(module.layers)) o.vocab_out = module.vocab;
@@ -157,7 +163,7 @@ double AnalyticalCostModel::activation_bytes(int layer, const MicrobatchShape& s
   } else {
     bytes = transformer_activation_bytes(spec, shape, tp, options_.flash_attention,
                                          options_.sequence_parallel, recompute_of(layer),
-                                         options_.fp8 != Fp8Recipe::kOff);
+                                         kernel_options(layer).fp8 != Fp8Recipe::kOff);
   }
   // The LM head keeps its fp32 softmax for the cross-entropy's backward.
   if (const int vocab = kernel_options(layer).vocab_out; vocab > 0)
@@ -199,6 +205,8 @@ nlohmann::json AnalyticalCostModel::describe() const {
     j["tp_comm_overlap"] = options_.tp_comm_overlap;
     j["recompute"] = to_string(options_.recompute);
     if (options_.fp8 != Fp8Recipe::kOff) j["fp8"] = to_string(options_.fp8);
+    if (options_.fp8 != Fp8Recipe::kOff && options_.fp8_bf16_layers > 0)
+      j["fp8_bf16_layers"] = options_.fp8_bf16_layers;
     if (auto modules = module_recompute(model_); !modules.empty()) j["module_recompute"] = modules;
   } else {
     j["efficiency"] = options_.efficiency;

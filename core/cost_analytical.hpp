@@ -37,7 +37,9 @@ struct AnalyticalOptions {
   /// Gradient buffer bytes per parameter (weight-gradient accumulation per microbatch).
   double gradient_bytes_per_param = 0;
   Fp8Recipe fp8 = Fp8Recipe::kOff;  ///< cost.fp8
-  int microbatches = 1;             ///< per step: FP8 weight casts are once per step
+  /// cost.fp8_bf16_layers: first and last N transformer layers of an LLM module in BF16.
+  int fp8_bf16_layers = 0;
+  int microbatches = 1;  ///< per step: FP8 weight casts are once per step
 };
 
 class AnalyticalCostModel final : public CostModel {

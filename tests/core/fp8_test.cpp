@@ -115,6 +115,35 @@ TEST(Fp8, AGpuWithoutFp8TensorCoresIsAnInputErrorNamingTheKey) {
   }
 }
 
+TEST(Fp8, CurrentScalingKeepsTheLanguageModelsEdgeLayersInBf16) {
+  // Megatron-Bridge's current-scaling recipe: num_layers_at_start/end_in_bf16 = 1.
+  const std::string config =
+      test::source_path("validation/megatron-bridge-2511/llama3-8b-h100.toml");
+  const Config c = load_config(config, {});
+  EXPECT_EQ(c.cost.fp8_bf16_layers, 1);
+  const auto cost = make_cost_model(c);
+  const MicrobatchShape shape{{8192}};
+  const double first = cost->layer_cost(0, shape, 1).forward_s;
+  const double second = cost->layer_cost(1, shape, 1).forward_s;
+  const double middle = cost->layer_cost(15, shape, 1).forward_s;
+  const int last_layer = c.model.num_layers() - 1;
+  EXPECT_DOUBLE_EQ(second, middle) << "FP8 inside";
+  EXPECT_GT(first, 1.3 * middle) << "BF16 GEMMs (and the embedding) on the first layer";
+  EXPECT_GT(cost->layer_cost(last_layer, shape, 1).forward_s,
+            cost->layer_cost(last_layer - 1, shape, 1).forward_s * 1.3);
+  // None kept in BF16: the first layer costs a middle one plus its embedding.
+  const Config none = load_config(config, {"cost.fp8_bf16_layers=0"});
+  const auto all_fp8 = make_cost_model(none);  // holds references into `none`
+  EXPECT_LT(all_fp8->layer_cost(0, shape, 1).forward_s, first);
+  EXPECT_DOUBLE_EQ(all_fp8->layer_cost(15, shape, 1).forward_s, middle);
+  // Delayed and MX recipes keep none; the key needs FP8.
+  EXPECT_EQ(load_config(config, {"cost.fp8=delayed"}).cost.fp8_bf16_layers, 0);
+  EXPECT_NE(test::input_error([&] {
+              load_config(config, {"cost.fp8=off", "cost.fp8_bf16_layers=1"});
+            }).find("cost.fp8_bf16_layers"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace loom
 

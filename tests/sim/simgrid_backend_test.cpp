@@ -229,22 +229,25 @@ TEST(SimGridBackend, FsdpOnOneRingAgreesWithTheEvaluatorOpByOp) {
   expect_same_timings(study->schedule, study->config.cluster, 1e-9);
 }
 
+namespace {
+/// parallel.cp = 2 on one stage of Narayanan's 39.1B GPT, exchanging by `cp_comm`: each
+/// layer's K/V exchange between the two CP ranks' TP groups (two nodes), nothing else on
+/// the links.
+std::unique_ptr<Study> context_parallel_study(const std::string& cp_comm) {
+  return prepare_study(test::source_path("validation/megatron-narayanan-2021/n1-39.1b.toml"),
+                       {"parallel.cp=2", "parallel.cp_comm=\"" + cp_comm + "\"", "parallel.pp=1",
+                        "parallel.dp=1", "schedule.stage_layers=[]", "schedule.microbatches=2",
+                        "model.modules.gpt.layers=4", "cluster.nodes=2"});
+}
+}  // namespace
+
 TEST(SimGridBackend, ContextParallelRingAgreesWithTheEvaluatorOpByOp) {
-  // parallel.cp = 2 on one stage of Narayanan's 39.1B GPT: each layer's K/V ring between
-  // the two CP ranks' TP groups (two nodes) and nothing else on the links.
-  const auto study =
-      prepare_study(test::source_path("validation/megatron-narayanan-2021/n1-39.1b.toml"),
-                    {"parallel.cp=2", "parallel.pp=1", "parallel.dp=1", "schedule.stage_layers=[]",
-                     "schedule.microbatches=2", "model.modules.gpt.layers=4", "cluster.nodes=2"});
+  const auto study = context_parallel_study("p2p");
   expect_same_timings(study->schedule, study->config.cluster, 1e-9);
 }
 
 TEST(SimGridBackend, ContextParallelAllGatherAgreesWithTheEvaluatorOpByOp) {
-  const auto study =
-      prepare_study(test::source_path("validation/megatron-narayanan-2021/n1-39.1b.toml"),
-                    {"parallel.cp=2", "parallel.cp_comm=\"all-gather\"", "parallel.pp=1",
-                     "parallel.dp=1", "schedule.stage_layers=[]", "schedule.microbatches=2",
-                     "model.modules.gpt.layers=4", "cluster.nodes=2"});
+  const auto study = context_parallel_study("all-gather");
   expect_same_timings(study->schedule, study->config.cluster, 1e-9);
 }
 

@@ -223,3 +223,33 @@ TEST(ContextParallel, BadRequestsNameTheKeyAndTheFix) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+/// Samples an iteration trains, as metrics.json reports them (throughput x iteration).
+double reported_samples(const Study& study) {
+  const Timeline t = evaluate(study.schedule, study.config.cluster);
+  const Metrics m = compute_metrics(study.schedule, t);
+  return m.throughput_samples_per_s * m.iteration_time_s;
+}
+
+TEST(ContextParallel, ReportedSamplesAreTheGlobalBatchNotTimesCp) {
+  // Issue 48: under per-module CP the report was said to count each sample once per CP
+  // rank (8 microbatches of 4 as 256). The single layout's CP ranks share their replica's
+  // samples, and the per-module layouts' CP pieces hold disjoint samples: both report the
+  // global batch.
+  const auto single = gpt(4, {"schedule.microbatches=8"});
+  EXPECT_NEAR(reported_samples(*single), 8.0 * 2 /*dp*/, 1e-9);
+  for (const std::string grid : {"colocated", "homogeneous"}) {
+    SCOPED_TRACE(grid);
+    const auto hetero = prepare_study(
+        test::source_path("configs/paper/hetero-1b7b-64k-v75-" + grid + ".toml"),
+        {"schedule.microbatches=8", "schedule.microbatch_size=4", "workload.tokens.text=1024",
+         "workload.tokens.vision=3072", "sim.backend=evaluator"});
+    EXPECT_NEAR(reported_samples(*hetero), 8.0 * 4, 1e-9);
+  }
+}
+
+}  // namespace
+}  // namespace loom
