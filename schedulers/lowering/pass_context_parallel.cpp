@@ -40,7 +40,7 @@ void cost_context_parallel(const Context& ctx, const std::vector<const Sample*>&
     const AttentionSplit split = split_attention(*p.cost, ctx.model, l, shape, tp);
     ContextParallelLayer layer;
     if (spec.kind == LayerKind::kTransformer) {
-      layer.attention = scale_add(split.attention, 1.0 / cp, split.attention, 0.0);
+      layer.attention = scale_add(split.attention, 1.0 / cp, PassCost{}, 0.0);
       layer.before_attention = linear_share_before_attention(spec);
       layer.kv_block_bytes = kv_block_bytes(spec, shape.total_tokens() / cp, tp);
     }
@@ -105,6 +105,7 @@ void expand_context_parallel(const Context& ctx, Schedule& schedule, std::vector
   };
   const double block = layer.kv_block_bytes;
   program.push_back(part(linear * first_share, first_share));
+  double attention_in_last = 0;  // forward: the last block (p2p) or all of it (all-gather)
   if (ctx.problem.parallel.cp_comm == CpComm::kP2p) {
     // Ring steps: send the block in hand, attend to it, take the previous rank's. Backward
     // passes K/V with the dK/dV accumulated so far.
@@ -114,14 +115,18 @@ void expand_context_parallel(const Context& ctx, Schedule& schedule, std::vector
       program.push_back(part(attention / cp, 0));
       take(step_bytes);
     }
-    if (!forward) {
+    if (forward) {
+      attention_in_last = attention / cp;
+    } else {
       program.push_back(part(attention / cp, 0));
       exchange(block);  // dK/dV of the block in hand back to its owner
       take(block);
     }
   } else {
     collective(CollectiveKind::kAllGather);
-    if (!forward) {
+    if (forward) {
+      attention_in_last = attention;
+    } else {
       program.push_back(part(attention, 0));
       collective(CollectiveKind::kReduceScatter);
     }
@@ -129,11 +134,7 @@ void expand_context_parallel(const Context& ctx, Schedule& schedule, std::vector
   // The last part: the remaining attention (forward) and the other linears; it keeps the
   // layer's activations (forward) or frees them (backward), as the whole layer would.
   Compute last = c;
-  const bool attention_left = forward;
-  last.seconds =
-      linear * (1 - first_share) +
-      (attention_left ? (ctx.problem.parallel.cp_comm == CpComm::kP2p ? attention / cp : attention)
-                      : 0.0);
+  last.seconds = linear * (1 - first_share) + attention_in_last;
   last.weight_grad_s = weight_grad * (1 - first_share);
   program.push_back(last);
 }
