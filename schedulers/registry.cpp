@@ -32,6 +32,7 @@ std::vector<OptionSpec> encoders_colocated_options();
 std::vector<OptionSpec> cornstarch_options();
 std::vector<OptionSpec> hetero_colocated_options();
 std::vector<OptionSpec> dip_scheduler_options();
+std::vector<OptionSpec> disttrain_scheduler_options();
 std::vector<OptionSpec> omnibal_options();
 std::vector<OptionSpec> entrain_scheduler_options();
 std::vector<OptionSpec> bamboo_options();
@@ -90,14 +91,14 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
        generate_encoders_replicated},
       {"encoders-colocated",
        "Megatron MLLM PP (cornstarch §2.2): encoders cut into E stages, fused and run "
-       "sequentially, then the LLM; E balances Eq 3.5's bottleneck (reconstructed) or "
-       "its encoder_stages option",
+       "sequentially, then the LLM; E balances Eq 3.5's bottleneck (reconstructed, E >= 1) "
+       "or its encoder_stages option (0: encoders on the LLM's first stage, LLaVA's layout)",
        generate_encoders_colocated, encoders_colocated_options},
       {"cornstarch",
        "Cornstarch: modality parallelism (encoders on own stages, concurrent), Eq 3.5 "
        "partitions, stage allocation by Algorithm 1 (evaluator as iteration time: "
-       "reconstructed); modality_parallelism = auto also tries colocated encoders "
-       "and runs the faster",
+       "reconstructed); modality_parallelism = auto also tries the encoders colocated "
+       "(fused on stages of their own, and on the LLM's first stage) and runs the faster",
        generate_cornstarch, cornstarch_options},
       {"hetero-colocated",
        "heterogeneous parallelism §3.3: per-module grids on one rank set, three phases "
@@ -111,8 +112,9 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
       {"disttrain",
        "DistTrain-like (dissertation Fig 4.2b): encoders and LLM on disjoint stages, 1F1B, "
        "planned on one sample; LPT intra- and smallest-first/best-fit inter-microbatch "
-       "reordering (reconstructed from secondhand descriptions)",
-       generate_disttrain},
+       "reordering (reconstructed from secondhand descriptions); encoder_stages = 0 puts "
+       "the encoders on the LLM's first stage",
+       generate_disttrain, disttrain_scheduler_options},
       {"dip",
        "DIP-like (Fig 4.2c): modalities partitioned separately into K_i chunks per rank, "
        "colocated; MCTS over segment order + greedy dual-queue interleaving under a memory "

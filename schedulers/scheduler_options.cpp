@@ -65,6 +65,9 @@ void check_value(const OptionSpec& spec, const OptionValue& v, const std::string
     case OptionKind::kInteger:
       checked_integer(spec, v, key);
       break;
+    case OptionKind::kIntegerOrAuto:
+      checked_integer_or_auto(spec, v, key);
+      break;
     case OptionKind::kNumber:
       checked_number(spec, v, key);
       break;
@@ -90,6 +93,8 @@ std::string OptionSpec::type_text() const {
   switch (kind) {
     case OptionKind::kInteger:
       return "an integer >= " + number_text(limits.min);
+    case OptionKind::kIntegerOrAuto:
+      return "\"auto\" or an integer >= " + number_text(limits.min);
     case OptionKind::kNumber:
       return "a number >= " + number_text(limits.min);
     case OptionKind::kBoolean:
@@ -109,6 +114,13 @@ std::int64_t checked_integer(const OptionSpec& spec, const OptionValue& v, const
   const auto* x = std::get_if<std::int64_t>(&v.value);
   if (!x || *x < spec.limits.min || *x > 1'000'000'000) bad_value(spec, v, key);
   return *x;
+}
+
+std::optional<int> checked_integer_or_auto(const OptionSpec& spec, const OptionValue& v,
+                                           const std::string& key) {
+  if (const auto* word = std::get_if<std::string>(&v.value); word && *word == "auto")
+    return std::nullopt;
+  return static_cast<int>(checked_integer(spec, v, key));
 }
 
 double checked_number(const OptionSpec& spec, const OptionValue& v, const std::string& key) {

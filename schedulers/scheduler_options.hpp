@@ -22,7 +22,7 @@
 
 namespace loom {
 
-enum class OptionKind { kInteger, kNumber, kBoolean, kChoice, kIntegerList };
+enum class OptionKind { kInteger, kIntegerOrAuto, kNumber, kBoolean, kChoice, kIntegerList };
 
 /// What a value must be, beyond its type: at_least(1), one_of({"a", "b"}), and the flat
 /// key of earlier releases when it differs from the option's: at_least(0).formerly("dip_seed").
@@ -79,6 +79,9 @@ struct OptionSpec {
 /// A value checked against `spec`: returns it converted to the member's type, or throws
 /// InputError naming the value's origin (file and line), `key` and what it accepts.
 std::int64_t checked_integer(const OptionSpec& spec, const OptionValue& v, const std::string& key);
+/// An integer, or the word "auto" (nullopt: the scheduler decides).
+std::optional<int> checked_integer_or_auto(const OptionSpec& spec, const OptionValue& v,
+                                           const std::string& key);
 double checked_number(const OptionSpec& spec, const OptionValue& v, const std::string& key);
 bool checked_boolean(const OptionSpec& spec, const OptionValue& v, const std::string& key);
 std::string checked_choice(const OptionSpec& spec, const OptionValue& v, const std::string& key);
@@ -99,6 +102,18 @@ struct OptionType<int> {
   static std::string text(int v) { return std::to_string(v); }
   static int read(const OptionSpec& s, const OptionValue& v, const std::string& key) {
     return static_cast<int>(checked_integer(s, v, key));
+  }
+};
+/// An integer the scheduler may choose itself: `"auto"` (nullopt) or a number.
+template <>
+struct OptionType<std::optional<int>> {
+  static constexpr OptionKind kKind = OptionKind::kIntegerOrAuto;
+  static std::string text(const std::optional<int>& v) {
+    return v ? std::to_string(*v) : "\"auto\"";
+  }
+  static std::optional<int> read(const OptionSpec& s, const OptionValue& v,
+                                 const std::string& key) {
+    return checked_integer_or_auto(s, v, key);
   }
 };
 template <>

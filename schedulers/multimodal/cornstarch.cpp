@@ -32,6 +32,7 @@
 // parallel.dp replicas.
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
@@ -135,7 +136,7 @@ StageGraph explicit_graph(const SchedulingProblem& problem, const Branches& bran
 /// "It chooses better modality parallelism").
 struct CornstarchOptions {
   std::string modality_parallelism = "auto";
-  int encoder_stages = 0;
+  std::optional<int> encoder_stages;
 };
 
 const OptionSet<CornstarchOptions> kOptions{
@@ -144,7 +145,10 @@ const OptionSet<CornstarchOptions> kOptions{
      "encoders fused ahead of the LLM, \"auto\" the one predicted faster",
      one_of({"auto", "parallel", "colocated"})},
     {"encoder_stages", &CornstarchOptions::encoder_stages,
-     "colocated placement: pipeline stages of the fused encoders; 0 = by balance", at_least(0)},
+     "colocated placement: pipeline stages of the fused encoders, 0..pp-1 (0: on the LLM's "
+     "first stage, Megatron-Core's encoder_pipeline_model_parallel_size = 0); \"auto\" = "
+     "by balance, E >= 1, and with modality_parallelism = \"auto\" E = 0 competes too",
+     at_least(0)},
 };
 
 }  // namespace
@@ -194,6 +198,11 @@ Schedule generate_cornstarch(const SchedulingProblem& problem) {
     } catch (const InputError&) {
     }
   }
+  // Reconstructed, Loom's: the planner also weighs the encoders on the LLM's first stage
+  // (Megatron-Core's LLaVA layout), which wins where the encoders are small next to an
+  // LLM stage (a 0.3B ViT before a 13B LLM) and a stage of their own would idle.
+  if (!parallel_only && !colocated_only && !o.encoder_stages)
+    consider(encoders_colocated_graph(problem, branches, costs, name, 0));
   return lower_multimodal(problem, name, chosen);
 }
 

@@ -11,10 +11,16 @@
 //
 // Each branch and the LLM are partitioned by Eq 3.5 with the configured cost view
 // (`naive` = Megatron's "backward = 2 x forward", `true` = frozen-aware). E is
-// `[schedule.encoders-colocated] encoder_stages`, or (0, the default) the E in 1..p-1 that
-// minimizes the slowest stage over the whole fused chain, Eq 3.5's objective (reconstructed: the
-// paper does not say how E was picked; this is the balance the dissertation's partitioner aims for,
-// §3.4.1, and under `naive` it balances forward time, §3.5.3).
+// `[schedule.encoders-colocated] encoder_stages`, or ("auto", the default) the E in 1..p-1
+// that minimizes the slowest stage over the whole fused chain, Eq 3.5's objective
+// (reconstructed: the paper does not say how E was picked; this is the balance the
+// dissertation's partitioner aims for, §3.4.1, and under `naive` it balances forward time,
+// §3.5.3). "auto" never picks 0: the baseline gives the encoders stages of their own.
+// E = 0 is Megatron-Core's LLaVA layout (encoder_pipeline_model_parallel_size = 0, the
+// encoder on the LLM's first pipeline stage; megatron/core/models/multimodal/llava_model.py):
+//
+//   stage 0:  vision audio llm[0..a)           (encoders whole, then the LLM's first piece)
+//   stage 1+: llm pieces, the LLM cut into pp pieces with the encoders counted in the first
 #include "core/errors.hpp"
 #include "schedulers/multimodal/fused_encoders.hpp"
 
@@ -22,30 +28,39 @@ namespace loom {
 
 StageGraph encoders_colocated_graph(const SchedulingProblem& problem, const Branches& branches,
                                     const std::vector<double>& costs, const char* scheduler_name,
-                                    int encoder_stages) {
+                                    std::optional<int> encoder_stages) {
   const int p = problem.parallel.pp;
-  if (p < 2)
-    throw InputError(std::string("parallel.pp: '") + scheduler_name +
-                     "' needs at least 2 stages (encoders, then the LLM)");
-  int e = encoder_stages;
-  if (e >= p)
-    throw InputError("schedule." + std::string(scheduler_name) +
-                     ".encoder_stages: " + std::to_string(e) +
-                     " leaves no stage for the LLM (parallel.pp = " + std::to_string(p) + ")");
-  if (e == 0) e = balanced_encoder_stages(*problem.model, branches, costs, p);
-  if (e == 0)
-    throw InputError("parallel.pp: " + std::to_string(p) +
-                     " stages cannot hold the encoders and the LLM (too few layers)");
-  return fused_encoder_graph(*problem.model, branches, costs, p, e,
-                             "schedule." + std::string(scheduler_name) + ".encoder_stages");
+  const std::string key = "schedule." + std::string(scheduler_name) + ".encoder_stages";
+  if (encoder_stages && *encoder_stages >= p)
+    throw InputError(key + ": " + std::to_string(*encoder_stages) +
+                     " leaves no stage for the LLM (parallel.pp = " + std::to_string(p) +
+                     "); 0 puts the encoders on the LLM's first stage");
+  if (!encoder_stages) {
+    if (p < 2)
+      throw InputError(std::string("parallel.pp: '") + scheduler_name +
+                       "' gives the encoders stages of their own and needs at least 2; set " +
+                       key + " = 0 to run them on the LLM's first stage");
+    encoder_stages = balanced_encoder_stages(*problem.model, branches, costs, p);
+    if (!encoder_stages)
+      throw InputError("parallel.pp: " + std::to_string(p) +
+                       " stages cannot hold the encoders and the LLM (too few layers); set " +
+                       key + " = 0 to run the encoders on the LLM's first stage");
+  }
+  return fused_encoder_graph(*problem.model, branches, costs, p, *encoder_stages, key);
+}
+
+std::string encoder_stages_help(const std::string& rule) {
+  return "pipeline stages of the fused encoders, E in 0..pp-1: 0 runs them on the LLM's "
+         "first stage (Megatron-Core's encoder_pipeline_model_parallel_size = 0, LLaVA's "
+         "layout); \"auto\" " +
+         rule;
 }
 
 const OptionSet<EncoderStagesOptions>& encoder_stages_options() {
+  static const std::string help =
+      encoder_stages_help("= the E >= 1 whose slowest stage is fastest (Eq 3.5's balance)");
   static const OptionSet<EncoderStagesOptions> kOptions{
-      {"encoder_stages", &EncoderStagesOptions::encoder_stages,
-       "pipeline stages of the fused encoders, E in 1..pp-1; 0 = the E whose slowest stage "
-       "is fastest (Eq 3.5's balance)",
-       at_least(0)},
+      {"encoder_stages", &EncoderStagesOptions::encoder_stages, help.c_str(), at_least(0)},
   };
   return kOptions;
 }
@@ -59,7 +74,7 @@ Schedule generate_encoders_colocated(const SchedulingProblem& problem) {
   require_single_layout(problem, name);
   const Branches branches = split_branches(*problem.model, name);
   const std::vector<double> costs = view_costs(problem);
-  const int e = encoder_stages_options().read(problem.schedule, name).encoder_stages;
+  const std::optional<int> e = encoder_stages_options().read(problem.schedule, name).encoder_stages;
   return lower_multimodal(problem, name,
                           encoders_colocated_graph(problem, branches, costs, name, e));
 }

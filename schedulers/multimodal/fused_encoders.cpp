@@ -4,9 +4,19 @@
 #include <limits>
 
 #include "core/index.hpp"
+#include "schedulers/lowering/stage_graph.hpp"
 
 namespace loom {
 namespace {
+
+/// The forward + backward seconds of every encoder branch, whole: what stage 0 carries
+/// ahead of the LLM when the encoders sit on the LLM's first stage.
+double encoders_s(const Branches& branches, const std::vector<double>& costs) {
+  double sum = 0;
+  for (const std::vector<int>& branch : branches.encoders)
+    for (const int l : branch) sum += costs[static_cast<size_t>(l)];
+  return sum;
+}
 
 /// The largest per-stage cost T of the fused stages: piece k of every branch.
 double fused_bottleneck(const Model& model, const Branches& branches,
@@ -30,7 +40,14 @@ StageGraph fused_encoder_graph(const Model& model, const Branches& branches,
                                const std::vector<double>& costs, int p, int e,
                                const std::string& encoder_stages_key) {
   StageGraph graph(p);
-  for (size_t b = 0; b < branches.encoders.size(); ++b) {
+  if (e == 0) {  // every branch whole on stage 0, then the LLM's first piece there too
+    for (const std::vector<int>& branch : branches.encoders) {
+      const auto segs = segments_of(model, branch);
+      graph[StageId{0}].segments.insert(graph[StageId{0}].segments.end(), segs.begin(),
+                                        segs.end());
+    }
+  }
+  for (size_t b = 0; e > 0 && b < branches.encoders.size(); ++b) {
     const auto pieces =
         partition_branch(model, branches.encoders[b], costs, e,
                          encoder_stages_key + " (encoder '" + branches.names[b] + "')");
@@ -40,25 +57,33 @@ StageGraph fused_encoder_graph(const Model& model, const Branches& branches,
       ++k;
     }
   }
-  const auto llm = partition_branch(model, branches.llm, costs, p - e, "LLM stages");
+  const double head_s = e == 0 ? encoders_s(branches, costs) : 0;
+  const auto llm = partition_branch(model, branches.llm, costs, p - e, "LLM stages", head_s);
   for (StageId k{e}; const std::vector<Segment>& piece : llm) {  // stages e .. p-1
-    graph[k].segments = piece;
+    auto& segs = graph[k].segments;
+    segs.insert(segs.end(), piece.begin(), piece.end());
     ++k;
   }
   return graph;
 }
 
-int balanced_encoder_stages(const Model& model, const Branches& branches,
-                            const std::vector<double>& costs, int p) {
+double fused_graph_bottleneck(const Model& model, const Branches& branches,
+                              const std::vector<double>& costs, int p, int e) {
+  if (e == 0) return branch_bottleneck(branches.llm, costs, p, encoders_s(branches, costs));
+  return std::max(fused_bottleneck(model, branches, costs, e),
+                  branch_bottleneck(branches.llm, costs, p - e));
+}
+
+std::optional<int> balanced_encoder_stages(const Model& model, const Branches& branches,
+                                           const std::vector<double>& costs, int p) {
   int shortest = isize(branches.encoders.front());
   for (const auto& b : branches.encoders) shortest = std::min(shortest, isize(b));
   double best = std::numeric_limits<double>::infinity();
-  int chosen = 0;
+  std::optional<int> chosen;
   for (int e = 1; e < p; ++e) {
     if (e > shortest || p - e > isize(branches.llm)) continue;
-    const double t = std::max(fused_bottleneck(model, branches, costs, e),
-                              branch_bottleneck(branches.llm, costs, p - e));
-    if (chosen == 0 || t < best - 1e-9 * best) {
+    const double t = fused_graph_bottleneck(model, branches, costs, p, e);
+    if (!chosen || t < best - 1e-9 * best) {
       best = t;
       chosen = e;
     }

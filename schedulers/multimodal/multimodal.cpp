@@ -48,9 +48,12 @@ std::vector<double> view_costs(const SchedulingProblem& problem) {
 
 namespace {
 
-std::vector<double> sub_costs(const std::vector<int>& layers, const std::vector<double>& costs) {
+/// The costs of `layers` in order, `head_s` added to the first (it runs on that stage).
+std::vector<double> sub_costs(const std::vector<int>& layers, const std::vector<double>& costs,
+                              double head_s) {
   std::vector<double> out;
   for (int l : layers) out.push_back(costs[static_cast<size_t>(l)]);
+  if (!out.empty()) out.front() += head_s;
   return out;
 }
 
@@ -59,13 +62,14 @@ std::vector<double> sub_costs(const std::vector<int>& layers, const std::vector<
 std::vector<std::vector<Segment>> partition_branch(const Model& model,
                                                    const std::vector<int>& layers,
                                                    const std::vector<double>& costs, int stages,
-                                                   const std::string& what) {
+                                                   const std::string& what, double head_s) {
   if (stages > isize(layers)) {
     throw InputError(what + ": " + std::to_string(stages) + " pipeline stages but it has only " +
                      std::to_string(layers.size()) + " layers (each stage needs at least one)");
   }
   std::vector<std::vector<Segment>> out;
-  for (const StageRange& r : partition_min_bottleneck(sub_costs(layers, costs), stages)) {
+  for (const StageRange& r :
+       partition_min_bottleneck(sub_costs(layers, costs, head_s), stages)) {
     const auto begin = layers.begin();
     out.push_back(segments_of(model, std::vector<int>(begin + r.first, begin + r.end)));
   }
@@ -87,8 +91,8 @@ StageGraph disaggregated_graph(const Model& model, const Branches& branches,
 }
 
 double branch_bottleneck(const std::vector<int>& layers, const std::vector<double>& costs,
-                         int stages) {
-  const std::vector<double> sub = sub_costs(layers, costs);
+                         int stages, double head_s) {
+  const std::vector<double> sub = sub_costs(layers, costs, head_s);
   double worst = 0;
   for (const StageRange& r : partition_min_bottleneck(sub, stages)) {
     double sum = 0;

@@ -5,6 +5,8 @@
 /// allocation's iteration time (cornstarch-arxiv §5.2 Algorithm 1, get_iteration_time).
 /// Lowering itself (messages along the module DAG, fan-in at the LLM) is
 /// lower_stage_graph() in schedulers/lowering/lowering.hpp, shared with the linear schedulers.
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "schedulers/lowering/lowering.hpp"
@@ -27,12 +29,13 @@ Branches split_branches(const Model& model, const char* scheduler_name);
 std::vector<double> view_costs(const SchedulingProblem& problem);
 
 /// Eq 3.5 over the ordered `layers` (not necessarily contiguous in the global order) cut
-/// into `stages` pieces; each piece as segments cut where the module changes. Throws
-/// InputError naming `what` when there are fewer layers than stages.
+/// into `stages` pieces; each piece as segments cut where the module changes. `head_s` is
+/// work the first piece carries ahead of its layers (encoders colocated on the LLM's first
+/// stage). Throws InputError naming `what` when there are fewer layers than stages.
 std::vector<std::vector<Segment>> partition_branch(const Model& model,
                                                    const std::vector<int>& layers,
                                                    const std::vector<double>& costs, int stages,
-                                                   const std::string& what);
+                                                   const std::string& what, double head_s = 0);
 
 /// Modality parallelism's stage graph (cornstarch-arxiv §4.1; DistTrain's disaggregated
 /// encoder and LLM stages): encoder branch b cut into encoder_stages[b] stages of its own,
@@ -42,24 +45,29 @@ StageGraph disaggregated_graph(const Model& model, const Branches& branches,
                                const std::vector<int>& encoder_stages, int llm_stages);
 
 /// The fused encoders' stage count, an option of the schedulers that fuse them
-/// (encoders-colocated; cornstarch and entrain declare it among their own).
+/// (encoders-colocated; cornstarch and entrain declare it among their own): "auto" (the
+/// scheduler's rule) or E; E = 0 puts the encoders on the LLM's first stage.
 struct EncoderStagesOptions {
-  int encoder_stages = 0;
+  std::optional<int> encoder_stages;
 };
 const OptionSet<EncoderStagesOptions>& encoder_stages_options();
+/// The help text of that option, `rule` saying what "auto" picks.
+std::string encoder_stages_help(const std::string& rule);
 
 /// Encoders-colocated's stage graph (cornstarch-arxiv §2.2, Fig 1c): every encoder branch
 /// cut into E pieces, stage k running piece k of each one after the other, then the LLM
-/// part in pp - E stages. E is `encoder_stages` (the scheduler's option of that name), or
-/// (0) the E whose slowest stage over the whole chain is fastest. Throws InputError naming
-/// `scheduler_name` when pp < 2 or E leaves the LLM no stage.
+/// part in pp - E stages; E = 0 runs every encoder on the LLM's first stage, ahead of its
+/// first LLM piece (Megatron-Core's encoder_pipeline_model_parallel_size = 0). E is
+/// `encoder_stages` (the scheduler's option of that name), or (nullopt) the E >= 1 whose
+/// slowest stage over the whole chain is fastest. Throws InputError naming
+/// `scheduler_name` when E leaves the LLM no stage.
 StageGraph encoders_colocated_graph(const SchedulingProblem& problem, const Branches& branches,
                                     const std::vector<double>& costs, const char* scheduler_name,
-                                    int encoder_stages);
+                                    std::optional<int> encoder_stages);
 
 /// The bottleneck (largest stage sum of T_l) of that partition: t_i of Algorithm 1.
 double branch_bottleneck(const std::vector<int>& layers, const std::vector<double>& costs,
-                         int stages);
+                         int stages, double head_s = 0);
 
 /// What the planner believes one iteration of `graph` takes: the stage graph lowered with
 /// cross-modality 1F1B and the costs of the problem's partition view, run through the

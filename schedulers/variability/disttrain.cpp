@@ -10,7 +10,10 @@
 // its components. For each LLM stage count i the encoders get the fewest stages whose
 // Eq 3.5 bottleneck (one-sample costs) is at most the LLM's; the allocation with the
 // least (m + depth - 1) x bottleneck wins (reconstructed: the paper's cost formula is
-// not public).
+// not public). `[schedule.disttrain] encoder_stages` overrides the planner: E >= 1 stages
+// for every encoder branch, or 0 for the encoders on the LLM's first stage
+// (Megatron-Core's encoder_pipeline_model_parallel_size = 0), the reordering kept. The
+// planner ("auto") never picks 0: disaggregation is what DistTrain is.
 #include "schedulers/variability/disttrain.hpp"
 
 #include <algorithm>
@@ -22,6 +25,7 @@
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
+#include "schedulers/multimodal/fused_encoders.hpp"
 
 namespace loom {
 
@@ -125,6 +129,33 @@ struct Allocation {
   double estimate = std::numeric_limits<double>::infinity();
 };
 
+struct DisttrainOptions {
+  std::optional<int> encoder_stages;
+};
+
+const OptionSet<DisttrainOptions>& disttrain_options() {
+  static const OptionSet<DisttrainOptions> kOptions{
+      {"encoder_stages", &DisttrainOptions::encoder_stages,
+       "pipeline stages of each encoder branch: 0 runs the encoders on the LLM's first stage "
+       "(Megatron-Core's encoder_pipeline_model_parallel_size = 0); \"auto\" = DistTrain's "
+       "planner, which always disaggregates (E >= 1)",
+       at_least(0)},
+  };
+  return kOptions;
+}
+
+/// The allocation `encoder_stages` asks for: E stages per encoder branch, the LLM the rest.
+Allocation fixed_allocation(const SchedulingProblem& problem, const Branches& branches, int e) {
+  const int nb = isize(branches.encoders);
+  const int llm = problem.parallel.pp - nb * e;
+  if (llm < 1)
+    throw InputError("schedule.disttrain.encoder_stages: " + std::to_string(e) + " stages for " +
+                     std::to_string(nb) + " encoder(s) leave the LLM none of parallel.pp = " +
+                     std::to_string(problem.parallel.pp) +
+                     "; 0 runs the encoders on the LLM's first stage");
+  return Allocation{llm, std::vector<int>(static_cast<size_t>(nb), e), 0};
+}
+
 /// The DistTrain-like planner on one-sample costs (see the file comment).
 Allocation plan_allocation(const SchedulingProblem& problem, const Branches& branches,
                            const std::vector<double>& costs) {
@@ -168,8 +199,13 @@ Schedule disttrain_schedule(const SchedulingProblem& problem, bool reorder) {
   SchedulingProblem one = problem;  // the planner's view: a single sample (Table 4.1)
   one.schedule.microbatch_size = 1;
   const std::vector<double> costs = view_costs(one);
-  const Allocation a = plan_allocation(problem, branches, costs);
-  const StageGraph graph = disaggregated_graph(*problem.model, branches, costs, a.encoders, a.llm);
+  const std::optional<int> e = disttrain_options().read(problem.schedule, name).encoder_stages;
+  const Allocation a = e ? fixed_allocation(problem, branches, *e)
+                         : plan_allocation(problem, branches, costs);
+  const StageGraph graph =
+      e == 0 ? fused_encoder_graph(*problem.model, branches, costs, a.llm, 0,
+                                   "schedule.disttrain.encoder_stages")
+             : disaggregated_graph(*problem.model, branches, costs, a.encoders, a.llm);
 
   SchedulingProblem out = problem;
   const int dp = problem.parallel.dp, m = problem.schedule.microbatches;
@@ -181,14 +217,15 @@ Schedule disttrain_schedule(const SchedulingProblem& problem, bool reorder) {
   if (reorder) {
     const PerSample<ModalityWork> work = sample_work(problem, branches);
     out.assignment = intra_microbatch_lpt(work, dp, m, mbs);
-    int enc_depth = *std::max_element(a.encoders.begin(), a.encoders.end());
+    // Encoders on the LLM's first stage (E = 0) count as one encoder stage of that depth.
+    const int enc_depth = *std::max_element(a.encoders.begin(), a.encoders.end());
     for (auto& replica : out.assignment) {
       std::vector<double> enc, llm;  // per microbatch, its encoder and LLM stage times
       for (const std::vector<SampleId>& microbatch : replica) {
         double enc_s = 0, llm_s = 0;
         for (const SampleId id : microbatch) {
           const ModalityWork& w = work[id];
-          enc_s += w.encoder_s / enc_depth;
+          enc_s += w.encoder_s / std::max(enc_depth, 1);
           llm_s += w.llm_s / a.llm;
         }
         enc.push_back(enc_s);
@@ -206,6 +243,10 @@ Schedule disttrain_schedule(const SchedulingProblem& problem, bool reorder) {
 
 Schedule generate_disttrain(const SchedulingProblem& problem) {
   return disttrain_schedule(problem, true);
+}
+
+std::vector<OptionSpec> disttrain_scheduler_options() {
+  return disttrain_options().specs();
 }
 
 }  // namespace loom

@@ -22,11 +22,13 @@ constexpr const char* kName = "entrain";
 /// E minimizing the slowest stage under the batch's macroscopic per-layer costs (§4.4.3's
 /// balance between the encoder and LLM pipelines; ties: fewer encoder stages).
 int balanced_split(const Model& model, const Branches& b, const std::vector<double>& costs, int p) {
-  const int e = balanced_encoder_stages(model, b, costs, p);
-  if (e == 0)
+  const std::optional<int> e = balanced_encoder_stages(model, b, costs, p);
+  if (!e)
     throw InputError("parallel.pp: " + std::to_string(p) +
-                     " stages cannot hold the encoders and the LLM of 'entrain' (too few layers)");
-  return e;
+                     " stages cannot hold the encoders and the LLM of 'entrain' (too few "
+                     "layers); schedule.entrain.encoder_stages = 0 runs the encoders on the "
+                     "LLM's first stage");
+  return *e;
 }
 
 /// The samples of the iteration: dp x microbatches x microbatch_size (as every scheduler).
@@ -154,9 +156,11 @@ EntrainPlan plan_entrain(const SchedulingProblem& problem) {
   const Model& model = *problem.model;
   const Branches branches = split_branches(model, kName);
   const int p = problem.parallel.pp;
-  if (p < 2)
+  const EntrainOptions options = entrain_options().read(problem.schedule, kName);
+  if (p < 2 && !options.encoder_stages)
     throw InputError(std::string("parallel.pp: '") + kName +
-                     "' needs at least 2 stages (encoders, then the LLM)");
+                     "' gives the encoders stages of their own and needs at least 2; "
+                     "schedule.entrain.encoder_stages = 0 runs them on the LLM's first stage");
   SchedulingProblem q = problem;
   q.samples = iteration_samples(problem);
   EntrainPlan plan;
@@ -166,14 +170,16 @@ EntrainPlan plan_entrain(const SchedulingProblem& problem) {
   std::vector<const Sample*> all;
   for (const Sample& s : q.samples) all.push_back(&s);
   const auto costs = layer_costs(model, *q.cost, q.schedule.partition_view, all, q.parallel.tp);
-  const EntrainOptions options = entrain_options().read(problem.schedule, kName);
-  plan.encoder_stages = options.encoder_stages;
-  if (plan.encoder_stages >= p)
-    throw InputError("schedule.entrain.encoder_stages: " + std::to_string(plan.encoder_stages) +
-                     " leaves no stage for the LLM (parallel.pp = " + std::to_string(p) + ")");
-  if (plan.encoder_stages == 0) plan.encoder_stages = balanced_split(model, branches, costs, p);
+  if (options.encoder_stages && *options.encoder_stages >= p)
+    throw InputError("schedule.entrain.encoder_stages: " +
+                     std::to_string(*options.encoder_stages) +
+                     " leaves no stage for the LLM (parallel.pp = " + std::to_string(p) +
+                     "); 0 runs the encoders on the LLM's first stage");
+  plan.encoder_stages =
+      options.encoder_stages ? *options.encoder_stages : balanced_split(model, branches, costs, p);
   // Stage k of the first E holds piece k of every encoder branch (the unified encoder of
-  // §4.5); the LLM takes the other pp - E stages.
+  // §4.5); the LLM takes the other pp - E stages. E = 0 (Loom's, for small encoders): the
+  // unified encoder runs on the LLM's first stage, ahead of its first piece.
   plan.graph =
       fused_encoder_graph(model, branches, costs, p, plan.encoder_stages, "encoder stages");
   plan.warmup = stages_downstream(model, plan.graph);
@@ -206,7 +212,9 @@ EntrainPlan plan_entrain(const SchedulingProblem& problem) {
 const OptionSet<EntrainOptions>& entrain_options() {
   static const OptionSet<EntrainOptions> kOptions{
       {"encoder_stages", &EntrainOptions::encoder_stages,
-       "E, pipeline stages of the fused encoders (Table 4.1's E.PP); 0 = the balanced split",
+       "E, pipeline stages of the fused encoders (Table 4.1's E.PP), 0..pp-1: 0 runs them on "
+       "the LLM's first stage (Megatron-Core's encoder_pipeline_model_parallel_size = 0); "
+       "\"auto\" = the balanced split, E >= 1",
        at_least(0)},
       {"pipeline", &EntrainOptions::pipeline,
        "\"1f1b\" keeps each backward fused; \"zb\" splits it into I and W (zero-bubble "

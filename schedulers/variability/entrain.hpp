@@ -16,6 +16,7 @@
 /// M^LLM). So an encoder B of j covers (M^enc_j minus its deferred samples) plus the
 /// samples deferred from j - 1, which is exactly the split backward; its activations are
 /// charged from the forward of j on (deferred ones: one forward interval late).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,7 @@ namespace loom {
 
 /// entrain's options (`[schedule.entrain]`).
 struct EntrainOptions {
-  int encoder_stages = 0;         ///< E; 0 = the balanced split
+  std::optional<int> encoder_stages;  ///< E (0: on the LLM's first stage); nullopt = balanced
   std::string pipeline = "1f1b";  ///< "1f1b" (fused B) or "zb" (split I/W)
   bool defer = true;              ///< pairwise deferral (false: stratified assignment only)
   bool eager = true;              ///< eager forward: warm-ups as long as memory allows
