@@ -9,7 +9,7 @@ namespace loom {
 namespace {
 
 // Vendor datasheets (dense peaks, no sparsity; NVLink total both directions halved to one
-// direction); ../shared/research/hardware.md lists the same figures:
+// direction):
 //   V100 SXM2 32GB: NVIDIA V100 datasheet (2020): 125 TFLOPS fp16 tensor, 15.7 fp32, no TF32,
 //     900 GB/s HBM2, 80 SMs, 6 MB L2, NVLink2 300 GB/s.
 //   A100 SXM4 40/80GB: NVIDIA A100 datasheet (2021) and Ampere whitepaper: 312 fp16/bf16,

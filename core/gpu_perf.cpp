@@ -8,14 +8,17 @@ namespace loom {
 namespace {
 
 // Largest fraction of the tensor-core peak a large, well-shaped fp16 GEMM reaches in cuBLAS:
-// ../shared/research/hardware.md gives "roughly 70-90 % of peak" on A100; we take the
+// roughly 70-90 % on A100 (NVIDIA, "Matrix Multiplication Background User's Guide",
+// DU-09799-001, 2023, §2.3: large, well-aligned cuBLAS GEMMs on A100); we take the
 // midpoint. Not tuned to any validation run.
 constexpr double kGemmPeakFraction = 0.80;
-// Achievable fraction of datasheet memory bandwidth for streaming kernels: hardware.md
-// "~80-90 % of the datasheet figure"; the midpoint.
+// Achievable fraction of datasheet memory bandwidth for streaming kernels: ~80-90 % of the
+// datasheet figure (Jia et al., "Dissecting the NVIDIA Volta GPU Architecture via
+// Microbenchmarking", 2018: 750 of 900 GB/s on V100); the midpoint.
 constexpr double kBandwidthFraction = 0.85;
-// Launch plus tail of one kernel: hardware.md "a few microseconds of launch and tail per
-// kernel"; we take 4 us.
+// Launch plus tail of one kernel: a few microseconds (NVIDIA Technical Blog, "Getting
+// Started with CUDA Graphs", 2019, kernels launched back to back on one stream); we take
+// 4 us.
 constexpr double kLaunchSeconds = 4e-6;
 // NCCL all-reduce bus bandwidth reached on NVLink3 for large messages, ~230 GB/s of the
 // link's 300 GB/s per direction (hardware.md), as a fraction of any link's bandwidth.
