@@ -139,7 +139,8 @@ std::vector<Sample> load_workload(const Config& config, int needed) {
     // Ids stay global (offset + i): the generator's draw for a sample depends on its id.
     std::vector<Sample> samples =
         generate_samples(find_dataset(config.workload.dataset), needed,
-                         static_cast<std::uint64_t>(config.workload.seed), config.workload.offset);
+                         static_cast<std::uint64_t>(config.workload.seed), config.workload.offset,
+                         config.workload.image_tokens);
     int id = 0;
     for (Sample& sample : samples) sample.id = id++;
     check_modalities(config, samples.front());
@@ -150,7 +151,7 @@ std::vector<Sample> load_workload(const Config& config, int needed) {
     if (!samples.empty()) check_modalities(config, samples.front());
     return samples;
   }
-  std::vector<Sample> samples = load_samples_csv(config.workload.csv);
+  std::vector<Sample> samples = load_samples_csv(config.workload.csv, config.workload.image_tokens);
   check_modalities(config, samples.front());
   const int offset = config.workload.offset;
   if (isize(samples) - needed < offset) {

@@ -3,6 +3,7 @@
 // the DistTrain-like (1 profiled sample) and DIP-like (1 profiled microbatch) planners
 // derive (Table 4.1).
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -11,8 +12,10 @@
 #include "app/study.hpp"
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
+#include "cli/staging.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
+#include "core/io.hpp"
 #include "core/workload_gen.hpp"
 #include "schedulers/planners/layout/entrain_planner.hpp"
 #include "schedulers/variability/dip.hpp"
@@ -32,6 +35,7 @@ struct Options {
   int max_batch = 4096;
   bool search_tp = false;
   bool json = false;
+  std::string out;  ///< where to write Entrain's layout as a config `loom sim` runs
 };
 
 BatchSource make_source(const Config& c) {
@@ -39,8 +43,10 @@ BatchSource make_source(const Config& c) {
   // Profiling draws start far from the ids training iterations use (offset + i).
   constexpr int kProfilingIds = 1 << 28;
   if (!c.workload.dataset.empty())
-    return generator_stream(find_dataset(c.workload.dataset), seed, kProfilingIds);
-  if (!c.workload.csv.empty()) return pool_stream(load_samples_csv(c.workload.csv), seed);
+    return generator_stream(find_dataset(c.workload.dataset), seed, kProfilingIds,
+                            c.workload.image_tokens);
+  if (!c.workload.csv.empty())
+    return pool_stream(load_samples_csv(c.workload.csv, c.workload.image_tokens), seed);
   return pool_stream(synthetic_samples(1, c.workload.tokens), seed);
 }
 
@@ -98,6 +104,48 @@ void print_stages(const Model& model, const ParallelPlan& p) {
                   ms(c.tau[s]).c_str());
     }
   }
+}
+
+/// A plan as the config overrides that run it: one `[parallel.modules.<component>]` table
+/// per component (its tp, pp, parallel.dp replicas and GPUs of its own, in component
+/// order), lowered by cornstarch's per-module graph (modality parallelism; each module's
+/// layers cut by Eq 3.5 into its pp stages).
+std::vector<std::string> layout_overrides(const ParallelPlan& p, int dp) {
+  if (p.colocated)
+    throw InputError("--out: the chosen layout colocates every component on every stage; "
+                     "only disaggregated layouts are written as [parallel.modules] tables");
+  std::vector<std::string> sets = {"schedule.name=\"cornstarch\""};
+  int next_gpu = 0;
+  for (const ComponentConfig& c : p.components) {
+    const std::string key = "parallel.modules." + c.name + ".";
+    const int gpus = c.tp * c.pp * dp;
+    sets.push_back(key + "tp=" + std::to_string(c.tp));
+    sets.push_back(key + "pp=" + std::to_string(c.pp));
+    sets.push_back(key + "dp=" + std::to_string(dp));
+    sets.push_back(key + "gpus=\"" + std::to_string(next_gpu) + "-" +
+                   std::to_string(next_gpu + gpus - 1) + "\"");
+    next_gpu += gpus;
+  }
+  return sets;
+}
+
+/// Writes `config` with `plan`'s layout to `path` (whole or not at all): a config that
+/// `loom sim` reads back.
+void write_layout_config(const Options& o, const ParallelPlan& plan, int dp) {
+  std::vector<std::string> sets = o.overrides;
+  for (std::string& s : layout_overrides(plan, dp)) sets.push_back(std::move(s));
+  const Config with_layout = load_study_config(o.config, sets);
+  std::string text = "# Entrain's layout from `loom plan layout " + o.config +
+                     "` (Alg 3), one [parallel.modules] table per component on GPUs of its "
+                     "own, run by cornstarch's per-module lowering\n";
+  text += with_layout.resolved_toml;
+  StagedFile staged(o.out, "layout.toml");
+  std::ofstream out = open_for_write(staged.path());
+  out << text;
+  finish_write(out, staged.path());
+  staged.commit();
+  std::fprintf(stderr, "loom plan layout: wrote %s (loom sim reads it)\n",
+               staged.destination().string().c_str());
 }
 
 nlohmann::json trials_json(const std::vector<BernoulliTrial>& trials) {
@@ -192,6 +240,7 @@ int run(const Options& o) {
   const ParallelPlan rated[] = {rate_plan_on(in, entrain.best(), dataset),
                                 rate_plan_on(in, disttrain.best(), dataset),
                                 rate_plan_on(in, dip.best(), dataset)};
+  if (!o.out.empty()) write_layout_config(o, entrain.best(), in.dp);
   if (o.json) {
     std::vector<std::string> names;
     for (const Component& comp : comps) names.push_back(comp.name);
@@ -261,6 +310,10 @@ CommandRun attach_plan_layout(CLI::App& sub) {
                "Print the trials, b_min and every planner's layout as JSON (SI units)");
   sub.add_flag("--search-tp", o->search_tp,
                "Let Alg 3 choose TP in {1,2,4,8} per component (default: parallel.tp)");
+  sub.add_option("--out", o->out,
+                 "Write Entrain's layout as a config `loom sim` runs: CONFIG with one "
+                 "[parallel.modules.<component>] table each (tp, pp, GPUs of its own), "
+                 "schedule.name = cornstarch");
   return [o]() { return run(*o); };
 }
 

@@ -69,7 +69,7 @@ oobleck::PlanningProblem from_config(const Options& o) {
   const auto cost = make_cost_model(c);
   const int b = c.schedule.microbatch_size;
   std::vector<Sample> samples = c.workload.csv.empty() ? synthetic_samples(b, c.workload.tokens)
-                                                       : load_samples_csv(c.workload.csv);
+                                                       : load_samples_csv(c.workload.csv, c.workload.image_tokens);
   if (isize(samples) < b) {
     throw InputError(c.workload.csv + ": has " + std::to_string(samples.size()) +
                      " samples, fewer than one microbatch (schedule.microbatch_size = " +

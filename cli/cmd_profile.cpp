@@ -56,7 +56,7 @@ int run_profile(const ProfileCliOptions& o) {
   if (config.workload.csv.empty()) {
     first = synthetic_samples(1, config.workload.tokens).front();
   } else {
-    first = load_samples_csv(config.workload.csv).front();
+    first = load_samples_csv(config.workload.csv, config.workload.image_tokens).front();
   }
   const auto executor = exec::make_executor(o.backend);
   keep_freed_memory();

@@ -744,6 +744,18 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   }
   c.workload.seed = r.integer(w, "workload.", "seed", c.workload.seed, 0);
   c.workload.offset = r.integer(w, "workload.", "offset", c.workload.offset, 0);
+  if (const std::string rule = r.string(w, "workload.", "image_tokens", "native");
+      rule != "native") {
+    try {
+      c.workload.image_tokens = parse_image_token_rule(rule);
+    } catch (const InputError& e) {
+      r.fail(w.get("image_tokens"), "workload.image_tokens", e.what());
+    }
+    if (c.workload.csv.empty() && c.workload.dataset.empty())
+      r.fail(w.get("image_tokens"), "workload.image_tokens",
+             "applies to images given by size (workload.dataset, or a workload.csv with "
+             "<modality>_resolution columns); workload.tokens gives tokens directly");
+  }
   check_context_parallel_tokens(r, root, c);
 
   const toml::table* sim = r.section(root, "", "sim");

@@ -15,6 +15,7 @@
 #include "core/cluster.hpp"
 #include "core/cost_model.hpp"
 #include "core/cost_table.hpp"
+#include "core/image_tokens.hpp"
 #include "core/layer_kernels.hpp"
 #include "core/layout.hpp"
 #include "core/model.hpp"
@@ -134,6 +135,9 @@ struct WorkloadConfig {
   std::string dataset;
   int seed = 1;    ///< generator seed
   int offset = 0;  ///< first sample of the iteration (ids from the generator, rows of the CSV)
+  /// How an image becomes vision tokens where images are given by size (the generators,
+  /// a CSV's `<modality>_resolution` columns): core/image_tokens.hpp.
+  ImageTokenRule image_tokens;
 };
 
 struct SimConfig {

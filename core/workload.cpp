@@ -52,7 +52,7 @@ int parse_count(const std::string& where, const std::string& column, const std::
 
 /// `WxH` or several images `WxH;WxH` (an empty cell: no image) -> vision tokens.
 long resolution_tokens(const std::string& where, const std::string& column,
-                       const std::string& cell) {
+                       const std::string& cell, const ImageTokenRule& images) {
   long total = 0;
   std::stringstream ss(cell);
   for (std::string image; std::getline(ss, image, ';');) {
@@ -63,7 +63,7 @@ long resolution_tokens(const std::string& where, const std::string& column,
     }
     const int w = parse_count(where, column, image.substr(0, x));
     const int h = parse_count(where, column, image.substr(x + 1));
-    total += image_patch_tokens(w, h);
+    total += image_tokens(images, w, h);
   }
   return total;
 }
@@ -100,7 +100,7 @@ int image_patch_tokens(int width, int height) {
   return static_cast<int>(std::min<long>((w / kPatch) * (h / kPatch), 1L << 30));
 }
 
-std::vector<Sample> load_samples_csv(const std::string& path) {
+std::vector<Sample> load_samples_csv(const std::string& path, const ImageTokenRule& images) {
   // The modality columns vary per file, so fccp's fixed-arity CSVReader does not fit; its
   // LineReader does the buffered reading and line counting, the cells are split here.
   check_readable_file(path, "workload CSV (workload.csv, relative to the config file)");
@@ -140,7 +140,7 @@ std::vector<Sample> load_samples_csv(const std::string& path) {
     long total = 0;
     for (size_t m = 0; m < modalities.size(); ++m) {
       const std::string& col = columns[m + 1];
-      const long v = modalities[m].resolution ? resolution_tokens(where, col, cells[m + 1])
+      const long v = modalities[m].resolution ? resolution_tokens(where, col, cells[m + 1], images)
                                               : parse_count(where, col, cells[m + 1]);
       if (v > kMaxTokens) {
         throw InputError(where + ": column '" + col + "': " + std::to_string(v) +

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/image_tokens.hpp"
 #include "core/index.hpp"
 #include "core/model.hpp"
 
@@ -20,10 +21,10 @@ std::vector<Sample> synthetic_samples(int count, const std::map<std::string, int
 
 /// Reads `sample_id,text_tokens,<modality>_tokens,...`. Column names ending in `_tokens`
 /// name modalities (`image_tokens` is read as `vision`); a `<modality>_resolution` column
-/// holds image sizes `WxH` (several images `WxH;WxH`) converted by image_patch_tokens().
+/// holds image sizes `WxH` (several images `WxH;WxH`) converted by image_tokens().
 /// Throws InputError naming the file and line on malformed input or a sample with no
-/// tokens at all.
-std::vector<Sample> load_samples_csv(const std::string& path);
+/// tokens at all. `images` says how a resolution becomes tokens (core/image_tokens.hpp).
+std::vector<Sample> load_samples_csv(const std::string& path, const ImageTokenRule& images = {});
 
 /// The samples `ids` names, in order: a microbatch as the cost model reads it. Throws
 /// std::out_of_range on an id past `samples`.

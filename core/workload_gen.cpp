@@ -107,17 +107,17 @@ double open_uniform(std::mt19937_64& rng) {
   return (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53;
 }
 
-int draw_image(const DatasetSpec& spec, std::mt19937_64& rng) {
+int draw_image(const DatasetSpec& spec, std::mt19937_64& rng, const ImageTokenRule& images) {
   const double width = spec.image_width.quantile(open_uniform(rng));
   const double height = width * spec.aspect.quantile(open_uniform(rng));
-  return image_patch_tokens(static_cast<int>(std::lround(width)),
-                            static_cast<int>(std::lround(height)));
+  return image_tokens(images, static_cast<int>(std::lround(width)),
+                      static_cast<int>(std::lround(height)));
 }
 
 }  // namespace
 
 std::vector<Sample> generate_samples(const DatasetSpec& spec, int count, std::uint64_t seed,
-                                     int first_id) {
+                                     int first_id, const ImageTokenRule& images) {
   std::vector<Sample> samples;
   samples.reserve(static_cast<size_t>(std::max(count, 0)));
   for (int i = 0; i < count; ++i) {
@@ -126,18 +126,19 @@ std::vector<Sample> generate_samples(const DatasetSpec& spec, int count, std::ui
     Sample s;
     s.id = id;
     s.tokens["text"] = static_cast<int>(std::lround(spec.text_tokens.quantile(open_uniform(rng))));
-    int vision = draw_image(spec, rng);
-    if (open_uniform(rng) < spec.second_image_probability) vision += draw_image(spec, rng);
+    int vision = draw_image(spec, rng, images);
+    if (open_uniform(rng) < spec.second_image_probability) vision += draw_image(spec, rng, images);
     s.tokens["vision"] = vision;
     samples.push_back(std::move(s));
   }
   return samples;
 }
 
-BatchSource generator_stream(const DatasetSpec& spec, std::uint64_t seed, int first_id) {
+BatchSource generator_stream(const DatasetSpec& spec, std::uint64_t seed, int first_id,
+                             const ImageTokenRule& images) {
   auto next = std::make_shared<int>(first_id);
-  return [spec, seed, next](int n) {
-    std::vector<Sample> batch = generate_samples(spec, n, seed, *next);
+  return [spec, seed, next, images](int n) {
+    std::vector<Sample> batch = generate_samples(spec, n, seed, *next, images);
     *next += n;
     return batch;
   };

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/image_tokens.hpp"
 #include "core/workload.hpp"
 
 namespace loom {
@@ -32,7 +33,7 @@ struct ClippedLogNormal {
 };
 
 /// One dataset: per-sample text tokens, images per sample, and each image's width and
-/// aspect ratio (height / width); vision tokens follow from image_patch_tokens().
+/// aspect ratio (height / width); vision tokens follow from image_tokens().
 struct DatasetSpec {
   std::string name;
   std::string mimics;  ///< what it reconstructs, for --help and docs
@@ -48,9 +49,11 @@ const std::vector<DatasetSpec>& dataset_specs();
 const DatasetSpec& find_dataset(const std::string& name);
 
 /// `count` samples numbered from `first_id`, drawn from `spec` with `seed`. Sample i
-/// depends only on (seed, first_id + i): any window of the stream is reproducible.
+/// depends only on (seed, first_id + i): any window of the stream is reproducible. Each
+/// image drawn becomes vision tokens by `images` (core/image_tokens.hpp; the datasets'
+/// encoders are Qwen2-VL's, so "native" is the default).
 std::vector<Sample> generate_samples(const DatasetSpec& spec, int count, std::uint64_t seed,
-                                     int first_id = 0);
+                                     int first_id = 0, const ImageTokenRule& images = {});
 
 /// Draws a fresh random batch of `n` samples from a dataset (stateful, seeded): what the
 /// planners of dissertation §4.4 profile.
@@ -58,7 +61,8 @@ using BatchSource = std::function<std::vector<Sample>(int n)>;
 
 /// Fresh samples from the generator: batch j holds the next n ids of the stream that
 /// starts at `first_id`.
-BatchSource generator_stream(const DatasetSpec& spec, std::uint64_t seed, int first_id);
+BatchSource generator_stream(const DatasetSpec& spec, std::uint64_t seed, int first_id,
+                             const ImageTokenRule& images = {});
 
 /// Draws with replacement from a fixed pool (a CSV dataset), mt19937_64-seeded.
 BatchSource pool_stream(std::vector<Sample> pool, std::uint64_t seed);

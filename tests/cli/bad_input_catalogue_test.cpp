@@ -63,6 +63,7 @@ const Case kCatalogue[] = {
     {"config {s}/configs/examples/uniform-1f1b.toml --set parallel.pp=99999999999", 2, "from 1 to 1000000000"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set cost.efficiency=nan", 2, "cost.efficiency"},
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.tokens.text=0", 2, "0 tokens"},
+    {"config {s}/configs/examples/vlm-frozen.toml --set workload.dataset='\"cocoqa\"' --set workload.image_tokens='\"anyres:336/14:4\"'", 2, "key 'workload.image_tokens': 'anyres:336/14:4' takes no tile count; expected \"native\""},
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.tokens={text=1024}", 2, "workload.tokens.vision': missing"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set schedule.name=nope", 2, "schedule.name"},
     {"config {s}/configs/examples/vlm-frozen.toml --set parallel.tp=3 --set cluster.gpus_per_node=12", 2, "does not divide module 'vision''s 16 attention heads (tensor parallelism splits the heads over its GPUs); use one of 1, 2, 4, 8 (dividing its 16 attention heads, dividing or a multiple of its 16 key/value heads, within a node of 12 GPUs)"},

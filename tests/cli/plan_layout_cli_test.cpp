@@ -116,5 +116,35 @@ TEST(CliPlanLayout, EveryPlannersMemoryVerdictIsTheOneSimReaches) {
   EXPECT_GE(refused, 4);  // the squeezed cases do refuse: the check can fail
 }
 
+// `--out` writes Entrain's layout (e.g. vision:audio:llm GPUs on the two-encoder MLLM) as
+// a config `loom sim` takes back: each component on its own GPUs at the plan's TP and PP.
+TEST(CliPlanLayout, OutWritesTheChosenLayoutAsAConfigSimRuns) {
+  const std::string config = std::string(LOOM_SOURCE_DIR) + "/configs/paper/cornstarch-mmm.toml";
+  const std::string layout = temp(".toml");
+  const Result r = plan(config + " --sizes 1 --json --out " + layout);
+  ASSERT_EQ(r.exit_code, 0) << stderr_text();
+  const nlohmann::json entrain = nlohmann::json::parse(r.output).at("plans").at(0);
+  ASSERT_EQ(entrain.at("planner"), "entrain");
+  const Result sim = test::run_loom(
+      "sim " + layout + " --backend evaluator --no-plot -q --out " + temp("-sim") + " --force",
+      "2>&1");
+  ASSERT_EQ(sim.exit_code, 0) << sim.output;
+  EXPECT_NE(sim.output.find("scheduler cornstarch"), std::string::npos) << sim.output;
+  const int dp = 2;  // cornstarch-mmm.toml's parallel.dp
+  int first_gpu = 0;
+  ASSERT_EQ(entrain.at("components").size(), 3u);
+  for (const auto& c : entrain.at("components")) {
+    const int tp = c.at("tp"), pp = c.at("pp"), gpus = tp * pp * dp;
+    const std::string line = c.at("name").get<std::string>() + " tp " + std::to_string(tp) +
+                             " cp 1 pp " + std::to_string(pp) + " dp " + std::to_string(dp) +
+                             " on GPUs " + std::to_string(first_gpu) + "-" +
+                             std::to_string(first_gpu + gpus - 1);
+    EXPECT_NE(sim.output.find(line), std::string::npos) << line << "\n" << sim.output;
+    first_gpu += gpus;
+  }
+  // A destination that cannot be written exits 2 and leaves nothing behind.
+  EXPECT_EQ(plan(config + " --sizes 1 --out /proc/loom-no-such/layout.toml").exit_code, 2);
+}
+
 }  // namespace
 }  // namespace loom
