@@ -112,8 +112,9 @@ void print_stages(const Model& model, const ParallelPlan& p) {
 /// layers cut by Eq 3.5 into its pp stages).
 std::vector<std::string> layout_overrides(const ParallelPlan& p, int dp) {
   if (p.colocated)
-    throw InputError("--out: the chosen layout colocates every component on every stage; "
-                     "only disaggregated layouts are written as [parallel.modules] tables");
+    throw InputError(
+        "--out: the chosen layout colocates every component on every stage; "
+        "only disaggregated layouts are written as [parallel.modules] tables");
   std::vector<std::string> sets = {"schedule.name=\"cornstarch\""};
   int next_gpu = 0;
   for (const ComponentConfig& c : p.components) {

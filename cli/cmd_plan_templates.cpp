@@ -68,8 +68,9 @@ oobleck::PlanningProblem from_config(const Options& o) {
   const Config c = load_study_config(o.config, o.overrides);
   const auto cost = make_cost_model(c);
   const int b = c.schedule.microbatch_size;
-  std::vector<Sample> samples = c.workload.csv.empty() ? synthetic_samples(b, c.workload.tokens)
-                                                       : load_samples_csv(c.workload.csv, c.workload.image_tokens);
+  std::vector<Sample> samples = c.workload.csv.empty()
+                                    ? synthetic_samples(b, c.workload.tokens)
+                                    : load_samples_csv(c.workload.csv, c.workload.image_tokens);
   if (isize(samples) < b) {
     throw InputError(c.workload.csv + ": has " + std::to_string(samples.size()) +
                      " samples, fewer than one microbatch (schedule.microbatch_size = " +

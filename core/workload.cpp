@@ -51,8 +51,8 @@ int parse_count(const std::string& where, const std::string& column, const std::
 }
 
 /// `WxH` or several images `WxH;WxH` (an empty cell: no image) -> vision tokens.
-long resolution_tokens(const std::string& where, const std::string& column,
-                       const std::string& cell, const ImageTokenRule& images) {
+long resolution_tokens(const std::string& where, const std::string& column, const std::string& cell,
+                       const ImageTokenRule& images) {
   long total = 0;
   std::stringstream ss(cell);
   for (std::string image; std::getline(ss, image, ';');) {

@@ -139,16 +139,16 @@ struct CornstarchOptions {
   std::optional<int> encoder_stages;
 };
 
+const std::string kEncoderStagesHelp = encoder_stages_help(
+    "colocated placement: pipeline stages of the fused encoders",
+    "by balance, E >= 1, and with modality_parallelism = \"auto\" E = 0 competes too");
+
 const OptionSet<CornstarchOptions> kOptions{
     {"modality_parallelism", &CornstarchOptions::modality_parallelism,
      "encoder placement: \"parallel\" each encoder on stages of its own, \"colocated\" the "
      "encoders fused ahead of the LLM, \"auto\" the one predicted faster",
      one_of({"auto", "parallel", "colocated"})},
-    {"encoder_stages", &CornstarchOptions::encoder_stages,
-     "colocated placement: pipeline stages of the fused encoders, 0..pp-1 (0: on the LLM's "
-     "first stage, Megatron-Core's encoder_pipeline_model_parallel_size = 0); \"auto\" = "
-     "by balance, E >= 1, and with modality_parallelism = \"auto\" E = 0 competes too",
-     at_least(0)},
+    {"encoder_stages", &CornstarchOptions::encoder_stages, kEncoderStagesHelp.c_str(), at_least(0)},
 };
 
 }  // namespace

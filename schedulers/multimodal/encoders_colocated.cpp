@@ -38,27 +38,28 @@ StageGraph encoders_colocated_graph(const SchedulingProblem& problem, const Bran
   if (!encoder_stages) {
     if (p < 2)
       throw InputError(std::string("parallel.pp: '") + scheduler_name +
-                       "' gives the encoders stages of their own and needs at least 2; set " +
-                       key + " = 0 to run them on the LLM's first stage");
+                       "' gives the encoders stages of their own and needs at least 2; set " + key +
+                       " = 0 to run them on the LLM's first stage");
     encoder_stages = balanced_encoder_stages(*problem.model, branches, costs, p);
     if (!encoder_stages)
       throw InputError("parallel.pp: " + std::to_string(p) +
-                       " stages cannot hold the encoders and the LLM (too few layers); set " +
-                       key + " = 0 to run the encoders on the LLM's first stage");
+                       " stages cannot hold the encoders and the LLM (too few layers); set " + key +
+                       " = 0 to run the encoders on the LLM's first stage");
   }
   return fused_encoder_graph(*problem.model, branches, costs, p, *encoder_stages, key);
 }
 
-std::string encoder_stages_help(const std::string& rule) {
-  return "pipeline stages of the fused encoders, E in 0..pp-1: 0 runs them on the LLM's "
-         "first stage (Megatron-Core's encoder_pipeline_model_parallel_size = 0, LLaVA's "
-         "layout); \"auto\" " +
+std::string encoder_stages_help(const std::string& stages, const std::string& rule) {
+  return stages +
+         ", E in 0..pp-1: 0 runs the encoders on the LLM's first stage (Megatron-Core's "
+         "encoder_pipeline_model_parallel_size = 0, LLaVA's layout); \"auto\" = " +
          rule;
 }
 
 const OptionSet<EncoderStagesOptions>& encoder_stages_options() {
   static const std::string help =
-      encoder_stages_help("= the E >= 1 whose slowest stage is fastest (Eq 3.5's balance)");
+      encoder_stages_help("pipeline stages of the fused encoders",
+                          "the E >= 1 whose slowest stage is fastest (Eq 3.5's balance)");
   static const OptionSet<EncoderStagesOptions> kOptions{
       {"encoder_stages", &EncoderStagesOptions::encoder_stages, help.c_str(), at_least(0)},
   };

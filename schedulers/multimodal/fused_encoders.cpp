@@ -40,17 +40,12 @@ StageGraph fused_encoder_graph(const Model& model, const Branches& branches,
                                const std::vector<double>& costs, int p, int e,
                                const std::string& encoder_stages_key) {
   StageGraph graph(p);
-  if (e == 0) {  // every branch whole on stage 0, then the LLM's first piece there too
-    for (const std::vector<int>& branch : branches.encoders) {
-      const auto segs = segments_of(model, branch);
-      graph[StageId{0}].segments.insert(graph[StageId{0}].segments.end(), segs.begin(),
-                                        segs.end());
-    }
-  }
-  for (size_t b = 0; e > 0 && b < branches.encoders.size(); ++b) {
+  for (size_t b = 0; b < branches.encoders.size(); ++b) {
+    // E = 0: the branch whole on stage 0, ahead of the LLM's first piece.
     const auto pieces =
-        partition_branch(model, branches.encoders[b], costs, e,
-                         encoder_stages_key + " (encoder '" + branches.names[b] + "')");
+        e == 0 ? std::vector<std::vector<Segment>>{segments_of(model, branches.encoders[b])}
+               : partition_branch(model, branches.encoders[b], costs, e,
+                                  encoder_stages_key + " (encoder '" + branches.names[b] + "')");
     for (StageId k{0}; const std::vector<Segment>& piece : pieces) {  // stages 0 .. e-1
       auto& segs = graph[k].segments;
       segs.insert(segs.end(), piece.begin(), piece.end());
@@ -67,13 +62,6 @@ StageGraph fused_encoder_graph(const Model& model, const Branches& branches,
   return graph;
 }
 
-double fused_graph_bottleneck(const Model& model, const Branches& branches,
-                              const std::vector<double>& costs, int p, int e) {
-  if (e == 0) return branch_bottleneck(branches.llm, costs, p, encoders_s(branches, costs));
-  return std::max(fused_bottleneck(model, branches, costs, e),
-                  branch_bottleneck(branches.llm, costs, p - e));
-}
-
 std::optional<int> balanced_encoder_stages(const Model& model, const Branches& branches,
                                            const std::vector<double>& costs, int p) {
   int shortest = isize(branches.encoders.front());
@@ -82,7 +70,8 @@ std::optional<int> balanced_encoder_stages(const Model& model, const Branches& b
   std::optional<int> chosen;
   for (int e = 1; e < p; ++e) {
     if (e > shortest || p - e > isize(branches.llm)) continue;
-    const double t = fused_graph_bottleneck(model, branches, costs, p, e);
+    const double t = std::max(fused_bottleneck(model, branches, costs, e),
+                              branch_bottleneck(branches.llm, costs, p - e));
     if (!chosen || t < best - 1e-9 * best) {
       best = t;
       chosen = e;

@@ -24,10 +24,6 @@ StageGraph fused_encoder_graph(const Model& model, const Branches& branches,
                                const std::vector<double>& costs, int p, int e,
                                const std::string& encoder_stages_key);
 
-/// The slowest stage of that graph under `costs`.
-double fused_graph_bottleneck(const Model& model, const Branches& branches,
-                              const std::vector<double>& costs, int p, int e);
-
 /// Eq 3.5's objective over the fused chain: the E in 1..p-1 whose slowest stage, encoder
 /// or LLM, is fastest under `costs` (ties: fewer encoder stages); nullopt when no E leaves
 /// every branch and the LLM at least one layer per stage. E = 0 is not a candidate: the

@@ -68,8 +68,7 @@ std::vector<std::vector<Segment>> partition_branch(const Model& model,
                      std::to_string(layers.size()) + " layers (each stage needs at least one)");
   }
   std::vector<std::vector<Segment>> out;
-  for (const StageRange& r :
-       partition_min_bottleneck(sub_costs(layers, costs, head_s), stages)) {
+  for (const StageRange& r : partition_min_bottleneck(sub_costs(layers, costs, head_s), stages)) {
     const auto begin = layers.begin();
     out.push_back(segments_of(model, std::vector<int>(begin + r.first, begin + r.end)));
   }

@@ -51,8 +51,9 @@ struct EncoderStagesOptions {
   std::optional<int> encoder_stages;
 };
 const OptionSet<EncoderStagesOptions>& encoder_stages_options();
-/// The help text of that option, `rule` saying what "auto" picks.
-std::string encoder_stages_help(const std::string& rule);
+/// The help text of an `encoder_stages` option: `stages` what E counts, `rule` what
+/// "auto" picks.
+std::string encoder_stages_help(const std::string& stages, const std::string& rule);
 
 /// Encoders-colocated's stage graph (cornstarch-arxiv §2.2, Fig 1c): every encoder branch
 /// cut into E pieces, stage k running piece k of each one after the other, then the LLM

@@ -134,12 +134,11 @@ struct DisttrainOptions {
 };
 
 const OptionSet<DisttrainOptions>& disttrain_options() {
+  static const std::string help =
+      encoder_stages_help("pipeline stages of each encoder branch",
+                          "DistTrain's planner, which always disaggregates (E >= 1)");
   static const OptionSet<DisttrainOptions> kOptions{
-      {"encoder_stages", &DisttrainOptions::encoder_stages,
-       "pipeline stages of each encoder branch: 0 runs the encoders on the LLM's first stage "
-       "(Megatron-Core's encoder_pipeline_model_parallel_size = 0); \"auto\" = DistTrain's "
-       "planner, which always disaggregates (E >= 1)",
-       at_least(0)},
+      {"encoder_stages", &DisttrainOptions::encoder_stages, help.c_str(), at_least(0)},
   };
   return kOptions;
 }
@@ -200,8 +199,8 @@ Schedule disttrain_schedule(const SchedulingProblem& problem, bool reorder) {
   one.schedule.microbatch_size = 1;
   const std::vector<double> costs = view_costs(one);
   const std::optional<int> e = disttrain_options().read(problem.schedule, name).encoder_stages;
-  const Allocation a = e ? fixed_allocation(problem, branches, *e)
-                         : plan_allocation(problem, branches, costs);
+  const Allocation a =
+      e ? fixed_allocation(problem, branches, *e) : plan_allocation(problem, branches, costs);
   const StageGraph graph =
       e == 0 ? fused_encoder_graph(*problem.model, branches, costs, a.llm, 0,
                                    "schedule.disttrain.encoder_stages")

@@ -171,8 +171,7 @@ EntrainPlan plan_entrain(const SchedulingProblem& problem) {
   for (const Sample& s : q.samples) all.push_back(&s);
   const auto costs = layer_costs(model, *q.cost, q.schedule.partition_view, all, q.parallel.tp);
   if (options.encoder_stages && *options.encoder_stages >= p)
-    throw InputError("schedule.entrain.encoder_stages: " +
-                     std::to_string(*options.encoder_stages) +
+    throw InputError("schedule.entrain.encoder_stages: " + std::to_string(*options.encoder_stages) +
                      " leaves no stage for the LLM (parallel.pp = " + std::to_string(p) +
                      "); 0 runs the encoders on the LLM's first stage");
   plan.encoder_stages =
@@ -210,12 +209,10 @@ EntrainPlan plan_entrain(const SchedulingProblem& problem) {
 }
 
 const OptionSet<EntrainOptions>& entrain_options() {
+  static const std::string help = encoder_stages_help(
+      "pipeline stages of the fused encoders (Table 4.1's E.PP)", "the balanced split, E >= 1");
   static const OptionSet<EntrainOptions> kOptions{
-      {"encoder_stages", &EntrainOptions::encoder_stages,
-       "E, pipeline stages of the fused encoders (Table 4.1's E.PP), 0..pp-1: 0 runs them on "
-       "the LLM's first stage (Megatron-Core's encoder_pipeline_model_parallel_size = 0); "
-       "\"auto\" = the balanced split, E >= 1",
-       at_least(0)},
+      {"encoder_stages", &EntrainOptions::encoder_stages, help.c_str(), at_least(0)},
       {"pipeline", &EntrainOptions::pipeline,
        "\"1f1b\" keeps each backward fused; \"zb\" splits it into I and W (zero-bubble "
        "H1-style, §4.5.3)",

@@ -28,9 +28,9 @@ namespace loom {
 /// entrain's options (`[schedule.entrain]`).
 struct EntrainOptions {
   std::optional<int> encoder_stages;  ///< E (0: on the LLM's first stage); nullopt = balanced
-  std::string pipeline = "1f1b";  ///< "1f1b" (fused B) or "zb" (split I/W)
-  bool defer = true;              ///< pairwise deferral (false: stratified assignment only)
-  bool eager = true;              ///< eager forward: warm-ups as long as memory allows
+  std::string pipeline = "1f1b";      ///< "1f1b" (fused B) or "zb" (split I/W)
+  bool defer = true;                  ///< pairwise deferral (false: stratified assignment only)
+  bool eager = true;                  ///< eager forward: warm-ups as long as memory allows
 };
 const OptionSet<EntrainOptions>& entrain_options();
 

@@ -88,7 +88,7 @@ TEST(ImageTokens, CsvResolutionsAndGeneratorsFollowTheRule) {
     return out;
   };
   EXPECT_EQ(counts("fixed:336/14"), std::set<int>{576});  // one COCO photo a sample
-  const std::set<int> anyres = counts("anyres:336/14");    // 2 to 4 tiles and the base
+  const std::set<int> anyres = counts("anyres:336/14");   // 2 to 4 tiles and the base
   EXPECT_GT(anyres.size(), 1u);
   for (const int n : anyres) EXPECT_TRUE(n % 576 == 0 && n >= 3 * 576 && n <= 5 * 576) << n;
   const std::string key = "workload.image_tokens";

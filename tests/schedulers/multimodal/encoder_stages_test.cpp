@@ -94,9 +94,9 @@ TEST(EncoderStages, TheFirstStageTakesFewerLlmLayersTheHeavierTheEncoders) {
   EXPECT_EQ(light[0] + light[1] + light[2] + light[3], 40);
   EXPECT_LE(light[0], light[3]);
   const auto heavy = test::example(
-      "llava-1.5-13b.toml", {"schedule.name=encoders-colocated",
-                             "schedule.encoders-colocated.encoder_stages=0",
-                             "model.modules.vision.layers=96", "model.modules.vision.frozen=false"});
+      "llava-1.5-13b.toml",
+      {"schedule.name=encoders-colocated", "schedule.encoders-colocated.encoder_stages=0",
+       "model.modules.vision.layers=96", "model.modules.vision.frozen=false"});
   EXPECT_LT(llm_layers_per_stage(heavy->schedule)[0], light[0]);
 }
 
@@ -104,17 +104,18 @@ TEST(EncoderStages, TheFirstStageTakesFewerLlmLayersTheHeavierTheEncoders) {
 // stage, a negative count and a word other than "auto" are refused naming the key.
 TEST(EncoderStages, BadCountsAreRefusedNamingTheKey) {
   for (const std::string name : {"encoders-colocated", "entrain", "disttrain"}) {
-    const auto one = test::example(
-        "llava-1.5-13b.toml",
-        {"schedule.name=" + name, "parallel.pp=1", "parallel.dp=8",
-         "parallel.distributed_optimizer=true", "cost.recompute=\"full\"",
-         "schedule.microbatches=4", "schedule." + name + ".encoder_stages=0"});
+    const auto one =
+        test::example("llava-1.5-13b.toml",
+                      {"schedule.name=" + name, "parallel.pp=1", "parallel.dp=8",
+                       "parallel.distributed_optimizer=true", "cost.recompute=\"full\"",
+                       "schedule.microbatches=4", "schedule." + name + ".encoder_stages=0"});
     EXPECT_EQ(one->schedule.num_stages, 1) << name;
     const std::string key = "schedule." + name + ".encoder_stages";
     EXPECT_NE(test::input_error([&] { llava(name, "4"); }).find(key), std::string::npos) << name;
     EXPECT_NE(test::input_error([&] { llava(name, "-1"); }).find(key), std::string::npos) << name;
-    EXPECT_NE(test::input_error([&] { llava(name, "\"some\""); })
-                  .find("expected \"auto\" or an integer >= 0"),
+    EXPECT_NE(test::input_error([&] {
+                llava(name, "\"some\"");
+              }).find("expected \"auto\" or an integer >= 0"),
               std::string::npos)
         << name;
   }
