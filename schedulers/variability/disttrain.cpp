@@ -129,16 +129,13 @@ struct Allocation {
   double estimate = std::numeric_limits<double>::infinity();
 };
 
-struct DisttrainOptions {
-  std::optional<int> encoder_stages;
-};
-
-const OptionSet<DisttrainOptions>& disttrain_options() {
+/// The one option, `encoder_stages`, in the struct encoders-colocated declares it with.
+const OptionSet<EncoderStagesOptions>& disttrain_options() {
   static const std::string help =
       encoder_stages_help("pipeline stages of each encoder branch",
                           "DistTrain's planner, which always disaggregates (E >= 1)");
-  static const OptionSet<DisttrainOptions> kOptions{
-      {"encoder_stages", &DisttrainOptions::encoder_stages, help.c_str(), at_least(0)},
+  static const OptionSet<EncoderStagesOptions> kOptions{
+      {"encoder_stages", &EncoderStagesOptions::encoder_stages, help.c_str(), at_least(0)},
   };
   return kOptions;
 }
