@@ -10,6 +10,7 @@
 #include "core/evaluator.hpp"
 #include "core/index.hpp"
 #include "core/kernel_jitter.hpp"
+#include "core/packing.hpp"
 #include "core/resources.hpp"
 #include "core/validate.hpp"
 #include "core/workload.hpp"
@@ -134,13 +135,49 @@ void check_tp_divides_heads(const Config& c) {
   }
 }
 
+/// The iteration's batch of `needed` packs (core/packing.hpp) from the workload's stream
+/// of samples, from workload.offset; pack ids 0.., each part keeping its sample's id.
+std::vector<Sample> load_packed_workload(const Config& config, int needed) {
+  const WorkloadConfig& w = config.workload;
+  std::vector<Sample> rows;  // the CSV, whole
+  if (!w.csv.empty()) rows = load_samples_csv(w.csv, w.image_tokens);
+  const std::vector<Sample> same = synthetic_samples(1, w.tokens);
+  const SampleStream stream = [&](int i) -> std::optional<Sample> {
+    const int id = w.offset + i;
+    if (!w.dataset.empty())
+      return generate_samples(find_dataset(w.dataset, w.images_per_sample), 1,
+                              static_cast<std::uint64_t>(w.seed), id, w.image_tokens)
+          .front();
+    if (w.csv.empty()) {
+      Sample s = same.front();
+      s.id = id;
+      return s;
+    }
+    if (id >= isize(rows)) return std::nullopt;
+    return rows[static_cast<size_t>(id)];
+  };
+  const std::optional<Sample> first = stream(0);
+  if (first) check_modalities(config, *first);
+  PackedBatch batch = pack_samples(config.model, needed, w.pack_tokens, stream);
+  if (isize(batch.packs) < needed) {
+    throw InputError(w.csv + ": has " + std::to_string(rows.size()) +
+                     " samples; from workload.offset = " + std::to_string(w.offset) +
+                     " they fill " + std::to_string(batch.packs.size()) +
+                     " packs of workload.packing = \"" + format_packing(w.pack_tokens) +
+                     "\", but one iteration needs dp x microbatches x microbatch_size = " +
+                     std::to_string(needed));
+  }
+  return std::move(batch.packs);
+}
+
 std::vector<Sample> load_workload(const Config& config, int needed) {
+  if (config.workload.pack_tokens > 0) return load_packed_workload(config, needed);
   if (!config.workload.dataset.empty()) {
     // Ids stay global (offset + i): the generator's draw for a sample depends on its id.
     std::vector<Sample> samples =
-        generate_samples(find_dataset(config.workload.dataset), needed,
-                         static_cast<std::uint64_t>(config.workload.seed), config.workload.offset,
-                         config.workload.image_tokens);
+        generate_samples(find_dataset(config.workload.dataset, config.workload.images_per_sample),
+                         needed, static_cast<std::uint64_t>(config.workload.seed),
+                         config.workload.offset, config.workload.image_tokens);
     int id = 0;
     for (Sample& sample : samples) sample.id = id++;
     check_modalities(config, samples.front());
@@ -337,6 +374,14 @@ MemoryLevers memory_levers(const Config& c) {
           .fsdp = c.parallel.fsdp,
           .recompute = c.cost.recompute,
           .kernel_level = c.cost.model == "analytical" && c.cost.efficiency <= 0};
+}
+
+Metrics study_metrics(const Study& study, const Timeline& timeline) {
+  Metrics m = compute_metrics(study.schedule, timeline);
+  const std::vector<Sample>& samples = study.problem.samples;
+  if (!samples.empty())
+    m.throughput_samples_per_s *= static_cast<double>(sample_count(samples)) / isize(samples);
+  return m;
 }
 
 TrainingRates study_rates(const Study& study, double iteration_time_s) {

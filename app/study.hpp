@@ -9,6 +9,7 @@
 #include "core/cost_model.hpp"
 #include "core/model_flops.hpp"
 #include "core/replica_fold.hpp"
+#include "core/timeline.hpp"
 #include "core/validate.hpp"
 #include "schedulers/scheduler.hpp"
 
@@ -49,6 +50,10 @@ std::unique_ptr<Study> prepare_study(const std::string& config_path,
 /// Re-plans `study` with another partition view and returns the evaluator's iteration
 /// time (what the partition choice alone is worth).
 double evaluate_with_view(const Study& study, PartitionView view);
+
+/// compute_metrics() of the study's schedule, its throughput in the workload's samples:
+/// under workload.packing a schedule's sample is a pack, which holds several.
+Metrics study_metrics(const Study& study, const Timeline& timeline);
 
 /// Model TFLOP/s and tokens/s per GPU and MFU of the study's schedule at this iteration
 /// time (core/model_flops.hpp), against the GPU's dense peak (cluster.peak_flops).

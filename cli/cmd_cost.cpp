@@ -189,7 +189,7 @@ Shares model_shares(const Study& s, const AnalyticalCostModel& cost) {
 /// The busiest rank's iteration on the evaluator, as `loom cost --json` prints it.
 nlohmann::json iteration_json(const Study& study, const AnalyticalCostModel* kernels) {
   const Timeline timeline = evaluate(study.schedule, study.config.cluster);
-  const Metrics metrics = compute_metrics(study.schedule, timeline);
+  const Metrics metrics = study_metrics(study, timeline);
   RankId busiest{0};
   for (const RankMetrics& r : metrics.per_rank)
     if (r.busy_s > metrics.per_rank[busiest].busy_s) busiest = r.rank;

@@ -149,7 +149,7 @@ int run_exec(const ExecCliOptions& o) {
     }
     extra["gradient_check"] = check_json(check);
   }
-  const Metrics metrics = compute_metrics(study->schedule, result.timeline);
+  const Metrics metrics = study_metrics(*study, result.timeline);
   write_run_files(*out, *study, result.timeline,
                   metrics_json(*study, metrics, study_rates(*study, metrics.iteration_time_s),
                                "exec-" + executor->name(), extra),

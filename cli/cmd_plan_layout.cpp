@@ -43,8 +43,8 @@ BatchSource make_source(const Config& c) {
   // Profiling draws start far from the ids training iterations use (offset + i).
   constexpr int kProfilingIds = 1 << 28;
   if (!c.workload.dataset.empty())
-    return generator_stream(find_dataset(c.workload.dataset), seed, kProfilingIds,
-                            c.workload.image_tokens);
+    return generator_stream(find_dataset(c.workload.dataset, c.workload.images_per_sample), seed,
+                            kProfilingIds, c.workload.image_tokens);
   if (!c.workload.csv.empty())
     return pool_stream(load_samples_csv(c.workload.csv, c.workload.image_tokens), seed);
   return pool_stream(synthetic_samples(1, c.workload.tokens), seed);

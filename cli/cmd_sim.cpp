@@ -263,7 +263,7 @@ int run_sim(const SimOptions& o) {
     std::cout << bench.dump() << "\n";
     return 0;
   }
-  const Metrics metrics = compute_metrics(study->schedule, run.timeline);
+  const Metrics metrics = study_metrics(*study, run.timeline);
   const TrainingRates rates = study_rates(*study, metrics.iteration_time_s);
   nlohmann::json views = nullptr;
   if (study->config.schedule.stage_layers.empty() && o.schedule.empty()) {

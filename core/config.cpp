@@ -15,6 +15,7 @@
 #include "core/cost_recompute.hpp"
 #include "core/errors.hpp"
 #include "core/io.hpp"
+#include "core/packing.hpp"
 #include "core/pipeline_layout.hpp"
 #include "core/presets.hpp"
 #include "core/resources.hpp"
@@ -744,6 +745,18 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   }
   c.workload.seed = r.integer(w, "workload.", "seed", c.workload.seed, 0);
   c.workload.offset = r.integer(w, "workload.", "offset", c.workload.offset, 0);
+  c.workload.images_per_sample = r.probability_list(w, "workload.", "images_per_sample");
+  if (w.get("images_per_sample")) {
+    double sum = 0;
+    for (const double prob : c.workload.images_per_sample) sum += prob;
+    if (c.workload.dataset.empty())
+      r.fail(w.get("images_per_sample"), "workload.images_per_sample",
+             "applies to the generators (workload.dataset); a CSV lists each sample's images");
+    if (std::abs(sum - 1) > 1e-6)
+      r.fail(w.get("images_per_sample"), "workload.images_per_sample",
+             "the probabilities of 0, 1, 2, ... images a sample sum to " + std::to_string(sum) +
+                 ", not 1 (e.g. [0, 0.5, 0.3, 0.2])");
+  }
   if (const std::string rule = r.string(w, "workload.", "image_tokens", "native");
       rule != "native") {
     try {
@@ -755,6 +768,13 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
       r.fail(w.get("image_tokens"), "workload.image_tokens",
              "applies to images given by size (workload.dataset, or a workload.csv with "
              "<modality>_resolution columns); workload.tokens gives tokens directly");
+  }
+  if (const std::string packing = r.string(w, "workload.", "packing", "none"); packing != "none") {
+    try {
+      c.workload.pack_tokens = parse_packing(packing);
+    } catch (const InputError& e) {
+      r.fail(w.get("packing"), "workload.packing", e.what());
+    }
   }
   check_context_parallel_tokens(r, root, c);
 

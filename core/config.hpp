@@ -138,6 +138,11 @@ struct WorkloadConfig {
   /// How an image becomes vision tokens where images are given by size (the generators,
   /// a CSV's `<modality>_resolution` columns): core/image_tokens.hpp.
   ImageTokenRule image_tokens;
+  /// Sequence packing (core/packing.hpp): 0 = none, else samples packed first-fit into
+  /// sequences of at most this many LLM tokens, a pack being one sample to the schedulers.
+  int pack_tokens = 0;
+  /// Generators: probabilities of 0, 1, 2, ... images a sample; empty = the dataset's own.
+  std::vector<double> images_per_sample;
 };
 
 struct SimConfig {

@@ -189,6 +189,25 @@ class Reader {
     return out;
   }
 
+  /// An array of probabilities (numbers from 0 to 1; integers read as numbers).
+  std::vector<double> probability_list(const toml::table& t, const std::string& path,
+                                       const std::string& key) {
+    std::vector<double> out;
+    const toml::node* n = find(t, key);
+    if (!n) return out;
+    if (!n->is_array()) fail(n, path + key, "expected an array of probabilities");
+    for (const toml::node& e : *n->as_array()) {
+      const std::optional<double> v = e.is_number() ? e.value<double>() : std::nullopt;
+      if (!v || !(*v >= 0 && *v <= 1))
+        fail(n, path + key, "expected probabilities (numbers from 0 to 1), got " + describe(e));
+      out.push_back(*v);
+    }
+    toml::array values;
+    for (double v : out) values.push_back(v);
+    record(path + key, std::move(values));
+    return out;
+  }
+
   std::vector<std::string> string_list(const toml::table& t, const std::string& path,
                                        const std::string& key) {
     std::vector<std::string> out;

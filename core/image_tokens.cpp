@@ -150,4 +150,9 @@ int image_tokens(const ImageTokenRule& rule, int width, int height) {
   return image_tiles(rule, width, height) * side * side;
 }
 
+std::vector<int> image_items(const ImageTokenRule& rule, int width, int height) {
+  const int tiles = image_tiles(rule, width, height);
+  return std::vector<int>(static_cast<size_t>(tiles), image_tokens(rule, width, height) / tiles);
+}
+
 }  // namespace loom

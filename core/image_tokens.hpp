@@ -18,6 +18,7 @@
 ///                      one: tiles x (S/P)^2 patches (tiling:448/14: 1,024 a tile; Chen et
 ///                      al., "How Far Are We to GPT-4V?", 2024, §3.2 dynamic high resolution)
 #include <string>
+#include <vector>
 
 namespace loom {
 
@@ -40,5 +41,8 @@ std::string format_image_token_rule(const ImageTokenRule& rule);
 int image_tiles(const ImageTokenRule& rule, int width, int height);
 /// The encoder tokens of that image under `rule`.
 int image_tokens(const ImageTokenRule& rule, int width, int height);
+/// Each tile's encoder tokens (image_tiles() items summing to image_tokens()): what the
+/// encoder attends over one at a time.
+std::vector<int> image_items(const ImageTokenRule& rule, int width, int height);
 
 }  // namespace loom

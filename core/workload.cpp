@@ -50,10 +50,11 @@ int parse_count(const std::string& where, const std::string& column, const std::
   return static_cast<int>(v);
 }
 
-/// `WxH` or several images `WxH;WxH` (an empty cell: no image) -> vision tokens.
-long resolution_tokens(const std::string& where, const std::string& column, const std::string& cell,
-                       const ImageTokenRule& images) {
-  long total = 0;
+/// `WxH` or several images `WxH;WxH` (an empty cell: no image) -> each image's tiles as
+/// items of vision tokens (image_tiles() x image_tokens() / tiles).
+std::vector<long> resolution_items(const std::string& where, const std::string& column,
+                                   const std::string& cell, const ImageTokenRule& images) {
+  std::vector<long> items;
   std::stringstream ss(cell);
   for (std::string image; std::getline(ss, image, ';');) {
     const size_t x = image.find('x');
@@ -63,30 +64,80 @@ long resolution_tokens(const std::string& where, const std::string& column, cons
     }
     const int w = parse_count(where, column, image.substr(0, x));
     const int h = parse_count(where, column, image.substr(x + 1));
-    total += image_tokens(images, w, h);
+    for (const int item : image_items(images, w, h)) items.push_back(item);
   }
-  return total;
+  return items;
 }
+
+/// An `_items` cell: a count N, or each item's tokens `576;576;2880`.
+std::vector<int> item_cell(const std::string& where, const std::string& column,
+                           const std::string& cell) {
+  std::vector<int> items;
+  if (cell.find(';') == std::string::npos) {
+    const int n = parse_count(where, column, cell);
+    return std::vector<int>(static_cast<size_t>(n), -1);  // N equal items, sized later
+  }
+  std::stringstream ss(cell);
+  for (std::string item; std::getline(ss, item, ';');) {
+    items.push_back(parse_count(where, column, item));
+    if (items.back() == 0) {
+      throw InputError(where + ": column '" + column + "': item " + std::to_string(items.size()) +
+                       " has no tokens");
+    }
+  }
+  return items;
+}
+
+/// The sample's `_items` cell against its tokens: N equal items, or a list that sums up.
+std::vector<int> sized_items(const std::string& where, const std::string& column,
+                             std::vector<int> items, int tokens) {
+  if (items.empty() != (tokens == 0)) {
+    throw InputError(where + ": column '" + column + "': " + std::to_string(items.size()) +
+                     " items of " + std::to_string(tokens) +
+                     " tokens (a sample with tokens has at least one item, one without none)");
+  }
+  if (!items.empty() && items.front() < 0) {
+    const int n = isize(items);
+    if (n > tokens) {
+      throw InputError(where + ": column '" + column + "': " + std::to_string(n) + " items of " +
+                       std::to_string(tokens) + " tokens (at most one item per token)");
+    }
+    for (int k = 0; k < n; ++k) items[static_cast<size_t>(k)] = tokens / n + (k < tokens % n);
+    return items;
+  }
+  long sum = 0;
+  for (int t : items) sum += t;
+  if (sum != tokens) {
+    throw InputError(where + ": column '" + column + "': the items sum to " + std::to_string(sum) +
+                     " tokens, the sample has " + std::to_string(tokens) +
+                     " (make them equal, or give a count of items)");
+  }
+  return items;
+}
+
+enum class ColumnKind { kTokens, kResolution, kItems };
 
 struct CsvColumn {
   std::string modality;
-  bool resolution = false;  ///< cells are image resolutions, not token counts
+  ColumnKind kind = ColumnKind::kTokens;
 };
 
-/// `<modality>_tokens` or `<modality>_resolution`; `image` is an alias of `vision` (the
-/// modality Loom's vision encoders read).
+/// `<modality>_tokens`, `<modality>_resolution` or `<modality>_items`; `image` is an alias
+/// of `vision` (the modality Loom's vision encoders read).
 CsvColumn parse_column(const std::string& path, const std::string& col) {
-  for (const auto& [suffix, resolution] :
-       {std::pair<std::string, bool>{"_tokens", false}, {"_resolution", true}}) {
+  for (const auto& [suffix, kind] :
+       {std::pair<std::string, ColumnKind>{"_tokens", ColumnKind::kTokens},
+        {"_resolution", ColumnKind::kResolution},
+        {"_items", ColumnKind::kItems}}) {
     if (col.size() > suffix.size() &&
         col.compare(col.size() - suffix.size(), suffix.size(), suffix) == 0) {
       std::string modality = col.substr(0, col.size() - suffix.size());
       if (modality == "image") modality = "vision";
-      return {modality, resolution};
+      return {modality, kind};
     }
   }
   throw InputError(path + ":1: column '" + col +
-                   "' must be named <modality>_tokens or <modality>_resolution");
+                   "' must be named <modality>_tokens, <modality>_resolution or <modality>_items");
 }
 
 }  // namespace
@@ -138,16 +189,52 @@ std::vector<Sample> load_samples_csv(const std::string& path, const ImageTokenRu
     Sample s;
     s.id = parse_count(where, columns[0], cells[0]);
     long total = 0;
+    std::map<std::string, std::pair<std::string, std::vector<int>>> listed;  // _items cells
     for (size_t m = 0; m < modalities.size(); ++m) {
       const std::string& col = columns[m + 1];
-      const long v = modalities[m].resolution ? resolution_tokens(where, col, cells[m + 1], images)
-                                              : parse_count(where, col, cells[m + 1]);
+      const std::string& modality = modalities[m].modality;
+      long v = 0;
+      switch (modalities[m].kind) {
+        case ColumnKind::kItems:
+          listed[modality] = {col, item_cell(where, col, cells[m + 1])};
+          continue;
+        case ColumnKind::kTokens:
+          v = parse_count(where, col, cells[m + 1]);
+          break;
+        case ColumnKind::kResolution:
+          for (const long item : resolution_items(where, col, cells[m + 1], images)) {
+            v += item;
+            s.items[modality].push_back(static_cast<int>(std::min(item, kMaxTokens)));
+          }
+          break;
+      }
       if (v > kMaxTokens) {
         throw InputError(where + ": column '" + col + "': " + std::to_string(v) +
                          " tokens is more than " + std::to_string(kMaxTokens));
       }
-      s.tokens[modalities[m].modality] += static_cast<int>(v);
+      s.tokens[modality] += static_cast<int>(v);
       total += v;
+    }
+    for (auto& [modality, cell] : listed) {
+      if (s.items.count(modality)) {
+        throw InputError(where + ": column '" + cell.first + "': " + modality +
+                         " has a resolution column, whose images already give the items "
+                         "(drop one of the two)");
+      }
+      const auto it = s.tokens.find(modality);
+      if (it == s.tokens.end()) {
+        throw InputError(path + ":1: column '" + cell.first + "' has no " + modality +
+                         "_tokens column to divide (add one)");
+      }
+      std::vector<int> items = sized_items(where, cell.first, cell.second, it->second);
+      if (!items.empty()) s.items[modality] = std::move(items);
+    }
+    // A modality given by token counts and by resolutions: its items are only partly known,
+    // so the encoder's item_tokens cuts the whole (as for token counts alone).
+    for (auto it = s.items.begin(); it != s.items.end();) {
+      long sum = 0;
+      for (int t : it->second) sum += t;
+      it = sum == s.tokens[it->first] ? std::next(it) : s.items.erase(it);
     }
     if (total == 0) throw InputError(where + ": sample " + cells[0] + " has no tokens");
     samples.push_back(std::move(s));
@@ -196,12 +283,76 @@ double MicrobatchShape::sum_squared() const {
   return t;
 }
 
+int item_tokens(const Model& model, ModuleId module) {
+  const Module& mod = model.module(module);
+  if (mod.kind == ModuleKind::kEncoder) return mod.item_tokens;
+  if (mod.kind == ModuleKind::kLlm || model.inputs(module).size() != 1) return 0;
+  const ModuleId producer = model.inputs(module).front();
+  const int item = item_tokens(model, producer);
+  if (item == 0) return 0;
+  const double scaled = std::round(item * model.module(producer).token_ratio);
+  return std::max(1, static_cast<int>(scaled));
+}
+
+namespace {
+
+/// `total` tokens as items of `item` tokens, the last shorter; one item when `item` is 0.
+std::vector<int> cut_into_items(int total, int item) {
+  if (item <= 0 || total <= item) return {total};
+  std::vector<int> items;
+  for (int left = total; left > 0; left -= item) items.push_back(std::min(left, item));
+  return items;
+}
+
+/// `items` made to sum to `total` by the last ones (rounding: a pack's or a projector's
+/// token count is rounded once for the whole, its items each on their own); no empty item.
+std::vector<int> absorb_rounding(std::vector<int> items, int total) {
+  int placed = 0;
+  for (int& n : items) {
+    n = std::min(n, total - placed);
+    placed += n;
+  }
+  if (!items.empty()) items.back() += total - placed;
+  std::erase(items, 0);
+  if (items.empty()) items.push_back(0);
+  return items;
+}
+
+}  // namespace
+
+std::vector<int> attention_items(const Model& model, ModuleId module, const Sample& sample) {
+  const Module& mod = model.module(module);
+  const int total = module_input_tokens(model, module, sample);
+  if (!sample.parts.empty()) {
+    std::vector<int> items;
+    for (const Sample& part : sample.parts) {
+      const std::vector<int> own = attention_items(model, module, part);
+      items.insert(items.end(), own.begin(), own.end());
+    }
+    return absorb_rounding(std::move(items), total);
+  }
+  if (mod.kind == ModuleKind::kEncoder) {
+    const auto it = sample.items.find(mod.modality);
+    if (it != sample.items.end() && !it->second.empty()) return it->second;
+    return cut_into_items(total, mod.item_tokens);
+  }
+  if (mod.kind == ModuleKind::kLlm || model.inputs(module).size() != 1) return {total};
+  const ModuleId producer = model.inputs(module).front();
+  std::vector<int> items = attention_items(model, producer, sample);
+  if (items.size() == 1) return {total};
+  // Each item scaled as module_input_tokens() scales the sample.
+  const double ratio = model.module(producer).token_ratio;
+  for (int& n : items) n = static_cast<int>(std::round(n * ratio));
+  return absorb_rounding(std::move(items), total);
+}
+
 MicrobatchShape layer_shape(const Model& model, int global_layer,
                             const std::vector<const Sample*>& samples) {
   const ModuleId module = model.module_of(global_layer);
   MicrobatchShape shape;
-  for (const Sample* s : samples)
-    shape.sequence_lengths.push_back(module_input_tokens(model, module, *s));
+  for (const Sample* s : samples) {
+    for (int item : attention_items(model, module, *s)) shape.sequence_lengths.push_back(item);
+  }
   return shape;
 }
 

@@ -59,26 +59,30 @@ const std::vector<DatasetSpec>& dataset_specs() {
        {360, 0.6, 16, 8192},
        {800, 0.3, 224, 3584},
        {0.75, 0.3, 0.25, 4},
-       0.0},
+       0.0,
+       {}},
       {"llava-150k",
        "LLaVA-150k: COCO photos (~640x480) with multi-turn GPT-4 conversations; "
        "mean vision:LLM workload ratio 2.43 (Fig 4.5)",
        {160, 0.6, 8, 2048},
        {640, 0.08, 320, 1024},
        {0.75, 0.15, 0.4, 2},
-       0.0},
+       0.0,
+       {}},
       {"chartqa",
        "ChartQA: real-world charts (~800x600) with one short question and answer",
        {40, 0.45, 8, 512},
        {800, 0.25, 300, 2000},
        {0.7, 0.2, 0.3, 2.5},
-       0.0},
+       0.0,
+       {}},
       {"cocoqa",
        "COCO-QA: COCO photos (~640x480) with a one-line question and a one-word answer",
        {16, 0.25, 6, 64},
        {640, 0.06, 400, 800},
        {0.75, 0.12, 0.5, 1.5},
-       0.0},
+       0.0,
+       {}},
   };
   return kSpecs;
 }
@@ -90,6 +94,24 @@ const DatasetSpec& find_dataset(const std::string& name) {
     known += (known.empty() ? "" : ", ") + s.name;
   }
   throw InputError("unknown dataset '" + name + "' (known: " + known + ")");
+}
+
+DatasetSpec find_dataset(const std::string& name, const std::vector<double>& images_per_sample) {
+  DatasetSpec spec = find_dataset(name);
+  if (!images_per_sample.empty()) spec.images_per_sample = images_per_sample;
+  return spec;
+}
+
+int image_count(const DatasetSpec& spec, double u) {
+  if (spec.images_per_sample.empty()) return u < spec.second_image_probability ? 2 : 1;
+  double more = 1;  // P(N > k), from k = -1
+  int n = 0;
+  for (const double p : spec.images_per_sample) {
+    more -= p;
+    if (u >= more) return n;
+    ++n;
+  }
+  return n - 1;  // rounding left P(N > last) above u: the last count
 }
 
 namespace {
@@ -107,11 +129,15 @@ double open_uniform(std::mt19937_64& rng) {
   return (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53;
 }
 
-int draw_image(const DatasetSpec& spec, std::mt19937_64& rng, const ImageTokenRule& images) {
+/// Draws one image and appends its tiles to `items` (vision tokens each); returns its tokens.
+int draw_image(const DatasetSpec& spec, std::mt19937_64& rng, const ImageTokenRule& images,
+               std::vector<int>& items) {
   const double width = spec.image_width.quantile(open_uniform(rng));
   const double height = width * spec.aspect.quantile(open_uniform(rng));
-  return image_tokens(images, static_cast<int>(std::lround(width)),
-                      static_cast<int>(std::lround(height)));
+  const int w = static_cast<int>(std::lround(width)), h = static_cast<int>(std::lround(height));
+  const std::vector<int> tiles = image_items(images, w, h);
+  items.insert(items.end(), tiles.begin(), tiles.end());
+  return image_tokens(images, w, h);
 }
 
 }  // namespace
@@ -126,9 +152,14 @@ std::vector<Sample> generate_samples(const DatasetSpec& spec, int count, std::ui
     Sample s;
     s.id = id;
     s.tokens["text"] = static_cast<int>(std::lround(spec.text_tokens.quantile(open_uniform(rng))));
-    int vision = draw_image(spec, rng, images);
-    if (open_uniform(rng) < spec.second_image_probability) vision += draw_image(spec, rng, images);
-    s.tokens["vision"] = vision;
+    // The first image is drawn before the count, so that the default stream (one image, a
+    // second with second_image_probability) draws exactly as it always has.
+    std::vector<int> items;
+    int vision = draw_image(spec, rng, images, items);
+    const int n = image_count(spec, open_uniform(rng));
+    for (int k = 1; k < n; ++k) vision += draw_image(spec, rng, images, items);
+    s.tokens["vision"] = n == 0 ? 0 : vision;
+    if (n > 0) s.items["vision"] = std::move(items);
     samples.push_back(std::move(s));
   }
   return samples;

@@ -41,12 +41,23 @@ struct DatasetSpec {
   ClippedLogNormal image_width;
   ClippedLogNormal aspect;
   double second_image_probability = 0;  ///< samples with two images
+  /// P(0 images), P(1), P(2), ... a sample (workload.images_per_sample); empty: one image,
+  /// a second with second_image_probability.
+  std::vector<double> images_per_sample;
 };
 
 /// The generators Loom knows: synthchartnet, llava-150k, chartqa, cocoqa.
 const std::vector<DatasetSpec>& dataset_specs();
 /// Throws InputError listing the valid names when `name` is unknown.
 const DatasetSpec& find_dataset(const std::string& name);
+/// find_dataset(name) with its images per sample replaced by `images_per_sample` where that
+/// is not empty (probabilities of 0, 1, 2, ... images; workload.images_per_sample).
+DatasetSpec find_dataset(const std::string& name, const std::vector<double>& images_per_sample);
+
+/// The images of a sample whose draw is `u` in (0, 1): the count N with
+/// P(N > k) > u for k < N (inverse survival function), so that the default, one image and
+/// a second with probability p, draws a second exactly when u < p.
+int image_count(const DatasetSpec& spec, double u);
 
 /// `count` samples numbered from `first_id`, drawn from `spec` with `seed`. Sample i
 /// depends only on (seed, first_id + i): any window of the stream is reproducible. Each

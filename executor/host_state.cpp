@@ -207,7 +207,7 @@ void HostModelState::forward(const Compute& op) {
     const LayerSpec& spec = model_.layer(l);
     LayerState st;
     st.lengths = a.lengths;
-    a.x = layer_forward(spec, params(l), a.x, a.lengths, &st);
+    a.x = layer_forward(spec, params(l), a.x, attention_segments(l, op.microbatch, a.lengths), &st);
     if (!redundant && model_.has_trainable_upstream(l))
       states_.put(op.microbatch, l, std::move(st));
     const double ratio = model_.module(model_.module_of(l)).token_ratio;

@@ -7,8 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/errors.hpp"
 #include "core/index.hpp"
 #include "core/model.hpp"
+#include "core/workload.hpp"
 #include "executor/backend.hpp"
 #include "executor/dataflow.hpp"
 #include "executor/edge_store.hpp"
@@ -33,6 +35,34 @@ class ModelStateBase {
   }
   std::vector<SampleId> samples_of(MicrobatchId microbatch) const {
     return problem_.schedule->samples_of(replica_, microbatch);
+  }
+  /// The sequences layer `layer`'s attention runs over in `microbatch`, whose rows per
+  /// sample are `rows`: each sample's attention_items() (core/workload.hpp), so an encoder
+  /// attends within each image and the LLM within each sample of a pack, as the cost model
+  /// prices them; a sample whose rows are not its whole input (a CP rank's share of an LLM
+  /// sequence) stays one sequence, which a pack cannot.
+  std::vector<int> attention_segments(int layer, MicrobatchId microbatch,
+                                      const std::vector<int>& rows) const {
+    const ModuleId module = model_.module_of(layer);
+    const std::vector<const Sample*> batch =
+        sample_batch(*problem_.samples, samples_of(microbatch));
+    std::vector<int> segments;
+    for (size_t s = 0; s < rows.size() && s < batch.size(); ++s) {
+      const std::vector<int> items = attention_items(model_, module, *batch[s]);
+      int sum = 0;
+      for (int n : items) sum += n;
+      if (sum == rows[s]) {
+        segments.insert(segments.end(), items.begin(), items.end());
+      } else if (!batch[s]->parts.empty()) {
+        throw InputError(
+            "workload.packing: the executor runs packed samples without context "
+            "parallelism only (a rank's share of a pack is not one sequence); "
+            "set parallel.cp = 1 or workload.packing = \"none\"");
+      } else {
+        segments.push_back(rows[s]);
+      }
+    }
+    return segments;
   }
 
   const ExecProblem& problem_;

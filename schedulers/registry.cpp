@@ -103,7 +103,8 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
       {"hetero-colocated",
        "heterogeneous parallelism §3.3: per-module grids on one rank set, three phases "
        "(encoder F, LLM 1F1B, encoder B), local all-gather boundary, CP split by the CP "
-       "planner (encoder items of item_tokens, default 1,024: reconstructed)",
+       "planner (encoder items as every scheduler sees them: the workload's, else item_tokens, "
+       "default 1,024: reconstructed)",
        generate_hetero_colocated, hetero_colocated_options},
       {"hetero-noncolocated",
        "heterogeneous parallelism §3.3: per-module grids on disjoint rank sets, graph-aware "

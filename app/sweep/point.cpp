@@ -60,7 +60,7 @@ namespace {
 
 PointResult measure(const Study& study, const std::string& timeline_csv) {
   const Timeline timeline = simulate(study).timeline;
-  const Metrics m = compute_metrics(study.schedule, timeline);
+  const Metrics m = study_metrics(study, timeline);
   if (!timeline_csv.empty()) write_timeline_csv(timeline_csv, study.schedule, timeline);
   double peak_max = 0, peak_sum = 0;
   for (const RankMetrics& r : m.per_rank) {

@@ -25,7 +25,8 @@ namespace loom::exec::cuda {
 struct DeviceLayerState {
   DeviceTensors saved;
   DeviceTensors grads;
-  std::vector<int> lengths;  ///< rows per sample the layer saw
+  std::vector<int> lengths;         ///< rows per attention sequence (an encoder's items)
+  std::vector<int> sample_lengths;  ///< rows per sample (what a token_ratio resamples)
 };
 
 class LayerRunner {

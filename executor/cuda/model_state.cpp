@@ -205,7 +205,9 @@ void CudaModelState::forward(const Compute& op) {
   DeviceActivation a = module_input(op, redundant);
   for (int l = op.first_layer; l < op.end_layer; ++l) {
     DeviceLayerState st;
-    a.x = runner_.forward(model_.layer(l), params(l), a.x, a.lengths, st);
+    a.x = runner_.forward(model_.layer(l), params(l), a.x,
+                          attention_segments(l, op.microbatch, a.lengths), st);
+    st.sample_lengths = a.lengths;
     if (!redundant && model_.has_trainable_upstream(l))
       states_.put(op.microbatch, l, std::move(st));
     const double ratio = model_.module(model_.module_of(l)).token_ratio;
@@ -245,7 +247,8 @@ void CudaModelState::backward_input(const Compute& op) {
     DeviceLayerState& st = states_.of_forward(mb, l);
     const double ratio = model_.module(model_.module_of(l)).token_ratio;
     if (is_module_last(model_, l) && ratio != 1.0)
-      g = resample_backward(g, st.lengths, resampled_lengths(st.lengths, ratio), stream_);
+      g = resample_backward(g, st.sample_lengths, resampled_lengths(st.sample_lengths, ratio),
+                            stream_);
     const bool need_dx = l > first ? model_.has_trainable_upstream(l - 1) : !outs.empty();
     g = runner_.backward_input(model_.layer(l), params(l), st, g, need_dx);
     if (model_.layer(l).frozen) states_.erase(mb, l);  // W has nothing to do for it

@@ -14,20 +14,6 @@
 namespace loom {
 namespace {
 
-/// Encoder-side modules see their tokens as items of item_tokens() (images); the LLM sees
-/// one sequence per sample.
-MicrobatchShape item_shape(const Model& model, int layer, const std::vector<const Sample*>& batch) {
-  MicrobatchShape shape = layer_shape(model, layer, batch);
-  const int item = item_tokens(model, model.module_of(layer));
-  if (item == 0) return shape;
-  MicrobatchShape items;
-  for (int s : shape.sequence_lengths) {
-    for (int left = s; left > 0; left -= item)
-      items.sequence_lengths.push_back(std::min(left, item));
-  }
-  return items;
-}
-
 /// Rank `cp_rank`'s share of a causal layer's attention work: per sequence, its share of
 /// the key blocks under Megatron's zigzag split (cp_plan.hpp), weighted by s^2.
 double causal_share(const MicrobatchShape& shape, int cp, int cp_rank) {
@@ -58,17 +44,6 @@ double causal_share(const MicrobatchShape& shape, int cp, int cp_rank) {
 }
 
 }  // namespace
-
-int item_tokens(const Model& model, ModuleId module) {
-  const Module& mod = model.module(module);
-  if (mod.kind == ModuleKind::kEncoder) return mod.item_tokens;
-  if (mod.kind == ModuleKind::kLlm || mod.inputs.empty()) return 0;
-  const ModuleId producer = model.inputs(module).front();
-  const int item = item_tokens(model, producer);
-  if (item == 0) return 0;
-  const double scaled = std::round(item * model.module(producer).token_ratio);
-  return std::max(1, static_cast<int>(scaled));
-}
 
 std::vector<int> module_layers(const Model& model, ModuleId module) {
   std::vector<int> out;
@@ -121,7 +96,7 @@ ShardCost shard_cost(const SchedulingProblem& problem, ModuleId module, const Mo
   ShardCost out;
   for (int l : module_layers(model, module)) {
     const LayerSpec& spec = model.layer(l);
-    const MicrobatchShape shape = item_shape(model, l, batch);
+    const MicrobatchShape shape = layer_shape(model, l, batch);
     const PassCost full = effective_cost(*problem.cost, model, l, shape, layout.tp);
     double activation = problem.cost->activation_bytes(l, shape, layout.tp);
     PassCost shard = full;

@@ -15,9 +15,10 @@
 ///     as in Megatron's CP); causal layers use the causal mask, bidirectional ones split
 ///     evenly. The K/V all-gather on the CP group is a separate collective
 ///     (kv_allgather_bytes).
-///   - Encoder inputs are cut into items of `item_tokens` tokens (Module::item_tokens,
-///     config key `model.modules.<name>.item_tokens`, default 1024: images; seed §1: the
-///     encoder sequence length is fixed by image resolution, not by the LLM context).
+///   - Encoder inputs are items (images, tiles; core/workload.hpp's attention_items(), as
+///     under every scheduler): the workload's own, else cut into `item_tokens` tokens
+///     (config key `model.modules.<name>.item_tokens`, default 1024; seed §1: the encoder
+///     sequence length is fixed by image resolution, not by the LLM context).
 #include <vector>
 
 #include "core/index.hpp"
@@ -26,13 +27,6 @@
 #include "schedulers/scheduler.hpp"
 
 namespace loom {
-
-/// Tokens per input item of `module`, in the module's own input tokens; 0 = one item per
-/// sample. Encoders: Module::item_tokens (default kDefaultItemTokens, core/model.hpp).
-/// A projector's item is its first producer's item times that producer's token_ratio
-/// (rounded, at least 1), so a projector sees the same items its encoder produced. The
-/// LLM: always 0 (one sequence per sample).
-int item_tokens(const Model& model, ModuleId module);
 
 /// Global layers of module `module`, in order.
 std::vector<int> module_layers(const Model& model, ModuleId module);

@@ -64,6 +64,7 @@ const Case kCatalogue[] = {
     {"config {s}/configs/examples/uniform-1f1b.toml --set cost.efficiency=nan", 2, "cost.efficiency"},
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.tokens.text=0", 2, "0 tokens"},
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.dataset='\"cocoqa\"' --set workload.image_tokens='\"anyres:336/14:4\"'", 2, "key 'workload.image_tokens': 'anyres:336/14:4' takes no tile count; expected \"native\""},
+    {"config {s}/configs/examples/vlm-frozen.toml --set workload.packing='\"pack:0\"'", 2, "key 'workload.packing': 'pack:0' is not a packing: give \"none\" or \"pack:N\""},
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.tokens={text=1024}", 2, "workload.tokens.vision': missing"},
     {"config {s}/configs/examples/uniform-1f1b.toml --set schedule.name=nope", 2, "schedule.name"},
     {"config {s}/configs/examples/vlm-frozen.toml --set parallel.tp=3 --set cluster.gpus_per_node=12", 2, "does not divide module 'vision''s 16 attention heads (tensor parallelism splits the heads over its GPUs); use one of 1, 2, 4, 8 (dividing its 16 attention heads, dividing or a multiple of its 16 key/value heads, within a node of 12 GPUs)"},
@@ -71,6 +72,7 @@ const Case kCatalogue[] = {
     // --- workload CSV ---
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/text-only.csv", 2, "no column for modality 'vision'"},
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/bad-number.csv", 2, "bad-number.csv:3"},
+    {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/items-sum.csv", 2, "items-sum.csv:3: column 'vision_items': the items sum to 4000 tokens, the sample has 4600"},
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/truncated.csv", 2, "truncated.csv:3: expected 3 columns"},
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/binary.bin", 2, "binary.bin"},
     {"config {s}/configs/examples/vlm-frozen.toml --set workload.csv={d}/empty.csv", 2, "empty.csv:1: empty file"},
@@ -157,6 +159,8 @@ void write_fixtures(const test::TempDir& d) {
   d.write("mine.txt", "not a folder\n");
   d.write("text-only.csv", "sample_id,text_tokens\n0,100\n1,100\n");
   d.write("bad-number.csv", "sample_id,text_tokens,vision_tokens\n0,1024,4600\n1,10x,4600\n");
+  d.write("items-sum.csv",
+          "sample_id,text_tokens,vision_tokens,vision_items\n0,1024,4600,4\n1,10,4600,2000;2000\n");
   d.write("truncated.csv", "sample_id,text_tokens,vision_tokens\n0,1024,4600\n1,10");
   d.write("header-only.csv", "sample_id,text_tokens,vision_tokens\n");
   d.write("profile-exponent.csv", "layer,phase,tokens,tp,seconds\nvision,F,16,1,3e-5000423213\n");

@@ -92,6 +92,43 @@ TEST(WorkloadGen, SynthChartNetIsTheMostVariable) {
     EXPECT_GT(cv("synthchartnet"), cv(other)) << other;
 }
 
+TEST(WorkloadGen, ImagesPerSampleFollowTheGivenDistribution) {
+  // One image always ([0, 1]) is the default stream, draw for draw.
+  const auto one = generate_samples(find_dataset("llava-150k", {0, 1}), 50, 7);
+  const auto plain = generate_samples(find_dataset("llava-150k"), 50, 7);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(one[i].tokens, plain[i].tokens);
+    EXPECT_EQ(one[i].items, plain[i].items);
+  }
+  // P(0, 1, 2 images) = 0.2, 0.3, 0.5 over 4,000 samples: each image one item under the
+  // native rule, a sample without images has no vision tokens.
+  const std::vector<double> pmf = {0.2, 0.3, 0.5};
+  std::vector<int> seen(3, 0);
+  for (const Sample& s : generate_samples(find_dataset("cocoqa", pmf), 4000, 3)) {
+    const auto it = s.items.find("vision");
+    const int images = it == s.items.end() ? 0 : isize(it->second);
+    ASSERT_LE(images, 2);
+    ++seen[static_cast<size_t>(images)];
+    EXPECT_EQ(images == 0, s.tokens.at("vision") == 0);
+  }
+  for (size_t k = 0; k < pmf.size(); ++k) EXPECT_NEAR(seen[k] / 4000.0, pmf[k], 0.03) << k;
+  // The count inverts the survival function: u below P(N > k) gives more than k images.
+  const DatasetSpec spec = find_dataset("cocoqa", pmf);
+  EXPECT_EQ(image_count(spec, 0.85), 0);  // P(N > 0) = 0.8
+  EXPECT_EQ(image_count(spec, 0.6), 1);   // P(N > 1) = 0.5
+  EXPECT_EQ(image_count(spec, 0.1), 2);
+
+  const std::string key = "workload.images_per_sample";
+  auto error = [&](const std::vector<std::string>& sets) {
+    return test::input_error([&] { test::example("vlm-frozen.toml", sets); });
+  };
+  EXPECT_NE(error({"workload.dataset=\"cocoqa\"", key + "=[0.5, 0.6]"}).find("sum to"),
+            std::string::npos);
+  EXPECT_NE(error({"workload.dataset=\"cocoqa\"", key + "=[1.5]"}).find("probabilities"),
+            std::string::npos);
+  EXPECT_NE(error({key + "=[0, 1]"}).find("applies to the generators"), std::string::npos);
+}
+
 TEST(WorkloadGen, UnknownDatasetListsTheKnownOnes) {
   try {
     find_dataset("mnist");

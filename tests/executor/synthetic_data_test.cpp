@@ -8,7 +8,14 @@ namespace loom::exec {
 namespace {
 
 std::vector<Sample> three_samples() {
-  return {{0, {{"text", 3}, {"image", 5}}}, {1, {{"text", 2}}}, {2, {{"text", 4}, {"image", 1}}}};
+  const std::map<std::string, int> tokens[] = {
+      {{"text", 3}, {"image", 5}}, {{"text", 2}}, {{"text", 4}, {"image", 1}}};
+  std::vector<Sample> out(3);
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].id = static_cast<int>(i);
+    out[i].tokens = tokens[i];
+  }
+  return out;
 }
 
 TEST(SyntheticData, ASamplesRowsDoNotDependOnItsMicrobatch) {
