@@ -133,6 +133,12 @@ void check_context_parallel_executable(const ExecProblem& problem) {
         "model alone (this model has " +
         std::to_string(model.modules().size()) + " modules); simulate it with `loom sim`");
   for (const Sample& sample : *problem.samples) {
+    if (!sample.parts.empty())
+      throw InputError(
+          "workload.packing: the host backend runs packed samples without context "
+          "parallelism only (its ring attention treats a pack as one sequence); "
+          "set parallel.cp = 1 or workload.packing = \"none\", or simulate it "
+          "with `loom sim`");
     int tokens = 0;
     for (const auto& [modality, n] : sample.tokens) tokens += n;
     if (tokens % (2 * cp) != 0)

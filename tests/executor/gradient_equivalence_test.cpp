@@ -321,6 +321,16 @@ TEST_P(ContextParallelGradients, EqualTheSequentialRun) {
   }
 }
 
+TEST(ContextParallelPacking, IsRefusedByTheHostBackendNamingTheKey) {
+  // The host's ring attention splits each sample into 2 x cp chunks of one causal
+  // sequence; a pack is several, so it refuses rather than attending across samples.
+  const auto study = llm_study({"parallel.cp=2", "workload.packing=\"pack:64\""});
+  const ExecProblem p = problem_of(*study);
+  const std::string error = test::input_error([&] { make_host_executor()->run(p, {}); });
+  EXPECT_NE(error.find("workload.packing"), std::string::npos) << error;
+  EXPECT_NE(error.find("parallel.cp = 1"), std::string::npos) << error;
+}
+
 TEST_P(ContextParallelGradients, WithDataParallelismAndAFusedBackwardEqualTheSequentialRun) {
   const auto study = llm_study({"parallel.cp=2", "parallel.dp=2", "schedule.name=1f1b",
                                 "parallel.cp_comm=\"" + GetParam() + "\""});
