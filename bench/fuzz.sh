@@ -52,6 +52,13 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     "${launcher[@]}" >/dev/null
 fi
 cmake --build "$build" -j2 --target fuzz_all >/dev/null
+for t in "${targets[@]}"; do
+  if [ ! -x "$build/fuzz/fuzz_$t" ]; then
+    echo "fuzz: no target '$t' (targets are named without the fuzz_ prefix:" \
+      "$(cd "$build/fuzz" && ls fuzz_* | sed 's/^fuzz_//' | tr '\n' ' '))" >&2
+    exit 2
+  fi
+done
 
 out="$build/fuzz-out"
 mkdir -p "$out"

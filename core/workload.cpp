@@ -69,50 +69,57 @@ std::vector<long> resolution_items(const std::string& where, const std::string& 
   return items;
 }
 
-/// An `_items` cell: a count N, or each item's tokens `576;576;2880`.
-std::vector<int> item_cell(const std::string& where, const std::string& column,
-                           const std::string& cell) {
-  std::vector<int> items;
+/// An `_items` cell: a count N of equal items, or each item's tokens `576;576;2880`.
+struct ItemCell {
+  std::string column;
+  int count = 0;           ///< N equal items (when `sizes` is empty)
+  std::vector<int> sizes;  ///< each item's tokens
+};
+
+ItemCell item_cell(const std::string& where, const std::string& column, const std::string& cell) {
+  ItemCell out{.column = column, .count = 0, .sizes = {}};
   if (cell.find(';') == std::string::npos) {
-    const int n = parse_count(where, column, cell);
-    return std::vector<int>(static_cast<size_t>(n), -1);  // N equal items, sized later
+    out.count = parse_count(where, column, cell);
+    return out;
   }
   std::stringstream ss(cell);
   for (std::string item; std::getline(ss, item, ';');) {
-    items.push_back(parse_count(where, column, item));
-    if (items.back() == 0) {
-      throw InputError(where + ": column '" + column + "': item " + std::to_string(items.size()) +
-                       " has no tokens");
+    out.sizes.push_back(parse_count(where, column, item));
+    if (out.sizes.back() == 0) {
+      throw InputError(where + ": column '" + column + "': item " +
+                       std::to_string(out.sizes.size()) + " has no tokens");
     }
   }
-  return items;
+  return out;
 }
 
-/// The sample's `_items` cell against its tokens: N equal items, or a list that sums up.
-std::vector<int> sized_items(const std::string& where, const std::string& column,
-                             std::vector<int> items, int tokens) {
-  if (items.empty() != (tokens == 0)) {
-    throw InputError(where + ": column '" + column + "': " + std::to_string(items.size()) +
-                     " items of " + std::to_string(tokens) +
+/// The sample's `_items` cell against its tokens: N equal items (the remainder spread over
+/// the first), or a list that sums up.
+std::vector<int> sized_items(const std::string& where, const ItemCell& cell, int tokens) {
+  const int n = cell.sizes.empty() ? cell.count : isize(cell.sizes);
+  if ((n == 0) != (tokens == 0)) {
+    throw InputError(where + ": column '" + cell.column + "': " + std::to_string(n) + " items of " +
+                     std::to_string(tokens) +
                      " tokens (a sample with tokens has at least one item, one without none)");
   }
-  if (!items.empty() && items.front() < 0) {
-    const int n = isize(items);
+  if (cell.sizes.empty()) {
     if (n > tokens) {
-      throw InputError(where + ": column '" + column + "': " + std::to_string(n) + " items of " +
-                       std::to_string(tokens) + " tokens (at most one item per token)");
+      throw InputError(where + ": column '" + cell.column + "': " + std::to_string(n) +
+                       " items of " + std::to_string(tokens) +
+                       " tokens (at most one item per token)");
     }
+    std::vector<int> items(static_cast<size_t>(n));  // n <= tokens: bounded by the token cap
     for (int k = 0; k < n; ++k) items[static_cast<size_t>(k)] = tokens / n + (k < tokens % n);
     return items;
   }
   long sum = 0;
-  for (int t : items) sum += t;
+  for (int t : cell.sizes) sum += t;
   if (sum != tokens) {
-    throw InputError(where + ": column '" + column + "': the items sum to " + std::to_string(sum) +
-                     " tokens, the sample has " + std::to_string(tokens) +
+    throw InputError(where + ": column '" + cell.column + "': the items sum to " +
+                     std::to_string(sum) + " tokens, the sample has " + std::to_string(tokens) +
                      " (make them equal, or give a count of items)");
   }
-  return items;
+  return cell.sizes;
 }
 
 enum class ColumnKind { kTokens, kResolution, kItems };
@@ -189,14 +196,14 @@ std::vector<Sample> load_samples_csv(const std::string& path, const ImageTokenRu
     Sample s;
     s.id = parse_count(where, columns[0], cells[0]);
     long total = 0;
-    std::map<std::string, std::pair<std::string, std::vector<int>>> listed;  // _items cells
+    std::map<std::string, ItemCell> listed;  // _items cells, by modality
     for (size_t m = 0; m < modalities.size(); ++m) {
       const std::string& col = columns[m + 1];
       const std::string& modality = modalities[m].modality;
       long v = 0;
       switch (modalities[m].kind) {
         case ColumnKind::kItems:
-          listed[modality] = {col, item_cell(where, col, cells[m + 1])};
+          listed[modality] = item_cell(where, col, cells[m + 1]);
           continue;
         case ColumnKind::kTokens:
           v = parse_count(where, col, cells[m + 1]);
@@ -215,18 +222,18 @@ std::vector<Sample> load_samples_csv(const std::string& path, const ImageTokenRu
       s.tokens[modality] += static_cast<int>(v);
       total += v;
     }
-    for (auto& [modality, cell] : listed) {
+    for (const auto& [modality, cell] : listed) {
       if (s.items.count(modality)) {
-        throw InputError(where + ": column '" + cell.first + "': " + modality +
+        throw InputError(where + ": column '" + cell.column + "': " + modality +
                          " has a resolution column, whose images already give the items "
                          "(drop one of the two)");
       }
       const auto it = s.tokens.find(modality);
       if (it == s.tokens.end()) {
-        throw InputError(path + ":1: column '" + cell.first + "' has no " + modality +
+        throw InputError(path + ":1: column '" + cell.column + "' has no " + modality +
                          "_tokens column to divide (add one)");
       }
-      std::vector<int> items = sized_items(where, cell.first, cell.second, it->second);
+      std::vector<int> items = sized_items(where, cell, it->second);
       if (!items.empty()) s.items[modality] = std::move(items);
     }
     // A modality given by token counts and by resolutions: its items are only partly known,

@@ -123,6 +123,9 @@ TEST(Workload, BadItemsColumnsNameTheLineAndTheFix) {
   EXPECT_NE(error(head + "0,1,100,60;50\n").find("sum to 110"), std::string::npos);
   EXPECT_NE(error(head + "0,1,100,60;50\n").find("bad.csv:2"), std::string::npos);
   EXPECT_NE(error(head + "0,1,3,4\n").find("at most one item per token"), std::string::npos);
+  // A count is checked before anything is allocated for it.
+  EXPECT_NE(error(head + "0,1,3,1000000000\n").find("1000000000 items of 3 tokens"),
+            std::string::npos);
   EXPECT_NE(error(head + "0,1,100,0;100\n").find("item 1 has no tokens"), std::string::npos);
   EXPECT_NE(error(head + "0,1,100,0\n").find("at least one item"), std::string::npos);
   EXPECT_NE(error("sample_id,text_tokens,vision_items\n0,1,2\n").find("no vision_tokens column"),
