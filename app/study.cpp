@@ -142,11 +142,12 @@ std::vector<Sample> load_packed_workload(const Config& config, int needed) {
   std::vector<Sample> rows;  // the CSV, whole
   if (!w.csv.empty()) rows = load_samples_csv(w.csv, w.image_tokens);
   const std::vector<Sample> same = synthetic_samples(1, w.tokens);
+  const DatasetSpec spec =
+      w.dataset.empty() ? DatasetSpec{} : find_dataset(w.dataset, w.images_per_sample);
   const SampleStream stream = [&](int i) -> std::optional<Sample> {
     const int id = w.offset + i;
     if (!w.dataset.empty())
-      return generate_samples(find_dataset(w.dataset, w.images_per_sample), 1,
-                              static_cast<std::uint64_t>(w.seed), id, w.image_tokens)
+      return generate_samples(spec, 1, static_cast<std::uint64_t>(w.seed), id, w.image_tokens)
           .front();
     if (w.csv.empty()) {
       Sample s = same.front();

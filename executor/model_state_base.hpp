@@ -7,7 +7,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/errors.hpp"
 #include "core/index.hpp"
 #include "core/model.hpp"
 #include "core/workload.hpp"
@@ -40,7 +39,8 @@ class ModelStateBase {
   /// sample are `rows`: each sample's attention_items() (core/workload.hpp), so an encoder
   /// attends within each image and the LLM within each sample of a pack, as the cost model
   /// prices them; a sample whose rows are not its whole input (a CP rank's share of an LLM
-  /// sequence) stays one sequence, which a pack cannot.
+  /// sequence) stays one sequence (no executor runs a pack under CP:
+  /// check_context_parallel_executable).
   std::vector<int> attention_segments(int layer, MicrobatchId microbatch,
                                       const std::vector<int>& rows) const {
     const ModuleId module = model_.module_of(layer);
@@ -51,16 +51,10 @@ class ModelStateBase {
       const std::vector<int> items = attention_items(model_, module, *batch[s]);
       int sum = 0;
       for (int n : items) sum += n;
-      if (sum == rows[s]) {
+      if (sum == rows[s])
         segments.insert(segments.end(), items.begin(), items.end());
-      } else if (!batch[s]->parts.empty()) {
-        throw InputError(
-            "workload.packing: the executor runs packed samples without context "
-            "parallelism only (a rank's share of a pack is not one sequence); "
-            "set parallel.cp = 1 or workload.packing = \"none\"");
-      } else {
+      else
         segments.push_back(rows[s]);
-      }
     }
     return segments;
   }

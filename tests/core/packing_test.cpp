@@ -122,7 +122,7 @@ TEST(Packing, ThroughputCountsSamplesNotPacks) {
   EXPECT_DOUBLE_EQ(study_metrics(*study, t).throughput_samples_per_s, packs_per_s * samples / 16);
 }
 
-TEST(Packing, BadKeysAndShortFilesSayWhatToDo) {
+TEST(Packing, BadKeysAndShortFilesNameTheKeyAndTheCount) {
   EXPECT_NE(test::input_error([] {
               test::example("vlm-frozen.toml", {"workload.packing=\"pack:0\""});
             }).find("workload.packing"),
