@@ -29,7 +29,7 @@ MEMORY_COLUMNS = ("rank", "time_s", "parameters_bytes", "gradients_bytes", "opti
 MEMORY_PARTS = ("parameters_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes")
 
 COMPUTE_KINDS = ("F", "B", "I", "W", "optimizer")
-COMM_KINDS = ("send", "recv", "allreduce", "allgather", "reducescatter")
+COMM_KINDS = ("send", "recv", "allreduce", "allgather", "reducescatter", "alltoall")
 
 # Compute passes get saturated, clearly distinct hues; communication is drawn in greys so
 # it reads as "not compute" at a glance and never competes with the schedule's shape.
@@ -44,6 +44,7 @@ KIND_COLORS = {
     "allreduce": "#4D4D4D",
     "allgather": "#A6A6A6",
     "reducescatter": "#8C8C8C",
+    "alltoall": "#666666",   # MoE token dispatch / combine
 }
 UNKNOWN_KIND_COLOR = "#B07AA1"  # a kind this script does not know yet: visible, not hidden
 KIND_LABELS = {"F": "F (forward)", "B": "B (backward)", "I": "I (input grad)",

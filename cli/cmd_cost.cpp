@@ -62,6 +62,9 @@ struct Waits {
   /// reach its step, transfer time on the critical path, and transfer time behind the
   /// attention blocks (ring messages), or the exchange's collectives (all-gather form).
   double cp_wait = 0, cp_exposed = 0, cp_hidden = 0;
+  /// Expert parallelism's dispatch and combine all-to-alls (parallel.ep): waiting for the
+  /// group's slower members, and the all-to-alls themselves (blocking: all exposed).
+  double ep_wait = 0, ep_exposed = 0;
 };
 
 /// Splits every receive and collective of `rank` by what it waited for.
@@ -115,6 +118,12 @@ Waits rank_waits(const Schedule& schedule, const Timeline& timeline, RankId rank
     } else if (coll && schedule.cp > 1 && coll->kind != CollectiveKind::kAllReduce &&
                coll->end_layer > coll->first_layer) {
       w.cp_exposed += t.end_s - t.start_s;  // the all-gather form's exchange, blocking
+    } else if (coll && coll->kind == CollectiveKind::kAllToAll) {
+      double all_arrived = t.start_s;
+      for (const OpRef& m : matching.members(matching.instance_of(ref)))
+        all_arrived = std::max(all_arrived, timing(m).start_s);
+      w.ep_wait += all_arrived - t.start_s;
+      w.ep_exposed += t.end_s - all_arrived;
     } else if (coll) {
       double all_arrived = t.start_s;
       std::set<ReplicaId> replicas;
@@ -218,13 +227,18 @@ nlohmann::json iteration_json(const Study& study, const AnalyticalCostModel* ker
        {{"gather_s", w.fsdp_gather},
         {"exposed_gather_s", w.fsdp_exposed},
         {"hidden_gather_s", std::max(0.0, w.fsdp_gather - w.fsdp_exposed)}}},
-      {"other_idle_s", std::max(0.0, metrics.iteration_time_s - busy - recv_s - collective_s -
-                                         w.fsdp_exposed - w.cp_wait - w.cp_exposed)},
+      {"other_idle_s",
+       std::max(0.0, metrics.iteration_time_s - busy - recv_s - collective_s - w.fsdp_exposed -
+                         w.cp_wait - w.cp_exposed - w.ep_wait - w.ep_exposed)},
       {"bubble_fraction", metrics.bubble_fraction}};
   if (study.schedule.cp > 1) {
     it["context_parallel"] = {{"wait_for_ring_s", w.cp_wait},
                               {"exposed_exchange_s", w.cp_exposed},
                               {"hidden_exchange_s", w.cp_hidden}};
+  }
+  if (study.config.parallel.ep > 1) {
+    it["expert_parallel"] = {{"wait_for_members_s", w.ep_wait},
+                             {"exposed_all_to_all_s", w.ep_exposed}};
   }
   const TrainingRates rates = study_rates(study, metrics.iteration_time_s);
   it["tflops_per_gpu"] = rates.tflops_per_gpu;
@@ -292,6 +306,13 @@ void print_cost(const nlohmann::json& j, const std::string& cost_model) {
         "  context-parallel K/V exchange: exposed %.3f s, waiting for the ring %.3f s, "
         "hidden behind attention %.3f s\n",
         v(cp["exposed_exchange_s"]), v(cp["wait_for_ring_s"]), v(cp["hidden_exchange_s"]));
+  }
+  if (it.contains("expert_parallel")) {
+    const auto& ep = it["expert_parallel"];
+    std::printf(
+        "  expert-parallel all-to-alls (dispatch, combine): exposed %.3f s, waiting for slower "
+        "members %.3f s\n",
+        v(ep["exposed_all_to_all_s"]), v(ep["wait_for_members_s"]));
   }
   std::printf(
       "  gradient reductions (data-parallel all-reduce or FSDP reduce-scatter, tied "

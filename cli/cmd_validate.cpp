@@ -65,7 +65,8 @@ std::vector<Run> find_runs(const Options& o) {
     r.source = c.validation.source;
     r.layout = "TP" + std::to_string(c.parallel.tp) + " PP" + std::to_string(c.parallel.pp) +
                (c.parallel.cp > 1 ? " CP" + std::to_string(c.parallel.cp) : "") + " DP" +
-               std::to_string(c.parallel.dp);
+               std::to_string(c.parallel.dp) +
+               (c.parallel.ep > 1 ? " EP" + std::to_string(c.parallel.ep) : "");
     r.measured_s = c.validation.measured_iteration_s;
     const auto study = prepare_study(r.path, o.overrides, Folding::kAllowed);
     const TrainingRates rates = study_rates(*study, r.measured_s);
@@ -94,12 +95,12 @@ nlohmann::json summary(const std::vector<Run>& runs, const std::string& backend)
 }
 
 void print_table(const std::vector<Run>& runs, const std::vector<std::string>& backends) {
-  std::printf("%-14s %5s  %-15s %10s %8s", "run", "GPUs", "layout", "measured s", "TFLOP/s");
+  std::printf("%-20s %5s  %-20s %10s %8s", "run", "GPUs", "layout", "measured s", "TFLOP/s");
   for (const std::string& b : backends)
     std::printf(" %11s %7s %8s", (b + " s").c_str(), "error", "TFLOP/s");
   std::printf("\n");
   for (const Run& r : runs) {
-    std::printf("%-14s %5d  %-15s %10.3f %8.1f", r.name.c_str(), r.gpus, r.layout.c_str(),
+    std::printf("%-20s %5d  %-20s %10.3f %8.1f", r.name.c_str(), r.gpus, r.layout.c_str(),
                 r.measured_s, r.tflops(r.measured_s));
     for (const std::string& b : backends) {
       std::printf(" %11.3f %+6.1f%% %8.1f", r.predicted_s.at(b), error_pct(r, b),

@@ -125,6 +125,38 @@ int dtype_bytes(Reader& r, const toml::table& t, const std::string& path) {
   return d == "fp32" ? 4 : 2;
 }
 
+/// A transformer module's mixture of experts (LayerSpec::experts; docs/moe.md). Its keys
+/// are read only when `experts` is given, so a dense module's `loom config` is unchanged.
+void read_experts(Reader& r, const toml::table& t, const std::string& path, LayerSpec& base) {
+  static constexpr const char* kKeys[] = {"top_k", "expert_ffn", "shared_experts", "dense_layers",
+                                          "capacity_factor"};
+  if (!t.get("experts")) {
+    for (const char* key : kKeys) {
+      if (t.get(key))
+        r.fail(t.get(key), path + key,
+               "describes a mixture of experts: set experts (the routed experts per layer) or "
+               "remove the key");
+    }
+    return;
+  }
+  if (base.kind != LayerKind::kTransformer)
+    r.fail(t.get("experts"), path + "experts",
+           "only transformer layers have an MLP to replace by experts");
+  base.experts = r.integer(t, path, "experts", 0, 2);
+  base.top_k = r.integer(t, path, "top_k", 0, 1);
+  if (base.top_k == 0) r.fail_missing(t, path, "top_k", "required with experts (e.g. 8)");
+  if (base.top_k > base.experts)
+    r.fail(t.get("top_k"), path + "top_k",
+           std::to_string(base.top_k) + " experts per token, but the layer has only " +
+               std::to_string(base.experts) + ": lower top_k");
+  base.expert_ffn = r.integer(t, path, "expert_ffn", 0, 1);
+  if (base.expert_ffn == 0)
+    r.fail_missing(t, path, "expert_ffn", "required with experts (each expert's MLP width)");
+  base.shared_experts = r.integer(t, path, "shared_experts", 0, 0);
+  if (t.get("capacity_factor"))
+    base.capacity_factor = r.number(t, path, "capacity_factor", 0, true);
+}
+
 Module read_module(Reader& r, const toml::table& t, int index) {
   Module m;
   const std::string anon = "model.modules." + std::to_string(index) + ".";
@@ -200,6 +232,8 @@ Module read_module(Reader& r, const toml::table& t, int index) {
     if (base.heads % base.kv_heads != 0)
       r.fail(&t, path + "kv_heads", "heads must be a multiple of kv_heads");
     base.out_hidden = base.hidden;
+    // Read only where given, so `loom config` of a model without it stays as it was.
+    if (t.get("head_dim")) base.head_dim = r.integer(t, path, "head_dim", 0, 1);
   } else {
     base.out_hidden = r.integer(t, path, "out_hidden", base.hidden, 1);
   }
@@ -214,7 +248,21 @@ Module read_module(Reader& r, const toml::table& t, int index) {
   // A layer costs a few hundred bytes through the model, its graph and the cost tables.
   check_memory_estimate(r.file() + ": " + path + "layers = " + std::to_string(count),
                         static_cast<double>(count) * 512, "use fewer layers");
+  read_experts(r, t, path, base);
   m.layers.assign(static_cast<size_t>(count), base);
+  if (base.moe()) {
+    // DeepSeek-V3's first_k_dense_replace: the first layers keep a dense MLP of width ffn.
+    const int dense = r.integer(t, path, "dense_layers", 0, 0);
+    if (dense >= count)
+      r.fail(t.get("dense_layers"), path + "dense_layers",
+             std::to_string(dense) + " dense layers leave none of the module's " +
+                 std::to_string(count) + " layers with experts: lower it or remove experts");
+    for (int l = 0; l < dense; ++l) {
+      LayerSpec& layer = m.layers[static_cast<size_t>(l)];
+      layer.experts = layer.top_k = layer.expert_ffn = layer.shared_experts = 0;
+      layer.capacity_factor = 0;
+    }
+  }
   for (const auto& [key, frozen] :
        {std::pair{"frozen_layers", true}, std::pair{"trainable_layers", false}}) {
     for (int l : r.int_list(t, path, key)) {
@@ -605,6 +653,89 @@ void read_context_parallel(Reader& r, const toml::table& p, Config& c) {
   c.parallel.cp_comm = comm == "p2p" ? CpComm::kP2p : CpComm::kAllGather;
 }
 
+/// parallel.order (read, and so shown by `loom config`, only where given): Megatron-Core's
+/// order string (parallel_state.py, RankGenerator), innermost dimension first.
+void read_placement_order(Reader& r, const toml::table& p, Config& c) {
+  const toml::node* at = p.get("order");
+  if (!at) return;
+  const std::string text = r.string(p, "parallel.", "order", "");
+  const std::string fix =
+      ": write tp first, then cp, dp and pp in any order, ep (optional) right before dp, "
+      "e.g. \"tp-cp-ep-dp-pp\" (Megatron's) or \"tp-cp-pp-dp\" (Loom's default)";
+  std::vector<std::string> names;
+  for (size_t from = 0;;) {
+    const size_t dash = text.find('-', from);
+    names.push_back(text.substr(from, dash == std::string::npos ? dash : dash - from));
+    if (dash == std::string::npos) break;
+    from = dash + 1;
+  }
+  if (!names.empty() && names.front() != "tp")
+    r.fail(at, "parallel.order",
+           "'" + text +
+               "' does not start with tp (a Loom rank is one tensor-parallel group of "
+               "consecutive GPUs)" +
+               fix);
+  std::vector<PlacementDim> dims;
+  for (size_t i = 1; i < names.size(); ++i) {
+    const std::string& n = names[i];
+    if (n == "ep") {
+      if (i + 1 >= names.size() || names[i + 1] != "dp")
+        r.fail(at, "parallel.order",
+               "'" + text +
+                   "': ep must come right before dp (expert-parallel groups are "
+                   "consecutive data-parallel ranks)" +
+                   fix);
+      continue;
+    }
+    if (n != "cp" && n != "dp" && n != "pp")
+      r.fail(at, "parallel.order", "'" + text + "': unknown dimension '" + n + "'" + fix);
+    const PlacementDim d = n == "cp"   ? PlacementDim::kCp
+                           : n == "dp" ? PlacementDim::kDp
+                                       : PlacementDim::kPp;
+    if (std::find(dims.begin(), dims.end(), d) != dims.end())
+      r.fail(at, "parallel.order", "'" + text + "' names '" + n + "' twice" + fix);
+    dims.push_back(d);
+  }
+  if (dims.size() != 3) r.fail(at, "parallel.order", "'" + text + "' leaves out a dimension" + fix);
+  std::copy(dims.begin(), dims.end(), c.parallel.order.begin());
+}
+
+/// parallel.ep (read, and so shown by `loom config`, only where the model has experts).
+void read_expert_parallel(Reader& r, const toml::table& p, Config& c) {
+  const LayerSpec* moe = nullptr;
+  for (int l = 0; l < c.model.num_layers() && !moe; ++l) {
+    if (c.model.layer(l).moe()) moe = &c.model.layer(l);
+  }
+  if (!moe) {
+    if (p.get("ep"))
+      r.fail(p.get("ep"), "parallel.ep",
+             "shards experts, and the model has none: give a module experts or remove the key");
+    return;
+  }
+  c.parallel.ep = r.integer(p, "parallel.", "ep", 1, 1);
+  const int ep = c.parallel.ep;
+  if (ep == 1) return;
+  const toml::node* at = p.get("ep");
+  if ((c.parallel.dp * c.parallel.cp) % ep != 0)
+    r.fail(at, "parallel.ep",
+           std::to_string(ep) +
+               " does not divide dp x cp = " + std::to_string(c.parallel.dp * c.parallel.cp) +
+               " (expert-parallel groups are carved out of the data-parallel ranks, as "
+               "Megatron-Core does): change parallel.ep or parallel.dp");
+  if (c.parallel.tp > 1)
+    r.fail(at, "parallel.ep",
+           "with parallel.tp > 1 needs expert tensor parallelism, which Loom does not model "
+           "yet: run experts with tp = 1 (every Megatron-Bridge MoE recipe does) or ep = 1");
+  for (int l = 0; l < c.model.num_layers(); ++l) {
+    const LayerSpec& layer = c.model.layer(l);
+    if (layer.moe() && layer.experts % ep != 0)
+      r.fail(at, "parallel.ep",
+             std::to_string(ep) + " does not divide the " + std::to_string(layer.experts) +
+                 " experts of module '" + c.model.module(c.model.module_of(l)).name +
+                 "': pick a divisor");
+  }
+}
+
 /// The synthetic text-only sequence must split into 2 x parallel.cp chunks.
 void check_context_parallel_tokens(Reader& r, const toml::table& root, const Config& c) {
   if (c.parallel.cp == 1 || !c.workload.csv.empty() || !c.workload.dataset.empty() ||
@@ -648,6 +779,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   c.parallel.dp = r.integer(p, "parallel.", "dp", 1, 1);
   c.parallel.tp = r.integer(p, "parallel.", "tp", 1, 1);
   read_context_parallel(r, p, c);
+  read_expert_parallel(r, p, c);
+  read_placement_order(r, p, c);
+  c.cost.memory.expert_parallel = c.parallel.ep;
   c.parallel.sequence_parallel = r.boolean(p, "parallel.", "sequence_parallel", false);
   if (c.parallel.sequence_parallel && c.parallel.tp == 1)
     r.fail(p.get("sequence_parallel"), "parallel.sequence_parallel",
@@ -675,6 +809,10 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   if (c.parallel.fsdp && c.parallel.dp == 1)
     r.fail(p.get("fsdp"), "parallel.fsdp",
            "shards over the data-parallel replicas: set parallel.dp > 1 or turn it off");
+  if (c.parallel.fsdp && c.parallel.ep > 1)
+    r.fail(p.get("ep"), "parallel.ep",
+           "shards experts over data-parallel ranks that FSDP shards too, which Loom does not "
+           "model yet: remove parallel.fsdp or set parallel.ep = 1");
   if (c.parallel.fsdp && c.parallel.overlap_grad_reduce)
     r.fail(p.get("overlap_grad_reduce"), "parallel.overlap_grad_reduce",
            "FSDP reduce-scatters each layer's gradients behind the backward itself; remove "
@@ -684,6 +822,10 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     r.fail(p.get("cp"), "parallel.cp",
            "is the single layout's; per-module layouts (parallel.modules) set each module's "
            "own cp: move it into the modules' tables");
+  if (c.parallel.ep > 1 && !c.parallel.module_layouts.empty())
+    r.fail(p.get("ep"), "parallel.ep",
+           "is the single layout's; per-module layouts (parallel.modules) do not shard "
+           "experts: remove one of the two");
   if (c.parallel.fsdp && !c.parallel.module_layouts.empty())
     r.fail(p.get("fsdp"), "parallel.fsdp",
            "shards one layout's replicas; per-module layouts (parallel.modules) shard by "
@@ -821,7 +963,8 @@ std::unique_ptr<CostModel> make_base_cost_model(const Config& config) {
                         .gradient_bytes_per_param = config.cost.memory.gradient_bytes_per_param,
                         .fp8 = config.cost.fp8,
                         .fp8_bf16_layers = config.cost.fp8_bf16_layers,
-                        .microbatches = config.schedule.microbatches});
+                        .microbatches = config.schedule.microbatches,
+                        .expert_parallel = config.parallel.ep});
 }
 
 /// The kernel-level analytical model handles recompute itself (it knows what selective

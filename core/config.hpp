@@ -5,6 +5,7 @@
 /// keys are errors; every error names the file, the key (and line where the file has one)
 /// and what is wrong. `loom config CONFIG --dump` prints the resolved configuration.
 /// `--set` paths may index arrays of tables by element name: `model.modules.llm.frozen=false`.
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -34,6 +35,10 @@ namespace loom {
 enum class CpComm : std::uint8_t { kP2p, kAllGather };
 const char* to_string(CpComm comm);  ///< "p2p", "all-gather"
 
+/// A parallel dimension laid over GPUs (parallel.order); tensor parallelism is always the
+/// innermost, a rank being one TP group of consecutive GPUs.
+enum class PlacementDim : std::uint8_t { kCp, kDp, kPp };
+
 struct ParallelConfig {
   int pp = 1;  ///< pipeline stages per replica
   int dp = 1;  ///< data-parallel replicas of the pipeline
@@ -43,6 +48,19 @@ struct ParallelConfig {
   /// (chunks i and 2cp - 1 - i, the causal balance); gradients reduce over dp x cp.
   int cp = 1;
   CpComm cp_comm = CpComm::kP2p;
+  /// Expert parallelism (Megatron-Core's expert_model_parallel_size; docs/moe.md): each
+  /// MoE layer's routed experts sharded over groups of ep ranks carved out of dp x cp, its
+  /// tokens dispatched to them and combined back by all-to-all; the experts' gradients
+  /// reduce over the dp x cp / ep ranks holding the same experts.
+  int ep = 1;
+  /// parallel.order: the dimensions after tp, innermost first, over consecutive GPUs, as
+  /// Megatron-Core's order string ("tp-cp-ep-dp-pp", its default, puts a stage's
+  /// data-parallel and expert-parallel ranks on neighbouring GPUs). Loom's default is
+  /// "tp-cp-pp-dp": a replica's pipeline on consecutive GPUs.
+  std::array<PlacementDim, 3> order = {PlacementDim::kCp, PlacementDim::kPp, PlacementDim::kDp};
+  bool default_order() const {
+    return order == std::array{PlacementDim::kCp, PlacementDim::kPp, PlacementDim::kDp};
+  }
   /// Megatron sequence parallelism: TP reduce-scatter/all-gather instead of all-reduce,
   /// norm and dropout activations split over the TP group (Korthikanti et al. 2022).
   bool sequence_parallel = false;

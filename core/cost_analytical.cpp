@@ -14,7 +14,9 @@ bool same_cost_class(const LayerSpec& a, const LayerSpec& b) {
   return a.kind == b.kind && a.hidden == b.hidden && a.ffn == b.ffn && a.heads == b.heads &&
          a.kv_heads == b.kv_heads && a.gated_mlp == b.gated_mlp && a.causal == b.causal &&
          a.out_hidden == b.out_hidden && a.dtype_bytes == b.dtype_bytes && a.bias == b.bias &&
-         a.frozen == b.frozen && a.recompute == b.recompute;
+         a.frozen == b.frozen && a.recompute == b.recompute && a.head_dim == b.head_dim &&
+         a.experts == b.experts && a.top_k == b.top_k && a.expert_ffn == b.expert_ffn &&
+         a.shared_experts == b.shared_experts && a.capacity_factor == b.capacity_factor;
 }
 
 }  // namespace
@@ -58,6 +60,7 @@ LayerKernelOptions AnalyticalCostModel::kernel_options(int layer) const {
   o.gradient_bytes = model_.layer(layer).frozen ? 0 : options_.gradient_bytes_per_param;
   o.fp8 = options_.fp8;
   o.microbatches = options_.microbatches;
+  o.expert_parallel = options_.expert_parallel;
   const LayerRef& ref = model_.layer_ref(layer);
   const Module& module = model_.module(ref.module);
   const int n = options_.fp8_bf16_layers;
@@ -122,14 +125,30 @@ PassCost AnalyticalCostModel::kernel_cost(int layer, const MicrobatchShape& shap
   return c;
 }
 
+MoePhases AnalyticalCostModel::moe_phases(int layer, const MicrobatchShape& shape, int tp) const {
+  MoePhases phases;
+  if (!model_.layer(layer).moe() || !kernel_level()) return phases;
+  for (const Kernel& k : kernels(layer, shape, tp)) {
+    if (k.moe == MoePhase::kOutside || k.bound == KernelBound::kCommunication) continue;
+    PassCost& c = k.moe == MoePhase::kExperts ? phases.experts : phases.combined;
+    (k.pass == KernelPass::kForward     ? c.forward_s
+     : k.pass == KernelPass::kInputGrad ? c.input_grad_s
+                                        : c.weight_grad_s) += k.seconds;
+  }
+  return phases;
+}
+
 PassCost AnalyticalCostModel::fixed_fraction_cost(int layer, const MicrobatchShape& shape,
                                                   int tp) const {
   const LayerSpec& spec = model_.layer(layer);
   const double tokens = shape.total_tokens();
-  const double linear_flops = 2.0 * tokens * layer_parameters(spec);
+  // A token runs through top_k of the routed experts, not all of them.
+  const double routed =
+      expert_parameters(spec) * (spec.moe() ? 1.0 - double(spec.top_k) / spec.experts : 0.0);
+  const double linear_flops = 2.0 * tokens * (layer_parameters(spec) - routed);
   double attention_flops = 0;
   if (spec.kind == LayerKind::kTransformer) {
-    attention_flops = 4.0 * shape.sum_squared() * spec.hidden * (spec.causal ? 0.5 : 1.0);
+    attention_flops = 4.0 * shape.sum_squared() * spec.query_width() * (spec.causal ? 0.5 : 1.0);
   }
   const double rate = tp * cluster_.gpu.peak_flops * options_.efficiency;
   // Megatron-style TP: two all-reduces of the layer's activations per pass, on the raw

@@ -39,7 +39,8 @@ struct AnalyticalOptions {
   Fp8Recipe fp8 = Fp8Recipe::kOff;  ///< cost.fp8
   /// cost.fp8_bf16_layers: first and last N transformer layers of an LLM module in BF16.
   int fp8_bf16_layers = 0;
-  int microbatches = 1;  ///< per step: FP8 weight casts are once per step
+  int microbatches = 1;     ///< per step: FP8 weight casts are once per step
+  int expert_parallel = 1;  ///< parallel.ep: local experts and their tokens (docs/moe.md)
 };
 
 class AnalyticalCostModel final : public CostModel {
@@ -55,6 +56,7 @@ class AnalyticalCostModel final : public CostModel {
   double embedding_parameters(int layer) const override;
   /// Bytes over the GPU's achievable memory bandwidth plus one launch (core/gpu_perf.hpp).
   double optimizer_step_seconds(double bytes) const override;
+  MoePhases moe_phases(int layer, const MicrobatchShape& shape, int tp) const override;
   nlohmann::json describe() const override;
 
   /// The kernels of one layer for one microbatch (kernel-level mode; `loom cost`).

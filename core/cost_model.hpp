@@ -24,6 +24,15 @@ struct PassCost {
   double backward_s() const { return input_grad_s + weight_grad_s; }
 };
 
+/// The work of a mixture-of-experts layer (docs/moe.md) on each side of its token
+/// all-to-alls, per pass: `experts` between dispatch and combine, `combined` after the
+/// combine in the forward (before it in the backward); the rest of the layer's PassCost is
+/// outside them. Zero for a dense layer, or a cost model that cannot tell.
+struct MoePhases {
+  PassCost experts;
+  PassCost combined;
+};
+
 class CostModel {
  public:
   virtual ~CostModel() = default;
@@ -44,6 +53,10 @@ class CostModel {
   /// memory-bound, fused multi-tensor Adam). 0: this model prices no optimizer step (the
   /// `table` model, whose times are all the user's).
   virtual double optimizer_step_seconds(double /*bytes*/) const { return 0; }
+  /// How layer_cost() of a MoE layer splits around its all-to-alls (docs/moe.md).
+  virtual MoePhases moe_phases(int /*layer*/, const MicrobatchShape& /*shape*/, int /*tp*/) const {
+    return {};
+  }
   /// Self-description for metrics.json (fits and their residuals for `calibrated`).
   virtual nlohmann::json describe() const { return {{"name", name()}}; }
 };
@@ -73,6 +86,10 @@ struct MemoryConstants {
   /// weights): the linear weights live in FP8 only, without their bf16 copy (the fp32
   /// master weights stay in the optimizer state), and FSDP gathers them in FP8.
   bool fp8_primary_weights = false;
+  /// parallel.ep: a MoE layer's routed experts are sharded over this many ranks, and
+  /// their gradient and optimizer state over the dp x cp / ep ranks holding the same ones
+  /// (docs/moe.md).
+  int expert_parallel = 1;
 };
 
 }  // namespace loom

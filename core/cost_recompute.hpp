@@ -21,6 +21,11 @@ class RecomputeCostModel final : public CostModel {
   RecomputeCostModel(const Model& model, Recompute global, std::unique_ptr<CostModel> inner);
   std::string name() const override { return inner_->name() + "+recompute"; }
   PassCost layer_cost(int layer, const MicrobatchShape& shape, int tp) const override;
+  /// The inner model's: what full recompute adds re-runs the whole layer before its
+  /// backward, outside the all-to-alls' phases.
+  MoePhases moe_phases(int layer, const MicrobatchShape& shape, int tp) const override {
+    return inner_->moe_phases(layer, shape, tp);
+  }
   double activation_bytes(int layer, const MicrobatchShape& shape, int tp) const override;
   double output_bytes(int layer, const MicrobatchShape& shape) const override {
     return inner_->output_bytes(layer, shape);

@@ -65,20 +65,21 @@ class KernelList {
   }
 
   void gemm(const std::string& name, KernelPass pass, GemmShape s, bool core = false) {
-    add({name, pass, KernelBound::kCompute, s.flops(), e_ * (s.m * s.k + s.k * s.n + s.m * s.n),
-         gpu_.gemm_seconds(s), core});
+    add({name, pass, KernelBound::kCompute, s.flops(),
+         e_ * s.batch * (s.m * s.k + s.k * s.n + s.m * s.n), gpu_.gemm_seconds(s), core});
   }
   /// A linear layer y[tokens x n] = x[tokens x k] W[k x n]: forward, dX, dW; with a bias,
   /// its gradient is a reduction over the tokens of dY (the forward add is fused into the
   /// next element-wise kernel, or added here when `bias_add`).
+  /// `batch` equal linears at once (a grouped GEMM over experts).
   void linear(const std::string& name, double tokens, double n, double k, bool bias = false,
-              bool bias_add = false) {
+              bool bias_add = false, double batch = 1) {
     if (fp8_) {
-      fp8_linear(name, tokens, n, k);
+      fp8_linear(name, tokens, n, k, batch);
     } else {
-      gemm(name, kF, {tokens, n, k});
-      gemm(name + " dgrad", kI, {tokens, k, n});
-      gemm(name + " wgrad", kW, {k, n, tokens});
+      gemm(name, kF, {tokens, n, k, batch});
+      gemm(name + " dgrad", kI, {tokens, k, n, batch});
+      gemm(name + " wgrad", kW, {k, n, tokens, batch});
     }
     if (bias_add) memory(name + " bias", kF, 2 * tokens * n * e_);
     if (bias) memory(name + " bias grad", kW, tokens * n * e_);
@@ -91,7 +92,11 @@ class KernelList {
     add({name, pass, KernelBound::kCommunication, 0, bytes, ring_allreduce_seconds(bytes, tp, link),
          false});
   }
+  const GpuPerformance* fp8() const { return fp8_; }
+  /// Kernels added from now on run in this phase of a MoE layer.
+  void phase(MoePhase p) { phase_ = p; }
   void add(Kernel k) {
+    k.moe = phase_;
     // Kernels of one name accumulate (per-sample attention kernels of a microbatch).
     for (Kernel& existing : kernels_) {
       if (existing.name == k.name && existing.pass == k.pass) {
@@ -112,17 +117,19 @@ class KernelList {
   /// scaling reading the tensor once more for its amax first, MX writing one scale byte per
   /// 32 elements of each copy (OCP MX v1.0: an 8-bit shared exponent per 32-element block).
   /// The weight's cast runs once per step (cached across the microbatches).
-  void fp8_linear(const std::string& name, double tokens, double n, double k) {
-    const GemmShape forward{tokens, n, k}, dgrad{tokens, k, n}, wgrad{k, n, tokens};
-    add({name, kF, KernelBound::kCompute, forward.flops(), tokens * k + k * n + tokens * n * e_,
-         fp8_->gemm_seconds(forward), false});
+  void fp8_linear(const std::string& name, double tokens, double n, double k, double batch) {
+    const GemmShape forward{tokens, n, k, batch}, dgrad{tokens, k, n, batch},
+        wgrad{k, n, tokens, batch};
+    const double b = batch;
+    add({name, kF, KernelBound::kCompute, forward.flops(),
+         b * (tokens * k + k * n + tokens * n * e_), fp8_->gemm_seconds(forward), false});
     add({name + " dgrad", kI, KernelBound::kCompute, dgrad.flops(),
-         tokens * n + k * n + tokens * k * e_, fp8_->gemm_seconds(dgrad), false});
+         b * (tokens * n + k * n + tokens * k * e_), fp8_->gemm_seconds(dgrad), false});
     add({name + " wgrad", kW, KernelBound::kCompute, wgrad.flops(),
-         tokens * k + tokens * n + k * n * e_, fp8_->gemm_seconds(wgrad), false});
-    memory(name + " fp8 cast", kF, cast_bytes(tokens * k));
-    memory(name + " weight fp8 cast", kF, cast_bytes(k * n) / microbatches_);
-    memory(name + " grad fp8 cast", kI, cast_bytes(tokens * n));
+         b * (tokens * k + tokens * n + k * n * e_), fp8_->gemm_seconds(wgrad), false});
+    memory(name + " fp8 cast", kF, cast_bytes(b * tokens * k));
+    memory(name + " weight fp8 cast", kF, cast_bytes(b * k * n) / microbatches_);
+    memory(name + " grad fp8 cast", kI, cast_bytes(b * tokens * n));
   }
   double cast_bytes(double elements) const {
     double bytes = elements * (e_ + 2);  // read, write the FP8 copy and its transpose
@@ -137,12 +144,13 @@ class KernelList {
   const GpuPerformance* fp8_ = nullptr;
   Fp8Recipe recipe_ = Fp8Recipe::kOff;
   int microbatches_ = 1;
+  MoePhase phase_ = MoePhase::kOutside;
 };
 
 void unfused_attention(KernelList& list, const LayerSpec& l, const MicrobatchShape& shape, int tp,
                        double e) {
   const double heads = double(l.heads) / tp;
-  const double d = double(l.hidden) / l.heads;
+  const double d = l.head_size();
   // Unfused (Megatron-LM 2021): score and context GEMMs batched over the heads, a fused
   // scale-mask-softmax, and dropout on the probabilities, all over full s x s scores.
   for (int s : shape.sequence_lengths) {
@@ -158,6 +166,56 @@ void unfused_attention(KernelList& list, const LayerSpec& l, const MicrobatchSha
     list.gemm("attention context backward", kI, {double(s), double(s), d, heads}, true);
     list.gemm("attention context backward", kI, {double(s), d, double(s), heads}, true);
   }
+}
+
+/// `batch` MLPs of width f over `tokens` tokens each (fc1, activation, fc2), f split over
+/// tp; a grouped GEMM when batch > 1 (the local experts).
+void mlp(KernelList& list, const LayerSpec& l, const std::string& name, double tokens, double f,
+         int tp, double batch) {
+  const double gate = l.gated_mlp ? 2 : 1;
+  const double e = l.dtype_bytes;
+  const double elements = batch * tokens * f / tp;
+  list.linear(name + " fc1", tokens, f * gate / tp, l.hidden, l.bias, false, batch);
+  // The dense MLP's activation keeps its historical name ("swiglu"), as `loom cost` prints it.
+  const std::string activation =
+      (name == "mlp" ? "" : name + " ") + (l.gated_mlp ? "swiglu" : "bias + gelu");
+  list.memory(activation, kF, elements * (gate + 1) * e);
+  list.memory(activation + " backward", kI, elements * (2 * gate + 1) * e);
+  list.linear(name + " fc2", tokens, l.hidden, f / tp, l.bias, false, batch);
+}
+
+/// A MoE layer's MLP (docs/moe.md) on one rank for its T tokens: the router, the tokens
+/// permuted into expert order (before the dispatch all-to-all), the local experts' grouped
+/// GEMMs over the tokens routed to them (balanced: T x top_k x ep / experts each), the
+/// results unpermuted and weighted by their routing probabilities (after the combine), and
+/// the shared experts over every token. The router stays in the layer's dtype (Transformer
+/// Engine does not run it in FP8).
+void mixture_of_experts(KernelList& list, const LayerSpec& l, double T, int tp,
+                        const LayerKernelOptions& o) {
+  const double e = l.dtype_bytes;
+  const double h = l.hidden;
+  const double E = l.experts;
+  const double k = l.top_k;
+  const double routed = T * k;  // token copies this rank sends and, balanced, computes
+  const double local_experts = E / o.expert_parallel;
+  const GpuPerformance* fp8 = list.fp8();
+  list.use_fp8(nullptr, Fp8Recipe::kOff, 1);
+  list.linear("router", T, E, h);
+  // Softmax and top-k over the logits in fp32 (Megatron's router), and their backward.
+  list.memory("router softmax + top-k", kF, T * E * (e + 4 + 4));
+  list.memory("router softmax + top-k backward", kI, T * E * (4 + 4 + e));
+  list.use_fp8(fp8, o.fp8, o.microbatches);
+  list.memory("token permute", kF, (T + routed) * h * e);
+  list.memory("token permute backward", kI, (T + routed) * h * e);
+  list.phase(MoePhase::kExperts);
+  mlp(list, l, "experts", routed / local_experts, l.expert_ffn, tp, local_experts);
+  list.phase(MoePhase::kCombined);
+  // Unpermute: read the expert outputs and their probabilities, write the weighted sum.
+  list.memory("token unpermute", kF, (routed + T) * h * e + routed * 4);
+  list.memory("token unpermute backward", kI, 2 * (routed + T) * h * e);
+  if (l.shared_experts > 0)
+    mlp(list, l, "shared experts", T, double(l.shared_experts) * l.expert_ffn, tp, 1);
+  list.phase(MoePhase::kOutside);
 }
 
 }  // namespace
@@ -193,16 +251,15 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
     list.comm(tp_comm + " (projector)", kF, T * l.out_hidden * e, tp, intra);
     list.comm(tp_comm + " (projector)", kI, T * h * e, tp, intra);
   } else {
-    const double d = h / l.heads;
+    const double d = l.head_size();
+    const double q = l.query_width();
     const double kv = double(l.kv_heads) * d;
-    const double gate = l.gated_mlp ? 2 : 1;
-    const double f = l.ffn;
     if (fp8) list.use_fp8(&*fp8, o.fp8, o.microbatches);
     for (const char* norm : {"layernorm 1", "layernorm 2"}) {
       list.memory(norm, kF, Tr * 2 * h * e);
       list.memory(std::string(norm) + " backward", kI, Tr * 3 * h * e);
     }
-    list.linear("qkv", T, (h + 2 * kv) / t, h, l.bias, l.bias);
+    list.linear("qkv", T, (q + 2 * kv) / t, h, l.bias, l.bias);
     if (!o.flash_attention) {
       unfused_attention(list, l, shape, tp, e);
     } else {
@@ -221,21 +278,20 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
     }
     if (!o.flash_attention) {
       // Heads back to [tokens, hidden]: a copy in and out of the attention core.
-      list.memory("context transpose", kF, 2 * T * h / t * e);
-      list.memory("context transpose backward", kI, 2 * T * h / t * e);
+      list.memory("context transpose", kF, 2 * T * q / t * e);
+      list.memory("context transpose backward", kI, 2 * T * q / t * e);
     }
-    list.linear("attention output", T, h, h / t, l.bias);
+    list.linear("attention output", T, h, q / t, l.bias);
     list.comm(tp_comm + " (attention)", kF, T * h * e, tp, intra);
     list.comm(tp_comm + " (attention)", kI, T * h * e, tp, intra);
     for (const char* dropout : {"dropout + residual 1", "dropout + residual 2"}) {
       list.memory(dropout, kF, Tr * h * (3 * e + 1));
       list.memory(std::string(dropout) + " backward", kI, Tr * h * (2 * e + 1));
     }
-    list.linear("mlp fc1", T, f * gate / t, h, l.bias);
-    list.memory(l.gated_mlp ? "swiglu" : "bias + gelu", kF, T * (gate + 1) * f / t * e);
-    list.memory(l.gated_mlp ? "swiglu backward" : "bias + gelu backward", kI,
-                T * (2 * gate + 1) * f / t * e);
-    list.linear("mlp fc2", T, h, f / t, l.bias);
+    if (l.moe())
+      mixture_of_experts(list, l, T, tp, o);
+    else
+      mlp(list, l, "mlp", T, l.ffn, tp, 1);
     list.comm(tp_comm + " (mlp)", kF, T * h * e, tp, intra);
     list.comm(tp_comm + " (mlp)", kI, T * h * e, tp, intra);
     list.use_fp8(nullptr, Fp8Recipe::kOff, 1);
@@ -244,7 +300,9 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
     // Each microbatch's weight gradient (dtype) is added into the gradient buffer: read it,
     // read and write the buffer (autograd's accumulation, or Megatron's main_grad add,
     // before gradient-accumulation fusion existed).
-    const double params = layer_parameters(l) / t + double(o.vocab_in) * h / t;
+    // A rank holds 1/ep of the routed experts.
+    const double experts = expert_parameters(l) * (1 - 1.0 / o.expert_parallel);
+    const double params = (layer_parameters(l) - experts) / t + double(o.vocab_in) * h / t;
     list.memory("weight-gradient accumulation", kW, params * (e + 2 * o.gradient_bytes));
   }
   if (o.vocab_out > 0) {
@@ -267,14 +325,23 @@ double transformer_activation_bytes(const LayerSpec& l, const MicrobatchShape& s
   const double t = tp;
   const double scale = l.dtype_bytes / 2.0;
   if (recompute == Recompute::kFull) return T * h * 2 * scale / (sp ? t : 1);
-  const double d = h / l.heads;
-  const double kv = double(l.kv_heads) * d;
+  const double q = l.query_width();
+  const double kv = double(l.kv_heads) * l.head_size();
   const double gate = l.gated_mlp ? 2 : 1;
   // In fp16 units (2 bytes = 2): an FP8 input is half of one.
-  const double fp8_replicated = fp8 ? 2 * h / 2 : 0;            // QKV and fc1 inputs
-  const double fp8_inside = fp8 ? (2 * h + 2 * l.ffn) / 2 : 0;  // out-proj and fc2 inputs
+  const double fp8_replicated = fp8 ? 2 * h / 2 : 0;  // QKV and fc1 inputs
   const double replicated = (10 * h - fp8_replicated) / (sp ? t : 1);
-  const double inside_tp = (2 * h + 4 * kv + 2 * h + 2 * l.ffn * (gate + 1) - fp8_inside) / t;
+  // The MLP's tensors inside the TP region: fc1's output, the activation's output (fc2's
+  // input); with experts, per routed copy (top_k per token) the permuted input too, plus
+  // the router's fp32 probabilities and the shared experts' MLP.
+  double mlp = 2 * l.ffn * (gate + 1) - (fp8 ? 2 * l.ffn / 2 : 0);
+  if (l.moe()) {
+    const double fe = l.expert_ffn;
+    mlp = l.top_k * (2 * h + 2 * fe * (gate + 1) - (fp8 ? (2 * h + 2 * fe) / 2 : 0)) +
+          4 * double(l.experts) + l.shared_experts * (2 * fe * (gate + 1) - (fp8 ? fe : 0));
+  }
+  const double fp8_out_proj = fp8 ? 2 * q / 2 : 0;  // the attention output projection's input
+  const double inside_tp = (2 * q + 4 * kv + 2 * q - fp8_out_proj + mlp) / t;
   double bytes = T * (replicated + inside_tp);
   if (!flash && recompute == Recompute::kNone) {
     for (int s : shape.sequence_lengths) bytes += 5.0 * l.heads * double(s) * s / t;

@@ -17,6 +17,11 @@
 namespace loom {
 
 enum class KernelPass : std::uint8_t { kForward, kInputGrad, kWeightGrad };
+/// kOutside: before the dispatch all-to-all in the forward (attention, router, permute),
+/// after it in the backward; kExperts: between dispatch and combine (the experts' grouped
+/// GEMMs); kCombined: after the combine in the forward, before it in the backward
+/// (unpermute, shared experts).
+enum class MoePhase : std::uint8_t { kOutside, kExperts, kCombined };
 enum class KernelBound : std::uint8_t { kCompute, kMemory, kCommunication };
 const char* to_string(KernelPass pass);
 const char* to_string(KernelBound bound);
@@ -31,6 +36,9 @@ struct Kernel {
   /// Part of the attention core (scores, softmax, dropout, context): what selective
   /// recompute re-runs (Korthikanti et al. 2022, §4.2).
   bool attention_core = false;
+  /// Where a mixture-of-experts layer's kernel runs relative to its token all-to-alls
+  /// (docs/moe.md): the lowering cuts the layer's pass there.
+  MoePhase moe = MoePhase::kOutside;
 };
 
 /// FP8 training of the linear layers (cost.fp8), as Transformer Engine runs it: the GEMMs'
@@ -54,6 +62,8 @@ struct LayerKernelOptions {
   /// Microbatches per step: FP8 weight casts run on a step's first microbatch only (TE's
   /// `is_first_microbatch` caching), so each microbatch carries 1/microbatches of them.
   int microbatches = 1;
+  /// parallel.ep: a MoE layer's routed experts over this many ranks (docs/moe.md).
+  int expert_parallel = 1;
 };
 
 /// The layer's kernels; with options.fp8 the linear layers' GEMMs run on `gpu`'s GPU at its

@@ -1,5 +1,7 @@
 #include "core/memory_model.hpp"
 
+#include <algorithm>
+
 namespace loom {
 
 StaticMemory parameter_state_bytes(double parameters_per_gpu, double dtype_bytes,
@@ -20,16 +22,34 @@ double optimizer_step_bytes(double parameters, double dtype_bytes, const MemoryC
          (2 * memory.optimizer_bytes_per_param + memory.gradient_bytes_per_param + dtype_bytes);
 }
 
+double rank_expert_parameters(const Model& model, int layer, const MemoryConstants& memory) {
+  return expert_parameters(model.layer(layer)) / memory.expert_parallel;
+}
+
+double rank_parameters(const CostModel& cost, const Model& model, int layer,
+                       const MemoryConstants& memory) {
+  return cost.parameters(layer) - expert_parameters(model.layer(layer)) +
+         rank_expert_parameters(model, layer, memory);
+}
+
 StaticMemory layer_state_bytes(const CostModel& cost, const Model& model, int layer, int tp,
                                const MemoryConstants& memory, int data_parallel, bool trained) {
   const LayerSpec& spec = model.layer(layer);
-  StaticMemory m = parameter_state_bytes(cost.parameters(layer) / tp, spec.dtype_bytes, memory,
-                                         data_parallel, trained && !spec.frozen);
+  const bool train = trained && !spec.frozen;
+  // Routed experts: 1/ep of them per rank, their state sharded over the dp / ep ranks
+  // holding the same experts (Megatron-Core's expert-data-parallel group).
+  const double experts = rank_expert_parameters(model, layer, memory);
+  const int expert_dp = std::max(1, data_parallel / memory.expert_parallel);
+  StaticMemory m =
+      parameter_state_bytes((rank_parameters(cost, model, layer, memory) - experts) / tp,
+                            spec.dtype_bytes, memory, data_parallel, train);
+  if (experts > 0)
+    m += parameter_state_bytes(experts / tp, spec.dtype_bytes, memory, expert_dp, train);
   if (spec.kind == LayerKind::kTransformer && memory.fp8_weight_bytes_per_param > 0) {
     // The FP8 copies of a transformer layer's linear weights, sharded like the weights;
     // as primary weights they replace the bf16 ones.
-    const double linear =
-        layer_parameters(spec) / tp / (memory.shard_parameters ? data_parallel : 1);
+    const double linear = (layer_parameters(spec) - expert_parameters(spec) + experts) / tp /
+                          (memory.shard_parameters ? data_parallel : 1);
     m.parameters += linear * memory.fp8_weight_bytes_per_param;
     if (memory.fp8_primary_weights) m.parameters -= linear * spec.dtype_bytes;
   }
@@ -39,9 +59,12 @@ StaticMemory layer_state_bytes(const CostModel& cost, const Model& model, int la
 double layer_weight_bytes(const CostModel& cost, const Model& model, int layer, int tp,
                           const MemoryConstants& memory) {
   const LayerSpec& spec = model.layer(layer);
-  double bytes = cost.parameters(layer) / tp * spec.dtype_bytes;
-  if (memory.fp8_primary_weights && spec.kind == LayerKind::kTransformer)
-    bytes -= layer_parameters(spec) / tp * (spec.dtype_bytes - 1);  // FP8: 1 byte each
+  double bytes = rank_parameters(cost, model, layer, memory) / tp * spec.dtype_bytes;
+  if (memory.fp8_primary_weights && spec.kind == LayerKind::kTransformer) {
+    const double linear = layer_parameters(spec) - expert_parameters(spec) +
+                          rank_expert_parameters(model, layer, memory);
+    bytes -= linear / tp * (spec.dtype_bytes - 1);  // FP8: 1 byte each
+  }
   return bytes;
 }
 

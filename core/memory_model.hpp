@@ -29,6 +29,14 @@ StaticMemory layer_state_bytes(const CostModel& cost, const Model& model, int la
                                const MemoryConstants& memory, int data_parallel,
                                bool trained = true);
 
+/// Parameters of `layer` one rank holds, all TP shards together: cost.parameters(layer)
+/// with its routed experts 1 / MemoryConstants::expert_parallel of theirs.
+double rank_parameters(const CostModel& cost, const Model& model, int layer,
+                       const MemoryConstants& memory);
+/// The routed experts' part of rank_parameters(): what reduces over the expert-data-parallel
+/// ranks instead of all data-parallel ones.
+double rank_expert_parameters(const Model& model, int layer, const MemoryConstants& memory);
+
 /// Bytes of layer `layer`'s weights, unsharded, per GPU of a TP group of `tp`: its
 /// parameters at its dtype, with FP8 primary weights (MemoryConstants::fp8_primary_weights)
 /// the transformer's linear weights at 1 byte. What an FSDP gather moves.

@@ -140,11 +140,19 @@ double layer_parameters(const LayerSpec& layer) {
   const double h = layer.hidden;
   const double f = layer.ffn;
   if (layer.kind == LayerKind::kMlp) return h * f + f * layer.out_hidden;
-  const double head_dim = layer.heads > 0 ? h / layer.heads : 0.0;
-  const double kv_width = head_dim * layer.kv_heads;
-  const double attention = h * h /*Q*/ + 2 * h * kv_width /*K,V*/ + h * h /*O*/;
-  const double mlp = (layer.gated_mlp ? 3.0 : 2.0) * h * f;
-  return attention + mlp;
+  const double kv_width = static_cast<double>(layer.head_size()) * layer.kv_heads;
+  const double q = layer.query_width();
+  const double attention = h * q /*Q*/ + 2 * h * kv_width /*K,V*/ + q * h /*O*/;
+  const double matrices = layer.gated_mlp ? 3.0 : 2.0;
+  if (!layer.moe()) return attention + matrices * h * f;
+  const double expert = matrices * h * layer.expert_ffn;
+  return attention + h * layer.experts /*router*/ + layer.shared_experts * expert +
+         expert_parameters(layer);
+}
+
+double expert_parameters(const LayerSpec& layer) {
+  if (!layer.moe()) return 0;
+  return layer.experts * (layer.gated_mlp ? 3.0 : 2.0) * layer.hidden * layer.expert_ffn;
 }
 
 }  // namespace loom

@@ -33,16 +33,35 @@ const char* to_string(Recompute recompute);  ///< "none", "selective", "full"
 /// `hidden` -> `ffn` -> `out_hidden` with two matrices.
 struct LayerSpec {
   LayerKind kind = LayerKind::kTransformer;
-  int hidden = 0;          ///< model width h
-  int ffn = 0;             ///< MLP inner width
-  int heads = 0;           ///< attention heads (transformer only)
-  int kv_heads = 0;        ///< key/value heads (GQA); == heads for plain MHA
+  int hidden = 0;    ///< model width h
+  int ffn = 0;       ///< MLP inner width
+  int heads = 0;     ///< attention heads (transformer only)
+  int kv_heads = 0;  ///< key/value heads (GQA); == heads for plain MHA
+  /// Width of one attention head; 0 = hidden / heads. Qwen3 sets it apart from the width
+  /// (30B-A3B: hidden 2,048, 32 heads of 128), so Q and the attention output are
+  /// heads x head_dim wide, not hidden.
+  int head_dim = 0;
   bool gated_mlp = false;  ///< SwiGLU: 3 MLP matrices instead of 2
   bool causal = false;     ///< causal attention halves the score FLOPs
   int out_hidden = 0;      ///< output width (MLP layers; == hidden for transformers)
   int dtype_bytes = 2;     ///< bytes per element of weights and activations (bf16 = 2)
   bool frozen = false;     ///< no weight gradient (Bw = 0)
   bool bias = false;       ///< linear layers carry biases (GPT/BERT; Llama-style has none)
+  /// Mixture of experts (docs/moe.md): > 0 replaces the MLP by `experts` routed experts of
+  /// width `expert_ffn`, each token going to `top_k` of them, plus `shared_experts` experts
+  /// every token goes through, after a router (h x experts). 0: a dense MLP of width ffn.
+  int experts = 0;
+  int top_k = 0;
+  int expert_ffn = 0;
+  int shared_experts = 0;
+  /// Tokens an expert takes, as a multiple of its balanced share (Megatron-Core's
+  /// moe_expert_capacity_factor); 0: dropless (every routed token is computed).
+  double capacity_factor = 0;
+  bool moe() const { return experts > 0; }
+  /// Width of one attention head.
+  int head_size() const { return head_dim > 0 ? head_dim : heads > 0 ? hidden / heads : hidden; }
+  /// Width of Q and of the attention output's input: heads x head_size().
+  double query_width() const { return static_cast<double>(heads) * head_size(); }
   /// The module's own `recompute` (e.g. encoder full, LLM none, as heterogeneous-
   /// parallelism-megatron's Table A4 runs); unset: cost.recompute.
   std::optional<Recompute> recompute;
@@ -154,7 +173,10 @@ class Model {
 /// cost model's description in metrics.json).
 std::map<std::string, std::string> module_recompute(const Model& model);
 
-/// Parameter count of one layer (weights only; biases and norms are below 0.1%).
+/// Parameter count of one layer (weights only; biases and norms are below 0.1%): with
+/// experts, all of them, the shared ones and the router.
 double layer_parameters(const LayerSpec& layer);
+/// The routed experts' part of layer_parameters(): what expert parallelism shards.
+double expert_parameters(const LayerSpec& layer);
 
 }  // namespace loom

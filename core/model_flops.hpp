@@ -10,7 +10,8 @@
 ///   - per token, a transformer layer's forward is 2 x its matmul weights (Q and O: h x h;
 ///     K and V: h x h kv_heads/heads each; the MLP: 2 or, gated, 3 matrices of h x ffn)
 ///     plus the attention scores and values, 2 x 2 x s x h for a sequence of s tokens,
-///     halved when the attention is causal (the LLM; an encoder's is not); an MLP layer
+///     halved when the attention is causal (the LLM; an encoder's is not); a layer with
+///     experts counts the MLPs of its top_k routed and its shared experts; an MLP layer
 ///     (a projector) is 2 x its two matrices; the LM head is 2 x h x vocab;
 ///   - training multiplies a layer's forward by 3 (forward, input and weight gradients)
 ///     when it is trainable, by 2 when it is frozen but a trainable layer upstream needs

@@ -26,6 +26,12 @@ ReplicaFold plan_replica_fold(const Config& config) {
     return off("per-module layouts (parallel.modules.*) place replicas unevenly");
   if (fold.total <= 1) return fold;
   if (!config.sim.fold) return off("sim.fold = false");
+  if (!config.parallel.default_order())
+    return off("parallel.order lays a replica's ranks apart, between other replicas' ranks");
+  if (config.parallel.ep > 1)
+    return off(
+        "parallel.ep: expert-parallel all-to-alls run between replicas, which folding "
+        "does not model yet");
   if (config.cost.jitter > 0)
     return off("cost.jitter: every op draws its own kernel-time noise, so replicas differ");
   if (!config.workload.csv.empty() || !config.workload.dataset.empty()) {

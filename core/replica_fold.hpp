@@ -13,7 +13,8 @@
 /// ring's (Schedule::replica_fold), so each link carries exactly what it carries in the
 /// full job, and the fold is exact under max-min link sharing.
 ///
-/// Folding is off where symmetry does not hold: samples that differ in cost (a workload
+/// Folding is off where symmetry does not hold, or where replicas talk to each other
+/// inside the step (expert parallelism's all-to-alls): samples that differ in cost (a workload
 /// CSV or dataset), kernel-time noise (cost.jitter), per-module layouts, a replica count
 /// that is not a whole number of pairs of blocks, or a scheduler whose replicas do not run
 /// identical programs (checked on the plan itself). `sim.fold = false` (`loom sim

@@ -18,7 +18,16 @@ struct RingTiming {
   double duration_s() const { return slowest_stream_s + handshake_s; }
 };
 
-/// `members`: the instance's ops in ring order (Matching::instances).
+/// The rate cap of each of one all-to-all member's flows from `src_gpu` to `dst_gpu`: the
+/// rank's inter-node flow cap (flow_rate_cap) shared by its `inter_node_peers` flows that
+/// leave the node, as one GPU's rail carries all of them; 0 (none) inside a node.
+double all_to_all_flow_cap(const Cluster& cluster, int src_gpu, int dst_gpu, int tp,
+                           int inter_node_peers);
+
+/// `members`: the instance's ops in ring order (Matching::instances). An all-to-all
+/// (core/schedule.hpp) has no ring: its slowest_stream_s is the uncontended time of all its
+/// flows at once (the busiest link's load over its bandwidth, or the slowest flow's size over
+/// its cap) plus the longest route's latency, and no handshakes.
 RingTiming ring_timing(const Schedule& schedule, const Cluster& cluster,
                        const std::vector<OpRef>& members, const Collective& collective);
 

@@ -28,6 +28,8 @@ const char* to_string(CollectiveKind kind) {
       return "allgather";
     case CollectiveKind::kReduceScatter:
       return "reducescatter";
+    case CollectiveKind::kAllToAll:
+      return "alltoall";
   }
   return "?";
 }
@@ -97,7 +99,7 @@ int ring_steps(CollectiveKind kind, int members) {
 
 double ring_chunk_bytes(CollectiveKind /*kind*/, int members, double bytes) {
   // All-reduce (reduce-scatter + all-gather), all-gather and reduce-scatter all move
-  // bytes/n per step.
+  // bytes/n per step; an all-to-all moves bytes/n to each of the n - 1 others.
   return members <= 0 ? 0.0 : bytes / members;
 }
 

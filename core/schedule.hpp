@@ -24,6 +24,12 @@
 ///     latency for the per-step handshakes. Uncontended, that is steps x (latency + bytes/n /
 ///     bandwidth) of the slowest hop: NCCL's ring bound (2(n-1)/n x bytes / bus bandwidth for
 ///     all-reduce).
+///   - An all-to-all (CollectiveKind::kAllToAll) starts, like a ring, when every member has
+///     reached it; then each member sends bytes/n to each other member, all n(n-1) flows at
+///     once, each on its own route and sharing links with everything else. It ends for all
+///     when every flow has arrived. Uncontended: the busiest link's load over its bandwidth
+///     (or a flow's size over its rate cap, if slower) plus the longest route's latency
+///     (core/ring.hpp).
 ///   - An async Collective (a gradient bucket overlapped with the backward pass) costs
 ///     its rank no time: the rank goes on. Each rank runs its async collectives in program
 ///     order on one communication stream: one starts when every member has reached it and
@@ -37,7 +43,7 @@
 /// "2I0"/"2W0" split backward, "2B0" fused backward; a module suffix "@llm" when a stage
 /// spans several modules, then "(copy)" on a redundant compute or "(F+B)" on a half of an
 /// overlapped forward-backward action; "1SEND_F3->2", "2RECV_F3<-1",
-/// "ALLREDUCE_s1[g0]", "REDUCESCATTER_s0[g2]".
+/// "ALLREDUCE_s1[g0]", "REDUCESCATTER_s0[g2]", "ALLTOALL_s3[g5]".
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -57,7 +63,10 @@ const char* to_string(Pass pass);
 
 /// Reduce-scatter is FSDP's gradient reduction (Zhao et al. VLDB'23 §3.2): each member keeps
 /// the sum of its 1/n shard; its ring moves what an all-gather moves.
-enum class CollectiveKind : std::uint8_t { kAllReduce, kAllGather, kReduceScatter };
+/// All-to-all is a mixture-of-experts layer's token dispatch and combine (docs/moe.md):
+/// each member sends bytes/n of its buffer to every other member (n - 1 flows at once, not
+/// a ring) and receives as much.
+enum class CollectiveKind : std::uint8_t { kAllReduce, kAllGather, kReduceScatter, kAllToAll };
 const char* to_string(CollectiveKind kind);
 
 /// What a point-to-point message carries: the output of forward (`kF`, activations) or of
@@ -293,7 +302,8 @@ std::optional<MicrobatchId> op_microbatch(const Op& op);
 inline bool occupies_rank(const Op& op) {
   return std::holds_alternative<Compute>(op) || std::holds_alternative<OptimizerStep>(op);
 }
-/// "F","B","I","W","send","recv","allreduce","allgather","reducescatter","optimizer"
+/// "F","B","I","W","send","recv","allreduce","allgather","reducescatter","alltoall",
+/// "optimizer"
 const char* op_kind_name(const Op& op);
 /// How many of its rank's async collectives must have ended before `op` starts, when the
 /// rank issued `issued` of them before it (the header's semantics, for every backend): all

@@ -204,8 +204,8 @@ class OpReader {
       : in_(in), s_(s), line_(line), token_(line.tokens.front()), text_(token_.text) {}
 
   Op read() {
-    for (const CollectiveKind kind :
-         {CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
+    for (const CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
+                                      CollectiveKind::kReduceScatter, CollectiveKind::kAllToAll}) {
       if (eat(collective_prefix(kind))) return collective(kind);
     }
     if (eat("OPTIMIZER_s")) return optimizer_step();
@@ -315,7 +315,7 @@ class OpReader {
     return m;
   }
 
-  /// "ALLREDUCE_s", "ALLGATHER_s", "REDUCESCATTER_s": what to_string(Op) writes.
+  /// "ALLREDUCE_s", "ALLGATHER_s", "REDUCESCATTER_s", "ALLTOALL_s": what to_string(Op) writes.
   static std::string collective_prefix(CollectiveKind kind) {
     std::string name = to_string(kind);
     for (char& ch : name) ch = static_cast<char>(ch - 'a' + 'A');

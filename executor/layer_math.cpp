@@ -12,7 +12,7 @@ bool is_mlp(const LayerSpec& s) {
   return s.kind == LayerKind::kMlp;
 }
 int head_dim(const LayerSpec& s) {
-  return s.hidden / s.heads;
+  return s.head_size();
 }
 
 std::vector<float> gain_of(const Matrix& m) {
@@ -55,7 +55,12 @@ void check_executable(const LayerSpec& s, const std::string& where) {
   if (s.hidden <= 0 || s.ffn <= 0 || (is_mlp(s) && s.out_hidden <= 0))
     throw InputError(where + ": hidden, ffn (and out_hidden) must be positive to execute");
   if (is_mlp(s)) return;
-  if (s.heads <= 0 || s.kv_heads <= 0 || s.hidden % s.heads != 0 || s.heads % s.kv_heads != 0) {
+  if (s.moe())
+    throw InputError(where +
+                     ".experts: the executors do not run mixture-of-experts layers yet (their "
+                     "all-to-alls carry no data here); simulate the model with `loom sim`");
+  if (s.heads <= 0 || s.kv_heads <= 0 || (s.head_dim == 0 && s.hidden % s.heads != 0) ||
+      s.heads % s.kv_heads != 0) {
     throw InputError(where +
                      ": the executor needs hidden divisible by heads and heads by "
                      "kv_heads (hidden " +

@@ -173,6 +173,7 @@ class Simulation {
   void wire_mailboxes(const PerRank<sg::ActorPtr>& actors,
                       const PerRank<sg::ActorPtr>& comm_actors) {
     mailboxes_.resize(schedule_.num_ranks());
+    all_to_all_boxes_.resize(schedule_.num_ranks());
     for (const RankId r : schedule_.rank_ids()) {
       auto& boxes = mailboxes_[r];
       boxes.resize(program(r).size());
@@ -190,6 +191,10 @@ class Simulation {
                        [&](const Collective& c) {
                          const auto& members = schedule_.group_members(c.group);
                          const auto n = members.size();
+                         if (c.kind == CollectiveKind::kAllToAll) {
+                           wire_all_to_all(r, i, c, (c.async ? comm_actors : actors)[r]);
+                           return;
+                         }
                          size_t k = 0;
                          while (members[k] != r) ++k;
                          boxes[i].out = ring_mailbox(c.group, r, members[(k + 1) % n]);
@@ -205,6 +210,30 @@ class Simulation {
                    },
                    program(r)[i]);
       }
+    }
+  }
+
+  /// An all-to-all's flows (core/schedule.hpp): one mailbox per ordered pair of members,
+  /// each flow bytes/n, held to its share of the sender's rail (all_to_all_flow_cap).
+  void wire_all_to_all(RankId r, size_t i, const Collective& c, const sg::ActorPtr& receiver) {
+    const auto& members = schedule_.group_members(c.group);
+    const int n = isize(members);
+    const RankInfo& me = schedule_.ranks[r];
+    int inter_node_peers = 0;
+    for (const RankId m : members)
+      inter_node_peers += cluster_.node_of(schedule_.ranks[m].gpu) != cluster_.node_of(me.gpu);
+    std::vector<OpMailboxes>& flows = all_to_all_boxes_[r][i];
+    for (const RankId peer : members) {
+      if (peer == r) continue;
+      const RankInfo& other = schedule_.ranks[peer];
+      OpMailboxes flow;
+      flow.out = ring_mailbox(c.group, r, peer);
+      flow.out_bytes = simulated_bytes(ring_chunk_bytes(c.kind, n, c.bytes), latency(r, peer));
+      flow.out_rate = all_to_all_flow_cap(cluster_, me.gpu, other.gpu, std::max(me.tp, other.tp),
+                                          inter_node_peers);
+      flow.in = ring_mailbox(c.group, peer, r);
+      flow.in->set_receiver(receiver);
+      flows.push_back(flow);
     }
   }
 
@@ -291,6 +320,9 @@ class Simulation {
     for (const OpMailboxes& b : boxes) {
       if (b.in) b.in->set_receiver(nullptr);
     }
+    for (const auto& [index, flows] : all_to_all_boxes_[r]) {
+      for (const OpMailboxes& flow : flows) flow.in->set_receiver(nullptr);
+    }
   }
 
   void issue_async(RankId r) {
@@ -355,13 +387,21 @@ class Simulation {
   /// Ring collective (core/schedule.hpp): once all members are here, stream this
   /// member's steps to its successor and take the predecessor's stream; finish together.
   /// Returns when it started (all members were there).
+  /// An all-to-all sends to every other member at once and takes from each of them.
   double ring(OpRef here, const Collective& c, const OpMailboxes& boxes) {
     if (ring_steps(c.kind, schedule_.ring_size(c.group)) == 0) return sg::Engine::get_clock();
     const RingInstance& instance = rings_[matching_.instance_of(here)];
     instance.start->wait();
     const double start = sg::Engine::get_clock();
-    put(boxes, const_cast<Collective*>(&c));
-    boxes.in->get<void>();
+    if (c.kind == CollectiveKind::kAllToAll) {
+      const std::vector<OpMailboxes>& flows = all_to_all_boxes_[here.rank].at(here.index);
+      for (const OpMailboxes& flow : flows) put(flow, const_cast<Collective*>(&c));
+      for (const OpMailboxes& flow : flows) flow.in->get<void>();
+      activities_ += 2 * flows.size();
+    } else {
+      put(boxes, const_cast<Collective*>(&c));
+      boxes.in->get<void>();
+    }
     instance.end->wait();
     if (instance.handshake_s > 0) sg::this_actor::sleep_for(instance.handshake_s);
     activities_ += 2;
@@ -378,6 +418,8 @@ class Simulation {
   const Cluster& cluster_;
   Matching matching_;
   PerRank<std::vector<OpMailboxes>> mailboxes_;
+  /// An all-to-all op's flows, one per other member: [rank][op index].
+  PerRank<std::unordered_map<size_t, std::vector<OpMailboxes>>> all_to_all_boxes_;
   std::map<MessageChannel, sg::Mailbox*> channel_mailboxes_;
   PerInstance<RingInstance> rings_;
   PerRank<CommStream> streams_;

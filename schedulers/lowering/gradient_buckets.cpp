@@ -77,7 +77,7 @@ std::vector<Bucket> form_buckets(const Context& ctx, PipelineRank r, const std::
   double parameters = 0;
   for (size_t k = 0; k < order.size(); ++k) {
     const int l = order[k];
-    const double p = ctx.problem.cost->parameters(l) / ctx.stage_tp(chunk(l));
+    const double p = data_parallel_parameters(ctx, l) / ctx.stage_tp(chunk(l));
     const bool extends = k > 0 && chunk(order[k - 1]) == chunk(l) &&
                          (chunk(l) != first_chunk || parameters < bucket_size) &&
                          std::lower_bound(layers.begin(), layers.end(), order[k - 1]) ==

@@ -14,6 +14,21 @@ Schedule lower(const SchedulingProblem& problem, const char* scheduler_name,
                      " gives each module a layout of its own (per-module layouts), where context "
                      "parallelism is each module's: set cp in [parallel.modules.<module>] tables "
                      "instead, or pick a single-layout scheduler");
+  if (programs.sharded() && problem.parallel.ep > 1)
+    throw InputError(std::string("parallel.ep: ") + scheduler_name +
+                     " gives each module a layout of its own (per-module layouts), which do not "
+                     "shard experts: set parallel.ep = 1 or pick a single-layout scheduler");
+  if (problem.parallel.ep > 1 && programs.replicas.size() > 1) {
+    // An expert-parallel group's members meet at every MoE layer's all-to-alls in program
+    // order, so they must run the same orders.
+    for (const RankOrders& orders : programs.replicas) {
+      if (!(orders == programs.replicas.front()))
+        throw InputError(std::string("parallel.ep: ") + scheduler_name +
+                         " orders each replica's work its own way, and expert-parallel ranks "
+                         "of different replicas must meet at every MoE layer's all-to-all in "
+                         "the same order: set parallel.ep = 1 or pick another scheduler");
+    }
+  }
   lowering::Context ctx(problem, programs, costs);
   Schedule schedule;
   schedule.scheduler = scheduler_name;

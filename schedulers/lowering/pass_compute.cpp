@@ -82,6 +82,7 @@ void cost_microbatches(Context& ctx, const Schedule& schedule) {
       const std::vector<const Sample*> batch =
           sample_batch(p.samples, schedule.samples_of(ReplicaId{d}, j));
       MicrobatchCosts& mc = ctx.cost(d, j);
+      if (ctx.ep > 1) cost_expert_parallel(ctx, batch, mc);
       if (ctx.cp > 1) {
         cost_context_parallel(ctx, batch, mc);
         if (ctx.naive) {  // as below: backward = 2 x forward
@@ -125,13 +126,24 @@ struct Target {
   RankId rank;
   int lane = 0;  ///< the replica x CP rank the program belongs to
 
-  /// A layer run's compute: as it is, or its parts around the CP exchange (cp > 1).
+  /// A layer run's compute: as it is, or its parts around the MoE all-to-alls (ep > 1)
+  /// and the CP exchange (cp > 1).
   void push(const Context& ctx, const MicrobatchCosts& mc, const Compute& c) {
-    if (mc.context_parallel.empty())
-      program.push_back(c);
+    auto push_layer = [&](const Compute& part) {
+      if (mc.context_parallel.empty())
+        program.push_back(part);
+      else
+        expand_context_parallel(ctx, schedule, program, lane, part,
+                                mc.context_parallel[LayerId{part.first_layer}]);
+    };
+    const bool exchanges =
+        !mc.expert_parallel.empty() && mc.expert_parallel[LayerId{c.first_layer}].exchanges() &&
+        c.pass != Pass::kW && (c.pass == Pass::kF || ctx.graph.needs_backward(c.first_layer));
+    if (exchanges)
+      expand_expert_parallel(ctx, schedule, c, mc.expert_parallel[LayerId{c.first_layer}],
+                             push_layer, program, lane);
     else
-      expand_context_parallel(ctx, schedule, program, lane, c,
-                              mc.context_parallel[LayerId{c.first_layer}]);
+      push_layer(c);
   }
 };
 
@@ -144,8 +156,8 @@ bool exchanges_kv(const Segment& seg, const MicrobatchCosts& mc) {
 /// A segment's layers as computes: one, or one per layer where a collective goes with
 /// every layer (the CP ring's K/V exchange; FSDP's parameter all-gather, pass_fsdp.cpp).
 std::vector<Segment> layer_runs(const Context& ctx, const Segment& seg, const MicrobatchCosts& mc) {
-  const bool per_layer =
-      mc.kv_bytes(seg.first) > 0 || ctx.problem.parallel.fsdp || !mc.context_parallel.empty();
+  const bool per_layer = mc.kv_bytes(seg.first) > 0 || ctx.problem.parallel.fsdp ||
+                         !mc.context_parallel.empty() || !mc.expert_parallel.empty();
   if (!per_layer) return {seg};
   std::vector<Segment> runs;
   for (int l = seg.first; l < seg.end; ++l) runs.push_back({seg.module, l, l + 1});

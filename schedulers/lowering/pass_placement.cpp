@@ -22,6 +22,7 @@ Context::Context(const SchedulingProblem& p, const PipelinePrograms& progs, Lowe
       naive(c == LoweringCosts::kNaive),
       replicas(progs.sharded() ? progs.batch.module_replicas : p.parallel.dp),
       cp(progs.sharded() ? 1 : p.parallel.cp),
+      ep(progs.sharded() ? 1 : p.parallel.ep),
       microbatches(p.schedule.microbatches * progs.batch.pieces),
       embeddings(tied_embeddings(p, progs)) {
   // No orders yet is allowed: a planner costs the stages before it orders them (dip).
@@ -190,14 +191,23 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
                           std::to_string(c.num_gpus()) + " (" + std::to_string(c.nodes) +
                           " nodes x " + std::to_string(c.gpus_per_node) + ")");
   }
-  // One stage's CP ranks on consecutive TP groups (core/layout.hpp's order: replica,
-  // stage, CP rank, TP rank), so a CP ring of a small TP group stays inside a node.
+  // TP groups of consecutive GPUs, the other dimensions over them in parallel.order
+  // (innermost first; Loom's default: replica, stage, CP rank, TP rank outermost to
+  // innermost, so a CP ring of a small TP group stays inside a node).
   schedule.ranks.resize(ranks * ctx.lanes());
   for (int lane = 0; lane < ctx.lanes(); ++lane) {
     const int d = ctx.replica_of_lane(lane);
     for (const PipelineRank r : IdRange<PipelineRank>(ranks)) {
-      const int gpu = ((d * ranks + r.value()) * ctx.cp + lane % ctx.cp) * tp;
-      schedule.ranks[ctx.global_rank(lane, r)] = {.gpu = gpu, .tp = tp, .replica = ReplicaId{d}};
+      int index = 0, stride = 1;
+      for (const PlacementDim dim : ctx.problem.parallel.order) {
+        const auto [coordinate, size] = dim == PlacementDim::kCp ? std::pair{lane % ctx.cp, ctx.cp}
+                                        : dim == PlacementDim::kDp ? std::pair{d, dp}
+                                                                   : std::pair{r.value(), ranks};
+        index += coordinate * stride;
+        stride *= size;
+      }
+      schedule.ranks[ctx.global_rank(lane, r)] = {
+          .gpu = index * tp, .tp = tp, .replica = ReplicaId{d}};
     }
   }
 }
@@ -268,7 +278,7 @@ double trainable_parameters(const Context& ctx, StageId s, StageId* label_stage,
   for (const Segment& seg : ctx.stage(s).segments) {
     for (int l = seg.first; l < seg.end; ++l) {
       if (!ctx.model.layer(l).frozen) {
-        params += ctx.problem.cost->parameters(l);
+        params += data_parallel_parameters(ctx, l);
         *label_stage = s;
         *label_module = seg.module;
       }
@@ -384,6 +394,50 @@ void add_embedding_allreduce(const Context& ctx, Schedule& schedule,
 }
 }  // namespace
 
+double data_parallel_parameters(const Context& ctx, int layer) {
+  const double all = ctx.problem.cost->parameters(layer);
+  return ctx.ep > 1 ? all - expert_parameters(ctx.model.layer(layer)) : all;
+}
+
+void add_expert_gradient_allreduce(const Context& ctx, Schedule& schedule) {
+  const int expert_dp = ctx.lanes() / ctx.ep;
+  if (expert_dp <= 1) return;
+  const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
+  for (const PipelineRank r : ctx.programs.rank_ids()) {
+    double bytes = 0;
+    StageId label = first_stage_of(ctx, r);
+    ModuleId module = ctx.stage(label).segments.front().module;
+    for (const StageId s : ctx.stage_ids()) {
+      if (!ctx.programs.holds(r, s)) continue;
+      for (const Segment& seg : ctx.stage(s).segments) {
+        for (int l = seg.first; l < seg.end; ++l) {
+          if (ctx.model.layer(l).frozen || !ctx.model.layer(l).moe()) continue;
+          bytes += rank_expert_parameters(ctx.model, l, ctx.problem.memory) * grad_bytes /
+                   ctx.stage_tp(s);
+          label = s;
+          module = seg.module;
+        }
+      }
+    }
+    if (bytes <= 0) continue;
+    // The ranks holding the same experts: one lane of every expert-parallel group.
+    for (int e = 0; e < ctx.ep; ++e) {
+      std::vector<RankId> members;
+      for (int lane = e; lane < ctx.lanes(); lane += ctx.ep)
+        members.push_back(ctx.global_rank(lane, r));
+      const GroupId group = schedule.add_group(members);
+      for (const RankId member : members) {
+        schedule.programs[member].push_back(Collective{.kind = CollectiveKind::kAllReduce,
+                                                       .group = group,
+                                                       .stage = label,
+                                                       .module = module,
+                                                       .bytes = bytes,
+                                                       .async = overlaps_gradient_reduce(ctx)});
+      }
+    }
+  }
+}
+
 void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
   const int dp = ctx.lanes();
   const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
@@ -404,6 +458,7 @@ void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
     add_gradient_buckets(ctx, schedule, copy_gradient_bytes);
   else if (dp > 1 || ctx.programs.up)
     add_data_parallel_allreduce(ctx, schedule, copy_gradient_bytes);
+  if (ctx.ep > 1) add_expert_gradient_allreduce(ctx, schedule);
   add_embedding_allreduce(ctx, schedule, ctx.embeddings);
 }
 
@@ -421,7 +476,12 @@ void add_optimizer_step(const Context& ctx, Schedule& schedule) {
         for (int l = seg.first; l < seg.end; ++l) {
           const LayerSpec& layer = ctx.model.layer(l);
           if (layer.frozen) continue;
-          const double p = ctx.problem.cost->parameters(l) / ctx.stage_tp(s) / shards(s);
+          // Sharded over dp x cp, a rank's 1/ep of the experts over dp x cp / ep: the same
+          // share of every parameter.
+          const double held =
+              shards(s) > 1 ? ctx.problem.cost->parameters(l)
+                            : rank_parameters(*ctx.problem.cost, ctx.model, l, ctx.problem.memory);
+          const double p = held / ctx.stage_tp(s) / shards(s);
           parameters += p;
           bytes += optimizer_step_bytes(p, layer.dtype_bytes, memory);
           module = seg.module;

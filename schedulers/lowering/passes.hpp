@@ -8,6 +8,7 @@
 #include "core/dataflow.hpp"
 #include "core/schedule.hpp"
 #include "schedulers/lowering/context_parallel.hpp"
+#include "schedulers/lowering/expert_parallel.hpp"
 #include "schedulers/lowering/lowering.hpp"
 #include "schedulers/lowering/tied_embedding.hpp"
 
@@ -38,6 +39,9 @@ struct MicrobatchCosts {
   /// Single layout with parallel.cp > 1: per layer, what its split around the CP exchange
   /// needs (context_parallel.hpp); empty: cp 1.
   PerLayer<ContextParallelLayer> context_parallel = {};
+  /// parallel.ep > 1: per layer, its all-to-alls and the work around them
+  /// (expert_parallel.hpp); empty: ep 1.
+  PerLayer<ExpertParallelLayer> expert_parallel = {};
 
   /// Bytes of layer l's output.
   double output_bytes(int l) const { return output[LayerId{l}]; }
@@ -61,6 +65,8 @@ struct Context {
   /// `cp` lanes: lane = replica x cp + CP rank; every lane runs the replica's rank orders
   /// on its shard of the replica's samples.
   int cp = 1;
+  /// parallel.ep: lanes per expert-parallel group (expert_parallel.hpp).
+  int ep = 1;
   int microbatches = 1;  ///< per replica
   PerLayer<StageId> stage_of_layer;
   PerReplica<PerMicrobatch<MicrobatchCosts>> costs;  ///< [replica][microbatch], pass 3
@@ -134,6 +140,17 @@ void cost_context_parallel(const Context& ctx, const std::vector<const Sample*>&
 /// around the CP exchange, appended to `program`; `c` alone where the layer has none.
 void expand_context_parallel(const Context& ctx, Schedule& schedule, std::vector<Op>& program,
                              int lane, const Compute& c, const ContextParallelLayer& layer);
+// Expert parallelism (pass_expert_parallel.cpp).
+/// Pass 3's MoE layer costs of one rank's share of `batch`: the phases and dispatch bytes.
+void cost_expert_parallel(const Context& ctx, const std::vector<const Sample*>& batch,
+                          MicrobatchCosts& mc);
+/// Pass 4: one MoE layer's pass `c` on lane `lane` as its parts around the dispatch and
+/// combine all-to-alls, appended to `program`; the part outside them goes through
+/// `push_outside` (the CP exchange's split, or as it is).
+void expand_expert_parallel(const Context& ctx, Schedule& schedule, const Compute& c,
+                            const ExpertParallelLayer& layer,
+                            const std::function<void(const Compute&)>& push_outside,
+                            std::vector<Op>& program, int lane);
 void cost_microbatches(Context& ctx, const Schedule& schedule);
 void expand_actions(Context& ctx, Schedule& schedule);
 void add_point_to_point(const Context& ctx, Schedule& schedule);
@@ -141,6 +158,12 @@ void add_point_to_point(const Context& ctx, Schedule& schedule);
 /// layer ahead, and each trainable layer's gradient reduce-scatter after its last backward.
 void add_parameter_gathers(const Context& ctx, Schedule& schedule);
 void add_gradient_allreduce(const Context& ctx, Schedule& schedule);
+/// Parameters of `layer` whose gradients reduce over every lane: all of them, or with
+/// expert parallelism all but the routed experts.
+double data_parallel_parameters(const Context& ctx, int layer);
+/// parallel.ep: each rank's routed experts' gradients over the lanes holding the same
+/// experts (every ep-th lane), after the data-parallel reduction.
+void add_expert_gradient_allreduce(const Context& ctx, Schedule& schedule);
 void add_optimizer_step(const Context& ctx, Schedule& schedule);
 void fill_static_memory(const Context& ctx, Schedule& schedule);
 

@@ -84,6 +84,7 @@ struct RankAction {
   MicrobatchId microbatch{0};
   ActionKind kind = ActionKind::kCompute;
   Join with_next = Join::kNone;
+  bool operator==(const RankAction&) const = default;
 };
 /// orders[r]: rank r's actions in execution order.
 using RankOrders = PerPipelineRank<std::vector<RankAction>>;

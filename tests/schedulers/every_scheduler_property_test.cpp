@@ -146,5 +146,67 @@ TEST(EveryScheduler, ContextParallelRunsOrIsRefusedByName) {
   }
 }
 
+// Mixture of experts (tests/data/moe-small.toml) with parallel.ep in {1, 2, 4}: every
+// scheduler that runs the model runs it with expert parallelism, or refuses by naming
+// parallel.ep; an EP schedule validates, fits memory, has two all-to-alls per MoE layer
+// in every forward and backward it runs, each over ep ranks, and reruns identically.
+TEST(EveryScheduler, ExpertParallelRunsOrIsRefusedByName) {
+  std::mt19937 rng(20261203);
+  for (const SchedulerInfo& info : scheduler_registry()) {
+    int ran = 0;
+    for (const int ep : {1, 2, 4}) {
+      const int pp = std::uniform_int_distribution<int>(1, 2)(rng);
+      const int m = 2 * pp;
+      std::vector<std::string> overrides = {"schedule.name=" + std::string(info.name),
+                                            "parallel.pp=" + std::to_string(pp), "parallel.dp=4",
+                                            "parallel.ep=" + std::to_string(ep),
+                                            "schedule.microbatches=" + std::to_string(m)};
+      const std::string what =
+          std::string(info.name) + " pp " + std::to_string(pp) + " ep " + std::to_string(ep);
+      std::unique_ptr<Study> a;
+      try {
+        a = prepare_study(test::source_path("tests/data/moe-small.toml"), overrides);
+      } catch (const InputError& e) {
+        // Not this model or layout at all (multimodal or per-module schedulers), or EP named.
+        if (ep > 1 && std::string(e.what()).find("parallel.ep") == std::string::npos) {
+          EXPECT_THROW(prepare_study(test::source_path("tests/data/moe-small.toml"),
+                                     {overrides[0], overrides[1], "parallel.dp=4", "parallel.ep=1",
+                                      overrides[4]}),
+                       InputError)
+              << what << " refuses ep without naming parallel.ep: " << e.what();
+        }
+        continue;
+      } catch (const InfeasibleError&) {
+        continue;
+      }
+      ++ran;
+      const Schedule& s = a->schedule;
+      EXPECT_NO_THROW(validate(s, *a->problem.model)) << what;
+      EXPECT_NO_THROW(check_fits_memory(s, a->problem.cluster->gpu.memory_bytes)) << what;
+      const Timeline t = evaluate(s, *a->problem.cluster);
+      EXPECT_GT(t.iteration_time_s(), 0) << what;
+      int all_to_alls = 0, passes = 0;
+      for (const auto& program : s.programs) {
+        for (const Op& op : program) {
+          if (const auto* c = std::get_if<Collective>(&op);
+              c && c->kind == CollectiveKind::kAllToAll) {
+            ++all_to_alls;
+            EXPECT_EQ(isize(s.group_members(c->group)), ep) << what;
+          }
+          // A MoE layer's last part (or its whole pass at ep 1) in F, B or I.
+          if (const auto* c = std::get_if<Compute>(&op);
+              c && !c->continues && c->pass != Pass::kW && !c->redundant &&
+              a->problem.model->layer(c->first_layer).moe())
+            ++passes;
+        }
+      }
+      EXPECT_EQ(all_to_alls, ep > 1 ? 2 * passes : 0) << what;
+      const auto b = prepare_study(test::source_path("tests/data/moe-small.toml"), overrides);
+      EXPECT_EQ(program_text(s), program_text(b->schedule)) << what;
+    }
+    if (ran == 0) std::cerr << info.name << ": does not run the MoE model\n";
+  }
+}
+
 }  // namespace
 }  // namespace loom

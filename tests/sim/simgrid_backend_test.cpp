@@ -251,6 +251,26 @@ TEST(SimGridBackend, ContextParallelAllGatherAgreesWithTheEvaluatorOpByOp) {
   expect_same_timings(study->schedule, study->config.cluster, 1e-9);
 }
 
+namespace {
+/// tests/data/moe-small.toml without pipeline traffic: one stage, `dp` replicas, every MoE
+/// layer's dispatch and combine over `ep` ranks, nothing else on the links meanwhile.
+std::unique_ptr<Study> expert_parallel_study(int dp, int ep) {
+  return test::fixture("moe-small.toml", {"parallel.pp=1", "parallel.dp=" + std::to_string(dp),
+                                          "parallel.ep=" + std::to_string(ep)});
+}
+}  // namespace
+
+TEST(SimGridBackend, AllToAllsInsideANodeAgreeWithTheEvaluatorOpByOp) {
+  const auto study = expert_parallel_study(4, 4);
+  expect_same_timings(study->schedule, study->config.cluster, 1e-9);
+}
+
+TEST(SimGridBackend, AllToAllsAcrossNodesAgreeWithTheEvaluatorOpByOp) {
+  // Eight ranks on two nodes: each GPU's four inter-node flows share its rail.
+  const auto study = expert_parallel_study(8, 8);
+  expect_same_timings(study->schedule, study->config.cluster, 1e-9);
+}
+
 TEST(SimGridBackend, TwoRanksOnOneGpuAreRejected) {
   Schedule s = ranks_on({1, 1});
   s.programs[0_rank] = {send_to(1_rank, 1e3)};

@@ -1,0 +1,112 @@
+// Expert parallelism in the single layout (expert_parallel.hpp): a rank's MoE layer costs
+// (pass 3) and each MoE layer's pass cut around its dispatch and combine all-to-alls
+// (pass 4).
+#include "schedulers/lowering/expert_parallel.hpp"
+#include "schedulers/lowering/passes.hpp"
+
+namespace loom {
+
+double dispatch_bytes(const LayerSpec& layer, double tokens) {
+  return layer.moe() ? tokens * layer.top_k * layer.hidden * layer.dtype_bytes : 0.0;
+}
+
+namespace lowering {
+namespace {
+
+/// The expert-parallel group of lane `lane`'s pipeline rank `rank`: the same rank of the
+/// ep consecutive lanes its lane belongs to.
+std::vector<RankId> ep_group(const Context& ctx, int lane, PipelineRank rank) {
+  std::vector<RankId> group;
+  const int first = lane / ctx.ep * ctx.ep;
+  for (int e = 0; e < ctx.ep; ++e) group.push_back(ctx.global_rank(first + e, rank));
+  return group;
+}
+
+}  // namespace
+
+void cost_expert_parallel(const Context& ctx, const std::vector<const Sample*>& batch,
+                          MicrobatchCosts& mc) {
+  mc.expert_parallel.clear();
+  for (int l = 0; l < ctx.model.num_layers(); ++l) {
+    const LayerSpec& spec = ctx.model.layer(l);
+    ExpertParallelLayer layer;
+    if (spec.moe()) {
+      // Under CP the rank's share of the tokens is 1/cp of the padded sequence, and every
+      // kernel of the experts' phases is linear in tokens.
+      MicrobatchShape shape = layer_shape(ctx.model, l, batch);
+      if (ctx.cp > 1) shape = pad_for_context_parallel(shape, ctx.cp);
+      const MoePhases phases =
+          ctx.problem.cost->moe_phases(l, shape, ctx.stage_tp(ctx.stage_of(l)));
+      layer.phases = {scale_add(phases.experts, 1.0 / ctx.cp, PassCost{}, 0.0),
+                      scale_add(phases.combined, 1.0 / ctx.cp, PassCost{}, 0.0)};
+      layer.dispatch_bytes = dispatch_bytes(spec, shape.total_tokens() / ctx.cp);
+    }
+    mc.expert_parallel.push_back(layer);
+  }
+}
+
+void expand_expert_parallel(const Context& ctx, Schedule& schedule, const Compute& c,
+                            const ExpertParallelLayer& layer,
+                            const std::function<void(const Compute&)>& push_outside,
+                            std::vector<Op>& program, int lane) {
+  const bool forward = c.pass == Pass::kF;
+  // What of each phase this pass runs: F; I; or B = I + W (W of a trained layer only).
+  auto seconds = [&](const PassCost& p) {
+    if (forward) return p.forward_s;
+    return p.input_grad_s + (c.pass == Pass::kB && c.weight_grad_s > 0 ? p.weight_grad_s : 0.0);
+  };
+  auto weight = [&](const PassCost& p) {
+    return c.pass == Pass::kB && c.weight_grad_s > 0 ? p.weight_grad_s : 0.0;
+  };
+  auto part = [&](double s, double weight_grad) {
+    Compute p = c;
+    p.seconds = s;
+    p.weight_grad_s = weight_grad;
+    p.activation_bytes = 0;
+    p.releases_activation = false;
+    p.continues = true;
+    return p;
+  };
+  const PipelineRank rank = ctx.programs.rank_of(c.stage, c.microbatch);
+  const GroupId group = group_id(schedule, ep_group(ctx, lane, rank));
+  auto all_to_all = [&] {
+    program.push_back(Collective{.kind = CollectiveKind::kAllToAll,
+                                 .group = group,
+                                 .stage = c.stage,
+                                 .module = c.module,
+                                 .bytes = layer.dispatch_bytes,
+                                 .first_layer = c.first_layer,  // whose tokens (executors)
+                                 .end_layer = c.first_layer + 1});
+  };
+  const double experts = seconds(layer.phases.experts);
+  const double combined = seconds(layer.phases.combined);
+  const double experts_w = weight(layer.phases.experts);
+  const double combined_w = weight(layer.phases.combined);
+  Compute outside = c;
+  outside.seconds = std::max(0.0, c.seconds - experts - combined);
+  outside.weight_grad_s = std::max(0.0, c.weight_grad_s - experts_w - combined_w);
+  if (forward) {
+    // Attention, router and permute; dispatch; experts; combine; unpermute and shared
+    // experts, which end the layer (its activations kept, its output sent).
+    outside.activation_bytes = 0;
+    outside.continues = true;
+    push_outside(outside);
+    all_to_all();
+    program.push_back(part(experts, 0));
+    all_to_all();
+    Compute last = c;
+    last.seconds = combined;
+    last.weight_grad_s = 0;
+    program.push_back(last);
+    return;
+  }
+  // The mirror image: the combine's gradient first, the dispatch's before the rest.
+  program.push_back(part(combined, combined_w));
+  all_to_all();
+  program.push_back(part(experts, experts_w));
+  all_to_all();
+  push_outside(outside);
+}
+
+}  // namespace lowering
+}  // namespace loom

@@ -1,0 +1,182 @@
+// Mixture of experts (docs/moe.md): the published parameter and FLOP counts of Qwen3, the
+// experts' grouped GEMMs at their real per-expert shapes, their state sharded by parallel.ep,
+// the dispatch and combine all-to-alls in the IR with their closed form, and the errors.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/config.hpp"
+#include "core/cost_analytical.hpp"
+#include "core/evaluator.hpp"
+#include "core/layer_kernels.hpp"
+#include "core/memory_model.hpp"
+#include "core/model_flops.hpp"
+#include "test_support.hpp"
+
+namespace loom {
+namespace {
+
+std::string bridge(const std::string& run) {
+  return test::source_path("validation/megatron-bridge-2511/" + run + ".toml");
+}
+
+struct Counts {
+  double total = 0;
+  double active = 0;  ///< what one token runs through: top_k of the routed experts
+};
+Counts parameter_counts(const Config& c) {
+  const auto cost = make_cost_model(c);
+  Counts n;
+  for (int l = 0; l < c.model.num_layers(); ++l) {
+    const LayerSpec& s = c.model.layer(l);
+    n.total += cost->parameters(l);
+    n.active += cost->parameters(l) -
+                (s.moe() ? expert_parameters(s) * (1 - double(s.top_k) / s.experts) : 0.0);
+  }
+  return n;
+}
+
+TEST(Moe, Qwen3HasItsPublishedParameterCounts) {
+  // Qwen3 technical report (Yang et al. 2025), Table 2: 30B-A3B has 30.5B parameters, 3.3B
+  // activated; 235B-A22B has 235B, 22B activated.
+  const Counts small = parameter_counts(load_config(bridge("qwen3-30b-a3b-b200"), {}));
+  EXPECT_NEAR(small.total / 1e9, 30.5, 0.05);
+  EXPECT_NEAR(small.active / 1e9, 3.3, 0.06);
+  const Counts large = parameter_counts(load_config(bridge("qwen3-235b-a22b-b200"), {}));
+  EXPECT_NEAR(large.total / 1e9, 235, 0.5);
+  EXPECT_NEAR(large.active / 1e9, 22, 0.25);
+}
+
+/// Training model FLOPs per token of a `s`-token sequence.
+double flops_per_token(const Model& model, int s) {
+  double flops = 0;
+  for (int l = 0; l < model.num_layers(); ++l)
+    flops += training_flops_multiplier(model, l) * layer_forward_flops(model, l, {{s}});
+  return flops / s;
+}
+
+TEST(Moe, MegatronBridgeTflopsFollowFromItsTokensPerSecond) {
+  // validation/megatron-bridge-2511 (DGX-B200, seq 4096): Qwen3 30B-A3B 9299 tokens/s/GPU
+  // at 214 model TFLOP/s/GPU; 235B-A22B 3269 at 484. Only the top_k routed experts count
+  // (and no router): the page rounds to whole TFLOP/s.
+  const Config small = load_config(bridge("qwen3-30b-a3b-b200"), {});
+  const Config large = load_config(bridge("qwen3-235b-a22b-b200"), {});
+  EXPECT_NEAR(flops_per_token(small.model, 4096) * 9299 / 1e12, 214, 0.5);
+  EXPECT_NEAR(flops_per_token(large.model, 4096) * 3269 / 1e12, 484, 0.5);
+}
+
+const Kernel& find(const std::vector<Kernel>& ks, const std::string& name) {
+  for (const Kernel& k : ks)
+    if (k.name == name) return k;
+  ADD_FAILURE() << "no kernel " << name;
+  static const Kernel kNone;
+  return kNone;
+}
+
+std::vector<Kernel> qwen3_kernels(int ep) {
+  const Config c = load_config(bridge("qwen3-30b-a3b-b200"), {"cost.fp8=\"off\""});
+  const GpuPerformance gpu(c.cluster.gpu, 2);
+  return layer_kernels(c.model.layer(1), MicrobatchShape{{4096}}, 1, gpu, c.cluster.intra_node,
+                       LayerKernelOptions{.expert_parallel = ep});
+}
+
+TEST(Moe, ExpertsRunAsGroupedGemmsOfTheirOwnTokens) {
+  // 4096 tokens x top 8 = 32768 routed copies per rank, balanced. With ep 8 a rank holds 16
+  // of the 128 experts, 2048 tokens each; with ep 1 all 128, 256 tokens each: the same
+  // FLOPs in GEMMs a quarter as tall, which the tile model runs less efficiently.
+  const auto ep8 = qwen3_kernels(8), ep1 = qwen3_kernels(1);
+  const double flops = 2.0 * 32768 * (2 * 768) * 2048;  // fc1: gate and up projections
+  EXPECT_DOUBLE_EQ(find(ep8, "experts fc1").flops, flops);
+  EXPECT_DOUBLE_EQ(find(ep1, "experts fc1").flops, flops);
+  EXPECT_GT(find(ep1, "experts fc1").seconds, find(ep8, "experts fc1").seconds);
+  EXPECT_DOUBLE_EQ(find(ep8, "experts fc2 wgrad").flops, 2.0 * 32768 * 768 * 2048);
+  // The router: a 2048 x 128 linear over every token, never in FP8.
+  EXPECT_DOUBLE_EQ(find(ep8, "router").flops, 2.0 * 4096 * 128 * 2048);
+  // The phases the lowering cuts the layer at.
+  EXPECT_EQ(find(ep8, "experts fc1").moe, MoePhase::kExperts);
+  EXPECT_EQ(find(ep8, "token unpermute").moe, MoePhase::kCombined);
+  EXPECT_EQ(find(ep8, "qkv").moe, MoePhase::kOutside);
+  EXPECT_EQ(find(ep8, "router").moe, MoePhase::kOutside);
+}
+
+TEST(Moe, ExpertParallelismShardsTheExpertsAndTheirState) {
+  const Config c = load_config(bridge("qwen3-30b-a3b-b200"), {"cost.fp8=\"off\""});
+  const auto cost = make_cost_model(c);
+  const LayerSpec& layer = c.model.layer(1);
+  MemoryConstants memory;  // no distributed optimizer: every rank keeps its own state
+  const StaticMemory one = layer_state_bytes(*cost, c.model, 1, 1, memory, 8);
+  memory.expert_parallel = 8;
+  const StaticMemory eight = layer_state_bytes(*cost, c.model, 1, 1, memory, 8);
+  const double experts = expert_parameters(layer);
+  EXPECT_DOUBLE_EQ(one.parameters - eight.parameters, experts * 7 / 8 * 2);
+  EXPECT_DOUBLE_EQ(one.optimizer - eight.optimizer, experts * 7 / 8 * 12);
+  // The distributed optimizer shards every parameter's state over dp x cp in the end:
+  // the experts' 1/ep over the dp / ep ranks holding the same ones.
+  memory.distributed_optimizer = true;
+  const StaticMemory sharded = layer_state_bytes(*cost, c.model, 1, 1, memory, 8);
+  EXPECT_NEAR(sharded.optimizer, cost->parameters(1) * 12 / 8, 1e-3);
+}
+
+TEST(Moe, EachMoeLayerPassMovesItsTokensTwiceOverTheExpertGroup) {
+  const auto study = test::fixture("moe-small.toml", {"parallel.ep=2"});
+  const Schedule& s = study->schedule;
+  // 4 MoE layers (the first of 5 is dense), 4 microbatches, 4 lanes: F and B each run a
+  // dispatch and a combine.
+  int all_to_alls = 0;
+  for (const RankId r : s.rank_ids()) {
+    for (const Op& op : s.programs[r]) {
+      const auto* c = std::get_if<Collective>(&op);
+      if (!c || c->kind != CollectiveKind::kAllToAll) continue;
+      ++all_to_alls;
+      // Megatron's order (tp-cp-ep-dp-pp) puts a stage's EP ranks on neighbouring GPUs.
+      const auto& members = s.group_members(c->group);
+      ASSERT_EQ(members.size(), 2u);
+      EXPECT_EQ(s.ranks[members[1]].gpu - s.ranks[members[0]].gpu, 1);
+      // Each token of the rank's microbatch goes to top 2 experts: 512 x 2 x 256 x 2 bytes.
+      EXPECT_DOUBLE_EQ(c->bytes, 512.0 * 2 * 256 * 2);
+    }
+  }
+  EXPECT_EQ(all_to_alls, 4 * 4 * 4 * 4);
+  EXPECT_EQ(to_string(CollectiveKind::kAllToAll), std::string("alltoall"));
+}
+
+TEST(Moe, AnAllToAllInsideANodeTakesItsClosedForm) {
+  // Four ranks on one node's NVSwitch, 1 MB each: every GPU link carries 3/4 MB each way.
+  Schedule s = test::ranks_on({0, 1, 2, 3});
+  const GroupId g = s.add_group({0_rank, 1_rank, 2_rank, 3_rank});
+  for (const RankId r : s.rank_ids())
+    s.programs[r] = {Collective{.kind = CollectiveKind::kAllToAll, .group = g, .bytes = 1e6}};
+  const Cluster cluster = test::small_cluster(1, 4);
+  const double expected = 0.75e6 / cluster.intra_node.bandwidth + transfer_time(cluster, 0, 1, 0);
+  EXPECT_NEAR(evaluate(s, cluster).iteration_time_s(), expected, 1e-15);
+}
+
+TEST(Moe, BadKeysAreInputErrorsNamingTheKeyAndTheFix) {
+  const std::string moe = test::source_path("tests/data/moe-small.toml");
+  auto error = [&](const std::string& file, std::vector<std::string> overrides) {
+    return test::input_error([&] { load_config(file, overrides); });
+  };
+  EXPECT_NE(error(moe, {"parallel.ep=3"}).find("'parallel.ep': 3 does not divide dp x cp = 4"),
+            std::string::npos);
+  EXPECT_NE(error(moe, {"parallel.dp=8", "cluster.nodes=4", "parallel.ep=16"})
+                .find("does not divide dp x cp"),
+            std::string::npos);
+  EXPECT_NE(error(moe, {"parallel.dp=6", "cluster.nodes=3", "parallel.ep=3"})
+                .find("does not divide the 8 experts of module 'llm'"),
+            std::string::npos);
+  EXPECT_NE(error(moe, {"parallel.tp=2"}).find("expert tensor parallelism"), std::string::npos);
+  EXPECT_NE(error(moe, {"model.modules.llm.top_k=9"}).find("lower top_k"), std::string::npos);
+  EXPECT_NE(error(moe, {"model.modules.llm.dense_layers=5"}).find("leave none"), std::string::npos);
+  const std::string dense = test::source_path("configs/examples/uniform-1f1b.toml");
+  EXPECT_NE(error(dense, {"parallel.ep=2"}).find("the model has none"), std::string::npos);
+  EXPECT_NE(error(dense, {"model.modules.llm.top_k=2"}).find("set experts"), std::string::npos);
+  EXPECT_NE(error(moe, {"parallel.order=\"cp-tp-dp-pp\""}).find("does not start with tp"),
+            std::string::npos);
+  EXPECT_NE(error(moe, {"parallel.order=\"tp-ep-cp-dp-pp\""}).find("right before dp"),
+            std::string::npos);
+  EXPECT_NE(error(moe, {"parallel.order=\"tp-cp-dp\""}).find("leaves out"), std::string::npos);
+  EXPECT_NE(error(moe, {"parallel.order=\"tp-cp-dp-dp\""}).find("twice"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace loom
