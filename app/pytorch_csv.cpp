@@ -247,7 +247,9 @@ std::string format_pytorch_csv(const Schedule& schedule, bool comms) {
     if (schedule.ranks[r].replica != ReplicaId{0}) continue;
     std::vector<std::string> row;
     std::string last_compute;
-    std::string open_overlap;  // the F of an overlapped pair waiting for its B
+    // The overlapped pair being written: its F, then its B once seen. The halves' parts may
+    // interleave (expert parallelism hides each half's all-to-alls under the other's compute).
+    std::string pair_forward, pair_backward;
     for (const Op& op : schedule.programs[r]) {
       std::string action;
       if (const auto* c = std::get_if<Compute>(&op)) {
@@ -257,13 +259,16 @@ std::string format_pytorch_csv(const Schedule& schedule, bool comms) {
         // the messages between them belong to it.
         if (action == last_compute) continue;
         last_compute = action;
+        if (c->overlapped && (action == pair_forward || action == pair_backward)) continue;
         // The B half of an overlapped pair joins its F: "(0F3;3B1)OVERLAP_F_B".
-        if (c->overlapped && c->pass != Pass::kF && !row.empty() && !open_overlap.empty()) {
-          row.back() = "(" + open_overlap + ";" + action + ")OVERLAP_F_B";
-          open_overlap.clear();
+        if (c->overlapped && c->pass != Pass::kF && !row.empty() && !pair_forward.empty() &&
+            pair_backward.empty()) {
+          row.back() = "(" + pair_forward + ";" + action + ")OVERLAP_F_B";
+          pair_backward = action;
           continue;
         }
-        open_overlap = c->overlapped && c->pass == Pass::kF ? action : "";
+        pair_forward = c->overlapped && c->pass == Pass::kF ? action : "";
+        pair_backward.clear();
       } else if (comms) {
         action = comm_action(op);
         if (action.empty() || (!row.empty() && row.back() == action)) continue;

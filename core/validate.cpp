@@ -103,9 +103,15 @@ void check_optimizer_steps(const Schedule& schedule) {
   }
 }
 
-/// An overlapped pair is its F's computes, then at once its B's computes (another
-/// microbatch): the lowering groups the pair's messages around it, so nothing comes between.
+/// An overlapped pair is its F's computes, then its B's computes (another microbatch): the
+/// lowering groups the pair's messages around it, so nothing comes between but the halves'
+/// own parts. With expert parallelism the halves interleave around their all-to-alls
+/// (lowering/expert_parallel.hpp), which belong to the pair too.
 void check_overlapped_pairs(const Schedule& schedule) {
+  auto all_to_all = [](const Op& op) {
+    const auto* c = std::get_if<Collective>(&op);
+    return c && c->kind == CollectiveKind::kAllToAll;
+  };
   for (const RankId r : schedule.rank_ids()) {
     const auto& program = schedule.programs[r];
     size_t i = 0;
@@ -117,16 +123,26 @@ void check_overlapped_pairs(const Schedule& schedule) {
       }
       const Compute forward = *c;
       const size_t at = i;
-      while (i < program.size() && same_action(program[i], forward)) ++i;
-      const auto* b = i < program.size() ? std::get_if<Compute>(&program[i]) : nullptr;
-      if (forward.pass != Pass::kF || !b || !b->overlapped || b->pass != Pass::kB ||
-          b->microbatch == forward.microbatch) {
+      std::optional<Compute> backward;
+      while (i < program.size()) {
+        const Op& op = program[i];
+        const auto* b = std::get_if<Compute>(&op);
+        if (same_action(op, forward) || (backward && same_action(op, *backward)) ||
+            all_to_all(op)) {
+          ++i;
+        } else if (!backward && b && b->overlapped && b->pass == Pass::kB &&
+                   b->microbatch != forward.microbatch) {
+          backward = *b;
+          ++i;
+        } else {
+          break;
+        }
+      }
+      if (forward.pass != Pass::kF || !backward) {
         throw InfeasibleError("broken overlapped pair at " + describe(schedule, r, at) +
                               "\n  an overlapped forward (F+B) must be directly followed by the "
                               "overlapped backward (B) of another microbatch");
       }
-      const Compute backward = *b;
-      while (i < program.size() && same_action(program[i], backward)) ++i;
     }
   }
 }

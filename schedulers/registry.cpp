@@ -25,6 +25,7 @@ Schedule generate_omnibal(const SchedulingProblem& problem);
 Schedule generate_entrain(const SchedulingProblem& problem);
 Schedule generate_bamboo(const SchedulingProblem& problem);
 
+std::vector<OptionSpec> one_f_one_b_options();
 std::vector<OptionSpec> interleaved_1f1b_options();
 std::vector<OptionSpec> looped_bfs_options();
 std::vector<OptionSpec> interleaved_zb_options();
@@ -42,7 +43,7 @@ const std::vector<SchedulerInfo>& scheduler_registry() {
       {"gpipe", "GPipe: all forwards, then all backwards (peak activations: m microbatches)",
        generate_gpipe},
       {"1f1b", "1F1B: stage s warms up with p-s-1 forwards, then one forward, one backward",
-       generate_1f1b},
+       generate_1f1b, one_f_one_b_options},
       {"zb-h1",
        "ZB-H1 (zero-bubble PP §2.2): split backward I/W, 1F1B warm-up, stage s defers s W "
        "into the cool-down; bubble (p-1)(T_F+T_B-T_W), peak p microbatches",

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "core/errors.hpp"
+#include "schedulers/llm/combined_1f1b.hpp"
 #include "schedulers/llm/zero_bubble.hpp"
 #include "schedulers/scheduler_options.hpp"
 
@@ -110,6 +111,7 @@ namespace {
 struct InterleavedOptions {
   int chunks = 1;
   int microbatch_group_size = 0;
+  bool overlap_moe_a2a = false;
 };
 
 const OptionSet<InterleavedOptions> kOptions{
@@ -124,6 +126,12 @@ const OptionSet<InterleavedOptions> kOptions{
      "microbatches per group that sweeps every chunk before the next group, N in "
      "[pp, microbatches] (Megatron's microbatch_group_size_per_vp_stage); 0 = parallel.pp",
      at_least(0)},
+    {"overlap_moe_a2a",
+     &InterleavedOptions::overlap_moe_a2a,
+     "run each steady-state forward with the backward of another microbatch that follows it "
+     "as one overlapped pair, hiding each half's expert-parallel all-to-alls under the "
+     "other's compute (Megatron-Core's combined 1F1B); needs parallel.ep > 1",
+     {}},
 };
 
 }  // namespace
@@ -135,10 +143,13 @@ std::vector<OptionSpec> interleaved_1f1b_options() {
 Schedule generate_interleaved_1f1b(const SchedulingProblem& problem) {
   const InterleavedOptions o = kOptions.read(problem.schedule, "interleaved-1f1b");
   const int p = problem.parallel.pp;
-  return lower_virtual_pipeline(
-      problem, "interleaved-1f1b",
-      interleaved_1f1b_orders(p, problem.schedule.microbatches, o.chunks, o.microbatch_group_size),
-      o.chunks);
+  RankOrders orders =
+      interleaved_1f1b_orders(p, problem.schedule.microbatches, o.chunks, o.microbatch_group_size);
+  if (o.overlap_moe_a2a) {
+    check_moe_overlap(problem, "interleaved-1f1b");
+    pair_forwards_with_backwards(orders);
+  }
+  return lower_virtual_pipeline(problem, "interleaved-1f1b", orders, o.chunks);
 }
 
 }  // namespace loom

@@ -264,8 +264,9 @@ void expand_actions(Context& ctx, Schedule& schedule) {
       Target target{schedule, program, global, lane};
       std::vector<bool>& joins = ctx.joins_next[global];
       const auto& order = orders[r];
-      bool in_unit = false;  // the previous action runs in one unit with this one
-      bool in_pair = false;  // ... as the forward half of an overlapped pair
+      bool in_unit = false;   // the previous action runs in one unit with this one
+      bool in_pair = false;   // ... as the forward half of an overlapped pair
+      size_t pair_first = 0;  // where the pair's forward half begins in the program
       for (size_t step = 0; step < order.size(); ++step) {
         const RankAction& a = order[step];
         auto where = [&] {
@@ -296,6 +297,19 @@ void expand_actions(Context& ctx, Schedule& schedule) {
         const bool overlapped = in_pair || a.with_next == Join::kOverlap;
         for (size_t k = first; k < program.size(); ++k) {
           if (auto* c = std::get_if<Compute>(&program[k])) c->overlapped = overlapped;
+        }
+        if (a.with_next == Join::kOverlap) pair_first = first;
+        if (in_pair && ctx.ep > 1) {
+          // Expert parallelism: the pair's halves hide each other's all-to-alls.
+          const auto at = [&](size_t k) {
+            return program.begin() + static_cast<std::ptrdiff_t>(k);
+          };
+          const std::vector<Op> forward(at(pair_first), at(first)),
+              backward(at(first), program.end());
+          program.erase(at(pair_first), program.end());
+          for (Op& op : weave_overlapped_pair(
+                   forward, backward, all_to_all_overlap_slowdown(ctx.problem.cluster->gpu)))
+            program.push_back(std::move(op));
         }
         // Both kinds of join lower the same way: one step, receives first, sends last.
         const bool joins_next = a.with_next != Join::kNone;

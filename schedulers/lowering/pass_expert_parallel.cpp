@@ -1,6 +1,8 @@
 // Expert parallelism in the single layout (expert_parallel.hpp): a rank's MoE layer costs
 // (pass 3) and each MoE layer's pass cut around its dispatch and combine all-to-alls
 // (pass 4).
+#include <variant>
+
 #include "schedulers/lowering/expert_parallel.hpp"
 #include "schedulers/lowering/passes.hpp"
 
@@ -106,6 +108,60 @@ void expand_expert_parallel(const Context& ctx, Schedule& schedule, const Comput
   program.push_back(part(experts, experts_w));
   all_to_all();
   push_outside(outside);
+}
+
+namespace {
+bool is_all_to_all(const Op& op) {
+  const auto* c = std::get_if<Collective>(&op);
+  return c && c->kind == CollectiveKind::kAllToAll;
+}
+}  // namespace
+
+double all_to_all_overlap_slowdown(const GpuSpec& gpu) {
+  // DeepSeek-V3 technical report (arXiv 2412.19437) §3.2.2: 20 of the H800's 132 SMs drive
+  // the all-to-all that runs under the other chunk's compute.
+  constexpr int kCommunicationSms = 20;
+  return gpu.sms > kCommunicationSms ? double(gpu.sms) / (gpu.sms - kCommunicationSms) : 1.0;
+}
+
+std::vector<Op> weave_overlapped_pair(const std::vector<Op>& forward,
+                                      const std::vector<Op>& backward, double slowdown) {
+  const std::vector<Op>* stream[2] = {&forward, &backward};
+  size_t next[2] = {0, 0};
+  // The rank's async all-to-alls issued so far in this pair, and the count at which each
+  // stream's latest one was issued (0: none in flight).
+  int issued = 0;
+  int waiting[2] = {0, 0};
+  std::vector<Op> out;
+  int turn = 0;
+  while (next[0] < forward.size() || next[1] < backward.size()) {
+    if (next[turn] >= stream[turn]->size()) turn = 1 - turn;
+    const std::vector<Op>& ops = *stream[turn];
+    // This stream's work up to its next all-to-all; under the other stream's all-to-all in
+    // flight it gives that one its SMs.
+    for (; next[turn] < ops.size() && !is_all_to_all(ops[next[turn]]); ++next[turn]) {
+      Op op = ops[next[turn]];
+      if (auto* c = std::get_if<Compute>(&op)) {
+        if (waiting[turn] > 0) {  // the first compute after its own all-to-all needs it
+          c->async_pending = issued - waiting[turn];
+          waiting[turn] = 0;
+        }
+        if (waiting[1 - turn] > 0) {
+          c->seconds *= slowdown;
+          c->weight_grad_s *= slowdown;
+        }
+      }
+      out.push_back(std::move(op));
+    }
+    if (next[turn] < ops.size()) {  // an all-to-all: issue it and run the other stream
+      Collective a2a = std::get<Collective>(ops[next[turn]++]);
+      a2a.async = true;
+      out.push_back(a2a);
+      waiting[turn] = ++issued;
+    }
+    turn = 1 - turn;
+  }
+  return out;
 }
 
 }  // namespace lowering

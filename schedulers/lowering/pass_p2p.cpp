@@ -106,8 +106,10 @@ void lower_lane(const Context& ctx, Schedule& schedule, int lane) {
     const std::vector<bool>& joins = ctx.joins_next[global(r)];
     auto joined = [&](size_t i) { return i < joins.size() && joins[i]; };
     auto compute_at = [&](size_t i) { return std::get_if<Compute>(&computes[i]); };
-    size_t unit_start = 0;    // where the current unit's ops begin (a pair's or a unit's)
-    bool after_part = false;  // the previous compute is a part its layer continues after
+    size_t unit_start = 0;  // where the current unit's ops begin (a pair's or a unit's)
+    // Layer passes split into parts whose last part is still to come (pass, microbatch,
+    // layer): the two halves of an overlapped pair may interleave their parts.
+    std::set<std::tuple<Pass, MicrobatchId, int>> open_parts;
     for (size_t step = 0; step < computes.size(); ++step) {
       const bool continues_unit = step > 0 && joined(step - 1);
       if (!continues_unit && joined(step)) unit_start = program.size();
@@ -119,9 +121,13 @@ void lower_lane(const Context& ctx, Schedule& schedule, int lane) {
       }
       const Compute& c = *op;
       double broadcast_s = 0;
-      // A layer split into parts (context parallelism) receives before its first part.
-      const bool receives = !c.redundant && !after_part;
-      after_part = c.continues;
+      // A layer split into parts (context or expert parallelism) receives before its first.
+      const auto part_of = std::make_tuple(c.pass, c.microbatch, c.first_layer);
+      const bool receives = !c.redundant && !open_parts.count(part_of);
+      if (c.continues)
+        open_parts.insert(part_of);
+      else
+        open_parts.erase(part_of);
       if (receives) {
         for (const DataEdge& e : op_inputs(ctx.graph, c)) {
           const PipelineRank from = remote_rank(ctx, e, true);

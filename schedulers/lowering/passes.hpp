@@ -151,6 +151,16 @@ void expand_expert_parallel(const Context& ctx, Schedule& schedule, const Comput
                             const ExpertParallelLayer& layer,
                             const std::function<void(const Compute&)>& push_outside,
                             std::vector<Op>& program, int lane);
+/// An overlapped pair's forward and backward ops (DualPipe's F&B chunk, DeepSeek-V3 §3.2.1
+/// Figure 4; Megatron's combined 1F1B) woven so that each half's all-to-alls run under the
+/// other half's compute: each half runs until its next all-to-all, issues it asynchronously
+/// and hands over; its next compute waits for it (Compute::async_pending). Computes that run
+/// while the other half's all-to-all is in flight take `slowdown` x their time (the SMs the
+/// all-to-all uses, all_to_all_overlap_slowdown).
+std::vector<Op> weave_overlapped_pair(const std::vector<Op>& forward,
+                                      const std::vector<Op>& backward, double slowdown);
+/// DeepSeek-V3's stated SM split under overlap: gpu.sms / (gpu.sms - 20).
+double all_to_all_overlap_slowdown(const GpuSpec& gpu);
 void cost_microbatches(Context& ctx, const Schedule& schedule);
 void expand_actions(Context& ctx, Schedule& schedule);
 void add_point_to_point(const Context& ctx, Schedule& schedule);

@@ -11,6 +11,8 @@
 #include "core/layer_kernels.hpp"
 #include "core/memory_model.hpp"
 #include "core/model_flops.hpp"
+#include "core/validate.hpp"
+#include "schedulers/lowering/passes.hpp"
 #include "test_support.hpp"
 
 namespace loom {
@@ -149,6 +151,72 @@ TEST(Moe, AnAllToAllInsideANodeTakesItsClosedForm) {
   const Cluster cluster = test::small_cluster(1, 4);
   const double expected = 0.75e6 / cluster.intra_node.bandwidth + transfer_time(cluster, 0, 1, 0);
   EXPECT_NEAR(evaluate(s, cluster).iteration_time_s(), expected, 1e-15);
+}
+
+/// One half of an overlapped pair: three computes of 1 ms with an all-to-all of `bytes`
+/// between each (a MoE layer's attention, experts and rest).
+std::vector<Op> pair_half(Pass pass, MicrobatchId mb, GroupId group, double bytes) {
+  const Compute part{.pass = pass, .microbatch = mb, .seconds = 1e-3, .continues = true};
+  Compute last = part;
+  last.continues = false;
+  const Collective a2a{.kind = CollectiveKind::kAllToAll, .group = group, .bytes = bytes};
+  return {part, a2a, part, a2a, last};
+}
+
+/// The iteration of two ranks on one node, each running one woven pair.
+double woven_pair_seconds(double bytes, double slowdown) {
+  Schedule s = test::ranks_on({0, 1});
+  const GroupId g = s.add_group({0_rank, 1_rank});
+  for (const RankId r : s.rank_ids()) {
+    s.programs[r] =
+        lowering::weave_overlapped_pair(pair_half(Pass::kF, MicrobatchId{1}, g, bytes),
+                                        pair_half(Pass::kB, MicrobatchId{0}, g, bytes), slowdown);
+  }
+  return evaluate(s, test::small_cluster(1, 2)).iteration_time_s();
+}
+
+TEST(Moe, AnOverlappedPairCostsWhatItsOverlapLeaves) {
+  // Each half runs to its all-to-all, issues it on the comm stream and hands over; the
+  // compute under the other half's all-to-all gives it 20 SMs (DeepSeek-V3 §3.2.2), here
+  // x 1.2. With all-to-alls shorter than a compute part they all hide: 6 parts + 4 slowed
+  // ones' extra = 6.8 ms. With longer ones the comm stream sets the pace: the first part,
+  // four all-to-alls back to back, the last part.
+  const Cluster cluster = test::small_cluster(1, 2);
+  auto a2a_seconds = [&](double bytes) { return transfer_time(cluster, 0, 1, bytes / 2); };
+  const double short_bytes = 1e7 * 0.4, long_bytes = 1e7 * 3;
+  ASSERT_LT(a2a_seconds(short_bytes), 1e-3);
+  EXPECT_NEAR(woven_pair_seconds(short_bytes, 1.2), 6e-3 + 4 * 0.2e-3, 1e-12);
+  ASSERT_GT(a2a_seconds(long_bytes), 1.2e-3);
+  EXPECT_NEAR(woven_pair_seconds(long_bytes, 1.2), 2e-3 + 4 * a2a_seconds(long_bytes), 1e-12);
+  // Against F + B with every all-to-all blocking: 6 ms + 4 all-to-alls.
+  EXPECT_LT(woven_pair_seconds(long_bytes, 1.2), 6e-3 + 4 * a2a_seconds(long_bytes));
+}
+
+TEST(Moe, CombinedOneFOneBPairsTheSteadyStateAndNeedsExperts) {
+  for (const char* scheduler : {"1f1b", "interleaved-1f1b"}) {
+    const std::string name(scheduler);
+    const auto study = test::fixture(
+        "moe-small.toml", {"schedule.name=" + name, "schedule.microbatches=8",
+                           "schedule." + name + ".overlap_moe_a2a=true", "parallel.ep=4"});
+    int pairs = 0, async = 0;
+    for (const Op& op : study->schedule.programs[0_rank]) {
+      if (const auto* c = std::get_if<Compute>(&op);
+          c && c->overlapped && c->pass == Pass::kF && !c->continues)
+        ++pairs;
+      if (const auto* c = std::get_if<Collective>(&op); c && c->kind == CollectiveKind::kAllToAll)
+        async += c->async;
+    }
+    EXPECT_GT(pairs, 0) << name;
+    EXPECT_GT(async, 0) << name;
+    EXPECT_NO_THROW(validate(study->schedule, *study->problem.model)) << name;
+    const std::string error = test::input_error([&] {
+      test::fixture(
+          "moe-small.toml",
+          {"schedule.name=" + name, "schedule." + name + ".overlap_moe_a2a=true", "parallel.ep=1"});
+    });
+    EXPECT_NE(error.find("schedule." + name + ".overlap_moe_a2a"), std::string::npos) << error;
+    EXPECT_NE(error.find("parallel.ep = 1"), std::string::npos) << error;
+  }
 }
 
 TEST(Moe, BadKeysAreInputErrorsNamingTheKeyAndTheFix) {

@@ -103,12 +103,13 @@ TEST(SchedulerOptions, TheLoadCheckRejectsUnknownTablesAndKeysWithTheNearestName
     check_scheduler_options(load(dir, "[schedule.interleaved-1f1b]\nchunk = 2\n").schedule);
   });
   EXPECT_NE(e.find("key 'schedule.interleaved-1f1b.chunk': interleaved-1f1b has no option 'chunk' "
-                   "(did you mean 'chunks'?) (its options: chunks, microbatch_group_size)"),
+                   "(did you mean 'chunks'?) (its options: chunks, microbatch_group_size, "
+                   "overlap_moe_a2a)"),
             std::string::npos)
       << e;
   e = input_error(
-      [&] { check_scheduler_options(load(dir, "[schedule.1f1b]\nchunks = 2\n").schedule); });
-  EXPECT_NE(e.find("1f1b takes no options"), std::string::npos) << e;
+      [&] { check_scheduler_options(load(dir, "[schedule.gpipe]\nchunks = 2\n").schedule); });
+  EXPECT_NE(e.find("gpipe takes no options"), std::string::npos) << e;
   e = input_error(
       [&] { check_scheduler_options(load(dir, "[schedule]\nmicrobatchs = 2\n").schedule); });
   EXPECT_NE(e.find("key 'schedule.microbatchs': unknown key (did you mean 'microbatches'?)"),
