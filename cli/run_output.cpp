@@ -95,6 +95,24 @@ nlohmann::json metrics_json(const Study& study, const Metrics& m, const Training
     j["layout"]["cp"] = c.parallel.cp;
     j["layout"]["cp_comm"] = to_string(c.parallel.cp_comm);
   }
+  if (c.parallel.ep > 1) {
+    // The router's loads as the lowering drew them (core/routing.hpp): the busiest EP rank's
+    // share x ep (1 = balanced) and the token copies a capacity factor dropped.
+    j["layout"]["ep"] = c.parallel.ep;
+    const int groups = study.schedule.num_ranks() / study.schedule.num_stages / c.parallel.ep;
+    const RoutingSummary r =
+        summarize_routing(c.model, c.schedule.microbatches, groups, c.parallel.ep);
+    nlohmann::json routing = nlohmann::json::object();
+    for (const Module& module : c.model.modules()) {
+      for (const LayerSpec& l : module.layers) {
+        if (l.moe()) routing[module.name] = module.routing.text();
+      }
+    }
+    j["moe"] = {{"routing", routing},
+                {"busiest_rank_factor_mean", r.mean_busiest_factor},
+                {"busiest_rank_factor_max", r.max_busiest_factor},
+                {"dropped_token_fraction", r.dropped}};
+  }
   for (const auto& [key, value] : extra.items()) j[key] = value;
   return j;
 }

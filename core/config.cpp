@@ -128,7 +128,8 @@ int dtype_bytes(Reader& r, const toml::table& t, const std::string& path) {
 /// A transformer module's mixture of experts (LayerSpec::experts; docs/moe.md). Its keys
 /// are read only when `experts` is given, so a dense module's `loom config` is unchanged.
 void read_experts(Reader& r, const toml::table& t, const std::string& path, LayerSpec& base) {
-  static constexpr const char* kKeys[] = {"top_k", "expert_ffn", "shared_experts", "dense_layers",
+  static constexpr const char* kKeys[] = {"top_k",          "expert_ffn", "shared_experts",
+                                          "dense_layers",   "routing",    "routing_seed",
                                           "capacity_factor"};
   if (!t.get("experts")) {
     for (const char* key : kKeys) {
@@ -261,6 +262,25 @@ Module read_module(Reader& r, const toml::table& t, int index) {
       LayerSpec& layer = m.layers[static_cast<size_t>(l)];
       layer.experts = layer.top_k = layer.expert_ffn = layer.shared_experts = 0;
       layer.capacity_factor = 0;
+    }
+    const std::string routing = r.string(t, path, "routing", "balanced");
+    try {
+      m.routing = parse_routing(routing, path + "routing", base.experts, count,
+                                std::filesystem::path(r.file()).parent_path().string());
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      const std::string prefix = path + "routing: ";
+      r.fail(t.get("routing"), path + "routing",
+             what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
+    }
+    m.routing.seed = static_cast<std::uint64_t>(r.integer(t, path, "routing_seed", 1, 0));
+    if (m.routing.kind == RoutingKind::kTrace) {  // resolved: `loom config` output reads anywhere
+      m.routing.trace_path =
+          std::filesystem::absolute(std::filesystem::path(r.file()).parent_path() /
+                                    m.routing.trace_path)
+              .lexically_normal()
+              .string();
+      r.rerecord(path + "routing", "trace:" + m.routing.trace_path);
     }
   }
   for (const auto& [key, frozen] :

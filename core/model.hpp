@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/index.hpp"
+#include "core/routing.hpp"
 
 namespace loom {
 
@@ -109,6 +110,8 @@ struct Module {
   /// where a paper's measured behaviour has no first-principles explanation, e.g. the
   /// frozen LLMs of dissertation Table 3.2, whose backward runs 3.5-10x their forward.
   double backward_over_forward = 0;
+  /// How its MoE layers' router spreads tokens over the experts (core/routing.hpp).
+  Routing routing;
   std::vector<LayerSpec> layers;
 };
 

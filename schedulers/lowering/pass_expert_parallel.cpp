@@ -71,22 +71,42 @@ void expand_expert_parallel(const Context& ctx, Schedule& schedule, const Comput
   };
   const PipelineRank rank = ctx.programs.rank_of(c.stage, c.microbatch);
   const GroupId group = group_id(schedule, ep_group(ctx, lane, rank));
+  // The router's loads (core/routing.hpp): this rank's experts compute its share of the
+  // group's token copies, and every member's buffer is sized by the busiest receiver's.
+  double expert_factor = 1, bytes_factor = 1;
+  const Module& module = ctx.model.module(c.module);
+  if (module.routing.kind != RoutingKind::kBalanced ||
+      ctx.model.layer(c.first_layer).capacity_factor > 0) {
+    const int local = ctx.model.layer_ref(c.first_layer).local_index;
+    const auto key = std::make_tuple(c.first_layer, c.microbatch.value(), lane / ctx.ep);
+    auto it = ctx.expert_loads.find(key);
+    if (it == ctx.expert_loads.end()) {
+      it = ctx.expert_loads
+               .emplace(key, expert_load(module.routing, ctx.model.layer(c.first_layer), local,
+                                         c.microbatch.value(), lane / ctx.ep, ctx.ep))
+               .first;
+    }
+    expert_factor = it->second.rank_share[static_cast<size_t>(lane % ctx.ep)] * ctx.ep;
+    bytes_factor = it->second.busiest_factor();
+  }
   auto all_to_all = [&] {
     program.push_back(Collective{.kind = CollectiveKind::kAllToAll,
                                  .group = group,
                                  .stage = c.stage,
                                  .module = c.module,
-                                 .bytes = layer.dispatch_bytes,
+                                 .bytes = layer.dispatch_bytes * bytes_factor,
                                  .first_layer = c.first_layer,  // whose tokens (executors)
                                  .end_layer = c.first_layer + 1});
   };
-  const double experts = seconds(layer.phases.experts);
+  const double experts = seconds(layer.phases.experts) * expert_factor;
   const double combined = seconds(layer.phases.combined);
-  const double experts_w = weight(layer.phases.experts);
+  const double experts_w = weight(layer.phases.experts) * expert_factor;
   const double combined_w = weight(layer.phases.combined);
+  // The layer's work less its balanced experts' and combine's, whatever the routing.
   Compute outside = c;
-  outside.seconds = std::max(0.0, c.seconds - experts - combined);
-  outside.weight_grad_s = std::max(0.0, c.weight_grad_s - experts_w - combined_w);
+  outside.seconds = std::max(0.0, c.seconds - seconds(layer.phases.experts) - combined);
+  outside.weight_grad_s =
+      std::max(0.0, c.weight_grad_s - weight(layer.phases.experts) - combined_w);
   if (forward) {
     // Attention, router and permute; dispatch; experts; combine; unpermute and shared
     // experts, which end the layer (its activations kept, its output sent).

@@ -2,10 +2,13 @@
 /// The lowering's passes (lowering.hpp lists them in order). Each reads the context and
 /// adds one kind of thing to the Schedule, so a test can run any prefix of them.
 #include <functional>
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "core/cost_model.hpp"
 #include "core/dataflow.hpp"
+#include "core/routing.hpp"
 #include "core/schedule.hpp"
 #include "schedulers/lowering/context_parallel.hpp"
 #include "schedulers/lowering/expert_parallel.hpp"
@@ -67,6 +70,9 @@ struct Context {
   int cp = 1;
   /// parallel.ep: lanes per expert-parallel group (expert_parallel.hpp).
   int ep = 1;
+  /// Router loads drawn so far, by (layer, microbatch, EP group): every member of a group
+  /// and every pass of a microbatch asks for the same draw.
+  mutable std::map<std::tuple<int, int, int>, ExpertLoad> expert_loads;
   int microbatches = 1;  ///< per replica
   PerLayer<StageId> stage_of_layer;
   PerReplica<PerMicrobatch<MicrobatchCosts>> costs;  ///< [replica][microbatch], pass 3

@@ -3,8 +3,11 @@
 // the dispatch and combine all-to-alls in the IR with their closed form, and the errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
+#include "app/pytorch_csv.hpp"
 #include "core/config.hpp"
 #include "core/cost_analytical.hpp"
 #include "core/evaluator.hpp"
@@ -219,6 +222,20 @@ TEST(Moe, CombinedOneFOneBPairsTheSteadyStateAndNeedsExperts) {
   }
 }
 
+TEST(Moe, WovenPairsRoundTripThroughPytorchsActionFormat) {
+  for (const char* scheduler : {"dualpipe-v", "1f1b"}) {
+    const std::string name(scheduler);
+    std::vector<std::string> overrides = {"schedule.name=" + name, "schedule.microbatches=8",
+                                          "parallel.ep=4"};
+    if (name == "1f1b") overrides.push_back("schedule.1f1b.overlap_moe_a2a=true");
+    const auto study = test::fixture("moe-small.toml", overrides);
+    const std::string csv = format_pytorch_csv(study->schedule, false);
+    EXPECT_NE(csv.find("OVERLAP_F_B"), std::string::npos) << name;
+    const Schedule back = import_pytorch_csv(study->problem, csv, "moe.csv", nullptr);
+    EXPECT_TRUE(back.programs == study->schedule.programs) << name;
+  }
+}
+
 TEST(Moe, BadKeysAreInputErrorsNamingTheKeyAndTheFix) {
   const std::string moe = test::source_path("tests/data/moe-small.toml");
   auto error = [&](const std::string& file, std::vector<std::string> overrides) {
@@ -244,6 +261,96 @@ TEST(Moe, BadKeysAreInputErrorsNamingTheKeyAndTheFix) {
             std::string::npos);
   EXPECT_NE(error(moe, {"parallel.order=\"tp-cp-dp\""}).find("leaves out"), std::string::npos);
   EXPECT_NE(error(moe, {"parallel.order=\"tp-cp-dp-dp\""}).find("twice"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace loom
+
+namespace loom {
+namespace {
+
+LayerSpec moe_layer(int experts, double capacity_factor = 0) {
+  LayerSpec l;
+  l.hidden = 64;
+  l.heads = 4;
+  l.experts = experts;
+  l.top_k = 2;
+  l.expert_ffn = 32;
+  l.capacity_factor = capacity_factor;
+  return l;
+}
+
+TEST(Routing, BalancedGivesEveryRankItsShare) {
+  const ExpertLoad load = expert_load(Routing{}, moe_layer(8), 0, 0, 0, 4);
+  for (const double s : load.rank_share) EXPECT_DOUBLE_EQ(s, 0.25);
+  EXPECT_DOUBLE_EQ(load.busiest_factor(), 1);
+  EXPECT_EQ(load.dropped, 0);
+}
+
+TEST(Routing, ZipfIsSeededPerLayerMicrobatchAndGroup) {
+  Routing zipf = parse_routing("zipf:1.2", "routing", 64, 4, "");
+  const ExpertLoad a = expert_load(zipf, moe_layer(64), 1, 3, 0, 8);
+  const ExpertLoad b = expert_load(zipf, moe_layer(64), 1, 3, 0, 8);
+  EXPECT_EQ(a.rank_share, b.rank_share);  // same seed, same numbers
+  EXPECT_NE(a.rank_share, expert_load(zipf, moe_layer(64), 1, 4, 0, 8).rank_share);
+  EXPECT_NE(a.rank_share, expert_load(zipf, moe_layer(64), 2, 3, 0, 8).rank_share);
+  zipf.seed = 2;
+  EXPECT_NE(a.rank_share, expert_load(zipf, moe_layer(64), 1, 3, 0, 8).rank_share);
+  double total = 0;
+  for (const double s : a.rank_share) total += s;
+  EXPECT_NEAR(total, 1, 1e-12);
+  EXPECT_GT(a.busiest_factor(), 1.1);  // the busiest rank carries more than its 1/8
+  // The busiest expert of a Zipf law with S = 1.2 over 64 experts: 1 / H(64, 1.2) of them.
+  double harmonic = 0;
+  for (int r = 1; r <= 64; ++r) harmonic += std::pow(r, -1.2);
+  const ExpertLoad one = expert_load(zipf, moe_layer(64), 0, 0, 0, 64);
+  EXPECT_NEAR(*std::max_element(one.rank_share.begin(), one.rank_share.end()), 1 / harmonic, 1e-12);
+}
+
+TEST(Routing, ACapacityFactorDropsWhatExceedsIt) {
+  Routing zipf = parse_routing("zipf:1.0", "routing", 8, 1, "");
+  // Capacity 1.0: an expert computes at most 1/8 of the copies; the rest is dropped.
+  const ExpertLoad load = expert_load(zipf, moe_layer(8, 1.0), 0, 0, 0, 8);
+  double harmonic = 0, over = 0;
+  for (int r = 1; r <= 8; ++r) harmonic += 1.0 / r;
+  for (int r = 1; r <= 8; ++r) over += std::max(0.0, 1.0 / r / harmonic - 1.0 / 8);
+  EXPECT_NEAR(load.dropped, over, 1e-12);
+  for (const double s : load.rank_share) EXPECT_LE(s, 1.0 / 8 + 1e-15);
+  EXPECT_NEAR(load.busiest_factor(), 1, 1e-12);
+}
+
+TEST(Routing, ATraceGivesMeasuredLoadsAndBadOnesNameTheLine) {
+  test::TempDir dir;
+  const std::string good = dir.write("loads.csv", "layer,expert,load\n0,0,3\n0,1,1\n");
+  const Routing r = parse_routing("trace:" + good, "routing", 2, 1, "");
+  const ExpertLoad load = expert_load(r, moe_layer(2), 0, 7, 0, 2);
+  EXPECT_DOUBLE_EQ(load.rank_share[0], 0.75);
+  EXPECT_DOUBLE_EQ(load.busiest_factor(), 1.5);
+  const std::string bad = dir.write("bad.csv", "layer,expert,load\n0,0,1\n0,5,1\n");
+  EXPECT_NE(test::input_error([&] {
+              parse_routing("trace:" + bad, "routing", 2, 1, "");
+            }).find("bad.csv:3: expert 5 is not one of the 2 experts"),
+            std::string::npos);
+  EXPECT_NE(test::input_error([&] {
+              parse_routing("zipf:-1", "routing", 2, 1, "");
+            }).find("no exponent > 0"),
+            std::string::npos);
+  EXPECT_NE(test::input_error([&] {
+              parse_routing("skewed", "routing", 2, 1, "");
+            }).find("unknown routing 'skewed'"),
+            std::string::npos);
+}
+
+TEST(Routing, ImbalanceSlowsTheIterationAndTheBusiestRankSetsIt) {
+  auto iteration = [](const std::string& routing) {
+    const auto study = test::fixture(
+        "moe-small.toml", {"parallel.ep=4", "model.modules.llm.routing=\"" + routing + "\""});
+    return evaluate(study->schedule, study->config.cluster).iteration_time_s();
+  };
+  const double balanced = iteration("balanced");
+  EXPECT_GT(iteration("zipf:1.0"), balanced);
+  EXPECT_GT(iteration("zipf:2.0"), iteration("zipf:1.0"));
+  EXPECT_EQ(iteration("zipf:1.0"), iteration("zipf:1.0"));
 }
 
 }  // namespace
