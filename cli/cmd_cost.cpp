@@ -65,7 +65,8 @@ struct Waits {
   /// Expert parallelism's dispatch and combine all-to-alls (parallel.ep): waiting for the
   /// group's slower members, and the all-to-alls themselves (blocking: all exposed).
   double ep_wait = 0, ep_exposed = 0;
-  double ep_async = 0;  ///< an overlapped pair's all-to-alls, on the comm stream
+  double ep_async = 0;          ///< an overlapped pair's all-to-alls, on the comm stream...
+  double ep_async_exposed = 0;  ///< ... and the waits of the computes that need them
 };
 
 /// Splits every receive and collective of `rank` by what it waited for.
@@ -112,7 +113,7 @@ Waits rank_waits(const Schedule& schedule, const Timeline& timeline, RankId rank
       continue;
     }
     if (const auto* c = std::get_if<Compute>(&op); c && c->async_pending >= 0)
-      (schedule_has_all_to_all ? w.ep_exposed : w.fsdp_exposed) +=
+      (schedule_has_all_to_all ? w.ep_async_exposed : w.fsdp_exposed) +=
           std::max(0.0, t.start_s - rank_end);
     if (std::holds_alternative<OptimizerStep>(op) && !pending.empty()) settle_async(t.start_s);
     if (!std::holds_alternative<Send>(op)) rank_end = std::max(rank_end, t.end_s);
@@ -239,7 +240,7 @@ nlohmann::json iteration_json(const Study& study, const AnalyticalCostModel* ker
         {"hidden_gather_s", std::max(0.0, w.fsdp_gather - w.fsdp_exposed)}}},
       {"other_idle_s",
        std::max(0.0, metrics.iteration_time_s - busy - recv_s - collective_s - w.fsdp_exposed -
-                         w.cp_wait - w.cp_exposed - w.ep_wait - w.ep_exposed)},
+                         w.cp_wait - w.cp_exposed - w.ep_wait - w.ep_exposed - w.ep_async_exposed)},
       {"bubble_fraction", metrics.bubble_fraction}};
   if (study.schedule.cp > 1) {
     it["context_parallel"] = {{"wait_for_ring_s", w.cp_wait},
@@ -247,9 +248,10 @@ nlohmann::json iteration_json(const Study& study, const AnalyticalCostModel* ker
                               {"hidden_exchange_s", w.cp_hidden}};
   }
   if (study.config.parallel.ep > 1) {
-    it["expert_parallel"] = {{"wait_for_members_s", w.ep_wait},
-                             {"exposed_all_to_all_s", w.ep_exposed},
-                             {"hidden_all_to_all_s", std::max(0.0, w.ep_async - w.ep_exposed)}};
+    it["expert_parallel"] = {
+        {"wait_for_members_s", w.ep_wait},
+        {"exposed_all_to_all_s", w.ep_exposed + w.ep_async_exposed},
+        {"hidden_all_to_all_s", std::max(0.0, w.ep_async - w.ep_async_exposed)}};
   }
   const TrainingRates rates = study_rates(study, metrics.iteration_time_s);
   it["tflops_per_gpu"] = rates.tflops_per_gpu;

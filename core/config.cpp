@@ -125,6 +125,25 @@ int dtype_bytes(Reader& r, const toml::table& t, const std::string& path) {
   return d == "fp32" ? 4 : 2;
 }
 
+/// Multi-head latent attention (LayerSpec::mla), read only when kv_lora_rank is given.
+void read_latent_attention(Reader& r, const toml::table& t, const std::string& path,
+                           LayerSpec& base) {
+  static constexpr const char* kKeys[] = {"q_lora_rank", "qk_rope_head_dim", "v_head_dim"};
+  if (!t.get("kv_lora_rank")) {
+    for (const char* key : kKeys) {
+      if (t.get(key))
+        r.fail(t.get(key), path + key,
+               "describes multi-head latent attention: set kv_lora_rank (e.g. 512, "
+               "DeepSeek-V3's) or remove the key");
+    }
+    return;
+  }
+  base.kv_lora_rank = r.integer(t, path, "kv_lora_rank", 0, 1);
+  base.q_lora_rank = r.integer(t, path, "q_lora_rank", 0, 0);
+  base.qk_rope_head_dim = r.integer(t, path, "qk_rope_head_dim", 0, 0);
+  base.v_head_dim = r.integer(t, path, "v_head_dim", base.head_size(), 1);
+}
+
 /// A transformer module's mixture of experts (LayerSpec::experts; docs/moe.md). Its keys
 /// are read only when `experts` is given, so a dense module's `loom config` is unchanged.
 void read_experts(Reader& r, const toml::table& t, const std::string& path, LayerSpec& base) {
@@ -235,6 +254,7 @@ Module read_module(Reader& r, const toml::table& t, int index) {
     base.out_hidden = base.hidden;
     // Read only where given, so `loom config` of a model without it stays as it was.
     if (t.get("head_dim")) base.head_dim = r.integer(t, path, "head_dim", 0, 1);
+    read_latent_attention(r, t, path, base);
   } else {
     base.out_hidden = r.integer(t, path, "out_hidden", base.hidden, 1);
   }
@@ -668,6 +688,12 @@ void read_context_parallel(Reader& r, const toml::table& p, Config& c) {
       r.fail(p.get("cp_comm"), "parallel.cp_comm",
              "applies to context parallelism only: set parallel.cp > 1 or remove the key");
     return;
+  }
+  for (int l = 0; l < c.model.num_layers(); ++l) {
+    if (c.model.layer(l).mla())
+      r.fail(p.get("cp"), "parallel.cp",
+             "the K/V exchange of multi-head latent attention (kv_lora_rank) is not modelled "
+             "yet: set parallel.cp = 1");
   }
   const std::string comm = r.string(p, "parallel.", "cp_comm", "p2p", {"p2p", "all-gather"});
   c.parallel.cp_comm = comm == "p2p" ? CpComm::kP2p : CpComm::kAllGather;

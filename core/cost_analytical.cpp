@@ -16,7 +16,9 @@ bool same_cost_class(const LayerSpec& a, const LayerSpec& b) {
          a.out_hidden == b.out_hidden && a.dtype_bytes == b.dtype_bytes && a.bias == b.bias &&
          a.frozen == b.frozen && a.recompute == b.recompute && a.head_dim == b.head_dim &&
          a.experts == b.experts && a.top_k == b.top_k && a.expert_ffn == b.expert_ffn &&
-         a.shared_experts == b.shared_experts && a.capacity_factor == b.capacity_factor;
+         a.shared_experts == b.shared_experts && a.capacity_factor == b.capacity_factor &&
+         a.q_lora_rank == b.q_lora_rank && a.kv_lora_rank == b.kv_lora_rank &&
+         a.qk_rope_head_dim == b.qk_rope_head_dim && a.v_head_dim == b.v_head_dim;
 }
 
 }  // namespace
@@ -148,7 +150,8 @@ PassCost AnalyticalCostModel::fixed_fraction_cost(int layer, const MicrobatchSha
   const double linear_flops = 2.0 * tokens * (layer_parameters(spec) - routed);
   double attention_flops = 0;
   if (spec.kind == LayerKind::kTransformer) {
-    attention_flops = 4.0 * shape.sum_squared() * spec.query_width() * (spec.causal ? 0.5 : 1.0);
+    attention_flops = 2.0 * shape.sum_squared() * spec.heads *
+                      (spec.score_head_dim() + spec.value_head_dim()) * (spec.causal ? 0.5 : 1.0);
   }
   const double rate = tp * cluster_.gpu.peak_flops * options_.efficiency;
   // Megatron-style TP: two all-reduces of the layer's activations per pass, on the raw

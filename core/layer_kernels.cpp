@@ -251,15 +251,19 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
     list.comm(tp_comm + " (projector)", kF, T * l.out_hidden * e, tp, intra);
     list.comm(tp_comm + " (projector)", kI, T * h * e, tp, intra);
   } else {
-    const double d = l.head_size();
     const double q = l.query_width();
-    const double kv = double(l.kv_heads) * d;
     if (fp8) list.use_fp8(&*fp8, o.fp8, o.microbatches);
     for (const char* norm : {"layernorm 1", "layernorm 2"}) {
       list.memory(norm, kF, Tr * 2 * h * e);
       list.memory(std::string(norm) + " backward", kI, Tr * 3 * h * e);
     }
-    list.linear("qkv", T, (q + 2 * kv) / t, h, l.bias, l.bias);
+    // The attention's projections before the core: Q, K, V (MLA: through their latents).
+    const auto projections = attention_projections(l);
+    for (size_t i = 0; i + 1 < projections.size(); ++i) {
+      const AttentionProjection& p = projections[i];
+      list.linear(p.name, T, p.split == AttentionProjection::kColumns ? p.out / t : p.out, p.in,
+                  l.bias, l.bias);
+    }
     if (!o.flash_attention) {
       unfused_attention(list, l, shape, tp, e);
     } else {
@@ -267,7 +271,8 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
       double blocks = 0;
       const double heads = double(l.heads) / t;
       for (int s : shape.sequence_lengths) {
-        flops += 4.0 * s * s * d * heads * (l.causal ? 0.5 : 1.0);
+        flops += 2.0 * s * s * heads * (l.score_head_dim() + l.value_head_dim()) *
+                 (l.causal ? 0.5 : 1.0);
         blocks += std::ceil(s / 128.0) * heads;
       }
       list.add({"flash attention", kF, KernelBound::kCompute, flops, 0,
@@ -281,7 +286,7 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
       list.memory("context transpose", kF, 2 * T * q / t * e);
       list.memory("context transpose backward", kI, 2 * T * q / t * e);
     }
-    list.linear("attention output", T, h, q / t, l.bias);
+    list.linear("attention output", T, h, projections.back().in / t, l.bias);
     list.comm(tp_comm + " (attention)", kF, T * h * e, tp, intra);
     list.comm(tp_comm + " (attention)", kI, T * h * e, tp, intra);
     for (const char* dropout : {"dropout + residual 1", "dropout + residual 2"}) {
@@ -325,8 +330,15 @@ double transformer_activation_bytes(const LayerSpec& l, const MicrobatchShape& s
   const double t = tp;
   const double scale = l.dtype_bytes / 2.0;
   if (recompute == Recompute::kFull) return T * h * 2 * scale / (sp ? t : 1);
-  const double q = l.query_width();
-  const double kv = double(l.kv_heads) * l.head_size();
+  // Q, K, V and the context the output projection reads (MLA: per head at its widths, plus
+  // the latents its up projections read).
+  double q = l.query_width(), kv = double(l.kv_heads) * l.head_size(), context = q, latents = 0;
+  if (l.mla()) {
+    q = double(l.heads) * l.score_head_dim();
+    kv = double(l.heads) * (l.score_head_dim() + l.value_head_dim()) / 2;
+    context = double(l.heads) * l.value_head_dim();
+    latents = 2.0 * (l.q_lora_rank + l.kv_lora_rank + l.qk_rope_head_dim);
+  }
   const double gate = l.gated_mlp ? 2 : 1;
   // In fp16 units (2 bytes = 2): an FP8 input is half of one.
   const double fp8_replicated = fp8 ? 2 * h / 2 : 0;  // QKV and fc1 inputs
@@ -340,8 +352,8 @@ double transformer_activation_bytes(const LayerSpec& l, const MicrobatchShape& s
     mlp = l.top_k * (2 * h + 2 * fe * (gate + 1) - (fp8 ? (2 * h + 2 * fe) / 2 : 0)) +
           4 * double(l.experts) + l.shared_experts * (2 * fe * (gate + 1) - (fp8 ? fe : 0));
   }
-  const double fp8_out_proj = fp8 ? 2 * q / 2 : 0;  // the attention output projection's input
-  const double inside_tp = (2 * q + 4 * kv + 2 * q - fp8_out_proj + mlp) / t;
+  const double fp8_out_proj = fp8 ? 2 * context / 2 : 0;  // the output projection's input
+  const double inside_tp = (2 * q + 4 * kv + 2 * context - fp8_out_proj + mlp) / t + latents;
   double bytes = T * (replicated + inside_tp);
   if (!flash && recompute == Recompute::kNone) {
     for (int s : shape.sequence_lengths) bytes += 5.0 * l.heads * double(s) * s / t;

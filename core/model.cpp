@@ -140,14 +140,36 @@ double layer_parameters(const LayerSpec& layer) {
   const double h = layer.hidden;
   const double f = layer.ffn;
   if (layer.kind == LayerKind::kMlp) return h * f + f * layer.out_hidden;
-  const double kv_width = static_cast<double>(layer.head_size()) * layer.kv_heads;
-  const double q = layer.query_width();
-  const double attention = h * q /*Q*/ + 2 * h * kv_width /*K,V*/ + q * h /*O*/;
+  double attention = 0;
+  for (const AttentionProjection& p : attention_projections(layer)) attention += p.in * p.out;
   const double matrices = layer.gated_mlp ? 3.0 : 2.0;
   if (!layer.moe()) return attention + matrices * h * f;
   const double expert = matrices * h * layer.expert_ffn;
   return attention + h * layer.experts /*router*/ + layer.shared_experts * expert +
          expert_parameters(layer);
+}
+
+std::vector<AttentionProjection> attention_projections(const LayerSpec& l) {
+  const double h = l.hidden, heads = l.heads;
+  using P = AttentionProjection;
+  if (!l.mla()) {
+    const double kv = static_cast<double>(l.head_size()) * l.kv_heads;
+    return {{"qkv", h, l.query_width() + 2 * kv, P::kColumns},
+            {"attention output", l.query_width(), h, P::kRows}};
+  }
+  std::vector<P> p;
+  const double q = heads * l.score_head_dim();
+  if (l.q_lora_rank > 0) {
+    p.push_back({"q down", h, double(l.q_lora_rank), P::kNone});
+    p.push_back({"q up", double(l.q_lora_rank), q, P::kColumns});
+  } else {
+    p.push_back({"q", h, q, P::kColumns});
+  }
+  p.push_back({"kv down", h, double(l.kv_lora_rank) + l.qk_rope_head_dim, P::kNone});
+  p.push_back(
+      {"kv up", double(l.kv_lora_rank), heads * (l.head_size() + l.v_head_dim), P::kColumns});
+  p.push_back({"attention output", heads * l.v_head_dim, h, P::kRows});
+  return p;
 }
 
 double expert_parameters(const LayerSpec& layer) {

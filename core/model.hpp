@@ -59,6 +59,18 @@ struct LayerSpec {
   /// moe_expert_capacity_factor); 0: dropless (every routed token is computed).
   double capacity_factor = 0;
   bool moe() const { return experts > 0; }
+  /// Multi-head latent attention (DeepSeek-V2 §2.1, DeepSeek-V3 §2.1.1): queries through a
+  /// q_lora_rank latent (0: a plain projection), keys and values through a kv_lora_rank
+  /// latent plus one shared rotary key of qk_rope_head_dim; head_dim is the non-rotary
+  /// query/key width, v_head_dim the value width. kv_lora_rank = 0: standard attention.
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+  bool mla() const { return kv_lora_rank > 0; }
+  /// Per head: the width queries and keys meet at, and the values' width.
+  int score_head_dim() const { return head_size() + (mla() ? qk_rope_head_dim : 0); }
+  int value_head_dim() const { return mla() ? v_head_dim : head_size(); }
   /// Width of one attention head.
   int head_size() const { return head_dim > 0 ? head_dim : heads > 0 ? hidden / heads : hidden; }
   /// Width of Q and of the attention output's input: heads x head_size().
@@ -179,6 +191,18 @@ std::map<std::string, std::string> module_recompute(const Model& model);
 /// Parameter count of one layer (weights only; biases and norms are below 0.1%): with
 /// experts, all of them, the shared ones and the router.
 double layer_parameters(const LayerSpec& layer);
+/// One linear projection of a transformer layer's attention, `in` x `out`; tensor
+/// parallelism splits its output (column-parallel), its input (row-parallel) or neither
+/// (MLA's down projections, replicated).
+struct AttentionProjection {
+  const char* name;
+  double in = 0, out = 0;
+  enum Split : std::uint8_t { kColumns, kRows, kNone } split = kColumns;
+};
+/// Standard attention: "qkv" (h -> Q, K, V), "attention output" (heads x head_dim -> h).
+/// MLA: "q down", "q up" (or "q"), "kv down", "kv up", "attention output".
+std::vector<AttentionProjection> attention_projections(const LayerSpec& layer);
+
 /// The routed experts' part of layer_parameters(): what expert parallelism shards.
 double expert_parameters(const LayerSpec& layer);
 

@@ -15,15 +15,16 @@ double layer_forward_flops(const Model& model, int global_layer, const Microbatc
   if (l.kind == LayerKind::kMlp) {
     flops = 2 * tokens * (h * l.ffn + static_cast<double>(l.ffn) * l.out_hidden);
   } else {
-    const double q = l.query_width();
-    const double kv = double(l.kv_heads > 0 ? l.kv_heads : l.heads) * l.head_size();
-    const double projections = 2 * h * q + 2 * h * kv;  // Q, O; K, V
+    double projections = 0;  // Q, K, V and O (MLA: through their latents)
+    for (const AttentionProjection& p : attention_projections(l)) projections += p.in * p.out;
     // With experts: the top_k routed and the shared ones each token runs through; the
     // router counts nothing (Megatron-LM's count, which reproduces Megatron-Bridge's
     // published Qwen3 30B-A3B TFLOP/s: tests/core/moe_test.cpp).
     const double width = l.moe() ? double(l.top_k + l.shared_experts) * l.expert_ffn : l.ffn;
     const double mlp = (l.gated_mlp ? 3.0 : 2.0) * h * width;
-    const double attention = 4 * shape.sum_squared() * q * (l.causal ? 0.5 : 1.0);
+    // Scores (QK^T) and context (AV) per head at their own widths.
+    const double attention = 2 * shape.sum_squared() * l.heads *
+                             (l.score_head_dim() + l.value_head_dim()) * (l.causal ? 0.5 : 1.0);
     flops = 2 * tokens * (projections + mlp) + attention;
   }
   const ModuleId m = model.module_of(global_layer);

@@ -59,6 +59,10 @@ void check_executable(const LayerSpec& s, const std::string& where) {
     throw InputError(where +
                      ".experts: the executors do not run mixture-of-experts layers yet (their "
                      "all-to-alls carry no data here); simulate the model with `loom sim`");
+  if (s.mla())
+    throw InputError(where +
+                     ".kv_lora_rank: the executors do not run multi-head latent attention yet; "
+                     "simulate the model with `loom sim`");
   if (s.heads <= 0 || s.kv_heads <= 0 || (s.head_dim == 0 && s.hidden % s.heads != 0) ||
       s.heads % s.kv_heads != 0) {
     throw InputError(where +

@@ -355,3 +355,50 @@ TEST(Routing, ImbalanceSlowsTheIterationAndTheBusiestRankSetsIt) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+TEST(Moe, DeepSeekV3HasItsPublishedCountsWithLatentAttention) {
+  // DeepSeek-V3 technical report §4.2: 671B parameters, 37B activated per token (the
+  // multi-token-prediction module's 14B are counted apart there, and not modelled here).
+  const Config c = load_config(bridge("deepseek-v3-b200"), {});
+  const Counts n = parameter_counts(c);
+  EXPECT_NEAR(n.total / 1e9, 671, 1);
+  EXPECT_NEAR(n.active / 1e9, 37, 0.6);
+  // MLA's projections per layer: q down 7168 x 1536, q up 1536 x 128 x 192, kv down
+  // 7168 x 576, kv up 512 x 128 x 256, output 128 x 128 x 7168.
+  const LayerSpec& l = c.model.layer(5);
+  double attention = 0;
+  for (const AttentionProjection& p : attention_projections(l)) attention += p.in * p.out;
+  EXPECT_DOUBLE_EQ(attention, 7168.0 * 1536 + 1536.0 * 128 * 192 + 7168.0 * 576 +
+                                  512.0 * 128 * 256 + 128.0 * 128 * 7168);
+  // Model FLOPs per token at 4096: the table's 557 TFLOP/s at 2139 tokens/s less the MTP
+  // module (one more MoE layer, its 2h x h projection and a second LM head, x 3).
+  const double mtp = 3 * (layer_forward_flops(c.model, 5, {{4096}}) / 4096 + 2.0 * 14336 * 7168 +
+                          2.0 * 7168 * 129280);
+  EXPECT_NEAR((flops_per_token(c.model, 4096) + mtp) * 2139 / 1e12, 557, 1.5);
+  // Scores at 192 and values at 128 per head, causal: 2 s^2 x 128 x (192 + 128) / 2, the
+  // part of a layer's FLOPs quadratic in s: f(2s) - 2 f(s) = 2 s^2 x that coefficient.
+  Module m = test::tiny_module("m", ModuleKind::kLlm, 1, false);
+  m.layers = {l};
+  const Model one({m});
+  const double s = 1000;
+  EXPECT_NEAR(layer_forward_flops(one, 0, {{2000}}) - 2 * layer_forward_flops(one, 0, {{1000}}),
+              2 * s * s * 128 * (192 + 128), 1);
+}
+
+TEST(Moe, LatentAttentionKeysNeedKvLoraRank) {
+  const std::string moe = test::source_path("tests/data/moe-small.toml");
+  EXPECT_NE(test::input_error([&] {
+              load_config(moe, {"model.modules.llm.q_lora_rank=64"});
+            }).find("set kv_lora_rank"),
+            std::string::npos);
+  EXPECT_NE(test::input_error([&] {
+              load_config(bridge("deepseek-v3-b200"), {"parallel.cp=2", "parallel.dp=8"});
+            }).find("multi-head latent attention"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace loom
