@@ -125,17 +125,21 @@ int dtype_bytes(Reader& r, const toml::table& t, const std::string& path) {
   return d == "fp32" ? 4 : 2;
 }
 
+/// Fails on the first of `keys` the table gives: they belong to a feature another key turns on.
+void refuse_keys(Reader& r, const toml::table& t, const std::string& path,
+                 std::initializer_list<const char*> keys, const std::string& why) {
+  for (const char* key : keys) {
+    if (t.get(key)) r.fail(t.get(key), path + key, why);
+  }
+}
+
 /// Multi-head latent attention (LayerSpec::mla), read only when kv_lora_rank is given.
 void read_latent_attention(Reader& r, const toml::table& t, const std::string& path,
                            LayerSpec& base) {
-  static constexpr const char* kKeys[] = {"q_lora_rank", "qk_rope_head_dim", "v_head_dim"};
   if (!t.get("kv_lora_rank")) {
-    for (const char* key : kKeys) {
-      if (t.get(key))
-        r.fail(t.get(key), path + key,
-               "describes multi-head latent attention: set kv_lora_rank (e.g. 512, "
-               "DeepSeek-V3's) or remove the key");
-    }
+    refuse_keys(r, t, path, {"q_lora_rank", "qk_rope_head_dim", "v_head_dim"},
+                "describes multi-head latent attention: set kv_lora_rank (e.g. 512, "
+                "DeepSeek-V3's) or remove the key");
     return;
   }
   base.kv_lora_rank = r.integer(t, path, "kv_lora_rank", 0, 1);
@@ -147,16 +151,12 @@ void read_latent_attention(Reader& r, const toml::table& t, const std::string& p
 /// A transformer module's mixture of experts (LayerSpec::experts; docs/moe.md). Its keys
 /// are read only when `experts` is given, so a dense module's `loom config` is unchanged.
 void read_experts(Reader& r, const toml::table& t, const std::string& path, LayerSpec& base) {
-  static constexpr const char* kKeys[] = {"top_k",          "expert_ffn", "shared_experts",
-                                          "dense_layers",   "routing",    "routing_seed",
-                                          "capacity_factor"};
   if (!t.get("experts")) {
-    for (const char* key : kKeys) {
-      if (t.get(key))
-        r.fail(t.get(key), path + key,
-               "describes a mixture of experts: set experts (the routed experts per layer) or "
-               "remove the key");
-    }
+    refuse_keys(r, t, path,
+                {"top_k", "expert_ffn", "shared_experts", "dense_layers", "routing", "routing_seed",
+                 "capacity_factor"},
+                "describes a mixture of experts: set experts (the routed experts per layer) or "
+                "remove the key");
     return;
   }
   if (base.kind != LayerKind::kTransformer)

@@ -302,6 +302,20 @@ PipelineRank copy_rank(const Context& ctx, PipelineRank r) {
   }
   return other;
 }
+/// A gradient all-reduce of `bytes` per member over a new group of `members`.
+void add_allreduce(Schedule& schedule, const std::vector<RankId>& members, StageId label,
+                   ModuleId module, double bytes, bool async) {
+  const GroupId group = schedule.add_group(members);
+  for (const RankId member : members) {
+    schedule.programs[member].push_back(Collective{.kind = CollectiveKind::kAllReduce,
+                                                   .group = group,
+                                                   .stage = label,
+                                                   .module = module,
+                                                   .bytes = bytes,
+                                                   .async = async});
+  }
+}
+
 /// One all-reduce per rank over its trainable gradients (plus `extra_bytes(r)`, the
 /// embedding copies' gradients) across the data-parallel replicas.
 void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
@@ -328,14 +342,7 @@ void add_data_parallel_allreduce(const Context& ctx, Schedule& schedule,
       members.push_back(ctx.global_rank(lane, r));
       if (other != r) members.push_back(ctx.global_rank(lane, other));
     }
-    const GroupId group = schedule.add_group(members);
-    for (const RankId member : members) {
-      schedule.programs[member].push_back(Collective{.kind = CollectiveKind::kAllReduce,
-                                                     .group = group,
-                                                     .stage = label,
-                                                     .module = module,
-                                                     .bytes = bytes});
-    }
+    add_allreduce(schedule, members, label, module, bytes, false);
   }
 }
 
@@ -425,15 +432,7 @@ void add_expert_gradient_allreduce(const Context& ctx, Schedule& schedule) {
       std::vector<RankId> members;
       for (int lane = e; lane < ctx.lanes(); lane += ctx.ep)
         members.push_back(ctx.global_rank(lane, r));
-      const GroupId group = schedule.add_group(members);
-      for (const RankId member : members) {
-        schedule.programs[member].push_back(Collective{.kind = CollectiveKind::kAllReduce,
-                                                       .group = group,
-                                                       .stage = label,
-                                                       .module = module,
-                                                       .bytes = bytes,
-                                                       .async = overlaps_gradient_reduce(ctx)});
-      }
+      add_allreduce(schedule, members, label, module, bytes, overlaps_gradient_reduce(ctx));
     }
   }
 }

@@ -275,7 +275,8 @@ TEST(Cli, SchedulersNamePrintsItsOptionsWithDefaults) {
   EXPECT_NE(dip.output.find("search_iterations = 50"), std::string::npos) << dip.output;
   EXPECT_NE(dip.output.find("earlier releases: schedule.dip_search_iterations"), std::string::npos)
       << dip.output;
-  EXPECT_NE(run("schedulers 1f1b").output.find("options: none"), std::string::npos);
+  EXPECT_NE(run("schedulers gpipe").output.find("options: none"), std::string::npos);
+  EXPECT_NE(run("schedulers 1f1b").output.find("overlap_moe_a2a = false"), std::string::npos);
   expect_error("schedulers zbv", 2, {"unknown scheduler 'zbv'", "did you mean 'zb-v'?"});
 }
 

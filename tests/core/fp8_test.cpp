@@ -19,11 +19,7 @@ namespace loom {
 namespace {
 
 const Kernel& find(const std::vector<Kernel>& ks, const std::string& name) {
-  for (const Kernel& k : ks)
-    if (k.name == name) return k;
-  ADD_FAILURE() << "no kernel " << name;
-  static const Kernel kNone;
-  return kNone;
+  return test::find_kernel(ks, name);
 }
 
 std::vector<Kernel> kernels(Fp8Recipe recipe, int microbatches = 1) {

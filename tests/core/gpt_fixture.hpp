@@ -1,9 +1,25 @@
 #pragma once
-// A GPT-style model and one DGX-A100-like node, shared by the cost and memory model tests.
+// A GPT-style model and one DGX-A100-like node, shared by the cost and memory model tests,
+// and a kernel lookup for the kernel-level model's tests.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
 #include "core/cluster.hpp"
+#include "core/layer_kernels.hpp"
 #include "core/model.hpp"
 
 namespace loom::test {
+
+/// The kernel of `ks` named `name` (a test failure, and an empty kernel, when none is).
+inline const Kernel& find_kernel(const std::vector<Kernel>& ks, const std::string& name) {
+  for (const Kernel& k : ks)
+    if (k.name == name) return k;
+  ADD_FAILURE() << "no kernel " << name;
+  static const Kernel kNone;
+  return kNone;
+}
 
 inline LayerSpec gpt_layer(int h, int heads) {
   LayerSpec l;

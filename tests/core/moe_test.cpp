@@ -15,6 +15,7 @@
 #include "core/memory_model.hpp"
 #include "core/model_flops.hpp"
 #include "core/validate.hpp"
+#include "gpt_fixture.hpp"
 #include "schedulers/lowering/passes.hpp"
 #include "test_support.hpp"
 
@@ -71,11 +72,7 @@ TEST(Moe, MegatronBridgeTflopsFollowFromItsTokensPerSecond) {
 }
 
 const Kernel& find(const std::vector<Kernel>& ks, const std::string& name) {
-  for (const Kernel& k : ks)
-    if (k.name == name) return k;
-  ADD_FAILURE() << "no kernel " << name;
-  static const Kernel kNone;
-  return kNone;
+  return test::find_kernel(ks, name);
 }
 
 std::vector<Kernel> qwen3_kernels(int ep) {

@@ -70,6 +70,14 @@ TEST(EveryScheduler, RandomSmallConfigsValidateRunAndRerunIdentically) {
   }
 }
 
+/// An infeasible layout here is more GPUs than the cluster has, or than their memory
+/// holds; nothing else.
+void expect_out_of_capacity(const InfeasibleError& e, const std::string& what) {
+  const std::string why = e.what();
+  EXPECT_TRUE(why.find("GPUs") != std::string::npos || why.find("memory") != std::string::npos)
+      << what << ": " << why;
+}
+
 /// Seconds of compute over all ranks.
 double total_compute(const Schedule& s) {
   double total = 0;
@@ -123,11 +131,7 @@ TEST(EveryScheduler, ContextParallelRunsOrIsRefusedByName) {
             << what << ": " << e.what();
         continue;
       } catch (const InfeasibleError& e) {
-        // cp x pp x dp GPUs beyond the cluster, or beyond their memory; nothing else.
-        const std::string why = e.what();
-        EXPECT_TRUE(why.find("GPUs") != std::string::npos ||
-                    why.find("memory") != std::string::npos)
-            << what << ": " << why;
+        expect_out_of_capacity(e, what);
         continue;
       }
       ++ran;
@@ -184,11 +188,7 @@ TEST(EveryScheduler, ExpertParallelRunsOrIsRefusedByName) {
         }
         continue;
       } catch (const InfeasibleError& e) {
-        // More GPUs than the cluster has, or than their memory holds; nothing else.
-        const std::string why = e.what();
-        EXPECT_TRUE(why.find("GPUs") != std::string::npos ||
-                    why.find("memory") != std::string::npos)
-            << what << ": " << why;
+        expect_out_of_capacity(e, what);
         continue;
       }
       ++ran;
