@@ -47,6 +47,35 @@ void cost_expert_parallel(const Context& ctx, const std::vector<const Sample*>& 
   }
 }
 
+const ExpertLoad* routed_load(const Context& ctx, const Compute& c, int lane) {
+  const Module& module = ctx.model.module(c.module);
+  const LayerSpec& spec = ctx.model.layer(c.first_layer);
+  if (!spec.moe() || (module.routing.kind == RoutingKind::kBalanced && spec.capacity_factor <= 0))
+    return nullptr;
+  const int group = lane / ctx.ep;
+  const auto key = std::make_tuple(c.first_layer, c.microbatch.value(), group);
+  auto it = ctx.expert_loads.find(key);
+  if (it == ctx.expert_loads.end()) {
+    const int local = ctx.model.layer_ref(c.first_layer).local_index;
+    it = ctx.expert_loads
+             .emplace(key,
+                      expert_load(module.routing, spec, local, c.microbatch.value(), group, ctx.ep))
+             .first;
+  }
+  return &it->second;
+}
+
+Compute scale_routed_weight_pass(const Context& ctx, Compute c, const ExpertParallelLayer& layer,
+                                 int lane) {
+  const ExpertLoad* load = routed_load(ctx, c, lane);
+  if (!load || c.weight_grad_s <= 0) return c;
+  const double extra = layer.phases.experts.weight_grad_s *
+                       (load->rank_share[static_cast<size_t>(lane % ctx.ep)] * ctx.ep - 1);
+  c.seconds = std::max(0.0, c.seconds + extra);
+  c.weight_grad_s = std::max(0.0, c.weight_grad_s + extra);
+  return c;
+}
+
 void expand_expert_parallel(const Context& ctx, Schedule& schedule, const Compute& c,
                             const ExpertParallelLayer& layer,
                             const std::function<void(const Compute&)>& push_outside,
@@ -73,22 +102,10 @@ void expand_expert_parallel(const Context& ctx, Schedule& schedule, const Comput
   const GroupId group = group_id(schedule, ep_group(ctx, lane, rank));
   // The router's loads (core/routing.hpp): this rank's experts compute its share of the
   // group's token copies, and every member's buffer is sized by the busiest receiver's.
-  double expert_factor = 1, bytes_factor = 1;
-  const Module& module = ctx.model.module(c.module);
-  if (module.routing.kind != RoutingKind::kBalanced ||
-      ctx.model.layer(c.first_layer).capacity_factor > 0) {
-    const int local = ctx.model.layer_ref(c.first_layer).local_index;
-    const auto key = std::make_tuple(c.first_layer, c.microbatch.value(), lane / ctx.ep);
-    auto it = ctx.expert_loads.find(key);
-    if (it == ctx.expert_loads.end()) {
-      it = ctx.expert_loads
-               .emplace(key, expert_load(module.routing, ctx.model.layer(c.first_layer), local,
-                                         c.microbatch.value(), lane / ctx.ep, ctx.ep))
-               .first;
-    }
-    expert_factor = it->second.rank_share[static_cast<size_t>(lane % ctx.ep)] * ctx.ep;
-    bytes_factor = it->second.busiest_factor();
-  }
+  const ExpertLoad* load = routed_load(ctx, c, lane);
+  const double expert_factor =
+      load ? load->rank_share[static_cast<size_t>(lane % ctx.ep)] * ctx.ep : 1.0;
+  const double bytes_factor = load ? load->busiest_factor() : 1.0;
   auto all_to_all = [&] {
     program.push_back(Collective{.kind = CollectiveKind::kAllToAll,
                                  .group = group,

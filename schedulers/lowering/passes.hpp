@@ -167,6 +167,14 @@ std::vector<Op> weave_overlapped_pair(const std::vector<Op>& forward,
                                       const std::vector<Op>& backward, double slowdown);
 /// DeepSeek-V3's stated SM split under overlap: gpu.sms / (gpu.sms - 20).
 double all_to_all_overlap_slowdown(const GpuSpec& gpu);
+/// The router's draw for MoE layer `c.first_layer`, microbatch `c.microbatch` and lane
+/// `lane`'s expert-parallel group (cached in the context); none when the routing is balanced
+/// and nothing is dropped.
+const ExpertLoad* routed_load(const Context& ctx, const Compute& c, int lane);
+/// A split backward's weight-gradient half (W, which moves no tokens) of a MoE layer with its
+/// experts' part scaled to the rank's routed share.
+Compute scale_routed_weight_pass(const Context& ctx, Compute c, const ExpertParallelLayer& layer,
+                                 int lane);
 void cost_microbatches(Context& ctx, const Schedule& schedule);
 void expand_actions(Context& ctx, Schedule& schedule);
 void add_point_to_point(const Context& ctx, Schedule& schedule);

@@ -338,6 +338,43 @@ TEST(Routing, ATraceGivesMeasuredLoadsAndBadOnesNameTheLine) {
             std::string::npos);
 }
 
+TEST(Routing, ImbalanceMovesExpertWorkBetweenRanksAndLosesNone) {
+  // Without a capacity factor the group's shares sum to 1: every pass's experts work (F, I
+  // and the split W of zb-h1 alike) moves between the members, the total stays.
+  auto computes = [](const std::string& routing) {
+    const auto study = test::fixture(
+        "moe-small.toml",
+        {"parallel.ep=4", "schedule.name=zb-h1", "model.modules.llm.routing=\"" + routing + "\""});
+    // Per rank: all its compute, and its weight-gradient (W) passes alone.
+    std::vector<double> per_rank, weight_passes;
+    for (const auto& program : study->schedule.programs) {
+      double total = 0, w = 0;
+      for (const Op& op : program) {
+        if (const auto* c = std::get_if<Compute>(&op)) {
+          total += c->seconds;
+          if (c->pass == Pass::kW) w += c->seconds;
+        }
+      }
+      per_rank.push_back(total);
+      weight_passes.push_back(w);
+    }
+    return std::pair{per_rank, weight_passes};
+  };
+  const auto [balanced, balanced_w] = computes("balanced");
+  const auto [skewed, skewed_w] = computes("zipf:1.0");
+  double sum_balanced = 0, sum_skewed = 0, w_balanced = 0, w_skewed = 0;
+  for (size_t r = 0; r < balanced.size(); ++r) {
+    sum_balanced += balanced[r];
+    sum_skewed += skewed[r];
+    w_balanced += balanced_w[r];
+    w_skewed += skewed_w[r];
+  }
+  EXPECT_NEAR(sum_skewed, sum_balanced, 1e-9 * sum_balanced);
+  EXPECT_NEAR(w_skewed, w_balanced, 1e-9 * w_balanced);
+  EXPECT_NE(balanced, skewed);
+  EXPECT_NE(balanced_w, skewed_w);  // the split W carries each rank's share too
+}
+
 TEST(Routing, ImbalanceSlowsTheIterationAndTheBusiestRankSetsIt) {
   auto iteration = [](const std::string& routing) {
     const auto study = test::fixture(
