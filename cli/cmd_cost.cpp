@@ -93,10 +93,7 @@ Waits rank_waits(const Schedule& schedule, const Timeline& timeline, RankId rank
     pending.clear();
   };
   // Expert parallelism and FSDP do not go together: a compute that waits waits for one kind.
-  const bool schedule_has_all_to_all = std::any_of(ops.begin(), ops.end(), [](const Op& op) {
-    const auto* c = std::get_if<Collective>(&op);
-    return c && c->kind == CollectiveKind::kAllToAll;
-  });
+  const bool schedule_has_all_to_all = std::any_of(ops.begin(), ops.end(), is_all_to_all);
   for (std::size_t i = 0; const Op& op : ops) {
     const OpRef ref{rank, i++};
     const OpTiming t = timing(ref);

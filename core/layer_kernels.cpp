@@ -305,9 +305,8 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
     // Each microbatch's weight gradient (dtype) is added into the gradient buffer: read it,
     // read and write the buffer (autograd's accumulation, or Megatron's main_grad add,
     // before gradient-accumulation fusion existed).
-    // A rank holds 1/ep of the routed experts.
-    const double experts = expert_parameters(l) * (1 - 1.0 / o.expert_parallel);
-    const double params = (layer_parameters(l) - experts) / t + double(o.vocab_in) * h / t;
+    const double params =
+        rank_layer_parameters(l, o.expert_parallel) / t + double(o.vocab_in) * h / t;
     list.memory("weight-gradient accumulation", kW, params * (e + 2 * o.gradient_bytes));
   }
   if (o.vocab_out > 0) {

@@ -28,8 +28,9 @@ double rank_expert_parameters(const Model& model, int layer, const MemoryConstan
 
 double rank_parameters(const CostModel& cost, const Model& model, int layer,
                        const MemoryConstants& memory) {
-  return cost.parameters(layer) - expert_parameters(model.layer(layer)) +
-         rank_expert_parameters(model, layer, memory);
+  const LayerSpec& spec = model.layer(layer);
+  return cost.parameters(layer) - layer_parameters(spec) +
+         rank_layer_parameters(spec, memory.expert_parallel);
 }
 
 StaticMemory layer_state_bytes(const CostModel& cost, const Model& model, int layer, int tp,
@@ -48,7 +49,7 @@ StaticMemory layer_state_bytes(const CostModel& cost, const Model& model, int la
   if (spec.kind == LayerKind::kTransformer && memory.fp8_weight_bytes_per_param > 0) {
     // The FP8 copies of a transformer layer's linear weights, sharded like the weights;
     // as primary weights they replace the bf16 ones.
-    const double linear = (layer_parameters(spec) - expert_parameters(spec) + experts) / tp /
+    const double linear = rank_layer_parameters(spec, memory.expert_parallel) / tp /
                           (memory.shard_parameters ? data_parallel : 1);
     m.parameters += linear * memory.fp8_weight_bytes_per_param;
     if (memory.fp8_primary_weights) m.parameters -= linear * spec.dtype_bytes;
@@ -61,9 +62,8 @@ double layer_weight_bytes(const CostModel& cost, const Model& model, int layer, 
   const LayerSpec& spec = model.layer(layer);
   double bytes = rank_parameters(cost, model, layer, memory) / tp * spec.dtype_bytes;
   if (memory.fp8_primary_weights && spec.kind == LayerKind::kTransformer) {
-    const double linear = layer_parameters(spec) - expert_parameters(spec) +
-                          rank_expert_parameters(model, layer, memory);
-    bytes -= linear / tp * (spec.dtype_bytes - 1);  // FP8: 1 byte each
+    bytes -= rank_layer_parameters(spec, memory.expert_parallel) / tp *
+             (spec.dtype_bytes - 1);  // FP8: 1 byte each
   }
   return bytes;
 }

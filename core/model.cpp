@@ -172,6 +172,10 @@ std::vector<AttentionProjection> attention_projections(const LayerSpec& l) {
   return p;
 }
 
+double rank_layer_parameters(const LayerSpec& layer, int ep) {
+  return layer_parameters(layer) - expert_parameters(layer) * (1 - 1.0 / ep);
+}
+
 double expert_parameters(const LayerSpec& layer) {
   if (!layer.moe()) return 0;
   return layer.experts * (layer.gated_mlp ? 3.0 : 2.0) * layer.hidden * layer.expert_ffn;

@@ -205,5 +205,8 @@ std::vector<AttentionProjection> attention_projections(const LayerSpec& layer);
 
 /// The routed experts' part of layer_parameters(): what expert parallelism shards.
 double expert_parameters(const LayerSpec& layer);
+/// layer_parameters() of one rank of an expert-parallel group of `ep`: 1/ep of the routed
+/// experts, everything else whole.
+double rank_layer_parameters(const LayerSpec& layer, int ep);
 
 }  // namespace loom

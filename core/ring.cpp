@@ -14,24 +14,34 @@ double all_to_all_flow_cap(const Cluster& cluster, int src_gpu, int dst_gpu, int
   return cap > 0 ? cap / std::max(1, inter_node_peers) : 0.0;
 }
 
+std::vector<int> inter_node_peers(const Schedule& schedule, const Cluster& cluster,
+                                  const std::vector<RankId>& members) {
+  std::vector<int> peers;
+  for (const RankId r : members) {
+    const int node = cluster.node_of(schedule.ranks[r].gpu);
+    int n = 0;
+    for (const RankId other : members) n += cluster.node_of(schedule.ranks[other].gpu) != node;
+    peers.push_back(n);
+  }
+  return peers;
+}
+
 namespace {
 
-/// Each member's GPUs and how many of the others are on another node.
+/// Each member's GPU, TP width and inter-node peers.
 struct AllToAllMembers {
   std::vector<int> gpu, tp, inter_node_peers;
 };
 AllToAllMembers all_to_all_members(const Schedule& schedule, const Cluster& cluster,
                                    const std::vector<OpRef>& members) {
   AllToAllMembers m;
+  std::vector<RankId> ranks;
   for (const OpRef& op : members) {
+    ranks.push_back(op.rank);
     m.gpu.push_back(schedule.ranks[op.rank].gpu);
     m.tp.push_back(schedule.ranks[op.rank].tp);
   }
-  for (const int g : m.gpu) {
-    int peers = 0;
-    for (const int other : m.gpu) peers += cluster.node_of(other) != cluster.node_of(g);
-    m.inter_node_peers.push_back(peers);
-  }
+  m.inter_node_peers = inter_node_peers(schedule, cluster, ranks);
   return m;
 }
 

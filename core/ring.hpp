@@ -18,6 +18,11 @@ struct RingTiming {
   double duration_s() const { return slowest_stream_s + handshake_s; }
 };
 
+/// For each of `members` (ranks), how many of the others sit on another node: the flows
+/// that share its GPU's rail in an all-to-all.
+std::vector<int> inter_node_peers(const Schedule& schedule, const Cluster& cluster,
+                                  const std::vector<RankId>& members);
+
 /// The rate cap of each of one all-to-all member's flows from `src_gpu` to `dst_gpu`: the
 /// rank's inter-node flow cap (flow_rate_cap) shared by its `inter_node_peers` flows that
 /// leave the node, as one GPU's rail carries all of them; 0 (none) inside a node.

@@ -46,6 +46,10 @@ struct ExpertLoad {
   double dropped = 0;              ///< the share dropped by the capacity factor
   /// The busiest rank's share x ep: 1 when balanced, its all-to-all and GEMM factor.
   double busiest_factor() const;
+  /// EP rank `member`'s share x ep: its experts' work against the balanced share.
+  double member_factor(int member) const {
+    return rank_share.at(static_cast<size_t>(member)) * static_cast<double>(rank_share.size());
+  }
 };
 
 /// Loads of `layer` (the module's `local_layer`) for `microbatch` in EP group `group` of a

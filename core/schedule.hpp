@@ -302,6 +302,11 @@ std::optional<MicrobatchId> op_microbatch(const Op& op);
 inline bool occupies_rank(const Op& op) {
   return std::holds_alternative<Compute>(op) || std::holds_alternative<OptimizerStep>(op);
 }
+/// A MoE layer's token dispatch or combine (CollectiveKind::kAllToAll).
+inline bool is_all_to_all(const Op& op) {
+  const auto* c = std::get_if<Collective>(&op);
+  return c && c->kind == CollectiveKind::kAllToAll;
+}
 /// "F","B","I","W","send","recv","allreduce","allgather","reducescatter","alltoall",
 /// "optimizer"
 const char* op_kind_name(const Op& op);

@@ -108,10 +108,6 @@ void check_optimizer_steps(const Schedule& schedule) {
 /// own parts. With expert parallelism the halves interleave around their all-to-alls
 /// (lowering/expert_parallel.hpp), which belong to the pair too.
 void check_overlapped_pairs(const Schedule& schedule) {
-  auto all_to_all = [](const Op& op) {
-    const auto* c = std::get_if<Collective>(&op);
-    return c && c->kind == CollectiveKind::kAllToAll;
-  };
   for (const RankId r : schedule.rank_ids()) {
     const auto& program = schedule.programs[r];
     size_t i = 0;
@@ -128,7 +124,7 @@ void check_overlapped_pairs(const Schedule& schedule) {
         const Op& op = program[i];
         const auto* b = std::get_if<Compute>(&op);
         if (same_action(op, forward) || (backward && same_action(op, *backward)) ||
-            all_to_all(op)) {
+            is_all_to_all(op)) {
           ++i;
         } else if (!backward && b && b->overlapped && b->pass == Pass::kB &&
                    b->microbatch != forward.microbatch) {

@@ -219,9 +219,8 @@ class Simulation {
     const auto& members = schedule_.group_members(c.group);
     const int n = isize(members);
     const RankInfo& me = schedule_.ranks[r];
-    int inter_node_peers = 0;
-    for (const RankId m : members)
-      inter_node_peers += cluster_.node_of(schedule_.ranks[m].gpu) != cluster_.node_of(me.gpu);
+    const auto at = std::find(members.begin(), members.end(), r) - members.begin();
+    const int peers = inter_node_peers(schedule_, cluster_, members)[static_cast<size_t>(at)];
     std::vector<OpMailboxes>& flows = all_to_all_boxes_[r][i];
     for (const RankId peer : members) {
       if (peer == r) continue;
@@ -229,8 +228,8 @@ class Simulation {
       OpMailboxes flow;
       flow.out = ring_mailbox(c.group, r, peer);
       flow.out_bytes = simulated_bytes(ring_chunk_bytes(c.kind, n, c.bytes), latency(r, peer));
-      flow.out_rate = all_to_all_flow_cap(cluster_, me.gpu, other.gpu, std::max(me.tp, other.tp),
-                                          inter_node_peers);
+      flow.out_rate =
+          all_to_all_flow_cap(cluster_, me.gpu, other.gpu, std::max(me.tp, other.tp), peers);
       flow.in = ring_mailbox(c.group, peer, r);
       flow.in->set_receiver(receiver);
       flows.push_back(flow);

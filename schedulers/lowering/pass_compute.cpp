@@ -139,7 +139,9 @@ struct Target {
     const bool exchanges =
         !mc.expert_parallel.empty() && mc.expert_parallel[LayerId{c.first_layer}].exchanges() &&
         c.pass != Pass::kW && (c.pass == Pass::kF || ctx.graph.needs_backward(c.first_layer));
-    const auto moe = [&] { return mc.expert_parallel[LayerId{c.first_layer}]; };
+    const auto moe = [&]() -> const ExpertParallelLayer& {
+      return mc.expert_parallel[LayerId{c.first_layer}];
+    };
     if (exchanges)
       expand_expert_parallel(ctx, schedule, c, moe(), push_layer, program, lane);
     else if (!mc.expert_parallel.empty() && c.pass == Pass::kW)

@@ -69,8 +69,8 @@ Compute scale_routed_weight_pass(const Context& ctx, Compute c, const ExpertPara
                                  int lane) {
   const ExpertLoad* load = routed_load(ctx, c, lane);
   if (!load || c.weight_grad_s <= 0) return c;
-  const double extra = layer.phases.experts.weight_grad_s *
-                       (load->rank_share[static_cast<size_t>(lane % ctx.ep)] * ctx.ep - 1);
+  const double extra =
+      layer.phases.experts.weight_grad_s * (load->member_factor(lane % ctx.ep) - 1);
   c.seconds = std::max(0.0, c.seconds + extra);
   c.weight_grad_s = std::max(0.0, c.weight_grad_s + extra);
   return c;
@@ -103,8 +103,7 @@ void expand_expert_parallel(const Context& ctx, Schedule& schedule, const Comput
   // The router's loads (core/routing.hpp): this rank's experts compute its share of the
   // group's token copies, and every member's buffer is sized by the busiest receiver's.
   const ExpertLoad* load = routed_load(ctx, c, lane);
-  const double expert_factor =
-      load ? load->rank_share[static_cast<size_t>(lane % ctx.ep)] * ctx.ep : 1.0;
+  const double expert_factor = load ? load->member_factor(lane % ctx.ep) : 1.0;
   const double bytes_factor = load ? load->busiest_factor() : 1.0;
   auto all_to_all = [&] {
     program.push_back(Collective{.kind = CollectiveKind::kAllToAll,
@@ -146,13 +145,6 @@ void expand_expert_parallel(const Context& ctx, Schedule& schedule, const Comput
   all_to_all();
   push_outside(outside);
 }
-
-namespace {
-bool is_all_to_all(const Op& op) {
-  const auto* c = std::get_if<Collective>(&op);
-  return c && c->kind == CollectiveKind::kAllToAll;
-}
-}  // namespace
 
 double all_to_all_overlap_slowdown(const GpuSpec& gpu) {
   // DeepSeek-V3 technical report (arXiv 2412.19437) §3.2.2: 20 of the H800's 132 SMs drive
