@@ -9,7 +9,7 @@ collectives, in greys). Bubbles are the white gaps in the compute lanes.
 import argparse
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -215,15 +215,33 @@ def _pixel_lanes(geometry, height):
 # ----------------------------------------------------------------------------- drawing
 
 
-def render_gantt(timeline, metrics=None, ranks=None, show_comm=True, max_boxes=MAX_BOXES):
+def windowed(timeline, start_ms, end_ms):
+    """The operations overlapping [start_ms, end_ms), clipped to it and shifted to start at 0."""
+    a, b = start_ms / 1e3, end_ms / 1e3
+    keep = (timeline.end_s > a) & (timeline.start_s < b)
+    return replace(timeline, rank=timeline.rank[keep], kind_code=timeline.kind_code[keep],
+                   module_code=timeline.module_code[keep], stage=timeline.stage[keep],
+                   microbatch=timeline.microbatch[keep],
+                   start_s=np.clip(timeline.start_s[keep], a, b) - a,
+                   end_s=np.clip(timeline.end_s[keep], a, b) - a)
+
+
+def render_gantt(timeline, metrics=None, ranks=None, show_comm=True, max_boxes=MAX_BOXES,
+                 window_ms=None):
     """Draws the Gantt chart and returns the Figure (not saved).
 
     ranks: the ranks to draw, in order; None picks at most lp.MAX_PLOTTED_RANKS evenly
     spaced ones. Above max_boxes boxes, lanes are drawn as a pixel image instead.
+    window_ms: (start, end) draws only that stretch of the iteration, its start at 0.
     """
     all_ranks = timeline.ranks()
     ranks = lp.select_ranks(all_ranks) if ranks is None else sorted(ranks)
     t_end = max(timeline.end_time_s(), (metrics or {}).get("iteration_time_s", 0.0))
+    x_label = "time (ms)"
+    if window_ms is not None:
+        timeline = windowed(timeline, *window_ms)
+        t_end = (window_ms[1] - window_ms[0]) / 1e3
+        x_label = f"time (ms after {window_ms[0]:g} ms)"
     geometry = _geometry(len(ranks), show_comm, t_end if t_end > 0 else 1e-3)
     boxes = select_boxes(timeline, ranks, show_comm)
     aggregated = len(boxes) if len(boxes) > max_boxes else 0
@@ -252,7 +270,7 @@ def render_gantt(timeline, metrics=None, ranks=None, show_comm=True, max_boxes=M
         _draw_boxes(ax, boxes, geometry)
         if geometry.compute_lane[1] * geometry.px_per_row >= 9:  # room for digits
             _draw_labels(ax, boxes, geometry)
-    _decorate(ax, ranks, boxes, show_comm)
+    _decorate(ax, ranks, boxes, show_comm, x_label)
     ax.set_title(_title(metrics, timeline, len(ranks), len(all_ranks), notes), fontsize=10)
     return fig
 
@@ -298,13 +316,13 @@ def _draw_labels(ax, boxes, geometry):
                 clip_on=True, bbox=dict(facecolor=color, edgecolor="none", pad=0.6))
 
 
-def _decorate(ax, ranks, boxes, show_comm):
+def _decorate(ax, ranks, boxes, show_comm, x_label="time (ms)"):
     """Axes, rank labels and a legend of the kinds (and modules) actually drawn."""
     from matplotlib.patches import Patch
     from matplotlib.transforms import offset_copy
 
     _rank_ticks(ax, ranks)
-    ax.set_xlabel("time (ms)")
+    ax.set_xlabel(x_label)
     if show_comm:
         ax.set_ylabel("compute lane, thin comm lane below", fontsize=8)
     ax.grid(axis="x", color="#E0E0E0", linewidth=0.6)
@@ -353,6 +371,9 @@ def build_parser():
                              f"{lp.MAX_PLOTTED_RANKS} evenly spaced ones incl. first and last)")
     parser.add_argument("--no-comm", action="store_true",
                         help="omit the communication lane (send/recv/collectives)")
+    parser.add_argument("--window", metavar="START:END",
+                        help="draw only this stretch of the iteration, in ms (e.g. 5600:6000: "
+                             "a few steady-state steps of a long run)")
     return parser
 
 
@@ -361,7 +382,18 @@ def main(argv=None):
     timeline = lp.load_timeline(os.path.join(args.run_dir, "timeline.csv"))
     metrics = lp.load_metrics(os.path.join(args.run_dir, "metrics.json"), required=False)
     ranks = lp.parse_rank_list(args.ranks, timeline.ranks()) if args.ranks else None
-    fig = render_gantt(timeline, metrics, ranks=ranks, show_comm=not args.no_comm)
+    window = None
+    if args.window:
+        try:
+            window = tuple(float(x) for x in args.window.split(":"))
+            if len(window) != 2 or not window[0] < window[1]:
+                raise ValueError
+        except ValueError:
+            print(f"gantt.py: --window: expected START:END in ms with START < END, got "
+                  f"'{args.window}'", file=sys.stderr)
+            return 2
+    fig = render_gantt(timeline, metrics, ranks=ranks, show_comm=not args.no_comm,
+                       window_ms=window)
     out = args.output or os.path.join(args.run_dir, "gantt.png")
     lp.save_png(fig, out)
     print(f"wrote {out}")

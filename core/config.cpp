@@ -148,6 +148,39 @@ void read_latent_attention(Reader& r, const toml::table& t, const std::string& p
   base.v_head_dim = r.integer(t, path, "v_head_dim", base.head_size(), 1);
 }
 
+/// Sliding-window attention and attention sinks (LayerSpec::sliding_window,
+/// attention_sinks): the window on every layer but each full_attention_every-th (GPT-OSS:
+/// 2, every second layer keeps full attention, as Megatron-Core's window_attn_skip_freq).
+void read_attention_window(Reader& r, const toml::table& t, const std::string& path,
+                           std::vector<LayerSpec>& layers) {
+  const LayerSpec& base = layers.front();
+  if (base.kind != LayerKind::kTransformer) {
+    refuse_keys(r, t, path, {"sliding_window", "full_attention_every", "attention_sinks"},
+                "applies to attention: only transformer layers have it");
+    return;
+  }
+  if (t.get("attention_sinks")) {  // read only where given: `loom config` stays as it was
+    const bool sinks = r.boolean(t, path, "attention_sinks", false);
+    for (LayerSpec& l : layers) l.attention_sinks = sinks;
+  }
+  if (!t.get("sliding_window")) {
+    refuse_keys(r, t, path, {"full_attention_every"},
+                "chooses the layers a sliding window skips: set sliding_window (e.g. 128, "
+                "GPT-OSS's) or remove the key");
+    return;
+  }
+  const int window = r.integer(t, path, "sliding_window", 0, 1);
+  if (!base.causal)
+    r.fail(t.get("sliding_window"), path + "sliding_window",
+           "a sliding window is modelled for causal attention only: set causal = true or remove "
+           "the key");
+  const int full_every = r.integer(t, path, "full_attention_every", 0, 0);
+  for (int i = 0; i < isize(layers); ++i) {
+    const bool full = full_every > 0 && (i + 1) % full_every == 0;
+    layers[static_cast<size_t>(i)].sliding_window = full ? 0 : window;
+  }
+}
+
 /// A transformer module's mixture of experts (LayerSpec::experts; docs/moe.md). Its keys
 /// are read only when `experts` is given, so a dense module's `loom config` is unchanged.
 void read_experts(Reader& r, const toml::table& t, const std::string& path, LayerSpec& base) {
@@ -271,6 +304,7 @@ Module read_module(Reader& r, const toml::table& t, int index) {
                         static_cast<double>(count) * 512, "use fewer layers");
   read_experts(r, t, path, base);
   m.layers.assign(static_cast<size_t>(count), base);
+  read_attention_window(r, t, path, m.layers);
   if (base.moe()) {
     // DeepSeek-V3's first_k_dense_replace: the first layers keep a dense MLP of width ffn.
     const int dense = r.integer(t, path, "dense_layers", 0, 0);
@@ -484,6 +518,15 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
 }
 
 /// `[parallel.modules.<name>]` tables (core/layout.hpp), resolved and checked.
+/// Why context parallelism cannot split `layer`'s attention yet; nullptr: it can.
+const char* cp_unsupported(const LayerSpec& layer) {
+  if (layer.mla())
+    return "the K/V exchange of multi-head latent attention (kv_lora_rank) is not modelled yet";
+  if (layer.sliding_window > 0)
+    return "a sliding window's K/V exchange (sliding_window) is not modelled yet";
+  return nullptr;
+}
+
 void read_module_layouts(Reader& r, const toml::table& parallel, Config& c) {
   const toml::table* mods = r.section(parallel, "parallel.", "modules");
   if (!mods) return;
@@ -499,6 +542,15 @@ void read_module_layouts(Reader& r, const toml::table& parallel, Config& c) {
     l.cp_replicates = r.string(*t, path, "cp_mode", "split", {"split", "replicate"}) == "replicate";
     l.pp = r.integer(*t, path, "pp", 1, 1);
     l.dp = r.integer(*t, path, "dp", 1, 1);
+    if (l.cp > 1 && !l.cp_replicates) {
+      for (const Module& m : c.model.modules()) {
+        if (m.name != name) continue;
+        for (const LayerSpec& layer : m.layers) {
+          if (const char* why = cp_unsupported(layer))
+            r.fail(t->get("cp"), path + "cp", std::string(why) + ": set cp = 1");
+        }
+      }
+    }
     // `gpus = 5` (one GPU, e.g. from --set) reads as the range "5".
     const toml::node* g = t->get("gpus");
     const bool one_gpu = g && g->is_integer() && *g->value<std::int64_t>() >= 0;
@@ -690,10 +742,8 @@ void read_context_parallel(Reader& r, const toml::table& p, Config& c) {
     return;
   }
   for (int l = 0; l < c.model.num_layers(); ++l) {
-    if (c.model.layer(l).mla())
-      r.fail(p.get("cp"), "parallel.cp",
-             "the K/V exchange of multi-head latent attention (kv_lora_rank) is not modelled "
-             "yet: set parallel.cp = 1");
+    if (const char* why = cp_unsupported(c.model.layer(l)))
+      r.fail(p.get("cp"), "parallel.cp", std::string(why) + ": set parallel.cp = 1");
   }
   const std::string comm = r.string(p, "parallel.", "cp_comm", "p2p", {"p2p", "all-gather"});
   c.parallel.cp_comm = comm == "p2p" ? CpComm::kP2p : CpComm::kAllGather;
@@ -753,10 +803,24 @@ void read_expert_parallel(Reader& r, const toml::table& p, Config& c) {
     if (c.model.layer(l).moe()) moe = &c.model.layer(l);
   }
   if (!moe) {
-    if (p.get("ep"))
-      r.fail(p.get("ep"), "parallel.ep",
-             "shards experts, and the model has none: give a module experts or remove the key");
+    for (const char* key : {"ep", "etp"}) {
+      if (p.get(key))
+        r.fail(p.get(key), std::string("parallel.") + key,
+               "shards experts, and the model has none: give a module experts or remove the key");
+    }
     return;
+  }
+  // Expert tensor parallelism (Megatron-Core's expert_tensor_parallel_size, which defaults
+  // to the tensor-parallel size): each expert's GEMMs split over the rank's TP group like
+  // the dense MLP's. Read only where given, so `loom config` stays as it was.
+  if (const toml::node* at = p.get("etp")) {
+    const int etp = r.integer(p, "parallel.", "etp", c.parallel.tp, 1);
+    if (etp != c.parallel.tp)
+      r.fail(at, "parallel.etp",
+             std::to_string(etp) + " differs from parallel.tp = " + std::to_string(c.parallel.tp) +
+                 ": Loom models experts split like the dense layers (Megatron-Core's default), "
+                 "not MoE parallel folding; set etp = " +
+                 std::to_string(c.parallel.tp) + " or remove the key");
   }
   c.parallel.ep = r.integer(p, "parallel.", "ep", 1, 1);
   const int ep = c.parallel.ep;
@@ -768,10 +832,6 @@ void read_expert_parallel(Reader& r, const toml::table& p, Config& c) {
                " does not divide dp x cp = " + std::to_string(c.parallel.dp * c.parallel.cp) +
                " (expert-parallel groups are carved out of the data-parallel ranks, as "
                "Megatron-Core does): change parallel.ep or parallel.dp");
-  if (c.parallel.tp > 1)
-    r.fail(at, "parallel.ep",
-           "with parallel.tp > 1 needs expert tensor parallelism, which Loom does not model "
-           "yet: run experts with tp = 1 (every Megatron-Bridge MoE recipe does) or ep = 1");
   for (int l = 0; l < c.model.num_layers(); ++l) {
     const LayerSpec& layer = c.model.layer(l);
     if (layer.moe() && layer.experts % ep != 0)
@@ -832,6 +892,13 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   if (c.parallel.sequence_parallel && c.parallel.tp == 1)
     r.fail(p.get("sequence_parallel"), "parallel.sequence_parallel",
            "needs tensor parallelism: set parallel.tp > 1 or turn it off");
+  // Megatron-Core's TransformerConfig refuses expert parallelism with tensor parallelism
+  // and no sequence parallelism: each TP rank dispatches its own share of the tokens.
+  if (c.parallel.ep > 1 && c.parallel.tp > 1 && !c.parallel.sequence_parallel)
+    r.fail(p.get("tp"), "parallel.tp",
+           "with parallel.ep > 1 needs sequence parallelism (each TP rank dispatches its own "
+           "share of the tokens, as Megatron-Core requires): set parallel.sequence_parallel = "
+           "true");
   c.cost.memory.distributed_optimizer = r.boolean(p, "parallel.", "distributed_optimizer", false);
   c.parallel.overlap_grad_reduce = r.boolean(p, "parallel.", "overlap_grad_reduce", false);
   c.parallel.grad_bucket_size = r.number(p, "parallel.", "grad_bucket_size", 0);

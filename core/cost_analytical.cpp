@@ -4,24 +4,9 @@
 
 #include "core/errors.hpp"
 #include "core/index.hpp"
+#include "core/model_flops.hpp"
 
 namespace loom {
-
-namespace {
-
-/// Layers that cost the same: equal shapes, frozen status and recompute.
-bool same_cost_class(const LayerSpec& a, const LayerSpec& b) {
-  return a.kind == b.kind && a.hidden == b.hidden && a.ffn == b.ffn && a.heads == b.heads &&
-         a.kv_heads == b.kv_heads && a.gated_mlp == b.gated_mlp && a.causal == b.causal &&
-         a.out_hidden == b.out_hidden && a.dtype_bytes == b.dtype_bytes && a.bias == b.bias &&
-         a.frozen == b.frozen && a.recompute == b.recompute && a.head_dim == b.head_dim &&
-         a.experts == b.experts && a.top_k == b.top_k && a.expert_ffn == b.expert_ffn &&
-         a.shared_experts == b.shared_experts && a.capacity_factor == b.capacity_factor &&
-         a.q_lora_rank == b.q_lora_rank && a.kv_lora_rank == b.kv_lora_rank &&
-         a.qk_rope_head_dim == b.qk_rope_head_dim && a.v_head_dim == b.v_head_dim;
-}
-
-}  // namespace
 
 AnalyticalCostModel::AnalyticalCostModel(const Model& model, const Cluster& cluster,
                                          AnalyticalOptions options)
@@ -37,9 +22,7 @@ AnalyticalCostModel::AnalyticalCostModel(const Model& model, const Cluster& clus
     // The class equal to this layer's (at most one: classes are distinct), or a new one.
     int id = 0;
     for (const auto& [spec, in, out, fp8] : classes) {
-      if (same_cost_class(spec, model.layer(l)) && in == o.vocab_in && out == o.vocab_out &&
-          fp8 == o.fp8)
-        break;
+      if (spec == model.layer(l) && in == o.vocab_in && out == o.vocab_out && fp8 == o.fp8) break;
       ++id;
     }
     if (id == isize(classes)) classes.emplace_back(model.layer(l), o.vocab_in, o.vocab_out, o.fp8);
@@ -150,8 +133,7 @@ PassCost AnalyticalCostModel::fixed_fraction_cost(int layer, const MicrobatchSha
   const double linear_flops = 2.0 * tokens * (layer_parameters(spec) - routed);
   double attention_flops = 0;
   if (spec.kind == LayerKind::kTransformer) {
-    attention_flops = 2.0 * shape.sum_squared() * spec.heads *
-                      (spec.score_head_dim() + spec.value_head_dim()) * (spec.causal ? 0.5 : 1.0);
+    attention_flops = attention_core_flops(spec, shape);
   }
   const double rate = tp * cluster_.gpu.peak_flops * options_.efficiency;
   // Megatron-style TP: two all-reduces of the layer's activations per pass, on the raw

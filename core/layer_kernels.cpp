@@ -190,29 +190,41 @@ void mlp(KernelList& list, const LayerSpec& l, const std::string& name, double t
 /// results unpermuted and weighted by their routing probabilities (after the combine), and
 /// the shared experts over every token. The router stays in the layer's dtype (Transformer
 /// Engine does not run it in FP8).
-void mixture_of_experts(KernelList& list, const LayerSpec& l, double T, int tp,
-                        const LayerKernelOptions& o) {
+///
+/// With tp > 1 the experts' GEMMs split over the rank's TP group (expert tensor parallelism
+/// equal to tp, Megatron-Core's default). Each GPU routes its own tokens (`Tr`: 1/tp of them
+/// under sequence parallelism). Under expert parallelism (Megatron-Core's all-to-all
+/// dispatcher) it also permutes and dispatches only those, and the TP group all-gathers
+/// the tokens its peers sent before the experts and reduce-scatters their outputs after;
+/// without it (the all-gather dispatcher) the layer's input is gathered whole first.
+void mixture_of_experts(KernelList& list, const LayerSpec& l, double T, double Tr, int tp,
+                        const LinkSpec& intra, const LayerKernelOptions& o) {
   const double e = l.dtype_bytes;
   const double h = l.hidden;
   const double E = l.experts;
   const double k = l.top_k;
   const double routed = T * k;  // token copies this rank sends and, balanced, computes
   const double local_experts = E / o.expert_parallel;
+  const bool dispatched = o.expert_parallel > 1;
+  const double permuted = dispatched ? Tr : T;  // tokens one GPU permutes and unpermutes
   const GpuPerformance* fp8 = list.fp8();
   list.use_fp8(nullptr, Fp8Recipe::kOff, 1);
-  list.linear("router", T, E, h);
+  list.linear("router", Tr, E, h);
   // Softmax and top-k over the logits in fp32 (Megatron's router), and their backward.
-  list.memory("router softmax + top-k", kF, T * E * (e + 4 + 4));
-  list.memory("router softmax + top-k backward", kI, T * E * (4 + 4 + e));
+  list.memory("router softmax + top-k", kF, Tr * E * (e + 4 + 4));
+  list.memory("router softmax + top-k backward", kI, Tr * E * (4 + 4 + e));
   list.use_fp8(fp8, o.fp8, o.microbatches);
-  list.memory("token permute", kF, (T + routed) * h * e);
-  list.memory("token permute backward", kI, (T + routed) * h * e);
+  list.memory("token permute", kF, permuted * (1 + k) * h * e);
+  list.memory("token permute backward", kI, permuted * (1 + k) * h * e);
   list.phase(MoePhase::kExperts);
+  const std::string etp_comm = "etp all-gather + reduce-scatter (experts)";
+  if (dispatched) list.comm(etp_comm, kF, routed * h * e, tp, intra);
   mlp(list, l, "experts", routed / local_experts, l.expert_ffn, tp, local_experts);
+  if (dispatched) list.comm(etp_comm, kI, routed * h * e, tp, intra);
   list.phase(MoePhase::kCombined);
   // Unpermute: read the expert outputs and their probabilities, write the weighted sum.
-  list.memory("token unpermute", kF, (routed + T) * h * e + routed * 4);
-  list.memory("token unpermute backward", kI, 2 * (routed + T) * h * e);
+  list.memory("token unpermute", kF, permuted * ((1 + k) * h * e + k * 4));
+  list.memory("token unpermute backward", kI, 2 * permuted * (1 + k) * h * e);
   if (l.shared_experts > 0)
     mlp(list, l, "shared experts", T, double(l.shared_experts) * l.expert_ffn, tp, 1);
   list.phase(MoePhase::kOutside);
@@ -271,8 +283,7 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
       double blocks = 0;
       const double heads = double(l.heads) / t;
       for (int s : shape.sequence_lengths) {
-        flops += 2.0 * s * s * heads * (l.score_head_dim() + l.value_head_dim()) *
-                 (l.causal ? 0.5 : 1.0);
+        flops += 2.0 * l.attended_pairs(s) * heads * (l.score_head_dim() + l.value_head_dim());
         blocks += std::ceil(s / 128.0) * heads;
       }
       list.add({"flash attention", kF, KernelBound::kCompute, flops, 0,
@@ -294,11 +305,15 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
       list.memory(std::string(dropout) + " backward", kI, Tr * h * (2 * e + 1));
     }
     if (l.moe())
-      mixture_of_experts(list, l, T, tp, o);
+      mixture_of_experts(list, l, T, Tr, tp, intra, o);
     else
       mlp(list, l, "mlp", T, l.ffn, tp, 1);
-    list.comm(tp_comm + " (mlp)", kF, T * h * e, tp, intra);
-    list.comm(tp_comm + " (mlp)", kI, T * h * e, tp, intra);
+    // The MLP's input gathered whole over TP (and its output reduced): the dense MLP, the
+    // all-gather dispatcher, the shared experts.
+    if (!l.moe() || o.expert_parallel == 1 || l.shared_experts > 0) {
+      list.comm(tp_comm + " (mlp)", kF, T * h * e, tp, intra);
+      list.comm(tp_comm + " (mlp)", kI, T * h * e, tp, intra);
+    }
     list.use_fp8(nullptr, Fp8Recipe::kOff, 1);
   }
   if (o.gradient_bytes > 0) {

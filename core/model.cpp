@@ -136,12 +136,19 @@ bool Model::any_trainable() const {
                      [](bool p) { return p; });
 }
 
+double LayerSpec::attended_pairs(double s) const {
+  if (!causal) return s * s;
+  const double w = sliding_window;
+  return w > 0 && w < s ? w * s - 0.5 * w * w : 0.5 * s * s;
+}
+
 double layer_parameters(const LayerSpec& layer) {
   const double h = layer.hidden;
   const double f = layer.ffn;
   if (layer.kind == LayerKind::kMlp) return h * f + f * layer.out_hidden;
   double attention = 0;
   for (const AttentionProjection& p : attention_projections(layer)) attention += p.in * p.out;
+  if (layer.attention_sinks) attention += layer.heads;
   const double matrices = layer.gated_mlp ? 3.0 : 2.0;
   if (!layer.moe()) return attention + matrices * h * f;
   const double expert = matrices * h * layer.expert_ffn;

@@ -68,6 +68,17 @@ struct LayerSpec {
   int qk_rope_head_dim = 0;
   int v_head_dim = 0;
   bool mla() const { return kv_lora_rank > 0; }
+  /// Sliding-window attention (GPT-OSS alternates it with full attention, its model card
+  /// §2.1: a band of 128 tokens): each query attends to itself and the window - 1 tokens
+  /// before it. 0: the whole (causal) sequence.
+  int sliding_window = 0;
+  /// GPT-OSS's attention sinks: one learned logit per head added to the softmax's
+  /// denominator (heads parameters, no GEMM).
+  bool attention_sinks = false;
+  /// Query-key pairs one sequence of s tokens computes: s^2, half of it when causal (the
+  /// diagonal's s/2 left out, as everywhere in Loom); a causal window w < s keeps
+  /// w s - w^2/2 (equal to s^2/2 at s = w).
+  double attended_pairs(double s) const;
   /// Per head: the width queries and keys meet at, and the values' width.
   int score_head_dim() const { return head_size() + (mla() ? qk_rope_head_dim : 0); }
   int value_head_dim() const { return mla() ? v_head_dim : head_size(); }
@@ -78,6 +89,9 @@ struct LayerSpec {
   /// The module's own `recompute` (e.g. encoder full, LLM none, as heterogeneous-
   /// parallelism-megatron's Table A4 runs); unset: cost.recompute.
   std::optional<Recompute> recompute;
+
+  /// Equal specs cost the same (AnalyticalCostModel's layer classes).
+  bool operator==(const LayerSpec&) const = default;
 };
 
 /// What `layer` recomputes when cost.recompute is `global`: its module's own setting, if any.

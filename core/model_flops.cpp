@@ -7,6 +7,13 @@
 
 namespace loom {
 
+double attention_core_flops(const LayerSpec& layer, const MicrobatchShape& shape) {
+  double pairs = 0;
+  for (int s : shape.sequence_lengths) pairs += layer.attended_pairs(s);
+  // Scores (QK^T) and context (AV) per head at their own widths.
+  return 2 * pairs * layer.heads * (layer.score_head_dim() + layer.value_head_dim());
+}
+
 double layer_forward_flops(const Model& model, int global_layer, const MicrobatchShape& shape) {
   const LayerSpec& l = model.layer(global_layer);
   const double h = l.hidden;
@@ -23,9 +30,7 @@ double layer_forward_flops(const Model& model, int global_layer, const Microbatc
     const double width = l.moe() ? double(l.top_k + l.shared_experts) * l.expert_ffn : l.ffn;
     const double mlp = (l.gated_mlp ? 3.0 : 2.0) * h * width;
     // Scores (QK^T) and context (AV) per head at their own widths.
-    const double attention = 2 * shape.sum_squared() * l.heads *
-                             (l.score_head_dim() + l.value_head_dim()) * (l.causal ? 0.5 : 1.0);
-    flops = 2 * tokens * (projections + mlp) + attention;
+    flops = 2 * tokens * (projections + mlp) + attention_core_flops(l, shape);
   }
   const ModuleId m = model.module_of(global_layer);
   const Module& module = model.module(m);

@@ -10,7 +10,8 @@
 ///   - per token, a transformer layer's forward is 2 x its matmul weights (Q and O: h x h;
 ///     K and V: h x h kv_heads/heads each; the MLP: 2 or, gated, 3 matrices of h x ffn)
 ///     plus the attention scores and values, 2 x 2 x s x h for a sequence of s tokens,
-///     halved when the attention is causal (the LLM; an encoder's is not); a layer with
+///     halved when the attention is causal (the LLM; an encoder's is not), over only the
+///     pairs a sliding window keeps (LayerSpec::attended_pairs); a layer with
 ///     experts counts the MLPs of its top_k routed and its shared experts; an MLP layer
 ///     (a projector) is 2 x its two matrices; the LM head is 2 x h x vocab;
 ///   - training multiplies a layer's forward by 3 (forward, input and weight gradients)
@@ -28,6 +29,10 @@
 #include "core/workload.hpp"
 
 namespace loom {
+
+/// The attention core's forward FLOPs (scores and context, every head) over one
+/// microbatch's sequences: 2 x attended pairs x heads x (score + value head widths).
+double attention_core_flops(const LayerSpec& layer, const MicrobatchShape& shape);
 
 /// One layer's forward model FLOPs over one microbatch's sequences (LM head included on
 /// the last layer of a module with a vocabulary).

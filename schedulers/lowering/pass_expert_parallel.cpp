@@ -37,11 +37,13 @@ void cost_expert_parallel(const Context& ctx, const std::vector<const Sample*>& 
       // kernel of the experts' phases is linear in tokens.
       MicrobatchShape shape = layer_shape(ctx.model, l, batch);
       if (ctx.cp > 1) shape = pad_for_context_parallel(shape, ctx.cp);
-      const MoePhases phases =
-          ctx.problem.cost->moe_phases(l, shape, ctx.stage_tp(ctx.stage_of(l)));
+      const int tp = ctx.stage_tp(ctx.stage_of(l));
+      const MoePhases phases = ctx.problem.cost->moe_phases(l, shape, tp);
       layer.phases = {scale_add(phases.experts, 1.0 / ctx.cp, PassCost{}, 0.0),
                       scale_add(phases.combined, 1.0 / ctx.cp, PassCost{}, 0.0)};
-      layer.dispatch_bytes = dispatch_bytes(spec, shape.total_tokens() / ctx.cp);
+      // Per GPU: with tp > 1 (sequence parallel) each GPU of the rank dispatches its own
+      // 1/tp of the tokens to the same GPU of its peers.
+      layer.dispatch_bytes = dispatch_bytes(spec, shape.total_tokens() / ctx.cp / tp);
     }
     mc.expert_parallel.push_back(layer);
   }

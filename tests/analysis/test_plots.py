@@ -284,6 +284,20 @@ class RenderTest(TempDirTest):
         ticks = [t.get_text() for t in ax.get_yticklabels()]
         self.assertEqual((ticks[0], ticks[-1]), ("rank 0", "rank 39"))
 
+    def test_gantt_window_clips_and_shifts(self):
+        # 30-60 ms: rank 0's recv (20-42) clipped to 30-42, its B of mb 0 (42-62) to 42-60.
+        win = gantt.windowed(self.timeline, 30, 60)
+        rows = sorted(zip(win.rank.tolist(), win.kind.tolist(), (win.start_s * 1e3).round(6).tolist(),
+                          (win.end_s * 1e3).round(6).tolist()))
+        self.assertIn((0, "recv", 0.0, 12.0), rows)
+        self.assertIn((0, "B", 12.0, 30.0), rows)
+        self.assertTrue(all(0 <= a <= b <= 30 for _, _, a, b in rows))
+        self.assertFalse(any(k == "allreduce" for _, k, _, _ in rows))  # 93-100 ms is outside
+        fig = gantt.render_gantt(self.timeline, METRICS, window_ms=(30, 60))
+        ax = fig.axes[0]
+        self.assertEqual(ax.get_xlabel(), "time (ms after 30 ms)")
+        self.assertLess(ax.get_xlim()[1], 31)
+
     def test_gantt_aggregates_many_boxes(self):
         fig = gantt.render_gantt(self.timeline, METRICS, max_boxes=5)
         ax = fig.axes[0]

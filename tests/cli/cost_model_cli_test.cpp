@@ -2,6 +2,7 @@
 // keys' bad-input messages.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
@@ -65,6 +66,34 @@ TEST(Validate, SimPrintsModelTflopsAndMfuOnAValidationConfig) {
               m["model_flops_per_iteration"].get<double>() / m["iteration_time_s"].get<double>() /
                   32 / 1e12,
               1e-9);
+}
+
+TEST(Validate, APublishedRunLoomCannotFitIsListedAndLeftOutOfTheMeans) {
+  // GPT-OSS 120B as the Megatron-Bridge table states its H100 row (MBS 4 at PP 4, no
+  // recompute) needs more than an H100's memory in Loom's model: a row of its own kind.
+  test::TempDir dir;
+  std::filesystem::create_directories(dir.path("set"));
+  for (const std::string run :
+       {"megatron-narayanan-2021/n1-1.7b", "megatron-bridge-2511/gpt-oss-120b-h100"})
+    std::filesystem::copy_file(test::source_path("validation/" + run + ".toml"),
+                               dir.path("set/" + run.substr(run.find('/') + 1) + ".toml"));
+  const auto r =
+      test::run_loom("validate " + dir.path("set") + " --backend evaluator --json --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = json_of(r);
+  ASSERT_EQ(j["runs"].size(), 2u);
+  const auto& oss = j["runs"][0];
+  EXPECT_EQ(oss["run"], "gpt-oss-120b-h100");
+  EXPECT_NE(oss["infeasible"].get<std::string>().find("out of memory: rank 0"), std::string::npos);
+  EXPECT_FALSE(oss.contains("predicted_s"));
+  EXPECT_EQ(j["summary"]["evaluator"]["runs"], 1);
+  EXPECT_EQ(j["summary"]["evaluator"]["infeasible_runs"], 1);
+  EXPECT_TRUE(j["runs"][1].contains("error_pct"));
+  const auto text = test::run_loom("validate " + dir.path("set") + " --backend evaluator --quiet");
+  EXPECT_NE(text.output.find("over 1 runs"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("gpt-oss-120b-h100: infeasible as stated, left out of the means"),
+            std::string::npos)
+      << text.output;
 }
 
 TEST(Validate, AFolderWithoutValidationRunsIsAnError) {

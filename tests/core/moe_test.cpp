@@ -142,6 +142,49 @@ TEST(Moe, EachMoeLayerPassMovesItsTokensTwiceOverTheExpertGroup) {
   EXPECT_EQ(to_string(CollectiveKind::kAllToAll), std::string("alltoall"));
 }
 
+TEST(Moe, ExpertTensorParallelismSplitsTheExpertsOverTheTpGroup) {
+  // tp 2 with sequence parallelism: each GPU dispatches its own half of the tokens to the
+  // same GPU of its expert-parallel peer, which sits one TP group further.
+  const auto study = test::fixture(
+      "moe-small.toml",
+      {"parallel.ep=2", "parallel.tp=2", "parallel.dp=2", "parallel.sequence_parallel=true"});
+  const Schedule& s = study->schedule;
+  EXPECT_NO_THROW(validate(s, *study->problem.model));
+  int all_to_alls = 0;
+  for (const RankId r : s.rank_ids()) {
+    for (const Op& op : s.programs[r]) {
+      const auto* c = std::get_if<Collective>(&op);
+      if (!c || c->kind != CollectiveKind::kAllToAll) continue;
+      ++all_to_alls;
+      const auto& members = s.group_members(c->group);
+      EXPECT_EQ(s.ranks[members[1]].gpu - s.ranks[members[0]].gpu, 2);
+      EXPECT_DOUBLE_EQ(c->bytes, 512.0 / 2 * 2 * 256 * 2);
+    }
+  }
+  EXPECT_EQ(all_to_alls, 4 * 4 * 4 * 2);
+
+  // Qwen3's layer at tp 2: every expert GEMM half as wide; the TP group gathers the routed
+  // tokens its peers sent (4096 x 8 copies of 2048) and reduce-scatters the outputs.
+  const Config c = load_config(bridge("qwen3-30b-a3b-b200"), {"cost.fp8=\"off\""});
+  const GpuPerformance gpu(c.cluster.gpu, 2);
+  auto kernels = [&](int tp, int ep) {
+    return layer_kernels(c.model.layer(1), MicrobatchShape{{4096}}, tp, gpu, c.cluster.intra_node,
+                         LayerKernelOptions{.sequence_parallel = tp > 1, .expert_parallel = ep});
+  };
+  const auto tp1 = kernels(1, 8), tp2 = kernels(2, 8);
+  EXPECT_DOUBLE_EQ(find(tp2, "experts fc1").flops, find(tp1, "experts fc1").flops / 2);
+  EXPECT_DOUBLE_EQ(find(tp2, "experts fc2 wgrad").flops, find(tp1, "experts fc2 wgrad").flops / 2);
+  EXPECT_DOUBLE_EQ(find(tp2, "router").flops, find(tp1, "router").flops / 2);  // its own half
+  const Kernel& gather = find(tp2, "etp all-gather + reduce-scatter (experts)");
+  EXPECT_DOUBLE_EQ(gather.bytes, 4096.0 * 8 * 2048 * 2);
+  EXPECT_EQ(gather.moe, MoePhase::kExperts);
+  for (const Kernel& k : tp2) EXPECT_EQ(k.name.find("(mlp)"), std::string::npos) << k.name;
+  // Without expert parallelism the layer's input is gathered whole, as for a dense MLP.
+  const auto gathered = kernels(2, 1);
+  EXPECT_DOUBLE_EQ(find(gathered, "tp reduce-scatter + all-gather (mlp)").bytes, 4096.0 * 2048 * 2);
+  for (const Kernel& k : gathered) EXPECT_EQ(k.name.find("etp"), std::string::npos) << k.name;
+}
+
 TEST(Moe, AnAllToAllInsideANodeTakesItsClosedForm) {
   // Four ranks on one node's NVSwitch, 1 MB each: every GPU link carries 3/4 MB each way.
   Schedule s = test::ranks_on({0, 1, 2, 3});
@@ -246,7 +289,15 @@ TEST(Moe, BadKeysAreInputErrorsNamingTheKeyAndTheFix) {
   EXPECT_NE(error(moe, {"parallel.dp=6", "cluster.nodes=3", "parallel.ep=3"})
                 .find("does not divide the 8 experts of module 'llm'"),
             std::string::npos);
-  EXPECT_NE(error(moe, {"parallel.tp=2"}).find("expert tensor parallelism"), std::string::npos);
+  EXPECT_NE(error(moe, {"parallel.tp=2", "parallel.dp=2"}).find("needs sequence parallelism"),
+            std::string::npos);
+  EXPECT_NE(error(moe, {"parallel.tp=2", "parallel.dp=2", "parallel.sequence_parallel=true",
+                        "parallel.etp=1"})
+                .find("'parallel.etp': 1 differs from parallel.tp = 2"),
+            std::string::npos);
+  EXPECT_NE(error(test::source_path("configs/examples/uniform-1f1b.toml"), {"parallel.etp=1"})
+                .find("the model has none"),
+            std::string::npos);
   EXPECT_NE(error(moe, {"model.modules.llm.top_k=9"}).find("lower top_k"), std::string::npos);
   EXPECT_NE(error(moe, {"model.modules.llm.dense_layers=5"}).find("leave none"), std::string::npos);
   const std::string dense = test::source_path("configs/examples/uniform-1f1b.toml");

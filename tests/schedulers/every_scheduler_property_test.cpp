@@ -153,7 +153,8 @@ TEST(EveryScheduler, ContextParallelRunsOrIsRefusedByName) {
 // Mixture of experts (tests/data/moe-small.toml) with parallel.ep in {1, 2, 4}: every
 // scheduler that runs the model runs it with expert parallelism, or refuses by naming
 // parallel.ep; an EP schedule validates, fits memory, has two all-to-alls per MoE layer
-// in every forward and backward it runs, each over ep ranks, and reruns identically.
+// in every forward and backward it runs, each over ep ranks, and reruns identically. Two
+// more trials run ep 2 over TP groups of 2 (expert tensor parallelism = tp).
 TEST(EveryScheduler, ExpertParallelRunsOrIsRefusedByName) {
   // The LLM of the multimodal example given experts too, for the multimodal schedulers.
   const std::vector<std::string> vlm_experts = {
@@ -162,9 +163,10 @@ TEST(EveryScheduler, ExpertParallelRunsOrIsRefusedByName) {
   std::mt19937 rng(20261203);
   for (const SchedulerInfo& info : scheduler_registry()) {
     int ran = 0;
-    for (int trial = 0; trial < 6; ++trial) {
-      const int ep = 1 << (trial % 3);
-      const bool vlm = trial >= 3;
+    for (int trial = 0; trial < 8; ++trial) {
+      const bool tensor_parallel = trial >= 6;
+      const int ep = tensor_parallel ? 2 : 1 << (trial % 3);
+      const bool vlm = trial >= 3 && !tensor_parallel;
       const std::string config =
           vlm ? "configs/examples/vlm-frozen.toml" : "tests/data/moe-small.toml";
       const int pp = std::uniform_int_distribution<int>(1, 2)(rng);
@@ -173,8 +175,13 @@ TEST(EveryScheduler, ExpertParallelRunsOrIsRefusedByName) {
                                             "parallel.pp=" + std::to_string(pp), "parallel.dp=4",
                                             "schedule.microbatches=" + std::to_string(m)};
       if (vlm) overrides.insert(overrides.end(), vlm_experts.begin(), vlm_experts.end());
+      if (tensor_parallel) {
+        overrides.insert(overrides.end(),
+                         {"parallel.tp=2", "parallel.sequence_parallel=true", "cluster.nodes=4"});
+      }
       const std::string what = std::string(info.name) + " on " + config + " pp " +
-                               std::to_string(pp) + " ep " + std::to_string(ep);
+                               std::to_string(pp) + " ep " + std::to_string(ep) +
+                               (tensor_parallel ? " tp 2" : "");
       std::unique_ptr<Study> a;
       try {
         std::vector<std::string> with_ep = overrides;
