@@ -14,10 +14,12 @@ void check_schedule_executable(const Schedule& schedule) {
     const auto& program = schedule.programs[r];
     for (std::size_t i = 0; i < program.size(); ++i) {
       const auto* coll = std::get_if<Collective>(&program[i]);
-      const auto* comp = std::get_if<Compute>(&program[i]);
-      // FSDP's reduce-scatters are async; context parallelism's (dK/dV) are not.
-      if ((coll && coll->kind == CollectiveKind::kReduceScatter && coll->async) ||
-          (comp && comp->async_pending >= 0)) {
+      // FSDP's parameter all-gathers and gradient reduce-scatters are async; context
+      // parallelism's K/V exchanges are not. (A compute that waits for async collectives,
+      // a woven MoE pair's, runs as is: the host's collectives end before it starts.)
+      if (coll && coll->async &&
+          (coll->kind == CollectiveKind::kReduceScatter ||
+           coll->kind == CollectiveKind::kAllGather)) {
         throw InfeasibleError("rank " + to_string(r) + " op #" + std::to_string(i) + " (" +
                               to_string(program[i], schedule) +
                               "): the schedule shards parameters (parallel.fsdp), which the "

@@ -29,8 +29,9 @@ class HostRankBackend final : public RankBackend {
         matching_(matching),
         rank_(rank),
         epoch_(epoch),
+        experts_(expert_group(schedule_, rank)),
         state_(problem, graph, schedule_.ranks.at(rank).replica, rank_layers(schedule_, rank),
-               schedule_.cp_rank(rank)),
+               schedule_.cp_rank(rank), experts_.group),
         reduce_layers_(allreduce_layers(schedule_, *problem.model, rank)),
         timings_(schedule_.programs.at(rank).size()) {}
 
@@ -67,8 +68,12 @@ class HostRankBackend final : public RankBackend {
     const int member =
         static_cast<int>(std::find(group.begin(), group.end(), rank_) - group.begin());
     const InstanceId instance = matching_.instance_of({rank_, index});
-    if (schedule_.cp > 1 && op.kind != CollectiveKind::kAllReduce && !op.async &&
-        op.end_layer > op.first_layer) {
+    if (op.kind == CollectiveKind::kAllToAll) {  // a MoE layer's token copies, real data
+      state_.expert_collective([&](std::vector<std::vector<float>> buffers) {
+        return transport_.all_to_all(op.group, instance, member, members, std::move(buffers));
+      });
+    } else if (schedule_.cp > 1 && op.kind != CollectiveKind::kAllReduce && !op.async &&
+               op.end_layer > op.first_layer) {
       // Context parallelism's K/V all-gather or dK/dV reduce-scatter (cp_comm =
       // "all-gather"): real data. A reduce-scatter is the all-reduce's sum, each member
       // keeping its own part.
@@ -78,9 +83,15 @@ class HostRankBackend final : public RankBackend {
                    : transport_.all_reduce(op.group, instance, member, members, std::move(buffer));
       });
     } else if (op.kind == CollectiveKind::kAllReduce) {
-      const std::vector<int>& layers = reduce_layers_.at(index);
-      state_.set_flat_gradients(layers, transport_.all_reduce(op.group, instance, member, members,
-                                                              state_.flat_gradients(layers)));
+      const auto reduced = reduced_parameters(group);
+      // The experts' own all-reduce sums every expert the rank trains.
+      const std::vector<int>& layers = reduced == HostModelState::Reduced::kExperts
+                                           ? state_.trained_layers()
+                                           : reduce_layers_.at(index);
+      state_.set_flat_gradients(layers,
+                                transport_.all_reduce(op.group, instance, member, members,
+                                                      state_.flat_gradients(layers, reduced)),
+                                reduced);
     } else {
       // The IR's all-gathers (context-parallel K/V, colocated module boundaries) carry data
       // the host math computes whole on one rank: move the bytes, use none of them.
@@ -106,6 +117,33 @@ class HostRankBackend final : public RankBackend {
   }
 
  private:
+  /// The rank's expert-parallel group: the members of its all-to-alls (none: ep 1).
+  struct ExpertPeers {
+    ExpertGroup group;
+    std::vector<RankId> members;
+  };
+  static ExpertPeers expert_group(const Schedule& schedule, RankId rank) {
+    for (const Op& op : schedule.programs.at(rank)) {
+      const auto* c = std::get_if<Collective>(&op);
+      if (!c || c->kind != CollectiveKind::kAllToAll) continue;
+      const std::vector<RankId>& members = schedule.group_members(c->group);
+      const auto at = std::find(members.begin(), members.end(), rank) - members.begin();
+      return {{isize(members), static_cast<int>(at)}, members};
+    }
+    return {};
+  }
+  /// Under expert parallelism an all-reduce over a group that holds another member of the
+  /// rank's expert-parallel group is the data-parallel one (every gradient but the
+  /// experts'); one that holds none is the experts' own (pass_placement.cpp).
+  HostModelState::Reduced reduced_parameters(const std::vector<RankId>& group) const {
+    if (experts_.group.ep == 1) return HostModelState::Reduced::kAll;
+    for (RankId peer : experts_.members) {
+      if (peer != rank_ && std::find(group.begin(), group.end(), peer) != group.end())
+        return HostModelState::Reduced::kDense;
+    }
+    return HostModelState::Reduced::kExperts;
+  }
+
   double now() const { return std::chrono::duration<double>(Clock::now() - epoch_).count(); }
   /// Op `index` of the rank's program ran from `start` until now.
   void record(std::size_t index, double start) { timings_[index] = {start, now()}; }
@@ -115,6 +153,7 @@ class HostRankBackend final : public RankBackend {
   const Matching& matching_;
   RankId rank_;
   const Clock::time_point& epoch_;  ///< set by the executor once every rank is ready
+  ExpertPeers experts_;
   HostModelState state_;
   std::map<std::size_t, std::vector<int>> reduce_layers_;
   std::vector<OpTiming> timings_;
@@ -155,6 +194,7 @@ class HostExecutor final : public Executor {
   std::vector<ProfileRow> profile(const Model& model, const Sample& first_sample,
                                   const ProfileRequest& request) override {
     check_model_executable(model);
+    check_no_experts(model, "profiling");
     return profile_host(model, first_sample, request);
   }
 

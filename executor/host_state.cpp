@@ -89,12 +89,28 @@ void check_model_executable(const Model& model) {
   }
 }
 
+void check_no_experts(const Model& model, const std::string& what) {
+  for (int l = 0; l < model.num_layers(); ++l) {
+    if (model.layer(l).moe())
+      throw InputError("model.modules." + model.module(model.module_of(l)).name +
+                       ".experts: " + what +
+                       " does not run mixture-of-experts layers yet; the host backend's "
+                       "`loom exec --backend host` does, and `loom sim` models them");
+  }
+}
+
 HostModelState::HostModelState(const ExecProblem& problem, const LayerGraph& graph,
-                               ReplicaId replica, const std::vector<int>& layers, int cp_rank)
-    : ModelStateBase(problem, graph, replica), cp_(problem.schedule->cp), cp_rank_(cp_rank) {
+                               ReplicaId replica, const std::vector<int>& layers, int cp_rank,
+                               ExpertGroup experts)
+    : ModelStateBase(problem, graph, replica),
+      cp_(problem.schedule->cp),
+      cp_rank_(cp_rank),
+      experts_(experts) {
   for (int l : layers) {
-    params_[l] = init_parameters(model_.layer(l), l, problem.seed);
-    if (!model_.layer(l).frozen) grads_[l] = zero_parameters(model_.layer(l));
+    params_[l] = init_parameters(model_.layer(l), l, problem.seed, 0, experts_);
+    if (model_.layer(l).frozen) continue;
+    grads_[l] = zero_parameters(model_.layer(l), 0, experts_);
+    trained_layers_.push_back(l);
   }
 }
 
@@ -117,7 +133,10 @@ Activation HostModelState::synthetic(int key, const std::vector<SampleId>& sampl
 const LayerTensors& HostModelState::params(int layer) {
   auto it = params_.find(layer);
   if (it == params_.end())  // a redundant copy holds the weights too
-    it = params_.emplace(layer, init_parameters(model_.layer(layer), layer, problem_.seed)).first;
+    it =
+        params_
+            .emplace(layer, init_parameters(model_.layer(layer), layer, problem_.seed, 0, experts_))
+            .first;
   return it->second;
 }
 
@@ -196,7 +215,91 @@ void HostModelState::forward_part(const Compute& op) {
   finish_forward(op, std::move(a));
 }
 
+bool HostModelState::expert_part(const Compute& op) const {
+  return experts_.ep > 1 && op.pass != Pass::kW && model_.layer(op.first_layer).moe();
+}
+
+void HostModelState::forward_expert_part(const Compute& op) {
+  const int l = op.first_layer;
+  const LayerSpec& spec = model_.layer(l);
+  const LayerTensors& p = params(l);
+  last_flight_ = {false, op.microbatch, l};
+  MoeFlight& f = flights_[last_flight_];
+  const bool redundant = is_redundant(op);  // a copy whose output feeds nothing (bamboo)
+  if (f.parts++ == 0) {  // attention, second norm, router: the copies to dispatch
+    f.input = module_input(op, redundant);
+    f.state.lengths = f.input.lengths;
+    layer_forward_qkv(p, f.input.x, &f.state);
+    const Matrix k = f.state.saved.at("k"), v = f.state.saved.at("v");
+    f.x2 = layer_forward_attention(
+        spec, p, f.input.x, k, v,
+        AttentionRows::self(attention_segments(l, op.microbatch, f.input.lengths)), &f.state);
+    f.outbox = moe_route(spec, p, f.state.saved.at("n2"), experts_, f.state.moe);
+    return;
+  }
+  if (op.continues) {  // the owned experts over the copies received
+    f.outbox = moe_experts_forward(spec, p, f.inbox, f.state.moe);
+    return;
+  }
+  MoeFlight done = std::move(f);
+  flights_.erase(last_flight_);
+  Activation y{moe_combine(spec, p, done.x2, done.state.saved.at("n2"), std::move(done.inbox),
+                           done.state.moe),
+               done.input.lengths};
+  if (redundant) return;
+  if (model_.has_trainable_upstream(l)) states_.put(op.microbatch, l, std::move(done.state));
+  finish_forward(op, std::move(y));
+}
+
+void HostModelState::backward_expert_part(const Compute& op) {
+  const MicrobatchId mb = op.microbatch;
+  const int l = op.first_layer;
+  const LayerSpec& spec = model_.layer(l);
+  const LayerTensors& p = params(l);
+  last_flight_ = {true, mb, l};
+  MoeFlight& f = flights_[last_flight_];
+  LayerState& st = states_.of_forward(mb, l);
+  if (f.parts++ == 0) {  // the combine's gradient: p dy to each copy's owner
+    f.dy = edges_.take_output_gradient(
+        graph_, op, [](Matrix& sum, const Matrix& part) { add_inplace(sum, part); });
+    f.outbox = moe_combine_backward(spec, p, f.dy, st.saved.at("n2"), st.moe);
+    return;
+  }
+  if (op.continues) {  // the owned experts' backward: their copies' input gradients
+    f.outbox = moe_experts_backward(spec, p, f.inbox, st.moe);
+    return;
+  }
+  MoeFlight done = std::move(f);
+  flights_.erase(last_flight_);
+  const Matrix dn2 = moe_route_backward(spec, p, done.dy, done.inbox, st.moe);
+  const Matrix dattn = layer_backward_from_n2(p, st, done.dy, dn2);
+  Matrix dq, dk, dv;
+  attention_backward(dattn, st.saved.at("q"), st.saved.at("keys"), st.saved.at("values"), st.probs,
+                     st.rows, spec.heads, spec.kv_heads, dq, dk, dv);
+  const bool need_dx = !backward_outputs(graph_, op).empty();
+  Matrix dx = layer_backward_from_qkv(p, st, std::move(dq), std::move(dk), std::move(dv), need_dx);
+  if (spec.frozen) states_.erase(mb, l);
+  if (need_dx) send_input_gradient(op, std::move(dx));
+}
+
+void HostModelState::expert_collective(const AllToAll& exchange) {
+  MoeFlight& f = flights_.at(last_flight_);
+  // Only the forward's dispatch carries each copy's expert; everything else comes back in
+  // the order it went.
+  const bool dispatch = !std::get<0>(last_flight_) && f.parts == 1;
+  std::vector<std::vector<float>> out;
+  for (const TokenCopies& copies : f.outbox) out.push_back(pack(copies));
+  f.outbox.clear();
+  f.inbox.clear();
+  for (const std::vector<float>& in : exchange(std::move(out)))
+    f.inbox.push_back(unpack(in, model_.layer(std::get<2>(last_flight_)).hidden, dispatch));
+}
+
 void HostModelState::forward(const Compute& op) {
+  if (expert_part(op)) {
+    forward_expert_part(op);
+    return;
+  }
   if (split_into_parts(op)) {
     forward_part(op);
     return;
@@ -282,6 +385,10 @@ void HostModelState::backward_input_part(const Compute& op) {
 }
 
 void HostModelState::backward_input(const Compute& op) {
+  if (expert_part(op)) {
+    backward_expert_part(op);
+    return;
+  }
   if (split_into_parts(op)) {
     backward_input_part(op);
     return;
@@ -352,21 +459,34 @@ Parameters HostModelState::trained_parameters() const {
   return out;
 }
 
-std::vector<float> HostModelState::flat_gradients(const std::vector<int>& layers) const {
+namespace {
+
+bool reduces(HostModelState::Reduced reduced, const std::string& name) {
+  using R = HostModelState::Reduced;
+  return reduced == R::kAll || (reduced == R::kExperts) == is_expert_parameter(name);
+}
+
+}  // namespace
+
+std::vector<float> HostModelState::flat_gradients(const std::vector<int>& layers,
+                                                  Reduced reduced) const {
   std::vector<float> flat;
   for (int l : layers) {
-    for (const auto& [name, m] : grads_.at(l))
-      flat.insert(flat.end(), m.data.begin(), m.data.end());
+    for (const auto& [name, m] : grads_.at(l)) {
+      if (reduces(reduced, name)) flat.insert(flat.end(), m.data.begin(), m.data.end());
+    }
   }
   return flat;
 }
 
 void HostModelState::set_flat_gradients(const std::vector<int>& layers,
-                                        const std::vector<float>& flat) {
+                                        const std::vector<float>& flat, Reduced reduced) {
   auto from = flat.begin();
   for (int l : layers) {
-    for (auto& [name, m] : grads_.at(l))
-      from = std::ranges::copy_n(from, std::ssize(m.data), m.data.begin()).in;
+    for (auto& [name, m] : grads_.at(l)) {
+      if (reduces(reduced, name))
+        from = std::ranges::copy_n(from, std::ssize(m.data), m.data.begin()).in;
+    }
   }
 }
 

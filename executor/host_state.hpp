@@ -5,6 +5,7 @@
 /// drives it op by op; the sequential reference drives it too, so both compute alike.
 #include <functional>
 #include <map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -28,8 +29,9 @@ struct Activation {
 class HostModelState : public ModelStateBase<Activation, LayerState> {
  public:
   /// `cp_rank`: the rank's CP rank (Schedule::cp_rank; 0 without context parallelism).
+  /// `experts`: the rank's place in its expert-parallel group (which experts it holds).
   HostModelState(const ExecProblem& problem, const LayerGraph& graph, ReplicaId replica,
-                 const std::vector<int>& layers, int cp_rank = 0);
+                 const std::vector<int>& layers, int cp_rank = 0, ExpertGroup experts = {});
 
   void forward(const Compute& op);
   void backward_input(const Compute& op);   ///< I, and the first half of B
@@ -37,10 +39,17 @@ class HostModelState : public ModelStateBase<Activation, LayerState> {
 
   /// Accumulated gradients of the trainable layers this rank holds.
   Gradients gradients() const;
+  /// Those layers, in order.
+  const std::vector<int>& trained_layers() const { return trained_layers_; }
   /// The gradient tensors of `layers` (in ParamKey order), flattened: an all-reduce's
   /// buffer. set_flat writes a reduced buffer back.
-  std::vector<float> flat_gradients(const std::vector<int>& layers) const;
-  void set_flat_gradients(const std::vector<int>& layers, const std::vector<float>& flat);
+  /// Under expert parallelism an all-reduce sums either the experts' gradients (over the
+  /// ranks holding the same experts) or everything else (over the data-parallel group).
+  enum class Reduced { kAll, kDense, kExperts };
+  std::vector<float> flat_gradients(const std::vector<int>& layers,
+                                    Reduced reduced = Reduced::kAll) const;
+  void set_flat_gradients(const std::vector<int>& layers, const std::vector<float>& flat,
+                          Reduced reduced = Reduced::kAll);
   /// Adam (executor/adam.hpp) on every trainable layer held here, with its gradients.
   void optimizer_step();
   /// The trainable layers' parameters (as the optimizer steps left them).
@@ -57,6 +66,12 @@ class HostModelState : public ModelStateBase<Activation, LayerState> {
   /// (`sum` adds them).
   using Rendezvous = std::function<std::vector<float>(std::vector<float>)>;
   void context_collective(CollectiveKind kind, const Rendezvous& exchange);
+
+  // Expert parallelism (executor/moe_math.hpp): the all-to-all after a MoE layer's part
+  // moves the token copies that part left for each member of the group; `exchange` sends
+  // one buffer per member and returns one from each.
+  using AllToAll = std::function<std::vector<std::vector<float>>(std::vector<std::vector<float>>)>;
+  void expert_collective(const AllToAll& exchange);
 
  private:
   /// What a layer split into parts keeps between its first and its last part.
@@ -88,6 +103,26 @@ class HostModelState : public ModelStateBase<Activation, LayerState> {
   std::map<LayerKey, Matrix> partial_dq_;  ///< the queries' gradients between backward parts
   std::map<LayerKey, KvExchange> exchanges_;
   LayerKey current_part_{MicrobatchId{0}, 0};  ///< the layer whose first part ran last
+
+  /// A MoE layer's pass between its parts under expert parallelism: forward (attention,
+  /// route | experts | combine) or backward (combine's gradient | experts' | the rest).
+  struct MoeFlight {
+    int parts = 0;     ///< parts run so far
+    Activation input;  ///< forward: the layer's input
+    LayerState state;  ///< forward: the layer's state until its last part
+    Matrix x2;         ///< forward: the residual stream before the MLP
+    Matrix dy;         ///< backward: the layer output's gradient
+    Exchange outbox;   ///< what the next all-to-all sends, per member
+    Exchange inbox;    ///< what the last one brought, per member
+  };
+  using FlightKey = std::tuple<bool, MicrobatchId, int>;  ///< (backward?, microbatch, layer)
+  bool expert_part(const Compute& op) const;
+  void forward_expert_part(const Compute& op);
+  void backward_expert_part(const Compute& op);
+  ExpertGroup experts_;
+  std::vector<int> trained_layers_;
+  std::map<FlightKey, MoeFlight> flights_;
+  FlightKey last_flight_{false, MicrobatchId{0}, 0};  ///< the flight whose part ran last
 };
 
 }  // namespace loom::exec
@@ -96,4 +131,7 @@ namespace loom::exec {
 /// Throws InputError when the host math cannot run the model: layer shapes (see
 /// check_executable) or a module whose input width differs from a producer's output width.
 void check_model_executable(const Model& model);
+/// Throws InputError naming the first mixture-of-experts module: `what` ("the cuda backend",
+/// "profiling") does not run experts yet; the host backend's run does.
+void check_no_experts(const Model& model, const std::string& what);
 }  // namespace loom::exec

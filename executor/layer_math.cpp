@@ -55,13 +55,17 @@ void check_executable(const LayerSpec& s, const std::string& where) {
   if (s.hidden <= 0 || s.ffn <= 0 || (is_mlp(s) && s.out_hidden <= 0))
     throw InputError(where + ": hidden, ffn (and out_hidden) must be positive to execute");
   if (is_mlp(s)) return;
-  if (s.moe())
+  if (s.moe() && s.capacity_factor > 0)
     throw InputError(where +
-                     ".experts: the executors do not run mixture-of-experts layers yet (their "
-                     "all-to-alls carry no data here); simulate the model with `loom sim`");
+                     ".capacity_factor: the executors route dropless (every token to its top_k "
+                     "experts); remove the key to execute the model");
   if (s.mla())
     throw InputError(where +
                      ".kv_lora_rank: the executors do not run multi-head latent attention yet; "
+                     "simulate the model with `loom sim`");
+  if (s.sliding_window > 0)
+    throw InputError(where +
+                     ".sliding_window: the executors do not run sliding-window attention yet; "
                      "simulate the model with `loom sim`");
   if (s.heads <= 0 || s.kv_heads <= 0 || (s.head_dim == 0 && s.hidden % s.heads != 0) ||
       s.heads % s.kv_heads != 0) {
@@ -73,7 +77,8 @@ void check_executable(const LayerSpec& s, const std::string& where) {
   }
 }
 
-LayerTensors zero_parameters(const LayerSpec& s, int head_dim_override) {
+LayerTensors zero_parameters(const LayerSpec& s, int head_dim_override,
+                             const ExpertGroup& experts) {
   LayerTensors t;
   if (is_mlp(s)) {
     t["w1"] = Matrix(s.hidden, s.ffn);
@@ -87,14 +92,19 @@ LayerTensors zero_parameters(const LayerSpec& s, int head_dim_override) {
   t["wv"] = Matrix(s.hidden, s.kv_heads * d);
   t["wo"] = Matrix(s.heads * d, s.hidden);
   t["norm2"] = Matrix(1, s.hidden);
+  if (s.moe()) {
+    add_moe_parameters(s, experts, t);
+    return t;
+  }
   t["w1"] = Matrix(s.hidden, s.ffn);
   if (s.gated_mlp) t["w3"] = Matrix(s.hidden, s.ffn);
   t["w2"] = Matrix(s.ffn, s.hidden);
   return t;
 }
 
-LayerTensors init_parameters(const LayerSpec& spec, int layer, std::uint64_t seed, int head_dim) {
-  LayerTensors t = zero_parameters(spec, head_dim);
+LayerTensors init_parameters(const LayerSpec& spec, int layer, std::uint64_t seed, int head_dim,
+                             const ExpertGroup& experts) {
+  LayerTensors t = zero_parameters(spec, head_dim, experts);
   for (auto& [name, m] : t) {
     std::uint64_t key = hash_combine(hash_combine(seed, static_cast<std::uint64_t>(layer)),
                                      std::hash<std::string>{}(name));
@@ -141,11 +151,11 @@ void layer_forward_qkv(const LayerTensors& p, const Matrix& x, LayerState* state
   k["v"] = std::move(v);
 }
 
-Matrix layer_forward_attend(const LayerSpec& s, const LayerTensors& p, const Matrix& x,
-                            const Matrix& keys, const Matrix& values, const AttentionRows& rows,
-                            LayerState* state) {
+Matrix layer_forward_attention(const LayerSpec& s, const LayerTensors& p, const Matrix& x,
+                               const Matrix& keys, const Matrix& values, const AttentionRows& rows,
+                               LayerState* state) {
   LayerTensors& k = state->saved;
-  Matrix o, n2, xhat2, a, g, m;
+  Matrix o, n2, xhat2;
   std::vector<float> inv2;
   Matrix attn = attention_forward(k.at("q"), keys, values, rows, s.heads, s.kv_heads, s.causal,
                                   &state->probs);
@@ -153,6 +163,23 @@ Matrix layer_forward_attend(const LayerSpec& s, const LayerTensors& p, const Mat
   Matrix x2 = x;
   add_inplace(x2, o);
   rmsnorm_forward(x2, gain_of(p.at("norm2")), n2, xhat2, inv2);
+  // The keys attended to (the rank's own, or every rank's under context parallelism).
+  k["keys"] = keys;
+  k["values"] = values;
+  state->rows = rows;
+  k["attn"] = std::move(attn);
+  save_norm(k, "2", std::move(n2), std::move(xhat2), std::move(inv2));
+  return x2;
+}
+
+Matrix layer_forward_attend(const LayerSpec& s, const LayerTensors& p, const Matrix& x,
+                            const Matrix& keys, const Matrix& values, const AttentionRows& rows,
+                            LayerState* state) {
+  Matrix x2 = layer_forward_attention(s, p, x, keys, values, rows, state);
+  LayerTensors& k = state->saved;
+  const Matrix& n2 = k.at("n2");
+  if (s.moe()) return moe_forward_local(s, p, x2, n2, state->moe);
+  Matrix a, g, m;
   matmul(n2, p.at("w1"), a);
   Matrix u;
   if (s.gated_mlp) {
@@ -166,12 +193,6 @@ Matrix layer_forward_attend(const LayerSpec& s, const LayerTensors& p, const Mat
   matmul(u, p.at("w2"), m);
   Matrix y = x2;
   add_inplace(y, m);
-  // The keys attended to (the rank's own, or every rank's under context parallelism).
-  k["keys"] = keys;
-  k["values"] = values;
-  state->rows = rows;
-  k["attn"] = std::move(attn);
-  save_norm(k, "2", std::move(n2), std::move(xhat2), std::move(inv2));
   k["a"] = std::move(a);
   k["u"] = std::move(u);
   return y;
@@ -214,7 +235,9 @@ Matrix layer_backward_input(const LayerSpec& s, const LayerTensors& p, LayerStat
 Matrix layer_backward_to_attention(const LayerSpec& s, const LayerTensors& p, LayerState& st,
                                    const Matrix& dy) {
   const LayerTensors& k = st.saved;
-  Matrix du, da, dg, dn2, dx2, dattn;
+  if (s.moe())
+    return layer_backward_from_n2(p, st, dy, moe_backward_local(s, p, dy, k.at("n2"), st.moe));
+  Matrix du, da, dg, dn2;
   matmul_bt(dy, p.at("w2"), du);
   const Matrix& a = k.at("a");
   da = Matrix(du.rows, du.cols);
@@ -230,13 +253,20 @@ Matrix layer_backward_to_attention(const LayerSpec& s, const LayerTensors& p, La
   }
   matmul_bt(da, p.at("w1"), dn2);
   if (s.gated_mlp) matmul_bt(dg, p.at("w3"), dn2, true);
+  LayerTensors& w = st.grads;
+  w["da"] = std::move(da);
+  if (s.gated_mlp) w["dg"] = std::move(dg);
+  return layer_backward_from_n2(p, st, dy, std::move(dn2));
+}
+
+Matrix layer_backward_from_n2(const LayerTensors& p, LayerState& st, const Matrix& dy, Matrix dn2) {
+  const LayerTensors& k = st.saved;
+  Matrix dx2, dattn;
   rmsnorm_backward_input(dn2, k.at("xhat2"), gain_of(p.at("norm2")), k.at("inv2").data, dx2);
   add_inplace(dx2, dy);  // residual
   matmul_bt(dx2, p.at("wo"), dattn);
   LayerTensors& w = st.grads;
   w["dy"] = dy;
-  w["da"] = std::move(da);
-  if (s.gated_mlp) w["dg"] = std::move(dg);
   w["dn2"] = std::move(dn2);
   w["do"] = std::move(dx2);
   return dattn;
@@ -274,9 +304,13 @@ void layer_backward_weight(const LayerSpec& s, const LayerState& st, LayerTensor
   matmul_at(k.at("n1"), w.at("dk"), grads.at("wk"), true);
   matmul_at(k.at("n1"), w.at("dv"), grads.at("wv"), true);
   matmul_at(k.at("attn"), w.at("do"), grads.at("wo"), true);
-  matmul_at(k.at("n2"), w.at("da"), grads.at("w1"), true);
-  if (s.gated_mlp) matmul_at(k.at("n2"), w.at("dg"), grads.at("w3"), true);
-  matmul_at(k.at("u"), w.at("dy"), grads.at("w2"), true);
+  if (s.moe()) {
+    moe_backward_weight(s, k.at("n2"), st.moe, grads);
+  } else {
+    matmul_at(k.at("n2"), w.at("da"), grads.at("w1"), true);
+    if (s.gated_mlp) matmul_at(k.at("n2"), w.at("dg"), grads.at("w3"), true);
+    matmul_at(k.at("u"), w.at("dy"), grads.at("w2"), true);
+  }
   accumulate_gain_grad(w.at("dn1"), k.at("xhat1"), grads.at("norm1"));
   accumulate_gain_grad(w.at("dn2"), k.at("xhat2"), grads.at("norm2"));
 }

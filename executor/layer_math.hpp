@@ -19,23 +19,24 @@
 #include <vector>
 
 #include "core/model.hpp"
+#include "executor/moe_math.hpp"
 #include "executor/tensor.hpp"
 
 namespace loom::exec {
-
-/// A layer's parameters (or their gradients), by name. Norm gains are 1 x hidden.
-using LayerTensors = std::map<std::string, Matrix>;
 
 /// Parameter names and shapes of a layer: "norm1" [1,h], "wq" [h, heads*d], "wk"/"wv"
 /// [h, kv_heads*d], "wo" [heads*d, h], "norm2" [1,h], "w1" [h,ffn], "w3" [h,ffn] (gated),
 /// "w2" [ffn,h]; MLP layers "w1" [hidden,ffn], "w2" [ffn,out_hidden].
 /// `head_dim` 0 means hidden / heads; a tensor-parallel shard (executor/profile.hpp) keeps
-/// the full model's head width with fewer heads.
-LayerTensors zero_parameters(const LayerSpec& spec, int head_dim = 0);
+/// the full model's head width with fewer heads. A mixture-of-experts layer has the router,
+/// the experts `experts` holds and the shared experts instead of w1, w3, w2
+/// (executor/moe_math.hpp).
+LayerTensors zero_parameters(const LayerSpec& spec, int head_dim = 0,
+                             const ExpertGroup& experts = {});
 /// Deterministic initialisation from (seed, global layer, name, element): weights uniform
-/// with variance 1/fan_in, gains 1 + 0.1 u.
-LayerTensors init_parameters(const LayerSpec& spec, int layer, std::uint64_t seed,
-                             int head_dim = 0);
+/// with variance 1/fan_in, gains 1 + 0.1 u. An expert's weights are the same on any rank.
+LayerTensors init_parameters(const LayerSpec& spec, int layer, std::uint64_t seed, int head_dim = 0,
+                             const ExpertGroup& experts = {});
 /// Throws InputError (naming `where`) when the shapes cannot be run (hidden not divisible
 /// by heads, heads not by kv_heads, non-positive sizes).
 void check_executable(const LayerSpec& spec, const std::string& where);
@@ -59,6 +60,7 @@ struct LayerState {
   LayerTensors grads;         ///< output gradients for W (filled by backward_input)
   std::vector<int> lengths;   ///< rows per sample the layer saw
   AttentionRows rows;         ///< the keys its attention read (transformer layers)
+  MoeState moe;               ///< a mixture-of-experts layer's router and experts
 };
 
 Matrix layer_forward(const LayerSpec& spec, const LayerTensors& params, const Matrix& x,
@@ -90,6 +92,18 @@ Matrix layer_backward_to_attention(const LayerSpec& spec, const LayerTensors& pa
                                    LayerState& state, const Matrix& dy);
 Matrix layer_backward_from_qkv(const LayerTensors& params, LayerState& state, Matrix dq, Matrix dk,
                                Matrix dv, bool need_dx);
+
+/// A transformer layer's forward in the parts expert parallelism splits it into:
+/// layer_forward_attention runs the attention block and the second norm and returns x2
+/// (the residual stream before the MLP; n2 kept in state->saved); the MoE pieces
+/// (executor/moe_math.hpp) run between. layer_backward_from_n2 takes the MLP input's
+/// gradient dn2 (and dy, the residual's) and returns the attention output's gradient, as
+/// layer_backward_to_attention does after its MLP.
+Matrix layer_forward_attention(const LayerSpec& spec, const LayerTensors& params, const Matrix& x,
+                               const Matrix& keys, const Matrix& values, const AttentionRows& rows,
+                               LayerState* state);
+Matrix layer_backward_from_n2(const LayerTensors& params, LayerState& state, const Matrix& dy,
+                              Matrix dn2);
 
 /// Attention over packed samples (exposed for tests): q [T, heads*d], k/v [T, kv*d].
 Matrix attention_forward(const Matrix& q, const Matrix& k, const Matrix& v,

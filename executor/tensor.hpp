@@ -5,6 +5,8 @@
 /// not a fast CPU runtime.
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace loom::exec {
@@ -22,6 +24,9 @@ struct Matrix {
   float at(int r, int c) const { return row(r)[c]; }
   std::size_t size() const { return data.size(); }
 };
+
+/// A layer's parameters (or their gradients), by name. Norm gains are 1 x hidden.
+using LayerTensors = std::map<std::string, Matrix>;
 
 /// C (+)= A B       A [m,k], B [k,n]
 void matmul(const Matrix& a, const Matrix& b, Matrix& c, bool accumulate = false);

@@ -108,6 +108,31 @@ std::vector<float> Transport::all_gather(GroupId group, InstanceId instance, int
   return rendezvous(false, group, instance, member, members, std::move(buffer));
 }
 
+std::vector<std::vector<float>> Transport::all_to_all(GroupId group, InstanceId instance,
+                                                      int member, int members,
+                                                      std::vector<std::vector<float>> buffers) {
+  // One rendezvous of every member's buffers, each prefixed by its length; a member keeps
+  // the one addressed to it from each.
+  std::vector<float> flat;
+  for (const std::vector<float>& b : buffers) {
+    flat.push_back(static_cast<float>(b.size()));
+    flat.insert(flat.end(), b.begin(), b.end());
+  }
+  const std::vector<float> all = all_gather(group, instance, member, members, std::move(flat));
+  std::vector<std::vector<float>> mine;
+  size_t at = 0;
+  for (int from = 0; from < members; ++from) {
+    for (int to = 0; to < members; ++to) {
+      const auto n = static_cast<size_t>(all.at(at++));
+      if (to == member)
+        mine.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(at),
+                          all.begin() + static_cast<std::ptrdiff_t>(at + n));
+      at += n;
+    }
+  }
+  return mine;
+}
+
 void Transport::abort(const std::string& why) {
   {
     std::lock_guard lock(mutex_);

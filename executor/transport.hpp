@@ -43,6 +43,10 @@ class Transport {
                                 std::vector<float> buffer);
   std::vector<float> all_gather(GroupId group, InstanceId instance, int member, int members,
                                 std::vector<float> buffer);
+  /// All-to-all: member i's buffers[j] becomes member j's result[i]. Blocks until all
+  /// members arrived.
+  std::vector<std::vector<float>> all_to_all(GroupId group, InstanceId instance, int member,
+                                             int members, std::vector<std::vector<float>> buffers);
 
   /// Records the first failure and wakes every waiter (they throw ExecError naming it).
   void abort(const std::string& why);

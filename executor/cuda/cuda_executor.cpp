@@ -69,6 +69,7 @@ class CudaExecutor final : public Executor {
   std::vector<ProfileRow> profile(const Model& model, const Sample& first_sample,
                                   const ProfileRequest& request) override {
     check_model_executable(model);
+    check_no_experts(model, "the cuda backend");
     LOOM_CUDA_CHECK(
         cudaSetDevice(cuda::launch_info_from_env().local_rank % kernels::cuda_device_count()));
     return cuda::profile_cuda(model, first_sample, request);
@@ -77,6 +78,7 @@ class CudaExecutor final : public Executor {
   ExecResult run(const ExecProblem& problem, const ExecOptions& options) override {
     const Schedule& schedule = *problem.schedule;
     check_model_executable(*problem.model);
+    check_no_experts(*problem.model, "the cuda backend");
     check_schedule_executable(schedule);
     if (schedule.cp > 1)
       throw InputError(

@@ -408,9 +408,13 @@ double data_parallel_parameters(const Context& ctx, int layer) {
 
 void add_expert_gradient_allreduce(const Context& ctx, Schedule& schedule) {
   const int expert_dp = ctx.lanes() / ctx.ep;
-  if (expert_dp <= 1) return;
+  if (expert_dp <= 1 && !ctx.programs.up) return;
   const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
   for (const PipelineRank r : ctx.programs.rank_ids()) {
+    // With bidirectional pipelines the two ranks holding copies of the same stages reduce
+    // their experts together too, once.
+    const PipelineRank other = copy_rank(ctx, r);
+    if (other < r) continue;
     double bytes = 0;
     StageId label = first_stage_of(ctx, r);
     ModuleId module = ctx.stage(label).segments.front().module;
@@ -430,8 +434,10 @@ void add_expert_gradient_allreduce(const Context& ctx, Schedule& schedule) {
     // The ranks holding the same experts: one lane of every expert-parallel group.
     for (int e = 0; e < ctx.ep; ++e) {
       std::vector<RankId> members;
-      for (int lane = e; lane < ctx.lanes(); lane += ctx.ep)
+      for (int lane = e; lane < ctx.lanes(); lane += ctx.ep) {
         members.push_back(ctx.global_rank(lane, r));
+        if (other != r) members.push_back(ctx.global_rank(lane, other));
+      }
       add_allreduce(schedule, members, label, module, bytes, overlaps_gradient_reduce(ctx));
     }
   }

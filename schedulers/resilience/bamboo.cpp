@@ -78,6 +78,10 @@ Schedule generate_bamboo(const SchedulingProblem& problem) {
     throw InputError(
         "parallel.pp: bamboo needs at least 2 stages (a stage's redundant copy "
         "lives on its neighbour); set parallel.pp >= 2");
+  if (problem.parallel.ep > 1)
+    throw InputError(
+        "parallel.ep: bamboo's redundant copy of a stage would run its MoE layers' "
+        "all-to-alls a second time, which is not modelled; set parallel.ep = 1");
   const std::set<int> failed = failed_stages(o.failed_over, stages);
   StageGraph graph = pipeline_stage_graph(problem, name, stages);
 

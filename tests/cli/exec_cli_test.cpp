@@ -83,6 +83,22 @@ TEST(ExecCli, WritesSimsFilesAndPassesTheGradientCheck) {
   EXPECT_TRUE(vision_forward) << cj.output;
 }
 
+TEST(ExecCli, AMixtureOfExpertsRunsWithItsAllToAllsAndPassesTheGradientCheck) {
+  // configs/exec/moe-host.toml: ep 2, the token copies moved by real all-to-alls; the
+  // measured timeline has the prediction's operations, all-to-alls included.
+  test::TempDir dir;
+  const std::string config = test::source_path("configs/exec/moe-host.toml");
+  const Result e = loom("exec " + config + " -q --no-plot --out " + dir.path("meas"));
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  const auto metrics = nlohmann::json::parse(slurp(dir.path("meas") + "/metrics.json"));
+  EXPECT_TRUE(metrics["gradient_check"]["passed"].get<bool>());
+  const Result s = loom("sim " + config + " -q --no-plot --out " + dir.path("pred"));
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  const std::string measured = structure(dir.path("meas") + "/timeline.csv");
+  EXPECT_EQ(measured, structure(dir.path("pred") + "/timeline.csv"));
+  EXPECT_NE(measured.find(",alltoall,"), std::string::npos);
+}
+
 TEST(CompareCli, RunsOfDifferentStagePartitionsAreRejected) {
   // Same scheduler, ranks and microbatches, so timeline.csv rows match one by one; only the
   // stage boundary differs (explicit stage_layers), which schedule.txt shows.

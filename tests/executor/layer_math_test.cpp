@@ -79,6 +79,86 @@ TEST(LayerMath, TransformerPlainBidirectionalMatchesFiniteDifferences) {
   check_layer(s);
 }
 
+TEST(LayerMath, MixtureOfExpertsMatchesFiniteDifferences) {
+  // Router softmax and top 2 of 4 experts, gated experts and a shared one: the router's
+  // gradient flows through the weights of the experts it chose (top-k itself is piecewise
+  // constant, and these inputs sit away from its ties).
+  LayerSpec s;
+  s.hidden = 16;
+  s.ffn = 24;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.gated_mlp = true;
+  s.causal = true;
+  s.experts = 4;
+  s.top_k = 2;
+  s.expert_ffn = 12;
+  s.shared_experts = 1;
+  check_layer(s);
+  s.gated_mlp = false;
+  s.shared_experts = 0;
+  check_layer(s);
+}
+
+TEST(LayerMath, ExpertsSplitOverAGroupComputeTheLayerAlone) {
+  // Two members each holding half of the experts, their token copies exchanged by hand,
+  // give the single rank's output and input gradient exactly.
+  LayerSpec s;
+  s.hidden = 16;
+  s.heads = 4;
+  s.kv_heads = 4;
+  s.gated_mlp = true;
+  s.experts = 4;
+  s.top_k = 2;
+  s.expert_ffn = 8;
+  const std::vector<ExpertGroup> members = {{2, 0}, {2, 1}};
+  const Matrix x2 = random_matrix(6, 16, 3), n2 = random_matrix(6, 16, 4),
+               dy = random_matrix(6, 16, 5);
+  LayerTensors whole = init_parameters(s, 1, 42);
+  MoeState alone;
+  const Matrix y = moe_forward_local(s, whole, x2, n2, alone);
+  const Matrix dn2 = moe_backward_local(s, whole, dy, n2, alone);
+
+  // Both members route the same tokens here (a sample split over data parallelism would
+  // give each its own); member 0's view is checked.
+  std::vector<LayerTensors> params;
+  std::vector<MoeState> st(2);
+  std::vector<Exchange> out(2);
+  for (int m = 0; m < 2; ++m) {
+    params.push_back(init_parameters(s, 1, 42, 0, members[m]));
+    out[m] = moe_route(s, params[m], n2, members[m], st[m]);
+  }
+  auto exchange = [](std::vector<Exchange>& sent) {  // member i's buffer j -> member j's i
+    std::vector<Exchange> got(2, Exchange(2));
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) got[j][i] = sent[i][j];
+    return got;
+  };
+  std::vector<Exchange> in = exchange(out);
+  for (int m = 0; m < 2; ++m) out[m] = moe_experts_forward(s, params[m], in[m], st[m]);
+  in = exchange(out);
+  // Equal up to the order the slots are summed in (member 0's experts first).
+  auto differs = [](const Matrix& a, const Matrix& b) {
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+      worst = std::max(worst, double(std::abs(a.data[i] - b.data[i])));
+    return worst;
+  };
+  const Matrix y0 = moe_combine(s, params[0], x2, n2, in[0], st[0]);
+  ASSERT_EQ(y0.size(), y.size());
+  EXPECT_LT(differs(y0, y), 1e-5);
+  for (int m = 0; m < 2; ++m) out[m] = moe_combine_backward(s, params[m], dy, n2, st[m]);
+  in = exchange(out);
+  for (int m = 0; m < 2; ++m) out[m] = moe_experts_backward(s, params[m], in[m], st[m]);
+  in = exchange(out);
+  const Matrix dn2_0 = moe_route_backward(s, params[0], dy, in[0], st[0]);
+  ASSERT_EQ(dn2_0.size(), dn2.size());
+  EXPECT_LT(differs(dn2_0, dn2), 1e-5);
+  // Copies did cross: each member sent some to the other.
+  EXPECT_GT(st[0].sent[1].size(), 0u);
+  EXPECT_GT(st[1].sent[0].size(), 0u);
+}
+
 TEST(LayerMath, ProjectorMlpMatchesFiniteDifferences) {
   LayerSpec s;
   s.kind = LayerKind::kMlp;
