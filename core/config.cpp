@@ -181,6 +181,22 @@ void read_attention_window(Reader& r, const toml::table& t, const std::string& p
   }
 }
 
+/// `mtp_layers` (read only where given): DeepSeek-V3's multi-token-prediction modules,
+/// layers of the module's own shape (MoE if it has experts) appended after its last.
+void read_multi_token_prediction(Reader& r, const toml::table& t, const std::string& path,
+                                 LayerSpec layer, Module& m) {
+  const toml::node* at = t.get("mtp_layers");
+  if (!at) return;
+  if (m.kind != ModuleKind::kLlm || m.vocab == 0)
+    r.fail(at, path + "mtp_layers",
+           "predicts further tokens through the LM head: only an llm module with a vocab has "
+           "one; set vocab or remove the key");
+  m.mtp_layers = r.integer(t, path, "mtp_layers", 0, 0);
+  layer.mtp = true;
+  layer.sliding_window = 0;
+  for (int i = 0; i < m.mtp_layers; ++i) m.layers.push_back(layer);
+}
+
 /// A transformer module's mixture of experts (LayerSpec::experts; docs/moe.md). Its keys
 /// are read only when `experts` is given, so a dense module's `loom config` is unchanged.
 void read_experts(Reader& r, const toml::table& t, const std::string& path, LayerSpec& base) {
@@ -319,7 +335,9 @@ Module read_module(Reader& r, const toml::table& t, int index) {
     }
     const std::string routing = r.string(t, path, "routing", "balanced");
     try {
-      m.routing = parse_routing(routing, path + "routing", base.experts, count,
+      // A trace's layers include the multi-token-prediction ones after the module's own.
+      const int mtp = static_cast<int>(t["mtp_layers"].value_or(std::int64_t{0}));
+      m.routing = parse_routing(routing, path + "routing", base.experts, count + std::max(0, mtp),
                                 std::filesystem::path(r.file()).parent_path().string());
     } catch (const InputError& e) {
       const std::string what = e.what();
@@ -337,6 +355,7 @@ Module read_module(Reader& r, const toml::table& t, int index) {
       r.rerecord(path + "routing", "trace:" + m.routing.trace_path);
     }
   }
+  read_multi_token_prediction(r, t, path, base, m);
   for (const auto& [key, frozen] :
        {std::pair{"frozen_layers", true}, std::pair{"trainable_layers", false}}) {
     for (int l : r.int_list(t, path, key)) {

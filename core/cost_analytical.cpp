@@ -49,9 +49,11 @@ LayerKernelOptions AnalyticalCostModel::kernel_options(int layer) const {
   const LayerRef& ref = model_.layer_ref(layer);
   const Module& module = model_.module(ref.module);
   const int n = options_.fp8_bf16_layers;
+  const int main_layers = isize(module.layers) - module.mtp_layers;
   if (module.kind == ModuleKind::kLlm &&
-      (ref.local_index < n || ref.local_index >= isize(module.layers) - n))
-    o.fp8 = Fp8Recipe::kOff;  // the language model's edge layers stay in BF16
+      (ref.local_index < n || ref.local_index >= main_layers - n))
+    o.fp8 = Fp8Recipe::kOff;  // the language model's edge layers (and its MTP) stay in BF16
+  if (model_.layer(layer).mtp) o.mtp_vocab = module.vocab;
   if (module.vocab > 0) {
     if (ref.local_index == 0) o.vocab_in = module.vocab;
     if (ref.local_index + 1 == isize(module.layers)) o.vocab_out = module.vocab;
@@ -169,9 +171,10 @@ double AnalyticalCostModel::activation_bytes(int layer, const MicrobatchShape& s
                                          options_.sequence_parallel, recompute_of(layer),
                                          kernel_options(layer).fp8 != Fp8Recipe::kOff);
   }
-  // The LM head keeps its fp32 softmax for the cross-entropy's backward.
-  if (const int vocab = kernel_options(layer).vocab_out; vocab > 0)
-    bytes += tokens * double(vocab) / tp * 4;
+  // The LM head keeps its fp32 softmax for the cross-entropy's backward (a multi-token-
+  // prediction layer its own).
+  const LayerKernelOptions o = kernel_options(layer);
+  bytes += tokens * double(o.vocab_out + o.mtp_vocab) / tp * 4;
   return bytes;
 }
 

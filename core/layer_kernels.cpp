@@ -255,6 +255,14 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
     list.comm(tp_comm + " (embedding)", kF, T * h * e, tp, intra);
     list.memory("embedding grad", kW, 2 * T * h * e);
   }
+  if (l.mtp) {
+    // DeepSeek-V3 §2.2: the embedding of the token ahead, both inputs RMS-normed, their
+    // concatenation projected 2h -> h (replicated over TP: the weight is small).
+    list.memory("mtp embedding", kF, 2 * T * h * e);
+    list.memory("mtp norms", kF, Tr * 2 * 2 * h * e);
+    list.memory("mtp norms backward", kI, Tr * 3 * 2 * h * e);
+    list.linear("mtp projection", T, h, 2 * h);
+  }
   if (l.kind == LayerKind::kMlp) {
     list.linear("projector fc1", T, l.ffn / t, h);
     list.memory("activation", kF, T * 2 * l.ffn / t * e);
@@ -324,16 +332,18 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
         rank_layer_parameters(l, o.expert_parallel) / t + double(o.vocab_in) * h / t;
     list.memory("weight-gradient accumulation", kW, params * (e + 2 * o.gradient_bytes));
   }
-  if (o.vocab_out > 0) {
-    const double v = o.vocab_out / t;
-    list.memory("final layernorm", kF, Tr * 2 * h * e);
-    list.memory("final layernorm backward", kI, Tr * 3 * h * e);
-    list.linear("lm head", T, v, h);
+  auto lm_head = [&](const std::string& prefix, int vocab) {
+    const double v = vocab / t;
+    list.memory(prefix + "final layernorm", kF, Tr * 2 * h * e);
+    list.memory(prefix + "final layernorm backward", kI, Tr * 3 * h * e);
+    list.linear(prefix + "lm head", T, v, h);
     // Vocabulary-parallel cross-entropy in fp32: read the logits, write fp32 softmax,
     // then its gradient.
-    list.memory("cross-entropy", kF, T * v * (e + 8));
-    list.memory("cross-entropy backward", kI, T * v * (4 + e));
-  }
+    list.memory(prefix + "cross-entropy", kF, T * v * (e + 8));
+    list.memory(prefix + "cross-entropy backward", kI, T * v * (4 + e));
+  };
+  if (o.mtp_vocab > 0) lm_head("mtp ", o.mtp_vocab);
+  if (o.vocab_out > 0) lm_head("", o.vocab_out);
   return list.take();
 }
 
@@ -369,6 +379,8 @@ double transformer_activation_bytes(const LayerSpec& l, const MicrobatchShape& s
   const double fp8_out_proj = fp8 ? 2 * context / 2 : 0;  // the output projection's input
   const double inside_tp = (2 * q + 4 * kv + 2 * context - fp8_out_proj + mlp) / t + latents;
   double bytes = T * (replicated + inside_tp);
+  // A multi-token-prediction layer also keeps its two normed inputs and their concatenation.
+  if (l.mtp) bytes += T * 8 * h / (sp ? t : 1);
   if (!flash && recompute == Recompute::kNone) {
     for (int s : shape.sequence_lengths) bytes += 5.0 * l.heads * double(s) * s / t;
   }

@@ -55,6 +55,7 @@ struct LayerKernelOptions {
   bool sequence_parallel = false;  ///< parallel.sequence_parallel
   int vocab_in = 0;                ///< embedding of this vocabulary before the layer
   int vocab_out = 0;               ///< LM head + cross-entropy of this vocabulary after it
+  int mtp_vocab = 0;  ///< a multi-token-prediction layer's own pass through the LM head
   /// Bytes per parameter of the gradient buffer each microbatch's weight gradient is
   /// added into (cost.gradient_bytes_per_param); 0 = no accumulation kernel.
   double gradient_bytes = 0;

@@ -149,6 +149,7 @@ double layer_parameters(const LayerSpec& layer) {
   double attention = 0;
   for (const AttentionProjection& p : attention_projections(layer)) attention += p.in * p.out;
   if (layer.attention_sinks) attention += layer.heads;
+  if (layer.mtp) attention += 2.0 * h * h;  // M_k: the concatenation projected back to h
   const double matrices = layer.gated_mlp ? 3.0 : 2.0;
   if (!layer.moe()) return attention + matrices * h * f;
   const double expert = matrices * h * layer.expert_ffn;

@@ -75,6 +75,11 @@ struct LayerSpec {
   /// GPT-OSS's attention sinks: one learned logit per head added to the softmax's
   /// denominator (heads parameters, no GEMM).
   bool attention_sinks = false;
+  /// A multi-token-prediction layer (DeepSeek-V3 §2.2, its module k): before its block the
+  /// RMS-normed hidden state of the layer before and the embedding of the token k ahead
+  /// are concatenated and projected 2h -> h (M_k, 2h^2 parameters); after it the LM head
+  /// and cross-entropy run again, the embedding and the head shared with the main model.
+  bool mtp = false;
   /// Query-key pairs one sequence of s tokens computes: s^2, half of it when causal (the
   /// diagonal's s/2 left out, as everywhere in Loom); a causal window w < s keeps
   /// w s - w^2/2 (equal to s^2/2 at s = w).
@@ -138,6 +143,8 @@ struct Module {
   double backward_over_forward = 0;
   /// How its MoE layers' router spreads tokens over the experts (core/routing.hpp).
   Routing routing;
+  /// Multi-token-prediction layers at the end of `layers` (LayerSpec::mtp; `mtp_layers`).
+  int mtp_layers = 0;
   std::vector<LayerSpec> layers;
 };
 

@@ -36,6 +36,9 @@ double layer_forward_flops(const Model& model, int global_layer, const Microbatc
   const Module& module = model.module(m);
   const bool last_of_module = model.layer_ref(global_layer).local_index == isize(module.layers) - 1;
   if (module.vocab > 0 && last_of_module) flops += 2 * tokens * h * module.vocab;  // LM head
+  // A multi-token-prediction layer's projection and its own pass through the LM head
+  // (Megatron-LM counts both).
+  if (l.mtp) flops += 2 * tokens * (2 * h * h + h * module.vocab);
   return flops;
 }
 

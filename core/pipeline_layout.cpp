@@ -38,11 +38,9 @@ class Parser {
         --depth_;
         ++at_;  // ')'
         if (item.empty()) fail(open, "an empty group '()'");
-      } else if (c == 'E' || c == 't' || c == 'L' || c == '|') {
+      } else if (c == 'E' || c == 't' || c == 'm' || c == 'L' || c == '|') {
         item = std::string(1, c);
         ++at_;
-      } else if (c == 'm') {
-        fail(at_, "'m' (a multi-token-prediction layer) is not modelled by Loom; leave it out");
       } else {
         fail(at_, std::string("unexpected '") + c +
                       "' (the layout holds E, t, L, '|', groups '(...)' and repetitions '*n')");
@@ -97,6 +95,7 @@ std::vector<LayoutStage> parse_pipeline_layout(const std::string& text) {
       stages.back().loss = true;
     } else {
       ++stages.back().transformer_layers;
+      stages.back().mtp_layers += c == 'm';
     }
   }
   return stages;
@@ -116,6 +115,10 @@ std::vector<int> layout_stage_layers(const std::vector<LayoutStage>& stages, int
     if (stage.loss && s + 1 != stages.size())
       throw InputError("schedule.layout: stage " + std::to_string(s) +
                        " holds the loss L; it belongs to the last stage");
+    if (stage.mtp_layers > 0 && s + 1 != stages.size())
+      throw InputError("schedule.layout: stage " + std::to_string(s) +
+                       " holds a multi-token-prediction layer m; they belong to the last stage "
+                       "(after the model's last layer), as Megatron-Core places them");
     if (stage.transformer_layers == 0) {
       std::string why = ": every stage needs at least one t";
       if (stage.embedding || stage.loss) {
@@ -145,8 +148,10 @@ std::string format_pipeline_layout(const std::vector<LayoutStage>& stages) {
   for (std::size_t s = 0; s < stages.size(); ++s) {
     if (s > 0) out += '|';
     if (stages[s].embedding) out += 'E';
-    const int t = stages[s].transformer_layers;
-    out += t == 1 ? "t" : "t*" + std::to_string(t);
+    const int t = stages[s].transformer_layers - stages[s].mtp_layers;
+    if (t > 0) out += t == 1 ? "t" : "t*" + std::to_string(t);
+    const int m = stages[s].mtp_layers;
+    if (m > 0) out += m == 1 ? "m" : "m*" + std::to_string(m);
     if (stages[s].loss) out += 'L';
   }
   return out;

@@ -445,12 +445,20 @@ namespace loom {
 namespace {
 
 TEST(Moe, DeepSeekV3HasItsPublishedCountsWithLatentAttention) {
-  // DeepSeek-V3 technical report §4.2: 671B parameters, 37B activated per token (the
-  // multi-token-prediction module's 14B are counted apart there, and not modelled here).
+  // DeepSeek-V3 technical report §4.2: 671B parameters, 37B activated per token, and 14B
+  // more in the multi-token-prediction module (one MoE layer, its 2h x h projection and
+  // its own copies of the embedding and the head, which Loom shares with the model's).
   const Config c = load_config(bridge("deepseek-v3-b200"), {});
+  ASSERT_EQ(c.model.num_layers(), 62);
+  ASSERT_TRUE(c.model.layer(61).mtp);
   const Counts n = parameter_counts(c);
-  EXPECT_NEAR(n.total / 1e9, 671, 1);
-  EXPECT_NEAR(n.active / 1e9, 37, 0.6);
+  const LayerSpec& mtp = c.model.layer(61);
+  const double mtp_total = layer_parameters(mtp);
+  EXPECT_DOUBLE_EQ(mtp_total - layer_parameters(c.model.layer(60)), 2.0 * 7168 * 7168);
+  EXPECT_NEAR((n.total - mtp_total) / 1e9, 671, 1);
+  const double mtp_active = mtp_total - expert_parameters(mtp) * (1 - 8.0 / 256);
+  EXPECT_NEAR((n.active - mtp_active) / 1e9, 37, 0.6);
+  EXPECT_NEAR((mtp_total + 2.0 * 129280 * 7168) / 1e9, 14, 0.6);
   // MLA's projections per layer: q down 7168 x 1536, q up 1536 x 128 x 192, kv down
   // 7168 x 576, kv up 512 x 128 x 256, output 128 x 128 x 7168.
   const LayerSpec& l = c.model.layer(5);
@@ -458,11 +466,12 @@ TEST(Moe, DeepSeekV3HasItsPublishedCountsWithLatentAttention) {
   for (const AttentionProjection& p : attention_projections(l)) attention += p.in * p.out;
   EXPECT_DOUBLE_EQ(attention, 7168.0 * 1536 + 1536.0 * 128 * 192 + 7168.0 * 576 +
                                   512.0 * 128 * 256 + 128.0 * 128 * 7168);
-  // Model FLOPs per token at 4096: the table's 557 TFLOP/s at 2139 tokens/s less the MTP
-  // module (one more MoE layer, its 2h x h projection and a second LM head, x 3).
-  const double mtp = 3 * (layer_forward_flops(c.model, 5, {{4096}}) / 4096 + 2.0 * 14336 * 7168 +
-                          2.0 * 7168 * 129280);
-  EXPECT_NEAR((flops_per_token(c.model, 4096) + mtp) * 2139 / 1e12, 557, 1.5);
+  // Model FLOPs per token at 4096: the table's 557 TFLOP/s at 2139 tokens/s, the MTP
+  // module (one more MoE layer, its 2h x h projection and a second LM head) included.
+  EXPECT_NEAR(flops_per_token(c.model, 4096) * 2139 / 1e12, 557, 1.5);
+  EXPECT_DOUBLE_EQ(
+      layer_forward_flops(c.model, 61, {{4096}}) - layer_forward_flops(c.model, 5, {{4096}}),
+      4096 * 2.0 * (2.0 * 7168 * 7168 + 7168.0 * 129280) + 4096 * 2.0 * 7168 * 129280);
   // Scores at 192 and values at 128 per head, causal: 2 s^2 x 128 x (192 + 128) / 2, the
   // part of a layer's FLOPs quadratic in s: f(2s) - 2 f(s) = 2 s^2 x that coefficient.
   Module m = test::tiny_module("m", ModuleKind::kLlm, 1, false);

@@ -51,8 +51,17 @@ TEST(PipelineLayout, ErrorsSayWhatWasCountedAndWhere) {
             std::string::npos);
   EXPECT_NE(error_of([] { parse_pipeline_layout("Et*|t"); }).find("'*' needs a count"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_pipeline_layout("Et|tm|L"); }).find("multi-token-prediction"),
+  EXPECT_NE(error_of([] {
+              layout_stage_layers(parse_pipeline_layout("Et|tm|tL"), 4);
+            }).find("stage 1 holds a multi-token-prediction layer m; they belong to the last"),
             std::string::npos);
+  // DeepSeek-V3's: m counts as a layer of the last stage, and prints back as written.
+  const auto deepseek = parse_pipeline_layout("Et*3|(t*4|)*14t*2mL");
+  EXPECT_EQ(layout_stage_layers(deepseek, 62).back(), 3);
+  EXPECT_EQ(deepseek.back().mtp_layers, 1);
+  std::string expected = "Et*3|";
+  for (int i = 0; i < 14; ++i) expected += "t*4|";
+  EXPECT_EQ(format_pipeline_layout(deepseek), expected + "t*2mL");
   // Input that would blow up: nested repetitions, and deep nesting.
   EXPECT_NE(error_of([] {
               parse_pipeline_layout("((t*1000)*1000)*1000");
