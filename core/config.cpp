@@ -24,7 +24,7 @@
 
 namespace loom {
 const char* to_string(CpComm comm) {
-  return comm == CpComm::kP2p ? "p2p" : "all-gather";
+  return comm == CpComm::kP2p ? "p2p" : comm == CpComm::kAllGather ? "all-gather" : "a2a";
 }
 
 namespace {
@@ -764,8 +764,24 @@ void read_context_parallel(Reader& r, const toml::table& p, Config& c) {
     if (const char* why = cp_unsupported(c.model.layer(l)))
       r.fail(p.get("cp"), "parallel.cp", std::string(why) + ": set parallel.cp = 1");
   }
-  const std::string comm = r.string(p, "parallel.", "cp_comm", "p2p", {"p2p", "all-gather"});
-  c.parallel.cp_comm = comm == "p2p" ? CpComm::kP2p : CpComm::kAllGather;
+  const std::string comm = r.string(p, "parallel.", "cp_comm", "p2p", {"p2p", "all-gather", "a2a"});
+  c.parallel.cp_comm = comm == "p2p"          ? CpComm::kP2p
+                       : comm == "all-gather" ? CpComm::kAllGather
+                                              : CpComm::kA2a;
+  if (c.parallel.cp_comm != CpComm::kA2a) return;
+  // Ulysses gives each CP rank heads / cp of every TP group's heads (query and K/V).
+  const int split = c.parallel.tp * c.parallel.cp;
+  for (int l = 0; l < c.model.num_layers(); ++l) {
+    const LayerSpec& layer = c.model.layer(l);
+    if (layer.kind != LayerKind::kTransformer) continue;
+    if (layer.heads % split != 0 || layer.kv_heads % split != 0)
+      r.fail(
+          p.get("cp_comm"), "parallel.cp_comm",
+          "\"a2a\" (Ulysses) splits the attention heads over tp x cp = " + std::to_string(split) +
+              " GPUs, but module '" + c.model.module(c.model.module_of(l)).name + "' has " +
+              std::to_string(layer.heads) + " heads and " + std::to_string(layer.kv_heads) +
+              " K/V heads: use cp_comm = \"p2p\" or a cp that divides them");
+  }
 }
 
 /// parallel.order (read, and so shown by `loom config`, only where given): Megatron-Core's

@@ -30,10 +30,12 @@ namespace loom {
 /// How the context-parallel ranks of a layer exchange what attention needs
 /// (parallel.cp_comm; schedulers/lowering/context_parallel.hpp): Megatron-Core's
 /// cp_comm_type "p2p" (ring attention, K/V blocks passed around the ring and overlapped
-/// with the attention of the block in hand) or "all_gather" (K/V all-gathered before the
-/// attention, dK/dV reduce-scattered after its backward).
-enum class CpComm : std::uint8_t { kP2p, kAllGather };
-const char* to_string(CpComm comm);  ///< "p2p", "all-gather"
+/// with the attention of the block in hand), "all_gather" (K/V all-gathered before the
+/// attention, dK/dV reduce-scattered after its backward) or "a2a" (DeepSpeed-Ulysses:
+/// Q, K, V re-sharded from sequence to heads by an all-to-all, the whole sequence attended
+/// on heads / cp, the output sent back by another).
+enum class CpComm : std::uint8_t { kP2p, kAllGather, kA2a };
+const char* to_string(CpComm comm);  ///< "p2p", "all-gather", "a2a"
 
 /// A parallel dimension laid over GPUs (parallel.order); tensor parallelism is always the
 /// innermost, a rank being one TP group of consecutive GPUs.

@@ -166,6 +166,16 @@ void check_context_parallel_executable(const ExecProblem& problem) {
   const int cp = problem.schedule->cp;
   if (cp == 1) return;
   const Model& model = *problem.model;
+  for (const auto& program : problem.schedule->programs) {
+    for (const Op& op : program) {
+      const auto* c = std::get_if<Collective>(&op);
+      if (c && c->kind == CollectiveKind::kAllToAll)
+        throw InputError(
+            "parallel.cp: the host backend runs context parallelism with cp_comm = \"p2p\" "
+            "or \"all-gather\" and without expert parallelism (this schedule has "
+            "all-to-alls); simulate it with `loom sim`");
+    }
+  }
   if (model.modules().size() != 1)
     throw InputError(
         "parallel.cp: the host backend runs context parallelism on a language "

@@ -179,21 +179,13 @@ Matrix layer_forward_attend(const LayerSpec& s, const LayerTensors& p, const Mat
   LayerTensors& k = state->saved;
   const Matrix& n2 = k.at("n2");
   if (s.moe()) return moe_forward_local(s, p, x2, n2, state->moe);
-  Matrix a, g, m;
-  matmul(n2, p.at("w1"), a);
-  Matrix u;
-  if (s.gated_mlp) {
-    matmul(n2, p.at("w3"), g);
-    u = map(a, silu);
-    for (size_t i = 0; i < u.size(); ++i) u.data[i] *= g.data[i];
-    k["g"] = std::move(g);
-  } else {
-    u = map(a, gelu);
-  }
-  matmul(u, p.at("w2"), m);
+  Matrix a, g, u;
+  const Matrix m =
+      mlp_forward(s, n2, p.at("w1"), s.gated_mlp ? &p.at("w3") : nullptr, p.at("w2"), a, g, u);
   Matrix y = x2;
   add_inplace(y, m);
   k["a"] = std::move(a);
+  if (s.gated_mlp) k["g"] = std::move(g);
   k["u"] = std::move(u);
   return y;
 }
@@ -237,22 +229,10 @@ Matrix layer_backward_to_attention(const LayerSpec& s, const LayerTensors& p, La
   const LayerTensors& k = st.saved;
   if (s.moe())
     return layer_backward_from_n2(p, st, dy, moe_backward_local(s, p, dy, k.at("n2"), st.moe));
-  Matrix du, da, dg, dn2;
-  matmul_bt(dy, p.at("w2"), du);
-  const Matrix& a = k.at("a");
-  da = Matrix(du.rows, du.cols);
-  if (s.gated_mlp) {
-    const Matrix& g = k.at("g");
-    dg = Matrix(du.rows, du.cols);
-    for (size_t i = 0; i < du.size(); ++i) {
-      da.data[i] = du.data[i] * g.data[i] * silu_grad(a.data[i]);
-      dg.data[i] = du.data[i] * silu(a.data[i]);
-    }
-  } else {
-    for (size_t i = 0; i < du.size(); ++i) da.data[i] = du.data[i] * gelu_grad(a.data[i]);
-  }
-  matmul_bt(da, p.at("w1"), dn2);
-  if (s.gated_mlp) matmul_bt(dg, p.at("w3"), dn2, true);
+  Matrix da, dg;
+  const Matrix no_gate;
+  Matrix dn2 = mlp_backward(s, dy, p.at("w1"), s.gated_mlp ? &p.at("w3") : nullptr, p.at("w2"),
+                            k.at("a"), s.gated_mlp ? k.at("g") : no_gate, da, dg);
   LayerTensors& w = st.grads;
   w["da"] = std::move(da);
   if (s.gated_mlp) w["dg"] = std::move(dg);

@@ -20,43 +20,6 @@ Matrix gather_rows(const Matrix& m, const std::vector<int>& index) {
   return out;
 }
 
-/// One MLP's forward (gated like the layer), keeping its tensors: y = act(x W1) [* x W3] W2.
-Matrix mlp_forward(const LayerSpec& l, const Matrix& x, const Matrix& w1, const Matrix* w3,
-                   const Matrix& w2, Matrix& a, Matrix& g, Matrix& u) {
-  matmul(x, w1, a);
-  u = Matrix(a.rows, a.cols);
-  if (l.gated_mlp) {
-    matmul(x, *w3, g);
-    for (size_t i = 0; i < u.size(); ++i) u.data[i] = silu(a.data[i]) * g.data[i];
-  } else {
-    for (size_t i = 0; i < u.size(); ++i) u.data[i] = gelu(a.data[i]);
-  }
-  Matrix y;
-  matmul(u, w2, y);
-  return y;
-}
-
-/// Its backward to the input, keeping da (and dg) for the weight gradients.
-Matrix mlp_backward(const LayerSpec& l, const Matrix& dy, const Matrix& w1, const Matrix* w3,
-                    const Matrix& w2, const Matrix& a, const Matrix& g, Matrix& da, Matrix& dg) {
-  Matrix du;
-  matmul_bt(dy, w2, du);
-  da = Matrix(du.rows, du.cols);
-  if (l.gated_mlp) {
-    dg = Matrix(du.rows, du.cols);
-    for (size_t i = 0; i < du.size(); ++i) {
-      da.data[i] = du.data[i] * g.data[i] * silu_grad(a.data[i]);
-      dg.data[i] = du.data[i] * silu(a.data[i]);
-    }
-  } else {
-    for (size_t i = 0; i < du.size(); ++i) da.data[i] = du.data[i] * gelu_grad(a.data[i]);
-  }
-  Matrix dx;
-  matmul_bt(da, w1, dx);
-  if (l.gated_mlp) matmul_bt(dg, *w3, dx, true);
-  return dx;
-}
-
 const Matrix* gate_of(const LayerSpec& l, const LayerTensors& p, const std::string& w3) {
   return l.gated_mlp ? &p.at(w3) : nullptr;
 }
@@ -98,7 +61,49 @@ Matrix concatenate(const Exchange& parts, int width, std::vector<int>* experts,
   return all;
 }
 
+/// Row r of `from` to row rows[r] of `to`.
+void scatter_rows(const Matrix& from, const std::vector<int>& rows, Matrix& to) {
+  for (size_t r = 0; r < rows.size(); ++r)
+    std::copy(from.row(static_cast<int>(r)), from.row(static_cast<int>(r)) + from.cols,
+              to.row(rows[r]));
+}
+
 }  // namespace
+
+Matrix mlp_forward(const LayerSpec& l, const Matrix& x, const Matrix& w1, const Matrix* w3,
+                   const Matrix& w2, Matrix& a, Matrix& g, Matrix& u) {
+  matmul(x, w1, a);
+  u = Matrix(a.rows, a.cols);
+  if (l.gated_mlp) {
+    matmul(x, *w3, g);
+    for (size_t i = 0; i < u.size(); ++i) u.data[i] = silu(a.data[i]) * g.data[i];
+  } else {
+    for (size_t i = 0; i < u.size(); ++i) u.data[i] = gelu(a.data[i]);
+  }
+  Matrix y;
+  matmul(u, w2, y);
+  return y;
+}
+
+Matrix mlp_backward(const LayerSpec& l, const Matrix& dy, const Matrix& w1, const Matrix* w3,
+                    const Matrix& w2, const Matrix& a, const Matrix& g, Matrix& da, Matrix& dg) {
+  Matrix du;
+  matmul_bt(dy, w2, du);
+  da = Matrix(du.rows, du.cols);
+  if (l.gated_mlp) {
+    dg = Matrix(du.rows, du.cols);
+    for (size_t i = 0; i < du.size(); ++i) {
+      da.data[i] = du.data[i] * g.data[i] * silu_grad(a.data[i]);
+      dg.data[i] = du.data[i] * silu(a.data[i]);
+    }
+  } else {
+    for (size_t i = 0; i < du.size(); ++i) da.data[i] = du.data[i] * gelu_grad(a.data[i]);
+  }
+  Matrix dx;
+  matmul_bt(da, w1, dx);
+  if (l.gated_mlp) matmul_bt(dg, *w3, dx, true);
+  return dx;
+}
 
 std::vector<float> pack(const TokenCopies& copies) {
   std::vector<float> flat;
@@ -184,13 +189,10 @@ Exchange moe_experts_forward(const LayerSpec& l, const LayerTensors& p, const Ex
     const Matrix y =
         mlp_forward(l, gather_rows(st.received.rows, rows), p.at(expert_name(e, "w1")),
                     gate_of(l, p, expert_name(e, "w3")), p.at(expert_name(e, "w2")), a, g, u);
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const int at = rows[r], from = static_cast<int>(r);
-      std::copy(a.row(from), a.row(from) + f, st.a.row(at));
-      std::copy(u.row(from), u.row(from) + f, st.u.row(at));
-      if (l.gated_mlp) std::copy(g.row(from), g.row(from) + f, st.g.row(at));
-      std::copy(y.row(from), y.row(from) + l.hidden, out.row(at));
-    }
+    scatter_rows(a, rows, st.a);
+    scatter_rows(u, rows, st.u);
+    if (l.gated_mlp) scatter_rows(g, rows, st.g);
+    scatter_rows(y, rows, out);
   }
   return split_by_member(out, st.received_from);
 }
@@ -253,12 +255,9 @@ Exchange moe_experts_backward(const LayerSpec& l, const LayerTensors& p, const E
     const Matrix d =
         mlp_backward(l, gather_rows(st.dh, rows), p.at(expert_name(e, "w1")),
                      gate_of(l, p, expert_name(e, "w3")), p.at(expert_name(e, "w2")), a, g, da, dg);
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const int at = rows[r], from = static_cast<int>(r);
-      std::copy(da.row(from), da.row(from) + f, st.da.row(at));
-      if (l.gated_mlp) std::copy(dg.row(from), dg.row(from) + f, st.dg.row(at));
-      std::copy(d.row(from), d.row(from) + l.hidden, dx.row(at));
-    }
+    scatter_rows(da, rows, st.da);
+    if (l.gated_mlp) scatter_rows(dg, rows, st.dg);
+    scatter_rows(d, rows, dx);
   }
   return split_by_member(dx, st.received_from);
 }

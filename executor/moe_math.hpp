@@ -61,6 +61,14 @@ struct MoeState {
   Matrix shared_a, shared_g, shared_u, shared_da, shared_dg, shared_dy, dlogits;
 };
 
+/// One MLP (gated like the layer: act(x W1) [* x W3], then W2), keeping a = x W1, g = x W3
+/// and u = the activation's output; its backward to the input, keeping da (and dg). `w3`
+/// and `g` are unused when the layer is not gated. The dense MLP and every expert run them.
+Matrix mlp_forward(const LayerSpec& l, const Matrix& x, const Matrix& w1, const Matrix* w3,
+                   const Matrix& w2, Matrix& a, Matrix& g, Matrix& u);
+Matrix mlp_backward(const LayerSpec& l, const Matrix& dy, const Matrix& w1, const Matrix* w3,
+                    const Matrix& w2, const Matrix& a, const Matrix& g, Matrix& da, Matrix& dg);
+
 /// Router and dispatch: the copies for each owner (the sender's own included).
 Exchange moe_route(const LayerSpec& l, const LayerTensors& p, const Matrix& n2,
                    const ExpertGroup& group, MoeState& st);

@@ -55,6 +55,7 @@ struct ContextParallelLayer {
   PassCost attention;           ///< the rank's attention core (part of its PassCost)
   double before_attention = 0;  ///< fraction of the linear work before the attention
   double kv_block_bytes = 0;    ///< the rank's K and V for the layer (B above)
+  double q_block_bytes = 0;     ///< its queries (and the attention output: as wide)
   bool exchanges() const { return kv_block_bytes > 0; }
 };
 

@@ -9,8 +9,7 @@ namespace {
 
 /// The K/V of one CP rank's tokens for transformer layer `layer` on a TP group of `tp`.
 double kv_block_bytes(const LayerSpec& layer, double tokens, int tp) {
-  const double head_dim = layer.heads > 0 ? static_cast<double>(layer.hidden) / layer.heads
-                                          : static_cast<double>(layer.hidden);
+  const double head_dim = layer.head_size();
   const double kv_heads = std::max(1.0, static_cast<double>(layer.kv_heads) / tp);
   return tokens * 2.0 * kv_heads * head_dim * layer.dtype_bytes;
 }
@@ -43,6 +42,7 @@ void cost_context_parallel(const Context& ctx, const std::vector<const Sample*>&
       layer.attention = scale_add(split.attention, 1.0 / cp, PassCost{}, 0.0);
       layer.before_attention = linear_share_before_attention(spec);
       layer.kv_block_bytes = kv_block_bytes(spec, shape.total_tokens() / cp, tp);
+      layer.q_block_bytes = shape.total_tokens() / cp * spec.query_width() / tp * spec.dtype_bytes;
     }
     mc.layer.push_back(scale_add(split.linear, 1.0 / cp, split.attention, 1.0 / cp));
     mc.activation.push_back(p.cost->activation_bytes(l, shape, tp) / cp);
@@ -94,12 +94,12 @@ void expand_context_parallel(const Context& ctx, Schedule& schedule, std::vector
     program.push_back(
         Recv{.peer = prev, .stage = c.stage, .module = c.module, .tag = tag, .bytes = bytes});
   };
-  auto collective = [&](CollectiveKind kind) {
+  auto collective = [&](CollectiveKind kind, double bytes) {
     program.push_back(Collective{.kind = kind,
                                  .group = group_id(schedule, ring),
                                  .stage = c.stage,
                                  .module = c.module,
-                                 .bytes = cp * layer.kv_block_bytes,
+                                 .bytes = bytes,
                                  .first_layer = c.first_layer,  // whose K/V (executors)
                                  .end_layer = c.first_layer + 1});
   };
@@ -122,14 +122,22 @@ void expand_context_parallel(const Context& ctx, Schedule& schedule, std::vector
       exchange(block);  // dK/dV of the block in hand back to its owner
       take(block);
     }
-  } else {
-    collective(CollectiveKind::kAllGather);
+  } else if (ctx.problem.parallel.cp_comm == CpComm::kAllGather) {
+    collective(CollectiveKind::kAllGather, cp * block);
     if (forward) {
       attention_in_last = attention;
     } else {
       program.push_back(part(attention, 0));
-      collective(CollectiveKind::kReduceScatter);
+      collective(CollectiveKind::kReduceScatter, cp * block);
     }
+  } else {
+    // Ulysses (Jacobs et al. 2023, DeepSpeed-Ulysses §3.1): the rank's Q, K, V rows
+    // re-sharded to heads / cp of the whole sequence, attended, the output sent back; the
+    // backward moves the output's gradient in and dQ, dK, dV out.
+    const double qkv = layer.q_block_bytes + block, out = layer.q_block_bytes;
+    collective(CollectiveKind::kAllToAll, forward ? qkv : out);
+    program.push_back(part(attention, 0));
+    collective(CollectiveKind::kAllToAll, forward ? out : qkv);
   }
   // The last part: the remaining attention (forward) and the other linears; it keeps the
   // layer's activations (forward) or frees them (backward), as the whole layer would.

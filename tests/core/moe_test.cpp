@@ -119,26 +119,33 @@ TEST(Moe, ExpertParallelismShardsTheExpertsAndTheirState) {
   EXPECT_NEAR(sharded.optimizer, cost->parameters(1) * 12 / 8, 1e-3);
 }
 
+/// Every all-to-all of a schedule.
+std::vector<const Collective*> all_to_alls_of(const Schedule& s) {
+  std::vector<const Collective*> out;
+  for (const RankId r : s.rank_ids()) {
+    for (const Op& op : s.programs[r]) {
+      const auto* c = std::get_if<Collective>(&op);
+      if (c && c->kind == CollectiveKind::kAllToAll) out.push_back(c);
+    }
+  }
+  return out;
+}
+
 TEST(Moe, EachMoeLayerPassMovesItsTokensTwiceOverTheExpertGroup) {
   const auto study = test::fixture("moe-small.toml", {"parallel.ep=2"});
   const Schedule& s = study->schedule;
   // 4 MoE layers (the first of 5 is dense), 4 microbatches, 4 lanes: F and B each run a
   // dispatch and a combine.
-  int all_to_alls = 0;
-  for (const RankId r : s.rank_ids()) {
-    for (const Op& op : s.programs[r]) {
-      const auto* c = std::get_if<Collective>(&op);
-      if (!c || c->kind != CollectiveKind::kAllToAll) continue;
-      ++all_to_alls;
-      // Megatron's order (tp-cp-ep-dp-pp) puts a stage's EP ranks on neighbouring GPUs.
-      const auto& members = s.group_members(c->group);
-      ASSERT_EQ(members.size(), 2u);
-      EXPECT_EQ(s.ranks[members[1]].gpu - s.ranks[members[0]].gpu, 1);
-      // Each token of the rank's microbatch goes to top 2 experts: 512 x 2 x 256 x 2 bytes.
-      EXPECT_DOUBLE_EQ(c->bytes, 512.0 * 2 * 256 * 2);
-    }
+  const auto all_to_alls = all_to_alls_of(s);
+  for (const Collective* c : all_to_alls) {
+    // Megatron's order (tp-cp-ep-dp-pp) puts a stage's EP ranks on neighbouring GPUs.
+    const auto& members = s.group_members(c->group);
+    ASSERT_EQ(members.size(), 2u);
+    EXPECT_EQ(s.ranks[members[1]].gpu - s.ranks[members[0]].gpu, 1);
+    // Each token of the rank's microbatch goes to top 2 experts: 512 x 2 x 256 x 2 bytes.
+    EXPECT_DOUBLE_EQ(c->bytes, 512.0 * 2 * 256 * 2);
   }
-  EXPECT_EQ(all_to_alls, 4 * 4 * 4 * 4);
+  EXPECT_EQ(all_to_alls.size(), 4u * 4 * 4 * 4);
   EXPECT_EQ(to_string(CollectiveKind::kAllToAll), std::string("alltoall"));
 }
 
@@ -150,18 +157,13 @@ TEST(Moe, ExpertTensorParallelismSplitsTheExpertsOverTheTpGroup) {
       {"parallel.ep=2", "parallel.tp=2", "parallel.dp=2", "parallel.sequence_parallel=true"});
   const Schedule& s = study->schedule;
   EXPECT_NO_THROW(validate(s, *study->problem.model));
-  int all_to_alls = 0;
-  for (const RankId r : s.rank_ids()) {
-    for (const Op& op : s.programs[r]) {
-      const auto* c = std::get_if<Collective>(&op);
-      if (!c || c->kind != CollectiveKind::kAllToAll) continue;
-      ++all_to_alls;
-      const auto& members = s.group_members(c->group);
-      EXPECT_EQ(s.ranks[members[1]].gpu - s.ranks[members[0]].gpu, 2);
-      EXPECT_DOUBLE_EQ(c->bytes, 512.0 / 2 * 2 * 256 * 2);
-    }
+  const auto all_to_alls = all_to_alls_of(s);
+  for (const Collective* c : all_to_alls) {
+    const auto& members = s.group_members(c->group);
+    EXPECT_EQ(s.ranks[members[1]].gpu - s.ranks[members[0]].gpu, 2);
+    EXPECT_DOUBLE_EQ(c->bytes, 512.0 / 2 * 2 * 256 * 2);
   }
-  EXPECT_EQ(all_to_alls, 4 * 4 * 4 * 2);
+  EXPECT_EQ(all_to_alls.size(), 4u * 4 * 4 * 2);
 
   // Qwen3's layer at tp 2: every expert GEMM half as wide; the TP group gathers the routed
   // tokens its peers sent (4096 x 8 copies of 2048) and reduce-scatters the outputs.

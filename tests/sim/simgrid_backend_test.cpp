@@ -251,6 +251,11 @@ TEST(SimGridBackend, ContextParallelAllGatherAgreesWithTheEvaluatorOpByOp) {
   expect_same_timings(study->schedule, study->config.cluster, 1e-9);
 }
 
+TEST(SimGridBackend, ContextParallelUlyssesAgreesWithTheEvaluatorOpByOp) {
+  const auto study = context_parallel_study("a2a");
+  expect_same_timings(study->schedule, study->config.cluster, 1e-9);
+}
+
 namespace {
 /// tests/data/moe-small.toml without pipeline traffic: one stage, `dp` replicas, every MoE
 /// layer's dispatch and combine over `ep` ranks, nothing else on the links meanwhile.

@@ -32,7 +32,7 @@ double kv_block(const Study& study) {
   const int cp = study.config.parallel.cp, tp = study.config.parallel.tp;
   const double tokens = 1.0 * study.problem.samples.front().tokens.at("text") *
                         study.config.schedule.microbatch_size / cp;
-  const double head_dim = static_cast<double>(layer.hidden) / layer.heads;
+  const double head_dim = layer.head_size();
   return tokens * 2 * std::max(1, layer.kv_heads / tp) * head_dim * layer.dtype_bytes;
 }
 
@@ -119,6 +119,45 @@ TEST(ContextParallel, AllGatherGathersKvBeforeAttentionAndReduceScattersItsGradi
   // Forward: one all-gather per layer; backward: all-gather again, then reduce-scatter.
   EXPECT_EQ(count[CollectiveKind::kAllGather], 2 * count[CollectiveKind::kReduceScatter]);
   EXPECT_GT(count[CollectiveKind::kReduceScatter], 0);
+}
+
+TEST(ContextParallel, UlyssesMovesQkvToHeadsAndTheOutputBackByAllToAlls) {
+  // cp_comm = "a2a": per layer and pass two all-to-alls over the CP group. Forward: the
+  // rank's Q, K, V rows (Q half as wide as K and V together here) out, the output in;
+  // backward: the output's gradient in, dQ, dK, dV out.
+  const auto study = gpt(2, {"parallel.cp_comm=\"a2a\""});
+  const Schedule& s = study->schedule;
+  const double block = kv_block(*study);
+  std::map<double, int> bytes;
+  for (const RankId r : s.rank_ids()) {
+    for (const Op& op : s.programs[r]) {
+      EXPECT_FALSE(cp_message(op)) << "no ring messages";
+      const auto* c = std::get_if<Collective>(&op);
+      if (!c || c->kind != CollectiveKind::kAllToAll) continue;
+      EXPECT_EQ(isize(s.group_members(c->group)), 2);
+      EXPECT_TRUE(s.group_in_one_replica(c->group));
+      ++bytes[c->bytes];
+    }
+  }
+  ASSERT_EQ(bytes.size(), 2u);
+  EXPECT_DOUBLE_EQ(bytes.begin()->first, block / 2);     // the output (or its gradient)
+  EXPECT_DOUBLE_EQ(bytes.rbegin()->first, 1.5 * block);  // Q, K, V (or their gradients)
+  EXPECT_EQ(bytes.begin()->second, bytes.rbegin()->second);
+  // The same work as the ring's, its attention whole between the two exchanges.
+  const auto ring = gpt(2);
+  double ulysses = 0, p2p = 0;
+  for (const RankId r : s.rank_ids()) {
+    for (const Op& op : s.programs[r])
+      if (const auto* c = std::get_if<Compute>(&op)) ulysses += c->seconds;
+    for (const Op& op : ring->schedule.programs[r])
+      if (const auto* c = std::get_if<Compute>(&op)) p2p += c->seconds;
+  }
+  EXPECT_NEAR(ulysses, p2p, p2p * 1e-12);
+  // Heads must split over tp x cp.
+  EXPECT_NE(test::input_error([] {
+              gpt(16, {"parallel.cp_comm=\"a2a\""});
+            }).find("splits the attention heads over tp x cp = 128 GPUs"),
+            std::string::npos);
 }
 
 /// Seconds of compute on rank r.
