@@ -194,6 +194,7 @@ void read_multi_token_prediction(Reader& r, const toml::table& t, const std::str
   m.mtp_layers = r.integer(t, path, "mtp_layers", 0, 0);
   layer.mtp = true;
   layer.sliding_window = 0;
+  layer.attention_sinks = m.layers.front().attention_sinks;
   for (int i = 0; i < m.mtp_layers; ++i) m.layers.push_back(layer);
 }
 
@@ -536,7 +537,6 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
   return c;
 }
 
-/// `[parallel.modules.<name>]` tables (core/layout.hpp), resolved and checked.
 /// Why context parallelism cannot split `layer`'s attention yet; nullptr: it can.
 const char* cp_unsupported(const LayerSpec& layer) {
   if (layer.mla())
@@ -546,6 +546,7 @@ const char* cp_unsupported(const LayerSpec& layer) {
   return nullptr;
 }
 
+/// `[parallel.modules.<name>]` tables (core/layout.hpp), resolved and checked.
 void read_module_layouts(Reader& r, const toml::table& parallel, Config& c) {
   const toml::table* mods = r.section(parallel, "parallel.", "modules");
   if (!mods) return;
@@ -1001,7 +1002,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
                  std::to_string(c.model.modules().size()) + " modules: use schedule.stage_layers");
     try {
       const std::vector<LayoutStage> stages = parse_pipeline_layout(c.schedule.layout);
-      c.schedule.stage_layers = layout_stage_layers(stages, c.model.num_layers());
+      c.schedule.stage_layers =
+          layout_stage_layers(stages, c.model.num_layers(), c.model.modules().front().mtp_layers);
       // `loom config` shows the layout resolved: every stage written out.
       c.schedule.layout = format_pipeline_layout(stages);
       r.rerecord("schedule.layout", c.schedule.layout);

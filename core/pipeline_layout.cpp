@@ -101,12 +101,14 @@ std::vector<LayoutStage> parse_pipeline_layout(const std::string& text) {
   return stages;
 }
 
-std::vector<int> layout_stage_layers(const std::vector<LayoutStage>& stages, int layers) {
-  int total = 0, embeddings = 0, losses = 0;
+std::vector<int> layout_stage_layers(const std::vector<LayoutStage>& stages, int layers,
+                                     int mtp_layers) {
+  int total = 0, embeddings = 0, losses = 0, mtp = 0;
   std::vector<int> out;
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const LayoutStage& stage = stages[s];
     total += stage.transformer_layers;
+    mtp += stage.mtp_layers;
     embeddings += stage.embedding;
     losses += stage.loss;
     if (stage.embedding && s != 0)
@@ -132,6 +134,12 @@ std::vector<int> layout_stage_layers(const std::vector<LayoutStage>& stages, int
     }
     out.push_back(stage.transformer_layers);
   }
+  if (mtp != mtp_layers)
+    throw InputError("schedule.layout: names " + std::to_string(mtp) +
+                     " multi-token-prediction layers (m) but the model has " +
+                     std::to_string(mtp_layers) +
+                     " (mtp_layers): write one m for each, in the "
+                     "last stage");
   if (embeddings > 1 || losses > 1)
     throw InputError("schedule.layout: names the embedding E " + std::to_string(embeddings) +
                      " and the loss L " + std::to_string(losses) + " times; each at most once");

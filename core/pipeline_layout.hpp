@@ -30,7 +30,9 @@ std::vector<LayoutStage> parse_pipeline_layout(const std::string& text);
 /// stage and one L in the last (or none of either), `m` only in the last stage, and that
 /// every stage holds a transformer layer. Throws InputError naming schedule.layout and what it
 /// counted.
-std::vector<int> layout_stage_layers(const std::vector<LayoutStage>& stages, int layers);
+/// `mtp_layers`: the model's multi-token-prediction layers, as many `m` as it has.
+std::vector<int> layout_stage_layers(const std::vector<LayoutStage>& stages, int layers,
+                                     int mtp_layers = 0);
 
 /// The layout back in canonical form: stages joined by '|', runs of t as "t*n".
 std::string format_pipeline_layout(const std::vector<LayoutStage>& stages);

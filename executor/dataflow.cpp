@@ -40,8 +40,9 @@ std::vector<int> rank_layers(const Schedule& schedule, RankId rank) {
   return {layers.begin(), layers.end()};
 }
 
-std::map<std::size_t, std::vector<int>> allreduce_layers(const Schedule& schedule,
-                                                         const Model& model, RankId rank) {
+std::map<std::size_t, std::vector<int>> allreduce_layers(
+    const Schedule& schedule, const Model& model, RankId rank,
+    const std::function<bool(const Collective&)>& experts_only) {
   const auto& program = schedule.programs.at(rank);
   std::vector<int> trained;
   for (int l : rank_layers(schedule, rank)) {
@@ -54,8 +55,9 @@ std::map<std::size_t, std::vector<int>> allreduce_layers(const Schedule& schedul
     const auto* c = std::get_if<Collective>(&program[index]);
     if (!c || c->kind != CollectiveKind::kAllReduce) continue;
     std::vector<int>& layers = out[index];
-    if (c->tied_embedding) continue;      // the host math has no embedding: it sums nothing
-    if (c->end_layer > c->first_layer) {  // a gradient bucket: its layer range
+    if (c->tied_embedding) continue;  // the host math has no embedding: it sums nothing
+    if (experts_only && experts_only(*c)) continue;  // the experts' own: their backend's
+    if (c->end_layer > c->first_layer) {             // a gradient bucket: its layer range
       for (int l : trained) {
         if (l >= c->first_layer && l < c->end_layer) layers.push_back(l);
       }

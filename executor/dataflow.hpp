@@ -3,6 +3,7 @@
 /// DAG alone, so every backend moves the same tensors (executor/backend.hpp, "Data flow"):
 /// the per-op edges come from core/dataflow.hpp; the gradient buckets of collectives and
 /// the layers a rank holds are the executor's own questions.
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -29,8 +30,11 @@ using loom::LayerGraph;
 /// join the last of those (a stage that spans projector and LLM reduces both in one
 /// bucket). A tied-embedding all-reduce (Collective::tied_embedding) sums none of them:
 /// the executors' math has no embedding. Keyed by op index.
-std::map<std::size_t, std::vector<int>> allreduce_layers(const Schedule& schedule,
-                                                         const Model& model, RankId rank);
+/// `experts_only`: the all-reduces that sum only the routed experts (expert parallelism's
+/// own group), which take no module's layers here.
+std::map<std::size_t, std::vector<int>> allreduce_layers(
+    const Schedule& schedule, const Model& model, RankId rank,
+    const std::function<bool(const Collective&)>& experts_only = {});
 
 /// Whether a compute is a redundant forward-only copy (issue 3's Compute::redundant, when
 /// the IR has it): it costs time but its output feeds nothing and it trains nothing.

@@ -32,7 +32,12 @@ class HostRankBackend final : public RankBackend {
         experts_(expert_group(schedule_, rank)),
         state_(problem, graph, schedule_.ranks.at(rank).replica, rank_layers(schedule_, rank),
                schedule_.cp_rank(rank), experts_.group),
-        reduce_layers_(allreduce_layers(schedule_, *problem.model, rank)),
+        reduce_layers_(allreduce_layers(
+            schedule_, *problem.model, rank,
+            [this](const Collective& c) {
+              return !c.tied_embedding && reduced_parameters(schedule_.group_members(c.group)) ==
+                                              HostModelState::Reduced::kExperts;
+            })),
         timings_(schedule_.programs.at(rank).size()) {}
 
   void compute(std::size_t index, const Compute& op) override {
@@ -83,7 +88,8 @@ class HostRankBackend final : public RankBackend {
                    : transport_.all_reduce(op.group, instance, member, members, std::move(buffer));
       });
     } else if (op.kind == CollectiveKind::kAllReduce) {
-      const auto reduced = reduced_parameters(group);
+      const auto reduced =
+          op.tied_embedding ? HostModelState::Reduced::kAll : reduced_parameters(group);
       // The experts' own all-reduce sums every expert the rank trains.
       const std::vector<int>& layers = reduced == HostModelState::Reduced::kExperts
                                            ? state_.trained_layers()

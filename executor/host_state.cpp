@@ -216,7 +216,9 @@ void HostModelState::forward_part(const Compute& op) {
 }
 
 bool HostModelState::expert_part(const Compute& op) const {
-  return experts_.ep > 1 && op.pass != Pass::kW && model_.layer(op.first_layer).moe();
+  // A backward pass that backpropagates nothing (Eq 3.3) is not split (pass_compute.cpp).
+  return experts_.ep > 1 && op.pass != Pass::kW && model_.layer(op.first_layer).moe() &&
+         (op.pass == Pass::kF || model_.has_trainable_upstream(op.first_layer));
 }
 
 void HostModelState::forward_expert_part(const Compute& op) {

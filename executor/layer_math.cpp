@@ -63,10 +63,13 @@ void check_executable(const LayerSpec& s, const std::string& where) {
     throw InputError(where +
                      ".kv_lora_rank: the executors do not run multi-head latent attention yet; "
                      "simulate the model with `loom sim`");
-  if (s.sliding_window > 0)
-    throw InputError(where +
-                     ".sliding_window: the executors do not run sliding-window attention yet; "
-                     "simulate the model with `loom sim`");
+  for (const auto& [given, key] :
+       {std::pair{s.sliding_window > 0, "sliding_window"},
+        std::pair{s.attention_sinks, "attention_sinks"}, std::pair{s.mtp, "mtp_layers"}}) {
+    if (given)
+      throw InputError(where + "." + key + ": the executors do not run it yet; simulate the " +
+                       "model with `loom sim`");
+  }
   if (s.heads <= 0 || s.kv_heads <= 0 || (s.head_dim == 0 && s.hidden % s.heads != 0) ||
       s.heads % s.kv_heads != 0) {
     throw InputError(where +

@@ -9,9 +9,9 @@
 ///            then W2) over the copies it received, and returns the outputs in their order
 ///   combine  y = x2 + sum over slots of p[t, e_j] h_tj + the shared experts' MLP of n2
 ///
-/// The backward mirrors it: the combine's gradient sends p dy to the owners (and keeps
-/// dy . h for the router), the experts' backward returns dX, the route's backward adds
-/// them, the shared experts' and the router's softmax gradient into dn2. Weight gradients
+/// The backward mirrors it: the combine's gradient sends p dy to the owners, the experts'
+/// backward returns dX, and the route's backward adds them, the router's softmax gradient
+/// (through dy . h of each chosen expert) and the shared experts' into dn2. Weight gradients
 /// (router, each owned expert, the shared experts) wait for W, as the layers' do.
 /// Parameters: "router" [h, E]; "expert<e>.w1", ".w3" (gated), ".w2" for the owned e;
 /// "shared.w1", ".w3", ".w2" (width shared_experts x expert_ffn) when it has them.
@@ -80,7 +80,7 @@ Exchange moe_experts_forward(const LayerSpec& l, const LayerTensors& p, const Ex
 Matrix moe_combine(const LayerSpec& l, const LayerTensors& p, const Matrix& x2, const Matrix& n2,
                    Exchange returned, MoeState& st);
 
-/// dy -> the output gradients of the copies, per owner; keeps dy for the router and shared.
+/// dy -> the output gradients of the copies (p dy), per owner.
 Exchange moe_combine_backward(const LayerSpec& l, const LayerTensors& p, const Matrix& dy,
                               const Matrix& n2, MoeState& st);
 /// The owned experts' backward: the copies' input gradients to return, per source.

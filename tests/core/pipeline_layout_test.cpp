@@ -57,7 +57,11 @@ TEST(PipelineLayout, ErrorsSayWhatWasCountedAndWhere) {
             std::string::npos);
   // DeepSeek-V3's: m counts as a layer of the last stage, and prints back as written.
   const auto deepseek = parse_pipeline_layout("Et*3|(t*4|)*14t*2mL");
-  EXPECT_EQ(layout_stage_layers(deepseek, 62).back(), 3);
+  EXPECT_EQ(layout_stage_layers(deepseek, 62, 1).back(), 3);
+  EXPECT_NE(error_of([&] {
+              layout_stage_layers(deepseek, 62, 0);
+            }).find("names 1 multi-token-prediction layers (m) but the model has 0"),
+            std::string::npos);
   EXPECT_EQ(deepseek.back().mtp_layers, 1);
   std::string expected = "Et*3|";
   for (int i = 0; i < 14; ++i) expected += "t*4|";

@@ -88,6 +88,18 @@ TEST(MoeGradients, ExpertsReduceOverTheirOwnGroup) {
   EXPECT_FALSE(run_and_check(*study, &broken).passed());
 }
 
+TEST(MoeGradients, FrozenLayersAndATiedEmbeddingLeaveTheExpertsAlone) {
+  // A frozen MoE layer with nothing trainable upstream runs no backward at all; a tied
+  // embedding (vocab at pp 2) all-reduces between the first and last stage and sums no
+  // expert's gradient.
+  for (const std::string overrides :
+       {"model.modules.llm.frozen_layers=[0, 1]", "model.modules.llm.vocab=64"}) {
+    const auto study = moe_study({overrides});
+    const GradientCheck c = run_and_check(*study);
+    EXPECT_TRUE(c.passed()) << overrides << "\n" << failures(c);
+  }
+}
+
 TEST(MoeGradients, ZipfRoutingInTheSimulatorLeavesTheRealRouterAlone) {
   // `routing` shapes the simulator's loads; the executor routes by its real router.
   auto gradients = [](const Study& study) {
