@@ -264,7 +264,7 @@ void HostModelState::backward_expert_part(const Compute& op) {
   if (f.parts++ == 0) {  // the combine's gradient: p dy to each copy's owner
     f.dy = edges_.take_output_gradient(
         graph_, op, [](Matrix& sum, const Matrix& part) { add_inplace(sum, part); });
-    f.outbox = moe_combine_backward(spec, p, f.dy, st.saved.at("n2"), st.moe);
+    f.outbox = moe_combine_backward(spec, f.dy, st.moe);
     return;
   }
   if (op.continues) {  // the owned experts' backward: their copies' input gradients
@@ -274,12 +274,9 @@ void HostModelState::backward_expert_part(const Compute& op) {
   MoeFlight done = std::move(f);
   flights_.erase(last_flight_);
   const Matrix dn2 = moe_route_backward(spec, p, done.dy, done.inbox, st.moe);
-  const Matrix dattn = layer_backward_from_n2(p, st, done.dy, dn2);
-  Matrix dq, dk, dv;
-  attention_backward(dattn, st.saved.at("q"), st.saved.at("keys"), st.saved.at("values"), st.probs,
-                     st.rows, spec.heads, spec.kv_heads, dq, dk, dv);
   const bool need_dx = !backward_outputs(graph_, op).empty();
-  Matrix dx = layer_backward_from_qkv(p, st, std::move(dq), std::move(dk), std::move(dv), need_dx);
+  Matrix dx = layer_backward_from_attention(spec, p, st,
+                                            layer_backward_from_n2(p, st, done.dy, dn2), need_dx);
   if (spec.frozen) states_.erase(mb, l);
   if (need_dx) send_input_gradient(op, std::move(dx));
 }

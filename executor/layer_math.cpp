@@ -217,21 +217,25 @@ Matrix layer_backward_input(const LayerSpec& s, const LayerTensors& p, LayerStat
                             bool need_dx) {
   const bool keep = !s.frozen;
   if (is_mlp(s)) return mlp_backward_input(p, st, dy, need_dx, keep);
-  Matrix dattn = layer_backward_to_attention(s, p, st, dy);
+  Matrix dx =
+      layer_backward_from_attention(s, p, st, layer_backward_to_attention(s, p, st, dy), need_dx);
+  if (!keep) st.grads.clear();
+  return dx;
+}
+
+Matrix layer_backward_from_attention(const LayerSpec& s, const LayerTensors& p, LayerState& st,
+                                     const Matrix& dattn, bool need_dx) {
   const LayerTensors& k = st.saved;
   Matrix dq, dk, dv;
   attention_backward(dattn, k.at("q"), k.at("keys"), k.at("values"), st.probs, st.rows, s.heads,
                      s.kv_heads, dq, dk, dv);
-  Matrix dx = layer_backward_from_qkv(p, st, std::move(dq), std::move(dk), std::move(dv), need_dx);
-  if (!keep) st.grads.clear();
-  return dx;
+  return layer_backward_from_qkv(p, st, std::move(dq), std::move(dk), std::move(dv), need_dx);
 }
 
 Matrix layer_backward_to_attention(const LayerSpec& s, const LayerTensors& p, LayerState& st,
                                    const Matrix& dy) {
   const LayerTensors& k = st.saved;
-  if (s.moe())
-    return layer_backward_from_n2(p, st, dy, moe_backward_local(s, p, dy, k.at("n2"), st.moe));
+  if (s.moe()) return layer_backward_from_n2(p, st, dy, moe_backward_local(s, p, dy, st.moe));
   Matrix da, dg;
   const Matrix no_gate;
   Matrix dn2 = mlp_backward(s, dy, p.at("w1"), s.gated_mlp ? &p.at("w3") : nullptr, p.at("w2"),

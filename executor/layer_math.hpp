@@ -92,6 +92,9 @@ Matrix layer_backward_to_attention(const LayerSpec& spec, const LayerTensors& pa
                                    LayerState& state, const Matrix& dy);
 Matrix layer_backward_from_qkv(const LayerTensors& params, LayerState& state, Matrix dq, Matrix dk,
                                Matrix dv, bool need_dx);
+/// The attention core's backward on the layer's own keys, then layer_backward_from_qkv.
+Matrix layer_backward_from_attention(const LayerSpec& spec, const LayerTensors& params,
+                                     LayerState& state, const Matrix& dattn, bool need_dx);
 
 /// A transformer layer's forward in the parts expert parallelism splits it into:
 /// layer_forward_attention runs the attention block and the second norm and returns x2

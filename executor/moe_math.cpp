@@ -219,8 +219,7 @@ Matrix moe_combine(const LayerSpec& l, const LayerTensors& p, const Matrix& x2, 
   return y;
 }
 
-Exchange moe_combine_backward(const LayerSpec& l, const LayerTensors& /*p*/, const Matrix& dy,
-                              const Matrix& /*n2*/, MoeState& st) {
+Exchange moe_combine_backward(const LayerSpec& l, const Matrix& dy, const MoeState& st) {
   const int k = l.top_k;
   Exchange out(st.sent.size());
   for (size_t m = 0; m < st.sent.size(); ++m) {
@@ -327,8 +326,8 @@ Matrix moe_forward_local(const LayerSpec& l, const LayerTensors& p, const Matrix
 }
 
 Matrix moe_backward_local(const LayerSpec& l, const LayerTensors& p, const Matrix& dy,
-                          const Matrix& n2, MoeState& st) {
-  const Exchange grads = moe_combine_backward(l, p, dy, n2, st);
+                          MoeState& st) {
+  const Exchange grads = moe_combine_backward(l, dy, st);
   return moe_route_backward(l, p, dy, moe_experts_backward(l, p, grads, st), st);
 }
 

@@ -81,8 +81,7 @@ Matrix moe_combine(const LayerSpec& l, const LayerTensors& p, const Matrix& x2, 
                    Exchange returned, MoeState& st);
 
 /// dy -> the output gradients of the copies (p dy), per owner.
-Exchange moe_combine_backward(const LayerSpec& l, const LayerTensors& p, const Matrix& dy,
-                              const Matrix& n2, MoeState& st);
+Exchange moe_combine_backward(const LayerSpec& l, const Matrix& dy, const MoeState& st);
 /// The owned experts' backward: the copies' input gradients to return, per source.
 Exchange moe_experts_backward(const LayerSpec& l, const LayerTensors& p, const Exchange& grads,
                               MoeState& st);
@@ -98,7 +97,7 @@ void moe_backward_weight(const LayerSpec& l, const Matrix& n2, const MoeState& s
 Matrix moe_forward_local(const LayerSpec& l, const LayerTensors& p, const Matrix& x2,
                          const Matrix& n2, MoeState& st);
 Matrix moe_backward_local(const LayerSpec& l, const LayerTensors& p, const Matrix& dy,
-                          const Matrix& n2, MoeState& st);
+                          MoeState& st);
 
 /// A routed expert's weight ("expert<e>.w1"...): held by one member of each expert-parallel
 /// group and reduced over the ranks holding the same experts.
