@@ -272,10 +272,9 @@ int run_sim(const SimOptions& o) {
   }
   if (!o.quiet && study->schedule.num_ops() >= 1000000)  // seconds of writing at this size
     std::cerr << "loom: writing " << out->destination().string() << " ...\n";
-  write_run_files(
-      *out, *study, run.timeline,
-      metrics_json(*study, metrics, rates, backend, {{"partition_views_evaluator_s", views}}),
-      !o.no_plot);
+  const nlohmann::json metrics_file =
+      metrics_json(*study, metrics, rates, backend, {{"partition_views_evaluator_s", views}});
+  write_run_files(*out, *study, run.timeline, metrics_file, !o.no_plot);
   out->commit();
 
   std::ostream& os = std::cout;
@@ -284,11 +283,15 @@ int run_sim(const SimOptions& o) {
      << c.schedule.microbatches << " microbatches of " << c.schedule.microbatch_size << ", backend "
      << backend << "\n";
   if (!study->fold.describe().empty()) os << "replicas         " << study->fold.describe() << "\n";
+  if (const std::string where = placement_summary(*study); !where.empty())
+    os << "placement        " << where << "\n";
   print_stages(*study, os);
   os << "iteration time   " << ms(metrics.iteration_time_s) << "\n";
   os << "throughput       " << metrics.throughput_samples_per_s << " samples/s\n";
   print_rates(rates, c.cluster.gpu.peak_flops, os);
   os << "bubble fraction  " << metrics.bubble_fraction << "\n";
+  if (const std::string links = busiest_links_summary(metrics_file); !links.empty())
+    os << "busiest links    " << links << "\n";
   double peak = 0;
   for (const RankMetrics& r : metrics.per_rank) peak = std::max(peak, r.peak_memory_bytes);
   char memory[96];

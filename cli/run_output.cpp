@@ -8,10 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "core/errors.hpp"
 #include "core/io.hpp"
 #include "core/layout.hpp"
+#include "core/link_load.hpp"
+#include "core/placement.hpp"
 #include "core/variability.hpp"
 
 extern char** environ;
@@ -30,7 +33,37 @@ void write_schedule_text(const std::string& path, const Schedule& s) {
   finish_write(out, path);
 }
 
+/// The reach of each dimension of the single layout, as the study placed it.
+std::optional<std::vector<DimensionReach>> study_reach(const Study& study) {
+  const ParallelConfig& p = study.config.parallel;
+  if (!p.module_layouts.empty()) return std::nullopt;
+  const int ranks = study.schedule.num_ranks() / std::max(1, study.fold.simulated * p.cp);
+  return dimension_reach(p, ranks, study.config.cluster);
+}
+
 }  // namespace
+
+std::string placement_summary(const Study& study) {
+  std::string out;
+  for (const DimensionReach& d : study_reach(study).value_or(std::vector<DimensionReach>{})) {
+    out += (out.empty() ? "" : ", ") + std::string(d.dimension) + " " + std::to_string(d.degree) +
+           " " + describe(d.reach, study.config.cluster);
+  }
+  return out;
+}
+
+std::string busiest_links_summary(const nlohmann::json& metrics) {
+  std::string out;
+  for (const nlohmann::json& t : metrics.value("links", nlohmann::json::array())) {
+    char line[160];
+    std::snprintf(line, sizeof line, "%s%s %s %.1f %%", out.empty() ? "" : ", ",
+                  t.at("tier").get<std::string>().c_str(),
+                  t.at("busiest").get<std::string>().c_str(),
+                  100 * t.at("busiest_utilisation").get<double>());
+    out += line;
+  }
+  return out;
+}
 
 std::string ms(double seconds) {
   char buf[32];
@@ -113,6 +146,28 @@ nlohmann::json metrics_json(const Study& study, const Metrics& m, const Training
                 {"busiest_rank_factor_max", r.max_busiest_factor},
                 {"dropped_token_fraction", r.dropped}};
   }
+  if (const auto reach = study_reach(study)) {
+    nlohmann::json placement = nlohmann::json::array();
+    for (const DimensionReach& d : *reach) {
+      placement.push_back({{"dimension", d.dimension},
+                           {"degree", d.degree},
+                           {"reach", describe(d.reach, c.cluster)}});
+    }
+    j["placement"] = placement;
+  }
+  // Per tier of the platform: what its links carried (the simulated replicas' traffic).
+  nlohmann::json links = nlohmann::json::array();
+  for (const TierLoad& t : tier_loads(study.schedule, c.cluster, m.iteration_time_s)) {
+    links.push_back({{"tier", to_string(t.tier)},
+                     {"loaded_link_directions", t.loaded},
+                     {"bytes", t.bytes},
+                     {"mean_utilisation", t.mean_utilisation},
+                     {"busiest", t.busiest},
+                     {"busiest_bytes", t.busiest_bytes},
+                     {"busiest_utilisation", t.busiest_utilisation}});
+  }
+  j["links"] = links;
+  j["fabric"] = to_string(c.cluster.fabric.kind);
   for (const auto& [key, value] : extra.items()) j[key] = value;
   return j;
 }

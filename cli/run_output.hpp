@@ -17,6 +17,12 @@ std::string ms(double seconds);
 /// parallelism); with [parallel.modules] tables each layout's owner with its TP/CP/PP/DP
 /// and GPUs ("vision tp 2 cp 1 pp 1 dp 2 on GPUs 4-7").
 std::string layout_summary(const Config& c);
+/// Where each parallel dimension's groups reach on the fabric, "tp 8 within a node, dp 64
+/// across pods" (core/placement.hpp); "" with per-module layouts or nothing parallel.
+std::string placement_summary(const Study& study);
+/// The busiest link direction of each tier and its utilisation, from metrics.json's
+/// `links` (core/link_load.hpp): "nic nic-3 up 41.2 %, ..."; "" when nothing leaves a GPU.
+std::string busiest_links_summary(const nlohmann::json& metrics);
 
 /// "model FLOPs      412.3 TFLOP/s per GPU, MFU 41.7 % of 989 TFLOP/s, 1602 tokens/s per
 /// GPU": the summary line every run prints (core/model_flops.hpp's rule).

@@ -152,20 +152,114 @@ std::vector<std::string> gpu_preset_names() {
   return names;
 }
 
+const char* to_string(FabricKind kind) {
+  switch (kind) {
+    case FabricKind::kStar:
+      return "star";
+    case FabricKind::kFatTree:
+      return "fat-tree";
+    case FabricKind::kRailOptimized:
+      return "rail-optimized";
+  }
+  return "?";
+}
+
+const char* to_string(LinkTier tier) {
+  switch (tier) {
+    case LinkTier::kGpu:
+      return "gpu";
+    case LinkTier::kNic:
+      return "nic";
+    case LinkTier::kLeafUplink:
+      return "leaf-uplink";
+    case LinkTier::kPodUplink:
+      return "pod-uplink";
+  }
+  return "?";
+}
+
+bool Fabric::non_blocking() const {
+  return std::ranges::all_of(oversubscription, [](double k) { return k <= 1; }) &&
+         std::ranges::all_of(tier_latency, [](double l) { return l == 0; });
+}
+
+int Cluster::num_leaves() const {
+  return fabric.tiers() == 0 ? nodes : nodes / fabric.nodes_per_leaf;
+}
+int Cluster::num_pods() const {
+  return fabric.tiers() < 2 ? 1 : num_leaves() / fabric.leaves_per_pod;
+}
+int Cluster::leaf_of_node(int node) const {
+  return fabric.tiers() == 0 ? node : node / fabric.nodes_per_leaf;
+}
+int Cluster::pod_of_leaf(int leaf) const {
+  return fabric.tiers() < 2 ? 0 : leaf / fabric.leaves_per_pod;
+}
+int Cluster::tier_crossed(int src_node, int dst_node) const {
+  if (fabric.tiers() == 0) return 0;
+  const int a = leaf_of_node(src_node), b = leaf_of_node(dst_node);
+  if (a == b) return 0;
+  return pod_of_leaf(a) == pod_of_leaf(b) ? 1 : 2;
+}
+
+namespace {
+
+/// Index of the first leaf trunk, and of the first pod trunk, in network_links().
+int first_leaf_link(const Cluster& c) {
+  return c.num_gpus() + c.nodes;
+}
+int first_pod_link(const Cluster& c) {
+  return first_leaf_link(c) + (c.fabric.tiers() >= 1 ? c.num_leaves() : 0);
+}
+int link_count(const Cluster& c) {
+  return first_pod_link(c) + (c.fabric.tiers() == 2 ? c.num_pods() : 0);
+}
+
+/// A node's NICs (rails) as one uplink of their summed bandwidth; flow_rate_cap() holds
+/// each rank's flow to what its GPUs' rails can carry.
+double node_uplink_bandwidth(const Cluster& c) {
+  return c.nics_per_node * c.inter_node.bandwidth;
+}
+/// A tier's trunk: the bandwidth of the group's downlinks over the tier's oversubscription.
+double leaf_trunk_bandwidth(const Cluster& c) {
+  return c.fabric.nodes_per_leaf * node_uplink_bandwidth(c) / c.fabric.oversubscription[0];
+}
+double pod_trunk_bandwidth(const Cluster& c) {
+  return c.fabric.leaves_per_pod * leaf_trunk_bandwidth(c) / c.fabric.oversubscription[1];
+}
+double tier_link_latency(const Cluster& c, int tier) {
+  return c.fabric.tier_latency.empty() ? 0.0 : c.fabric.tier_latency[tier] / 2;
+}
+
+}  // namespace
+
+int leaf_uplink_index(const Cluster& cluster, int leaf) {
+  return first_leaf_link(cluster) + leaf;
+}
+int pod_uplink_index(const Cluster& cluster, int pod) {
+  return first_pod_link(cluster) + pod;
+}
+
 NetworkLink network_link(const Cluster& cluster, int index) {
   if (index < cluster.num_gpus()) {
-    return {"gpu-" + std::to_string(index), cluster.intra_node.bandwidth,
+    return {"gpu-" + std::to_string(index), LinkTier::kGpu, cluster.intra_node.bandwidth,
             cluster.intra_node.latency / 2};
   }
-  // A node's NICs (rails) as one uplink of their summed bandwidth; flow_rate_cap() holds
-  // each rank's flow to what its GPUs' rails can carry.
-  return {"nic-" + std::to_string(index - cluster.num_gpus()),
-          cluster.nics_per_node * cluster.inter_node.bandwidth, cluster.inter_node.latency / 2};
+  if (index < first_leaf_link(cluster)) {
+    return {"nic-" + std::to_string(index - cluster.num_gpus()), LinkTier::kNic,
+            node_uplink_bandwidth(cluster), cluster.inter_node.latency / 2};
+  }
+  if (index < first_pod_link(cluster)) {
+    return {"leaf-" + std::to_string(index - first_leaf_link(cluster)) + "-up",
+            LinkTier::kLeafUplink, leaf_trunk_bandwidth(cluster), tier_link_latency(cluster, 0)};
+  }
+  return {"pod-" + std::to_string(index - first_pod_link(cluster)) + "-up", LinkTier::kPodUplink,
+          pod_trunk_bandwidth(cluster), tier_link_latency(cluster, 1)};
 }
 
 std::vector<NetworkLink> network_links(const Cluster& cluster) {
-  // GPU links, then one NIC uplink per node (network_link's numbering).
-  const int count = cluster.num_gpus() + cluster.nodes;
+  // GPU links, one NIC uplink per node, then the trunks (network_link's numbering).
+  const int count = link_count(cluster);
   std::vector<NetworkLink> links;
   links.reserve(static_cast<size_t>(std::max(count, 0)));
   for (int i = 0; i < count; ++i) links.push_back(network_link(cluster, i));
@@ -178,8 +272,18 @@ std::vector<Hop> route(const Cluster& cluster, int src_gpu, int dst_gpu) {
   const int dst_node = cluster.node_of(dst_gpu);
   if (src_node == dst_node) return {{src_gpu, true}, {dst_gpu, false}};
   const int nic_base = cluster.num_gpus();
-  return {
-      {src_gpu, true}, {nic_base + src_node, true}, {nic_base + dst_node, false}, {dst_gpu, false}};
+  std::vector<Hop> hops = {{src_gpu, true}, {nic_base + src_node, true}};
+  const int crossed = cluster.tier_crossed(src_node, dst_node);
+  const int src_leaf = cluster.leaf_of_node(src_node), dst_leaf = cluster.leaf_of_node(dst_node);
+  if (crossed >= 1) hops.push_back({leaf_uplink_index(cluster, src_leaf), true});
+  if (crossed == 2) {
+    hops.push_back({pod_uplink_index(cluster, cluster.pod_of_leaf(src_leaf)), true});
+    hops.push_back({pod_uplink_index(cluster, cluster.pod_of_leaf(dst_leaf)), false});
+  }
+  if (crossed >= 1) hops.push_back({leaf_uplink_index(cluster, dst_leaf), false});
+  hops.push_back({nic_base + dst_node, false});
+  hops.push_back({dst_gpu, false});
+  return hops;
 }
 
 double flow_rate_cap(const Cluster& cluster, int src_gpu, int dst_gpu, int tp) {
@@ -195,6 +299,10 @@ double transfer_time(const Cluster& cluster, int src_gpu, int dst_gpu, double by
   if (!same_node) {
     latency += cluster.inter_node.latency;
     bandwidth = std::min(bandwidth, cluster.inter_node_flow_cap(tp));
+    const int crossed = cluster.tier_crossed(cluster.node_of(src_gpu), cluster.node_of(dst_gpu));
+    for (int tier = 0; tier < crossed; ++tier) latency += 2 * tier_link_latency(cluster, tier);
+    if (crossed >= 1) bandwidth = std::min(bandwidth, leaf_trunk_bandwidth(cluster));
+    if (crossed == 2) bandwidth = std::min(bandwidth, pod_trunk_bandwidth(cluster));
   }
   if (bytes <= 0) return latency;
   return latency + bytes / bandwidth;

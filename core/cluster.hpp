@@ -15,6 +15,7 @@
 ///                                                           -> latency = intra + inter
 /// and the bandwidth of a route is the minimum over its links.
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,40 @@ struct LinkSpec {
   double latency = 0;    ///< seconds, end to end for the fabric
 };
 
+/// The switch fabric above the nodes (`[cluster.fabric]`, docs/fabrics.md).
+///
+///   star            every node's uplink meets one non-blocking switch (the default)
+///   fat-tree        nodes under leaf switches, leaves under spines (2 tiers), or leaves
+///                   grouped into pods whose spines meet a core tier (3 tiers)
+///   rail-optimized  the same tree, its first tier one leaf per rail: NIC k of every node of
+///                   a leaf group (a DGX SuperPOD scalable unit) on the rail-k leaf
+///
+/// Every tier above the leaf is one trunk per switch group, its bandwidth the group's
+/// downlinks over the tier's oversubscription: ECMP is modelled as ideal spreading of flows
+/// over a group's equal-cost uplinks (no hash collisions), so the uplinks of one group act
+/// as one link of their summed bandwidth. Under rail-optimized, NCCL's PXN (on by default
+/// since NCCL 2.12) first moves a message over NVLink to the GPU on the destination's
+/// rail, so traffic between two nodes of one group stays inside the group's leaves.
+enum class FabricKind : std::uint8_t { kStar, kFatTree, kRailOptimized };
+const char* to_string(FabricKind kind);  ///< "star", "fat-tree", "rail-optimized"
+
+struct Fabric {
+  FabricKind kind = FabricKind::kStar;
+  int nodes_per_leaf = 1;  ///< nodes under one leaf (rail-optimized: one rail group)
+  int leaves_per_pod = 0;  ///< 0: two tiers, every leaf under one spine tier
+  /// Downlink over uplink bandwidth of each tier above the leaf, lowest first: one entry
+  /// (leaf -> spine) for two tiers, two (leaf -> spine, spine -> core) for three.
+  std::vector<double> oversubscription;
+  /// Latency each tier adds to a route that crosses it (two more switch hops), seconds;
+  /// 0 by default: `cluster.inter_node.latency` stands for the whole fabric.
+  std::vector<double> tier_latency;
+
+  /// Switch tiers above the leaf: 0 (star), 1 or 2.
+  int tiers() const { return static_cast<int>(oversubscription.size()); }
+  /// Every tier carries what its downlinks can and adds no latency: timings are the star's.
+  bool non_blocking() const;
+};
+
 struct Cluster {
   int nodes = 1;
   int gpus_per_node = 1;
@@ -68,9 +103,18 @@ struct Cluster {
   LinkSpec inter_node;  ///< one NIC (rail)
   /// NICs (rails) per node; the node's uplink carries nics x inter_node.bandwidth.
   int nics_per_node = 1;
+  Fabric fabric;
 
   int num_gpus() const { return nodes * gpus_per_node; }
   int node_of(int gpu_index) const { return gpu_index / gpus_per_node; }
+  /// Leaves and pods of the fabric (1 pod with two tiers; nodes leaves on a star).
+  int num_leaves() const;
+  int num_pods() const;
+  int leaf_of_node(int node) const;
+  int pod_of_leaf(int leaf) const;
+  /// The highest tier a route between two nodes climbs: 0 within one leaf (or on a star),
+  /// 1 through the spines, 2 through the core.
+  int tier_crossed(int src_node, int dst_node) const;
   /// Fastest rate of one rank's inter-node flow, for a rank of `tp` GPUs. A rank's flow
   /// stands for the tp flows of its GPUs, each carrying its shard: one GPU reaches at most
   /// one NIC's bandwidth (its own rail in a DGX, the shared NIC elsewhere), and the tp
@@ -87,14 +131,23 @@ struct Hop {
   bool up = true;  ///< direction: up = towards the fabric, down = away from it
 };
 
+/// Which level of the platform a link belongs to (metrics' per-tier utilisation).
+enum class LinkTier : std::uint8_t { kGpu, kNic, kLeafUplink, kPodUplink };
+const char* to_string(LinkTier tier);  ///< "gpu", "nic", "leaf-uplink", "pod-uplink"
+
 struct NetworkLink {
-  std::string name;  ///< "gpu-3", "nic-1"
+  std::string name;  ///< "gpu-3", "nic-1", "leaf-0-up", "pod-1-up"
+  LinkTier tier = LinkTier::kGpu;
   double bandwidth = 0;
   double latency = 0;
 };
 
-/// All links of the platform: first one per GPU, then one per node's NIC.
+/// All links of the platform: first one per GPU, then one per node's NIC, then one trunk
+/// per leaf (its spine uplinks) and one per pod (its core uplinks) on a tiered fabric.
 std::vector<NetworkLink> network_links(const Cluster& cluster);
+/// Indices in network_links() of a leaf's spine trunk and a pod's core trunk.
+int leaf_uplink_index(const Cluster& cluster, int leaf);
+int pod_uplink_index(const Cluster& cluster, int pod);
 /// network_links(cluster)[index], without building the others.
 NetworkLink network_link(const Cluster& cluster, int index);
 /// The hops from one GPU to another (empty when src == dst).

@@ -406,6 +406,70 @@ LinkSpec read_link(Reader& r, const toml::table* t, const std::string& path, Lin
   return def;
 }
 
+/// Plain numbers (oversubscription ratios) in a quantity list.
+std::optional<double> parse_ratio(std::string_view) {
+  return std::nullopt;
+}
+
+/// [cluster.fabric] (core/cluster.hpp, docs/fabrics.md). Leaf-group defaults follow a
+/// 64-port switch (NVIDIA Quantum-2 QM9700: 64 NDR ports), half its ports down: a fat-tree
+/// leaf takes 32 / nics_per_node nodes, a rail-optimized group 32 nodes (one port per node
+/// on each rail's leaf), as in a DGX SuperPOD scalable unit of 32 DGX H100s.
+Fabric read_fabric(Reader& r, const toml::table& cluster_table, const Cluster& c) {
+  const std::string path = "cluster.fabric.";
+  const toml::table* t = r.section(cluster_table, "cluster.", "fabric");
+  Fabric f;
+  if (!t) return f;
+  const std::string kind =
+      r.string(*t, path, "kind", "star", {"star", "fat-tree", "rail-optimized"});
+  if (kind == "star") {
+    for (const char* key :
+         {"nodes_per_leaf", "leaves_per_pod", "oversubscription", "tier_latency"}) {
+      if (t->get(key))
+        r.fail(t->get(key), path + key,
+               "applies to kind = \"fat-tree\" or \"rail-optimized\"; a star has no tiers");
+    }
+    return f;
+  }
+  f.kind = kind == "fat-tree" ? FabricKind::kFatTree : FabricKind::kRailOptimized;
+  constexpr int kHalfRadix = 32;
+  const int def =
+      f.kind == FabricKind::kFatTree ? std::max(1, kHalfRadix / c.nics_per_node) : kHalfRadix;
+  f.nodes_per_leaf = r.integer(*t, path, "nodes_per_leaf", std::min(def, c.nodes), 1);
+  if (c.nodes % f.nodes_per_leaf != 0) {
+    r.fail(r.find(*t, "nodes_per_leaf"), path + "nodes_per_leaf",
+           std::to_string(c.nodes) + " nodes are not whole leaves of " +
+               std::to_string(f.nodes_per_leaf) +
+               ": set nodes_per_leaf to a divisor of cluster.nodes, or cluster.nodes to a "
+               "multiple of it");
+  }
+  const int leaves = c.nodes / f.nodes_per_leaf;
+  f.leaves_per_pod = r.integer(*t, path, "leaves_per_pod", 0, 0);
+  if (f.leaves_per_pod > 0 && leaves % f.leaves_per_pod != 0) {
+    r.fail(r.find(*t, "leaves_per_pod"), path + "leaves_per_pod",
+           std::to_string(leaves) + " leaves are not whole pods of " +
+               std::to_string(f.leaves_per_pod) +
+               ": set leaves_per_pod to a divisor of the leaves (cluster.nodes / nodes_per_leaf)");
+  }
+  const size_t tiers = f.leaves_per_pod > 0 ? 2 : 1;
+  const std::string tier_text = tiers == 2 ? "two entries (leaf -> spine, spine -> core), as "
+                                             "leaves_per_pod makes three tiers"
+                                           : "one entry (leaf -> spine), as a fabric without "
+                                             "leaves_per_pod has two tiers";
+  f.oversubscription = r.quantity_list(*t, path, "oversubscription", parse_ratio, "[1, 7]", 1);
+  if (f.oversubscription.empty()) f.oversubscription.assign(tiers, 1.0);
+  if (f.oversubscription.size() != tiers) {
+    r.fail(r.find(*t, "oversubscription"), path + "oversubscription",
+           "has " + std::to_string(f.oversubscription.size()) + " entries; write " + tier_text);
+  }
+  f.tier_latency = r.quantity_list(*t, path, "tier_latency", parse_seconds, "[\"0.5us\"]", 0);
+  if (!f.tier_latency.empty() && f.tier_latency.size() != tiers) {
+    r.fail(r.find(*t, "tier_latency"), path + "tier_latency",
+           "has " + std::to_string(f.tier_latency.size()) + " entries; write " + tier_text);
+  }
+  return f;
+}
+
 Cluster read_cluster(Reader& r, const toml::table& root) {
   static const toml::table kEmpty;
   const toml::table* found = r.section(root, "", "cluster");
@@ -436,6 +500,7 @@ Cluster read_cluster(Reader& r, const toml::table& root) {
   // DGX/HGX boxes of SXM parts have one NIC per GPU; PCIe servers one per node.
   c.nics_per_node =
       r.integer(t, "cluster.", "nics_per_node", c.gpu.nic_per_gpu ? c.gpus_per_node : 1, 1);
+  c.fabric = read_fabric(r, t, c);
   return c;
 }
 

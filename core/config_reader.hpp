@@ -189,6 +189,31 @@ class Reader {
     return out;
   }
 
+  /// An array of quantities ("2us", or plain numbers in base units), each at least `min`.
+  std::vector<double> quantity_list(const toml::table& t, const std::string& path,
+                                    const std::string& key,
+                                    std::optional<double> (*parse)(std::string_view),
+                                    const char* example, double min) {
+    std::vector<double> out;
+    const toml::node* n = find(t, key);
+    if (!n) return out;
+    if (!n->is_array()) fail(n, path + key, std::string("expected an array like ") + example);
+    for (const toml::node& e : *n->as_array()) {
+      std::optional<double> v = e.is_number() ? e.value<double>() : std::nullopt;
+      if (e.is_string()) v = parse(*e.value<std::string>());
+      if (!v || !std::isfinite(*v) || *v < min) {
+        fail(n, path + key,
+             std::string("expected an array like ") + example + " (each at least " +
+                 std::to_string(min).substr(0, 3) + "), got " + describe(e));
+      }
+      out.push_back(*v);
+    }
+    toml::array values;
+    for (double v : out) values.push_back(v);
+    record(path + key, std::move(values));
+    return out;
+  }
+
   /// An array of probabilities (numbers from 0 to 1; integers read as numbers).
   std::vector<double> probability_list(const toml::table& t, const std::string& path,
                                        const std::string& key) {

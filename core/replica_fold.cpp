@@ -1,6 +1,7 @@
 #include "core/replica_fold.hpp"
 
 #include <numeric>
+#include <utility>
 
 #include "core/overloaded.hpp"
 
@@ -13,6 +14,24 @@ std::string ReplicaFold::describe() const {
   }
   return reason.empty() ? "" : "not folded: " + reason;
 }
+
+namespace {
+
+/// The GPUs of the smallest part of the cluster whose copies sit in symmetric positions
+/// of the fabric, and its name: a node on a star or a non-blocking tree; a pod, or a
+/// leaf under one spine tier, on a fabric that can block.
+std::pair<long, std::string> symmetric_domain(const Cluster& c) {
+  const long node = c.gpus_per_node;
+  if (c.fabric.non_blocking()) return {node, "nodes"};
+  if (c.num_pods() > 1) {
+    return {node * c.fabric.nodes_per_leaf * c.fabric.leaves_per_pod,
+            "pods of the blocking fabric"};
+  }
+  if (c.num_leaves() > 1) return {node * c.fabric.nodes_per_leaf, "leaves of the blocking fabric"};
+  return {node, "nodes"};
+}
+
+}  // namespace
 
 ReplicaFold plan_replica_fold(const Config& config) {
   ReplicaFold fold;
@@ -44,15 +63,18 @@ ReplicaFold plan_replica_fold(const Config& config) {
       static_cast<long>(config.parallel.pp) * config.parallel.cp * config.parallel.tp;
   if (replica_gpus * fold.total > cluster.num_gpus())
     return off("the job needs more GPUs than the cluster has");
-  // u replicas fill whole nodes; fold into k >= 2 blocks of u, k dividing dp / u.
-  const long block =
-      std::lcm(replica_gpus, static_cast<long>(cluster.gpus_per_node)) / replica_gpus;
+  // u replicas fill whole nodes; fold into k >= 2 blocks of u, k dividing dp / u. On a
+  // fabric that can block (an oversubscribed tier, a tier's latency), where a replica sits
+  // matters: a block fills whole pods (whole leaves under one spine tier), so the simulated
+  // ring crosses each trunk as often as the job's and its wrap-around hop climbs as high.
+  const auto [domain_gpus, domain] = symmetric_domain(cluster);
+  const long block = std::lcm(replica_gpus, domain_gpus) / replica_gpus;
   const long blocks = fold.total / block;
   if (fold.total % block != 0 || blocks < 4) {
     if (fold.total % block != 0) {
       return off(std::to_string(fold.total) + " replicas are not whole blocks of " +
-                 std::to_string(block) + " (the replicas that fill whole nodes): the nodes " +
-                 "differ");
+                 std::to_string(block) + " (the replicas that fill whole " + domain + "): the " +
+                 domain + " differ");
     }
     return off("too few replicas to fold (" + std::to_string(fold.total) +
                "; folding keeps two blocks of " + std::to_string(block) + ")");

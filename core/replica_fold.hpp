@@ -11,7 +11,10 @@
 /// back to the first stands for the hop into the next block: the same link types and
 /// the same load on every NIC and GPU link. Steps and bytes per step are the whole
 /// ring's (Schedule::replica_fold), so each link carries exactly what it carries in the
-/// full job, and the fold is exact under max-min link sharing.
+/// full job, and the fold is exact under max-min link sharing. On a tiered fabric that can
+/// block (an oversubscribed tier, or a tier's own latency: Fabric::non_blocking), blocks
+/// fill whole pods (whole leaves under a single spine tier) instead of whole nodes, so
+/// every simulated leaf and pod trunk carries the job's ring hops too.
 ///
 /// Folding is off where symmetry does not hold, or where replicas talk to each other
 /// inside the step (expert parallelism's all-to-alls): samples that differ in cost (a workload

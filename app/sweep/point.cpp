@@ -14,6 +14,7 @@
 #include "app/study.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
+#include "core/link_load.hpp"
 #include "core/timeline.hpp"
 
 namespace loom::sweep {
@@ -79,6 +80,18 @@ PointResult measure(const Study& study, const std::string& timeline_csv) {
   out.tflops_per_gpu = number_text(rates.tflops_per_gpu);
   out.mfu = number_text(rates.mfu);
   out.tokens_per_s_per_gpu = number_text(rates.tokens_per_s_per_gpu);
+  const TierLoad* busiest = nullptr;
+  const std::vector<TierLoad> tiers =
+      tier_loads(study.schedule, study.config.cluster, m.iteration_time_s);
+  for (const TierLoad& t : tiers) {
+    if (t.tier != LinkTier::kGpu &&
+        (!busiest || t.busiest_utilisation > busiest->busiest_utilisation))
+      busiest = &t;
+  }
+  if (busiest) {
+    out.busiest_link_utilisation = number_text(busiest->busiest_utilisation);
+    out.busiest_link_tier = to_string(busiest->tier);
+  }
   return out;
 }
 
@@ -126,6 +139,8 @@ std::string to_message(const PointResult& r) {
                             {"tflops_per_gpu", r.tflops_per_gpu},
                             {"mfu", r.mfu},
                             {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
+                            {"busiest_link_utilisation", r.busiest_link_utilisation},
+                            {"busiest_link_tier", r.busiest_link_tier},
                             {"reason", r.reason},
                             {"wall_s", r.wall_s}};
   // Invalid UTF-8 in a message must not turn a result into an exception.
@@ -144,6 +159,8 @@ PointResult from_message(const std::string& text) {
   r.tflops_per_gpu = j.at("tflops_per_gpu");
   r.mfu = j.at("mfu");
   r.tokens_per_s_per_gpu = j.at("tokens_per_s_per_gpu");
+  r.busiest_link_utilisation = j.at("busiest_link_utilisation");
+  r.busiest_link_tier = j.at("busiest_link_tier");
   r.reason = j.at("reason");
   r.wall_s = j.at("wall_s");
   return r;

@@ -19,6 +19,10 @@ struct PointResult {
   std::string tflops_per_gpu;
   std::string mfu;
   std::string tokens_per_s_per_gpu;
+  /// The most loaded direction of any link between nodes (NIC, leaf or pod trunk) over the
+  /// iteration, and its tier (core/link_load.hpp); "" when nothing leaves a node.
+  std::string busiest_link_utilisation;
+  std::string busiest_link_tier;
   std::string reason;  ///< why a point is infeasible or failed; "" when ok
   /// Host seconds run_point took (plan + simulate); not written to results (it varies).
   double wall_s = 0;

@@ -78,6 +78,8 @@ const std::vector<std::string>& result_columns() {
                                                     "tflops_per_gpu",
                                                     "mfu",
                                                     "tokens_per_s_per_gpu",
+                                                    "busiest_link_utilisation",
+                                                    "busiest_link_tier",
                                                     "reason"};
   return kColumns;
 }
@@ -96,7 +98,7 @@ std::vector<std::string> row_cells(size_t point, const std::vector<std::string>&
   for (const std::string* s :
        {&hash, &r.status, &r.iteration_time_s, &r.throughput_samples_per_s, &r.bubble_fraction,
         &r.peak_memory_max_bytes, &r.peak_memory_mean_bytes, &r.tflops_per_gpu, &r.mfu,
-        &r.tokens_per_s_per_gpu, &r.reason})
+        &r.tokens_per_s_per_gpu, &r.busiest_link_utilisation, &r.busiest_link_tier, &r.reason})
     cells.push_back(*s);
   return cells;
 }
@@ -191,6 +193,8 @@ PointResult result_of(const Table& t, const std::vector<std::string>& row) {
   r.tflops_per_gpu = get("tflops_per_gpu");  // "" in a results.csv of an earlier release
   r.mfu = get("mfu");
   r.tokens_per_s_per_gpu = get("tokens_per_s_per_gpu");
+  r.busiest_link_utilisation = get("busiest_link_utilisation");  // "" before 2026-12
+  r.busiest_link_tier = get("busiest_link_tier");
   r.reason = get("reason");
   return r;
 }

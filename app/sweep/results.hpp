@@ -3,9 +3,10 @@
 ///
 /// Columns: `point` (index in the full expansion), the axis columns (study_file.hpp), then
 /// `config_hash, status, iteration_time_s, throughput_samples_per_s, bubble_fraction,
-/// peak_memory_max_bytes, peak_memory_mean_bytes, reason`. Rows are appended as points
-/// finish (each row is one write(), so an interrupted run leaves a valid CSV) and sorted
-/// by `point` when the run ends, so the files do not depend on -j or completion order.
+/// peak_memory_max_bytes, peak_memory_mean_bytes, tflops_per_gpu, mfu,
+/// tokens_per_s_per_gpu, busiest_link_utilisation, busiest_link_tier, reason`. Rows are appended as
+/// points finish (each row is one write(), so an interrupted run leaves a valid CSV) and sorted by
+/// `point` when the run ends, so the files do not depend on -j or completion order.
 #include <map>
 #include <optional>
 #include <string>

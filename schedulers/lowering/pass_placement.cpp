@@ -6,6 +6,7 @@
 #include "core/errors.hpp"
 #include "core/index.hpp"
 #include "core/memory_model.hpp"
+#include "core/placement.hpp"
 #include "schedulers/lowering/gradient_buckets.hpp"
 #include "schedulers/lowering/module_shards.hpp"
 #include "schedulers/lowering/passes.hpp"
@@ -198,16 +199,9 @@ void place_ranks(const Context& ctx, Schedule& schedule) {
   for (int lane = 0; lane < ctx.lanes(); ++lane) {
     const int d = ctx.replica_of_lane(lane);
     for (const PipelineRank r : IdRange<PipelineRank>(ranks)) {
-      int index = 0, stride = 1;
-      for (const PlacementDim dim : ctx.problem.parallel.order) {
-        const auto [coordinate, size] = dim == PlacementDim::kCp ? std::pair{lane % ctx.cp, ctx.cp}
-                                        : dim == PlacementDim::kDp ? std::pair{d, dp}
-                                                                   : std::pair{r.value(), ranks};
-        index += coordinate * stride;
-        stride *= size;
-      }
-      schedule.ranks[ctx.global_rank(lane, r)] = {
-          .gpu = index * tp, .tp = tp, .replica = ReplicaId{d}};
+      const int gpu = placed_gpu(ctx.problem.parallel.order, {ctx.cp, dp, ranks},
+                                 {lane % ctx.cp, d, r.value()}, tp);
+      schedule.ranks[ctx.global_rank(lane, r)] = {.gpu = gpu, .tp = tp, .replica = ReplicaId{d}};
     }
   }
 }
