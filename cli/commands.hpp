@@ -30,5 +30,6 @@ CommandRun attach_schedule(CLI::App& sub);     // cli/cmd_schedule.cpp
 CommandRun attach_sweep(CLI::App& sub);        // cli/cmd_sweep.cpp
 CommandRun attach_validate(CLI::App& sub);     // cli/cmd_validate.cpp
 CommandRun attach_cost(CLI::App& sub);         // cli/cmd_cost.cpp
+CommandRun attach_collective(CLI::App& sub);   // cli/cmd_collective.cpp
 
 }  // namespace loom

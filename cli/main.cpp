@@ -44,6 +44,10 @@ const loom::Command kCommands[] = {
      "Break a config's costs down: one layer's kernels, then the iteration (compute, TP/PP/DP "
      "communication, bubble, recompute)",
      loom::attach_cost},
+    {"collective",
+     "Predict one NCCL collective on a config's cluster for each algorithm (ring, tree, "
+     "hierarchical) with NCCL's choice: time, algbw and busbw as nccl-tests reports them",
+     loom::attach_collective},
     {"validate",
      "Predict published measured runs (a folder of configs with [validation]) and print the "
      "errors per run and backend",
