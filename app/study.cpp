@@ -288,6 +288,9 @@ std::unique_ptr<Study> load_study(const std::string& config_path,
                                   const std::vector<std::string>& overrides, Folding folding) {
   auto study = std::make_unique<Study>();
   study->config = load_study_config(config_path, overrides);
+  // A rank's flow stands for its TP group's tp GPU flows on the links they share.
+  if (study->config.parallel.module_layouts.empty())
+    study->config.cluster.flow_copies = study->config.parallel.tp;
   const Config& c = study->config;
   study->cost = make_cost_model(c);
   SchedulingProblem& p = study->problem;

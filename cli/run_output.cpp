@@ -216,7 +216,9 @@ void write_run_files(const OutputDir& out, const Study& study, const Timeline& t
     f << metrics.dump(2) << "\n";
     finish_write(f, path);
   }
-  write_chrome_trace(out.file("timeline.json"), study.schedule, timeline);
+  write_chrome_trace(out.file("timeline.json"), study.schedule, timeline,
+                     busiest_link_tracks(study.schedule, study.config.cluster, timeline),
+                     "network: busiest link of each tier");
   write_timeline_csv(out.file("timeline.csv"), study.schedule, timeline);
   write_memory_csv(out.file("memory.csv"), memory_over_time(study.schedule, timeline));
   write_schedule_text(out.file("schedule.txt"), study.schedule);

@@ -104,6 +104,12 @@ struct Cluster {
   /// NICs (rails) per node; the node's uplink carries nics x inter_node.bandwidth.
   int nics_per_node = 1;
   Fabric fabric;
+  /// GPU flows one rank's flow stands for: a rank is a TP group whose tp GPUs each move
+  /// their own shard at once, so a link the group's GPUs share (a node's NIC uplink, a
+  /// fabric trunk) carries tp copies of every flow of the rank, and offers each copy
+  /// 1/tp of its bandwidth. The study sets it to parallel.tp (1 with per-module layouts,
+  /// whose ranks differ in tp; docs/fabrics.md). A GPU's own link carries one copy.
+  int flow_copies = 1;
 
   int num_gpus() const { return nodes * gpus_per_node; }
   int node_of(int gpu_index) const { return gpu_index / gpus_per_node; }

@@ -2,15 +2,55 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <variant>
+
+#include "core/matching.hpp"
 
 namespace loom {
 
 namespace {
 
-void add_route(LinkBytes& load, const Cluster& cluster, int src_gpu, int dst_gpu, double bytes) {
-  for (const Hop& hop : route(cluster, src_gpu, dst_gpu))
-    (hop.up ? load.up : load.down)[static_cast<size_t>(hop.link)] += bytes;
+/// One rank's flow as the SimGrid backend puts it on the network: from `src` to `dst`
+/// GPU, `bytes` per copy, for op `op`.
+struct Flow {
+  int src = 0, dst = 0;
+  double bytes = 0;
+  OpRef op;
+};
+
+/// Every flow of one iteration: a send on its route, a ring member's stream to its
+/// successor, an all-to-all member's chunk to each other member.
+template <class F>
+void for_each_flow(const Schedule& schedule, F&& visit) {
+  for (const RankId r : schedule.rank_ids()) {
+    const int gpu = schedule.ranks[r].gpu;
+    const auto& program = schedule.programs[r];
+    for (size_t i = 0; i < program.size(); ++i) {
+      const OpRef op{r, i};
+      if (const auto* s = std::get_if<Send>(&program[i])) {
+        visit(Flow{gpu, schedule.ranks[s->peer].gpu, s->bytes, op});
+      } else if (const auto* c = std::get_if<Collective>(&program[i])) {
+        const std::vector<RankId>& members = schedule.group_members(c->group);
+        const int n = isize(members);
+        if (c->kind == CollectiveKind::kAllToAll) {
+          const double chunk = ring_chunk_bytes(c->kind, n, c->bytes);
+          for (const RankId peer : members)
+            if (peer != r) visit(Flow{gpu, schedule.ranks[peer].gpu, chunk, op});
+          continue;
+        }
+        const auto at = std::find(members.begin(), members.end(), r) - members.begin();
+        const RankId next = members[static_cast<size_t>((at + 1) % n)];
+        visit(Flow{gpu, schedule.ranks[next].gpu,
+                   ring_stream_bytes(c->kind, schedule.ring_size(c->group), c->bytes), op});
+      }
+    }
+  }
+}
+
+/// A shared link carries every copy of a rank's flow (Cluster::flow_copies).
+int copies_on(const Cluster& cluster, LinkTier tier) {
+  return tier == LinkTier::kGpu ? 1 : std::max(1, cluster.flow_copies);
 }
 
 }  // namespace
@@ -18,27 +58,10 @@ void add_route(LinkBytes& load, const Cluster& cluster, int src_gpu, int dst_gpu
 LinkBytes link_bytes(const Schedule& schedule, const Cluster& cluster) {
   const size_t links = network_links(cluster).size();
   LinkBytes load{std::vector<double>(links, 0.0), std::vector<double>(links, 0.0)};
-  for (const RankId r : schedule.rank_ids()) {
-    const int gpu = schedule.ranks[r].gpu;
-    for (const Op& op : schedule.programs[r]) {
-      if (const auto* s = std::get_if<Send>(&op)) {
-        add_route(load, cluster, gpu, schedule.ranks[s->peer].gpu, s->bytes);
-      } else if (const auto* c = std::get_if<Collective>(&op)) {
-        const std::vector<RankId>& members = schedule.group_members(c->group);
-        const int n = isize(members);
-        if (c->kind == CollectiveKind::kAllToAll) {
-          const double chunk = ring_chunk_bytes(c->kind, n, c->bytes);
-          for (const RankId peer : members)
-            if (peer != r) add_route(load, cluster, gpu, schedule.ranks[peer].gpu, chunk);
-          continue;
-        }
-        const auto at = std::find(members.begin(), members.end(), r) - members.begin();
-        const RankId next = members[static_cast<size_t>((at + 1) % n)];
-        add_route(load, cluster, gpu, schedule.ranks[next].gpu,
-                  ring_stream_bytes(c->kind, schedule.ring_size(c->group), c->bytes));
-      }
-    }
-  }
+  for_each_flow(schedule, [&](const Flow& f) {
+    for (const Hop& hop : route(cluster, f.src, f.dst))
+      (hop.up ? load.up : load.down)[static_cast<size_t>(hop.link)] += f.bytes;
+  });
   return load;
 }
 
@@ -51,15 +74,18 @@ std::vector<TierLoad> tier_loads(const Schedule& schedule, const Cluster& cluste
   for (size_t i = 0; i < links.size(); ++i) {
     TierLoad& tier = tiers[static_cast<size_t>(links[i].tier)];
     for (const bool up : {true, false}) {
-      const double bytes = (up ? load.up : load.down)[i];
-      if (bytes <= 0) continue;
+      const double per_copy = (up ? load.up : load.down)[i];
+      if (per_copy <= 0) continue;
       const double utilisation =
-          iteration_time_s > 0 ? bytes / (links[i].bandwidth * iteration_time_s) : 0.0;
+          iteration_time_s > 0 ? per_copy / (links[i].bandwidth * iteration_time_s) : 0.0;
+      const double bytes = per_copy * copies_on(cluster, links[i].tier);
       ++tier.loaded;
       tier.bytes += bytes;
       tier.mean_utilisation += utilisation;
       if (bytes > tier.busiest_bytes) {
         tier.busiest = links[i].name + (up ? " up" : " down");
+        tier.busiest_link = static_cast<int>(i);
+        tier.busiest_up = up;
         tier.busiest_bytes = bytes;
         tier.busiest_utilisation = utilisation;
       }
@@ -72,6 +98,48 @@ std::vector<TierLoad> tier_loads(const Schedule& schedule, const Cluster& cluste
     out.push_back(tier);
   }
   return out;
+}
+
+std::vector<CounterTrack> busiest_link_tracks(const Schedule& schedule, const Cluster& cluster,
+                                              const Timeline& timeline) {
+  const std::vector<TierLoad> tiers = tier_loads(schedule, cluster, timeline.iteration_time_s());
+  const Matching matching = match_operations(schedule);
+  // When a flow moves: a message from its send's start to its receive's end; a collective's
+  // streams from the last member's arrival to the member's end.
+  auto interval = [&](OpRef op) {
+    const OpTiming& t = timeline.at(op);
+    if (std::holds_alternative<Send>(schedule.programs[op.rank][op.index]))
+      return std::pair{t.start_s, timeline.at(matching.peer_of(op)).end_s};
+    double start = t.start_s;
+    for (const OpRef m : matching.members(matching.instance_of(op)))
+      start = std::max(start, timeline.at(m).start_s);
+    return std::pair{start, t.end_s};
+  };
+  std::vector<CounterTrack> tracks;
+  for (const TierLoad& tier : tiers) {
+    if (tier.tier == LinkTier::kGpu) continue;  // NVLink: the ranks' own tracks show it
+    // Rate changes on the busiest direction: + bytes / duration at a flow's start, - at its end.
+    std::map<double, double> steps;
+    const int copies = copies_on(cluster, tier.tier);
+    for_each_flow(schedule, [&](const Flow& f) {
+      for (const Hop& hop : route(cluster, f.src, f.dst)) {
+        if (hop.link != tier.busiest_link || hop.up != tier.busiest_up) continue;
+        const auto [start, end] = interval(f.op);
+        if (end <= start) continue;
+        const double rate = f.bytes * copies / (end - start) / 1e9;
+        steps[start] += rate;
+        steps[end] -= rate;
+      }
+    });
+    CounterTrack track{tier.busiest, "GB/s", {{0.0, 0.0}}};
+    double rate = 0;
+    for (const auto& [time_s, change] : steps) {
+      rate = std::max(0.0, rate + change);
+      track.points.emplace_back(time_s, rate);
+    }
+    tracks.push_back(std::move(track));
+  }
+  return tracks;
 }
 
 }  // namespace loom

@@ -8,6 +8,8 @@
 
 #include "core/cluster.hpp"
 #include "core/schedule.hpp"
+#include "core/timeline.hpp"
+#include "core/trace_counters.hpp"
 
 namespace loom {
 
@@ -19,9 +21,11 @@ LinkBytes link_bytes(const Schedule& schedule, const Cluster& cluster);
 
 struct TierLoad {
   LinkTier tier = LinkTier::kGpu;
-  int loaded = 0;       ///< link directions of the tier that carry any byte
-  double bytes = 0;     ///< all of them together
-  std::string busiest;  ///< "nic-3 up"
+  int loaded = 0;         ///< link directions of the tier that carry any byte
+  double bytes = 0;       ///< all of them together, every GPU's copy counted
+  std::string busiest;    ///< "nic-3 up"
+  int busiest_link = -1;  ///< its index in network_links()
+  bool busiest_up = true;
   double busiest_bytes = 0;
   /// Utilisation: bytes over bandwidth x iteration time (the busiest link's, and the mean
   /// over the loaded directions).
@@ -31,5 +35,13 @@ struct TierLoad {
 /// One entry per tier that carries traffic, lowest tier first.
 std::vector<TierLoad> tier_loads(const Schedule& schedule, const Cluster& cluster,
                                  double iteration_time_s);
+
+/// The busiest direction of each tier between nodes (NICs, leaf and pod trunks) as a
+/// counter track of GB/s over the iteration, every copy counted: each message drawn at
+/// its mean rate from its send's start to its receive's end, each collective's streams
+/// from its last member's arrival to the member's end (the Perfetto trace's "network"
+/// tracks).
+std::vector<CounterTrack> busiest_link_tracks(const Schedule& schedule, const Cluster& cluster,
+                                              const Timeline& timeline);
 
 }  // namespace loom

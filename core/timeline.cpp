@@ -12,6 +12,7 @@
 #include "core/index.hpp"
 #include "core/io.hpp"
 #include "core/overloaded.hpp"
+#include "core/trace_counters.hpp"
 
 namespace loom {
 namespace {
@@ -242,6 +243,12 @@ PerRank<std::vector<int>> trace_threads(const Schedule& schedule, const Timeline
 
 void write_chrome_trace(const std::string& path, const Schedule& schedule,
                         const Timeline& timeline) {
+  write_chrome_trace(path, schedule, timeline, {}, "");
+}
+
+void write_chrome_trace(const std::string& path, const Schedule& schedule, const Timeline& timeline,
+                        const std::vector<CounterTrack>& counters,
+                        const std::string& counters_process) {
   // Chrome Trace Event format: one process per rank; its threads are given by
   // trace_threads(). Times are whole nanoseconds, and a duration is the difference of the
   // rounded ends, so back-to-back ops never overlap by a rounding error.
@@ -302,6 +309,20 @@ void write_chrome_trace(const std::string& path, const Schedule& schedule,
         out << "]";
       }
       out << "}}";
+    }
+  }
+  if (!counters.empty()) {
+    const int pid = schedule.num_ranks();
+    sep() << "{\"ph\":\"M\",\"pid\":" << pid << ",\"name\":\"process_name\",\"args\":{\"name\":\""
+          << json_escape(counters_process) << "\"}}";
+    sep() << "{\"ph\":\"M\",\"pid\":" << pid
+          << ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" << pid << "}}";
+    for (const CounterTrack& track : counters) {
+      for (const auto& [time_s, value] : track.points) {
+        sep() << "{\"ph\":\"C\",\"pid\":" << pid << ",\"name\":\"" << json_escape(track.name)
+              << "\",\"ts\":" << Fixed{static_cast<double>(std::llround(time_s * 1e9)) / 1e3, 3}
+              << ",\"args\":{\"" << json_escape(track.unit) << "\":" << Fixed{value, 6} << "}}";
+      }
     }
   }
   out << "\n]}\n";

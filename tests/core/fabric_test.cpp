@@ -4,6 +4,8 @@
 
 #include "core/cluster.hpp"
 #include "core/config.hpp"
+#include "core/evaluator.hpp"
+#include "core/link_load.hpp"
 #include "test_support.hpp"
 
 namespace loom {
@@ -79,6 +81,41 @@ TEST(Fabric, EachTierCrossedAddsItsLatency) {
   double sum = 0;
   for (const Hop& h : route(c, 0, 16)) sum += network_link(c, h.link).latency;
   EXPECT_DOUBLE_EQ(sum, 16e-6);
+}
+
+TEST(Fabric, ATpGroupsCopiesShareTheLinksItsGpusShare) {
+  // A rank of tp 4 stands for 4 GPU flows: the node's NICs and the trunks offer each copy a
+  // quarter, its GPU's own link all of it; a flow alone is still held to one NIC.
+  Cluster c = three_tier({1, 1});
+  c.nics_per_node = 4;
+  const Cluster one = c;
+  c.flow_copies = 4;
+  EXPECT_DOUBLE_EQ(network_link(c, c.num_gpus()).bandwidth, 5e9);  // 4 NICs x 5 GB/s / 4
+  EXPECT_DOUBLE_EQ(network_link(c, leaf_uplink_index(c, 0)).bandwidth,
+                   network_link(one, leaf_uplink_index(one, 0)).bandwidth / 4);
+  EXPECT_DOUBLE_EQ(network_link(c, 0).bandwidth, network_link(one, 0).bandwidth);
+  for (const int dst : {4, 8, 16})
+    EXPECT_DOUBLE_EQ(transfer_time(c, 0, dst, 1e9, 4), transfer_time(one, 0, dst, 1e9, 4)) << dst;
+  // A study's ranks are its TP groups (Megatron's 39.1B GPT: TP 8).
+  EXPECT_EQ(test::megatron_gpt()->config.cluster.flow_copies, 8);
+}
+
+TEST(Fabric, TheBusiestLinksRateOverTimeIsATraceCounter) {
+  // One 1 GB message between two nodes: the NIC it leaves by carries 1 GB over the
+  // message's time, and nothing after it.
+  const Cluster c = test::small_cluster(2, 4);
+  Schedule s = test::ranks_on({0, 4});
+  s.programs[RankId{0}] = {test::send_op(RankId{1}, 0, test::edge_tag(Pass::kF, 0, 1), 1e9)};
+  s.programs[RankId{1}] = {test::recv_op(RankId{0}, 1, test::edge_tag(Pass::kF, 0, 1), 1e9)};
+  const Timeline t = evaluate(s, c);
+  const std::vector<CounterTrack> tracks = busiest_link_tracks(s, c, t);
+  ASSERT_EQ(tracks.size(), 1u);  // the NIC tier; GPU links are the ranks' own tracks
+  EXPECT_EQ(tracks[0].name, "nic-0 up");
+  const double end = t.iteration_time_s();
+  EXPECT_NEAR(end, 12e-6 + 0.2, 1e-12);
+  ASSERT_EQ(tracks[0].points.size(), 3u);
+  EXPECT_DOUBLE_EQ(tracks[0].points[1].second, 1.0 / end);  // GB/s
+  EXPECT_EQ(tracks[0].points[2], std::make_pair(end, 0.0));
 }
 
 std::string fabric_error(const std::vector<std::string>& fabric) {
