@@ -11,11 +11,21 @@ import time
 
 PP, GPUS_PER_NODE = 16, 8
 
+# --fabric fat-tree: a three-tier Clos of 64-port switches (docs/fabrics.md): 4 nodes (32
+# NICs) per leaf, 32 leaves (1,024 GPUs) per pod, the core tier 1:7 as Llama 3's.
+FABRICS = {
+    "star": [],
+    "fat-tree": ["cluster.fabric.kind=\"fat-tree\"", "cluster.fabric.nodes_per_leaf=4",
+                 "cluster.fabric.leaves_per_pod=32", "cluster.fabric.oversubscription=[1, 7]"],
+}
 
-def run(loom, config, gpus, backend, fold):
+
+def run(loom, config, gpus, backend, fold, fabric="star"):
     dp = gpus // PP
     cmd = [loom, "sim", config, "--bench", "-q", "--backend", backend,
            "--set", f"parallel.dp={dp}", "--set", f"cluster.nodes={gpus // GPUS_PER_NODE}"]
+    for override in FABRICS[fabric]:
+        cmd += ["--set", override]
     if not fold:
         cmd.append("--no-fold")
     start = time.perf_counter()
@@ -44,6 +54,8 @@ def main():
     ap.add_argument("--out", default="out/bench-scale")
     ap.add_argument("--unfolded-max", type=int, default=4096)
     ap.add_argument("--sizes", default="1024,4096,16384,65536")
+    ap.add_argument("--fabric", default="star", choices=sorted(FABRICS),
+                    help="the cluster's fabric (fat-tree: 3 tiers, pods of 1,024 GPUs, core 1:7)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     series = {}
@@ -54,7 +66,7 @@ def main():
             for gpus in sizes:
                 if not fold and gpus > args.unfolded_max:
                     continue
-                r = run(args.loom, args.config, gpus, backend, fold)
+                r = run(args.loom, args.config, gpus, backend, fold, args.fabric)
                 series.setdefault((backend, fold), []).append(r)
                 print(f"| {gpus:,} | {backend} | {r['simulated_replicas']} of {r['replicas']} | "
                       f"{r['end_to_end_s']:.2f} | {r['planning_s']:.2f} | {r['wall_s']:.3f} | "
@@ -85,7 +97,7 @@ def main():
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("loom sim --bench, configs/bench/pp16-dp64.toml scaled by DP")
+    fig.suptitle(f"loom sim --bench, configs/bench/pp16-dp64.toml scaled by DP, {args.fabric} fabric")
     fig.tight_layout()
     fig.savefig(os.path.join(args.out, "scale.png"), dpi=120)
     print(f"wrote {args.out}/scale.json and scale.png")

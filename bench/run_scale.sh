@@ -4,7 +4,10 @@
 # the data-parallel degree, on the evaluator and on SimGrid, folded (the default: identical
 # replicas simulated once, core/replica_fold.hpp) and, up to UNFOLDED_MAX GPUs, unfolded.
 #
-#   bash bench/run_scale.sh [BUILD_DIR] [OUT_DIR] [UNFOLDED_MAX]
+#   bash bench/run_scale.sh [BUILD_DIR] [OUT_DIR] [UNFOLDED_MAX] [FABRIC]
+#
+# FABRIC: star (default) or fat-tree (three tiers, pods of 1,024 GPUs, the core 1:7:
+# analysis/scale_plot.py).
 #
 # Prints a Markdown table (end-to-end wall of the whole `loom sim --bench` process, the
 # planning and backend parts, peak RSS) and writes OUT_DIR/scale.json and OUT_DIR/scale.png
@@ -13,6 +16,7 @@ set -euo pipefail
 build=${1:-build}
 out=${2:-out/bench-scale}
 unfolded_max=${3:-4096}
+fabric=${4:-star}
 root=$(cd "$(dirname "$0")/.." && pwd)
 exec /usr/bin/python3 "$root/analysis/scale_plot.py" --loom "$build/cli/loom" \
-  --config "$root/configs/bench/pp16-dp64.toml" --out "$out" --unfolded-max "$unfolded_max"
+  --config "$root/configs/bench/pp16-dp64.toml" --out "$out" --unfolded-max "$unfolded_max" --fabric "$fabric"

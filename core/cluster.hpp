@@ -13,7 +13,11 @@
 ///   intra-node route: gpu-a(up), gpu-b(down)                -> latency = intra.latency
 ///   inter-node route: gpu-a(up), nic-x(up), nic-y(down), gpu-b(down)
 ///                                                           -> latency = intra + inter
-/// and the bandwidth of a route is the minimum over its links.
+/// and the bandwidth of a route is the minimum over its links. On a tiered fabric
+/// (`Fabric` below) a route between leaves also climbs the source leaf's trunk and comes
+/// down the destination's (and the two pods' trunks across pods), each adding its tier's
+/// latency. Links the GPUs of a rank's TP group share (NICs, trunks) offer each of the
+/// group's flow copies its share (`Cluster::flow_copies`).
 #include <algorithm>
 #include <cstdint>
 #include <string>
