@@ -52,6 +52,9 @@ std::vector<int> group_gpus(const Cluster& c, const Options& o) {
                      std::to_string(c.gpus_per_node) + " GPUs of a node (cluster.gpus_per_node)");
   }
   if (o.node_stride < 1) throw InputError("--node-stride: must be at least 1");
+  if (o.nodes < 0 || o.gpus_per_node < 0)
+    throw InputError(std::string(o.nodes < 0 ? "--nodes" : "--gpus-per-node") +
+                     ": must be at least 1 (or 0 for all)");
   const int nodes = o.nodes > 0 ? o.nodes : (c.nodes + o.node_stride - 1) / o.node_stride;
   if (static_cast<long>(nodes - 1) * o.node_stride >= c.nodes) {
     throw InputError("--nodes: " + std::to_string(nodes) + " nodes " +

@@ -37,7 +37,11 @@ void write_schedule_text(const std::string& path, const Schedule& s) {
 std::optional<std::vector<DimensionReach>> study_reach(const Study& study) {
   const ParallelConfig& p = study.config.parallel;
   if (!p.module_layouts.empty()) return std::nullopt;
-  const int ranks = study.schedule.num_ranks() / std::max(1, study.fold.simulated * p.cp);
+  // The schedule's own replicas: an imported schedule may hold fewer than parallel.dp.
+  int replicas = 1;
+  for (const RankInfo& info : study.schedule.ranks)
+    replicas = std::max(replicas, info.replica.value() + 1);
+  const int ranks = study.schedule.num_ranks() / std::max(1, replicas * p.cp);
   return dimension_reach(p, ranks, study.config.cluster);
 }
 

@@ -125,9 +125,13 @@ Phase tree_phase(const Cluster& cluster, const std::vector<std::vector<int>>& no
   Phase p;
   const int count = isize(nodes);
   const int g = isize(nodes[0]);
-  const int depth = static_cast<int>(std::ceil(std::log2(count)));
+  const int depth = static_cast<int>(std::floor(std::log2(count)));  // of a heap of count
   const double intra = g > 1 ? transfer_time(cluster, nodes[0][0], nodes[0][1], 0) : 0.0;
-  const double inter = transfer_time(cluster, nodes[0][0], nodes[1][0], 0);
+  double inter = 0;  // the slowest tree edge: the deepest tier any of them climbs
+  for (int i = 1; i < count; ++i) {
+    inter = std::max(inter, transfer_time(cluster, nodes[static_cast<size_t>(i)][0],
+                                          nodes[static_cast<size_t>((i - 1) / 2)][0], 0));
+  }
   p.latency_s = 2 * ((g - 1) * intra + depth * inter);
   const double half = bytes / 2 / channels;
   auto head = [&](int node, int c) { return nodes[static_cast<size_t>(node)][c % g]; };
@@ -187,9 +191,12 @@ std::vector<CollectivePrediction> predict_collective(const Cluster& cluster, Col
   const std::vector<std::vector<int>> nodes = by_node(cluster, gpus);
   const int ranks = isize(gpus);
   const bool uniform = same_gpus_per_node(nodes);
-  // NCCL opens channels over every NIC a node has; inside one node their count changes
-  // nothing here (every channel's hops are NVLink).
-  const int channels = nodes.size() > 1 && uniform ? std::max(1, cluster.nics_per_node) : 1;
+  // NCCL opens a channel per NIC the group's GPUs reach: a GPU leaves its node through its
+  // own rail, so g GPUs per node use at most g NICs; inside one node the count changes
+  // nothing (every hop is NVLink).
+  const int channels = nodes.size() > 1 && uniform
+                           ? std::max(1, std::min(cluster.nics_per_node, isize(nodes[0])))
+                           : 1;
   std::vector<CollectivePrediction> out;
   out.push_back(finish(CollectiveAlgorithm::kRing, op, bytes, ranks,
                        {time_phase(cluster, ring_phase(cluster, nodes, op, bytes, channels))}));

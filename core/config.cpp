@@ -435,7 +435,11 @@ Fabric read_fabric(Reader& r, const toml::table& cluster_table, const Cluster& c
   constexpr int kHalfRadix = 32;
   const int def =
       f.kind == FabricKind::kFatTree ? std::max(1, kHalfRadix / c.nics_per_node) : kHalfRadix;
-  f.nodes_per_leaf = r.integer(*t, path, "nodes_per_leaf", std::min(def, c.nodes), 1);
+  // Unwritten, a leaf takes the most nodes up to the switch's that divide the cluster, so a
+  // what-if over cluster.nodes (a sweep, a replay's shrinking cluster) keeps whole leaves.
+  int fit = std::min(def, c.nodes);
+  while (c.nodes % fit != 0) --fit;
+  f.nodes_per_leaf = r.integer(*t, path, "nodes_per_leaf", fit, 1);
   if (c.nodes % f.nodes_per_leaf != 0) {
     r.fail(r.find(*t, "nodes_per_leaf"), path + "nodes_per_leaf",
            std::to_string(c.nodes) + " nodes are not whole leaves of " +

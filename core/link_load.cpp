@@ -104,12 +104,13 @@ std::vector<CounterTrack> busiest_link_tracks(const Schedule& schedule, const Cl
                                               const Timeline& timeline) {
   const std::vector<TierLoad> tiers = tier_loads(schedule, cluster, timeline.iteration_time_s());
   const Matching matching = match_operations(schedule);
-  // When a flow moves: a message from its send's start to its receive's end; a collective's
-  // streams from the last member's arrival to the member's end.
+  // When a flow moves: a message over its send's timing (which ends when the data arrives,
+  // on both backends); a collective's streams from the last member's arrival to the
+  // member's end.
   auto interval = [&](OpRef op) {
     const OpTiming& t = timeline.at(op);
     if (std::holds_alternative<Send>(schedule.programs[op.rank][op.index]))
-      return std::pair{t.start_s, timeline.at(matching.peer_of(op)).end_s};
+      return std::pair{t.start_s, t.end_s};
     double start = t.start_s;
     for (const OpRef m : matching.members(matching.instance_of(op)))
       start = std::max(start, timeline.at(m).start_s);

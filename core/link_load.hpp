@@ -38,7 +38,7 @@ std::vector<TierLoad> tier_loads(const Schedule& schedule, const Cluster& cluste
 
 /// The busiest direction of each tier between nodes (NICs, leaf and pod trunks) as a
 /// counter track of GB/s over the iteration, every copy counted: each message drawn at
-/// its mean rate from its send's start to its receive's end, each collective's streams
+/// its mean rate from its send's start to its arrival, each collective's streams
 /// from its last member's arrival to the member's end (the Perfetto trace's "network"
 /// tracks).
 std::vector<CounterTrack> busiest_link_tracks(const Schedule& schedule, const Cluster& cluster,

@@ -155,12 +155,14 @@ void print_scheduler_table(const std::vector<SchedulerRow>& rows, std::ostream& 
 std::string scheduler_csv(const std::vector<SchedulerRow>& rows) {
   std::string csv = csv_line({"scheduler", "status", "iteration_time_s", "throughput_samples_per_s",
                               "bubble_fraction", "peak_memory_max_bytes", "peak_memory_mean_bytes",
-                              "tflops_per_gpu", "mfu", "tokens_per_s_per_gpu", "reason"});
+                              "tflops_per_gpu", "mfu", "tokens_per_s_per_gpu",
+                              "busiest_link_utilisation", "busiest_link_tier", "reason"});
   for (const SchedulerRow& r : rows) {
     const PointResult& p = r.result;
     csv += csv_line({r.scheduler, p.status, p.iteration_time_s, p.throughput_samples_per_s,
                      p.bubble_fraction, p.peak_memory_max_bytes, p.peak_memory_mean_bytes,
-                     p.tflops_per_gpu, p.mfu, p.tokens_per_s_per_gpu, p.reason});
+                     p.tflops_per_gpu, p.mfu, p.tokens_per_s_per_gpu, p.busiest_link_utilisation,
+                     p.busiest_link_tier, p.reason});
   }
   return csv;
 }

@@ -45,7 +45,8 @@ void print_scheduler_table(const std::vector<SchedulerRow>& rows, std::ostream& 
 
 /// schedulers.csv: `scheduler,status,iteration_time_s,throughput_samples_per_s,
 /// bubble_fraction,peak_memory_max_bytes,peak_memory_mean_bytes,tflops_per_gpu,mfu,
-/// tokens_per_s_per_gpu,reason`, in `rows` order (`scheduler`: the entry as given).
+/// tokens_per_s_per_gpu,busiest_link_utilisation,busiest_link_tier,reason`, in `rows` order
+/// (`scheduler`: the entry as given).
 std::string scheduler_csv(const std::vector<SchedulerRow>& rows);
 
 }  // namespace loom::sweep

@@ -33,14 +33,15 @@ TEST(CollectiveCli, DoublesSizesAndPicksTheFastestAlgorithmForEach) {
 }
 
 TEST(CollectiveCli, AnOversubscribedLeafShowsAsTheRingsBottleneck) {
-  // Two one-GPU nodes per leaf, 7:1 up: a 4-node ring's crossing streams meet the trunk.
+  // Two 8-GPU nodes per leaf, 7:1 up (2 x 400 / 7 GB/s): the ring's 8 channels leave each
+  // node at 400 GB/s and meet the trunk.
   const test::CliResult r = test::run_loom(
       "collective " + test::source_path("configs/examples/uniform-1f1b.toml") + kDgx +
       " --set cluster.nodes=4 --set 'cluster.fabric.kind=\"fat-tree\"' --set "
       "cluster.fabric.nodes_per_leaf=2 --set 'cluster.fabric.oversubscription=[7]' "
-      "--gpus-per-node 1 --op all-gather --size 1GiB");
+      "--op all-gather --size 1GiB");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("all-gather over 4 GPUs (4 nodes x 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("all-gather over 32 GPUs (4 nodes x 8"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("leaf-"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("fat-tree fabric"), std::string::npos) << r.output;
 }

@@ -241,7 +241,7 @@ TEST(SimSchedulers, EverySchedulerInOneTableAndTheInapplicableWithTheirReason) {
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "scheduler,status,iteration_time_s,throughput_samples_per_s,bubble_fraction,"
             "peak_memory_max_bytes,peak_memory_mean_bytes,tflops_per_gpu,mfu,tokens_per_s_per_gpu,"
-            "reason");
+            "busiest_link_utilisation,busiest_link_tier,reason");
   EXPECT_NE(csv.find("\ncornstarch,failed,"), std::string::npos) << csv;
   // The Gantt grid's input: one timeline per scheduler that ran.
   EXPECT_TRUE(fs::exists(dir.path("o") + "/timelines/zb-h1.csv"));

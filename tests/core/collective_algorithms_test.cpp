@@ -66,6 +66,13 @@ TEST(CollectiveAlgorithms, AcrossNodesTheRingsChannelsShareTheNodesNics) {
   EXPECT_NEAR(find(all, CollectiveAlgorithm::kHierarchical).time_s, hier, 1e-12);
 }
 
+TEST(CollectiveAlgorithms, OneGpuPerNodeLeavesThroughItsOwnNic) {
+  // GPU 0 of each of two 8-NIC nodes: one channel, one rail, 50 GB/s, not the node's 400.
+  const Cluster c = dgx(2);
+  const auto all = predict_collective(c, CollectiveKind::kAllReduce, 1e9, {0, 8});
+  EXPECT_NEAR(find(all, CollectiveAlgorithm::kRing).busbw, 50e9, 1e-6 * 50e9);
+}
+
 TEST(CollectiveAlgorithms, AnOversubscribedTierSlowsTheRingThatCrossesIt) {
   // 4 one-GPU nodes, leaves of 2: the ring crosses each leaf trunk once each way; the
   // trunk (2 x 50 / k GB/s) binds from k = 2 on: max(1, k / 2) times the time.

@@ -139,6 +139,16 @@ TEST(Fabric, ConfigReadsDefaultsFromA64PortSwitch) {
   EXPECT_EQ(rail.cluster.fabric.tiers(), 2);
 }
 
+TEST(Fabric, TheDefaultLeafKeepsWholeLeavesOnAnyNodeCount) {
+  // 8 NICs per node: a 64-port leaf takes 4 nodes, but 6 nodes make leaves of 3 (a sweep
+  // over cluster.nodes, a replay's shrinking cluster).
+  const Config c = load_config(
+      test::source_path("configs/examples/uniform-1f1b.toml"),
+      {"cluster.nodes=6", "cluster.nics_per_node=8", "cluster.fabric.kind=\"fat-tree\""});
+  EXPECT_EQ(c.cluster.fabric.nodes_per_leaf, 3);
+  EXPECT_EQ(c.cluster.num_leaves(), 2);
+}
+
 TEST(Fabric, BadInputsNameTheKeyAndTheFix) {
   const std::string kind = "cluster.fabric.kind=\"fat-tree\"";
   std::string e = fabric_error({kind, "cluster.fabric.nodes_per_leaf=3"});
