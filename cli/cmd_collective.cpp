@@ -45,7 +45,13 @@ std::vector<double> sizes(const std::string& text) {
   return out;
 }
 
-std::vector<int> group_gpus(const Cluster& c, const Options& o) {
+/// The collective's GPUs: the first `per_node` of every `stride`-th node.
+struct Group {
+  std::vector<int> gpus;
+  int nodes = 0, per_node = 0;
+};
+
+Group group_of(const Cluster& c, const Options& o) {
   const int per_node = o.gpus_per_node > 0 ? o.gpus_per_node : c.gpus_per_node;
   if (per_node > c.gpus_per_node) {
     throw InputError("--gpus-per-node: " + std::to_string(per_node) + " is more than the " +
@@ -62,10 +68,10 @@ std::vector<int> group_gpus(const Cluster& c, const Options& o) {
                      "do not fit the cluster's " + std::to_string(c.nodes) +
                      " (cluster.nodes, or --set cluster.nodes=N)");
   }
-  std::vector<int> gpus;
+  Group g{{}, nodes, per_node};
   for (int k = 0; k < nodes; ++k)
-    for (int j = 0; j < per_node; ++j) gpus.push_back(k * o.node_stride * c.gpus_per_node + j);
-  return gpus;
+    for (int j = 0; j < per_node; ++j) g.gpus.push_back(k * o.node_stride * c.gpus_per_node + j);
+  return g;
 }
 
 CollectiveKind op_of(const std::string& op) {
@@ -89,10 +95,10 @@ std::string human(double bytes) {
 int run(const Options& o) {
   const Config config = load_config(o.config, o.overrides);
   const Cluster& c = config.cluster;
-  const std::vector<int> gpus = group_gpus(c, o);
+  const Group group = group_of(c, o);
+  const std::vector<int>& gpus = group.gpus;
+  const int nodes = group.nodes, per_node = group.per_node;
   const CollectiveKind op = op_of(o.op);
-  const int per_node = o.gpus_per_node > 0 ? o.gpus_per_node : c.gpus_per_node;
-  const int nodes = static_cast<int>(gpus.size()) / per_node;
   nlohmann::json rows = nlohmann::json::array();
   if (!o.json) {
     std::printf("%s over %zu GPUs (%d nodes x %d, every %d node%s; %s fabric), %s\n", o.op.c_str(),

@@ -215,18 +215,17 @@ int link_count(const Cluster& c) {
   return first_pod_link(c) + (c.fabric.tiers() == 2 ? c.num_pods() : 0);
 }
 
+// Links a TP group's GPUs share offer each copy of a rank's flow its share
+// (Cluster::flow_copies): the functions below give that share.
+
 /// A node's NICs (rails) as one uplink of their summed bandwidth; flow_rate_cap() holds
 /// each rank's flow to what its GPUs' rails can carry.
 double node_uplink_bandwidth(const Cluster& c) {
-  return c.nics_per_node * c.inter_node.bandwidth;
+  return c.nics_per_node * c.inter_node.bandwidth / std::max(1, c.flow_copies);
 }
 /// A tier's trunk: the bandwidth of the group's downlinks over the tier's oversubscription.
 double leaf_trunk_bandwidth(const Cluster& c) {
   return c.fabric.nodes_per_leaf * node_uplink_bandwidth(c) / c.fabric.oversubscription[0];
-}
-/// Shared links offer each copy of a rank's flow its share (Cluster::flow_copies).
-double per_copy(const Cluster& c, double bandwidth) {
-  return bandwidth / std::max(1, c.flow_copies);
 }
 double pod_trunk_bandwidth(const Cluster& c) {
   return c.fabric.leaves_per_pod * leaf_trunk_bandwidth(c) / c.fabric.oversubscription[1];
@@ -251,15 +250,14 @@ NetworkLink network_link(const Cluster& cluster, int index) {
   }
   if (index < first_leaf_link(cluster)) {
     return {"nic-" + std::to_string(index - cluster.num_gpus()), LinkTier::kNic,
-            per_copy(cluster, node_uplink_bandwidth(cluster)), cluster.inter_node.latency / 2};
+            node_uplink_bandwidth(cluster), cluster.inter_node.latency / 2};
   }
   if (index < first_pod_link(cluster)) {
     return {"leaf-" + std::to_string(index - first_leaf_link(cluster)) + "-up",
-            LinkTier::kLeafUplink, per_copy(cluster, leaf_trunk_bandwidth(cluster)),
-            tier_link_latency(cluster, 0)};
+            LinkTier::kLeafUplink, leaf_trunk_bandwidth(cluster), tier_link_latency(cluster, 0)};
   }
   return {"pod-" + std::to_string(index - first_pod_link(cluster)) + "-up", LinkTier::kPodUplink,
-          per_copy(cluster, pod_trunk_bandwidth(cluster)), tier_link_latency(cluster, 1)};
+          pod_trunk_bandwidth(cluster), tier_link_latency(cluster, 1)};
 }
 
 std::vector<NetworkLink> network_links(const Cluster& cluster) {
@@ -306,10 +304,8 @@ double transfer_time(const Cluster& cluster, int src_gpu, int dst_gpu, double by
     bandwidth = std::min(bandwidth, cluster.inter_node_flow_cap(tp));
     const int crossed = cluster.tier_crossed(cluster.node_of(src_gpu), cluster.node_of(dst_gpu));
     for (int tier = 0; tier < crossed; ++tier) latency += 2 * tier_link_latency(cluster, tier);
-    if (crossed >= 1)
-      bandwidth = std::min(bandwidth, per_copy(cluster, leaf_trunk_bandwidth(cluster)));
-    if (crossed == 2)
-      bandwidth = std::min(bandwidth, per_copy(cluster, pod_trunk_bandwidth(cluster)));
+    if (crossed >= 1) bandwidth = std::min(bandwidth, leaf_trunk_bandwidth(cluster));
+    if (crossed == 2) bandwidth = std::min(bandwidth, pod_trunk_bandwidth(cluster));
   }
   if (bytes <= 0) return latency;
   return latency + bytes / bandwidth;

@@ -116,29 +116,35 @@ std::vector<CounterTrack> busiest_link_tracks(const Schedule& schedule, const Cl
       start = std::max(start, timeline.at(m).start_s);
     return std::pair{start, t.end_s};
   };
+  // One track per tier between nodes (NVLink: the ranks' own tracks show it), each the
+  // rate changes on its busiest direction: + bytes / duration at a flow's start, - at its end.
   std::vector<CounterTrack> tracks;
+  std::vector<std::map<double, double>> steps;
+  std::map<std::pair<int, bool>, size_t> track_of;  // (link, up) -> track
   for (const TierLoad& tier : tiers) {
-    if (tier.tier == LinkTier::kGpu) continue;  // NVLink: the ranks' own tracks show it
-    // Rate changes on the busiest direction: + bytes / duration at a flow's start, - at its end.
-    std::map<double, double> steps;
-    const int copies = copies_on(cluster, tier.tier);
-    for_each_flow(schedule, [&](const Flow& f) {
-      for (const Hop& hop : route(cluster, f.src, f.dst)) {
-        if (hop.link != tier.busiest_link || hop.up != tier.busiest_up) continue;
-        const auto [start, end] = interval(f.op);
-        if (end <= start) continue;
-        const double rate = f.bytes * copies / (end - start) / 1e9;
-        steps[start] += rate;
-        steps[end] -= rate;
-      }
-    });
-    CounterTrack track{tier.busiest, "GB/s", {{0.0, 0.0}}};
-    double rate = 0;
-    for (const auto& [time_s, change] : steps) {
-      rate = std::max(0.0, rate + change);
-      track.points.emplace_back(time_s, rate);
+    if (tier.tier == LinkTier::kGpu) continue;
+    track_of[{tier.busiest_link, tier.busiest_up}] = tracks.size();
+    tracks.push_back({tier.busiest, "GB/s", {{0.0, 0.0}}});
+    steps.emplace_back();
+  }
+  const int copies = copies_on(cluster, LinkTier::kNic);
+  for_each_flow(schedule, [&](const Flow& f) {
+    for (const Hop& hop : route(cluster, f.src, f.dst)) {
+      const auto it = track_of.find({hop.link, hop.up});
+      if (it == track_of.end()) continue;
+      const auto [start, end] = interval(f.op);
+      if (end <= start) continue;
+      const double rate = f.bytes * copies / (end - start) / 1e9;
+      steps[it->second][start] += rate;
+      steps[it->second][end] -= rate;
     }
-    tracks.push_back(std::move(track));
+  });
+  for (size_t k = 0; k < tracks.size(); ++k) {
+    double rate = 0;
+    for (const auto& [time_s, change] : steps[k]) {
+      rate = std::max(0.0, rate + change);
+      tracks[k].points.emplace_back(time_s, rate);
+    }
   }
   return tracks;
 }
