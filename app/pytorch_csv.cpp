@@ -57,6 +57,7 @@ struct Located {
   size_t column = 0;  ///< 1-based position in the line
   int step = 0;       ///< the field's index in its row (PyTorch's step; idle fields count)
   std::string_view text;
+  bool legacy_b = false;  ///< a legacy file's "B": the input-gradient half where W exists
 };
 
 [[noreturn]] void fail(const std::string& source, int line, size_t column,
@@ -67,7 +68,7 @@ struct Located {
 
 /// Parses one `_Action` string (already trimmed); appends compute actions to `out`.
 void parse_action(std::string_view text, const std::string& source, int line, size_t column,
-                  int step, std::vector<Located>& out) {
+                  int step, PytorchNaming naming, std::vector<Located>& out) {
   if (!text.empty() && text.front() == '(') {  // "(0F1;1B0)OVERLAP_F_B"
     const size_t close = text.find(')');
     if (close == std::string_view::npos || text.substr(close + 1) != "OVERLAP_F_B")
@@ -77,7 +78,7 @@ void parse_action(std::string_view text, const std::string& source, int line, si
     size_t at = 1;
     while (at < close) {
       size_t end = std::min(text.find(';', at), close);
-      parse_action(text.substr(at, end - at), source, line, column + at, step, out);
+      parse_action(text.substr(at, end - at), source, line, column + at, step, naming, out);
       at = end + 1;
     }
     // A forward and a full backward of another microbatch: Loom's overlapped pair
@@ -100,12 +101,14 @@ void parse_action(std::string_view text, const std::string& source, int line, si
          "found '" +
              std::string(text) + "'");
   }
-  // No type is a prefix of another, so the first that matches is the one.
-  static const char* const kTypes[] = {"UNSHARD", "RESHARD", "REDUCE_GRAD", "SEND_F", "RECV_F",
-                                       "SEND_B",  "RECV_B",  "F",           "B",      "I",
-                                       "W"};
+  // The first type that matches is the one: legacy "BW" is tried before "B", and no other
+  // type is a prefix of another.
+  static const char* const kTypes[] = {"UNSHARD", "RESHARD", "REDUCE_GRAD", "SEND_F",
+                                       "RECV_F",  "SEND_B",  "RECV_B",      "F",
+                                       "BW",      "B",       "I",           "W"};
   std::string_view type;
   for (const char* t : kTypes) {
+    if (naming == PytorchNaming::kCurrent && std::string_view(t) == "BW") continue;
     if (text.substr(type_at).rfind(t, 0) == 0) {
       type = t;
       break;
@@ -118,7 +121,7 @@ void parse_action(std::string_view text, const std::string& source, int line, si
              "RESHARD)");
   }
   const std::string_view rest = text.substr(type_at + type.size());
-  const bool compute = type.size() == 1;
+  const bool compute = type.size() == 1 || type == "BW";
   const bool takes_microbatch = compute || type.rfind("SEND", 0) == 0 || type.rfind("RECV", 0) == 0;
   int microbatch = 0;
   const auto [end, mec] = std::from_chars(rest.data(), rest.data() + rest.size(), microbatch);
@@ -131,15 +134,22 @@ void parse_action(std::string_view text, const std::string& source, int line, si
              " after '" + std::string(type) + "' in '" + std::string(text) + "'");
   }
   if (!compute) return;  // communication: Loom's lowering adds its own
-  const Pass pass = type == "F"   ? Pass::kF
-                    : type == "B" ? Pass::kB
-                    : type == "I" ? Pass::kI
-                                  : Pass::kW;
-  out.push_back({{StageId{stage}, pass, MicrobatchId{microbatch}}, line, column, step, text});
+  // A legacy "B" is settled by parse_rows once it knows whether the file has W actions.
+  const Pass pass = type == "F"                   ? Pass::kF
+                    : type == "B" || type == "BW" ? Pass::kB
+                    : type == "I"                 ? Pass::kI
+                                                  : Pass::kW;
+  out.push_back({{StageId{stage}, pass, MicrobatchId{microbatch}},
+                 line,
+                 column,
+                 step,
+                 text,
+                 naming == PytorchNaming::kLegacy && type == "B"});
 }
 
 /// The file's rows: row r is pipeline rank r's actions.
-PerPipelineRank<std::vector<Located>> parse_rows(std::string_view text, const std::string& source) {
+PerPipelineRank<std::vector<Located>> parse_rows(std::string_view text, const std::string& source,
+                                                 PytorchNaming naming) {
   std::vector<std::vector<Located>> rows;
   int number = 0;
   for (size_t at = 0; at < text.size();) {
@@ -161,12 +171,22 @@ PerPipelineRank<std::vector<Located>> parse_rows(std::string_view text, const st
       cell.remove_prefix(lead);
       while (!cell.empty() && (cell.back() == ' ' || cell.back() == '"')) cell.remove_suffix(1);
       if (!cell.empty())  // an empty field is an idle step
-        parse_action(cell, source, number, field + lead + 1, step, actions);
+        parse_action(cell, source, number, field + lead + 1, step, naming, actions);
       field = comma + 1;
     }
     rows.push_back(std::move(actions));
   }
   while (!rows.empty() && rows.back().empty()) rows.pop_back();  // trailing blank lines
+  // Legacy naming: B was the input-gradient backward in a schedule with W actions.
+  const auto has_w = [](const auto& row) {
+    return std::any_of(row.begin(), row.end(),
+                       [](const Located& a) { return a.action.pass == Pass::kW; });
+  };
+  if (std::any_of(rows.begin(), rows.end(), has_w)) {
+    for (auto& row : rows)
+      for (Located& a : row)
+        if (a.legacy_b) a.action.pass = Pass::kI;
+  }
   return PerPipelineRank<std::vector<Located>>(std::move(rows));
 }
 
@@ -220,6 +240,34 @@ OpOrigins locate(const Schedule& schedule, const PerPipelineRank<std::vector<Loc
   return origins;
 }
 
+/// FSDP's collectives (lowering/pass_fsdp.cpp) are the async all-gathers and
+/// reduce-scatters; context parallelism's (refused above) and a module layout's boundary
+/// gathers are synchronous.
+bool is_fsdp(const Collective& c) {
+  return c.async &&
+         (c.kind == CollectiveKind::kAllGather || c.kind == CollectiveKind::kReduceScatter);
+}
+
+/// PyTorch pipelining unshards a stage once and holds it across the step's microbatches
+/// (its UNSHARD / RESHARD are per stage): a schedule that gathers a layer again for each
+/// microbatch (FSDP's reshard_after_forward) has no action for its re-gathers.
+void refuse_per_microbatch_gathers(const Schedule& schedule) {
+  for (const auto& program : schedule.programs) {
+    std::set<std::pair<int, int>> gathered;  // (stage, first layer)
+    for (const Op& op : program) {
+      const auto* c = std::get_if<Collective>(&op);
+      if (!c || !is_fsdp(*c) || c->kind != CollectiveKind::kAllGather) continue;
+      if (!gathered.emplace(c->stage.value(), c->first_layer).second)
+        throw InputError(
+            "--comms: the schedule gathers each layer's parameters again for every microbatch "
+            "(parallel.fsdp_reshard_after_forward = true); PyTorch's UNSHARD and RESHARD hold "
+            "a stage unsharded across the step. Export with --set "
+            "parallel.fsdp_reshard_after_forward=false (torchtitan's choice under pipelining), "
+            "without --comms, or in the loom format");
+    }
+  }
+}
+
 }  // namespace
 
 std::string format_pytorch_csv(const Schedule& schedule, bool comms) {
@@ -229,19 +277,7 @@ std::string format_pytorch_csv(const Schedule& schedule, bool comms) {
         std::to_string(schedule.cp) +
         "), whose ranks and K/V exchange PyTorch's pipeline actions cannot name; export it in "
         "the loom format, or without parallel.cp");
-  if (comms) {
-    for (const auto& program : schedule.programs) {
-      for (const Op& op : program) {
-        const auto* c = std::get_if<Collective>(&op);
-        if (c && c->kind == CollectiveKind::kReduceScatter)
-          throw InputError(
-              "--comms: the schedule shards parameters (parallel.fsdp); PyTorch's actions have "
-              "no per-layer gathers and reduce-scatters (its UNSHARD, RESHARD and REDUCE_GRAD "
-              "are per stage). Export without --comms, and PyTorch's runtime adds its own, or "
-              "in the loom format");
-      }
-    }
-  }
+  if (comms) refuse_per_microbatch_gathers(schedule);
   std::string out;
   for (const RankId r : schedule.rank_ids()) {
     if (schedule.ranks[r].replica != ReplicaId{0}) continue;
@@ -250,6 +286,7 @@ std::string format_pytorch_csv(const Schedule& schedule, bool comms) {
     // The overlapped pair being written: its F, then its B once seen. The halves' parts may
     // interleave (expert parallelism hides each half's all-to-alls under the other's compute).
     std::string pair_forward, pair_backward;
+    std::set<StageId> unsharded, reduced;  // FSDP: the stages whose actions are written
     for (const Op& op : schedule.programs[r]) {
       std::string action;
       if (const auto* c = std::get_if<Compute>(&op)) {
@@ -270,6 +307,19 @@ std::string format_pytorch_csv(const Schedule& schedule, bool comms) {
         pair_forward = c->overlapped && c->pass == Pass::kF ? action : "";
         pair_backward.clear();
       } else if (comms) {
+        if (const auto* fsdp = std::get_if<Collective>(&op); fsdp && is_fsdp(*fsdp)) {
+          // FSDP held across the step: a stage's first gather is its UNSHARD; its
+          // reduce-scatters, after its last backward, are one REDUCE_GRAD, and then the
+          // stage is freed (RESHARD).
+          const std::string stage = to_string(fsdp->stage);
+          if (fsdp->kind == CollectiveKind::kAllGather) {
+            if (unsharded.insert(fsdp->stage).second) row.push_back(stage + "UNSHARD");
+          } else if (reduced.insert(fsdp->stage).second) {
+            row.push_back(stage + "REDUCE_GRAD");
+            row.push_back(stage + "RESHARD");
+          }
+          continue;
+        }
         action = comm_action(op);
         if (action.empty() || (!row.empty() && row.back() == action)) continue;
       } else {
@@ -283,9 +333,10 @@ std::string format_pytorch_csv(const Schedule& schedule, bool comms) {
   return out;
 }
 
-RankOrders parse_pytorch_csv(std::string_view text, const std::string& source) {
+RankOrders parse_pytorch_csv(std::string_view text, const std::string& source,
+                             PytorchNaming naming) {
   RankOrders orders;
-  for (const auto& row : parse_rows(text, source)) {
+  for (const auto& row : parse_rows(text, source, naming)) {
     orders.emplace_back();
     for (const Located& a : row) orders.back().push_back(a.action);
   }
@@ -293,8 +344,8 @@ RankOrders parse_pytorch_csv(std::string_view text, const std::string& source) {
 }
 
 Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view text,
-                            const std::string& source, OpOrigins* origins) {
-  const auto rows = parse_rows(text, source);
+                            const std::string& source, OpOrigins* origins, PytorchNaming naming) {
+  const auto rows = parse_rows(text, source, naming);
   const int pp = problem.parallel.pp;
   const int m = problem.schedule.microbatches;
   if (rows.ssize() != pp) {
@@ -362,7 +413,7 @@ Schedule import_pytorch_csv(const SchedulingProblem& problem, std::string_view t
       .stages = chain_stages(*problem.model, plan_stages(problem, count)),
       .ranks = pp,
       .stage_rank = std::move(stage_rank),
-      .replicas = {parse_pytorch_csv(text, source)}};
+      .replicas = {parse_pytorch_csv(text, source, naming)}};
   try {
     Schedule schedule = lower(problem, "pytorch-csv", programs);
     if (origins) *origins = locate(schedule, rows, programs.stage_rank);

@@ -44,11 +44,12 @@ std::string export_schedule(const Schedule& schedule, ScheduleFormat format, boo
                                          : format_pytorch_csv(schedule, comms);
 }
 
-Schedule load_schedule_file(const Study& study, const std::string& path) {
-  return load_schedule_text(study, read_file(path), path);
+Schedule load_schedule_file(const Study& study, const std::string& path, PytorchNaming naming) {
+  return load_schedule_text(study, read_file(path), path, naming);
 }
 
-Schedule load_schedule_text(const Study& study, std::string_view text, const std::string& path) {
+Schedule load_schedule_text(const Study& study, std::string_view text, const std::string& path,
+                            PytorchNaming naming) {
   const Model& model = study.config.model;
   Schedule schedule;
   OpOrigins origins;  // the file's line and step of each op, for the deadlock report
@@ -56,7 +57,7 @@ Schedule load_schedule_text(const Study& study, std::string_view text, const std
     schedule = parse_schedule(text, path, &origins);
   } else {
     try {
-      schedule = import_pytorch_csv(study.problem, text, path, &origins);
+      schedule = import_pytorch_csv(study.problem, text, path, &origins, naming);
     } catch (const InputError& e) {
       throw InputError(std::string(e.what()) +
                        "\n  (read as PyTorch's action CSV: the file does not start with '" +

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "app/pytorch_csv.hpp"
 #include "app/study.hpp"
 
 namespace loom {
@@ -23,11 +24,14 @@ std::string export_schedule(const Schedule& schedule, ScheduleFormat format, boo
 /// rank, its step and the producer it waits for), validate() (every sample once, every
 /// input produced before it is consumed). Those failures are errors in the file: InputError
 /// (exit 2) prefixed with `path`, as are parse errors ("PATH:LINE:COL: ..."). A schedule
-/// that is valid but does not fit GPU memory throws InfeasibleError (exit 3).
-Schedule load_schedule_file(const Study& study, const std::string& path);
+/// that is valid but does not fit GPU memory throws InfeasibleError (exit 3). `naming`:
+/// which PyTorch release's action names a CSV uses (app/pytorch_csv.hpp).
+Schedule load_schedule_file(const Study& study, const std::string& path,
+                            PytorchNaming naming = PytorchNaming::kCurrent);
 
 /// load_schedule_file on text already read; `source` names it in messages (the fuzz
 /// targets in fuzz/ call this on their bytes).
-Schedule load_schedule_text(const Study& study, std::string_view text, const std::string& source);
+Schedule load_schedule_text(const Study& study, std::string_view text, const std::string& source,
+                            PytorchNaming naming = PytorchNaming::kCurrent);
 
 }  // namespace loom

@@ -35,7 +35,8 @@ struct SimOptions {
   std::string config;
   std::string out;
   std::string backend;
-  std::string schedule;  ///< a schedule file to run instead of planning one
+  std::string schedule;               ///< a schedule file to run instead of planning one
+  bool pytorch_legacy_names = false;  ///< the CSV names actions as PyTorch before 2.5 did
   std::vector<std::string> overrides;
   std::vector<std::string> simgrid_cfg;
   bool no_plot = false;
@@ -219,7 +220,10 @@ int run_sim(const SimOptions& o) {
   const auto plan_start = std::chrono::steady_clock::now();
   auto study = o.schedule.empty() ? prepare_study(o.config, overrides, Folding::kAllowed)
                                   : load_study(o.config, overrides);
-  if (!o.schedule.empty()) study->schedule = load_schedule_file(*study, o.schedule);
+  if (!o.schedule.empty())
+    study->schedule = load_schedule_file(
+        *study, o.schedule,
+        o.pytorch_legacy_names ? PytorchNaming::kLegacy : PytorchNaming::kCurrent);
   const double planning_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - plan_start).count();
   const Backend& sim_backend = find_backend(study->config.sim.backend);
@@ -330,6 +334,10 @@ CommandRun attach_sim(CLI::App& sub) {
                  "Run this schedule file instead of planning one: the `loom` format or "
                  "PyTorch's action CSV, detected from the content (docs/schedule-ir.md)")
       ->check(CLI::ExistingFile);
+  sub.add_flag("--pytorch-legacy-names", o->pytorch_legacy_names,
+               "--schedule is a PyTorch CSV from before 2.5: B is the input-gradient backward "
+               "where the file has W actions (else the full one), BW the full backward")
+      ->needs("--schedule");
   sub.add_option("--set", o->overrides,
                  "Override a config key: section.key=value (repeatable), "
                  "e.g. --set parallel.pp=8 --set schedule.name=gpipe");

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
 #include <sstream>
 
@@ -78,15 +79,62 @@ TEST(PytorchCsv, ExportsOneRowOfActionsPerRank) {
   EXPECT_EQ(format_pytorch_csv(s, false), "0F0\n");
 }
 
-TEST(PytorchCsv, AnFsdpScheduleExportsItsComputesButNotItsCommunication) {
-  // PyTorch's UNSHARD / RESHARD / REDUCE_GRAD are per stage; Loom's FSDP gathers per layer.
+TEST(PytorchCsv, FsdpGatheringPerMicrobatchExportsItsComputesButNotItsCommunication) {
+  // PyTorch's UNSHARD / RESHARD hold a stage across the step; a layer gathered again
+  // (reshard_after_forward) has no action.
   const Schedule s = test::prefetched_gathers(1e-3, 1e6);  // two ranks, one stage each
   EXPECT_EQ(format_pytorch_csv(s, false), "0F0\n0F0\n");
   try {
     format_pytorch_csv(s, true);
     FAIL() << "expected a refusal";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("parallel.fsdp"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--set parallel.fsdp_reshard_after_forward=false"),
+              std::string::npos)
+        << e.what();
+  }
+  const auto per_microbatch =
+      test::megatron_gpt({"parallel.fsdp=true", "parallel.fsdp_reshard_after_forward=true"});
+  EXPECT_THROW(format_pytorch_csv(per_microbatch->schedule, true), InputError);
+}
+
+TEST(PytorchCsv, FsdpHeldAcrossTheStepIsUnshardReduceGradAndReshardPerStage) {
+  // torchtitan under pipelining: each stage UNSHARDs before its first compute, and after
+  // its last backward its gradients are reduced (REDUCE_GRAD) and it is freed (RESHARD).
+  for (const char* scheduler : {"gpipe", "1f1b", "zb-h1"}) {
+    const auto study =
+        test::megatron_gpt({"parallel.fsdp=true", "schedule.name=" + std::string(scheduler)});
+    const int pp = study->problem.parallel.pp;
+    const std::string csv = format_pytorch_csv(study->schedule, true);
+    std::stringstream rows(csv);
+    int rank = 0;
+    for (std::string row; std::getline(rows, row); ++rank) {
+      std::vector<std::string> cells;
+      std::stringstream fields(row);
+      for (std::string cell; std::getline(fields, cell, ',');) cells.push_back(cell);
+      {
+        const std::string s = std::to_string(rank);  // one stage per rank
+        auto at = [&](const std::string& action) {
+          return std::find(cells.begin(), cells.end(), s + action) - cells.begin();
+        };
+        auto last_backward = [&] {
+          std::ptrdiff_t last = -1;
+          for (std::ptrdiff_t i = 0; i < std::ssize(cells); ++i)
+            if (std::regex_match(cells[i], std::regex(s + "[BW]\\d+"))) last = i;
+          return last;
+        };
+        EXPECT_EQ(std::count(cells.begin(), cells.end(), s + "UNSHARD"), 1) << scheduler << row;
+        EXPECT_EQ(std::count(cells.begin(), cells.end(), s + "REDUCE_GRAD"), 1) << row;
+        EXPECT_LT(at("UNSHARD"), at("F0")) << scheduler << " " << row;
+        EXPECT_EQ(at("REDUCE_GRAD"), last_backward() + 1) << scheduler << " " << row;
+        EXPECT_EQ(at("RESHARD"), at("REDUCE_GRAD") + 1) << scheduler << " " << row;
+      }
+    }
+    EXPECT_EQ(rank, pp);
+    // Imported with the same config (parallel.fsdp), the lowering adds the same gathers.
+    Schedule imported = import_pytorch_csv(study->problem, csv, "s.csv");
+    imported.scheduler = study->schedule.scheduler;
+    EXPECT_TRUE(imported == study->schedule) << scheduler;
+    EXPECT_EQ(format_pytorch_csv(imported, true), csv) << scheduler;
   }
 }
 
@@ -166,6 +214,32 @@ TEST(PytorchCsv, ReadsWhatPytorchWrites) {
   EXPECT_EQ(orders[PipelineRank{1}][2].pass, Pass::kI);
   EXPECT_EQ(orders[PipelineRank{1}][2].microbatch, MicrobatchId{1});
   EXPECT_EQ(orders[PipelineRank{1}][3].stage, StageId{1});
+}
+
+TEST(PytorchCsv, ReadsPytorchsLegacyNamesWithTheFlag) {
+  // Before PyTorch 2.5, "B" was the input-gradient backward beside "W" (BACKWARD, WEIGHT),
+  // the full backward "BW"; a schedule without W ran its B as the full backward.
+  const std::string split = "0F0,0B0,0W0\n1F0,1BW0\n";
+  const RankOrders legacy = parse_pytorch_csv(split, "p.csv", PytorchNaming::kLegacy);
+  EXPECT_EQ(legacy[PipelineRank{0}][1].pass, Pass::kI);
+  EXPECT_EQ(legacy[PipelineRank{0}][2].pass, Pass::kW);
+  EXPECT_EQ(legacy[PipelineRank{1}][1].pass, Pass::kB);
+  EXPECT_EQ(
+      parse_pytorch_csv("0F0,0B0\n", "p.csv", PytorchNaming::kLegacy)[PipelineRank{0}][1].pass,
+      Pass::kB);
+  // Today's names have no BW: the error says what follows B.
+  EXPECT_THROW(parse_pytorch_csv(split, "p.csv"), InputError);
+  // A ZB-H1 schedule in the legacy names imports as the schedule Loom exports today.
+  const auto study = uniform("zb-h1", 2, 4);
+  const std::string today = format_pytorch_csv(study->schedule, false);
+  const std::string old =
+      std::regex_replace(std::regex_replace(today, std::regex("(\\d)B(\\d)"), "$1BW$2"),
+                         std::regex("(\\d)I(\\d)"), "$1B$2");
+  ASSERT_NE(old, today);
+  Schedule imported =
+      import_pytorch_csv(study->problem, old, "old.csv", nullptr, PytorchNaming::kLegacy);
+  imported.scheduler = study->schedule.scheduler;
+  EXPECT_TRUE(imported == study->schedule);
 }
 
 TEST(PytorchCsv, ErrorsNameLineColumnAndTheFix) {

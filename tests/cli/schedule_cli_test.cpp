@@ -71,6 +71,24 @@ TEST(ScheduleCli, PytorchCsvRunsThroughLoomsLowering) {
   }
 }
 
+TEST(ScheduleCli, LegacyPytorchNamesRunWithTheirFlag) {
+  // A ZB-H1 CSV in PyTorch's pre-2.5 names (B the input gradient beside W): the flag runs it
+  // to the planned timeline; without the flag its B would be a second full backward.
+  test::TempDir dir;
+  const std::string cfg = config("examples/uniform-1f1b.toml") + " --set schedule.name=zb-h1";
+  export_to(cfg + " --format pytorch-csv", dir.path("s.csv"));
+  std::string text = slurp(dir.path("s.csv"));
+  for (size_t at = 0; (at = text.find('I', at)) != std::string::npos;) text[at] = 'B';
+  const std::string legacy = dir.write("legacy.csv", text);
+  sim(cfg, dir.path("planned"));
+  sim(cfg + " --schedule " + legacy + " --pytorch-legacy-names", dir.path("legacy"));
+  EXPECT_EQ(slurp(dir.path("planned/timeline.csv")), slurp(dir.path("legacy/timeline.csv")));
+  EXPECT_NE(run_loom("sim " + cfg + " --backend evaluator -q --out " + dir.path("x") +
+                     " --schedule " + legacy)
+                .exit_code,
+            0);
+}
+
 TEST(ScheduleCli, DeadlockNamesRankStepAndProducer) {
   test::TempDir dir;
   const std::string cfg =
