@@ -268,13 +268,12 @@ std::vector<std::string> config_notes(const Config& c) {
 
 }  // namespace
 
-Config load_study_config(const std::string& config_path,
-                         const std::vector<std::string>& overrides) {
-  Config config = load_config(config_path, overrides);
+Config load_study_config(const ConfigSource& source, const std::vector<std::string>& overrides) {
+  Config config = load_config(source, overrides);
   try {
     find_backend(config.sim.backend);
   } catch (const InputError& e) {
-    throw InputError(config_path + ": key 'sim.backend': " + e.what());
+    throw InputError(source.path + ": key 'sim.backend': " + e.what());
   }
   static std::set<std::string> warned;  // a sweep or a comparison loads one config many times
   std::vector<std::string> warnings = check_scheduler_options(config.schedule);
@@ -284,10 +283,10 @@ Config load_study_config(const std::string& config_path,
   return config;
 }
 
-std::unique_ptr<Study> load_study(const std::string& config_path,
+std::unique_ptr<Study> load_study(const ConfigSource& config,
                                   const std::vector<std::string>& overrides, Folding folding) {
   auto study = std::make_unique<Study>();
-  study->config = load_study_config(config_path, overrides);
+  study->config = load_study_config(config, overrides);
   // A rank's flow stands for its TP group's tp GPU flows on the links they share.
   if (study->config.parallel.module_layouts.empty())
     study->config.cluster.flow_copies = study->config.parallel.tp;
@@ -307,9 +306,9 @@ std::unique_ptr<Study> load_study(const std::string& config_path,
   return study;
 }
 
-std::unique_ptr<Study> prepare_study(const std::string& config_path,
+std::unique_ptr<Study> prepare_study(const ConfigSource& config,
                                      const std::vector<std::string>& overrides, Folding folding) {
-  auto study = load_study(config_path, overrides, folding);
+  auto study = load_study(config, overrides, folding);
   study->schedule = generate_checked(*study);
   ReplicaFold& fold = study->fold;
   if (fold.folded()) {

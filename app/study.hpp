@@ -30,11 +30,11 @@ enum class Folding { kOff, kAllowed };
 /// load_config, then every scheduler option checked against its scheduler's declaration
 /// (schedulers/scheduler_options.hpp): the one way every command loads a config. Prints
 /// each deprecation warning to stderr once per process ("loom: warning: ...").
-Config load_study_config(const std::string& config_path, const std::vector<std::string>& overrides);
+Config load_study_config(const ConfigSource& config, const std::vector<std::string>& overrides);
 
 /// Loads the config (load_study_config) and builds the cost model, workload and scheduling problem;
 /// the schedule stays empty (for a schedule read from a file: app/schedule_import.hpp).
-std::unique_ptr<Study> load_study(const std::string& config_path,
+std::unique_ptr<Study> load_study(const ConfigSource& config,
                                   const std::vector<std::string>& overrides,
                                   Folding folding = Folding::kOff);
 
@@ -43,7 +43,7 @@ std::unique_ptr<Study> load_study(const std::string& config_path,
 /// InfeasibleError with messages that name the file and key. With Folding::kAllowed and a
 /// symmetric job the schedule holds only `fold.simulated` replicas; a plan whose replicas
 /// turn out to differ is rebuilt whole, and `fold.reason` says why.
-std::unique_ptr<Study> prepare_study(const std::string& config_path,
+std::unique_ptr<Study> prepare_study(const ConfigSource& config,
                                      const std::vector<std::string>& overrides,
                                      Folding folding = Folding::kOff);
 

@@ -267,17 +267,12 @@ int run_sim(const SimOptions& o) {
     std::cout << bench.dump() << "\n";
     return 0;
   }
-  const Metrics metrics = study_metrics(*study, run.timeline);
-  const TrainingRates rates = study_rates(*study, metrics.iteration_time_s);
-  nlohmann::json views = nullptr;
-  if (study->config.schedule.stage_layers.empty() && o.schedule.empty()) {
-    views = {{"true", evaluate_with_view(*study, PartitionView::kTrue)},
-             {"naive", evaluate_with_view(*study, PartitionView::kNaive)}};
-  }
+  const SimReport report = sim_report(*study, run.timeline, backend, !o.schedule.empty());
+  const Metrics& metrics = report.metrics;
+  const nlohmann::json& views = report.views;
+  const nlohmann::json& metrics_file = report.file;
   if (!o.quiet && study->schedule.num_ops() >= 1000000)  // seconds of writing at this size
     std::cerr << "loom: writing " << out->destination().string() << " ...\n";
-  const nlohmann::json metrics_file =
-      metrics_json(*study, metrics, rates, backend, {{"partition_views_evaluator_s", views}});
   write_run_files(*out, *study, run.timeline, metrics_file, !o.no_plot);
   out->commit();
 
@@ -292,7 +287,7 @@ int run_sim(const SimOptions& o) {
   print_stages(*study, os);
   os << "iteration time   " << ms(metrics.iteration_time_s) << "\n";
   os << "throughput       " << metrics.throughput_samples_per_s << " samples/s\n";
-  print_rates(rates, c.cluster.gpu.peak_flops, os);
+  print_rates(report.rates, c.cluster.gpu.peak_flops, os);
   os << "bubble fraction  " << metrics.bubble_fraction << "\n";
   if (const std::string links = busiest_links_summary(metrics_file); !links.empty())
     os << "busiest links    " << links << "\n";

@@ -212,6 +212,21 @@ bool run_analysis_script(const std::string& script_name, const std::vector<std::
   return true;
 }
 
+SimReport sim_report(const Study& study, const Timeline& timeline, const std::string& backend,
+                     bool schedule_from_file) {
+  SimReport r;
+  r.metrics = study_metrics(study, timeline);
+  r.rates = study_rates(study, r.metrics.iteration_time_s);
+  r.views = nullptr;
+  if (study.config.schedule.stage_layers.empty() && !schedule_from_file) {
+    r.views = {{"true", evaluate_with_view(study, PartitionView::kTrue)},
+               {"naive", evaluate_with_view(study, PartitionView::kNaive)}};
+  }
+  r.file =
+      metrics_json(study, r.metrics, r.rates, backend, {{"partition_views_evaluator_s", r.views}});
+  return r;
+}
+
 void write_run_files(const OutputDir& out, const Study& study, const Timeline& timeline,
                      const nlohmann::json& metrics, bool plot) {
   {

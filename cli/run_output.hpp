@@ -34,6 +34,19 @@ void print_rates(const TrainingRates& rates, double peak_flops, std::ostream& os
 nlohmann::json metrics_json(const Study& study, const Metrics& metrics, const TrainingRates& rates,
                             const std::string& backend, const nlohmann::json& extra);
 
+/// What a simulated run reports: its metrics, model-FLOP rates and metrics.json's content,
+/// with the evaluator's iteration time under each partition view (`partition_views_evaluator_s`,
+/// null for a schedule read from a file or one with schedule.stage_layers: no partition
+/// was chosen). `loom sim` and the Python module's sim() both report this.
+struct SimReport {
+  Metrics metrics;
+  TrainingRates rates;
+  nlohmann::json views;  ///< {"true": s, "naive": s} or null
+  nlohmann::json file;   ///< metrics.json
+};
+SimReport sim_report(const Study& study, const Timeline& timeline, const std::string& backend,
+                     bool schedule_from_file);
+
 /// Writes metrics.json, timeline.json, timeline.csv, memory.csv, schedule.txt into the
 /// staging directory of `out`, and the PNGs unless `plot` is false.
 void write_run_files(const OutputDir& out, const Study& study, const Timeline& timeline,

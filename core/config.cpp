@@ -33,10 +33,11 @@ using config::join;
 using config::Reader;
 using config::relative_to_config;
 
-toml::table parse_file(const std::string& path) {
-  check_readable_file(path, "config file");
+toml::table parse_source(const ConfigSource& source) {
+  const std::string& path = source.path;
+  if (!source.in_memory) check_readable_file(path, "config file");
   try {
-    return toml::parse_file(path);
+    return source.in_memory ? toml::parse(source.document, path) : toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     const auto& src = e.source();
     throw InputError(path + ":" + std::to_string(src.begin.line) + ":" +
@@ -964,8 +965,9 @@ void check_context_parallel_tokens(Reader& r, const toml::table& root, const Con
              std::to_string(chunks) + ": change workload.tokens or parallel.cp");
 }
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  toml::table root = parse_file(path);
+Config load_config(const ConfigSource& source, const std::vector<std::string>& overrides) {
+  const std::string& path = source.path;
+  toml::table root = parse_source(source);
   for (const std::string& o : overrides) apply_override(root, path, o);
   Reader r(path);
   static const toml::table kEmpty;

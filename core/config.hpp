@@ -241,8 +241,22 @@ struct Config {
   std::string resolved_toml;  ///< the configuration as resolved, for --dump
 };
 
-/// Loads `path` and applies `overrides` ("a.b=value"). Throws InputError.
-Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+/// Where a config comes from: a TOML file, or a TOML document built in memory (the Python
+/// module's dicts). `path` names it in messages, and files the config names resolve against
+/// its folder (a document's path may name no file: "<dict>" resolves against the working
+/// directory).
+struct ConfigSource {
+  ConfigSource(std::string file) : path(std::move(file)) {}  // NOLINT: a path is a source
+  ConfigSource(const char* file) : path(file) {}             // NOLINT
+  ConfigSource(std::string name, std::string toml_text)
+      : path(std::move(name)), document(std::move(toml_text)), in_memory(true) {}
+  std::string path;
+  std::string document;  ///< the TOML text when in_memory
+  bool in_memory = false;
+};
+
+/// Loads `source` and applies `overrides` ("a.b=value"). Throws InputError.
+Config load_config(const ConfigSource& source, const std::vector<std::string>& overrides);
 
 /// The cost model the config selects (the config must outlive it).
 std::unique_ptr<CostModel> make_cost_model(const Config& config);

@@ -180,6 +180,11 @@ std::vector<MemorySample> memory_over_time(const Schedule& schedule, const Timel
 void write_timeline_csv(const std::string& path, const Schedule& schedule,
                         const Timeline& timeline) {
   std::ofstream out = open_for_write(path);
+  write_timeline_csv(out, schedule, timeline);
+  finish_write(out, path);
+}
+
+void write_timeline_csv(std::ostream& out, const Schedule& schedule, const Timeline& timeline) {
   out << "rank,kind,module,stage,microbatch,start_s,end_s\n";
   for (const RankId r : schedule.rank_ids()) {
     const auto& program = schedule.programs[r];
@@ -192,7 +197,6 @@ void write_timeline_csv(const std::string& path, const Schedule& schedule,
           << Fixed{t.end_s, 9} << '\n';
     }
   }
-  finish_write(out, path);
 }
 
 /// The thread of each op in the Chrome trace. Perfetto drops X events that overlap on one
@@ -331,6 +335,11 @@ void write_chrome_trace(const std::string& path, const Schedule& schedule, const
 
 void write_memory_csv(const std::string& path, const std::vector<MemorySample>& samples) {
   std::ofstream out = open_for_write(path);
+  write_memory_csv(out, samples);
+  finish_write(out, path);
+}
+
+void write_memory_csv(std::ostream& out, const std::vector<MemorySample>& samples) {
   out << "rank,time_s,parameters_bytes,gradients_bytes,optimizer_bytes,activations_bytes,"
          "total_bytes\n";
   for (const MemorySample& s : samples) {
@@ -339,7 +348,6 @@ void write_memory_csv(const std::string& path, const std::vector<MemorySample>& 
         << Fixed{s.gradients, 0} << ',' << Fixed{s.optimizer, 0} << ',' << Fixed{s.activations, 0}
         << ',' << Fixed{total, 0} << '\n';
   }
-  finish_write(out, path);
 }
 
 }  // namespace loom

@@ -8,6 +8,7 @@
 ///   Collective  reached -> the rank's last ring step finished
 /// Everything else (metrics, memory over time, the Chrome trace, the CSV) derives from the
 /// schedule plus these timings, so predictions and measurements are written identically.
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -74,5 +75,8 @@ void write_timeline_csv(const std::string& path, const Schedule& schedule,
 void write_chrome_trace(const std::string& path, const Schedule& schedule,
                         const Timeline& timeline);
 void write_memory_csv(const std::string& path, const std::vector<MemorySample>& samples);
+// The CSVs' text, as the files hold it (the Python module's DataFrames read these).
+void write_timeline_csv(std::ostream& out, const Schedule& schedule, const Timeline& timeline);
+void write_memory_csv(std::ostream& out, const std::vector<MemorySample>& samples);
 
 }  // namespace loom

@@ -36,7 +36,8 @@ size_t point_of(const std::vector<std::string>& row) {
   return v;
 }
 
-/// Typed JSON value of a cell: numbers and booleans as such, except for text columns.
+}  // namespace
+
 nlohmann::json json_cell(const std::string& column, const std::string& cell) {
   static const std::set<std::string> kText = {"config", "scheduler", "config_hash", "status",
                                               "reason"};
@@ -53,8 +54,6 @@ nlohmann::json json_cell(const std::string& column, const std::string& cell) {
   }
   return cell;
 }
-
-}  // namespace
 
 std::optional<size_t> find_column(const std::vector<std::string>& columns,
                                   const std::string& column) {

@@ -8,6 +8,7 @@
 /// points finish (each row is one write(), so an interrupted run leaves a valid CSV) and sorted by
 /// `point` when the run ends, so the files do not depend on -j or completion order.
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,10 @@ std::vector<std::string> all_columns(const std::vector<std::string>& axis);
 /// The cells of one row.
 std::vector<std::string> row_cells(size_t point, const std::vector<std::string>& axis_cells,
                                    const std::string& hash, const PointResult& r);
+
+/// A cell as results.json holds it: numbers and booleans as such, except in the text
+/// columns (config, scheduler, config_hash, status, reason); "" as null.
+nlohmann::json json_cell(const std::string& column, const std::string& cell);
 
 /// One CSV line (with its newline), cells quoted where they hold , " or a line break.
 std::string csv_line(const std::vector<std::string>& cells);

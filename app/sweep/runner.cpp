@@ -16,15 +16,7 @@
 #include "core/errors.hpp"
 
 namespace loom::sweep {
-namespace {
 
-struct ResolvedPoint {
-  const Point* point;
-  std::string hash;
-};
-
-/// Resolves every point of the shard (hash, scheduler cell). A combination of axis values
-/// the config reader rejects is bad input: named with the point's assignments.
 std::vector<ResolvedPoint> resolve_points(const StudyFile& study, std::vector<Point>& points,
                                           const SweepOptions& o) {
   const std::vector<std::string> cols = axis_columns(study);
@@ -48,6 +40,8 @@ std::vector<ResolvedPoint> resolve_points(const StudyFile& study, std::vector<Po
   }
   return out;
 }
+
+namespace {
 
 /// Results of an earlier run in `dir`, by config hash (empty if there is none).
 std::map<std::string, PointResult> earlier_results(const std::string& dir) {

@@ -2,6 +2,10 @@
 /// `loom sweep STUDY.toml`: expand the study, skip what --resume finds done, run the rest on
 /// the process pool, append rows as they finish, write the sorted files at the end.
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "app/sweep/study_file.hpp"
 
 namespace loom::sweep {
 
@@ -30,6 +34,18 @@ struct SweepSummary {
   double run_s = 0;      ///< running the points (pool start to last row)
   double point_s = 0;    ///< sum over the points run of their plan + simulate time
 };
+
+/// A point of a study with its config hash (point.hpp's resolve()).
+struct ResolvedPoint {
+  const Point* point;
+  std::string hash;
+};
+
+/// Resolves every point of `o`'s shard (hash, and the scheduler cell filled in). A
+/// combination of axis values the config reader rejects is bad input: InputError naming the
+/// point's assignments.
+std::vector<ResolvedPoint> resolve_points(const StudyFile& study, std::vector<Point>& points,
+                                          const SweepOptions& o);
 
 /// Runs the sweep. Bad input throws InputError before any point runs (the study file's
 /// line named). Progress goes to stderr (a bar with an ETA on a terminal, one line per
