@@ -18,7 +18,8 @@ import re
 import sys
 
 # Folders whose sources form the layered libraries and the CLI on top of them.
-ROOTS = ("core", "schedulers", "traces", "replay", "kernels", "sim", "executor", "cli", "app")
+ROOTS = ("core", "schedulers", "traces", "replay", "kernels", "sim", "executor", "cli", "app",
+         "python")
 SUFFIXES = {".hpp", ".cpp", ".h", ".cu", ".cuh"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
