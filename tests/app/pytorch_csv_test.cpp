@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <sstream>
 
@@ -240,6 +242,53 @@ TEST(PytorchCsv, ReadsPytorchsLegacyNamesWithTheFlag) {
       import_pytorch_csv(study->problem, old, "old.csv", nullptr, PytorchNaming::kLegacy);
   imported.scheduler = study->schedule.scheduler;
   EXPECT_TRUE(imported == study->schedule);
+}
+
+TEST(PytorchCsv, ReadsPytorchsOwnPublishedActionFiles) {
+  // PyTorch's pipelining test artifacts, unchanged (tests/data/pytorch/README.md).
+  const auto file = [](const std::string& name) {
+    std::ifstream in(test::source_path("tests/data/pytorch/" + name));
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const auto runs = [](const Study& study, const Schedule& s) {
+    EXPECT_NO_THROW(validate(s, *study.problem.model));
+    EXPECT_GT(evaluate(s, *study.problem.cluster).iteration_time_s(), 0);
+  };
+  // Interleaved ZB-1P on 2 ranks x 2 stages, 8 microbatches, in PyTorch's pre-2.5 names:
+  // compute only (idle steps as empty fields), and with its communication.
+  const auto zb1p = uniform("1f1b", 2, 8);
+  const std::string compute = file("zb1p_2rank_2stagep_compute.csv");
+  const std::string comms = file("zb1p_2rank_2stagep_comms.csv");
+  ASSERT_FALSE(compute.empty());
+  const Schedule from_compute =
+      import_pytorch_csv(zb1p->problem, compute, "compute.csv", nullptr, PytorchNaming::kLegacy);
+  const Schedule from_comms =
+      import_pytorch_csv(zb1p->problem, comms, "comms.csv", nullptr, PytorchNaming::kLegacy);
+  runs(*zb1p, from_compute);
+  runs(*zb1p, from_comms);
+  // Row 0 splits every backward into B (input) and W in the compute file and runs it whole
+  // (BW) in the comms file: the same forwards, in the same order, both ways.
+  const RankOrders a = parse_pytorch_csv(compute, "compute.csv", PytorchNaming::kLegacy);
+  const RankOrders b = parse_pytorch_csv(comms, "comms.csv", PytorchNaming::kLegacy);
+  const auto forwards = [](const std::vector<RankAction>& row) {
+    std::vector<std::pair<StageId, MicrobatchId>> out;
+    for (const RankAction& x : row)
+      if (x.pass == Pass::kF) out.emplace_back(x.stage, x.microbatch);
+    return out;
+  };
+  EXPECT_EQ(forwards(a[PipelineRank{0}]), forwards(b[PipelineRank{0}]));
+  EXPECT_EQ(std::count_if(b[PipelineRank{0}].begin(), b[PipelineRank{0}].end(),
+                          [](const RankAction& x) { return x.pass == Pass::kB; }),
+            16);
+  // Without the flag the pre-2.5 BW is refused.
+  EXPECT_THROW(import_pytorch_csv(zb1p->problem, comms, "comms.csv"), InputError);
+
+  // DualPipeV on 4 ranks (8 stages in a V), 10 microbatches, today's names, overlapped
+  // F;B pairs.
+  const auto dualpipe = uniform("dualpipe-v", 4, 10);
+  const Schedule v =
+      import_pytorch_csv(dualpipe->problem, file("dualpipev_4rank_10mb.csv"), "dualpipev.csv");
+  runs(*dualpipe, v);
 }
 
 TEST(PytorchCsv, ErrorsNameLineColumnAndTheFix) {
