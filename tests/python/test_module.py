@@ -207,7 +207,7 @@ class Interrupts(unittest.TestCase):
         counter.join()
         during = [t for t in ticks if start < t < start + took]
         # The counter kept running: ticks throughout the run, not only before and after.
-        self.assertGreater(len(during), took / 0.001 / 10)
+        self.assertGreater(len(during), took / 0.001 / 50)  # with the GIL held: none
 
 
 if __name__ == "__main__":
