@@ -65,13 +65,13 @@ std::string resolved_config(const std::string& path, const std::optional<std::st
       false, [&] { return prepare_study(source, overrides, Folding::kOff)->config.resolved_toml; });
 }
 
-/// One `loom sim` run: metrics.json, timeline.csv, memory.csv and schedule.txt as the CLI
-/// writes them, in one JSON object of strings.
+/// One `loom sim` run: metrics.json, timeline.csv and memory.csv as the CLI writes them,
+/// and the schedule as IR text (`loom schedule export --format loom`), in one JSON object
+/// of strings.
 std::string simulate_run(const ConfigSource& source, const std::vector<std::string>& overrides) {
   const auto study = prepare_study(source, overrides, Folding::kAllowed);
-  const Backend& backend = find_backend(study->config.sim.backend);
-  const BackendRun run = backend.run(study->schedule, study->config.cluster, study->config.sim, {});
-  const SimReport report = sim_report(*study, run.timeline, backend.name, false);
+  const BackendRun run = simulate(*study);
+  const SimReport report = sim_report(*study, run.timeline, study->config.sim.backend, false);
   std::ostringstream timeline, memory;
   write_timeline_csv(timeline, study->schedule, run.timeline);
   write_memory_csv(memory, memory_over_time(study->schedule, run.timeline));

@@ -100,11 +100,8 @@ def _overrides(set, backend=None, fold=True):
         if not isinstance(key, str) or "." not in key:
             raise InputError(f"set: key {key!r}: write it as section.key, e.g. 'parallel.pp'")
         out.append(f"{key}={_toml_value(value, key)}")
-    if backend is not None:
-        if backend not in _loom.backends():
-            raise InputError(f"key 'sim.backend': backend={backend!r} is not one of "
-                             + ", ".join(_loom.backends()))
-        out.append(f'sim.backend="{backend}"')
+    if backend is not None:  # checked by the config reader, as --backend's override is
+        out.append(f"sim.backend={_toml_value(backend, 'sim.backend')}")
     if not fold:
         out.append("sim.fold=false")
     return out
