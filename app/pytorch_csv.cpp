@@ -230,7 +230,8 @@ OpOrigins locate(const Schedule& schedule, const PerPipelineRank<std::vector<Loc
           last = OpOrigin{.line = a.line,
                           .column = static_cast<int>(a.column),
                           .step = a.step,
-                          .action = std::string(a.text)};
+                          .action = std::string(a.text),
+                          .place = {}};
         }
         last_key = key;
       }

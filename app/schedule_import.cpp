@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "app/chakra_trace.hpp"
 #include "app/pytorch_csv.hpp"
 #include "core/errors.hpp"
 #include "core/io.hpp"
@@ -37,6 +38,24 @@ void check_modules(const Schedule& s, const Model& model, const std::string& pat
                    "): export it from the same config");
 }
 
+/// The rules a planned schedule meets, for one read from `path`.
+void check_loaded(const Study& study, const Schedule& schedule, const OpOrigins& origins,
+                  const std::string& path) {
+  check_modules(schedule, study.config.model, path);
+  try {
+    check_placement(schedule, study.config.cluster);
+    check_runs_to_completion(schedule, &origins);
+    validate(schedule, study.config.model);
+  } catch (const InfeasibleError& e) {
+    throw InputError(path + ": " + e.what());
+  }
+  try {
+    check_fits_memory(schedule, study.config.cluster.gpu.memory_bytes, memory_levers(study.config));
+  } catch (const InfeasibleError& e) {
+    throw InfeasibleError(path + ": " + e.what());
+  }
+}
+
 }  // namespace
 
 std::string export_schedule(const Schedule& schedule, ScheduleFormat format, bool comms) {
@@ -45,12 +64,17 @@ std::string export_schedule(const Schedule& schedule, ScheduleFormat format, boo
 }
 
 Schedule load_schedule_file(const Study& study, const std::string& path, PytorchNaming naming) {
+  if (is_chakra_folder(path)) {
+    OpOrigins origins;
+    Schedule schedule = read_chakra(path, &origins);
+    check_loaded(study, schedule, origins, path);
+    return schedule;
+  }
   return load_schedule_text(study, read_file(path), path, naming);
 }
 
 Schedule load_schedule_text(const Study& study, std::string_view text, const std::string& path,
                             PytorchNaming naming) {
-  const Model& model = study.config.model;
   Schedule schedule;
   OpOrigins origins;  // the file's line and step of each op, for the deadlock report
   if (is_loom_schedule_text(text)) {
@@ -64,19 +88,7 @@ Schedule load_schedule_text(const Study& study, std::string_view text, const std
                        std::string(kScheduleTextMagic) + "')");
     }
   }
-  check_modules(schedule, model, path);
-  try {
-    check_placement(schedule, study.config.cluster);
-    check_runs_to_completion(schedule, &origins);
-    validate(schedule, model);
-  } catch (const InfeasibleError& e) {
-    throw InputError(path + ": " + e.what());
-  }
-  try {
-    check_fits_memory(schedule, study.config.cluster.gpu.memory_bytes, memory_levers(study.config));
-  } catch (const InfeasibleError& e) {
-    throw InfeasibleError(path + ": " + e.what());
-  }
+  check_loaded(study, schedule, origins, path);
   return schedule;
 }
 

@@ -1,9 +1,10 @@
 #pragma once
 /// Schedules from files: `loom sim CONFIG --schedule FILE` runs a saved, hand-edited or
 /// imported schedule through the same checks as a planned one. The one place that knows
-/// both file formats (docs/schedule-ir.md):
+/// the formats (docs/schedule-ir.md):
 ///   loom         the full IR in text (core/schedule_text.hpp), first line "loom-schedule 1"
 ///   pytorch-csv  PyTorch pipelining's action CSV (app/pytorch_csv.hpp), lowered by Loom
+///   chakra       a folder of MLCommons Chakra traces, one per rank (app/chakra_trace.hpp)
 #include <string>
 #include <string_view>
 
@@ -18,8 +19,8 @@ enum class ScheduleFormat { kLoom, kPytorchCsv };
 /// The schedule of `study` in `format` (`comms`: PyTorch communication actions too).
 std::string export_schedule(const Schedule& schedule, ScheduleFormat format, bool comms);
 
-/// Reads `path` (format detected from its content: the `loom` header, else PyTorch's
-/// action CSV lowered against `study`'s problem) and checks it against `study`'s config:
+/// Reads `path` (format detected from its content: a folder of Chakra traces, a file with
+/// the `loom` header, else PyTorch's action CSV lowered against `study`'s problem) and checks it against `study`'s config:
 /// the model's modules, GPU placement, a dependency-only run (a deadlock names each stuck
 /// rank, its step and the producer it waits for), validate() (every sample once, every
 /// input produced before it is consumed). Those failures are errors in the file: InputError

@@ -326,9 +326,10 @@ CommandRun attach_sim(CLI::App& sub) {
   sub.add_option("--backend", o->backend, backend_help() + " (default: the config's sim.backend)")
       ->check(CLI::IsMember(backend_names()));
   sub.add_option("--schedule", o->schedule,
-                 "Run this schedule file instead of planning one: the `loom` format or "
-                 "PyTorch's action CSV, detected from the content (docs/schedule-ir.md)")
-      ->check(CLI::ExistingFile);
+                 "Run this schedule instead of planning one: a file in the `loom` format or "
+                 "PyTorch's action CSV (detected from the content), or a folder of Chakra "
+                 "traces (loom schedule export --format chakra; docs/schedule-ir.md)")
+      ->check(CLI::ExistingPath);
   sub.add_flag("--pytorch-legacy-names", o->pytorch_legacy_names,
                "--schedule is a PyTorch CSV from before 2.5: B is the input-gradient backward "
                "where the file has W actions (else the full one), BW the full backward")

@@ -19,8 +19,9 @@ OutputDir::OutputDir(const std::string& destination, bool force)
       throw InputError("--out " + destination + ": exists and is not a folder");
     const bool loom_output =
         fs::exists(destination_ / "metrics.json") ||
-        fs::exists(destination_ / "summary.json") ||  // summary.json: a `loom replay` output
-        fs::exists(destination_ / "schedulers.csv");  // `loom sim --schedulers`
+        fs::exists(destination_ / "summary.json") ||    // summary.json: a `loom replay` output
+        fs::exists(destination_ / "schedulers.csv") ||  // `loom sim --schedulers`
+        fs::exists(destination_ / "loom.0.et");         // `loom schedule export --format chakra`
     if (!fs::is_empty(destination_) && !loom_output) {
       throw InputError("--out " + destination +
                        ": exists and is not a Loom output folder (no metrics.json); refusing to "

@@ -11,7 +11,7 @@ class OutputDir {
  public:
   /// Creates the destination's parent folders. Refuses (InputError) a destination that is
   /// a non-empty folder unless `force`; even with `force`, one that does not look like a
-  /// Loom output folder (no metrics.json, summary.json or schedulers.csv), so
+  /// Loom output folder (no metrics.json, summary.json, schedulers.csv or loom.0.et), so
   /// `--out . --force` cannot wipe a source tree.
   OutputDir(const std::string& destination, bool force);
   ~OutputDir();  ///< removes the staging directory if commit() was not reached

@@ -47,6 +47,23 @@ int training_flops_multiplier(const Model& model, int global_layer) {
   return model.has_trainable_upstream(global_layer) ? 2 : 1;
 }
 
+double compute_op_flops(const Schedule& schedule, const Model& model,
+                        const std::vector<Sample>& samples, RankId rank, const Compute& op) {
+  if (op.continues) return 0;
+  const std::vector<const Sample*> batch =
+      sample_batch(samples, schedule.samples_of(schedule.ranks[rank].replica, op.microbatch));
+  double flops = 0;
+  for (int l = op.first_layer; l < op.end_layer; ++l) {
+    const int multiplier = training_flops_multiplier(model, l);
+    int share = 1;  // kF
+    if (op.pass == Pass::kB) share = multiplier - 1;
+    if (op.pass == Pass::kI) share = multiplier >= 2 ? 1 : 0;
+    if (op.pass == Pass::kW) share = multiplier == 3 ? 1 : 0;
+    if (share > 0) flops += share * layer_forward_flops(model, l, layer_shape(model, l, batch));
+  }
+  return flops / (schedule.ranks[rank].tp * schedule.cp);
+}
+
 IterationWork iteration_work(const Schedule& schedule, const Model& model,
                              const std::vector<Sample>& samples) {
   IterationWork work;

@@ -41,6 +41,16 @@ double layer_forward_flops(const Model& model, int global_layer, const Microbatc
 /// Forward + backward multiplier of a layer under the rule above: 3, 2 or 1.
 int training_flops_multiplier(const Model& model, int global_layer);
 
+/// Model FLOPs one compute op does on each GPU of its rank: its layers' forward model FLOPs
+/// over its microbatch (the samples of `rank`'s replica), times what its pass does of the
+/// training multiplier (F 1, B multiplier - 1, I 1 and W 1 where the multiplier has them),
+/// over the rank's tp GPUs and cp ranks. The parts of a layer pass split around a
+/// context-parallel exchange (Compute::continues) count nothing, its last part counts it
+/// whole; a redundant copy counts (the GPU does the work). Summed over every op of an
+/// unfolded schedule without redundant copies, times tp, it is iteration_work's count.
+double compute_op_flops(const Schedule& schedule, const Model& model,
+                        const std::vector<Sample>& samples, RankId rank, const Compute& op);
+
 /// Model FLOPs and LLM tokens of one training iteration: every sample the schedule
 /// assigns, in every replica (the replicas folded away included).
 struct IterationWork {

@@ -16,6 +16,8 @@ struct OpOrigin {
   int column = 0;      ///< 1-based column of the action; 0 when the line is the op
   int step = 0;        ///< the op's step as the file numbers it (0-based)
   std::string action;  ///< the file's text for it ("1B0")
+  /// Where it is when a line does not say it ("loom.1.et node 7": a Chakra trace's node).
+  std::string place;
 };
 
 /// origins[rank][index] for programs[rank][index]; nullopt for an op the file does not have.

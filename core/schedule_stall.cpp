@@ -30,8 +30,11 @@ struct Named {
     return index < ops.size() ? ops[index] : kNone;
   }
   static std::string file_step(const OpOrigin& o) {
-    return "step " + std::to_string(o.step) + " (" + o.action + ", line " + std::to_string(o.line) +
-           (o.column > 0 ? ":" + std::to_string(o.column) : "") + ")";
+    const std::string place = !o.place.empty()
+                                  ? o.place
+                                  : "line " + std::to_string(o.line) +
+                                        (o.column > 0 ? ":" + std::to_string(o.column) : "");
+    return "step " + std::to_string(o.step) + " (" + o.action + ", " + place + ")";
   }
   /// "step 3 (1F0)"; from a file "step 3 (1F0, line 2:7)", and an op the file does not
   /// have (a message Loom's lowering added) by the file's step it serves.

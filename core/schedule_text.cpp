@@ -30,7 +30,7 @@ std::string module_field(ModuleId module, const Schedule& s) {
 }
 
 std::string op_line(const Op& op, const Schedule& s) {
-  std::string line = "  " + to_string(op, s);
+  std::string line = to_string(op, s);
   std::visit(
       Overloaded{
           [&](const Compute& c) {
@@ -60,7 +60,7 @@ std::string op_line(const Op& op, const Schedule& s) {
           },
       },
       op);
-  return line + "\n";
+  return line;
 }
 
 template <class T>
@@ -79,7 +79,7 @@ std::string exact_double(double value) {
   return std::string(buf, result.ptr);
 }
 
-std::string format_schedule(const Schedule& s) {
+ScheduleTextParts format_schedule_parts(const Schedule& s) {
   check_name(s.scheduler, "scheduler name");
   for (const std::string& m : s.module_names) check_name(m, "module name");
   const size_t n = s.programs.size();
@@ -87,7 +87,9 @@ std::string format_schedule(const Schedule& s) {
     throw std::invalid_argument(
         "format_schedule: ranks, programs and static_memory differ in length");
   }
-  std::string out =
+  ScheduleTextParts parts;
+  std::string& out = parts.header;
+  out =
       "# Loom schedule IR (docs/schedule-ir.md); run it with: loom sim CONFIG "
       "--schedule FILE\n";
   out += std::string(kScheduleTextMagic) + "\n";
@@ -113,13 +115,28 @@ std::string format_schedule(const Schedule& s) {
   for (const RankId r : s.rank_ids()) {
     const RankInfo& info = s.ranks[r];
     const StaticMemory& mem = s.static_memory[r];
-    out += "rank " + to_string(r) + " gpu=" + std::to_string(info.gpu) +
-           " tp=" + std::to_string(info.tp) + " replica=" + to_string(info.replica) +
-           field("parameters", mem.parameters) + field("gradients", mem.gradients) +
-           field("optimizer", mem.optimizer) + "\n";
-    for (const Op& op : s.programs[r]) out += op_line(op, s);
+    parts.rank_lines.push_back(
+        "rank " + to_string(r) + " gpu=" + std::to_string(info.gpu) +
+        " tp=" + std::to_string(info.tp) + " replica=" + to_string(info.replica) +
+        field("parameters", mem.parameters) + field("gradients", mem.gradients) +
+        field("optimizer", mem.optimizer));
+    auto& ops = parts.op_lines.emplace_back();
+    for (const Op& op : s.programs[r]) ops.push_back(op_line(op, s));
+  }
+  return parts;
+}
+
+std::string join_schedule_parts(const ScheduleTextParts& parts) {
+  std::string out = parts.header;
+  for (const RankId r : parts.rank_lines.ids()) {
+    out += parts.rank_lines[r] + "\n";
+    for (const std::string& op : parts.op_lines[r]) out += "  " + op + "\n";
   }
   return out + "end\n";
+}
+
+std::string format_schedule(const Schedule& s) {
+  return join_schedule_parts(format_schedule_parts(s));
 }
 
 }  // namespace loom

@@ -27,6 +27,7 @@
 /// back bit for bit. Lines starting with '#' and blank lines are ignored.
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/op_origin.hpp"
 #include "core/schedule.hpp"
@@ -41,6 +42,19 @@ inline constexpr std::string_view kScheduleTextMagic = "loom-schedule 1";
 /// ranks, programs and static_memory must have one entry per rank. Throws
 /// std::invalid_argument otherwise (an internal error: schedulers produce such schedules).
 std::string format_schedule(const Schedule& schedule);
+
+/// The `loom` format in pieces, for containers that keep one rank per file (Chakra
+/// traces, app/chakra_trace.hpp): `header` runs from the comment line to "ranks COUNT\n",
+/// then per rank its "rank ..." line and its op lines ("0F0 layers=0:2 seconds=0.001"),
+/// each without indent or newline.
+struct ScheduleTextParts {
+  std::string header;
+  PerRank<std::string> rank_lines;
+  PerRank<std::vector<std::string>> op_lines;
+};
+ScheduleTextParts format_schedule_parts(const Schedule& schedule);
+/// The file the parts make: format_schedule(s) == join_schedule_parts(format_schedule_parts(s)).
+std::string join_schedule_parts(const ScheduleTextParts& parts);
 
 /// Reads the `loom` format back. Throws InputError "SOURCE:LINE:COL: what was expected"
 /// (1-based line and column of the offending token) on any syntax error, unknown key,

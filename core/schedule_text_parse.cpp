@@ -482,7 +482,8 @@ void read_ranks(Reader& in, Schedule& s, OpOrigins* origins) {
       if (origins) {
         (*origins)[r].push_back(OpOrigin{.line = line.number,
                                          .step = isize(s.programs[r]),
-                                         .action = std::string(line.tokens.front().text)});
+                                         .action = std::string(line.tokens.front().text),
+                                         .place = {}});
       }
       s.programs[r].push_back(OpReader(in, s, line).read());
     }

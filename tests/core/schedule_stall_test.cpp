@@ -70,9 +70,9 @@ TEST(ScheduleStall, AFileScheduleIsNamedByItsOwnStepsAndLines) {
                         test::compute_op(Pass::kF, 1, 0, 1, 2, 1e-3),
                         test::send_op(0_rank, 1, test::edge_tag(Pass::kB, 0, 1), 8)};
   OpOrigins origins(2);
-  origins[0_rank] = {OpOrigin{1, 1, 0, "0F0"}, std::nullopt, OpOrigin{1, 7, 2, "0B0"},
+  origins[0_rank] = {OpOrigin{1, 1, 0, "0F0", ""}, std::nullopt, OpOrigin{1, 7, 2, "0B0", ""},
                      std::nullopt};
-  origins[1_rank] = {std::nullopt, OpOrigin{2, 3, 1, "1F0"}, std::nullopt};
+  origins[1_rank] = {std::nullopt, OpOrigin{2, 3, 1, "1F0", ""}, std::nullopt};
   const std::string error = stall(s, &origins);
   EXPECT_NE(error.find("rank 0 stuck at Loom's 0RECV_B0:L1<-1 before step 2 (0B0, line 1:7): "
                        "waits for its producer, rank 1 Loom's 1SEND_B0:L1->0 after step 1 (1F0, "
