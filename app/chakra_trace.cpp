@@ -209,7 +209,7 @@ std::string comm_groups_json(const Schedule& s) {
 
 /// One .et file: its metadata and nodes in file order.
 struct TraceFile {
-  std::string name;  ///< "loom.3.et", for messages
+  std::string name;  ///< "DIR/loom.3.et", for messages
   chakra::GlobalMetadata metadata;
   std::vector<chakra::Node> nodes;
 };
@@ -229,7 +229,7 @@ TraceFile read_trace_file(const std::filesystem::path& path) {
   bytes << in.rdbuf();
   const std::string data = bytes.str();
   TraceFile file;
-  file.name = path.filename().string();
+  file.name = path.string();
   google::protobuf::io::CodedInputStream coded(reinterpret_cast<const std::uint8_t*>(data.data()),
                                                static_cast<int>(data.size()));
   bool metadata = true;
@@ -519,7 +519,8 @@ Schedule read_chakra(const std::filesystem::path& dir, OpOrigins* origins) {
                      .column = 0,
                      .step = static_cast<int>(i),
                      .action = node.name(),
-                     .place = file.name + " node " + std::to_string(node.id())});
+                     .place = std::filesystem::path(file.name).filename().string() + " node " +
+                              std::to_string(node.id())});
     }
   }
   if (const auto groups = dir / kChakraCommGroups; std::filesystem::exists(groups)) {

@@ -1,11 +1,11 @@
-"""Loom's Chakra traces read by a reader that knows nothing of Loom (issue 52): Debian's
-python3-protobuf and the classes protoc generates from app/chakra/et_def.proto, the
-length-delimited stream decoded here. It checks what ASTRA-sim relies on: every file
-parses, node ids are unique, dependencies stay in the file and form no cycle, every send
-has exactly one receive with the same (src, dst, tag) and size, every collective names a
-group of comm_group.json that holds its rank; the nodes are the ops of `loom schedule
-export --format loom` in order; and the DAG alone, run with zero-cost messages, gives
-the iteration time Loom's evaluator gives on a config whose messages cost nothing.
+"""Loom's Chakra traces read by a reader that knows nothing of Loom (issue 52):
+analysis/chakra_dump.py, on Debian's python3-protobuf and the classes protoc generates from
+app/chakra/et_def.proto. It checks what ASTRA-sim relies on: every file parses, node ids
+are unique, dependencies stay in the file and form no cycle, every send has exactly one
+receive with the same (src, dst, tag) and size, every collective names a group of
+comm_group.json that holds its rank; the nodes are the ops of `loom schedule export
+--format loom` in order; and the DAG alone, run with zero-cost messages, gives the
+iteration time Loom's evaluator gives on a config whose messages cost nothing.
 
 Run by ctest with LOOM=<loom binary>, LOOM_SOURCE=<repository>, CHAKRA_PB2=<folder of
 et_def_pb2.py>."""
@@ -19,10 +19,12 @@ import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.environ["CHAKRA_PB2"])
-import et_def_pb2 as chakra  # noqa: E402
-
 SOURCE = pathlib.Path(os.environ["LOOM_SOURCE"])
+sys.path.insert(0, str(SOURCE / "analysis"))
+import chakra_dump  # noqa: E402
+
+chakra = chakra_dump.load_schema()
+attrs = chakra_dump.attrs
 LOOM = os.environ["LOOM"]
 UNIFORM = str(SOURCE / "configs/examples/uniform-1f1b.toml")  # messages of 0 bytes
 VLM = str(SOURCE / "configs/examples/vlm-frozen.toml")
@@ -35,41 +37,8 @@ def cli(*args):
     return done.stdout
 
 
-def varint(data, at):
-    value, shift = 0, 0
-    while True:
-        byte = data[at]
-        value |= (byte & 0x7F) << shift
-        at += 1
-        if byte < 0x80:
-            return value, at
-        shift += 7
-
-
-def read_trace(path):
-    """(GlobalMetadata, [Node]) of one .et file."""
-    data = path.read_bytes()
-    messages, at = [], 0
-    while at < len(data):
-        size, at = varint(data, at)
-        messages.append(data[at:at + size])
-        at += size
-    assert at == len(data), f"{path}: truncated"
-    metadata = chakra.GlobalMetadata.FromString(messages[0])
-    return metadata, [chakra.Node.FromString(m) for m in messages[1:]]
-
-
-def attrs(node):
-    out = {}
-    for a in node.attr:
-        out[a.name] = getattr(a, a.WhichOneof("value"))
-    return out
-
-
 def read_folder(folder):
-    folder = pathlib.Path(folder)
-    ranks = sorted(folder.glob("loom.*.et"), key=lambda p: int(p.name.split(".")[1]))
-    return [read_trace(p) for p in ranks], json.loads((folder / "comm_group.json").read_text())
+    return chakra_dump.read_folder(chakra, folder)
 
 
 def loom_ops(config, *args):
@@ -173,6 +142,25 @@ class ChakraTraces(unittest.TestCase):
             # Async collectives are waited for through data_deps (the optimizer step's
             # last bucket; FSDP: each layer's gather).
             self.assertTrue(any(n.data_deps for _, ns in traces for n in ns))
+
+    def test_dump_prints_every_node(self):
+        folder = self.export(UNIFORM)
+        with tempfile.TemporaryFile("w+") as out:
+            saved, sys.stdout = sys.stdout, out
+            try:
+                self.assertEqual(chakra_dump.main([folder, "--rank", "1"]), 0)
+            finally:
+                sys.stdout = saved
+            out.seek(0)
+            lines = out.read().splitlines()
+        self.assertEqual(lines[0], "# rank 1: schema 0.0.4, 48 nodes")
+        self.assertRegex(lines[1], r"^ +0 1RECV_F0:L2<-0 +COMM_RECV_NODE +comm_src=0 comm_tag=0 ")
+
+    def test_dump_names_a_truncated_file(self):
+        folder = self.export(UNIFORM)
+        path = pathlib.Path(folder) / "loom.1.et"
+        path.write_bytes(path.read_bytes()[:-3])
+        self.assertEqual(chakra_dump.main([folder]), 2)
 
     def sim_metrics(self, config):
         with tempfile.TemporaryDirectory() as out:
