@@ -86,17 +86,24 @@ std::vector<OpDeps> program_dependencies(const std::vector<Op>& program) {
 
 /// comm_tag of each send and receive: the k-th message a rank sends to a peer is tag k;
 /// a receive takes its send's tag, paired by core/matching.hpp's rule (the k-th send and
-/// the k-th receive of a channel). nullopt: a receive that no send matches.
-PerRank<std::vector<std::optional<int>>> message_tags(const Schedule& s) {
-  PerRank<std::vector<std::optional<int>>> tags(s.num_ranks());
-  std::map<MessageChannel, std::deque<int>> sent;
+/// the k-th receive of a channel). `paired`: whether a send or receive has its partner
+/// (a receive without one has no tag).
+struct MessageTags {
+  PerRank<std::vector<std::optional<int>>> tag;
+  PerRank<std::vector<bool>> paired;
+};
+MessageTags message_tags(const Schedule& s) {
+  MessageTags m{PerRank<std::vector<std::optional<int>>>(s.num_ranks()),
+                PerRank<std::vector<bool>>(s.num_ranks())};
+  std::map<MessageChannel, std::deque<OpRef>> sent;
   for (const RankId r : s.rank_ids()) {
     std::map<RankId, int> count;
-    for (const Op& op : s.programs[r]) {
-      std::optional<int>& tag = tags[r].emplace_back();
-      if (const auto* x = std::get_if<Send>(&op)) {
+    m.paired[r].resize(s.programs[r].size());
+    for (std::size_t i = 0; i < s.programs[r].size(); ++i) {
+      std::optional<int>& tag = m.tag[r].emplace_back();
+      if (const auto* x = std::get_if<Send>(&s.programs[r][i])) {
         tag = count[x->peer]++;
-        sent[channel_of(r, x->peer, x->tag)].push_back(*tag);
+        sent[channel_of(r, x->peer, x->tag)].push_back({r, i});
       }
     }
   }
@@ -104,13 +111,15 @@ PerRank<std::vector<std::optional<int>>> message_tags(const Schedule& s) {
     for (std::size_t i = 0; i < s.programs[r].size(); ++i) {
       const auto* x = std::get_if<Recv>(&s.programs[r][i]);
       if (!x) continue;
-      std::deque<int>& queue = sent[channel_of(x->peer, r, x->tag)];
+      std::deque<OpRef>& queue = sent[channel_of(x->peer, r, x->tag)];
       if (queue.empty()) continue;
-      tags[r][i] = queue.front();
+      const OpRef send = queue.front();
       queue.pop_front();
+      m.tag[r][i] = m.tag[send.rank][send.index];
+      m.paired[r][i] = m.paired[send.rank][send.index] = true;
     }
   }
-  return tags;
+  return m;
 }
 
 chakra::CollectiveCommType comm_type(CollectiveKind kind) {
@@ -427,7 +436,7 @@ ChakraTrace export_chakra(const Schedule& schedule, const Model& model,
     for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = i;
     chakra::Node node;
     for (std::size_t i = 0; i < program.size(); ++i) {
-      const NodeFacts f = node_facts(schedule, r, i, deps[i], ids, tags[r][i]);
+      const NodeFacts f = node_facts(schedule, r, i, deps[i], ids, tags.tag[r][i]);
       node.Clear();
       node.set_id(i);
       node.set_name(first_word(parts.op_lines[r][i]));
@@ -506,11 +515,16 @@ Schedule read_chakra(const std::filesystem::path& dir, OpOrigins* origins) {
                     ", which comes after it (a cycle: a Loom rank runs its nodes in file order)");
         }
       }
-      if (std::holds_alternative<Recv>(s.programs[r][i]) && !tags[r][i])
+      const Op& op = s.programs[r][i];
+      if ((std::holds_alternative<Send>(op) || std::holds_alternative<Recv>(op)) &&
+          !tags.paired[r][i])
         refuse(node_place(file, node),
-               "no send matches this receive (Loom pairs the k-th send and the k-th receive "
-               "of each rank pair and layer edge)");
-      if (const std::string diff = difference(node, node_facts(s, r, i, deps[i], ids, tags[r][i]));
+               std::string(std::holds_alternative<Send>(op) ? "no receive matches this send"
+                                                            : "no send matches this receive") +
+                   " (Loom pairs the k-th send and the k-th receive of each rank pair and "
+                   "layer edge)");
+      if (const std::string diff =
+              difference(node, node_facts(s, r, i, deps[i], ids, tags.tag[r][i]));
           !diff.empty())
         refuse(node_place(file, node), diff);
       if (origins)

@@ -1,8 +1,8 @@
 // Chakra execution traces (app/chakra_trace.hpp): every scheduler's schedule on two
 // configs comes back from its traces equal, op for op, and runs to the same iteration
 // time on both backends; the FLOP counts sum to the model's; and a broken trace (cut
-// short, a cycle, a receive without its send, a field that disagrees with its op, a
-// node from another producer) is refused naming the file and node.
+// short, a cycle, a send or receive without its partner, a field that disagrees with its
+// op, a node from another producer) is refused naming the file and node.
 #include "app/chakra_trace.hpp"
 
 #include <gtest/gtest.h>
@@ -170,6 +170,22 @@ TEST(ChakraTrace, BrokenTracesAreRefusedNamingFileAndNode) {
                       d.nodes.erase(std::next(last).base());
                     }),
              "(1RECV_F7:L2<-0): no send matches this receive");
+  // Rank 1's last receive from rank 0 is gone (what depended on it now depends on what it
+  // did): rank 0's last send has no partner.
+  expect_has(broken(study, 1,
+                    [](Decoded& d, std::string&) {
+                      auto last = std::find_if(d.nodes.rbegin(), d.nodes.rend(), [](auto& n) {
+                        return n.type() == chakra::COMM_RECV_NODE &&
+                               n.name().starts_with("1RECV_F");
+                      });
+                      const chakra::Node gone = *last;
+                      d.nodes.erase(std::next(last).base());
+                      for (chakra::Node& n : d.nodes) {
+                        if (n.ctrl_deps_size() == 1 && n.ctrl_deps(0) == gone.id())
+                          *n.mutable_ctrl_deps() = gone.ctrl_deps();
+                      }
+                    }),
+             "loom.0.et: node 23 (0SEND_F7:L2->1): no receive matches this send");
   // A Chakra field that disagrees with the op it carries.
   expect_has(broken(study, 1, [](Decoded& d, std::string&) { d.nodes[1].set_duration_micros(5); }),
              "loom.1.et: node 1 (1F0): duration_micros 5, but its loom_op's seconds give 1000");

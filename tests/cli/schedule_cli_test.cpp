@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "cli_support.hpp"
 #include "test_support.hpp"
@@ -161,6 +162,30 @@ TEST(ScheduleCli, ParseErrorsAndMismatchesExit2) {
                     {"s.csv:", "--set parallel.pp=4"});
   test::expect_exit("schedule export " + cfg + " --format onnx --out " + dir.path("x"), 2,
                     {"onnx"});
+}
+
+TEST(ScheduleCli, ChakraTracesRunBackAndBrokenOnesExit2) {
+  test::TempDir dir;
+  const std::string cfg = config("examples/vlm-frozen.toml");
+  const std::string traces = dir.path("et");
+  export_to(cfg + " --format chakra", traces);
+  EXPECT_TRUE(std::filesystem::exists(traces + "/loom.0.et"));
+  EXPECT_TRUE(std::filesystem::exists(traces + "/comm_group.json"));
+  sim(cfg, dir.path("planned"));
+  sim(cfg + " --schedule " + traces, dir.path("loaded"));
+  for (const char* file : {"timeline.csv", "schedule.txt", "memory.csv"})
+    EXPECT_EQ(slurp(dir.path("planned/") + file), slurp(dir.path("loaded/") + file)) << file;
+  // The folder is Loom's: replaced with --force only; a folder of other files never.
+  test::expect_exit("schedule export " + cfg + " --format chakra --out " + traces, 2, {"--force"});
+  export_to(cfg + " --format chakra --force", traces);
+  std::filesystem::create_directories(dir.path("mine"));
+  dir.write("mine/notes.txt", "");
+  test::expect_exit("schedule export " + cfg + " --format chakra --force --out " + dir.path("mine"),
+                    2, {"not a Loom output folder"});
+  // Cut short: exit 2 naming the file.
+  std::filesystem::resize_file(traces + "/loom.1.et",
+                               std::filesystem::file_size(traces + "/loom.1.et") - 3);
+  test::expect_exit("sim " + cfg + " -q --schedule " + traces, 2, {"loom.1.et: truncated"});
 }
 
 }  // namespace
