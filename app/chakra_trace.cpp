@@ -232,13 +232,17 @@ std::string node_place(const TraceFile& file, const chakra::Node& node) {
          (node.name().empty() ? "" : " (" + node.name() + ")");
 }
 
-TraceFile read_trace_file(const std::filesystem::path& path) {
-  std::ifstream in = open_for_read(path.string(), "Chakra trace");
+std::string read_bytes(const std::filesystem::path& path, const char* what) {
+  std::ifstream in = open_for_read(path.string(), what);
   std::stringstream bytes;
   bytes << in.rdbuf();
-  const std::string data = bytes.str();
+  return bytes.str();
+}
+
+TraceFile decode_trace_file(const std::string& name, const std::string& data) {
+  const std::string& where = name;
   TraceFile file;
-  file.name = path.string();
+  file.name = name;
   google::protobuf::io::CodedInputStream coded(reinterpret_cast<const std::uint8_t*>(data.data()),
                                                static_cast<int>(data.size()));
   bool metadata = true;
@@ -247,23 +251,22 @@ TraceFile read_trace_file(const std::filesystem::path& path) {
     const std::string what = metadata ? "the global metadata" : "a node";
     std::uint32_t size = 0;
     if (!coded.ReadVarint32(&size))
-      refuse(path.string(), "truncated: " + what + "'s length at byte " + std::to_string(at));
+      refuse(where, "truncated: " + what + "'s length at byte " + std::to_string(at));
     const int left = static_cast<int>(data.size()) - coded.CurrentPosition();
     if (size > static_cast<std::uint32_t>(left))
-      refuse(path.string(), "truncated: " + what + " at byte " + std::to_string(at) + " needs " +
-                                std::to_string(size) + " bytes, " + std::to_string(left) +
-                                " remain");
+      refuse(where, "truncated: " + what + " at byte " + std::to_string(at) + " needs " +
+                        std::to_string(size) + " bytes, " + std::to_string(left) + " remain");
     const auto limit = coded.PushLimit(static_cast<int>(size));
     google::protobuf::MessageLite* message =
         metadata ? static_cast<google::protobuf::MessageLite*>(&file.metadata)
                  : &file.nodes.emplace_back();
     if (!message->ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
-      refuse(path.string(), what + " at byte " + std::to_string(at) + " is not a Chakra " +
-                                (metadata ? "GlobalMetadata" : "Node"));
+      refuse(where, what + " at byte " + std::to_string(at) + " is not a Chakra " +
+                        (metadata ? "GlobalMetadata" : "Node"));
     coded.PopLimit(limit);
     metadata = false;
   }
-  if (metadata) refuse(path.string(), "empty: a Chakra trace starts with its global metadata");
+  if (metadata) refuse(where, "empty: a Chakra trace starts with its global metadata");
   return file;
 }
 
@@ -424,6 +427,7 @@ ChakraTrace export_chakra(const Schedule& schedule, const Model& model,
   const auto tags = message_tags(schedule);
   ChakraTrace trace;
   for (const RankId r : schedule.rank_ids()) {
+    trace.names.push_back(std::string(kPrefix) + "." + std::to_string(r.value()) + ".et");
     std::string& out = trace.ranks.emplace_back();
     chakra::GlobalMetadata metadata;
     metadata.set_version(kSchemaVersion);
@@ -459,18 +463,18 @@ ChakraTrace export_chakra(const Schedule& schedule, const Model& model,
     }
   }
   trace.comm_groups = comm_groups_json(schedule);
+  trace.comm_groups_name = kChakraCommGroups;
   return trace;
 }
 
 void write_chakra(const ChakraTrace& trace, const std::filesystem::path& dir) {
   for (const RankId r : trace.ranks.ids()) {
-    const std::string path =
-        (dir / (std::string(kPrefix) + "." + std::to_string(r.value()) + ".et")).string();
+    const std::string path = (dir / trace.names.at(r)).string();
     std::ofstream out(path, std::ios::binary);
     out << trace.ranks[r];
     finish_write(out, path);
   }
-  const std::string path = (dir / kChakraCommGroups).string();
+  const std::string path = (dir / trace.comm_groups_name).string();
   std::ofstream out = open_for_write(path);
   out << trace.comm_groups;
   finish_write(out, path);
@@ -484,9 +488,24 @@ bool is_chakra_folder(const std::filesystem::path& path) {
   return false;
 }
 
-Schedule read_chakra(const std::filesystem::path& dir, OpOrigins* origins) {
+ChakraTrace read_chakra_folder(const std::filesystem::path& dir) {
+  ChakraTrace trace;
+  for (const auto& path : trace_paths(dir)) {
+    trace.names.push_back(path.string());
+    trace.ranks.push_back(read_bytes(path, "Chakra trace"));
+  }
+  if (const auto groups = dir / kChakraCommGroups; std::filesystem::exists(groups)) {
+    trace.comm_groups = read_bytes(groups, "communicator groups");
+    trace.comm_groups_name = groups.string();
+  }
+  return trace;
+}
+
+Schedule decode_chakra(const ChakraTrace& trace, OpOrigins* origins) {
   std::vector<TraceFile> files;
-  for (const auto& path : trace_paths(dir)) files.push_back(read_trace_file(path));
+  for (const RankId r : trace.ranks.ids())
+    files.push_back(decode_trace_file(trace.names.at(r), trace.ranks[r]));
+  if (files.empty()) throw InputError("no Chakra trace to read");
   Schedule s = parse_traces(files);
   const auto tags = message_tags(s);
   if (origins) *origins = OpOrigins(s.num_ranks());
@@ -537,11 +556,10 @@ Schedule read_chakra(const std::filesystem::path& dir, OpOrigins* origins) {
                               std::to_string(node.id())});
     }
   }
-  if (const auto groups = dir / kChakraCommGroups; std::filesystem::exists(groups)) {
-    std::ifstream in = open_for_read(groups.string(), "communicator groups");
-    const nlohmann::json declared = nlohmann::json::parse(in, nullptr, false);
+  if (!trace.comm_groups.empty()) {
+    const auto declared = nlohmann::json::parse(trace.comm_groups, nullptr, false);
     if (declared.is_discarded() || declared != nlohmann::json::parse(comm_groups_json(s)))
-      refuse(groups.string(),
+      refuse(trace.comm_groups_name,
              "is not the groups the traces' loom_schedule declares "
              "(remove it, or export the traces again)");
   }

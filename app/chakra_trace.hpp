@@ -39,33 +39,40 @@ namespace loom {
 /// ASTRA-sim's name for the file of communicator groups.
 inline constexpr const char* kChakraCommGroups = "comm_group.json";
 
-/// A schedule as Chakra traces: the bytes of each rank's .et file and comm_group.json.
+/// A schedule as Chakra traces: each rank's .et bytes and the file's name, and
+/// comm_group.json ("" when a folder has none).
 struct ChakraTrace {
   PerRank<std::string> ranks;
+  PerRank<std::string> names;  ///< "loom.3.et" (read from a folder: its path)
   std::string comm_groups;
+  std::string comm_groups_name;
 };
 
-/// The schedule as traces (the FLOP counts from `model` and the workload's `samples`).
+/// The schedule as traces (the FLOP counts from `model` and the workload's `samples`),
+/// named loom.RANK.et and comm_group.json.
 ChakraTrace export_chakra(const Schedule& schedule, const Model& model,
                           const std::vector<Sample>& samples);
 
-/// DIR/loom.RANK.et and DIR/comm_group.json (DIR exists).
+/// Writes each file of `trace` into DIR (which exists) under its name.
 void write_chakra(const ChakraTrace& trace, const std::filesystem::path& dir);
 
 /// True when `path` is a folder holding a rank-0 trace (some PREFIX.0.et).
 bool is_chakra_folder(const std::filesystem::path& path);
 
-/// Reads a folder of traces back into a schedule: PREFIX.0.et .. PREFIX.(n-1).et with
-/// one prefix, each rank's nodes in file order. It refuses, with InputError naming the
-/// file and node id and the reason: a file that is truncated or does not parse; a node
-/// without `loom_op` (from another producer: Loom cannot tell its stage, pass, microbatch
-/// and layers) or whose op does not parse; a dependency on a node the file lacks or
-/// that comes later (a cycle); a receive no send matches; a node whose Chakra fields
-/// (type, dependencies, duration, peer, tag, size, collective type, group) are not what
-/// its op gives, so the trace other tools read and the schedule Loom runs cannot differ;
-/// a comm_group.json that differs from the groups. `origins` receives each op's file,
-/// node id and name for the deadlock report. num_ops is not read (only ASTRA-sim's
-/// roofline mode uses it).
-Schedule read_chakra(const std::filesystem::path& dir, OpOrigins* origins = nullptr);
+/// A folder's traces: PREFIX.0.et .. PREFIX.(n-1).et with one prefix (InputError naming
+/// the folder otherwise), and its comm_group.json if it has one.
+ChakraTrace read_chakra_folder(const std::filesystem::path& dir);
+
+/// The schedule the traces hold, each rank's nodes in file order. It refuses, with
+/// InputError naming the file and node id and the reason: a file that is truncated or does
+/// not parse; a node without `loom_op` (from another producer: Loom cannot tell its stage,
+/// pass, microbatch and layers) or whose op does not parse; a dependency on a node the
+/// file lacks or that comes later (a cycle); a send or receive without its partner; a
+/// node whose Chakra fields (type, dependencies, duration, peer, tag, size, collective
+/// type, group) are not what its op gives, so the trace other tools read and the schedule
+/// Loom runs cannot differ; a comm_group.json that differs from the groups. `origins`
+/// receives each op's file and node id for the deadlock report. num_ops is not read
+/// (only ASTRA-sim's roofline mode uses it).
+Schedule decode_chakra(const ChakraTrace& trace, OpOrigins* origins = nullptr);
 
 }  // namespace loom

@@ -64,13 +64,15 @@ std::string export_schedule(const Schedule& schedule, ScheduleFormat format, boo
 }
 
 Schedule load_schedule_file(const Study& study, const std::string& path, PytorchNaming naming) {
-  if (is_chakra_folder(path)) {
-    OpOrigins origins;
-    Schedule schedule = read_chakra(path, &origins);
-    check_loaded(study, schedule, origins, path);
-    return schedule;
-  }
+  if (is_chakra_folder(path)) return load_chakra(study, read_chakra_folder(path), path);
   return load_schedule_text(study, read_file(path), path, naming);
+}
+
+Schedule load_chakra(const Study& study, const ChakraTrace& trace, const std::string& source) {
+  OpOrigins origins;
+  Schedule schedule = decode_chakra(trace, &origins);
+  check_loaded(study, schedule, origins, source);
+  return schedule;
 }
 
 Schedule load_schedule_text(const Study& study, std::string_view text, const std::string& path,

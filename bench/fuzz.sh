@@ -40,7 +40,7 @@ while [ $# -gt 0 ]; do
 done
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(config workload_csv trace_events trace_counts throughput_table
-           profile_calibrated profile_oobleck schedule_ir pytorch_csv)
+           profile_calibrated profile_oobleck schedule_ir pytorch_csv chakra)
 fi
 
 build=${LOOM_FUZZ_BUILD:-build-fuzz}
