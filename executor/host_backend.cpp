@@ -73,10 +73,16 @@ class HostRankBackend final : public RankBackend {
     const int member =
         static_cast<int>(std::find(group.begin(), group.end(), rank_) - group.begin());
     const InstanceId instance = matching_.instance_of({rank_, index});
-    if (op.kind == CollectiveKind::kAllToAll) {  // a MoE layer's token copies, real data
-      state_.expert_collective([&](std::vector<std::vector<float>> buffers) {
+    if (op.kind == CollectiveKind::kAllToAll) {
+      // Ulysses' heads and rows under context parallelism (which the host runs without
+      // expert parallelism), else a MoE layer's token copies: real data either way.
+      const auto exchange = [&](std::vector<std::vector<float>> buffers) {
         return transport_.all_to_all(op.group, instance, member, members, std::move(buffers));
-      });
+      };
+      if (schedule_.cp > 1)
+        state_.context_all_to_all(exchange);
+      else
+        state_.expert_collective(exchange);
     } else if (schedule_.cp > 1 && op.kind != CollectiveKind::kAllReduce && !op.async &&
                op.end_layer > op.first_layer) {
       // Context parallelism's K/V all-gather or dK/dV reduce-scatter (cp_comm =
@@ -129,6 +135,7 @@ class HostRankBackend final : public RankBackend {
     std::vector<RankId> members;
   };
   static ExpertPeers expert_group(const Schedule& schedule, RankId rank) {
+    if (schedule.cp > 1) return {};  // its all-to-alls are Ulysses' (no EP with CP here)
     for (const Op& op : schedule.programs.at(rank)) {
       const auto* c = std::get_if<Collective>(&op);
       if (!c || c->kind != CollectiveKind::kAllToAll) continue;
@@ -172,14 +179,16 @@ void check_context_parallel_executable(const ExecProblem& problem) {
   const int cp = problem.schedule->cp;
   if (cp == 1) return;
   const Model& model = *problem.model;
+  bool moe = false;
+  for (int l = 0; l < model.num_layers(); ++l) moe = moe || model.layer(l).moe();
   for (const auto& program : problem.schedule->programs) {
     for (const Op& op : program) {
       const auto* c = std::get_if<Collective>(&op);
-      if (c && c->kind == CollectiveKind::kAllToAll)
+      if (moe && c && c->kind == CollectiveKind::kAllToAll)
         throw InputError(
-            "parallel.cp: the host backend runs context parallelism with cp_comm = \"p2p\" "
-            "or \"all-gather\" and without expert parallelism (this schedule has "
-            "all-to-alls); simulate it with `loom sim`");
+            "parallel.cp: the host backend runs context parallelism on a mixture-of-experts "
+            "model only without all-to-alls (parallel.ep = 1 and cp_comm = \"p2p\" or "
+            "\"all-gather\"); simulate it with `loom sim`");
     }
   }
   if (model.modules().size() != 1)

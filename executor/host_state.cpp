@@ -200,18 +200,31 @@ void HostModelState::forward_part(const Compute& op) {
     current_part_ = key;
     return;
   }
-  if (op.continues) return;  // a ring step: its messages move the data
+  const auto heads = heads_.find(key);  // Ulysses
+  if (op.continues) {  // a ring step (its messages move the data), or Ulysses' attention
+    if (heads != heads_.end()) heads->second.attend(spec.causal);
+    return;
+  }
   PartialForward p = std::move(it->second);
   partial_forward_.erase(it);
-  Matrix k, v;
-  AttentionRows rows;
-  exchanges_.at(key).keys(k, v, rows);
-  Activation a{layer_forward_attend(spec, params(op.first_layer), p.input.x, k, v, rows, &p.state),
-               p.input.lengths};
-  if (model_.has_trainable_upstream(op.first_layer))
+  Activation a;
+  if (heads != heads_.end()) {
+    a = {layer_forward_from_attention(spec, params(op.first_layer), p.input.x,
+                                      heads->second.output(), &p.state),
+         p.input.lengths};
+  } else {
+    Matrix k, v;
+    AttentionRows rows;
+    exchanges_.at(key).keys(k, v, rows);
+    a = {layer_forward_attend(spec, params(op.first_layer), p.input.x, k, v, rows, &p.state),
+         p.input.lengths};
+  }
+  if (model_.has_trainable_upstream(op.first_layer)) {
     states_.put(op.microbatch, op.first_layer, std::move(p.state));
-  else
+  } else {
     exchanges_.erase(key);
+    heads_.erase(key);
+  }
   finish_forward(op, std::move(a));
 }
 
@@ -360,25 +373,41 @@ void HostModelState::backward_input_part(const Compute& op) {
     const Matrix g = edges_.take_output_gradient(
         graph_, op, [](Matrix& sum, const Matrix& part) { add_inplace(sum, part); });
     LayerState& st = states_.of_forward(mb, l);
-    const Matrix dattn = layer_backward_to_attention(spec, params(l), st, g);
+    Matrix dattn = layer_backward_to_attention(spec, params(l), st, g);
+    current_part_ = key;
+    if (const auto heads = heads_.find(key); heads != heads_.end()) {  // Ulysses
+      heads->second.set_output_gradient(std::move(dattn));
+      partial_dq_.emplace(key, Matrix());
+      return;
+    }
     Matrix dq, dk, dv;
     attention_backward(dattn, st.saved.at("q"), st.saved.at("keys"), st.saved.at("values"),
                        st.probs, st.rows, spec.heads, spec.kv_heads, dq, dk, dv);
     exchanges_.at(key).set_contributions(dk, dv);
     partial_dq_.emplace(key, std::move(dq));
-    current_part_ = key;
     return;
   }
-  if (op.continues) return;  // a ring step
+  const auto heads = heads_.find(key);
+  if (op.continues) {  // a ring step, or Ulysses' attention backward
+    if (heads != heads_.end()) heads->second.attend_backward();
+    return;
+  }
   Matrix dq = std::move(it->second);
   partial_dq_.erase(it);
-  KvExchange& ex = exchanges_.at(key);
   LayerState& st = states_.of_forward(mb, l);
   const std::vector<EdgeKey> outs = backward_outputs(graph_, op);
   const bool need_dx = !outs.empty();
-  Matrix dx =
-      layer_backward_from_qkv(params(l), st, std::move(dq), ex.own_dk(), ex.own_dv(), need_dx);
-  exchanges_.erase(key);
+  Matrix dx;
+  if (heads != heads_.end()) {
+    HeadExchange& h = heads->second;
+    dx = layer_backward_from_qkv(params(l), st, std::move(h.dq()), std::move(h.dk()),
+                                 std::move(h.dv()), need_dx);
+    heads_.erase(heads);
+  } else {
+    const KvExchange& ex = exchanges_.at(key);
+    dx = layer_backward_from_qkv(params(l), st, std::move(dq), ex.own_dk(), ex.own_dv(), need_dx);
+    exchanges_.erase(key);
+  }
   if (spec.frozen) states_.erase(mb, l);
   if (need_dx) send_input_gradient(op, std::move(dx));
 }
@@ -514,6 +543,21 @@ void HostModelState::context_receive(const MessageTag& tag, Activation message) 
   else
     ex.take_backward_message(owner, message.x, ex.receives == cp_ - 1);
   ++ex.receives;
+}
+
+void HostModelState::context_all_to_all(const AllToAll& exchange_with) {
+  auto it = heads_.find(current_part_);
+  if (it == heads_.end()) {  // the layer's forward starts: its Q, K, V go out by heads
+    const LayerSpec& spec = model_.layer(current_part_.second);
+    PartialForward& p = partial_forward_.at(current_part_);
+    const LayerTensors& saved = p.state.saved;
+    it = heads_
+             .emplace(current_part_, HeadExchange(cp_, p.input.lengths, spec.heads, spec.kv_heads,
+                                                  saved.at("q"), saved.at("k"), saved.at("v")))
+             .first;
+    exchanges_.erase(current_part_);  // the ring's, unused
+  }
+  it->second.incoming(exchange_with(it->second.outgoing()));
 }
 
 void HostModelState::context_collective(CollectiveKind kind, const Rendezvous& exchange_with) {

@@ -66,11 +66,15 @@ class HostModelState : public ModelStateBase<Activation, LayerState> {
   /// (`sum` adds them).
   using Rendezvous = std::function<std::vector<float>(std::vector<float>)>;
   void context_collective(CollectiveKind kind, const Rendezvous& exchange);
+  /// Ulysses (cp_comm = "a2a"): the next all-to-all of the layer whose first part ran last
+  /// (HeadExchange: Q, K, V or the output's gradient out by heads, the output or dQ, dK,
+  /// dV back by rows).
+  using AllToAll = std::function<std::vector<std::vector<float>>(std::vector<std::vector<float>>)>;
+  void context_all_to_all(const AllToAll& exchange);
 
   // Expert parallelism (executor/moe_math.hpp): the all-to-all after a MoE layer's part
   // moves the token copies that part left for each member of the group; `exchange` sends
   // one buffer per member and returns one from each.
-  using AllToAll = std::function<std::vector<std::vector<float>>(std::vector<std::vector<float>>)>;
   void expert_collective(const AllToAll& exchange);
 
  private:
@@ -102,6 +106,7 @@ class HostModelState : public ModelStateBase<Activation, LayerState> {
   std::map<LayerKey, PartialForward> partial_forward_;
   std::map<LayerKey, Matrix> partial_dq_;  ///< the queries' gradients between backward parts
   std::map<LayerKey, KvExchange> exchanges_;
+  std::map<LayerKey, HeadExchange> heads_;     ///< Ulysses' exchanges, forward to backward
   LayerKey current_part_{MicrobatchId{0}, 0};  ///< the layer whose first part ran last
 
   /// A MoE layer's pass between its parts under expert parallelism: forward (attention,

@@ -154,43 +154,63 @@ void layer_forward_qkv(const LayerTensors& p, const Matrix& x, LayerState* state
   k["v"] = std::move(v);
 }
 
-Matrix layer_forward_attention(const LayerSpec& s, const LayerTensors& p, const Matrix& x,
-                               const Matrix& keys, const Matrix& values, const AttentionRows& rows,
-                               LayerState* state) {
+namespace {
+
+/// The output projection of the attention core's output `attn`, the residual and the
+/// second norm: x2 (`attn` and the norm kept for backward).
+Matrix attention_output(const LayerTensors& p, const Matrix& x, Matrix attn, LayerState* state) {
   LayerTensors& k = state->saved;
   Matrix o, n2, xhat2;
   std::vector<float> inv2;
-  Matrix attn = attention_forward(k.at("q"), keys, values, rows, s.heads, s.kv_heads, s.causal,
-                                  &state->probs);
   matmul(attn, p.at("wo"), o);
   Matrix x2 = x;
   add_inplace(x2, o);
   rmsnorm_forward(x2, gain_of(p.at("norm2")), n2, xhat2, inv2);
-  // The keys attended to (the rank's own, or every rank's under context parallelism).
-  k["keys"] = keys;
-  k["values"] = values;
-  state->rows = rows;
   k["attn"] = std::move(attn);
   save_norm(k, "2", std::move(n2), std::move(xhat2), std::move(inv2));
   return x2;
 }
 
-Matrix layer_forward_attend(const LayerSpec& s, const LayerTensors& p, const Matrix& x,
-                            const Matrix& keys, const Matrix& values, const AttentionRows& rows,
-                            LayerState* state) {
-  Matrix x2 = layer_forward_attention(s, p, x, keys, values, rows, state);
+/// The MLP (or the local experts) on x2 and the residual: the layer's output.
+Matrix mlp_block(const LayerSpec& s, const LayerTensors& p, Matrix x2, LayerState* state) {
   LayerTensors& k = state->saved;
   const Matrix& n2 = k.at("n2");
   if (s.moe()) return moe_forward_local(s, p, x2, n2, state->moe);
   Matrix a, g, u;
   const Matrix m =
       mlp_forward(s, n2, p.at("w1"), s.gated_mlp ? &p.at("w3") : nullptr, p.at("w2"), a, g, u);
-  Matrix y = x2;
+  Matrix y = std::move(x2);
   add_inplace(y, m);
   k["a"] = std::move(a);
   if (s.gated_mlp) k["g"] = std::move(g);
   k["u"] = std::move(u);
   return y;
+}
+
+}  // namespace
+
+Matrix layer_forward_attention(const LayerSpec& s, const LayerTensors& p, const Matrix& x,
+                               const Matrix& keys, const Matrix& values, const AttentionRows& rows,
+                               LayerState* state) {
+  LayerTensors& k = state->saved;
+  Matrix attn = attention_forward(k.at("q"), keys, values, rows, s.heads, s.kv_heads, s.causal,
+                                  &state->probs);
+  // The keys attended to (the rank's own, or every rank's under context parallelism).
+  k["keys"] = keys;
+  k["values"] = values;
+  state->rows = rows;
+  return attention_output(p, x, std::move(attn), state);
+}
+
+Matrix layer_forward_attend(const LayerSpec& s, const LayerTensors& p, const Matrix& x,
+                            const Matrix& keys, const Matrix& values, const AttentionRows& rows,
+                            LayerState* state) {
+  return mlp_block(s, p, layer_forward_attention(s, p, x, keys, values, rows, state), state);
+}
+
+Matrix layer_forward_from_attention(const LayerSpec& s, const LayerTensors& p, const Matrix& x,
+                                    Matrix attn, LayerState* state) {
+  return mlp_block(s, p, attention_output(p, x, std::move(attn), state), state);
 }
 
 namespace {

@@ -76,6 +76,12 @@ void layer_forward_qkv(const LayerTensors& params, const Matrix& x, LayerState* 
 Matrix layer_forward_attend(const LayerSpec& spec, const LayerTensors& params, const Matrix& x,
                             const Matrix& k, const Matrix& v, const AttentionRows& rows,
                             LayerState* state);
+/// The second half of layer_forward_attend when the attention core ran elsewhere
+/// (DeepSpeed-Ulysses: every rank attends its heads over the whole sequence;
+/// executor/ulysses_attention.hpp): `attn` is the core's output for the rank's rows,
+/// [rows, heads * d]; the output projection, the second norm and the MLP follow.
+Matrix layer_forward_from_attention(const LayerSpec& spec, const LayerTensors& params,
+                                    const Matrix& x, Matrix attn, LayerState* state);
 /// dy -> dx (returned; empty when !need_dx). Keeps W's inputs in state->grads unless the
 /// layer is frozen.
 Matrix layer_backward_input(const LayerSpec& spec, const LayerTensors& params, LayerState& state,

@@ -207,3 +207,130 @@ void KvExchange::take_own_sum(const std::vector<float>& summed_all) {
 }
 
 }  // namespace loom::exec
+
+namespace loom::exec {
+namespace {
+
+/// Rows `rows` of `m`, in that order.
+Matrix take_rows(const Matrix& m, const std::vector<int>& rows) {
+  Matrix out(static_cast<int>(rows.size()), m.cols);
+  for (size_t r = 0; r < rows.size(); ++r)
+    std::copy(m.row(rows[r]), m.row(rows[r]) + m.cols, out.row(static_cast<int>(r)));
+  return out;
+}
+
+/// Row r of `part` into row rows[r] of `into`.
+void put_rows(const Matrix& part, const std::vector<int>& rows, Matrix& into) {
+  for (size_t r = 0; r < rows.size(); ++r)
+    std::copy(part.row(static_cast<int>(r)), part.row(static_cast<int>(r)) + part.cols,
+              into.row(rows[r]));
+}
+
+/// `part` into `into`'s columns from `from`.
+void put_columns(const Matrix& part, int from, Matrix& into) {
+  for (int r = 0; r < part.rows; ++r)
+    std::copy(part.row(r), part.row(r) + part.cols, into.row(r) + from);
+}
+
+}  // namespace
+
+HeadExchange::HeadExchange(int cp, std::vector<int> local_lengths, int heads, int kv_heads,
+                           Matrix q, Matrix k, Matrix v)
+    : cp_(cp),
+      heads_(heads),
+      kv_heads_(kv_heads),
+      head_dim_(q.cols / heads),
+      local_lengths_(std::move(local_lengths)) {
+  if (heads % cp != 0 || kv_heads % cp != 0)
+    throw std::logic_error("Ulysses: heads and kv_heads must divide by cp");
+  for (int n : local_lengths_) full_lengths_.push_back(n * cp);
+  local_ = {std::move(q), std::move(k), std::move(v)};
+}
+
+std::vector<int> HeadExchange::full_rows(int owner) const {
+  const std::vector<int> pos = zigzag_positions(full_lengths_, cp_, owner);
+  std::vector<int> rows;
+  int offset = 0;
+  size_t p = 0;
+  for (int len : full_lengths_) {
+    for (int i = 0; i < len / cp_; ++i) rows.push_back(offset + pos[p++]);
+    offset += len;
+  }
+  return rows;
+}
+
+HeadExchange::Buffers HeadExchange::outgoing() const {
+  const int q_width = heads_ / cp_ * head_dim_, kv_width = kv_heads_ / cp_ * head_dim_;
+  Buffers out(static_cast<size_t>(cp_));
+  for (int m = 0; m < cp_; ++m) {
+    std::vector<Matrix> parts;
+    if (exchanges_ == 0) {  // Q, K, V of member m's heads, the rank's rows
+      parts = {columns(local_[0], m * q_width, q_width), columns(local_[1], m * kv_width, kv_width),
+               columns(local_[2], m * kv_width, kv_width)};
+    } else if (exchanges_ == 2) {  // the output's gradient, member m's heads
+      parts = {columns(local_[0], m * q_width, q_width)};
+    } else {  // the output, or dQ, dK, dV: member m's rows, the rank's heads
+      const std::vector<int> rows = full_rows(m);
+      for (const Matrix& f : full_) parts.push_back(take_rows(f, rows));
+    }
+    std::vector<const Matrix*> pointers;
+    for (const Matrix& p : parts) pointers.push_back(&p);
+    out[static_cast<size_t>(m)] = flatten(pointers);
+  }
+  return out;
+}
+
+void HeadExchange::incoming(const Buffers& from) {
+  if (std::ssize(from) != cp_) throw std::logic_error("Ulysses: one buffer per CP rank expected");
+  const int q_width = heads_ / cp_ * head_dim_, kv_width = kv_heads_ / cp_ * head_dim_;
+  int local_rows = 0, total = 0;
+  for (int n : local_lengths_) local_rows += n;
+  for (int n : full_lengths_) total += n;
+  if (exchanges_ == 0 || exchanges_ == 2) {  // by heads: every owner's rows of the rank's
+    const std::vector<int> widths =
+        exchanges_ == 0 ? std::vector<int>{q_width, kv_width, kv_width} : std::vector<int>{q_width};
+    std::vector<Matrix> whole;
+    for (int w : widths) whole.emplace_back(total, w);
+    for (int owner = 0; owner < cp_; ++owner) {
+      size_t at = 0;
+      const std::vector<int> rows = full_rows(owner);
+      for (size_t i = 0; i < widths.size(); ++i)
+        put_rows(read_matrix(from[static_cast<size_t>(owner)], &at, local_rows, widths[i]), rows,
+                 whole[i]);
+    }
+    if (exchanges_ == 0)
+      heads_in_ = std::move(whole);
+    else
+      dout_ = std::move(whole.front());
+  } else {  // by rows: the rank's rows of every member's heads
+    const std::vector<int> widths =
+        exchanges_ == 1 ? std::vector<int>{q_width} : std::vector<int>{q_width, kv_width, kv_width};
+    std::vector<Matrix> mine;
+    for (int w : widths) mine.emplace_back(local_rows, w * cp_);
+    for (int member = 0; member < cp_; ++member) {
+      size_t at = 0;
+      for (size_t i = 0; i < widths.size(); ++i)
+        put_columns(read_matrix(from[static_cast<size_t>(member)], &at, local_rows, widths[i]),
+                    member * widths[i], mine[i]);
+    }
+    local_ = std::move(mine);
+    full_.clear();
+  }
+  ++exchanges_;
+}
+
+void HeadExchange::attend(bool causal) {
+  if (exchanges_ != 1) throw std::logic_error("Ulysses: attention before the heads arrived");
+  full_ = {attention_forward(heads_in_[0], heads_in_[1], heads_in_[2], full_lengths_, heads_ / cp_,
+                             kv_heads_ / cp_, causal, &probs_)};
+}
+
+void HeadExchange::attend_backward() {
+  if (exchanges_ != 3) throw std::logic_error("Ulysses: backward before the gradient arrived");
+  Matrix dq, dk, dv;
+  attention_backward(dout_, heads_in_[0], heads_in_[1], heads_in_[2], probs_, full_lengths_,
+                     heads_ / cp_, kv_heads_ / cp_, dq, dk, dv);
+  full_ = {std::move(dq), std::move(dk), std::move(dv)};
+}
+
+}  // namespace loom::exec

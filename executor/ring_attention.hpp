@@ -16,6 +16,11 @@
 ///             total to its owner.
 /// All-gather (cp_comm = "all-gather"): the same blocks all-gathered, and the dK, dV
 /// contributions summed and scattered to their owners.
+/// Ulysses (cp_comm = "a2a", DeepSpeed-Ulysses, Jacobs et al. 2023 §3.1): CP rank j owns
+/// heads [j H/cp, (j+1) H/cp) and the matching K/V heads; an all-to-all gives it those
+/// heads' Q, K, V for every rank's rows, it attends them over the whole sequence, and a
+/// second all-to-all returns each rank its rows of the output. Backward mirrors it: the
+/// output's gradient in by heads, dQ, dK, dV back by rows (HeadExchange).
 #include <map>
 #include <vector>
 
@@ -72,6 +77,45 @@ class KvExchange {
   std::map<int, Block> contribution_;  ///< owner -> this rank's share of its dK, dV
   int held_;                           ///< owner of the block in hand
   Matrix own_dk_, own_dv_;
+};
+
+/// One layer's Ulysses exchange on one CP rank for one microbatch, forward and backward:
+/// four all-to-alls in order (forward: Q, K, V by heads, then the output by rows;
+/// backward: the output's gradient by heads, then dQ, dK, dV by rows). outgoing() is what
+/// the next one sends to each member, incoming() what it brought from each.
+class HeadExchange {
+ public:
+  using Buffers = std::vector<std::vector<float>>;
+  /// `local_lengths`: rows per sample this rank holds (full length / cp); q, k, v its
+  /// own rows' projections, every head.
+  HeadExchange(int cp, std::vector<int> local_lengths, int heads, int kv_heads, Matrix q, Matrix k,
+               Matrix v);
+  Buffers outgoing() const;
+  void incoming(const Buffers& from);
+  /// After the first: the attention core on the rank's heads over the whole sequence.
+  void attend(bool causal);
+  /// After the second: the core's output for the rank's own rows, every head.
+  const Matrix& output() const { return local_[0]; }
+  /// Backward, before the third: the output's gradient for the rank's own rows.
+  void set_output_gradient(Matrix dout) { local_ = {std::move(dout)}; }
+  /// After the third: the core's backward on the rank's heads.
+  void attend_backward();
+  /// After the fourth: dQ, dK, dV of the rank's own rows, every head.
+  Matrix& dq() { return local_.at(0); }
+  Matrix& dk() { return local_.at(1); }
+  Matrix& dv() { return local_.at(2); }
+
+ private:
+  /// The full-sequence row of each of `owner`'s rows.
+  std::vector<int> full_rows(int owner) const;
+  int cp_, heads_, kv_heads_, head_dim_;
+  std::vector<int> local_lengths_, full_lengths_;
+  int exchanges_ = 0;             ///< all-to-alls done
+  std::vector<Matrix> local_;     ///< the rank's rows: q, k, v; then output; dout; dq, dk, dv
+  std::vector<Matrix> heads_in_;  ///< whole sequence, the rank's heads: q, k, v (kept)
+  std::vector<Matrix> full_;      ///< whole sequence, the rank's heads: output, or dq, dk, dv
+  Matrix dout_;                   ///< whole sequence, the rank's heads (backward)
+  std::vector<Matrix> probs_;
 };
 
 }  // namespace loom::exec
