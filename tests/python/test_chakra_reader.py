@@ -12,29 +12,19 @@ et_def_pb2.py>."""
 
 import collections
 import json
-import os
 import pathlib
 import subprocess
 import sys
 import tempfile
 import unittest
 
-SOURCE = pathlib.Path(os.environ["LOOM_SOURCE"])
+from loom_cli import SOURCE, UNIFORM, VLM, cli
+
 sys.path.insert(0, str(SOURCE / "analysis"))
 import chakra_dump  # noqa: E402
 
 chakra = chakra_dump.load_schema()
 attrs = chakra_dump.attrs
-LOOM = os.environ["LOOM"]
-UNIFORM = str(SOURCE / "configs/examples/uniform-1f1b.toml")  # messages of 0 bytes
-VLM = str(SOURCE / "configs/examples/vlm-frozen.toml")
-
-
-def cli(*args):
-    done = subprocess.run([LOOM, *args], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise AssertionError(f"loom {' '.join(args)}: exit {done.returncode}\n{done.stderr}")
-    return done.stdout
 
 
 def read_folder(folder):
@@ -45,7 +35,7 @@ def loom_ops(config, *args):
     """Each rank's op names from `loom schedule export --format loom`."""
     with tempfile.TemporaryDirectory() as out:
         cli("schedule", "export", config, "--format", "loom", "--out", f"{out}/s.txt", *args)
-        ops, rank = [], None
+        ops = []
         for line in pathlib.Path(f"{out}/s.txt").read_text().splitlines():
             if line.startswith("rank "):
                 ops.append([])

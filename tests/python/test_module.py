@@ -5,9 +5,7 @@ Run by ctest (tests/python/CMakeLists.txt) with PYTHONPATH=<build>/python, LOOM=
 binary>, LOOM_SOURCE=<repository>."""
 
 import json
-import os
 import pathlib
-import signal
 import subprocess
 import sys
 import tempfile
@@ -17,18 +15,7 @@ import tomllib
 import unittest
 
 import loom
-
-SOURCE = pathlib.Path(os.environ["LOOM_SOURCE"])
-LOOM = os.environ["LOOM"]
-UNIFORM = str(SOURCE / "configs/examples/uniform-1f1b.toml")  # backend simgrid: a child runs it
-VLM = str(SOURCE / "configs/examples/vlm-frozen.toml")
-
-
-def cli(*args):
-    done = subprocess.run([LOOM, *args], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise AssertionError(f"loom {' '.join(args)}: exit {done.returncode}\n{done.stderr}")
-    return done.stdout
+from loom_cli import SOURCE, UNIFORM, VLM, cli
 
 
 class MatchesTheCli(unittest.TestCase):
