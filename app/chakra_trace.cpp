@@ -5,6 +5,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/stubs/logging.h>
 
 #include <charconv>
 #include <cmath>
@@ -240,6 +241,9 @@ std::string read_bytes(const std::filesystem::path& path, const char* what) {
 }
 
 TraceFile decode_trace_file(const std::string& name, const std::string& data) {
+  // protobuf would also log a bad string field on stderr; the error below says it once.
+  static const bool quiet = (google::protobuf::SetLogHandler(nullptr), true);
+  (void)quiet;
   const std::string& where = name;
   TraceFile file;
   file.name = name;
