@@ -11,6 +11,7 @@
 #include <cmath>
 #include <deque>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -247,6 +248,8 @@ TraceFile decode_trace_file(const std::string& name, const std::string& data) {
   const std::string& where = name;
   TraceFile file;
   file.name = name;
+  if (data.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    refuse(where, "larger than 2 GiB, which protobuf's stream reader cannot read");
   google::protobuf::io::CodedInputStream coded(reinterpret_cast<const std::uint8_t*>(data.data()),
                                                static_cast<int>(data.size()));
   bool metadata = true;
@@ -336,6 +339,14 @@ std::string string_attr(const google::protobuf::RepeatedPtrField<chakra::Attribu
   return a->string_val();
 }
 
+/// `text` as one line of the joined `loom` text: a line break would shift every line
+/// after it (and the places its errors name).
+const std::string& one_line(const std::string& text, const std::string& where, const char* name) {
+  if (text.find_first_of("\r\n") != std::string::npos)
+    refuse(where, std::string(name) + " holds a line break: it is one line of the `loom` format");
+  return text;
+}
+
 std::string id_list(const std::vector<NodeId>& ids) {
   std::string out;
   for (NodeId id : ids) out += (out.empty() ? "" : ", ") + std::to_string(id);
@@ -390,7 +401,8 @@ Schedule parse_traces(const std::vector<TraceFile>& files) {
     if (string_attr(file.metadata.attr(), kHeaderAttr, where) != parts.header)
       refuse(where, std::string(kHeaderAttr) + " differs from " + files.front().name +
                         "'s: the traces are not of one schedule");
-    parts.rank_lines.push_back(string_attr(file.metadata.attr(), kRankAttr, where));
+    parts.rank_lines.push_back(
+        one_line(string_attr(file.metadata.attr(), kRankAttr, where), where, kRankAttr));
     places.push_back(where + " " + kRankAttr);
     auto& ops = parts.op_lines.emplace_back();
     for (const chakra::Node& node : file.nodes) {
@@ -401,7 +413,7 @@ Schedule parse_traces(const std::vector<TraceFile>& files) {
                    " without a loom_op attribute: Loom runs a node only when it names its "
                    "op (stage, pass, microbatch, layers, peer), which traces from other "
                    "producers do not carry (docs/schedule-ir.md)");
-      ops.push_back(op->string_val());
+      ops.push_back(one_line(op->string_val(), node_place(file, node), kOpAttr));
       places.push_back(node_place(file, node));
     }
   }

@@ -203,6 +203,13 @@ TEST(ChakraTrace, BrokenTracesAreRefusedNamingFileAndNode) {
                       n.set_name("aten::mm");
                     }),
              "loom.3.et: node 2 (aten::mm): COMP_NODE without a loom_op attribute");
+  // An op that spans lines would shift the joined text's lines.
+  expect_has(broken(study, 3,
+                    [](Decoded& d, std::string&) {
+                      for (auto& a : *d.nodes[2].mutable_attr())
+                        if (a.name() == "loom_op") a.set_string_val(a.string_val() + "\nend");
+                    }),
+             "loom.3.et: node 2 (3B0): loom_op holds a line break");
   // An op that does not parse names its node, not a line of Loom's own making.
   expect_has(broken(study, 3,
                     [](Decoded& d, std::string&) {
