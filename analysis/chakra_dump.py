@@ -65,15 +65,20 @@ def attrs(node):
 
 
 def trace_paths(folder):
-    """PREFIX.0.et, PREFIX.1.et, ... in rank order."""
-    ranked = []
+    """PREFIX.0.et, PREFIX.1.et, ... in rank order: one prefix, ranks from 0 without gaps."""
+    ranked, prefixes = {}, set()
     for p in pathlib.Path(folder).iterdir():
         m = re.fullmatch(r"(.+)\.(\d+)\.et", p.name)
         if m:
-            ranked.append((int(m[2]), p))
+            ranked[int(m[2])] = p
+            prefixes.add(m[1])
     if not ranked:
         raise ValueError(f"{folder}: no PREFIX.RANK.et files")
-    return [p for _, p in sorted(ranked)]
+    if len(prefixes) > 1:
+        raise ValueError(f"{folder}: traces with several prefixes {sorted(prefixes)}")
+    if sorted(ranked) != list(range(len(ranked))):
+        raise ValueError(f"{folder}: ranks {sorted(ranked)} do not run from 0 without gaps")
+    return [ranked[r] for r in range(len(ranked))]
 
 
 def read_folder(schema, folder):
@@ -103,9 +108,10 @@ def main(argv=None):
     p.add_argument("--pb2", help="folder of et_def_pb2.py (default: the build tree's)")
     args = p.parse_args(argv)
     schema = load_schema(args.pb2)
+    from google.protobuf.message import DecodeError
     try:
         traces, groups = read_folder(schema, args.folder)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, DecodeError) as e:
         print(f"chakra_dump.py: {e}", file=sys.stderr)
         return 2
     for rank, (metadata, nodes) in enumerate(traces):

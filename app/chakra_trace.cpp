@@ -42,8 +42,7 @@ constexpr const char* kRankAttr = "loom_rank";
 /// What a node says in Chakra's own fields, as its op gives them.
 struct NodeFacts {
   chakra::NodeType type = chakra::INVALID_NODE;
-  std::vector<NodeId> ctrl_deps;
-  std::vector<NodeId> data_deps;
+  std::vector<NodeId> data_deps;  ///< every dependency (see the header)
   std::uint64_t duration_micros = 0;
   std::vector<std::pair<std::string, std::int64_t>> ints;  ///< comm_src, comm_tag, ...
   std::string pg_name;                                     ///< collectives only
@@ -62,24 +61,22 @@ bool is_async_collective(const Op& op) {
   return c && c->async;
 }
 
-/// The dependencies of each op of a program, as program indices (the header's rule).
-struct OpDeps {
-  std::vector<std::size_t> ctrl, data;
-};
+/// The dependencies of each op of a program, as program indices (the header's rule): the
+/// last op before it that holds the rank; for an async collective also the async
+/// collective before it (one stream); and the async collective it waits for
+/// (async_needed_before: they end in stream order, so waiting for one is waiting for all
+/// before it).
+using OpDeps = std::vector<std::size_t>;
 std::vector<OpDeps> program_dependencies(const std::vector<Op>& program) {
   std::vector<OpDeps> deps(program.size());
   std::optional<std::size_t> last_holding;
   std::vector<std::size_t> async;  // the async collectives so far, in stream order
   for (std::size_t i = 0; i < program.size(); ++i) {
     const Op& op = program[i];
-    if (last_holding) deps[i].ctrl.push_back(*last_holding);
-    if (is_async_collective(op) && !async.empty()) deps[i].ctrl.push_back(async.back());
-    // Async collectives end in stream order, so waiting for one is waiting for all before.
-    if (const auto* c = std::get_if<Compute>(&op);
-        c && c->async_pending >= 0 && std::ssize(async) > c->async_pending)
-      deps[i].data.push_back(async[async.size() - 1 - c->async_pending]);
-    if (std::holds_alternative<OptimizerStep>(op) && !async.empty())
-      deps[i].data.push_back(async.back());
+    if (last_holding) deps[i].push_back(*last_holding);
+    if (is_async_collective(op) && !async.empty()) deps[i].push_back(async.back());
+    if (const std::size_t needed = async_needed_before(op, async.size()); needed > 0)
+      deps[i].push_back(async[needed - 1]);
     if (holds_rank(op)) last_holding = i;
     if (is_async_collective(op)) async.push_back(i);
   }
@@ -149,8 +146,7 @@ std::uint64_t micros(double seconds) {
 NodeFacts node_facts(const Schedule& s, RankId rank, std::size_t index, const OpDeps& deps,
                      const std::vector<NodeId>& ids, std::optional<int> tag) {
   NodeFacts f;
-  for (std::size_t d : deps.ctrl) f.ctrl_deps.push_back(ids[d]);
-  for (std::size_t d : deps.data) f.data_deps.push_back(ids[d]);
+  for (std::size_t d : deps) f.data_deps.push_back(ids[d]);
   const auto message = [&](chakra::NodeType type, const char* peer_key, RankId peer, double bytes) {
     f.type = type;
     f.ints = {{peer_key, peer.value()},
@@ -243,6 +239,7 @@ std::string read_bytes(const std::filesystem::path& path, const char* what) {
 
 TraceFile decode_trace_file(const std::string& name, const std::string& data) {
   // protobuf would also log a bad string field on stderr; the error below says it once.
+  // (Process-wide: Loom reads no other protobuf.)
   static const bool quiet = (google::protobuf::SetLogHandler(nullptr), true);
   (void)quiet;
   const std::string& where = name;
@@ -284,7 +281,12 @@ std::vector<std::filesystem::path> trace_paths(const std::filesystem::path& dir)
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     std::smatch m;
     const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, m, kName)) by_prefix[m[1]][std::stoi(m[2])] = entry.path();
+    if (!std::regex_match(name, m, kName)) continue;
+    int rank = 0;
+    const std::string digits = m[2];
+    if (std::from_chars(digits.data(), digits.data() + digits.size(), rank).ec != std::errc{})
+      throw InputError(entry.path().string() + ": the rank number is out of range");
+    by_prefix[m[1]][rank] = entry.path();
   }
   if (by_prefix.empty())
     throw InputError(dir.string() + ": no Chakra trace (PREFIX.RANK.et) in this folder");
@@ -339,11 +341,15 @@ std::string string_attr(const google::protobuf::RepeatedPtrField<chakra::Attribu
   return a->string_val();
 }
 
-/// `text` as one line of the joined `loom` text: a line break would shift every line
-/// after it (and the places its errors name).
+/// `text` as one line of the joined `loom` text, which must stand for one thing: a line
+/// break would shift every line after it (and the places its errors name), and a blank or
+/// '#' line would be skipped, leaving a node without its op.
 const std::string& one_line(const std::string& text, const std::string& where, const char* name) {
   if (text.find_first_of("\r\n") != std::string::npos)
     refuse(where, std::string(name) + " holds a line break: it is one line of the `loom` format");
+  const std::size_t first = text.find_first_not_of(" \t");
+  if (first == std::string::npos || text[first] == '#')
+    refuse(where, std::string(name) + " is blank or a comment: it must be an op");
   return text;
 }
 
@@ -361,9 +367,8 @@ std::string difference(const chakra::Node& node, const NodeFacts& want) {
   const std::vector<NodeId> ctrl(node.ctrl_deps().begin(), node.ctrl_deps().end());
   const std::vector<NodeId> data(node.data_deps().begin(), node.data_deps().end());
   const std::string order = " (a Loom rank runs its nodes in file order; core/schedule.hpp)";
-  if (ctrl != want.ctrl_deps)
-    return "ctrl_deps " + id_list(ctrl) + ", but its place gives " + id_list(want.ctrl_deps) +
-           order;
+  if (!ctrl.empty())
+    return "ctrl_deps " + id_list(ctrl) + ": Loom writes every dependency as data_deps" + order;
   if (data != want.data_deps)
     return "data_deps " + id_list(data) + ", but its place gives " + id_list(want.data_deps) +
            order;
@@ -401,8 +406,11 @@ Schedule parse_traces(const std::vector<TraceFile>& files) {
     if (string_attr(file.metadata.attr(), kHeaderAttr, where) != parts.header)
       refuse(where, std::string(kHeaderAttr) + " differs from " + files.front().name +
                         "'s: the traces are not of one schedule");
-    parts.rank_lines.push_back(
-        one_line(string_attr(file.metadata.attr(), kRankAttr, where), where, kRankAttr));
+    const std::string rank_line =
+        one_line(string_attr(file.metadata.attr(), kRankAttr, where), where, kRankAttr);
+    if (!rank_line.starts_with("rank "))
+      refuse(where, std::string(kRankAttr) + " is not a 'rank N ...' line");
+    parts.rank_lines.push_back(rank_line);
     places.push_back(where + " " + kRankAttr);
     auto& ops = parts.op_lines.emplace_back();
     for (const chakra::Node& node : file.nodes) {
@@ -423,14 +431,14 @@ Schedule parse_traces(const std::vector<TraceFile>& files) {
   } catch (const InputError& e) {
     // "<chakra>:LINE:COL: what" -> "loom.3.et: node 17 (0F0): what"
     const std::string_view message = e.what();
+    if (!message.starts_with(source + ":")) throw;
     int line = 0;
-    const char* begin = message.data() + source.size() + 1;
-    const auto [end, error] = std::from_chars(begin, message.data() + message.size(), line);
+    const auto parsed =
+        std::from_chars(message.data() + source.size() + 1, message.data() + message.size(), line);
     const std::size_t what = message.find(": ");
-    if (!message.starts_with(source) || error != std::errc{} || line < 1 ||
-        line > std::ssize(places) || what == std::string_view::npos)
+    if (parsed.ec != std::errc{} || line < 1 || line > std::ssize(places) ||
+        what == std::string_view::npos)
       throw;
-    (void)end;
     throw InputError(places[line - 1] + ": " + std::string(message.substr(what + 2)));
   }
 }
@@ -461,7 +469,6 @@ ChakraTrace export_chakra(const Schedule& schedule, const Model& model,
       node.set_id(i);
       node.set_name(first_word(parts.op_lines[r][i]));
       node.set_type(f.type);
-      for (NodeId d : f.ctrl_deps) node.add_ctrl_deps(d);
       for (NodeId d : f.data_deps) node.add_data_deps(d);
       node.set_duration_micros(f.duration_micros);
       set_attr(node.add_attr(), kOpAttr, parts.op_lines[r][i]);
@@ -523,6 +530,16 @@ Schedule decode_chakra(const ChakraTrace& trace, OpOrigins* origins) {
     files.push_back(decode_trace_file(trace.names.at(r), trace.ranks[r]));
   if (files.empty()) throw InputError("no Chakra trace to read");
   Schedule s = parse_traces(files);
+  // One rank per file, one op per node (one_line keeps the text from saying otherwise).
+  if (s.num_ranks() != std::ssize(files))
+    throw InputError(files.front().name + ": the traces hold " + std::to_string(s.num_ranks()) +
+                     " ranks in " + std::to_string(files.size()) + " files");
+  for (const RankId r : s.rank_ids()) {
+    if (s.programs[r].size() != files[r.value()].nodes.size())
+      throw InputError(files[r.value()].name + ": " +
+                       std::to_string(files[r.value()].nodes.size()) + " nodes but " +
+                       std::to_string(s.programs[r].size()) + " ops");
+  }
   const auto tags = message_tags(s);
   if (origins) *origins = OpOrigins(s.num_ranks());
   for (const RankId r : s.rank_ids()) {

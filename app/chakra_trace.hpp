@@ -15,12 +15,13 @@
 ///   Collective              COMM_COLL_NODE comm_type (ALL_REDUCE, ALL_GATHER,
 ///                           REDUCE_SCATTER, ALL_TO_ALL), comm_size, pg_name (the group,
 ///                           comm_group.json's key)
-/// Dependencies say what a Loom rank does (core/schedule.hpp): ctrl_deps name the last
+/// Dependencies say what a Loom rank does (core/schedule.hpp), all of them in data_deps
+/// (Chakra's feeders before FeederV3 read only data_deps; ctrl_deps stay empty): the last
 /// node before it that holds the rank (a compute, a receive, a blocking collective, the
-/// optimizer step), so a send does not block what follows it, and an async collective
-/// also names the async collective before it (one communication stream); data_deps name
-/// the async collective a compute waits for (FSDP's gather: async_pending) or the
-/// optimizer step waits for (the last gradient bucket).
+/// optimizer step), so a send does not block what follows it; for an async collective
+/// also the async collective before it (one communication stream); and the async
+/// collective a compute waits for (FSDP's gather: async_pending) or the optimizer step
+/// waits for (the last gradient bucket).
 ///
 /// Every node also carries `loom_op`, the op's line in the `loom` text form, and the
 /// file's GlobalMetadata the schedule's header (`loom_schedule`) and the rank's line

@@ -11,6 +11,7 @@
 #include "cli/commands.hpp"
 #include "cli/output_dir.hpp"
 #include "cli/staging.hpp"
+#include "core/errors.hpp"
 #include "core/io.hpp"
 
 namespace loom {
@@ -42,6 +43,9 @@ int export_chakra_folder(const Study& study, const ExportOptions& o) {
 }
 
 int run_export(const ExportOptions& o) {
+  if (o.comms && o.format != "pytorch-csv")
+    throw InputError("--comms: only with --format pytorch-csv (the " + o.format +
+                     " format always holds every op)");
   const auto study = prepare_study(o.config, o.overrides);
   if (o.format == "chakra") return export_chakra_folder(*study, o);
   const ScheduleFormat format =

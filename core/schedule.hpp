@@ -63,7 +63,8 @@ const char* to_string(Pass pass);
 
 /// Reduce-scatter is FSDP's gradient reduction (Zhao et al. VLDB'23 §3.2): each member keeps
 /// the sum of its 1/n shard; its ring moves what an all-gather moves.
-/// All-to-all is a mixture-of-experts layer's token dispatch and combine (docs/moe.md):
+/// All-to-all is a mixture-of-experts layer's token dispatch and combine (docs/moe.md), or
+/// Ulysses' context parallelism moving a layer's attention between rows and heads:
 /// each member sends bytes/n of its buffer to every other member (n - 1 flows at once, not
 /// a ring) and receives as much.
 enum class CollectiveKind : std::uint8_t { kAllReduce, kAllGather, kReduceScatter, kAllToAll };
@@ -302,7 +303,8 @@ std::optional<MicrobatchId> op_microbatch(const Op& op);
 inline bool occupies_rank(const Op& op) {
   return std::holds_alternative<Compute>(op) || std::holds_alternative<OptimizerStep>(op);
 }
-/// A MoE layer's token dispatch or combine (CollectiveKind::kAllToAll).
+/// An all-to-all: a MoE layer's token dispatch or combine, or Ulysses' re-sharding of a
+/// layer's attention between rows and heads (CollectiveKind::kAllToAll).
 inline bool is_all_to_all(const Op& op) {
   const auto* c = std::get_if<Collective>(&op);
   return c && c->kind == CollectiveKind::kAllToAll;

@@ -79,10 +79,15 @@ class HostRankBackend final : public RankBackend {
       const auto exchange = [&](std::vector<std::vector<float>> buffers) {
         return transport_.all_to_all(op.group, instance, member, members, std::move(buffers));
       };
-      if (schedule_.cp > 1)
-        state_.context_all_to_all(exchange);
-      else
+      if (schedule_.cp > 1) {
+        // HeadExchange's member m holds heads m: the group is the CP ranks in order.
+        if (member != schedule_.cp_rank(rank_))
+          throw std::logic_error("Ulysses: rank " + to_string(rank_) + " is member " +
+                                 std::to_string(member) + " of its all-to-all, not its CP rank");
+        state_.context_all_to_all(op.first_layer, exchange);
+      } else {
         state_.expert_collective(exchange);
+      }
     } else if (schedule_.cp > 1 && op.kind != CollectiveKind::kAllReduce && !op.async &&
                op.end_layer > op.first_layer) {
       // Context parallelism's K/V all-gather or dK/dV reduce-scatter (cp_comm =

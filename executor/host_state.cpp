@@ -545,7 +545,10 @@ void HostModelState::context_receive(const MessageTag& tag, Activation message) 
   ++ex.receives;
 }
 
-void HostModelState::context_all_to_all(const AllToAll& exchange_with) {
+void HostModelState::context_all_to_all(int layer, const AllToAll& exchange_with) {
+  if (layer != current_part_.second)
+    throw std::logic_error("Ulysses: an all-to-all of layer " + std::to_string(layer) +
+                           " after a part of layer " + std::to_string(current_part_.second));
   auto it = heads_.find(current_part_);
   if (it == heads_.end()) {  // the layer's forward starts: its Q, K, V go out by heads
     const LayerSpec& spec = model_.layer(current_part_.second);

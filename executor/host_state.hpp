@@ -66,11 +66,11 @@ class HostModelState : public ModelStateBase<Activation, LayerState> {
   /// (`sum` adds them).
   using Rendezvous = std::function<std::vector<float>(std::vector<float>)>;
   void context_collective(CollectiveKind kind, const Rendezvous& exchange);
-  /// Ulysses (cp_comm = "a2a"): the next all-to-all of the layer whose first part ran last
+  /// Ulysses (cp_comm = "a2a"): the next all-to-all of `layer`, whose first part ran last
   /// (HeadExchange: Q, K, V or the output's gradient out by heads, the output or dQ, dK,
   /// dV back by rows).
   using AllToAll = std::function<std::vector<std::vector<float>>(std::vector<std::vector<float>>)>;
-  void context_all_to_all(const AllToAll& exchange);
+  void context_all_to_all(int layer, const AllToAll& exchange);
 
   // Expert parallelism (executor/moe_math.hpp): the all-to-all after a MoE layer's part
   // moves the token copies that part left for each member of the group; `exchange` sends

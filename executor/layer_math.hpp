@@ -78,7 +78,7 @@ Matrix layer_forward_attend(const LayerSpec& spec, const LayerTensors& params, c
                             LayerState* state);
 /// The second half of layer_forward_attend when the attention core ran elsewhere
 /// (DeepSpeed-Ulysses: every rank attends its heads over the whole sequence;
-/// executor/ulysses_attention.hpp): `attn` is the core's output for the rank's rows,
+/// HeadExchange in executor/ring_attention.hpp): `attn` is the core's output for the rank's rows,
 /// [rows, heads * d]; the output projection, the second norm and the MLP follow.
 Matrix layer_forward_from_attention(const LayerSpec& spec, const LayerTensors& params,
                                     const Matrix& x, Matrix attn, LayerState* state);

@@ -344,6 +344,28 @@ INSTANTIATE_TEST_SUITE_P(Exchange, ContextParallelGradients,
                            return p.param == "all-gather" ? std::string("all_gather") : p.param;
                          });
 
+TEST(ContextParallelGradients, UlyssesOutOfStepIsCaught) {
+  // Ulysses with one rank's first two all-to-alls of layer 1 swapped in order (its output
+  // asked for before its heads came): the run fails, so the check is not vacuous.
+  const auto study = llm_study({"parallel.cp=2", "parallel.dp=1", "parallel.cp_comm=\"a2a\""});
+  Schedule broken = study->schedule;
+  std::vector<Op>& program = broken.programs[0_rank];
+  std::vector<std::size_t> layer_one;
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    const auto* c = std::get_if<Collective>(&program[i]);
+    if (c && c->kind == CollectiveKind::kAllToAll && c->first_layer == 1) layer_one.push_back(i);
+  }
+  ASSERT_GE(layer_one.size(), 2U);
+  std::swap(program[layer_one[0]], program[layer_one[0] + 1]);  // the attention part first
+  bool caught = false;
+  try {
+    caught = !run_and_check(*study, &broken).passed();
+  } catch (const std::exception&) {
+    caught = true;
+  }
+  EXPECT_TRUE(caught);
+}
+
 TEST(ContextParallelGradients, AMissingKvBlockIsCaught) {
   // Drop one K/V message pair of the ring: the layer attends to fewer keys (the run fails
   // or its gradients differ): the check is not vacuous.

@@ -130,8 +130,14 @@ class ChakraTraces(unittest.TestCase):
             traces, kinds = self.check_structure(VLM, *args)
             self.assertGreater(kinds["COMM_COLL_NODE"], 0)
             # Async collectives are waited for through data_deps (the optimizer step's
-            # last bucket; FSDP: each layer's gather).
-            self.assertTrue(any(n.data_deps for _, ns in traces for n in ns))
+            # last bucket; FSDP: each layer's gather); ctrl_deps stay empty.
+            waits = 0
+            for _, ns in traces:
+                collectives = {n.id for n in ns if n.type == chakra.COMM_COLL_NODE}
+                waits += sum(1 for n in ns if n.type == chakra.COMP_NODE and
+                             collectives & set(n.data_deps))
+                self.assertFalse(any(n.ctrl_deps for n in ns))
+            self.assertGreater(waits, 0)
 
     def test_dump_prints_every_node(self):
         folder = self.export(UNIFORM)
