@@ -210,6 +210,13 @@ TEST(ChakraTrace, BrokenTracesAreRefusedNamingFileAndNode) {
                         if (a.name() == "loom_op") a.set_string_val(a.string_val() + "\nend");
                     }),
              "loom.3.et: node 2 (3B0): loom_op holds a line break");
+  // A blank or comment op would be skipped by the text reader, leaving a node without op.
+  expect_has(broken(study, 2,
+                    [](Decoded& d, std::string&) {
+                      for (auto& a : *d.nodes.back().mutable_attr())
+                        if (a.name() == "loom_op") a.set_string_val("# gone");
+                    }),
+             "loom_op is blank or a comment");
   // An op that does not parse names its node, not a line of Loom's own making.
   expect_has(broken(study, 3,
                     [](Decoded& d, std::string&) {
