@@ -194,8 +194,8 @@ void HostModelState::forward_part(const Compute& op) {
     PartialForward p{.state = {}, .input = module_input(op, false)};
     p.state.lengths = p.input.lengths;
     layer_forward_qkv(params(op.first_layer), p.input.x, &p.state);
-    exchanges_.insert_or_assign(key, KvExchange(cp_, cp_rank_, p.input.lengths,
-                                                p.state.saved.at("k"), p.state.saved.at("v")));
+    exchanges_.erase(key);  // the exchange (ring or heads) starts with its first message
+    heads_.erase(key);
     partial_forward_.emplace(key, std::move(p));
     current_part_ = key;
     return;
@@ -518,16 +518,22 @@ void HostModelState::set_flat_gradients(const std::vector<int>& layers,
   }
 }
 
-KvExchange& HostModelState::exchange(const MessageTag& tag) {
-  const auto it = exchanges_.find({tag.microbatch, tag.boundary_layer});
-  if (it == exchanges_.end())
-    throw std::logic_error("a K/V exchange message of layer " + std::to_string(tag.boundary_layer) +
+KvExchange& HostModelState::exchange(const LayerKey& key) {
+  if (const auto it = exchanges_.find(key); it != exchanges_.end()) return it->second;
+  // The forward's first message: the layer's own K and V, kept by its first part.
+  const auto p = partial_forward_.find(key);
+  if (p == partial_forward_.end())
+    throw std::logic_error("a K/V exchange of layer " + std::to_string(key.second) +
                            " before the layer's first part");
-  return it->second;
+  const LayerTensors& saved = p->second.state.saved;
+  return exchanges_
+      .emplace(key,
+               KvExchange(cp_, cp_rank_, p->second.input.lengths, saved.at("k"), saved.at("v")))
+      .first->second;
 }
 
 Activation HostModelState::context_send(const MessageTag& tag) {
-  KvExchange& ex = exchange(tag);
+  KvExchange& ex = exchange({tag.microbatch, tag.boundary_layer});
   int owner = 0;
   Matrix m = tag.pass == Pass::kF ? ex.forward_message(&owner)
                                   : ex.backward_message(ex.sends == cp_ - 1, &owner);
@@ -536,7 +542,7 @@ Activation HostModelState::context_send(const MessageTag& tag) {
 }
 
 void HostModelState::context_receive(const MessageTag& tag, Activation message) {
-  KvExchange& ex = exchange(tag);
+  KvExchange& ex = exchange({tag.microbatch, tag.boundary_layer});
   const int owner = message.lengths.at(0);
   if (tag.pass == Pass::kF)
     ex.take_forward_message(owner, std::move(message.x));
@@ -558,13 +564,12 @@ void HostModelState::context_all_to_all(int layer, const AllToAll& exchange_with
              .emplace(current_part_, HeadExchange(cp_, p.input.lengths, spec.heads, spec.kv_heads,
                                                   saved.at("q"), saved.at("k"), saved.at("v")))
              .first;
-    exchanges_.erase(current_part_);  // the ring's, unused
   }
   it->second.incoming(exchange_with(it->second.outgoing()));
 }
 
 void HostModelState::context_collective(CollectiveKind kind, const Rendezvous& exchange_with) {
-  KvExchange& ex = exchanges_.at(current_part_);
+  KvExchange& ex = exchange(current_part_);
   if (kind == CollectiveKind::kAllGather)
     ex.take_all(exchange_with(ex.own_flat()));
   else

@@ -89,7 +89,8 @@ class HostModelState : public ModelStateBase<Activation, LayerState> {
   void backward_input_part(const Compute& op);
   void finish_forward(const Compute& op, Activation a);
   void send_input_gradient(const Compute& op, Matrix g);
-  KvExchange& exchange(const MessageTag& tag);
+  /// The layer's K/V exchange, made from its first part's K and V at its first message.
+  KvExchange& exchange(const LayerKey& key);
 
   Activation module_input(const Compute& op, bool redundant);
   const LayerTensors& params(int layer);

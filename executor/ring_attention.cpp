@@ -34,6 +34,14 @@ std::vector<float> flatten(const std::vector<const Matrix*>& parts) {
   return out;
 }
 
+/// Rows `rows` of `m`, in that order.
+Matrix take_rows(const Matrix& m, const std::vector<int>& rows) {
+  Matrix out(static_cast<int>(rows.size()), m.cols);
+  for (size_t r = 0; r < rows.size(); ++r)
+    std::copy(m.row(rows[r]), m.row(rows[r]) + m.cols, out.row(static_cast<int>(r)));
+  return out;
+}
+
 /// Reads a rows x cols matrix from `flat` at `*at`, advancing it.
 Matrix read_matrix(const std::vector<float>& flat, size_t* at, int rows, int cols) {
   Matrix m(rows, cols);
@@ -57,17 +65,20 @@ std::vector<int> zigzag_positions(const std::vector<int>& full_lengths, int cp, 
   return pos;
 }
 
-Matrix zigzag_rows(const Matrix& full, const std::vector<int>& full_lengths, int cp, int rank) {
+std::vector<int> zigzag_row_indices(const std::vector<int>& full_lengths, int cp, int rank) {
   const std::vector<int> pos = zigzag_positions(full_lengths, cp, rank);
-  Matrix out(static_cast<int>(pos.size()), full.cols);
-  int from = 0, to = 0;
+  std::vector<int> rows;
+  int offset = 0;
   size_t p = 0;
   for (int len : full_lengths) {
-    for (int i = 0; i < len / cp; ++i, ++to, ++p)
-      std::copy(full.row(from + pos[p]), full.row(from + pos[p]) + full.cols, out.row(to));
-    from += len;
+    for (int i = 0; i < len / cp; ++i) rows.push_back(offset + pos[p++]);
+    offset += len;
   }
-  return out;
+  return rows;
+}
+
+Matrix zigzag_rows(const Matrix& full, const std::vector<int>& full_lengths, int cp, int rank) {
+  return take_rows(full, zigzag_row_indices(full_lengths, cp, rank));
 }
 
 KvExchange::KvExchange(int cp, int rank, std::vector<int> local_lengths, Matrix k, Matrix v)
@@ -211,14 +222,6 @@ void KvExchange::take_own_sum(const std::vector<float>& summed_all) {
 namespace loom::exec {
 namespace {
 
-/// Rows `rows` of `m`, in that order.
-Matrix take_rows(const Matrix& m, const std::vector<int>& rows) {
-  Matrix out(static_cast<int>(rows.size()), m.cols);
-  for (size_t r = 0; r < rows.size(); ++r)
-    std::copy(m.row(rows[r]), m.row(rows[r]) + m.cols, out.row(static_cast<int>(r)));
-  return out;
-}
-
 /// Row r of `part` into row rows[r] of `into`.
 void put_rows(const Matrix& part, const std::vector<int>& rows, Matrix& into) {
   for (size_t r = 0; r < rows.size(); ++r)
@@ -248,15 +251,7 @@ HeadExchange::HeadExchange(int cp, std::vector<int> local_lengths, int heads, in
 }
 
 std::vector<int> HeadExchange::full_rows(int owner) const {
-  const std::vector<int> pos = zigzag_positions(full_lengths_, cp_, owner);
-  std::vector<int> rows;
-  int offset = 0;
-  size_t p = 0;
-  for (int len : full_lengths_) {
-    for (int i = 0; i < len / cp_; ++i) rows.push_back(offset + pos[p++]);
-    offset += len;
-  }
-  return rows;
+  return zigzag_row_indices(full_lengths_, cp_, owner);
 }
 
 HeadExchange::Buffers HeadExchange::outgoing() const {

@@ -31,6 +31,8 @@ namespace loom::exec {
 /// Positions (in their sample) of the rows CP rank `rank` of `cp` holds, samples of
 /// `full_lengths` tokens in order.
 std::vector<int> zigzag_positions(const std::vector<int>& full_lengths, int cp, int rank);
+/// Their indices among the rows of samples of `full_lengths`, packed.
+std::vector<int> zigzag_row_indices(const std::vector<int>& full_lengths, int cp, int rank);
 /// Those rows of `full` (rows of samples of `full_lengths`, packed).
 Matrix zigzag_rows(const Matrix& full, const std::vector<int>& full_lengths, int cp, int rank);
 
