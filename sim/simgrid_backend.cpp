@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <set>
 #include <simgrid/s4u/Actor.hpp>
@@ -91,6 +92,8 @@ class Simulation {
     timeline_.timings.resize(schedule.num_ranks());
     for (const RankId r : schedule.rank_ids()) timeline_.timings[r].resize(program(r).size());
     position_.resize(schedule.num_ranks(), 0);
+    sent_.resize(schedule.num_ranks());
+    for (const RankId r : schedule.rank_ids()) delivered_.emplace_back(program(r).size(), 0);
   }
 
   /// Creates the platform, the actors and their mailboxes, then runs the simulation.
@@ -146,10 +149,14 @@ class Simulation {
   }
 
   /// Posts an eager message (its receiver is permanent), held to the flow's rate cap.
-  static void put(const OpMailboxes& boxes, void* payload) {
+  /// Never detached: SimGrid 3.32 keeps every detached comm in one list that each
+  /// completion scans, which made unfolded runs quadratic in GPUs. Whoever takes the
+  /// message last (its receiver, or a collective's sender) releases the handle.
+  static sg::CommPtr put(const OpMailboxes& boxes, void* payload) {
     sg::CommPtr comm = boxes.out->put_init(payload, boxes.out_bytes);
     if (boxes.out_rate > 0) comm->set_rate(boxes.out_rate);
-    comm->detach();
+    comm->start();
+    return comm;
   }
 
   /// Every microbatch reuses its channels: look each name up once.
@@ -255,6 +262,7 @@ class Simulation {
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpRef here{r, i};
       position_[r] = i;
+      release_delivered(r);
       if (size_t end = compute_run_end(ops, i); end > i + 1) {
         // Back-to-back computes touch nothing another rank sees: one SimGrid activity
         // for the whole run, each op's times by arithmetic (one sleep, not end - i).
@@ -283,7 +291,7 @@ class Simulation {
                      [&](const Send&) {
                        // The payload names the Send so the receiver can check the match
                        // and record when the data arrived.
-                       put(boxes[i], const_cast<Op*>(&ops[i]));
+                       sent_[r].push_back({i, put(boxes[i], const_cast<Op*>(&ops[i]))});
                        ++activities_;
                      },
                      [&](const Recv&) { receive(here, boxes[i].in); },
@@ -314,6 +322,8 @@ class Simulation {
       if (!failure_.empty()) return;
     }
     wait_for_async(r, streams_[r].issued_count);  // the program's end waits for all of them
+    for (const auto& [index, comm] : sent_[r]) comm->wait();  // eager: they are on their way
+    sent_[r].clear();
     position_[r] = ops.size();
     // Every message to this rank has been consumed: release the mailboxes' hold on it.
     for (const OpMailboxes& b : boxes) {
@@ -321,6 +331,16 @@ class Simulation {
     }
     for (const auto& [index, flows] : all_to_all_boxes_[r]) {
       for (const OpMailboxes& flow : flows) flow.in->set_receiver(nullptr);
+    }
+  }
+
+  /// A send stays on its sender's list in SimGrid until the sender tests it: test the
+  /// ones already received (done, so one short simcall each), oldest first.
+  void release_delivered(RankId r) {
+    auto& sent = sent_[r];
+    while (!sent.empty() && delivered_[r][sent.front().first]) {
+      sent.front().second->wait();
+      sent.pop_front();
     }
   }
 
@@ -375,6 +395,7 @@ class Simulation {
       return;
     }
     timing(matching_.peer_of(here)).end_s = comm->get_finish_time();
+    delivered_[matching_.peer_of(here).rank][matching_.peer_of(here).index] = true;
   }
 
   void count_done_op() {
@@ -394,12 +415,15 @@ class Simulation {
     const double start = sg::Engine::get_clock();
     if (c.kind == CollectiveKind::kAllToAll) {
       const std::vector<OpMailboxes>& flows = all_to_all_boxes_[here.rank].at(here.index);
-      for (const OpMailboxes& flow : flows) put(flow, const_cast<Collective*>(&c));
+      std::vector<sg::CommPtr> sent;
+      for (const OpMailboxes& flow : flows) sent.push_back(put(flow, const_cast<Collective*>(&c)));
       for (const OpMailboxes& flow : flows) flow.in->get<void>();
+      sg::Comm::wait_all(sent);
       activities_ += 2 * flows.size();
     } else {
-      put(boxes, const_cast<Collective*>(&c));
+      const sg::CommPtr sent = put(boxes, const_cast<Collective*>(&c));
       boxes.in->get<void>();
+      sent->wait();
     }
     instance.end->wait();
     if (instance.handshake_s > 0) sg::this_actor::sleep_for(instance.handshake_s);
@@ -420,6 +444,9 @@ class Simulation {
   /// An all-to-all op's flows, one per other member: [rank][op index].
   PerRank<std::unordered_map<size_t, std::vector<OpMailboxes>>> all_to_all_boxes_;
   std::map<MessageChannel, sg::Mailbox*> channel_mailboxes_;
+  /// A rank's sends not yet released, oldest first, and which of its sends were received.
+  PerRank<std::deque<std::pair<size_t, sg::CommPtr>>> sent_;
+  PerRank<std::vector<char>> delivered_;
   PerInstance<RingInstance> rings_;
   PerRank<CommStream> streams_;
   Timeline timeline_;
