@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev libfccp-dev nlohmann-json3-dev
           libcli11-dev libtomlplusplus-dev libgtest-dev python3-matplotlib
           libglpk-dev python3-dev pybind11-dev python3-pandas
-          protobuf-compiler libprotobuf-dev python3-protobuf)
+          protobuf-compiler libprotobuf-dev python3-protobuf libjemalloc-dev)
 LOOM_INSTALL_TAG=setup bash scripts/install_packages.sh "${packages[@]}"
 
 werror=OFF
