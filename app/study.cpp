@@ -256,7 +256,13 @@ std::vector<std::string> config_notes(const Config& c) {
     for (const LayerSpec& l : m.layers)
       selective = selective || l.recompute == Recompute::kSelective;
   }
-  if (selective && c.cost.flash_attention)
+  if (!selective && c.cost.recompute_modules != RecomputeModules{})
+    notes.push_back(c.path +
+                    ": cost.recompute_modules applies to selective recompute only, "
+                    "and cost.recompute is \"" +
+                    to_string(c.cost.recompute) +
+                    "\": the list is ignored (as Megatron ignores it)");
+  if (selective && c.cost.flash_attention && c.cost.recompute_modules == RecomputeModules{})
     notes.push_back(c.path +
                     ": selective recompute under cost.attention = \"flash\" saves no memory "
                     "(FlashAttention keeps no attention scores to drop) and still re-runs the "

@@ -190,7 +190,8 @@ Shares model_shares(const Study& s, const AnalyticalCostModel& cost) {
       } else {
         pass.comm += k.seconds;
       }
-      if (recomputed(k, cost.recompute_of(l))) sh.recompute += k.seconds;
+      if (recomputed(k, cost.recompute_of(l), cost.options().recompute_modules))
+        sh.recompute += k.seconds;
     }
     // The cost model's overlap rule (cost_analytical.cpp): a pass's TP communication hides
     // behind its GEMMs up to their length.

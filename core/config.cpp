@@ -121,6 +121,36 @@ Recompute read_recompute(Reader& r, const toml::table& t, const std::string& pat
                             : Recompute::kNone;
 }
 
+/// cost.recompute_modules: Megatron-Core's names, each once. Like Megatron, it applies only
+/// to selective recompute (a config note says when nothing is selective).
+RecomputeModules read_recompute_modules(Reader& r, const toml::table& t) {
+  const toml::node* node = t.get("recompute_modules");
+  if (!node) return {};
+  const std::string key = "cost.recompute_modules";
+  constexpr RecomputeModule kModelled[] = {RecomputeModule::kCoreAttention,
+                                           RecomputeModule::kLayerNorm,
+                                           RecomputeModule::kMoeActivation, RecomputeModule::kMlp};
+  RecomputeModules modules = RecomputeModules::none();
+  for (const std::string& name : r.string_list(t, "cost.", "recompute_modules")) {
+    const auto* m = std::find_if(std::begin(kModelled), std::end(kModelled),
+                                 [&](RecomputeModule x) { return name == to_string(x); });
+    if (m != std::end(kModelled)) {
+      if (modules.has(*m)) r.fail(node, key, "'" + name + "' is listed twice");
+      modules.add(*m);
+    } else if (name == "moe" || name == "shared_experts" || name == "mla_up_proj") {
+      r.fail(node, key,
+             "'" + name +
+                 "' is Megatron's but not modelled (a re-run MoE layer repeats its "
+                 "all-to-alls; MLA's up-projections are not split out); modelled: core_attn, "
+                 "layernorm, moe_act, mlp");
+    } else {
+      r.fail(node, key,
+             "unknown module '" + name + "' (valid: core_attn, layernorm, moe_act, mlp)");
+    }
+  }
+  return modules;
+}
+
 int dtype_bytes(Reader& r, const toml::table& t, const std::string& path) {
   const std::string d = r.string(t, path, "dtype", "bf16", {"bf16", "fp16", "fp32"});
   return d == "fp32" ? 4 : 2;
@@ -538,6 +568,7 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
       r.fail(module_key(root, name, "recompute"), "model.modules." + name + ".recompute",
              kSelectiveNeedsKernelLevel);
   }
+  c.recompute_modules = read_recompute_modules(r, t);
   c.flash_attention = r.string(t, "cost.", "attention", "flash", {"flash", "unfused"}) == "flash";
   const std::string fp8 = r.string(t, "cost.", "fp8", "off", {"off", "delayed", "current", "mx"});
   c.fp8 = fp8 == "delayed"   ? Fp8Recipe::kDelayed
@@ -1181,6 +1212,7 @@ std::unique_ptr<CostModel> make_base_cost_model(const Config& config) {
                         .sequence_parallel = config.parallel.sequence_parallel,
                         .tp_comm_overlap = config.cost.tp_comm_overlap,
                         .recompute = config.cost.recompute,
+                        .recompute_modules = config.cost.recompute_modules,
                         .gradient_bytes_per_param = config.cost.memory.gradient_bytes_per_param,
                         .fp8 = config.cost.fp8,
                         .fp8_bf16_layers = config.cost.fp8_bf16_layers,

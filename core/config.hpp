@@ -134,6 +134,9 @@ struct CostConfig {
   /// none | selective (attention core re-run; analytical kernel-level only) | full (layers
   /// keep only their input; backward re-runs the forward, core/cost_recompute.hpp).
   Recompute recompute = Recompute::kNone;
+  /// cost.recompute_modules: what selective recompute re-runs (Megatron-Core's
+  /// recompute_modules; default core_attn): core_attn, layernorm, moe_act, mlp.
+  RecomputeModules recompute_modules = {};
   bool flash_attention = true;      ///< cost.attention = "flash" | "unfused"
   Fp8Recipe fp8 = Fp8Recipe::kOff;  ///< cost.fp8 = "off" | "delayed" | "current" | "mx"
   /// cost.fp8_bf16_layers: the first and the last N transformer layers of each language

@@ -99,7 +99,7 @@ PassCost AnalyticalCostModel::kernel_cost(int layer, const MicrobatchShape& shap
     (k.bound == KernelBound::kCompute  ? p.compute
      : k.bound == KernelBound::kMemory ? p.memory
                                        : p.comm) += k.seconds;
-    if (recomputed(k, Recompute::kSelective)) p.recompute += k.seconds;
+    if (recomputed(k, Recompute::kSelective, options_.recompute_modules)) p.recompute += k.seconds;
   }
   const bool overlap = options_.tp_comm_overlap;
   PassCost c;
@@ -115,12 +115,16 @@ PassCost AnalyticalCostModel::kernel_cost(int layer, const MicrobatchShape& shap
 MoePhases AnalyticalCostModel::moe_phases(int layer, const MicrobatchShape& shape, int tp) const {
   MoePhases phases;
   if (!model_.layer(layer).moe() || !kernel_level()) return phases;
+  const Recompute recompute = recompute_of(layer);
   for (const Kernel& k : kernels(layer, shape, tp)) {
     if (k.moe == MoePhase::kOutside || k.bound == KernelBound::kCommunication) continue;
     PassCost& c = k.moe == MoePhase::kExperts ? phases.experts : phases.combined;
     (k.pass == KernelPass::kForward     ? c.forward_s
      : k.pass == KernelPass::kInputGrad ? c.input_grad_s
                                         : c.weight_grad_s) += k.seconds;
+    // A re-run forward kernel runs in its own phase, before that phase's backward.
+    if (recompute == Recompute::kSelective && recomputed(k, recompute, options_.recompute_modules))
+      c.input_grad_s += k.seconds;
   }
   return phases;
 }
@@ -167,9 +171,9 @@ double AnalyticalCostModel::activation_bytes(int layer, const MicrobatchShape& s
                 ? tokens * spec.hidden * spec.dtype_bytes
                 : tokens * (spec.hidden + double(spec.ffn) / tp) * spec.dtype_bytes;
   } else {
-    bytes = transformer_activation_bytes(spec, shape, tp, options_.flash_attention,
-                                         options_.sequence_parallel, recompute_of(layer),
-                                         kernel_options(layer).fp8 != Fp8Recipe::kOff);
+    bytes = transformer_activation_bytes(
+        spec, shape, tp, options_.flash_attention, options_.sequence_parallel, recompute_of(layer),
+        kernel_options(layer).fp8 != Fp8Recipe::kOff, options_.recompute_modules);
   }
   // The LM head keeps its fp32 softmax for the cross-entropy's backward (a multi-token-
   // prediction layer its own).
@@ -211,6 +215,13 @@ nlohmann::json AnalyticalCostModel::describe() const {
     j["sequence_parallel"] = options_.sequence_parallel;
     j["tp_comm_overlap"] = options_.tp_comm_overlap;
     j["recompute"] = to_string(options_.recompute);
+    if (options_.recompute == Recompute::kSelective || !module_recompute(model_).empty()) {
+      nlohmann::json modules = nlohmann::json::array();
+      for (const auto m : {RecomputeModule::kCoreAttention, RecomputeModule::kLayerNorm,
+                           RecomputeModule::kMoeActivation, RecomputeModule::kMlp})
+        if (options_.recompute_modules.has(m)) modules.push_back(to_string(m));
+      j["recompute_modules"] = modules;
+    }
     if (options_.fp8 != Fp8Recipe::kOff) j["fp8"] = to_string(options_.fp8);
     if (options_.fp8 != Fp8Recipe::kOff && options_.fp8_bf16_layers > 0)
       j["fp8_bf16_layers"] = options_.fp8_bf16_layers;

@@ -34,6 +34,7 @@ struct AnalyticalOptions {
   bool sequence_parallel = false;
   bool tp_comm_overlap = false;  ///< TP collectives hidden behind the pass's GEMMs
   Recompute recompute = Recompute::kNone;
+  RecomputeModules recompute_modules = {};  ///< what selective recompute re-runs
   /// Gradient buffer bytes per parameter (weight-gradient accumulation per microbatch).
   double gradient_bytes_per_param = 0;
   Fp8Recipe fp8 = Fp8Recipe::kOff;  ///< cost.fp8

@@ -66,7 +66,8 @@ class KernelList {
 
   void gemm(const std::string& name, KernelPass pass, GemmShape s, bool core = false) {
     add({name, pass, KernelBound::kCompute, s.flops(),
-         e_ * s.batch * (s.m * s.k + s.k * s.n + s.m * s.n), gpu_.gemm_seconds(s), core});
+         e_ * s.batch * (s.m * s.k + s.k * s.n + s.m * s.n), gpu_.gemm_seconds(s),
+         attention_core(core)});
   }
   /// A linear layer y[tokens x n] = x[tokens x k] W[k x n]: forward, dX, dW; with a bias,
   /// its gradient is a reduction over the tokens of dY (the forward add is fused into the
@@ -85,18 +86,25 @@ class KernelList {
     if (bias) memory(name + " bias grad", kW, tokens * n * e_);
   }
   void memory(const std::string& name, KernelPass pass, double bytes, bool core = false) {
-    add({name, pass, KernelBound::kMemory, 0, bytes, gpu_.memory_seconds(bytes), core});
+    add({name, pass, KernelBound::kMemory, 0, bytes, gpu_.memory_seconds(bytes),
+         attention_core(core)});
   }
   void comm(const std::string& name, KernelPass pass, double bytes, int tp, const LinkSpec& link) {
     if (tp <= 1) return;
     add({name, pass, KernelBound::kCommunication, 0, bytes, ring_allreduce_seconds(bytes, tp, link),
-         false});
+         std::nullopt});
   }
   const GpuPerformance* fp8() const { return fp8_; }
   /// Kernels added from now on run in this phase of a MoE layer.
   void phase(MoePhase p) { phase_ = p; }
+  /// Kernels added from now on belong to this recomputable submodule (none: nullopt).
+  void recompute_module(std::optional<RecomputeModule> m) { module_ = m; }
+  static std::optional<RecomputeModule> attention_core(bool core) {
+    return core ? std::optional(RecomputeModule::kCoreAttention) : std::nullopt;
+  }
   void add(Kernel k) {
     k.moe = phase_;
+    if (!k.recompute_module) k.recompute_module = module_;
     // Kernels of one name accumulate (per-sample attention kernels of a microbatch).
     for (Kernel& existing : kernels_) {
       if (existing.name == k.name && existing.pass == k.pass) {
@@ -122,11 +130,11 @@ class KernelList {
         wgrad{k, n, tokens, batch};
     const double b = batch;
     add({name, kF, KernelBound::kCompute, forward.flops(),
-         b * (tokens * k + k * n + tokens * n * e_), fp8_->gemm_seconds(forward), false});
+         b * (tokens * k + k * n + tokens * n * e_), fp8_->gemm_seconds(forward), std::nullopt});
     add({name + " dgrad", kI, KernelBound::kCompute, dgrad.flops(),
-         b * (tokens * n + k * n + tokens * k * e_), fp8_->gemm_seconds(dgrad), false});
+         b * (tokens * n + k * n + tokens * k * e_), fp8_->gemm_seconds(dgrad), std::nullopt});
     add({name + " wgrad", kW, KernelBound::kCompute, wgrad.flops(),
-         b * (tokens * k + tokens * n + k * n * e_), fp8_->gemm_seconds(wgrad), false});
+         b * (tokens * k + tokens * n + k * n * e_), fp8_->gemm_seconds(wgrad), std::nullopt});
     memory(name + " fp8 cast", kF, cast_bytes(b * tokens * k));
     memory(name + " weight fp8 cast", kF, cast_bytes(b * k * n) / microbatches_);
     memory(name + " grad fp8 cast", kI, cast_bytes(b * tokens * n));
@@ -145,6 +153,7 @@ class KernelList {
   Fp8Recipe recipe_ = Fp8Recipe::kOff;
   int microbatches_ = 1;
   MoePhase phase_ = MoePhase::kOutside;
+  std::optional<RecomputeModule> module_;
 };
 
 void unfused_attention(KernelList& list, const LayerSpec& l, const MicrobatchShape& shape, int tp,
@@ -169,7 +178,8 @@ void unfused_attention(KernelList& list, const LayerSpec& l, const MicrobatchSha
 }
 
 /// `batch` MLPs of width f over `tokens` tokens each (fc1, activation, fc2), f split over
-/// tp; a grouped GEMM when batch > 1 (the local experts).
+/// tp; a grouped GEMM when batch > 1 (the local experts), whose activation is what
+/// `moe_act` recompute re-runs.
 void mlp(KernelList& list, const LayerSpec& l, const std::string& name, double tokens, double f,
          int tp, double batch) {
   const double gate = l.gated_mlp ? 2 : 1;
@@ -179,8 +189,10 @@ void mlp(KernelList& list, const LayerSpec& l, const std::string& name, double t
   // The dense MLP's activation keeps its historical name ("swiglu"), as `loom cost` prints it.
   const std::string activation =
       (name == "mlp" ? "" : name + " ") + (l.gated_mlp ? "swiglu" : "bias + gelu");
+  if (name == "experts") list.recompute_module(RecomputeModule::kMoeActivation);
   list.memory(activation, kF, elements * (gate + 1) * e);
   list.memory(activation + " backward", kI, elements * (2 * gate + 1) * e);
+  if (name == "experts") list.recompute_module(std::nullopt);
   list.linear(name + " fc2", tokens, l.hidden, f / tp, l.bias, false, batch);
 }
 
@@ -273,10 +285,18 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
   } else {
     const double q = l.query_width();
     if (fp8) list.use_fp8(&*fp8, o.fp8, o.microbatches);
-    for (const char* norm : {"layernorm 1", "layernorm 2"}) {
-      list.memory(norm, kF, Tr * 2 * h * e);
-      list.memory(std::string(norm) + " backward", kI, Tr * 3 * h * e);
-    }
+    // Megatron-Core's TE layer specs fuse a norm into the linear after it, except the
+    // input norm before MLA's down projections and the pre-MLP norm before a router:
+    // modules of their own, `layernorm` recompute's. A dense layer's fused pre-MLP norm
+    // re-runs with its mlp.
+    const auto norm = [&](const std::string& name, std::optional<RecomputeModule> module) {
+      list.recompute_module(module);
+      list.memory(name, kF, Tr * 2 * h * e);
+      list.memory(name + " backward", kI, Tr * 3 * h * e);
+      list.recompute_module(std::nullopt);
+    };
+    norm("layernorm 1", l.mla() ? std::optional(RecomputeModule::kLayerNorm) : std::nullopt);
+    norm("layernorm 2", l.moe() ? RecomputeModule::kLayerNorm : RecomputeModule::kMlp);
     // The attention's projections before the core: Q, K, V (MLA: through their latents).
     const auto projections = attention_projections(l);
     for (size_t i = 0; i + 1 < projections.size(); ++i) {
@@ -295,10 +315,12 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
         blocks += std::ceil(s / 128.0) * heads;
       }
       list.add({"flash attention", kF, KernelBound::kCompute, flops, 0,
-                gpu.flash_attention_seconds(flops, blocks, false), true});
+                gpu.flash_attention_seconds(flops, blocks, false),
+                RecomputeModule::kCoreAttention});
       const double backward_flops = kAttentionBackwardFlops * flops;
       list.add({"flash attention backward", kI, KernelBound::kCompute, backward_flops, 0,
-                gpu.flash_attention_seconds(backward_flops, blocks, true), true});
+                gpu.flash_attention_seconds(backward_flops, blocks, true),
+                RecomputeModule::kCoreAttention});
     }
     if (!o.flash_attention) {
       // Heads back to [tokens, hidden]: a copy in and out of the attention core.
@@ -312,6 +334,8 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
       list.memory(dropout, kF, Tr * h * (3 * e + 1));
       list.memory(std::string(dropout) + " backward", kI, Tr * h * (2 * e + 1));
     }
+    // A dense MLP re-runs whole under `mlp` recompute, its TP collectives included.
+    if (!l.moe()) list.recompute_module(RecomputeModule::kMlp);
     if (l.moe())
       mixture_of_experts(list, l, T, Tr, tp, intra, o);
     else
@@ -322,6 +346,7 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
       list.comm(tp_comm + " (mlp)", kF, T * h * e, tp, intra);
       list.comm(tp_comm + " (mlp)", kI, T * h * e, tp, intra);
     }
+    list.recompute_module(std::nullopt);
     list.use_fp8(nullptr, Fp8Recipe::kOff, 1);
   }
   if (o.gradient_bytes > 0) {
@@ -348,7 +373,8 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
 }
 
 double transformer_activation_bytes(const LayerSpec& l, const MicrobatchShape& shape, int tp,
-                                    bool flash, bool sp, Recompute recompute, bool fp8) {
+                                    bool flash, bool sp, Recompute recompute, bool fp8,
+                                    RecomputeModules modules) {
   const double T = shape.total_tokens();
   const double h = l.hidden;
   const double t = tp;
@@ -377,11 +403,23 @@ double transformer_activation_bytes(const LayerSpec& l, const MicrobatchShape& s
           4 * double(l.experts) + l.shared_experts * (2 * fe * (gate + 1) - (fp8 ? fe : 0));
   }
   const double fp8_out_proj = fp8 ? 2 * context / 2 : 0;  // the output projection's input
+  // Selective recompute's submodules (the header says what each drops).
+  const auto drops = [&](RecomputeModule m) {
+    return recompute == Recompute::kSelective && modules.has(m);
+  };
+  double discarded = 0;  // per token, outside the TP region
+  if (drops(RecomputeModule::kLayerNorm))
+    discarded += (l.moe() ? 2 * h : 0) + (l.mla() ? 2 * h : 0);
+  if (drops(RecomputeModule::kMlp) && !l.moe()) {
+    discarded += 2 * h - fp8_replicated / 2;  // fc1's input (its FP8 copy under FP8)
+    mlp = 0;
+  }
+  if (drops(RecomputeModule::kMoeActivation) && l.moe() && !fp8) mlp -= l.top_k * 2 * l.expert_ffn;
   const double inside_tp = (2 * q + 4 * kv + 2 * context - fp8_out_proj + mlp) / t + latents;
-  double bytes = T * (replicated + inside_tp);
+  double bytes = T * (replicated - discarded / (sp ? t : 1) + inside_tp);
   // A multi-token-prediction layer also keeps its two normed inputs and their concatenation.
   if (l.mtp) bytes += T * 8 * h / (sp ? t : 1);
-  if (!flash && recompute == Recompute::kNone) {
+  if (!flash && !drops(RecomputeModule::kCoreAttention) && recompute != Recompute::kFull) {
     for (int s : shape.sequence_lengths) bytes += 5.0 * l.heads * double(s) * s / t;
   }
   return bytes * scale;

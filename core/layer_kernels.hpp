@@ -7,6 +7,7 @@
 /// Each kernel belongs to a pass: forward (F), backward for inputs (I: data gradients,
 /// attention backward, TP collectives of the backward) or for weights (W: weight-gradient
 /// GEMMs). `loom cost` prints the list.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,10 @@ struct Kernel {
   double flops = 0;
   double bytes = 0;  ///< memory traffic (compute, memory) or bytes on the wire (communication)
   double seconds = 0;
-  /// Part of the attention core (scores, softmax, dropout, context): what selective
-  /// recompute re-runs (Korthikanti et al. 2022, §4.2).
-  bool attention_core = false;
+  /// The submodule selective recompute re-runs this kernel with, if any (model.hpp):
+  /// core_attn is the attention core (scores, softmax, dropout, context; Korthikanti et al.
+  /// 2022, §4.2).
+  std::optional<RecomputeModule> recompute_module;
   /// Where a mixture-of-experts layer's kernel runs relative to its token all-to-alls
   /// (docs/moe.md): the lowering cuts the layer's pass there.
   MoePhase moe = MoePhase::kOutside;
@@ -74,10 +76,11 @@ std::vector<Kernel> layer_kernels(const LayerSpec& layer, const MicrobatchShape&
                                   const LayerKernelOptions& options);
 
 /// Whether `recompute` re-runs kernel `k` before the backward: every forward kernel (full)
-/// or the forward attention core (selective).
-inline bool recomputed(const Kernel& k, Recompute recompute) {
+/// or the forward kernels of the listed submodules (selective).
+inline bool recomputed(const Kernel& k, Recompute recompute, RecomputeModules modules = {}) {
   if (k.pass != KernelPass::kForward) return false;
-  return recompute == Recompute::kFull || (recompute == Recompute::kSelective && k.attention_core);
+  return recompute == Recompute::kFull || (recompute == Recompute::kSelective &&
+                                           k.recompute_module && modules.has(*k.recompute_module));
 }
 
 /// Activation bytes one GPU keeps for the backward of a transformer layer, per microbatch
@@ -86,13 +89,21 @@ inline bool recomputed(const Kernel& k, Recompute recompute) {
 /// GEMM inputs (divided by tp under sequence parallelism) plus the tensors inside the TP
 /// region, 2h + 4h_kv + 2h + 2f(g + 1) per token (24 s h for MHA with f = 4h), divided by
 /// tp; unfused attention adds 5 a s^2 / tp (softmax, its dropout mask and output); selective
-/// recompute drops that term; full recompute keeps only the layer input (/tp under SP).
+/// recompute of core_attn drops that term; full recompute keeps only the layer input (/tp
+/// under SP). Selective `modules` drop what Megatron-Core's do (TransformerConfig's
+/// recompute_modules, its TE layer specs): layernorm the outputs of the norms that are
+/// modules of their own (a MoE layer's pre-MLP norm, an MLA layer's input norm: 2h each;
+/// elsewhere TE fuses the norm into the next linear and there is nothing to discard);
+/// moe_act the routed experts' activation outputs (2 f_e per routed copy; none under FP8,
+/// where fc2 keeps its FP8 copy instead); mlp a dense MLP's fc1 input, fc1 and activation
+/// outputs.
 /// Scaled by dtype_bytes / 2. Under FP8 the four linears keep their inputs for the weight
 /// gradient as the FP8 copy (1 byte: Transformer Engine saves the cast input, not the
 /// bf16 one): the QKV and fc1 inputs (2h each, replicated), the attention output
 /// projection's (2h) and fc2's (2f) inside the TP region, each halved.
 double transformer_activation_bytes(const LayerSpec& layer, const MicrobatchShape& shape, int tp,
                                     bool flash_attention, bool sequence_parallel,
-                                    Recompute recompute, bool fp8 = false);
+                                    Recompute recompute, bool fp8 = false,
+                                    RecomputeModules modules = {});
 
 }  // namespace loom

@@ -30,6 +30,20 @@ const char* to_string(Recompute recompute) {
   return "?";
 }
 
+const char* to_string(RecomputeModule module) {
+  switch (module) {
+    case RecomputeModule::kCoreAttention:
+      return "core_attn";
+    case RecomputeModule::kLayerNorm:
+      return "layernorm";
+    case RecomputeModule::kMoeActivation:
+      return "moe_act";
+    case RecomputeModule::kMlp:
+      return "mlp";
+  }
+  return "?";
+}
+
 std::map<std::string, std::string> module_recompute(const Model& model) {
   std::map<std::string, std::string> out;
   for (const Module& m : model.modules()) {

@@ -29,6 +29,21 @@ const char* to_string(LayerKind kind);
 enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
 const char* to_string(Recompute recompute);  ///< "none", "selective", "full"
 
+/// The submodules selective recompute re-runs before a layer's backward: Megatron-Core's
+/// `recompute_modules` (TransformerConfig; its default is core_attn alone). core_attn and
+/// mlp are checkpointed (their inputs kept, their insides re-run); layernorm and moe_act
+/// discard their outputs and recompute them (output-discarding checkpointing).
+enum class RecomputeModule : std::uint8_t { kCoreAttention, kLayerNorm, kMoeActivation, kMlp };
+const char* to_string(RecomputeModule module);  ///< "core_attn", "layernorm", "moe_act", "mlp"
+
+struct RecomputeModules {
+  std::uint8_t bits = 1;  ///< core_attn: Megatron-Core's default
+  static RecomputeModules none() { return {0}; }
+  bool has(RecomputeModule m) const { return (bits >> static_cast<int>(m)) & 1; }
+  void add(RecomputeModule m) { bits |= static_cast<std::uint8_t>(1 << static_cast<int>(m)); }
+  bool operator==(const RecomputeModules&) const = default;
+};
+
 /// Shapes of one layer. A transformer layer has attention (heads, kv_heads) and an MLP
 /// (ffn, gated = SwiGLU-style three matrices); an MLP layer (a projector) maps
 /// `hidden` -> `ffn` -> `out_hidden` with two matrices.

@@ -107,6 +107,18 @@ TEST(Cli, SelectiveRecomputeUnderFlashAttentionSaysItSavesNothing) {
   // Unfused attention (the file's) is what selective recompute is for: no note.
   const Result unfused = run("config " + config + " --set cost.recompute=selective");
   EXPECT_EQ(unfused.output.find("warning"), std::string::npos) << unfused.output;
+  // Other submodules save memory under flash too: no note.
+  const Result modules = run("config " + config +
+                             " --set cost.attention=flash --set cost.recompute=selective"
+                             " --set 'cost.recompute_modules=[\"core_attn\", \"mlp\"]'");
+  EXPECT_EQ(modules.output.find("warning"), std::string::npos) << modules.output;
+  // A list without selective recompute is ignored, as Megatron ignores it, and said so.
+  const Result ignored = run("config " + config + " --set 'cost.recompute_modules=[\"mlp\"]'");
+  EXPECT_EQ(ignored.exit_code, 0) << ignored.output;
+  EXPECT_NE(ignored.output.find("cost.recompute_modules applies to selective recompute only, "
+                                "and cost.recompute is \"full\": the list is ignored"),
+            std::string::npos)
+      << ignored.output;
 }
 
 TEST(Cli, WrongTypeNamesTheKey) {

@@ -1,0 +1,151 @@
+// Selective recompute by submodule (cost.recompute_modules, Megatron-Core's recompute_modules):
+// what each drops from a layer's saved activations, in closed form, and what it re-runs
+// before the backward, kernel by kernel; the config's rules.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/cost_analytical.hpp"
+#include "core/errors.hpp"
+#include "core/layer_kernels.hpp"
+#include "gpt_fixture.hpp"
+#include "test_support.hpp"
+
+namespace loom {
+namespace {
+
+RecomputeModules modules(std::initializer_list<RecomputeModule> list) {
+  RecomputeModules m = RecomputeModules::none();
+  for (const RecomputeModule x : list) m.add(x);
+  return m;
+}
+
+/// GPT-OSS-like: 128 experts of 2,880, top 4, SwiGLU (its model card, Table 1).
+LayerSpec moe_layer() {
+  LayerSpec l = test::gpt_layer(2880, 64);
+  l.gated_mlp = true;
+  l.experts = 128;
+  l.top_k = 4;
+  l.expert_ffn = 2880;
+  return l;
+}
+
+double saved(const LayerSpec& l, RecomputeModules m, int tp = 1, bool sp = false, bool fp8 = false,
+             bool flash = true) {
+  return transformer_activation_bytes(l, MicrobatchShape{{4096}}, tp, flash, sp,
+                                      Recompute::kSelective, fp8, m);
+}
+
+TEST(RecomputeModules, EachDropsWhatMegatronDiscards) {
+  const double T = 4096, h = 2880, fe = 2880;
+  const LayerSpec moe = moe_layer();
+  const RecomputeModules core = modules({RecomputeModule::kCoreAttention});
+  // layernorm: the pre-MLP norm's output, the router's input (a module of its own before a
+  // router); 1/tp of it under sequence parallelism.
+  EXPECT_DOUBLE_EQ(saved(moe, core) - saved(moe, modules({RecomputeModule::kCoreAttention,
+                                                          RecomputeModule::kLayerNorm})),
+                   T * 2 * h);
+  EXPECT_DOUBLE_EQ(
+      saved(moe, core, 4, true) -
+          saved(moe, modules({RecomputeModule::kCoreAttention, RecomputeModule::kLayerNorm}), 4,
+                true),
+      T * 2 * h / 4);
+  // moe_act: each routed copy's activation output (fc2's input), inside the TP region.
+  EXPECT_DOUBLE_EQ(
+      saved(moe, core, 2) -
+          saved(moe, modules({RecomputeModule::kCoreAttention, RecomputeModule::kMoeActivation}),
+                2),
+      T * 4 * 2 * fe / 2);
+  // Under FP8 fc2 keeps its FP8 copy, which output-discarding does not touch.
+  EXPECT_DOUBLE_EQ(
+      saved(moe, core, 1, false, true),
+      saved(moe, modules({RecomputeModule::kCoreAttention, RecomputeModule::kMoeActivation}), 1,
+            false, true));
+  // mlp is a dense MLP's: nothing in a MoE layer.
+  EXPECT_DOUBLE_EQ(saved(moe, core),
+                   saved(moe, modules({RecomputeModule::kCoreAttention, RecomputeModule::kMlp})));
+}
+
+TEST(RecomputeModules, DenseLayersFuseTheirNormsAndDropTheWholeMlp) {
+  const LayerSpec dense = test::gpt_layer(1024, 16);  // f = 4h, not gated
+  const double T = 4096, h = 1024, f = 4096, t = 2;
+  const RecomputeModules core = modules({RecomputeModule::kCoreAttention});
+  // TE fuses both norms into the linears after them: layernorm has nothing to discard.
+  EXPECT_DOUBLE_EQ(
+      saved(dense, core, 2),
+      saved(dense, modules({RecomputeModule::kCoreAttention, RecomputeModule::kLayerNorm}), 2));
+  // mlp: fc1's input (2h, replicated) and fc1's and the GeLU's outputs (2f each, per TP).
+  EXPECT_DOUBLE_EQ(
+      saved(dense, core, 2) -
+          saved(dense, modules({RecomputeModule::kCoreAttention, RecomputeModule::kMlp}), 2),
+      T * (2 * h + (2 * f + 2 * f) / t));
+  // Without core_attn, unfused attention keeps its 5 a s^2 / t again.
+  const double s = 4096, a = 16;
+  EXPECT_DOUBLE_EQ(saved(dense, RecomputeModules::none(), 2, false, false, false) -
+                       saved(dense, core, 2, false, false, false),
+                   5 * a * s * s / t);
+  // Megatron's default list is core_attn: the selective recompute Loom always had.
+  EXPECT_EQ(RecomputeModules{}, core);
+}
+
+double input_grad(const Model& model, Recompute recompute, RecomputeModules m) {
+  const AnalyticalCostModel cost(model, test::a100_node(),
+                                 AnalyticalOptions{.recompute = recompute, .recompute_modules = m});
+  return cost.layer_cost(0, MicrobatchShape{{4096}}, 1).input_grad_s;
+}
+
+TEST(RecomputeModules, TheBackwardRerunsExactlyTheListedKernels) {
+  Module m;
+  m.name = "llm";
+  m.layers = {moe_layer()};
+  const Model model({m});
+  const AnalyticalCostModel plain(model, test::a100_node(), AnalyticalOptions{});
+  const std::vector<Kernel> ks = plain.kernels(0, MicrobatchShape{{4096}}, 1);
+  const double none = input_grad(model, Recompute::kSelective, RecomputeModules::none());
+  EXPECT_DOUBLE_EQ(none, input_grad(model, Recompute::kNone, {}));
+  EXPECT_DOUBLE_EQ(input_grad(model, Recompute::kSelective, modules({RecomputeModule::kLayerNorm})),
+                   none + test::find_kernel(ks, "layernorm 2").seconds);
+  EXPECT_DOUBLE_EQ(
+      input_grad(model, Recompute::kSelective, modules({RecomputeModule::kMoeActivation})),
+      none + test::find_kernel(ks, "experts swiglu").seconds);
+  EXPECT_DOUBLE_EQ(
+      input_grad(model, Recompute::kSelective, modules({RecomputeModule::kCoreAttention})),
+      none + test::find_kernel(ks, "flash attention").seconds);
+  // The re-run activation is the experts phase's, between the all-to-alls.
+  const AnalyticalCostModel act(
+      model, test::a100_node(),
+      AnalyticalOptions{.recompute = Recompute::kSelective,
+                        .recompute_modules = modules({RecomputeModule::kMoeActivation})});
+  EXPECT_DOUBLE_EQ(act.moe_phases(0, MicrobatchShape{{4096}}, 1).experts.input_grad_s,
+                   plain.moe_phases(0, MicrobatchShape{{4096}}, 1).experts.input_grad_s +
+                       test::find_kernel(ks, "experts swiglu").seconds);
+}
+
+TEST(RecomputeModules, TheConfigKeyNamesItsRules) {
+  const std::string config =
+      test::source_path("validation/megatron-bridge-2511/gpt-oss-120b-b200.toml");
+  const Config c = load_config(config, {"cost.recompute=\"selective\"",
+                                        "cost.recompute_modules=[\"layernorm\", \"moe_act\"]"});
+  EXPECT_EQ(c.cost.recompute_modules,
+            modules({RecomputeModule::kLayerNorm, RecomputeModule::kMoeActivation}));
+  const auto fails = [&](std::vector<std::string> overrides, const std::string& needle) {
+    try {
+      load_config(config, overrides);
+      ADD_FAILURE() << "accepted: " << overrides.back();
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("cost.recompute_modules"), std::string::npos) << what;
+      EXPECT_NE(what.find(needle), std::string::npos) << what;
+    }
+  };
+  fails({"cost.recompute=\"selective\"", "cost.recompute_modules=[\"attn\"]"},
+        "unknown module 'attn' (valid: core_attn, layernorm, moe_act, mlp)");
+  fails({"cost.recompute=\"selective\"", "cost.recompute_modules=[\"moe\"]"}, "not modelled");
+  fails({"cost.recompute=\"selective\"", "cost.recompute_modules=[\"mlp\", \"mlp\"]"},
+        "listed twice");
+}
+
+}  // namespace
+}  // namespace loom
