@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
 
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
@@ -72,6 +73,31 @@ TEST(Partition, FrozenAwareViewBeatsNaiveOnTheFrozenVlm) {
   EXPECT_LT(t_aware, t_naive);
   EXPECT_LT(evaluate_with_view(*aware, PartitionView::kTrue),
             evaluate_with_view(*aware, PartitionView::kNaive));
+}
+
+// The study's own view is its own plan evaluated, not a second plan; every other case
+// plans again (here kernel noise, which a fresh plan does not have).
+TEST(Partition, TheStudysOwnViewIsItsPlanAndTheOtherViewIsPlannedAgain) {
+  for (const char* view : {"true", "naive"}) {
+    const auto study =
+        test::example("vlm-frozen.toml", {std::string("schedule.partition_view=") + view});
+    const PartitionView own = study->config.schedule.partition_view;
+    const PartitionView other =
+        own == PartitionView::kTrue ? PartitionView::kNaive : PartitionView::kTrue;
+    EXPECT_EQ(evaluate_with_view(*study, own),
+              evaluate(study->schedule, study->config.cluster).iteration_time_s());
+    const auto replanned =
+        test::example("vlm-frozen.toml", {std::string("schedule.partition_view=") +
+                                          (own == PartitionView::kTrue ? "naive" : "true")});
+    EXPECT_EQ(evaluate_with_view(*study, other),
+              evaluate(replanned->schedule, replanned->config.cluster).iteration_time_s());
+  }
+  const auto noisy = test::example("vlm-frozen.toml", {"cost.jitter=0.1"});
+  const auto quiet = test::example("vlm-frozen.toml");
+  const double noisy_run = evaluate(noisy->schedule, noisy->config.cluster).iteration_time_s();
+  const double quiet_run = evaluate(quiet->schedule, quiet->config.cluster).iteration_time_s();
+  ASSERT_NE(noisy_run, quiet_run);
+  EXPECT_EQ(evaluate_with_view(*noisy, PartitionView::kTrue), quiet_run);
 }
 
 TEST(Partition, FrozenVlmTimelineHasNoEncoderBackwardAndInputGradOnlyLlm) {
