@@ -389,7 +389,12 @@ MemoryLevers memory_levers(const Config& c) {
           .distributed_optimizer = c.cost.memory.distributed_optimizer,
           .fsdp = c.parallel.fsdp,
           .recompute = c.cost.recompute,
-          .kernel_level = c.cost.model == "analytical" && c.cost.efficiency <= 0};
+          .recompute_modules = c.cost.recompute_modules,
+          .kernel_level = c.cost.model == "analytical" && c.cost.efficiency <= 0,
+          .flash_attention = c.cost.flash_attention,
+          .moe = std::ranges::any_of(c.model.modules(), [](const Module& m) {
+            return std::ranges::any_of(m.layers, [](const LayerSpec& l) { return l.moe(); });
+          })};
 }
 
 Metrics study_metrics(const Study& study, const Timeline& timeline) {

@@ -383,6 +383,31 @@ void check_placement(const Schedule& schedule, const Cluster& cluster) {
 
 namespace {
 
+/// Selective recompute of what saves memory here (docs/cost-model.md), where it is not
+/// already on: a MoE layer's experts' activations and norms; else the attention core, or
+/// under FlashAttention (which keeps no scores to drop) the MLP.
+std::string recompute_fix(const MemoryLevers& l) {
+  if (!l.kernel_level || l.recompute == Recompute::kFull) return "";
+  RecomputeModules useful = RecomputeModules::none();
+  if (l.moe) {
+    useful.add(RecomputeModule::kMoeActivation);
+    useful.add(RecomputeModule::kLayerNorm);
+  } else {
+    useful.add(l.flash_attention ? RecomputeModule::kMlp : RecomputeModule::kCoreAttention);
+  }
+  RecomputeModules want =
+      l.recompute == Recompute::kSelective ? l.recompute_modules : RecomputeModules::none();
+  if (l.recompute == Recompute::kSelective && (want.bits & useful.bits) == useful.bits) return "";
+  want.bits |= useful.bits;
+  if (want == RecomputeModules{}) return "cost.recompute = \"selective\"";
+  std::string names;
+  for (const auto m : {RecomputeModule::kCoreAttention, RecomputeModule::kLayerNorm,
+                       RecomputeModule::kMoeActivation, RecomputeModule::kMlp}) {
+    if (want.has(m)) names += (names.empty() ? "\"" : ", \"") + std::string(to_string(m)) + "\"";
+  }
+  return "cost.recompute = \"selective\" with cost.recompute_modules = [" + names + "]";
+}
+
 /// The usual fixes, for the largest part first (Megatron's memory levers: sequence
 /// parallelism and selective recompute, Korthikanti et al. 2022; the distributed
 /// optimizer, ZeRO-1, Rajbhandari et al. SC'20), skipping those already applied.
@@ -390,8 +415,7 @@ std::string memory_fixes(const MemoryLevers& l, const StaticMemory& m, double ac
   std::vector<std::string> activation_fixes, state_fixes;
   if (l.tp > 1 && !l.sequence_parallel)
     activation_fixes.push_back("parallel.sequence_parallel = true");
-  if (l.recompute == Recompute::kNone && l.kernel_level)
-    activation_fixes.push_back("cost.recompute = \"selective\"");
+  if (const std::string fix = recompute_fix(l); !fix.empty()) activation_fixes.push_back(fix);
   if (l.recompute != Recompute::kFull) activation_fixes.push_back("cost.recompute = \"full\"");
   activation_fixes.push_back("a smaller schedule.microbatch_size");
   if (l.dp > 1 && !l.distributed_optimizer && !l.fsdp)

@@ -38,7 +38,10 @@ struct MemoryLevers {
   bool distributed_optimizer = false;
   bool fsdp = false;
   Recompute recompute = Recompute::kNone;
-  bool kernel_level = false;  ///< selective recompute needs the kernel-level cost model
+  RecomputeModules recompute_modules = {};
+  bool kernel_level = false;    ///< selective recompute needs the kernel-level cost model
+  bool flash_attention = true;  ///< core_attn recompute then saves nothing
+  bool moe = false;             ///< the model has MoE layers (moe_act, layernorm save memory)
 };
 
 /// Static memory plus peak live activations of every rank must fit its GPU; throws

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "app/study.hpp"
 #include "core/config.hpp"
 #include "core/cost_analytical.hpp"
 #include "core/errors.hpp"
@@ -145,6 +146,35 @@ TEST(RecomputeModules, TheConfigKeyNamesItsRules) {
   fails({"cost.recompute=\"selective\"", "cost.recompute_modules=[\"moe\"]"}, "not modelled");
   fails({"cost.recompute=\"selective\"", "cost.recompute_modules=[\"mlp\", \"mlp\"]"},
         "listed twice");
+}
+
+std::string out_of_memory(const std::string& config, const std::vector<std::string>& overrides) {
+  try {
+    prepare_study(test::source_path(config), overrides);
+  } catch (const InfeasibleError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << config << " fits";
+  return "";
+}
+
+TEST(RecomputeModules, OutOfMemoryNamesTheSubmodulesThatSaveMemory) {
+  // GPT-OSS on B200 (MoE, FlashAttention): the experts' activations and norms.
+  const std::string gpt_oss = "validation/megatron-bridge-2511/gpt-oss-120b-b200.toml";
+  EXPECT_NE(out_of_memory(gpt_oss, {"cost.recompute=\"none\""})
+                .find("try cost.recompute = \"selective\" with cost.recompute_modules = "
+                      "[\"layernorm\", \"moe_act\"], cost.recompute = \"full\""),
+            std::string::npos);
+  // With them on (the file's), selective has nothing more to offer.
+  const std::string recipe = out_of_memory(gpt_oss, {});
+  EXPECT_EQ(recipe.find("\"selective\""), std::string::npos) << recipe;
+  EXPECT_NE(recipe.find("cost.recompute = \"full\""), std::string::npos) << recipe;
+  // A dense model under FlashAttention: the MLP (core_attn would save nothing).
+  const std::string dense = out_of_memory("validation/megatron-bridge-2511/llama3-8b-b200.toml",
+                                          {"schedule.microbatch_size=64"});
+  EXPECT_NE(dense.find("cost.recompute = \"selective\" with cost.recompute_modules = [\"mlp\"]"),
+            std::string::npos)
+      << dense;
 }
 
 }  // namespace
