@@ -150,8 +150,9 @@ class Simulation {
 
   /// Posts an eager message (its receiver is permanent), held to the flow's rate cap.
   /// Never detached: SimGrid 3.32 keeps every detached comm in one list that each
-  /// completion scans, which made unfolded runs quadratic in GPUs. Whoever takes the
-  /// message last (its receiver, or a collective's sender) releases the handle.
+  /// completion scans, which made unfolded runs quadratic in GPUs. The sender keeps the
+  /// handle and waits for it: a point-to-point send once its receiver has it
+  /// (release_delivered), a ring stream once the member has taken its predecessor's.
   static sg::CommPtr put(const OpMailboxes& boxes, void* payload) {
     sg::CommPtr comm = boxes.out->put_init(payload, boxes.out_bytes);
     if (boxes.out_rate > 0) comm->set_rate(boxes.out_rate);
@@ -334,8 +335,9 @@ class Simulation {
     }
   }
 
-  /// A send stays on its sender's list in SimGrid until the sender tests it: test the
-  /// ones already received (done, so one short simcall each), oldest first.
+  /// A non-detached send stays on its sender's activity list in SimGrid, which every wait
+  /// of the sender scans, until the sender waits for it: wait for the ones already
+  /// received (done: one immediate simcall each), oldest first.
   void release_delivered(RankId r) {
     auto& sent = sent_[r];
     while (!sent.empty() && delivered_[r][sent.front().first]) {
