@@ -392,9 +392,12 @@ MemoryLevers memory_levers(const Config& c) {
           .recompute_modules = c.cost.recompute_modules,
           .kernel_level = c.cost.model == "analytical" && c.cost.efficiency <= 0,
           .flash_attention = c.cost.flash_attention,
-          .moe = std::ranges::any_of(c.model.modules(), [](const Module& m) {
-            return std::ranges::any_of(m.layers, [](const LayerSpec& l) { return l.moe(); });
-          })};
+          .moe = std::ranges::any_of(c.model.modules(),
+                                     [](const Module& m) {
+                                       return std::ranges::any_of(
+                                           m.layers, [](const LayerSpec& l) { return l.moe(); });
+                                     }),
+          .fp8 = c.cost.fp8 != Fp8Recipe::kOff};
 }
 
 Metrics study_metrics(const Study& study, const Timeline& timeline) {

@@ -86,20 +86,24 @@ PassCost AnalyticalCostModel::kernel_cost(int layer, const MicrobatchShape& shap
     double compute = 0;  ///< GEMMs and fused attention (what TP overlap hides behind)
     double memory = 0;
     double comm = 0;
-    double recompute = 0;  ///< forward kernels selective recompute re-runs
     double total(bool overlap) const {
       return compute + memory + (overlap ? std::max(0.0, comm - compute) : comm);
     }
   };
-  PassSum forward, input_grad, weight_grad;
-  for (const Kernel& k : kernels(layer, shape, tp)) {
-    PassSum& p = k.pass == KernelPass::kForward     ? forward
-                 : k.pass == KernelPass::kInputGrad ? input_grad
-                                                    : weight_grad;
+  // `rerun`: the forward kernels selective recompute runs again before the backward, their
+  // TP collectives hidden behind their GEMMs as in the forward.
+  PassSum forward, input_grad, weight_grad, rerun;
+  const auto add = [](PassSum& p, const Kernel& k) {
     (k.bound == KernelBound::kCompute  ? p.compute
      : k.bound == KernelBound::kMemory ? p.memory
                                        : p.comm) += k.seconds;
-    if (recomputed(k, Recompute::kSelective, options_.recompute_modules)) p.recompute += k.seconds;
+  };
+  for (const Kernel& k : kernels(layer, shape, tp)) {
+    add(k.pass == KernelPass::kForward     ? forward
+        : k.pass == KernelPass::kInputGrad ? input_grad
+                                           : weight_grad,
+        k);
+    if (recomputed(k, Recompute::kSelective, options_.recompute_modules)) add(rerun, k);
   }
   const bool overlap = options_.tp_comm_overlap;
   PassCost c;
@@ -108,7 +112,7 @@ PassCost AnalyticalCostModel::kernel_cost(int layer, const MicrobatchShape& shap
   c.weight_grad_s = weight_grad.total(overlap);
   const Recompute recompute = recompute_of(layer);
   if (recompute == Recompute::kFull) c.input_grad_s += c.forward_s;
-  if (recompute == Recompute::kSelective) c.input_grad_s += forward.recompute;
+  if (recompute == Recompute::kSelective) c.input_grad_s += rerun.total(overlap);
   return c;
 }
 

@@ -390,8 +390,10 @@ double transformer_activation_bytes(const LayerSpec& l, const MicrobatchShape& s
     latents = 2.0 * (l.q_lora_rank + l.kv_lora_rank + l.qk_rope_head_dim);
   }
   const double gate = l.gated_mlp ? 2 : 1;
-  // In fp16 units (2 bytes = 2): an FP8 input is half of one.
-  const double fp8_replicated = fp8 ? 2 * h / 2 : 0;  // QKV and fc1 inputs
+  // In fp16 units (2 bytes = 2): an FP8 input is half of one. The QKV input, and a dense
+  // layer's fc1 input; a MoE layer's pre-MLP norm output feeds the bf16 router and stays
+  // 2h (its experts keep their own FP8 copies, per routed token, in `mlp` below).
+  const double fp8_replicated = fp8 ? (l.moe() ? 1 : 2) * 2 * h / 2 : 0;
   const double replicated = (10 * h - fp8_replicated) / (sp ? t : 1);
   // The MLP's tensors inside the TP region: fc1's output, the activation's output (fc2's
   // input); with experts, per routed copy (top_k per token) the permuted input too, plus
@@ -408,8 +410,10 @@ double transformer_activation_bytes(const LayerSpec& l, const MicrobatchShape& s
     return recompute == Recompute::kSelective && modules.has(m);
   };
   double discarded = 0;  // per token, outside the TP region
+  // layernorm: a separate norm's bf16 output; MLA's input norm feeds FP8 down projections
+  // under FP8, which keep their own copies (h, counted above) that discarding cannot touch.
   if (drops(RecomputeModule::kLayerNorm))
-    discarded += (l.moe() ? 2 * h : 0) + (l.mla() ? 2 * h : 0);
+    discarded += (l.moe() ? 2 * h : 0) + (l.mla() && !fp8 ? 2 * h : 0);
   if (drops(RecomputeModule::kMlp) && !l.moe()) {
     discarded += 2 * h - fp8_replicated / 2;  // fc1's input (its FP8 copy under FP8)
     mlp = 0;

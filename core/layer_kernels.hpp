@@ -93,14 +93,17 @@ inline bool recomputed(const Kernel& k, Recompute recompute, RecomputeModules mo
 /// under SP). Selective `modules` drop what Megatron-Core's do (TransformerConfig's
 /// recompute_modules, its TE layer specs): layernorm the outputs of the norms that are
 /// modules of their own (a MoE layer's pre-MLP norm, an MLA layer's input norm: 2h each;
-/// elsewhere TE fuses the norm into the next linear and there is nothing to discard);
+/// elsewhere TE fuses the norm into the next linear and there is nothing to discard; under
+/// FP8 MLA's down projections keep FP8 copies of theirs and nothing is discarded there);
 /// moe_act the routed experts' activation outputs (2 f_e per routed copy; none under FP8,
 /// where fc2 keeps its FP8 copy instead); mlp a dense MLP's fc1 input, fc1 and activation
 /// outputs.
 /// Scaled by dtype_bytes / 2. Under FP8 the four linears keep their inputs for the weight
 /// gradient as the FP8 copy (1 byte: Transformer Engine saves the cast input, not the
 /// bf16 one): the QKV and fc1 inputs (2h each, replicated), the attention output
-/// projection's (2h) and fc2's (2f) inside the TP region, each halved.
+/// projection's (2h) and fc2's (2f) inside the TP region, each halved. A MoE layer's fc1
+/// input slot is the pre-MLP norm's output, which the bf16 router keeps whole; its experts
+/// keep their FP8 inputs per routed copy.
 double transformer_activation_bytes(const LayerSpec& layer, const MicrobatchShape& shape, int tp,
                                     bool flash_attention, bool sequence_parallel,
                                     Recompute recompute, bool fp8 = false,

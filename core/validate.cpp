@@ -390,7 +390,7 @@ std::string recompute_fix(const MemoryLevers& l) {
   if (!l.kernel_level || l.recompute == Recompute::kFull) return "";
   RecomputeModules useful = RecomputeModules::none();
   if (l.moe) {
-    useful.add(RecomputeModule::kMoeActivation);
+    if (!l.fp8) useful.add(RecomputeModule::kMoeActivation);  // under FP8 fc2 keeps a copy
     useful.add(RecomputeModule::kLayerNorm);
   } else {
     useful.add(l.flash_attention ? RecomputeModule::kMlp : RecomputeModule::kCoreAttention);
@@ -399,12 +399,15 @@ std::string recompute_fix(const MemoryLevers& l) {
       l.recompute == Recompute::kSelective ? l.recompute_modules : RecomputeModules::none();
   if (l.recompute == Recompute::kSelective && (want.bits & useful.bits) == useful.bits) return "";
   want.bits |= useful.bits;
-  if (want == RecomputeModules{}) return "cost.recompute = \"selective\"";
+  // Megatron's default list alone needs no list, unless selective is on with another one.
+  if (want == RecomputeModules{} && l.recompute != Recompute::kSelective)
+    return "cost.recompute = \"selective\"";
   std::string names;
   for (const auto m : {RecomputeModule::kCoreAttention, RecomputeModule::kLayerNorm,
                        RecomputeModule::kMoeActivation, RecomputeModule::kMlp}) {
     if (want.has(m)) names += (names.empty() ? "\"" : ", \"") + std::string(to_string(m)) + "\"";
   }
+  if (l.recompute == Recompute::kSelective) return "cost.recompute_modules = [" + names + "]";
   return "cost.recompute = \"selective\" with cost.recompute_modules = [" + names + "]";
 }
 

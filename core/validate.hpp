@@ -42,6 +42,7 @@ struct MemoryLevers {
   bool kernel_level = false;    ///< selective recompute needs the kernel-level cost model
   bool flash_attention = true;  ///< core_attn recompute then saves nothing
   bool moe = false;             ///< the model has MoE layers (moe_act, layernorm save memory)
+  bool fp8 = false;             ///< cost.fp8 is on (moe_act then saves nothing)
 };
 
 /// Static memory plus peak live activations of every rank must fit its GPU; throws

@@ -80,7 +80,19 @@ TEST(Fp8, LinearInputsAreKeptInFp8) {
   const double h = 1024, f = 4096, T = 2048, t = 2;
   const double bf16 = transformer_activation_bytes(l, shape, 2, true, false, Recompute::kNone);
   const double fp8 = transformer_activation_bytes(l, shape, 2, true, false, Recompute::kNone, true);
-  EXPECT_DOUBLE_EQ(bf16 - fp8, T * (2 * h / 2 + (2 * h + 2 * f) / 2 / t));
+  EXPECT_DOUBLE_EQ(bf16 - fp8, T * ((2 * h + 2 * h) / 2 + (2 * h + 2 * f) / 2 / t));
+  // A MoE layer's fc1 slot is the bf16 router's input: only the QKV input halves outside
+  // the TP region; inside, the output projection's input and each of the top 2 routed
+  // copies' fc1 input (2h) and fc2 input (2 f_e).
+  LayerSpec moe = l;
+  moe.experts = 8;
+  moe.top_k = 2;
+  moe.expert_ffn = 512;
+  const double fe = 512;
+  EXPECT_DOUBLE_EQ(
+      transformer_activation_bytes(moe, shape, 2, true, false, Recompute::kNone) -
+          transformer_activation_bytes(moe, shape, 2, true, false, Recompute::kNone, true),
+      T * (2 * h / 2 + (2 * h + 2 * (2 * h + 2 * fe)) / 2 / t));
   // Full recompute keeps the layer input only, in bf16.
   EXPECT_DOUBLE_EQ(transformer_activation_bytes(l, shape, 2, true, false, Recompute::kFull, true),
                    transformer_activation_bytes(l, shape, 2, true, false, Recompute::kFull));

@@ -64,6 +64,12 @@ TEST(RecomputeModules, EachDropsWhatMegatronDiscards) {
       saved(moe, core, 1, false, true),
       saved(moe, modules({RecomputeModule::kCoreAttention, RecomputeModule::kMoeActivation}), 1,
             false, true));
+  // Under FP8 the router still keeps the norm's bf16 output, which layernorm discards.
+  EXPECT_DOUBLE_EQ(
+      saved(moe, core, 1, false, true) -
+          saved(moe, modules({RecomputeModule::kCoreAttention, RecomputeModule::kLayerNorm}), 1,
+                false, true),
+      T * 2 * h);
   // mlp is a dense MLP's: nothing in a MoE layer.
   EXPECT_DOUBLE_EQ(saved(moe, core),
                    saved(moe, modules({RecomputeModule::kCoreAttention, RecomputeModule::kMlp})));
@@ -82,6 +88,13 @@ TEST(RecomputeModules, DenseLayersFuseTheirNormsAndDropTheWholeMlp) {
       saved(dense, core, 2) -
           saved(dense, modules({RecomputeModule::kCoreAttention, RecomputeModule::kMlp}), 2),
       T * (2 * h + (2 * f + 2 * f) / t));
+  // Under FP8 fc1's input is its FP8 copy (h) and fc2's input (the activation's output)
+  // is one too (f): what mlp drops shrinks by as much.
+  EXPECT_DOUBLE_EQ(
+      saved(dense, core, 2, false, true) -
+          saved(dense, modules({RecomputeModule::kCoreAttention, RecomputeModule::kMlp}), 2, false,
+                true),
+      T * (h + (2 * f + f) / t));
   // Without core_attn, unfused attention keeps its 5 a s^2 / t again.
   const double s = 4096, a = 16;
   EXPECT_DOUBLE_EQ(saved(dense, RecomputeModules::none(), 2, false, false, false) -
@@ -89,6 +102,23 @@ TEST(RecomputeModules, DenseLayersFuseTheirNormsAndDropTheWholeMlp) {
                    5 * a * s * s / t);
   // Megatron's default list is core_attn: the selective recompute Loom always had.
   EXPECT_EQ(RecomputeModules{}, core);
+}
+
+TEST(RecomputeModules, MlaInputNormIsDiscardedUnlessFp8DownProjectionsKeepTheirCopies) {
+  // DeepSeek-V3's attention widths (its config.json), on a dense layer: layernorm is the
+  // input norm's output only, the down projections' input.
+  LayerSpec mla = test::gpt_layer(7168, 128);
+  mla.head_dim = 128;
+  mla.q_lora_rank = 1536;
+  mla.kv_lora_rank = 512;
+  mla.qk_rope_head_dim = 64;
+  mla.v_head_dim = 128;
+  const double T = 4096, h = 7168;
+  const RecomputeModules core = modules({RecomputeModule::kCoreAttention});
+  const RecomputeModules norms =
+      modules({RecomputeModule::kCoreAttention, RecomputeModule::kLayerNorm});
+  EXPECT_DOUBLE_EQ(saved(mla, core) - saved(mla, norms), T * 2 * h);
+  EXPECT_DOUBLE_EQ(saved(mla, core, 1, false, true), saved(mla, norms, 1, false, true));
 }
 
 double input_grad(const Model& model, Recompute recompute, RecomputeModules m) {
@@ -122,6 +152,38 @@ TEST(RecomputeModules, TheBackwardRerunsExactlyTheListedKernels) {
   EXPECT_DOUBLE_EQ(act.moe_phases(0, MicrobatchShape{{4096}}, 1).experts.input_grad_s,
                    plain.moe_phases(0, MicrobatchShape{{4096}}, 1).experts.input_grad_s +
                        test::find_kernel(ks, "experts swiglu").seconds);
+}
+
+TEST(RecomputeModules, ADenseMlpRerunsWithItsTpCollectivesHiddenAsInTheForward) {
+  Module m;
+  m.name = "llm";
+  m.layers = {test::gpt_layer(4096, 32)};
+  const Model model({m});
+  const MicrobatchShape shape{{4096}};
+  const RecomputeModules mlp = modules({RecomputeModule::kMlp});
+  for (const bool overlap : {false, true}) {
+    const AnalyticalOptions plain{.tp_comm_overlap = overlap};
+    AnalyticalOptions rerun = plain;
+    rerun.recompute = Recompute::kSelective;
+    rerun.recompute_modules = mlp;
+    const AnalyticalCostModel base(model, test::a100_node(), plain);
+    // The MLP's forward kernels, its fc1/fc2 GEMMs, activation and TP collectives.
+    double compute = 0, memory = 0, comm = 0;
+    int gemms = 0, collectives = 0;
+    for (const Kernel& k : base.kernels(0, shape, 2)) {
+      if (!recomputed(k, Recompute::kSelective, mlp)) continue;
+      if (k.bound == KernelBound::kCompute) ++gemms, compute += k.seconds;
+      if (k.bound == KernelBound::kMemory) memory += k.seconds;
+      if (k.bound == KernelBound::kCommunication) ++collectives, comm += k.seconds;
+    }
+    EXPECT_EQ(gemms, 2);
+    EXPECT_GE(collectives, 1);
+    const double exposed = overlap ? std::max(0.0, comm - compute) : comm;
+    EXPECT_DOUBLE_EQ(
+        AnalyticalCostModel(model, test::a100_node(), rerun).layer_cost(0, shape, 2).input_grad_s,
+        base.layer_cost(0, shape, 2).input_grad_s + compute + memory + exposed)
+        << "tp_comm_overlap " << overlap;
+  }
 }
 
 TEST(RecomputeModules, TheConfigKeyNamesItsRules) {
@@ -175,6 +237,18 @@ TEST(RecomputeModules, OutOfMemoryNamesTheSubmodulesThatSaveMemory) {
   EXPECT_NE(dense.find("cost.recompute = \"selective\" with cost.recompute_modules = [\"mlp\"]"),
             std::string::npos)
       << dense;
+  // Selective already on with an empty list: the list is what to change.
+  const std::string empty = out_of_memory(
+      "validation/megatron-bridge-2511/llama3-8b-b200.toml",
+      {"schedule.microbatch_size=64", "cost.recompute=\"selective\"", "cost.recompute_modules=[]"});
+  EXPECT_NE(empty.find("try cost.recompute_modules = [\"mlp\"]"), std::string::npos) << empty;
+  // Under FP8 fc2 keeps its FP8 copy: moe_act saves nothing, the norms still do.
+  const std::string fp8 =
+      out_of_memory(gpt_oss, {"cost.recompute=\"none\"", "cost.fp8=\"current\""});
+  EXPECT_NE(fp8.find("try cost.recompute = \"selective\" with cost.recompute_modules = "
+                     "[\"layernorm\"], cost.recompute = \"full\""),
+            std::string::npos)
+      << fp8;
 }
 
 }  // namespace
