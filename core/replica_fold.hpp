@@ -14,14 +14,22 @@
 /// full job, and the fold is exact under max-min link sharing. On a tiered fabric that can
 /// block (an oversubscribed tier, or a tier's own latency: Fabric::non_blocking), blocks
 /// fill whole pods (whole leaves under a single spine tier) instead of whole nodes, so
-/// every simulated leaf and pod trunk carries the job's ring hops too.
+/// every simulated leaf and pod trunk carries the job's ring hops too. Under an order that
+/// puts dp inside pp (Megatron's "tp-cp-ep-dp-pp") a block is the replicas that fill whole
+/// domains at every stage.
 ///
-/// Folding is off where symmetry does not hold, or where replicas talk to each other
-/// inside the step (expert parallelism's all-to-alls): samples that differ in cost (a workload
-/// CSV or dataset), kernel-time noise (cost.jitter), per-module layouts, a replica count
-/// that is not a whole number of pairs of blocks, or a scheduler whose replicas do not run
-/// identical programs (checked on the plan itself). `sim.fold = false` (`loom sim
-/// --no-fold`) turns it off.
+/// Expert parallelism: a block also holds whole expert-parallel groups (ep consecutive of
+/// the dp x cp lanes), so every all-to-all runs inside one block as in the job, and the
+/// gradient ring of the ranks holding the same experts (one per group) widens by the fold
+/// like the data-parallel ring. Within a group the replicas' programs differ (each is its
+/// own member of the all-to-alls): replica d runs replica (d mod replicas per group)'s,
+/// shifted by whole groups.
+///
+/// Folding is off where symmetry does not hold: samples that differ in cost (a workload
+/// CSV or dataset), kernel-time noise (cost.jitter), routing that draws expert loads per
+/// group (zipf, trace), per-module layouts, a replica count that is not a whole number of
+/// pairs of blocks, or a scheduler whose replicas do not run identical programs (checked on
+/// the plan itself). `sim.fold = false` (`loom sim --no-fold`) turns it off.
 #include <string>
 
 #include "core/config.hpp"
@@ -43,10 +51,12 @@ struct ReplicaFold {
 /// built with that many must still pass replica_asymmetry().
 ReplicaFold plan_replica_fold(const Config& config);
 
-/// Empty when every replica of `schedule` runs replica 0's program on ranks, GPUs and
-/// peers shifted by whole replicas, and every collective group that spans replicas holds
-/// the same ranks of each (one, or one per CP rank) in replica order; otherwise what
-/// differs first.
+/// Empty when every replica of `schedule` runs its base replica's program (replica 0's;
+/// with all-to-all groups over w replicas, replica d mod w's) on ranks, GPUs and peers
+/// shifted by whole replicas, and every collective group that spans replicas holds the same
+/// ranks (one, or one per CP rank) of each replica it spans, in replica order: all of them,
+/// one per all-to-all window, or an all-to-all's aligned window; otherwise what differs
+/// first.
 std::string replica_asymmetry(const Schedule& schedule);
 
 }  // namespace loom

@@ -234,9 +234,9 @@ struct Schedule {
   SampleAssignment samples;
   PerRank<StaticMemory> static_memory;
   /// Symmetric folding (core/replica_fold.hpp): each data-parallel replica in the IR stands
-  /// for `replica_fold` identical ones that are not simulated op by op. Every collective
-  /// group then has one member per simulated replica, and its ring runs over
-  /// members x replica_fold ranks: the same steps and bytes per link as the whole ring.
+  /// for `replica_fold` identical ones not simulated op by op. A ring group spanning replicas
+  /// runs over members x replica_fold ranks: the whole ring's steps and bytes per link (an
+  /// all-to-all's group, expert parallelism's, stays inside a block: its members alone).
   int replica_fold = 1;
   /// Context parallelism (parallel.cp): each pipeline rank of each replica is `cp` IR
   /// ranks, one per CP rank, numbered replica-major: rank = (replica x cp + cp_rank) x

@@ -320,7 +320,10 @@ class Simulation {
       else if (!(c && c->async))
         timing(here) = {start, now};
       count_done_op();
-      if (!failure_.empty()) return;
+      // On a failure, stop but still wait for this rank's sends below: an actor that ends
+      // with sends in flight would have SimGrid cancel them under their receivers. What
+      // never arrives leaves the actors blocked, which ends the run (reported as failure_).
+      if (!failure_.empty()) break;
     }
     wait_for_async(r, streams_[r].issued_count);  // the program's end waits for all of them
     for (const auto& [index, comm] : sent_[r]) comm->wait();  // eager: they are on their way

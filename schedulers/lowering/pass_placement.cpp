@@ -401,7 +401,9 @@ double data_parallel_parameters(const Context& ctx, int layer) {
 }
 
 void add_expert_gradient_allreduce(const Context& ctx, Schedule& schedule) {
-  const int expert_dp = ctx.lanes() / ctx.ep;
+  // Over the whole job's lanes: with folding, the group's ring is its simulated members
+  // times the fold (Schedule::ring_size).
+  const int expert_dp = ctx.lanes() * ctx.problem.replica_fold / ctx.ep;
   if (expert_dp <= 1 && !ctx.programs.up) return;
   const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
   for (const PipelineRank r : ctx.programs.rank_ids()) {

@@ -134,6 +134,19 @@ TEST(FabricSimGrid, FoldsWholePodsOfABlockingFabricExactly) {
                                   "the blocking fabric)"),
             std::string::npos)
       << six->fold.reason;
+  // Megatron's order (dp inside pp): 16 replicas' copies of a stage fill a pod, 64 replicas
+  // four pods per stage; the fold keeps 32, two pods per stage, and every pipeline hop
+  // still crosses the core between pods.
+  const std::string megatron = dir.write("megatron.toml", job(64, 4, 4, 64, tree(2, 2, "[3, 7]")));
+  const std::vector<std::string> order = {"parallel.order=\"tp-cp-dp-pp\""};
+  const auto stages_apart = prepare_study(megatron, order, Folding::kAllowed);
+  ASSERT_TRUE(stages_apart->fold.folded()) << stages_apart->fold.describe();
+  EXPECT_EQ(stages_apart->fold.simulated, 32);
+  std::vector<std::string> unfolded = order;
+  unfolded.push_back("sim.fold=false");
+  EXPECT_NEAR(
+      iteration_time(megatron, order, "simgrid") / iteration_time(megatron, unfolded, "simgrid"),
+      1.0, 1e-9);
 }
 
 }  // namespace
