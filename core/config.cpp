@@ -122,7 +122,8 @@ Recompute read_recompute(Reader& r, const toml::table& t, const std::string& pat
 }
 
 /// cost.recompute_modules: Megatron-Core's names, each once. Like Megatron, it applies only
-/// to selective recompute (a config note says when nothing is selective).
+/// to selective recompute (a config note says so when a list other than the default
+/// ["core_attn"] is given and nothing is selective).
 RecomputeModules read_recompute_modules(Reader& r, const toml::table& t) {
   const toml::node* node = t.get("recompute_modules");
   if (!node) return {};
@@ -1060,10 +1061,6 @@ Config load_config(const ConfigSource& source, const std::vector<std::string>& o
   if (c.parallel.fsdp && c.parallel.dp == 1)
     r.fail(p.get("fsdp"), "parallel.fsdp",
            "shards over the data-parallel replicas: set parallel.dp > 1 or turn it off");
-  if (c.parallel.fsdp && c.parallel.ep > 1)
-    r.fail(p.get("ep"), "parallel.ep",
-           "shards experts over data-parallel ranks that FSDP shards too, which Loom does not "
-           "model yet: remove parallel.fsdp or set parallel.ep = 1");
   if (c.parallel.fsdp && c.parallel.overlap_grad_reduce)
     r.fail(p.get("overlap_grad_reduce"), "parallel.overlap_grad_reduce",
            "FSDP reduce-scatters each layer's gradients behind the backward itself; remove "

@@ -47,10 +47,12 @@ StaticMemory layer_state_bytes(const CostModel& cost, const Model& model, int la
   if (experts > 0)
     m += parameter_state_bytes(experts / tp, spec.dtype_bytes, memory, expert_dp, train);
   if (spec.kind == LayerKind::kTransformer && memory.fp8_weight_bytes_per_param > 0) {
-    // The FP8 copies of a transformer layer's linear weights, sharded like the weights;
-    // as primary weights they replace the bf16 ones.
-    const double linear = rank_layer_parameters(spec, memory.expert_parallel) / tp /
-                          (memory.shard_parameters ? data_parallel : 1);
+    // The FP8 copies of a transformer layer's linear weights, sharded like the weights
+    // (the experts over their own holders); as primary weights they replace the bf16 ones.
+    const double dense = rank_layer_parameters(spec, memory.expert_parallel) - experts;
+    const double linear = memory.shard_parameters
+                              ? (dense / data_parallel + experts / expert_dp) / tp
+                              : (dense + experts) / tp;
     m.parameters += linear * memory.fp8_weight_bytes_per_param;
     if (memory.fp8_primary_weights) m.parameters -= linear * spec.dtype_bytes;
   }

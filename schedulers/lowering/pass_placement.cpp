@@ -459,7 +459,8 @@ void add_gradient_allreduce(const Context& ctx, Schedule& schedule) {
     add_gradient_buckets(ctx, schedule, copy_gradient_bytes);
   else if (dp > 1 || ctx.programs.up)
     add_data_parallel_allreduce(ctx, schedule, copy_gradient_bytes);
-  if (ctx.ep > 1) add_expert_gradient_allreduce(ctx, schedule);
+  // Under FSDP the experts' gradients reduce-scatter over their holders in pass 5b.
+  if (ctx.ep > 1 && !ctx.problem.parallel.fsdp) add_expert_gradient_allreduce(ctx, schedule);
   add_embedding_allreduce(ctx, schedule, ctx.embeddings);
 }
 
@@ -543,7 +544,7 @@ void add_unsharded_window(const SchedulingProblem& problem, const PipelineProgra
          {&spec.segments, &spec.forward_copies.before, &spec.forward_copies.successor}) {
       for (const Segment& seg : *segments) {
         for (int l = seg.first; l < seg.end; ++l) {
-          const double p = problem.cost->parameters(l) / tp;
+          const double p = rank_parameters(*problem.cost, model, l, problem.memory) / tp;
           const double weights = layer_weight_bytes(*problem.cost, model, l, tp, problem.memory);
           const double gradient =
               model.layer(l).frozen ? 0 : p * problem.memory.gradient_bytes_per_param;

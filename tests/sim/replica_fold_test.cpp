@@ -191,6 +191,7 @@ const MoeCase kMoeCases[] = {
     {"loom_order_ep4", "tp-cp-pp-dp", 16, 4, 4, 8},
     {"loom_order_ep8_groups_span_nodes", "tp-cp-pp-dp", 32, 8, 8, 16},
     {"megatron_order_ep4", "tp-cp-ep-dp-pp", 32, 4, 8, 16},
+    {"loom_order_ep4_fsdp", "tp-cp-pp-dp", 16, 4, 4, 8, {"parallel.fsdp=true"}},
 };
 
 class MoeFoldAgrees : public ::testing::TestWithParam<MoeCase> {};

@@ -4,6 +4,7 @@
 // Narayanan et al.'s GPT with a pipeline and several microbatches.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
@@ -13,6 +14,7 @@
 #include "core/dataflow.hpp"
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
+#include "core/memory_model.hpp"
 #include "schedulers/scheduler.hpp"
 #include "test_support.hpp"
 
@@ -310,6 +312,109 @@ TEST(Fsdp, GathersHideBehindComputeOnAFastNetworkAndNotOnASlowOne) {
   EXPECT_GT(slow_gathers, 10 * slow_compute);
   EXPECT_GE(slow, slow_gathers);
   EXPECT_GT(slow, 10 * fast);
+}
+
+/// tests/data/moe-small.toml (4 MoE layers of 8 experts after a dense one, pp 2) at dp 4
+/// and ep 2 under FSDP: two ranks hold each expert.
+std::unique_ptr<Study> moe_fsdp(std::vector<std::string> extra = {}) {
+  std::vector<std::string> overrides = {"parallel.fsdp=true", "parallel.ep=2"};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return prepare_study(test::source_path("tests/data/moe-small.toml"), overrides);
+}
+
+TEST(Fsdp, ExpertsShardOverTheirHoldersAndTheRestOverEveryReplica) {
+  for (const bool per_microbatch : {true, false}) {
+    SCOPED_TRACE(per_microbatch ? "per microbatch" : "per step");
+    const auto study = moe_fsdp({std::string("parallel.fsdp_reshard_after_forward=") +
+                                 (per_microbatch ? "true" : "false")});
+    const Schedule& s = study->schedule;
+    const MemoryConstants& memory = study->problem.memory;
+    ASSERT_EQ(memory.expert_parallel, 2);
+    for (const RankId r : s.rank_ids()) {
+      SCOPED_TRACE("rank " + to_string(r));
+      // Per layer: bytes gathered (and reduce-scattered) on the 4-member group of every
+      // replica and on the 2-member group of the ranks holding the same experts.
+      std::map<std::pair<int, std::size_t>, double> gathered, reduced;
+      for (const Op& op : s.programs[r]) {
+        const auto* c = std::get_if<Collective>(&op);
+        ASSERT_FALSE(c && c->kind == CollectiveKind::kAllReduce && !c->tied_embedding)
+            << "no gradient all-reduce under FSDP: " << to_string(op, s);
+        if (!c || !c->async || c->kind == CollectiveKind::kAllToAll) continue;
+        const std::size_t members = s.group_members(c->group).size();
+        ASSERT_TRUE(members == 4 || members == 2) << to_string(op, s);
+        if (members == 2) {  // the other holder sits in the other expert-parallel group
+          const auto& holders = s.group_members(c->group);
+          EXPECT_EQ(s.ranks[holders[1]].replica.value() - s.ranks[holders[0]].replica.value(), 2);
+        }
+        auto& sum = c->kind == CollectiveKind::kAllGather ? gathered : reduced;
+        sum[{c->first_layer, members}] += c->bytes;
+      }
+      const int tp = s.ranks[r].tp;
+      for (const auto& [key, bytes] : gathered) {
+        const auto [layer, members] = key;
+        const double experts = rank_expert_parameters(study->config.model, layer, memory) / tp;
+        const double all = layer_weight_bytes(*study->cost, study->config.model, layer, tp, memory);
+        // Each gather point brings the layer whole: the experts on their holders' group.
+        const double share = members == 2 ? 2 * experts : all - 2 * experts;
+        EXPECT_NEAR(std::fmod(bytes, share), 0, 1e-6 * share) << "layer " << layer;
+        if (members == 2) {
+          EXPECT_GT(experts, 0) << "only MoE layers gather experts apart";
+        }
+      }
+      for (const auto& [key, bytes] : reduced) {
+        const auto [layer, members] = key;
+        const double grad = memory.gradient_bytes_per_param;
+        const double experts = rank_expert_parameters(study->config.model, layer, memory) / tp;
+        const double all = rank_parameters(*study->cost, study->config.model, layer, memory) / tp;
+        const double share = members == 2 ? experts * grad : (all - experts) * grad;
+        EXPECT_NEAR(std::fmod(bytes, share), 0, 1e-6 * share) << "layer " << layer;
+      }
+      // Rank 0 holds MoE layers (stage 0: the dense layer and two MoE ones).
+      if (r == RankId{0}) {
+        EXPECT_TRUE(gathered.contains({1, 2}));
+        EXPECT_TRUE(reduced.contains({1, 2}));
+      }
+    }
+    EXPECT_GT(evaluate(s, study->config.cluster).iteration_time_s(), 0);
+  }
+}
+
+TEST(Fsdp, EverySchedulerRunsItWithExpertParallelismOrRefusesNamingTheKey) {
+  for (const SchedulerInfo& info : scheduler_registry()) {
+    SCOPED_TRACE(info.name);
+    std::unique_ptr<Study> study;
+    try {
+      study = moe_fsdp({std::string("schedule.name=") + info.name});
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("parallel.fsdp") != std::string::npos ||
+                  what.find("parallel.ep") != std::string::npos ||
+                  what.find("schedule.") != std::string::npos)
+          << what;
+      continue;
+    }
+    EXPECT_GT(evaluate(study->schedule, study->config.cluster).iteration_time_s(), 0);
+  }
+}
+
+TEST(Fsdp, ExpertStateShardsOverItsHolders) {
+  const auto study = moe_fsdp();
+  MemoryConstants memory = study->problem.memory;
+  const Model& model = study->config.model;
+  const int layer = 1;  // MoE
+  const double experts = rank_expert_parameters(model, layer, memory);
+  const double dense = rank_parameters(*study->cost, model, layer, memory) - experts;
+  ASSERT_GT(experts, 0);
+  // dp 4, ep 2: the dense parameters over 4 ranks, each rank's experts over their 2 holders.
+  const StaticMemory m = layer_state_bytes(*study->cost, model, layer, 1, memory, 4, true);
+  EXPECT_DOUBLE_EQ(m.parameters, (dense / 4 + experts / 2) * 2);
+  EXPECT_DOUBLE_EQ(m.gradients, (dense / 4 + experts / 2) * memory.gradient_bytes_per_param);
+  // FP8 copies of the linear weights shard the same way.
+  memory.fp8_weight_bytes_per_param = 1;
+  const double linear = rank_layer_parameters(model.layer(layer), 2) - experts;
+  EXPECT_DOUBLE_EQ(
+      layer_state_bytes(*study->cost, model, layer, 1, memory, 4, true).parameters - m.parameters,
+      linear / 4 + experts / 2);
 }
 
 TEST(Fsdp, BadCombinationsAreInputErrorsNamingTheKey) {
