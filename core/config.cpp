@@ -598,6 +598,7 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
     }
   }
   c.tp_comm_overlap = r.boolean(t, "cost.", "tp_comm_overlap", false);
+  c.gradient_accumulation_fusion = r.boolean(t, "cost.", "gradient_accumulation_fusion", false);
   c.jitter = r.number(t, "cost.", "jitter", 0);
   if (!(c.jitter >= 0 && c.jitter <= 0.3))
     r.fail(t.get("jitter"), "cost.jitter",
@@ -1208,6 +1209,7 @@ std::unique_ptr<CostModel> make_base_cost_model(const Config& config) {
                         .flash_attention = config.cost.flash_attention,
                         .sequence_parallel = config.parallel.sequence_parallel,
                         .tp_comm_overlap = config.cost.tp_comm_overlap,
+                        .gradient_accumulation_fusion = config.cost.gradient_accumulation_fusion,
                         .recompute = config.cost.recompute,
                         .recompute_modules = config.cost.recompute_modules,
                         .gradient_bytes_per_param = config.cost.memory.gradient_bytes_per_param,

@@ -143,6 +143,10 @@ struct CostConfig {
   /// model run their linears in BF16 under FP8 (Megatron's num_layers_at_start/end_in_bf16).
   int fp8_bf16_layers = 0;
   bool tp_comm_overlap = false;
+  /// cost.gradient_accumulation_fusion: each microbatch's wgrad GEMM accumulates into the
+  /// fp32 gradient buffer itself (Megatron-Core's gradient_accumulation_fusion, TE's
+  /// fuse_wgrad_accumulation) instead of a separate add per layer; default false.
+  bool gradient_accumulation_fusion = false;
   /// Kernel-time noise (core/kernel_jitter.hpp): relative standard deviation of every
   /// compute op's time, and its seed; 0 = deterministic costs.
   double jitter = 0;

@@ -43,6 +43,7 @@ LayerKernelOptions AnalyticalCostModel::kernel_options(int layer) const {
   o.flash_attention = options_.flash_attention;
   o.sequence_parallel = options_.sequence_parallel;
   o.gradient_bytes = model_.layer(layer).frozen ? 0 : options_.gradient_bytes_per_param;
+  o.gradient_accumulation_fusion = options_.gradient_accumulation_fusion;
   o.fp8 = options_.fp8;
   o.microbatches = options_.microbatches;
   o.expert_parallel = options_.expert_parallel;
@@ -218,6 +219,7 @@ nlohmann::json AnalyticalCostModel::describe() const {
     j["attention"] = options_.flash_attention ? "flash" : "unfused";
     j["sequence_parallel"] = options_.sequence_parallel;
     j["tp_comm_overlap"] = options_.tp_comm_overlap;
+    j["gradient_accumulation_fusion"] = options_.gradient_accumulation_fusion;
     j["recompute"] = to_string(options_.recompute);
     if (options_.recompute == Recompute::kSelective || !module_recompute(model_).empty()) {
       nlohmann::json modules = nlohmann::json::array();

@@ -64,10 +64,21 @@ class KernelList {
     microbatches_ = std::max(1, microbatches);
   }
 
+  /// Weight-gradient GEMMs from now on accumulate into an fp32 buffer (gradient-accumulation
+  /// fusion): timed by `dense` / `fp8` (their output read and written, `out_bytes` per
+  /// element). nullptr: they write the gradient in the operands' dtype.
+  void fuse_wgrad(const GpuPerformance* dense, const GpuPerformance* fp8, double out_bytes) {
+    wgrad_gpu_ = dense;
+    wgrad_fp8_ = fp8;
+    wgrad_out_ = out_bytes;
+  }
+
   void gemm(const std::string& name, KernelPass pass, GemmShape s, bool core = false) {
+    const bool fused = pass == kW && wgrad_gpu_;
+    const double out = fused ? wgrad_out_ : e_;
     add({name, pass, KernelBound::kCompute, s.flops(),
-         e_ * s.batch * (s.m * s.k + s.k * s.n + s.m * s.n), gpu_.gemm_seconds(s),
-         attention_core(core)});
+         s.batch * (e_ * (s.m * s.k + s.k * s.n) + out * s.m * s.n),
+         (fused ? *wgrad_gpu_ : gpu_).gemm_seconds(s), attention_core(core)});
   }
   /// A linear layer y[tokens x n] = x[tokens x k] W[k x n]: forward, dX, dW; with a bias,
   /// its gradient is a reduction over the tokens of dY (the forward add is fused into the
@@ -133,8 +144,10 @@ class KernelList {
          b * (tokens * k + k * n + tokens * n * e_), fp8_->gemm_seconds(forward), std::nullopt});
     add({name + " dgrad", kI, KernelBound::kCompute, dgrad.flops(),
          b * (tokens * n + k * n + tokens * k * e_), fp8_->gemm_seconds(dgrad), std::nullopt});
+    const bool fused = wgrad_fp8_ != nullptr;
     add({name + " wgrad", kW, KernelBound::kCompute, wgrad.flops(),
-         b * (tokens * k + tokens * n + k * n * e_), fp8_->gemm_seconds(wgrad), std::nullopt});
+         b * (tokens * k + tokens * n + k * n * (fused ? wgrad_out_ : e_)),
+         (fused ? *wgrad_fp8_ : *fp8_).gemm_seconds(wgrad), std::nullopt});
     memory(name + " fp8 cast", kF, cast_bytes(b * tokens * k));
     memory(name + " weight fp8 cast", kF, cast_bytes(b * k * n) / microbatches_);
     memory(name + " grad fp8 cast", kI, cast_bytes(b * tokens * n));
@@ -150,6 +163,9 @@ class KernelList {
   double e_;
   std::vector<Kernel> kernels_;
   const GpuPerformance* fp8_ = nullptr;
+  const GpuPerformance* wgrad_gpu_ = nullptr;
+  const GpuPerformance* wgrad_fp8_ = nullptr;
+  double wgrad_out_ = 0;
   Fp8Recipe recipe_ = Fp8Recipe::kOff;
   int microbatches_ = 1;
   MoePhase phase_ = MoePhase::kOutside;
@@ -253,6 +269,16 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
   std::optional<GpuPerformance> fp8;
   if (o.fp8 != Fp8Recipe::kOff && l.kind == LayerKind::kTransformer)
     fp8.emplace(gpu.spec(), 1, l.dtype_bytes);
+  // Gradient-accumulation fusion: each wgrad GEMM reads and writes the fp32 buffer (beta =
+  // 1) as its output; the embedding's gradient is still added apart (below).
+  const bool fused = o.gradient_accumulation_fusion && o.gradient_bytes > 0;
+  const int buffer_bytes = static_cast<int>(2 * o.gradient_bytes);
+  std::optional<GpuPerformance> wgrad_gpu, wgrad_fp8;
+  if (fused) {
+    wgrad_gpu.emplace(gpu.spec(), l.dtype_bytes, buffer_bytes);
+    if (fp8) wgrad_fp8.emplace(gpu.spec(), 1, buffer_bytes);
+    list.fuse_wgrad(&*wgrad_gpu, wgrad_fp8 ? &*wgrad_fp8 : nullptr, buffer_bytes);
+  }
   const double e = l.dtype_bytes;
   const double T = shape.total_tokens();
   const double h = l.hidden;
@@ -353,9 +379,11 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
     // Each microbatch's weight gradient (dtype) is added into the gradient buffer: read it,
     // read and write the buffer (autograd's accumulation, or Megatron's main_grad add,
     // before gradient-accumulation fusion existed).
+    // Fused, only the embedding's (its gradient comes from a scatter, not a GEMM).
     const double params =
-        rank_layer_parameters(l, o.expert_parallel) / t + double(o.vocab_in) * h / t;
-    list.memory("weight-gradient accumulation", kW, params * (e + 2 * o.gradient_bytes));
+        (fused ? 0 : rank_layer_parameters(l, o.expert_parallel) / t) + double(o.vocab_in) * h / t;
+    if (params > 0)
+      list.memory("weight-gradient accumulation", kW, params * (e + 2 * o.gradient_bytes));
   }
   auto lm_head = [&](const std::string& prefix, int vocab) {
     const double v = vocab / t;

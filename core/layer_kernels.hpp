@@ -61,6 +61,10 @@ struct LayerKernelOptions {
   /// Bytes per parameter of the gradient buffer each microbatch's weight gradient is
   /// added into (cost.gradient_bytes_per_param); 0 = no accumulation kernel.
   double gradient_bytes = 0;
+  /// The wgrad GEMMs accumulate into that buffer themselves (Megatron-Core's
+  /// gradient_accumulation_fusion): no accumulation kernel; each wgrad GEMM reads and
+  /// writes its fp32 output instead of writing the weight gradient.
+  bool gradient_accumulation_fusion = false;
   Fp8Recipe fp8 = Fp8Recipe::kOff;
   /// Microbatches per step: FP8 weight casts run on a step's first microbatch only (TE's
   /// `is_first_microbatch` caching), so each microbatch carries 1/microbatches of them.

@@ -74,6 +74,44 @@ TEST(LayerKernels, VocabularyOnTheFirstAndLastLayerOnly) {
             cost.layer_cost(1, MicrobatchShape{{1024}}, 1).forward_s);
 }
 
+TEST(LayerKernels, GradientAccumulationFusionAddsInsideTheWgradGemms) {
+  // A GPT layer (h 1024, f 4h) with an fp32 gradient buffer: unfused, one kernel per
+  // microbatch adds the layer's weight gradient into it (read the gradient, read and write
+  // the buffer); fused (Megatron-Core's gradient_accumulation_fusion), each wgrad GEMM
+  // reads and writes the fp32 buffer as its output and no kernel is left but the
+  // embedding's.
+  const LayerSpec l = gpt_layer(1024, 16);
+  const GpuPerformance gpu(gpu_preset("A100-80GB"), 2);
+  const MicrobatchShape shape{{2048}};
+  const LinkSpec link{300e9, 2e-6};
+  const LayerKernelOptions plain{.gradient_bytes = 4};
+  LayerKernelOptions fusion = plain;
+  fusion.gradient_accumulation_fusion = true;
+  const auto unfused = layer_kernels(l, shape, 1, gpu, link, plain);
+  const auto fused = layer_kernels(l, shape, 1, gpu, link, fusion);
+  const double h = 1024, params = 12 * h * h;  // its weights (layer_parameters)
+  EXPECT_DOUBLE_EQ(test::find_kernel(unfused, "weight-gradient accumulation").bytes,
+                   params * (2 + 2 * 4));
+  for (const Kernel& k : fused) EXPECT_NE(k.name, "weight-gradient accumulation");
+  // fc1's wgrad: its [h x 4h] output read and written in fp32 instead of written in bf16.
+  const Kernel& a = test::find_kernel(unfused, "mlp fc1 wgrad");
+  const Kernel& b = test::find_kernel(fused, "mlp fc1 wgrad");
+  EXPECT_DOUBLE_EQ(b.bytes - a.bytes, h * 4 * h * (8 - 2));
+  EXPECT_DOUBLE_EQ(b.flops, a.flops);
+  EXPECT_GE(b.seconds, a.seconds);
+  double w_unfused = 0, w_fused = 0;
+  for (const Kernel& k : unfused) w_unfused += k.pass == KernelPass::kWeightGrad ? k.seconds : 0;
+  for (const Kernel& k : fused) w_fused += k.pass == KernelPass::kWeightGrad ? k.seconds : 0;
+  EXPECT_LT(w_fused, w_unfused);
+  // The embedding's gradient is a scatter, not a GEMM: still added apart.
+  LayerKernelOptions first = fusion;
+  first.vocab_in = 51200;
+  EXPECT_DOUBLE_EQ(test::find_kernel(layer_kernels(l, shape, 1, gpu, link, first),
+                                     "weight-gradient accumulation")
+                       .bytes,
+                   51200 * h * (2 + 2 * 4));
+}
+
 TEST(ActivationMemory, KorthikantiClosedFormsByHand) {
   // h 64, 4 heads, f 256, s 128, tp 2, fp16: Table 2 of Korthikanti et al. 2022 per layer.
   const LayerSpec l = [] {
