@@ -92,6 +92,16 @@ TEST(Partition, TheStudysOwnViewIsItsPlanAndTheOtherViewIsPlannedAgain) {
     EXPECT_EQ(evaluate_with_view(*study, other),
               evaluate(replanned->schedule, replanned->config.cluster).iteration_time_s());
   }
+  // The own view is answered from the study's schedule, not a plan made again: an op made
+  // slower in the study shows in the answer.
+  auto study = test::example("vlm-frozen.toml");
+  const double planned = evaluate(study->schedule, study->config.cluster).iteration_time_s();
+  for (Op& op : study->schedule.programs[RankId{0}]) {
+    if (auto* c = std::get_if<Compute>(&op)) c->seconds *= 10;
+  }
+  const double slowed = evaluate(study->schedule, study->config.cluster).iteration_time_s();
+  ASSERT_GT(slowed, planned);
+  EXPECT_EQ(evaluate_with_view(*study, study->config.schedule.partition_view), slowed);
   const auto noisy = test::example("vlm-frozen.toml", {"cost.jitter=0.1"});
   const auto quiet = test::example("vlm-frozen.toml");
   const double noisy_run = evaluate(noisy->schedule, noisy->config.cluster).iteration_time_s();
