@@ -59,14 +59,17 @@ StaticMemory layer_state_bytes(const CostModel& cost, const Model& model, int la
   return m;
 }
 
+double linear_weight_bytes_per_param(const LayerSpec& layer, const MemoryConstants& memory) {
+  return memory.fp8_primary_weights && layer.kind == LayerKind::kTransformer ? 1.0
+                                                                             : layer.dtype_bytes;
+}
+
 double layer_weight_bytes(const CostModel& cost, const Model& model, int layer, int tp,
                           const MemoryConstants& memory) {
   const LayerSpec& spec = model.layer(layer);
   double bytes = rank_parameters(cost, model, layer, memory) / tp * spec.dtype_bytes;
-  if (memory.fp8_primary_weights && spec.kind == LayerKind::kTransformer) {
-    bytes -= rank_layer_parameters(spec, memory.expert_parallel) / tp *
-             (spec.dtype_bytes - 1);  // FP8: 1 byte each
-  }
+  if (const double linear = linear_weight_bytes_per_param(spec, memory); linear != spec.dtype_bytes)
+    bytes -= rank_layer_parameters(spec, memory.expert_parallel) / tp * (spec.dtype_bytes - linear);
   return bytes;
 }
 

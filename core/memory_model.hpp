@@ -37,6 +37,10 @@ double rank_parameters(const CostModel& cost, const Model& model, int layer,
 /// ranks instead of all data-parallel ones.
 double rank_expert_parameters(const Model& model, int layer, const MemoryConstants& memory);
 
+/// Bytes per parameter of layer `layer`'s linear weights (its experts' too): its dtype, or
+/// one byte as FP8 primary weights of a transformer layer.
+double linear_weight_bytes_per_param(const LayerSpec& layer, const MemoryConstants& memory);
+
 /// Bytes of layer `layer`'s weights, unsharded, per GPU of a TP group of `tp`: its
 /// parameters at its dtype, with FP8 primary weights (MemoryConstants::fp8_primary_weights)
 /// the transformer's linear weights at 1 byte. What an FSDP gather moves.

@@ -44,14 +44,8 @@ double layer_weight_bytes(const Context& ctx, const Compute& c, int l, Part part
   const double all =
       loom::layer_weight_bytes(*ctx.problem.cost, ctx.model, l, tp, ctx.problem.memory);
   if (part == Part::kAll) return all;
-  // The experts are linear weights: one byte each as FP8 primary weights.
-  const LayerSpec& spec = ctx.model.layer(l);
-  const double bytes_per_param =
-      ctx.problem.memory.fp8_primary_weights && spec.kind == LayerKind::kTransformer
-          ? 1.0
-          : spec.dtype_bytes;
-  const double experts =
-      rank_expert_parameters(ctx.model, l, ctx.problem.memory) / tp * bytes_per_param;
+  const double experts = rank_expert_parameters(ctx.model, l, ctx.problem.memory) / tp *
+                         linear_weight_bytes_per_param(ctx.model.layer(l), ctx.problem.memory);
   return part == Part::kExperts ? experts : all - experts;
 }
 

@@ -532,6 +532,8 @@ void add_unsharded_window(const SchedulingProblem& problem, const PipelineProgra
                           PerPipelineRank<StaticMemory>& per_rank) {
   const Model& model = *problem.model;
   const bool per_step = !problem.parallel.fsdp_reshard_after_forward;
+  const int ep = problem.parallel.ep;
+  const bool experts_sharded = ep == 1 || problem.data_parallel() * problem.parallel.cp / ep > 1;
   struct Window {
     double parameters = 0, gradient = 0;
   };
@@ -545,7 +547,11 @@ void add_unsharded_window(const SchedulingProblem& problem, const PipelineProgra
       for (const Segment& seg : *segments) {
         for (int l = seg.first; l < seg.end; ++l) {
           const double p = rank_parameters(*problem.cost, model, l, problem.memory) / tp;
-          const double weights = layer_weight_bytes(*problem.cost, model, l, tp, problem.memory);
+          double weights = layer_weight_bytes(*problem.cost, model, l, tp, problem.memory);
+          // Experts with one holder each stay whole (pass_fsdp.cpp): never gathered.
+          if (!experts_sharded)
+            weights -= rank_expert_parameters(model, l, problem.memory) / tp *
+                       linear_weight_bytes_per_param(model.layer(l), problem.memory);
           const double gradient =
               model.layer(l).frozen ? 0 : p * problem.memory.gradient_bytes_per_param;
           if (per_step) {

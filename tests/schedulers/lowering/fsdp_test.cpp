@@ -397,6 +397,22 @@ TEST(Fsdp, EverySchedulerRunsItWithExpertParallelismOrRefusesNamingTheKey) {
   }
 }
 
+TEST(Fsdp, ExpertsWithOneHolderStayWhole) {
+  // dp 4 = ep 4: each rank holds its experts alone; only the rest of a layer is gathered.
+  const auto study = moe_fsdp({"parallel.ep=4"});
+  const Schedule& s = study->schedule;
+  const MemoryConstants& memory = study->problem.memory;
+  for (const Op& op : s.programs[RankId{0}]) {
+    const auto* c = std::get_if<Collective>(&op);
+    if (!c || c->kind != CollectiveKind::kAllGather) continue;
+    EXPECT_EQ(s.group_members(c->group).size(), 4u) << to_string(op, s);
+    const int l = c->first_layer;
+    EXPECT_DOUBLE_EQ(c->bytes, layer_weight_bytes(*study->cost, study->config.model, l, 1, memory) -
+                                   rank_expert_parameters(study->config.model, l, memory) * 2)
+        << to_string(op, s);
+  }
+}
+
 TEST(Fsdp, ExpertStateShardsOverItsHolders) {
   const auto study = moe_fsdp();
   MemoryConstants memory = study->problem.memory;
