@@ -152,10 +152,6 @@ bool same_shifted(const Schedule& schedule, const Op& op, const Op& base, int sh
                     op);
 }
 
-}  // namespace
-
-namespace {
-
 /// The replicas group `g` spans, in member order without repeats.
 std::vector<int> spanned_replicas(const Schedule& s, GroupId g) {
   std::vector<int> spanned;
