@@ -36,6 +36,9 @@ struct SchedulingProblem {
   int replica_fold = 1;
   /// The job's data-parallel degree.
   int data_parallel() const { return parallel.dp * replica_fold; }
+  /// The job's ranks holding the same experts (Megatron-Core's expert-data-parallel group):
+  /// dp x cp / ep, one per expert-parallel group.
+  int expert_data_parallel() const { return data_parallel() * parallel.cp / parallel.ep; }
 };
 
 using SchedulerFn = Schedule (*)(const SchedulingProblem&);

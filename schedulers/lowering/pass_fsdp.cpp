@@ -228,7 +228,7 @@ void add_parameter_gathers(const Context& ctx, Schedule& schedule) {
   // per expert-parallel group, the job's dp x cp / ep of them), the rest over every lane,
   // as Megatron-FSDP and torchtitan shard them; with one holder the experts stay whole.
   const bool experts_apart = ctx.ep > 1;
-  const bool experts_sharded = experts_apart && ctx.lanes() * ctx.problem.replica_fold / ctx.ep > 1;
+  const bool experts_sharded = experts_apart && ctx.problem.expert_data_parallel() > 1;
   for (const PipelineRank r : ctx.programs.rank_ids()) {
     std::vector<RankId> members;
     // Over dp x cp, as torchtitan's FSDP mesh (dp_shard x cp) shards.

@@ -401,10 +401,9 @@ double data_parallel_parameters(const Context& ctx, int layer) {
 }
 
 void add_expert_gradient_allreduce(const Context& ctx, Schedule& schedule) {
-  // Over the whole job's lanes: with folding, the group's ring is its simulated members
+  // Over the whole job's holders: with folding, the group's ring is its simulated members
   // times the fold (Schedule::ring_size).
-  const int expert_dp = ctx.lanes() * ctx.problem.replica_fold / ctx.ep;
-  if (expert_dp <= 1 && !ctx.programs.up) return;
+  if (ctx.problem.expert_data_parallel() <= 1 && !ctx.programs.up) return;
   const double grad_bytes = ctx.problem.memory.gradient_bytes_per_param;
   for (const PipelineRank r : ctx.programs.rank_ids()) {
     // With bidirectional pipelines the two ranks holding copies of the same stages reduce
@@ -532,8 +531,7 @@ void add_unsharded_window(const SchedulingProblem& problem, const PipelineProgra
                           PerPipelineRank<StaticMemory>& per_rank) {
   const Model& model = *problem.model;
   const bool per_step = !problem.parallel.fsdp_reshard_after_forward;
-  const int ep = problem.parallel.ep;
-  const bool experts_sharded = ep == 1 || problem.data_parallel() * problem.parallel.cp / ep > 1;
+  const bool experts_sharded = problem.parallel.ep == 1 || problem.expert_data_parallel() > 1;
   struct Window {
     double parameters = 0, gradient = 0;
   };
