@@ -41,12 +41,23 @@ struct GpuSpec {
   /// NICs of the usual server for this part: one per GPU in DGX/HGX boxes (SXM parts),
   /// 0 = one per node (PCIe parts). The default of `cluster.nics_per_node`.
   bool nic_per_gpu = false;
-  /// Fractions of `peak_flops` FlashAttention-2 reaches on this part, forward and backward
-  /// (GpuPerformance::flash_attention_seconds). The defaults are its own paper's A100
-  /// figures (Dao 2023, §4.1: up to 73 % forward, 63 % backward); Hopper presets carry
-  /// their own (core/cluster.cpp): FA2 does not use Hopper's asynchronous tensor cores.
+  /// Fractions of `peak_flops` the fused attention kernel Transformer Engine runs on this
+  /// part reaches, forward and backward (GpuPerformance::flash_attention_seconds;
+  /// `cost.attention = "flash"`). The defaults are FlashAttention-2's own paper's A100
+  /// figures (Dao 2023, §4.1: up to 73 % forward, 63 % backward); Hopper and Blackwell
+  /// presets carry cuDNN's fused attention (core/cluster.cpp).
   double flash_forward_fraction = 0.73;
   double flash_backward_fraction = 0.63;
+  /// FlashAttention-2's own fractions (`cost.attention = "flash2"`, e.g. PyTorch SDPA's
+  /// default flash backend); 0: no figure for this part.
+  double flash2_forward_fraction = 0.73;
+  double flash2_backward_fraction = 0.63;
+  /// Fraction of the tensor-core peak one large GEMM tile sustains (GpuPerformance's tile
+  /// model, before wave and tile quantization), BF16/FP16 and FP8 (0: the BF16 one). The
+  /// default is the A100 guide's midpoint; Hopper presets carry a measured one
+  /// (core/gpu_perf.cpp, core/cluster.cpp).
+  double gemm_fraction = 0.80;
+  double gemm_fp8_fraction = 0;
 
   /// Tensor-core peak for a dtype of `dtype_bytes` (1: FP8, 2: fp16/bf16, 4: TF32). Throws
   /// InputError naming `cluster.gpu` when the preset has no such peak.

@@ -570,7 +570,10 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
              kSelectiveNeedsKernelLevel);
   }
   c.recompute_modules = read_recompute_modules(r, t);
-  c.flash_attention = r.string(t, "cost.", "attention", "flash", {"flash", "unfused"}) == "flash";
+  const std::string attention =
+      r.string(t, "cost.", "attention", "flash", {"flash", "flash2", "unfused"});
+  c.flash_attention = attention != "unfused";
+  c.flash2 = attention == "flash2";
   const std::string fp8 = r.string(t, "cost.", "fp8", "off", {"off", "delayed", "current", "mx"});
   c.fp8 = fp8 == "delayed"   ? Fp8Recipe::kDelayed
           : fp8 == "current" ? Fp8Recipe::kCurrent
@@ -1009,6 +1012,17 @@ Config load_config(const ConfigSource& source, const std::vector<std::string>& o
   c.model = read_model(r, root);
   c.cluster = read_cluster(r, root);
   c.cost = read_cost(r, root, c.model);
+  if (c.cost.flash2) {  // FlashAttention-2's speed on this GPU instead of its fused kernel's
+    GpuSpec& gpu = c.cluster.gpu;
+    if (gpu.flash2_forward_fraction <= 0) {
+      const toml::table* cost = r.section(root, "", "cost");
+      r.fail(cost ? cost->get("attention") : nullptr, "cost.attention",
+             "no FlashAttention-2 figure for cluster.gpu '" + gpu.name +
+                 "'; use \"flash\" (the fused attention Transformer Engine runs there)");
+    }
+    gpu.flash_forward_fraction = gpu.flash2_forward_fraction;
+    gpu.flash_backward_fraction = gpu.flash2_backward_fraction;
+  }
   if (c.cost.fp8 != Fp8Recipe::kOff) {
     try {
       c.cluster.gpu.peak_for_dtype(1);  // names the GPU and the fix when it has no FP8

@@ -137,7 +137,8 @@ struct CostConfig {
   /// cost.recompute_modules: what selective recompute re-runs (Megatron-Core's
   /// recompute_modules; default core_attn): core_attn, layernorm, moe_act, mlp.
   RecomputeModules recompute_modules = {};
-  bool flash_attention = true;      ///< cost.attention = "flash" | "unfused"
+  bool flash_attention = true;      ///< cost.attention = "flash" | "flash2" | "unfused"
+  bool flash2 = false;              ///< "flash2": FlashAttention-2's speed, not TE's kernel's
   Fp8Recipe fp8 = Fp8Recipe::kOff;  ///< cost.fp8 = "off" | "delayed" | "current" | "mx"
   /// cost.fp8_bf16_layers: the first and the last N transformer layers of each language
   /// model run their linears in BF16 under FP8 (Megatron's num_layers_at_start/end_in_bf16).

@@ -7,11 +7,11 @@
 namespace loom {
 namespace {
 
-// Largest fraction of the tensor-core peak a large, well-shaped fp16 GEMM reaches in cuBLAS:
-// roughly 70-90 % on A100 (NVIDIA, "Matrix Multiplication Background User's Guide",
-// DU-09799-001, 2023, §2.3: large, well-aligned cuBLAS GEMMs on A100); we take the
-// midpoint. Not tuned to any validation run.
-constexpr double kGemmPeakFraction = 0.80;
+// The fraction of the tensor-core peak a large GEMM tile sustains is the GPU's
+// (GpuSpec::gemm_fraction): by default 0.80, the midpoint of the 70-90 % that large,
+// well-aligned fp16 cuBLAS GEMMs reach on A100 (NVIDIA, "Matrix Multiplication Background
+// User's Guide", DU-09799-001, 2023, §2.3); Hopper presets carry the fraction measured
+// under sustained, power-limited clocks (core/cluster.cpp). Not tuned to any validation run.
 // Achievable fraction of datasheet memory bandwidth for streaming kernels: ~80-90 % of the
 // datasheet figure (Jia et al., "Dissecting the NVIDIA Volta GPU Architecture via
 // Microbenchmarking", 2018: 750 of 900 GB/s on V100); the midpoint.
@@ -36,10 +36,10 @@ constexpr std::array<Tile, 8> kTiles = {
 /// A tile's main loop reuses each loaded element tm x tn / (tm + tn) times; the same guide
 /// (§2.3) shows smaller tiles running less efficiently for that reason. Tiles of at least
 /// 128 x 128 reuse enough to reach the large-GEMM fraction; smaller ones scale with reuse.
-double tile_fraction(const Tile& t) {
+double tile_fraction(const Tile& t, double large_gemm_fraction) {
   const double reuse = double(t.m) * t.n / (t.m + t.n);
   constexpr double kFullReuse = 128.0 * 128 / (128 + 128);
-  return kGemmPeakFraction * std::min(1.0, reuse / kFullReuse);
+  return large_gemm_fraction * std::min(1.0, reuse / kFullReuse);
 }
 
 }  // namespace
@@ -48,7 +48,9 @@ GpuPerformance::GpuPerformance(const GpuSpec& gpu, int dtype_bytes, int output_b
     : gpu_(gpu),
       dtype_bytes_(dtype_bytes),
       output_bytes_(output_bytes > 0 ? output_bytes : dtype_bytes),
-      peak_(gpu.peak_for_dtype(dtype_bytes)) {}
+      peak_(gpu.peak_for_dtype(dtype_bytes)),
+      gemm_fraction_(dtype_bytes == 1 && gpu.gemm_fp8_fraction > 0 ? gpu.gemm_fp8_fraction
+                                                                   : gpu.gemm_fraction) {}
 
 double GpuPerformance::achievable_bandwidth() const {
   return gpu_.hbm_bandwidth * kBandwidthFraction;
@@ -68,7 +70,8 @@ double GpuPerformance::gemm_seconds(const GemmShape& s) const {
     // wave of tiles occupies the SMs as long as a full one.
     const double tiles = std::ceil(s.m / t.m) * std::ceil(s.n / t.n) * s.batch;
     const double waves = std::ceil(tiles / sms);
-    const double tile_seconds = 2.0 * t.m * t.n * s.k / (peak_ / sms * tile_fraction(t));
+    const double tile_seconds =
+        2.0 * t.m * t.n * s.k / (peak_ / sms * tile_fraction(t, gemm_fraction_));
     best = std::min(best, waves * tile_seconds);
   }
   const double bytes =
@@ -91,7 +94,8 @@ double GpuPerformance::flash_attention_seconds(double flops, double blocks, bool
   // Wave quantization over the (head, query block) grid, as for a GEMM's tiles.
   const double waves = std::ceil(std::max(blocks, 1.0) / sms);
   const double fill = std::max(blocks, 1.0) / (waves * sms);
-  // FlashAttention-2's fraction of the peak on this GPU (GpuSpec, with its sources).
+  // The fused attention kernel's fraction of the peak on this GPU (GpuSpec, with its
+  // sources; FlashAttention-2's under cost.attention = "flash2").
   const double fraction = backward ? gpu_.flash_backward_fraction : gpu_.flash_forward_fraction;
   return flops / (peak_ * fraction * fill) + kLaunchSeconds;
 }

@@ -34,7 +34,7 @@ class GpuPerformance {
   /// Efficiency the GEMM reaches: FLOPs / (time x peak). Below 1; rises with size.
   double gemm_efficiency(const GemmShape& shape) const;
   double memory_seconds(double bytes) const;
-  /// A fused attention kernel (FlashAttention-2) of `flops`, forward or backward, spread
+  /// A fused attention kernel (GpuSpec::flash_*_fraction) of `flops`, forward or backward, spread
   /// over `blocks` independent (head, query-block) tiles.
   double flash_attention_seconds(double flops, double blocks, bool backward) const;
 
@@ -47,6 +47,7 @@ class GpuPerformance {
   int dtype_bytes_;
   int output_bytes_;
   double peak_;
+  double gemm_fraction_;  ///< GpuSpec::gemm_fraction for this dtype
 };
 
 /// A memory-bound kernel moving `bytes` on `gpu` (GpuPerformance::memory_seconds without
