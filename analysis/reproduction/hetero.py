@@ -107,14 +107,16 @@ H_AT_128K = Cause(
     "paper's time. The paper's 128K H peaks at 25-27 GB, 29-42 GB below its 64K H though "
     "each GPU holds twice the encoder tokens, so it ran a setting the table does not state")
 
-COLOCATED_RATE = Cause(
-    "unexplained",
-    "not explained yet: from 64K on Loom's C runs the model FLOPs at 28-31 % of the H100's "
-    "dense peak, the paper's at 22-27 % (each cell's note), while Loom's H is within 15 % "
-    "up to 64K and 1.08-1.16x at 128K; the kernel-level model prices the LLM's attention "
-    "(54-71 % of the FLOPs there) as FlashAttention-2 at its measured 37 / 33 % of the "
-    "peak and adds each layer's K/V all-gather on the CP group unhidden, so what the "
-    "paper's C loses beyond that is not in Loom's model")
+# Every time cell from 16K to 64K, and C at 128K: which attention kernel the runs used.
+ATTENTION_KERNEL = Cause(
+    "seed-silent",
+    "the paper does not say which attention kernel its runs used. Loom prices Transformer "
+    "Engine's default on Hopper, cuDNN's fused attention at its measured 0.55 / 0.48 of the "
+    "peak (docs/gpu-validation.md, 2026-12-04), and so predicts these runs 15-36 % fast (the "
+    "causal attention's share of the FLOPs is in each cell's note); with FlashAttention-2 "
+    "at its measured 0.31 / 0.29 (`--set cost.attention=flash2`) every time cell from 16K to "
+    "64K lands within 0.4-5.5 % and C at 128K within 8-11 %, so the runs' attention ran at "
+    "about FlashAttention-2's speed")
 
 PEAK_MEMORY_H = Cause(
     "model",
@@ -147,13 +149,13 @@ TABLE_A3 = Table(
            for vis in (50, 75) for cell in ("homogeneous", "peak memory H")},
         "gain": Cause(
             "unexplained",
-            "not explained yet: H - C is 0.80-1.03x the paper's difference at 16-32K, where "
-            "the gains are within 15 %, 1.13-1.23x at 64K and 2.5-2.6x at 128K (each cell's "
-            "note). From 64K on Loom's C takes 0.80-0.85x the paper's time (the colocated "
-            "cells' cause), and at 128K Loom's H also pays the encoder recompute its memory "
-            "model needs (1.08-1.16x the paper's; 1.00-1.05x without it). Loom's H runs its "
+            "not explained yet: Loom's H - C against the paper's (each cell's note) is "
+            "0.84-1.06x at 16-32K, 1.15-1.25x at 64K and 2.6-2.7x at 128K, and stays 1.2-2.8x "
+            "from 64K on with FlashAttention-2's speed (the time cells' cause): Loom's C gains "
+            "more from the encoder's own layout than the paper's did. Loom's H runs its "
             "encoder whole on every CP rank, as Megatron-LM's LLaVA model does"),
         "/ peak memory H": PEAK_MEMORY_H,
-        "/ colocated": COLOCATED_RATE,
+        "/ colocated": ATTENTION_KERNEL,
+        "/ homogeneous": ATTENTION_KERNEL,
     },
 )

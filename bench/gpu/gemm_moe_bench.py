@@ -2,7 +2,7 @@
 """GEMM and MoE-layer measurements for docs/gpu-validation.md (issues 48 and 50).
 
 Runs on a lent Hopper machine with PyTorch (cuBLASLt underneath torch.mm and
-torch._scaled_mm); figures, not tuning. Four parts, each fenced so one failure leaves the
+torch._scaled_mm); figures, not tuning. Five parts, each fenced so one failure leaves the
 others:
 
 1. dense GEMMs of one Llama 3 70B layer at TP 4, sequence parallel, 8,192 tokens
@@ -18,9 +18,10 @@ others:
    (router, top-k, permutation, the token counts copied to the host as Megatron-Core's
    dispatcher does, grouped expert GEMMs, weighted unpermutation): wall time against
    GPU-busy time, kernel count, the per-launch host cost and one host synchronisation;
-4. causal attention forward and backward per TP rank (SDPA's flash and cuDNN backends).
+4. causal attention forward and backward per TP rank (SDPA's flash and cuDNN backends);
+5. the FP8 GEMMs Transformer Engine's TP-communication overlap splits, whole and split.
 
-usage: python3 bench/gpu/gemm_moe_bench.py [out.json]
+usage: [LOOM_GPU_PARTS=dense,grouped,moe,attention,tp_overlap] python3 bench/gpu/gemm_moe_bench.py [out.json]
 """
 import json
 import os
@@ -310,13 +311,61 @@ def part_attention(results):
     results["attention"] = rows
 
 
+def part_tp_overlap(results):
+    """The FP8 GEMMs Transformer Engine's userbuffers overlap reshapes in the Megatron-Bridge
+    recipes (megatron/bridge/training/comm_overlap.py, userbuffers_fp8_h100_h8192_tp4_... and
+    _h16384_tp8_cp2_...): ring exchange (qkv, fc1 forward; proj, fc2 dgrad) runs tp GEMMs of
+    T/tp rows (aggregate=False, 70B) or tp/2 of 2T/tp (aggregate=True, 405B); the pipelined
+    reduce-scatter (proj, fc2 forward) runs 4
+    splits on the SMs its communication kernel leaves (set_sm_margin=True, num_sm). Each as
+    one GEMM and as the overlap runs it, GPU time from CUDA-graph replay."""
+    rows = []
+    carveout = getattr(torch._C, "_set_sm_carveout_experimental", None)
+    # (model, tokens per rank, hidden, ffn, tp, attention width, ring chunks, proj num_sm,
+    # fc2 num_sm): 70B's ring exchange runs aggregate=False (tp chunks), 405B's True (tp / 2).
+    for model, t, h, f, tp, width, ring, proj_sm, fc2_sm in (
+            ("70b tp4", 8192, 8192, 28672, 4, 8192, 4, 24, 16),
+            ("405b tp8 cp2", 4096, 16384, 53248, 8, 16384, 4, 24, 8)):
+        qkv = (width + 2 * 8 * 128) // tp
+        shapes = [("qkv fwd", t, qkv, h, "ring", 0), ("fc1 fwd", t, 2 * f // tp, h, "ring", 0),
+                  ("proj dgrad", t, width // tp, h, "ring", 0), ("fc2 dgrad", t, f // tp, h, "ring", 0),
+                  ("proj fwd", t, h, width // tp, "pipeline", proj_sm),
+                  ("fc2 fwd", t, h, f // tp, "pipeline", fc2_sm)]
+        for name, m, n, k, how, num_sm in shapes:
+            whole = timed(fp8_mm(m, n, k), graph=True)
+            chunks = ring if how == "ring" else 4
+            parts = [fp8_mm(m // chunks, n, k) for _ in range(chunks)]
+            row = dict(model=model, name=name, m=m, n=n, k=k, overlap=how, chunks=chunks, whole_ms=whole)
+            row["chunked_ms"] = timed(lambda: [p() for p in parts], graph=True)
+            if how == "pipeline" and carveout is not None:
+                try:
+                    carveout(num_sm)
+                    row["chunked_carveout_ms"] = timed(lambda: [p() for p in parts], graph=True)
+                    row["num_sm"] = num_sm
+                except Exception as error:  # no carve-out in this build: say so, keep the rest
+                    row["carveout_error"] = repr(error)[:200]
+                finally:
+                    try:
+                        carveout(None)
+                    except Exception:
+                        carveout(0)
+            rows.append(row)
+            print(f"  {model} {name:10s} {m}x{n}x{k}: whole {whole:.3f} ms, {chunks} chunks "
+                  f"{row['chunked_ms']:.3f} ms" + (f", chunks on {132 - num_sm} SMs {row['chunked_carveout_ms']:.3f} ms"
+                                                     if "chunked_carveout_ms" in row else ""), flush=True)
+    results["tp_overlap_gemms"] = rows
+
+
 def main():
     out_path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.environ.get("OUT", "."), "gemm_moe_bench.json")
     props = torch.cuda.get_device_properties(0)
     results = dict(device=props.name, sms=props.multi_processor_count, torch=torch.__version__,
                    cuda=torch.version.cuda, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     print(f"{props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}, CUDA {torch.version.cuda}")
-    for part in (part_dense, part_grouped, part_moe_layer, part_attention):
+    parts = {"dense": part_dense, "grouped": part_grouped, "moe": part_moe_layer,
+             "attention": part_attention, "tp_overlap": part_tp_overlap}
+    only = os.environ.get("LOOM_GPU_PARTS")  # e.g. "tp_overlap,dense"; default: all
+    for part in (parts[name] for name in (only.split(",") if only else parts)):
         print(f"== {part.__name__}", flush=True)
         try:
             part(results)
