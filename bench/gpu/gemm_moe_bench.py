@@ -21,7 +21,8 @@ others:
 4. causal attention forward and backward per TP rank (SDPA's flash and cuDNN backends);
 5. the FP8 GEMMs Transformer Engine's TP-communication overlap splits, whole and split.
 
-usage: [LOOM_GPU_PARTS=dense,grouped,moe,attention,tp_overlap] python3 bench/gpu/gemm_moe_bench.py [out.json]
+usage: python3 bench/gpu/gemm_moe_bench.py [out.json]
+       (LOOM_GPU_PARTS=dense,grouped,moe,attention,tp_overlap picks parts; default all)
 """
 import json
 import os
@@ -143,9 +144,10 @@ def part_grouped(results):
     out = {}
     hidden, ffn, experts = 2048, 768, 16
     for rows_per_expert in (4096, 2048):
-        shapes = {"fc1 fwd": (rows_per_expert, 2 * ffn, hidden), "fc2 fwd": (rows_per_expert, hidden, ffn),
-                  "fc1 dgrad": (rows_per_expert, hidden, 2 * ffn), "fc2 dgrad": (rows_per_expert, ffn, hidden),
-                  "fc1 wgrad": (hidden, 2 * ffn, rows_per_expert), "fc2 wgrad": (ffn, hidden, rows_per_expert)}
+        r = rows_per_expert
+        shapes = {"fc1 fwd": (r, 2 * ffn, hidden), "fc2 fwd": (r, hidden, ffn),
+                  "fc1 dgrad": (r, hidden, 2 * ffn), "fc2 dgrad": (r, ffn, hidden),
+                  "fc1 wgrad": (hidden, 2 * ffn, r), "fc2 wgrad": (ffn, hidden, r)}
         for name, (m, n, k) in shapes.items():
             flop = 2.0 * m * n * k * experts
             row = dict(rows_per_expert=rows_per_expert, experts=experts, name=name, m=m, n=n, k=k)
@@ -286,7 +288,8 @@ def part_attention(results):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     rows = []
     # (name, query heads, KV heads, sequence): Llama 3 70B at TP 4 and 405B at TP 8, 8k tokens.
-    for name, heads, kv, seq in (("70b tp4", 16, 2, 8192), ("405b tp8", 16, 1, 8192), ("8b tp1", 32, 8, 8192)):
+    for name, heads, kv, seq in (("70b tp4", 16, 2, 8192), ("405b tp8", 16, 1, 8192),
+                                 ("8b tp1", 32, 8, 8192)):
         q = torch.randn(1, heads, seq, 128, device=DEV, dtype=BF16, requires_grad=True)
         k = torch.randn(1, heads, seq, 128, device=DEV, dtype=BF16, requires_grad=True)
         v = torch.randn(1, heads, seq, 128, device=DEV, dtype=BF16, requires_grad=True)
@@ -350,14 +353,16 @@ def part_tp_overlap(results):
                     except Exception:
                         carveout(0)
             rows.append(row)
+            margin = (f", chunks on {132 - num_sm} SMs {row['chunked_carveout_ms']:.3f} ms"
+                      if "chunked_carveout_ms" in row else "")
             print(f"  {model} {name:10s} {m}x{n}x{k}: whole {whole:.3f} ms, {chunks} chunks "
-                  f"{row['chunked_ms']:.3f} ms" + (f", chunks on {132 - num_sm} SMs {row['chunked_carveout_ms']:.3f} ms"
-                                                     if "chunked_carveout_ms" in row else ""), flush=True)
+                  f"{row['chunked_ms']:.3f} ms{margin}", flush=True)
     results["tp_overlap_gemms"] = rows
 
 
 def main():
-    out_path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.environ.get("OUT", "."), "gemm_moe_bench.json")
+    out_path = (sys.argv[1] if len(sys.argv) > 1
+                else os.path.join(os.environ.get("OUT", "."), "gemm_moe_bench.json"))
     props = torch.cuda.get_device_properties(0)
     results = dict(device=props.name, sms=props.multi_processor_count, torch=torch.__version__,
                    cuda=torch.version.cuda, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
