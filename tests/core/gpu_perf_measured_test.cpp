@@ -45,5 +45,32 @@ TEST(MeasuredGemms, TheTileModelPredictsEveryMeasuredH200GemmWithinItsStatedErro
   EXPECT_LT(std::abs(error_sum / held_out), 0.02);
 }
 
+TEST(MeasuredAttention, HopperFusedAttentionFractionsReproduceTheMeasuredKernels) {
+  // Causal BF16 attention, head dim 128, 8,192 tokens, per TP rank of Llama 3 8B, 70B and
+  // 405B, through PyTorch SDPA's cuDNN backend (what cost.attention = "flash" prices on
+  // Hopper) and its FlashAttention-2 backend ("flash2"): each within 5 % of the kernel.
+  std::ifstream in(test::source_path("bench/gpu/results/h200-2026-12-04.json"));
+  ASSERT_TRUE(in);
+  const nlohmann::json results = nlohmann::json::parse(in);
+  const GpuSpec cudnn = gpu_preset("H200");
+  GpuSpec flash2 = cudnn;
+  flash2.flash_forward_fraction = cudnn.flash2_forward_fraction;
+  flash2.flash_backward_fraction = cudnn.flash2_backward_fraction;
+  int rows = 0;
+  for (const nlohmann::json& row : results.at("attention")) {
+    const double s = row.at("seq"), heads = row.at("heads");
+    const double flops = 2.0 * (s * (s + 1) / 2) * heads * (128 + 128);  // causal pairs
+    const double blocks = std::ceil(s / 128) * heads;
+    const GpuPerformance gpu(row.at("backend") == "CUDNN_ATTENTION" ? cudnn : flash2, 2);
+    const double forward = gpu.flash_attention_seconds(flops, blocks, false);
+    const double backward =
+        gpu.flash_attention_seconds(kAttentionBackwardFlops * flops, blocks, true);
+    EXPECT_NEAR(forward / (row.at("fwd_ms").get<double>() * 1e-3), 1.0, 0.05) << row.dump();
+    EXPECT_NEAR(backward / (row.at("bwd_ms").get<double>() * 1e-3), 1.0, 0.05) << row.dump();
+    ++rows;
+  }
+  EXPECT_EQ(rows, 6);  // three shapes x two kernels
+}
+
 }  // namespace
 }  // namespace loom
