@@ -4,7 +4,8 @@
 # the CUDA-enabled binaries of a local build plus every shared library they need that is
 # neither glibc/libstdc++ nor CUDA's (SimGrid, ns-3, Boost, GLPK, toml++, ...), and
 # libcudart (small; cuBLAS and NCCL are too large to carry and are found there).
-# Usage: bench/gpu/pack.sh [build-dir] [pack-dir]   (default build, .devpack)
+# Usage: bench/gpu/pack.sh [build-dir] [pack-dir]   (default build, .devpack; also writes
+# pack-dir.tar.xz, what travels: carry it and pass it to validate.sh)
 set -euo pipefail
 build=${1:-build}
 pack=${2:-.devpack}
@@ -26,3 +27,7 @@ for b in "${bins[@]}"; do
 done
 strip --strip-unneeded "$pack"/bin/* "$pack"/lib/*   # the tree that travels is capped
 du -sh "$pack"
+# The device tool moves at most 64 MiB with the working tree; the pack alone is ~58 MB, so
+# it travels as an xz archive (~15 MB) that validate.sh unpacks (2026-12-04).
+tar -C "$(dirname "$pack")" -cJf "$pack.tar.xz" "$(basename "$pack")"
+du -sh "$pack.tar.xz"

@@ -4,7 +4,8 @@
 # here first and carry the pack. Every step has its own time limit and is reported in
 # summary.md (rc, seconds); the whole log goes to validate.log. Results go to $OUT (the
 # device tool's folder) or out/gpu.
-#   usage: bench/gpu/validate.sh [pack-dir]          (default .devpack)
+#   usage: bench/gpu/validate.sh [pack-dir | pack.tar.xz]   (default .devpack; an archive
+#          from pack.sh is unpacked beside itself first)
 #   LOOM_GPU_BACKEND=host runs the same steps through the host executor (a dry run);
 #   LOOM_GPU_CONFIG and LOOM_GPU_SETS (--set options) replace the timed model;
 #   LOOM_GPU_QUICK=1 stops after the tests, the attention bench and the gradient check;
@@ -12,7 +13,12 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-pack=$(cd "${1:-.devpack}" && pwd)
+pack_arg=${1:-.devpack}
+if [[ $pack_arg == *.tar.xz ]]; then
+  tar -C "$(dirname "$pack_arg")" -xJf "$pack_arg" || { echo "validate.sh: cannot unpack $pack_arg" >&2; exit 2; }
+  pack_arg=${pack_arg%.tar.xz}
+fi
+pack=$(cd "$pack_arg" && pwd)
 out=${OUT:-$root/out/gpu}
 backend=${LOOM_GPU_BACKEND:-cuda}
 mkdir -p "$out"
