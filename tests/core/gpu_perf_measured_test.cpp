@@ -10,16 +10,22 @@
 #include <string>
 
 #include "core/cluster.hpp"
+#include "core/config.hpp"
 #include "core/gpu_perf.hpp"
 #include "test_support.hpp"
 
 namespace loom {
 namespace {
 
-TEST(MeasuredGemms, TheTileModelPredictsEveryMeasuredH200GemmWithinItsStatedError) {
+/// The kept measurement (bench/gpu/gemm_moe_bench.py's JSON).
+nlohmann::json measured() {
   std::ifstream in(test::source_path("bench/gpu/results/h200-2026-12-04.json"));
-  ASSERT_TRUE(in) << "bench/gpu/results/h200-2026-12-04.json is missing";
-  const nlohmann::json results = nlohmann::json::parse(in);
+  EXPECT_TRUE(in) << "bench/gpu/results/h200-2026-12-04.json is missing";
+  return nlohmann::json::parse(in);
+}
+
+TEST(MeasuredGemms, TheTileModelPredictsEveryMeasuredH200GemmWithinItsStatedError) {
+  const nlohmann::json results = measured();
   ASSERT_EQ(results.at("device"), "NVIDIA H200");
   const GpuSpec h200 = gpu_preset("H200");
   const GpuPerformance bf16(h200, 2), fp8(h200, 1, 2);  // FP8 operands, a BF16 result
@@ -49,13 +55,13 @@ TEST(MeasuredAttention, HopperFusedAttentionFractionsReproduceTheMeasuredKernels
   // Causal BF16 attention, head dim 128, 8,192 tokens, per TP rank of Llama 3 8B, 70B and
   // 405B, through PyTorch SDPA's cuDNN backend (what cost.attention = "flash" prices on
   // Hopper) and its FlashAttention-2 backend ("flash2"): each within 5 % of the kernel.
-  std::ifstream in(test::source_path("bench/gpu/results/h200-2026-12-04.json"));
-  ASSERT_TRUE(in);
-  const nlohmann::json results = nlohmann::json::parse(in);
-  const GpuSpec cudnn = gpu_preset("H200");
-  GpuSpec flash2 = cudnn;
-  flash2.flash_forward_fraction = cudnn.flash2_forward_fraction;
-  flash2.flash_backward_fraction = cudnn.flash2_backward_fraction;
+  const nlohmann::json results = measured();
+  // Both GPUs as a config resolves them, so "flash2" goes through load_config's own swap.
+  const std::string config =
+      test::source_path("validation/megatron-bridge-2511/llama3-70b-h100.toml");
+  const GpuSpec cudnn = load_config(config, {"cluster.gpu=H200"}).cluster.gpu;
+  const GpuSpec flash2 =
+      load_config(config, {"cluster.gpu=H200", "cost.attention=flash2"}).cluster.gpu;
   int rows = 0;
   for (const nlohmann::json& row : results.at("attention")) {
     const double s = row.at("seq"), heads = row.at("heads");
