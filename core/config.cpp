@@ -601,6 +601,17 @@ CostConfig read_cost(Reader& r, const toml::table& root, const Model& model) {
     }
   }
   c.tp_comm_overlap = r.boolean(t, "cost.", "tp_comm_overlap", false);
+  if (c.tp_comm_overlap) {
+    const std::string how = r.string(t, "cost.", "tp_overlap", "ring-exchange",
+                                     {"ring-exchange", "ring-exchange-aggregate", "ideal"});
+    c.tp_overlap = how == "ideal"           ? TpOverlap::kIdeal
+                   : how == "ring-exchange" ? TpOverlap::kRingExchange
+                                            : TpOverlap::kRingExchangeAggregate;
+  } else if (t.get("tp_overlap")) {
+    r.fail(t.get("tp_overlap"), "cost.tp_overlap",
+           "says how TP communication overlaps the GEMMs: set cost.tp_comm_overlap = true or "
+           "remove the key");
+  }
   c.gradient_accumulation_fusion = r.boolean(t, "cost.", "gradient_accumulation_fusion", false);
   c.jitter = r.number(t, "cost.", "jitter", 0);
   if (!(c.jitter >= 0 && c.jitter <= 0.3))
@@ -1223,6 +1234,7 @@ std::unique_ptr<CostModel> make_base_cost_model(const Config& config) {
                         .flash_attention = config.cost.flash_attention,
                         .sequence_parallel = config.parallel.sequence_parallel,
                         .tp_comm_overlap = config.cost.tp_comm_overlap,
+                        .tp_overlap = config.cost.tp_overlap,
                         .gradient_accumulation_fusion = config.cost.gradient_accumulation_fusion,
                         .recompute = config.cost.recompute,
                         .recompute_modules = config.cost.recompute_modules,

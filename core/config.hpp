@@ -144,6 +144,10 @@ struct CostConfig {
   /// model run their linears in BF16 under FP8 (Megatron's num_layers_at_start/end_in_bf16).
   int fp8_bf16_layers = 0;
   bool tp_comm_overlap = false;
+  /// cost.tp_overlap: how the overlap splits the GEMMs (read only with tp_comm_overlap):
+  /// "ring-exchange" (default, what Transformer Engine's userbuffers run), its
+  /// "ring-exchange-aggregate" form, or "ideal" (GEMMs whole, communication hidden free).
+  TpOverlap tp_overlap = TpOverlap::kRingExchange;
   /// cost.gradient_accumulation_fusion: each microbatch's wgrad GEMM accumulates into the
   /// fp32 gradient buffer itself (Megatron-Core's gradient_accumulation_fusion, TE's
   /// fuse_wgrad_accumulation) instead of a separate add per layer; default false.

@@ -47,6 +47,7 @@ LayerKernelOptions AnalyticalCostModel::kernel_options(int layer) const {
   o.fp8 = options_.fp8;
   o.microbatches = options_.microbatches;
   o.expert_parallel = options_.expert_parallel;
+  if (options_.tp_comm_overlap) o.tp_overlap = options_.tp_overlap;
   const LayerRef& ref = model_.layer_ref(layer);
   const Module& module = model_.module(ref.module);
   const int n = options_.fp8_bf16_layers;
@@ -219,6 +220,7 @@ nlohmann::json AnalyticalCostModel::describe() const {
     j["attention"] = options_.flash_attention ? "flash" : "unfused";
     j["sequence_parallel"] = options_.sequence_parallel;
     j["tp_comm_overlap"] = options_.tp_comm_overlap;
+    if (options_.tp_comm_overlap) j["tp_overlap"] = to_string(options_.tp_overlap);
     j["gradient_accumulation_fusion"] = options_.gradient_accumulation_fusion;
     j["recompute"] = to_string(options_.recompute);
     if (options_.recompute == Recompute::kSelective || !module_recompute(model_).empty()) {

@@ -33,6 +33,7 @@ struct AnalyticalOptions {
   bool flash_attention = true;
   bool sequence_parallel = false;
   bool tp_comm_overlap = false;               ///< TP collectives hidden behind the pass's GEMMs
+  TpOverlap tp_overlap = TpOverlap::kIdeal;   ///< how, when they are (cost.tp_overlap)
   bool gradient_accumulation_fusion = false;  ///< wgrad GEMMs add into the fp32 buffer
   Recompute recompute = Recompute::kNone;
   RecomputeModules recompute_modules = {};  ///< what selective recompute re-runs

@@ -44,11 +44,52 @@ const char* to_string(Fp8Recipe recipe) {
   return "?";
 }
 
+const char* to_string(TpOverlap overlap) {
+  switch (overlap) {
+    case TpOverlap::kIdeal:
+      return "ideal";
+    case TpOverlap::kRingExchange:
+      return "ring-exchange";
+    case TpOverlap::kRingExchangeAggregate:
+      return "ring-exchange-aggregate";
+  }
+  return "?";
+}
+
 namespace {
 
 constexpr KernelPass kF = KernelPass::kForward;
 constexpr KernelPass kI = KernelPass::kInputGrad;
 constexpr KernelPass kW = KernelPass::kWeightGrad;
+
+/// A linear layer's GEMMs a TP ring exchange runs as `forward` / `dgrad` GEMMs over equal
+/// row chunks of the tokens (1: whole; TpOverlap).
+struct RowSplit {
+  int forward = 1;
+  int dgrad = 1;
+};
+
+/// How many chunks a TP ring exchange splits the GEMMs after its all-gather and before its
+/// reduce-scatter into (1, 1: no ring exchange). TE's `aggregate` halves the first only:
+/// its reduce-scatter ring has no aggregated form.
+struct RingChunks {
+  int all_gather = 1;
+  int reduce_scatter = 1;
+};
+
+RingChunks ring_chunks(TpOverlap overlap, int tp, bool sequence_parallel) {
+  if (!sequence_parallel || tp <= 1 || overlap == TpOverlap::kIdeal) return {};
+  if (overlap == TpOverlap::kRingExchangeAggregate)
+    return {.all_gather = std::max(1, tp / 2), .reduce_scatter = tp};
+  return {.all_gather = tp, .reduce_scatter = tp};
+}
+
+/// `chunks` back-to-back GEMMs over 1/chunks of the rows each (each chunk waves over the
+/// SMs alone and launches alone; at 1 the GEMM itself).
+double split_gemm_seconds(const GpuPerformance& gpu, GemmShape s, int chunks) {
+  s.m /= chunks;
+  return chunks * gpu.gemm_seconds(s);
+}
 
 /// Builds the list; one GEMM of the forward brings its data-gradient (I) and
 /// weight-gradient (W) GEMMs with it.
@@ -73,24 +114,27 @@ class KernelList {
     wgrad_out_ = out_bytes;
   }
 
-  void gemm(const std::string& name, KernelPass pass, GemmShape s, bool core = false) {
+  /// `chunks` > 1: the GEMM split over row chunks (RowSplit), each re-reading the weight.
+  void gemm(const std::string& name, KernelPass pass, GemmShape s, bool core = false,
+            int chunks = 1) {
     const bool fused = pass == kW && wgrad_gpu_;
     const double out = fused ? wgrad_out_ : e_;
     add({name, pass, KernelBound::kCompute, s.flops(),
-         s.batch * (e_ * (s.m * s.k + s.k * s.n) + out * s.m * s.n),
-         (fused ? *wgrad_gpu_ : gpu_).gemm_seconds(s), attention_core(core)});
+         s.batch * (e_ * (s.m * s.k + chunks * s.k * s.n) + out * s.m * s.n),
+         split_gemm_seconds(fused ? *wgrad_gpu_ : gpu_, s, chunks), attention_core(core)});
   }
   /// A linear layer y[tokens x n] = x[tokens x k] W[k x n]: forward, dX, dW; with a bias,
   /// its gradient is a reduction over the tokens of dY (the forward add is fused into the
   /// next element-wise kernel, or added here when `bias_add`).
   /// `batch` equal linears at once (a grouped GEMM over experts).
+  /// `split`: the forward and data-gradient GEMMs a TP ring exchange splits over the tokens.
   void linear(const std::string& name, double tokens, double n, double k, bool bias = false,
-              bool bias_add = false, double batch = 1) {
+              bool bias_add = false, double batch = 1, RowSplit split = {}) {
     if (fp8_) {
-      fp8_linear(name, tokens, n, k, batch);
+      fp8_linear(name, tokens, n, k, batch, split);
     } else {
-      gemm(name, kF, {tokens, n, k, batch});
-      gemm(name + " dgrad", kI, {tokens, k, n, batch});
+      gemm(name, kF, {tokens, n, k, batch}, false, split.forward);
+      gemm(name + " dgrad", kI, {tokens, k, n, batch}, false, split.dgrad);
       gemm(name + " wgrad", kW, {k, n, tokens, batch});
     }
     if (bias_add) memory(name + " bias", kF, 2 * tokens * n * e_);
@@ -136,14 +180,17 @@ class KernelList {
   /// scaling reading the tensor once more for its amax first, MX writing one scale byte per
   /// 32 elements of each copy (OCP MX v1.0: an 8-bit shared exponent per 32-element block).
   /// The weight's cast runs once per step (cached across the microbatches).
-  void fp8_linear(const std::string& name, double tokens, double n, double k, double batch) {
+  void fp8_linear(const std::string& name, double tokens, double n, double k, double batch,
+                  RowSplit split) {
     const GemmShape forward{tokens, n, k, batch}, dgrad{tokens, k, n, batch},
         wgrad{k, n, tokens, batch};
     const double b = batch;
     add({name, kF, KernelBound::kCompute, forward.flops(),
-         b * (tokens * k + k * n + tokens * n * e_), fp8_->gemm_seconds(forward), std::nullopt});
+         b * (tokens * k + split.forward * k * n + tokens * n * e_),
+         split_gemm_seconds(*fp8_, forward, split.forward), std::nullopt});
     add({name + " dgrad", kI, KernelBound::kCompute, dgrad.flops(),
-         b * (tokens * n + k * n + tokens * k * e_), fp8_->gemm_seconds(dgrad), std::nullopt});
+         b * (tokens * n + split.dgrad * k * n + tokens * k * e_),
+         split_gemm_seconds(*fp8_, dgrad, split.dgrad), std::nullopt});
     const bool fused = wgrad_fp8_ != nullptr;
     add({name + " wgrad", kW, KernelBound::kCompute, wgrad.flops(),
          b * (tokens * k + tokens * n + k * n * (fused ? wgrad_out_ : e_)),
@@ -193,15 +240,26 @@ void unfused_attention(KernelList& list, const LayerSpec& l, const MicrobatchSha
   }
 }
 
+/// A ring exchange's reduce-scatter side leaves each GPU its output rows as `chunks` partial
+/// sums, one computed by each peer, which one kernel adds up (TE's CommOverlapP2P
+/// split_overlap_rs: a sum over the receive buffer's chunks): read them, write the sum.
+void ring_exchange_reduce(KernelList& list, const std::string& linear, double tokens, double n,
+                          double e, int chunks) {
+  if (chunks <= 1) return;
+  const double rows = tokens / chunks;
+  list.memory(linear + " ring-exchange reduce", kF, (chunks + 1) * rows * n * e);
+}
+
 /// `batch` MLPs of width f over `tokens` tokens each (fc1, activation, fc2), f split over
 /// tp; a grouped GEMM when batch > 1 (the local experts), whose activation is what
 /// `moe_act` recompute re-runs.
 void mlp(KernelList& list, const LayerSpec& l, const std::string& name, double tokens, double f,
-         int tp, double batch) {
+         int tp, double batch, RingChunks ring = {}) {
   const double gate = l.gated_mlp ? 2 : 1;
   const double e = l.dtype_bytes;
   const double elements = batch * tokens * f / tp;
-  list.linear(name + " fc1", tokens, f * gate / tp, l.hidden, l.bias, false, batch);
+  list.linear(name + " fc1", tokens, f * gate / tp, l.hidden, l.bias, false, batch,
+              {.forward = ring.all_gather});
   // The dense MLP's activation keeps its historical name ("swiglu"), as `loom cost` prints it.
   const std::string activation =
       (name == "mlp" ? "" : name + " ") + (l.gated_mlp ? "swiglu" : "bias + gelu");
@@ -209,7 +267,9 @@ void mlp(KernelList& list, const LayerSpec& l, const std::string& name, double t
   list.memory(activation, kF, elements * (gate + 1) * e);
   list.memory(activation + " backward", kI, elements * (2 * gate + 1) * e);
   if (name == "experts") list.recompute_module(std::nullopt);
-  list.linear(name + " fc2", tokens, l.hidden, f / tp, l.bias, false, batch);
+  list.linear(name + " fc2", tokens, l.hidden, f / tp, l.bias, false, batch,
+              {.forward = ring.reduce_scatter, .dgrad = ring.all_gather});
+  ring_exchange_reduce(list, name + " fc2", tokens, l.hidden, e, ring.reduce_scatter);
 }
 
 /// A MoE layer's MLP (docs/moe.md) on one rank for its T tokens: the router, the tokens
@@ -325,10 +385,15 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
     norm("layernorm 2", l.moe() ? RecomputeModule::kLayerNorm : RecomputeModule::kMlp);
     // The attention's projections before the core: Q, K, V (MLA: through their latents).
     const auto projections = attention_projections(l);
+    // A ring exchange splits the GEMMs beside the layer's TP collectives: the
+    // column-parallel projections that read the gathered input (not MLA's latent ones),
+    // the output projection, a dense MLP (a MoE layer's experts have their own exchange).
+    const RingChunks ring = ring_chunks(o.tp_overlap, tp, o.sequence_parallel);
     for (size_t i = 0; i + 1 < projections.size(); ++i) {
       const AttentionProjection& p = projections[i];
-      list.linear(p.name, T, p.split == AttentionProjection::kColumns ? p.out / t : p.out, p.in,
-                  l.bias, l.bias);
+      const bool columns = p.split == AttentionProjection::kColumns;
+      list.linear(p.name, T, columns ? p.out / t : p.out, p.in, l.bias, l.bias, 1,
+                  {.forward = columns && !l.mla() ? ring.all_gather : 1});
     }
     if (!o.flash_attention) {
       unfused_attention(list, l, shape, tp, e);
@@ -353,7 +418,9 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
       list.memory("context transpose", kF, 2 * T * q / t * e);
       list.memory("context transpose backward", kI, 2 * T * q / t * e);
     }
-    list.linear("attention output", T, h, projections.back().in / t, l.bias);
+    list.linear("attention output", T, h, projections.back().in / t, l.bias, false, 1,
+                {.forward = ring.reduce_scatter, .dgrad = ring.all_gather});
+    ring_exchange_reduce(list, "attention output", T, h, e, ring.reduce_scatter);
     list.comm(tp_comm + " (attention)", kF, T * h * e, tp, intra);
     list.comm(tp_comm + " (attention)", kI, T * h * e, tp, intra);
     for (const char* dropout : {"dropout + residual 1", "dropout + residual 2"}) {
@@ -365,7 +432,7 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
     if (l.moe())
       mixture_of_experts(list, l, T, Tr, tp, intra, o);
     else
-      mlp(list, l, "mlp", T, l.ffn, tp, 1);
+      mlp(list, l, "mlp", T, l.ffn, tp, 1, ring);
     // The MLP's input gathered whole over TP (and its output reduced): the dense MLP, the
     // all-gather dispatcher, the shared experts.
     if (!l.moe() || o.expert_parallel == 1 || l.shared_experts > 0) {

@@ -52,6 +52,18 @@ struct Kernel {
 enum class Fp8Recipe : std::uint8_t { kOff, kDelayed, kCurrent, kMx };
 const char* to_string(Fp8Recipe recipe);  ///< "off", "delayed", "current", "mx"
 
+/// How TP communication overlaps the GEMMs under cost.tp_comm_overlap (cost.tp_overlap,
+/// docs/cost-model.md). kIdeal: each GEMM priced whole, the pass's collectives hidden behind
+/// its GEMMs. kRingExchange: Transformer Engine's userbuffers ring exchange (Wang et al.,
+/// "Overlap Communication with Dependent Computation via Decomposition in Large Deep
+/// Learning Models", ASPLOS 2023, §3; TE's CommOverlapP2P), which sequence parallelism's
+/// all-gather and reduce-scatter GEMMs run as tp GEMMs of 1/tp of the tokens each, one per
+/// peer's chunk, the exchange of the next chunk under the current one; the reduce-scatter
+/// side then sums the tp partial chunks it received. kRingExchangeAggregate: tp / 2 GEMMs of
+/// 2 / tp of the tokens (TE's `aggregate`, two chunks per step).
+enum class TpOverlap : std::uint8_t { kIdeal, kRingExchange, kRingExchangeAggregate };
+const char* to_string(TpOverlap overlap);  ///< "ideal", "ring-exchange", "ring-exchange-aggregate"
+
 struct LayerKernelOptions {
   bool flash_attention = true;     ///< cost.attention = "flash" (else "unfused")
   bool sequence_parallel = false;  ///< parallel.sequence_parallel
@@ -71,6 +83,12 @@ struct LayerKernelOptions {
   int microbatches = 1;
   /// parallel.ep: a MoE layer's routed experts over this many ranks (docs/moe.md).
   int expert_parallel = 1;
+  /// TP communication overlap (cost.tp_overlap, only with cost.tp_comm_overlap): under
+  /// sequence parallelism a ring exchange splits the GEMMs next to a dense layer's TP
+  /// collectives (QKV and fc1 forward after the all-gather; the attention output and fc2
+  /// forward before the reduce-scatter and their data gradients after the backward's
+  /// all-gather).
+  TpOverlap tp_overlap = TpOverlap::kIdeal;
 };
 
 /// The layer's kernels; with options.fp8 the linear layers' GEMMs run on `gpu`'s GPU at its

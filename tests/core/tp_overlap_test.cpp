@@ -1,0 +1,115 @@
+// TP communication overlap (cost.tp_overlap): Transformer Engine's userbuffers ring exchange
+// runs the GEMMs beside sequence parallelism's all-gather and reduce-scatter as tp GEMMs over
+// 1/tp of the tokens, one per peer's chunk, and sums the reduce-scatter's partial chunks in
+// one more kernel; "ideal" prices every GEMM whole, as Loom did before.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/config.hpp"
+#include "core/errors.hpp"
+#include "core/layer_kernels.hpp"
+#include "gpt_fixture.hpp"
+#include "test_support.hpp"
+
+namespace loom {
+namespace {
+
+constexpr int kTokens = 4096;
+
+std::vector<Kernel> kernels(TpOverlap overlap, int tp, bool sequence_parallel = true) {
+  const LayerSpec l = test::gpt_layer(8192, 64);
+  const GpuPerformance gpu(gpu_preset("H100"), 2);
+  return layer_kernels(
+      l, MicrobatchShape{{kTokens}}, tp, gpu, {450e9, 2e-6},
+      LayerKernelOptions{.sequence_parallel = sequence_parallel, .tp_overlap = overlap});
+}
+
+double seconds(const std::vector<Kernel>& ks, const std::string& name) {
+  return test::find_kernel(ks, name).seconds;
+}
+
+TEST(TpOverlap, RingExchangeRunsTheGemmsBesideTheCollectivesAsOneGemmPerPeerChunk) {
+  // A GPT layer, h = 8192, f = 4h, TP 8 over 4,096 tokens: each split GEMM is 8 GEMMs of
+  // 512 rows (every chunk its own waves over the SMs and its own launch).
+  const int tp = 8;
+  const double h = 8192, f = 4 * h, T = kTokens, rows = T / tp;
+  const GpuPerformance gpu(gpu_preset("H100"), 2);
+  const auto ring = kernels(TpOverlap::kRingExchange, tp);
+  const auto whole = kernels(TpOverlap::kIdeal, tp);
+  struct Split {
+    const char* name;
+    GemmShape chunk;  // one of the tp GEMMs
+  };
+  for (const Split& s : {Split{"qkv", {rows, 3 * h / tp, h}},  // after the all-gather
+                         Split{"mlp fc1", {rows, f / tp, h}},
+                         Split{"attention output", {rows, h, h / tp}},  // before the RS
+                         Split{"mlp fc2", {rows, h, f / tp}},
+                         Split{"attention output dgrad", {rows, h / tp, h}},  // after the AG
+                         Split{"mlp fc2 dgrad", {rows, f / tp, h}}}) {
+    EXPECT_DOUBLE_EQ(seconds(ring, s.name), tp * gpu.gemm_seconds(s.chunk)) << s.name;
+    EXPECT_GE(seconds(ring, s.name), seconds(whole, s.name)) << s.name;
+    EXPECT_EQ(test::find_kernel(ring, s.name).flops, test::find_kernel(whole, s.name).flops);
+  }
+  // The GEMMs whose collectives TE overlaps in bulk stay whole: the weight gradients and the
+  // data gradients before the backward's reduce-scatter.
+  for (const char* name : {"qkv dgrad", "mlp fc1 dgrad", "qkv wgrad", "attention output wgrad",
+                           "mlp fc1 wgrad", "mlp fc2 wgrad"})
+    EXPECT_DOUBLE_EQ(seconds(ring, name), seconds(whole, name)) << name;
+  // The reduce-scatter side sums the tp partial chunks of its T / tp output rows.
+  for (const char* linear : {"attention output", "mlp fc2"}) {
+    const Kernel& reduce = test::find_kernel(ring, std::string(linear) + " ring-exchange reduce");
+    EXPECT_DOUBLE_EQ(reduce.bytes, (tp + 1) * rows * h * 2) << linear;
+    EXPECT_EQ(reduce.bound, KernelBound::kMemory);
+  }
+  // The ideal overlap has no such kernel: its GEMMs are whole, its collectives free.
+  for (const Kernel& k : whole) EXPECT_EQ(k.name.find("ring-exchange"), std::string::npos);
+}
+
+TEST(TpOverlap, AggregateHalvesTheAllGatherChunksOnly) {
+  // TE's `aggregate` exchanges two chunks per step on the all-gather side: tp / 2 GEMMs of
+  // 2T / tp rows; its reduce-scatter ring has no aggregated form and keeps tp chunks.
+  const int tp = 8;
+  const double h = 8192, T = kTokens;
+  const GpuPerformance gpu(gpu_preset("H100"), 2);
+  const auto aggregate = kernels(TpOverlap::kRingExchangeAggregate, tp);
+  EXPECT_DOUBLE_EQ(seconds(aggregate, "qkv"),
+                   tp / 2 * gpu.gemm_seconds({2 * T / tp, 3 * h / tp, h}));
+  EXPECT_DOUBLE_EQ(seconds(aggregate, "attention output"),
+                   seconds(kernels(TpOverlap::kRingExchange, tp), "attention output"));
+}
+
+TEST(TpOverlap, NothingSplitsWithoutSequenceParallelismOrTensorParallelism) {
+  // TE's userbuffers overlap needs sequence parallelism (its ring exchanges are SP's
+  // all-gather and reduce-scatter); at TP 1 there is nothing to exchange.
+  const auto same = [](const std::vector<Kernel>& a, const std::vector<Kernel>& b) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_DOUBLE_EQ(a[i].seconds, b[i].seconds) << a[i].name;
+  };
+  same(kernels(TpOverlap::kRingExchange, 8, false), kernels(TpOverlap::kIdeal, 8, false));
+  same(kernels(TpOverlap::kRingExchange, 1), kernels(TpOverlap::kIdeal, 1));
+}
+
+TEST(TpOverlap, TheConfigKeyNeedsTheOverlapAndNamesItsValues) {
+  const std::string config =
+      test::source_path("validation/megatron-bridge-2511/llama3-70b-h100.toml");
+  EXPECT_EQ(load_config(config, {}).cost.tp_overlap, TpOverlap::kRingExchange);
+  EXPECT_EQ(load_config(config, {"cost.tp_overlap=ideal"}).cost.tp_overlap, TpOverlap::kIdeal);
+  try {
+    load_config(config, {"cost.tp_overlap=pipeline"});
+    FAIL() << "no such overlap";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("cost.tp_overlap"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ring-exchange-aggregate"), std::string::npos) << e.what();
+  }
+  try {
+    load_config(config, {"cost.tp_comm_overlap=false", "cost.tp_overlap=ideal"});
+    FAIL() << "tp_overlap without the overlap";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("set cost.tp_comm_overlap = true"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace loom
