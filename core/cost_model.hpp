@@ -57,6 +57,10 @@ class CostModel {
   virtual MoePhases moe_phases(int /*layer*/, const MicrobatchShape& /*shape*/, int /*tp*/) const {
     return {};
   }
+  /// Whether layer_cost() follows the microbatch's tokens (a kernel model, a fit over
+  /// tokens) or is fixed per microbatch (the `table` model): a CP rank's linear work is
+  /// then priced at its own tokens, or as 1/cp of the microbatch's.
+  virtual bool prices_tokens() const { return true; }
   /// Self-description for metrics.json (fits and their residuals for `calibrated`).
   virtual nlohmann::json describe() const { return {{"name", name()}}; }
 };

@@ -37,6 +37,7 @@ class RecomputeCostModel final : public CostModel {
   double optimizer_step_seconds(double bytes) const override {
     return inner_->optimizer_step_seconds(bytes);
   }
+  bool prices_tokens() const override { return inner_->prices_tokens(); }
   nlohmann::json describe() const override;
 
  private:

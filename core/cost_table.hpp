@@ -27,6 +27,7 @@ class TableCostModel final : public CostModel {
   double activation_bytes(int layer, const MicrobatchShape& shape, int tp) const override;
   double output_bytes(int layer, const MicrobatchShape& shape) const override;
   double parameters(int layer) const override;
+  bool prices_tokens() const override { return false; }
 
  private:
   const TableEntry& entry(int layer) const;

@@ -2,6 +2,8 @@
 // layouts (module_shards.cpp): the attention / linear split of a layer and the padding.
 #include "schedulers/lowering/context_parallel.hpp"
 
+#include <algorithm>
+
 namespace loom {
 namespace {
 
@@ -36,6 +38,19 @@ AttentionSplit split_attention(const CostModel& cost, const Model& model, int la
   const double k = dsq > 0 ? shape.sum_squared() / dsq : 0.0;
   const PassCost attention = scale_add(full, k, h, -k);
   return {.linear = scale_add(full, 1.0, attention, -1.0), .attention = attention};
+}
+
+PassCost rank_linear_cost(const CostModel& cost, const Model& model, int layer,
+                          const MicrobatchShape& shape, int tp, int cp,
+                          const AttentionSplit& whole) {
+  if (!cost.prices_tokens()) return scale_add(whole.linear, 1.0 / cp, PassCost{}, 0.0);
+  // Every sequence cut to 1/cp keeps 1/cp^2 of its attention (the s^2 split_attention
+  // separates by): the rest of the layer's cost at that shape is its linear work.
+  MicrobatchShape rank;
+  for (int s : shape.sequence_lengths)
+    rank.sequence_lengths.push_back(std::max(1, (s + cp - 1) / cp));
+  const double cp2 = double(cp) * cp;
+  return scale_add(effective_cost(cost, model, layer, rank, tp), 1.0, whole.attention, -1.0 / cp2);
 }
 
 MicrobatchShape pad_for_context_parallel(const MicrobatchShape& shape, int cp) {

@@ -7,8 +7,10 @@
 ///     into 2 cp equal chunks and rank i holds chunks i and 2cp - 1 - i, so every rank has
 ///     the same causal attention work (the "zigzag" load balance). Sequences are padded to
 ///     a multiple of 2 cp, as Megatron's packed (THD) batches are.
-///   - Linear work, activations and stage-to-stage messages of a CP rank are 1/cp of the
-///     replica's; its attention work is 1/cp too (exact under the zigzag split).
+///   - Activations and stage-to-stage messages of a CP rank are 1/cp of the replica's; its
+///     attention work is 1/cp too (exact under the zigzag split); its linear work is priced
+///     at the tokens it runs, 1/cp of every sequence (rank_linear_cost), so its GEMMs are
+///     the rank's own shapes.
 ///   - Each transformer layer's pass is split around the exchange attention needs
 ///     (Compute::continues), with the rank's K/V block B = its tokens x 2 x kv_heads/tp x
 ///     head_dim x dtype bytes:
@@ -43,6 +45,15 @@ struct AttentionSplit {
 };
 AttentionSplit split_attention(const CostModel& cost, const Model& model, int layer,
                                const MicrobatchShape& shape, int tp);
+
+/// A CP rank's linear work (AttentionSplit::linear) at its own tokens, 1/cp of every
+/// sequence: its GEMMs are priced at the rows the rank runs, which a TP ring exchange then
+/// splits tp ways (cost.tp_overlap), not as the whole sequence's divided by cp. A cost
+/// model fixed per microbatch (CostModel::prices_tokens) gives 1/cp of `whole`, the split
+/// of `shape`.
+PassCost rank_linear_cost(const CostModel& cost, const Model& model, int layer,
+                          const MicrobatchShape& shape, int tp, int cp,
+                          const AttentionSplit& whole);
 
 /// `a` x fa + `b` x fb, pass by pass.
 PassCost scale_add(const PassCost& a, double fa, const PassCost& b, double fb);

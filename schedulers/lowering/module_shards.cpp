@@ -104,7 +104,9 @@ ShardCost shard_cost(const SchedulingProblem& problem, ModuleId module, const Mo
     if (layout.cp > 1 && !layout.cp_replicates) {
       const AttentionSplit split = split_attention(*problem.cost, model, l, shape, layout.tp);
       const double share = spec.causal ? causal_share(shape, layout.cp, cp_rank) : 1.0 / layout.cp;
-      shard = scale_add(split.linear, 1.0 / layout.cp, split.attention, share);
+      shard =
+          scale_add(rank_linear_cost(*problem.cost, model, l, shape, layout.tp, layout.cp, split),
+                    1.0, split.attention, share);
       activation /= layout.cp;
       if (spec.kind == LayerKind::kTransformer) {
         KvShape kvs;

@@ -44,7 +44,8 @@ void cost_context_parallel(const Context& ctx, const std::vector<const Sample*>&
       layer.kv_block_bytes = kv_block_bytes(spec, shape.total_tokens() / cp, tp);
       layer.q_block_bytes = shape.total_tokens() / cp * spec.query_width() / tp * spec.dtype_bytes;
     }
-    mc.layer.push_back(scale_add(split.linear, 1.0 / cp, split.attention, 1.0 / cp));
+    mc.layer.push_back(scale_add(rank_linear_cost(*p.cost, ctx.model, l, shape, tp, ctx.cp, split),
+                                 1.0, split.attention, 1.0 / cp));
     mc.activation.push_back(p.cost->activation_bytes(l, shape, tp) / cp);
     mc.output.push_back(p.cost->output_bytes(l, shape) / cp);
     mc.context_parallel.push_back(layer);

@@ -160,25 +160,45 @@ TEST(ContextParallel, UlyssesMovesQkvToHeadsAndTheOutputBackByAllToAlls) {
             std::string::npos);
 }
 
-/// Seconds of compute on rank r.
-double busy(const Schedule& s, RankId r) {
+/// Seconds of compute on rank r (only its forward passes with `forward_only`).
+double busy(const Schedule& s, RankId r, bool forward_only = false) {
   double total = 0;
   for (const Op& op : s.programs[r]) {
-    if (const auto* c = std::get_if<Compute>(&op)) total += c->seconds;
+    const auto* c = std::get_if<Compute>(&op);
+    if (c && (!forward_only || c->pass == Pass::kF)) total += c->seconds;
   }
   return total;
 }
 
 TEST(ContextParallel, EachCpRankDoesItsShareOfTheWorkAndGradientsReduceOverDpTimesCp) {
-  const auto one = gpt(1);
+  // FLOPs at a fixed fraction of the peak: a rank's work is exactly its FLOPs.
+  const std::string flops_only = "cost.efficiency=0.5";
+  const auto one = gpt(1, {flops_only});
+  const auto one_kernels = gpt(1);
+  std::map<int, double> fixed_forward;  // by rank of the cp-1 run
   for (const int cp : {2, 4}) {
     SCOPED_TRACE("cp " + std::to_string(cp));
-    const auto study = gpt(cp);
+    const auto study = gpt(cp, {flops_only});
     const Schedule& s = study->schedule;
-    // Linear work, attention (zigzag-balanced) and the LM head all divide by cp.
+    const auto kernels = gpt(cp);
+    // Linear work, attention (zigzag-balanced) and the LM head all divide by cp, in the
+    // forward up to what does not shrink with a rank's tokens (each TP collective's link
+    // latencies); in the backward each rank also adds its whole weight gradient into the
+    // buffer per microbatch.
     for (const RankId r : s.rank_ids()) {
       const RankId base{r.value() % 2 + r.value() / (2 * cp) * 2};
-      EXPECT_NEAR(busy(s, r), busy(one->schedule, base) / cp, 1e-9 * busy(one->schedule, base));
+      const double whole = busy(one->schedule, base, true);
+      // forward(cp) = tokens' work / cp + fixed work: the excess over whole / cp is the
+      // fixed work x (1 - 1/cp), the same fixed work at every cp.
+      const double fixed = (busy(s, r, true) - whole / cp) / (1 - 1.0 / cp);
+      const auto first = fixed_forward.emplace(base.value(), fixed).first;
+      EXPECT_NEAR(fixed, first->second, 1e-9 * whole);
+      EXPECT_GE(fixed, 0);
+      EXPECT_LT(fixed, 0.05 * whole);
+      EXPECT_GT(busy(s, r), busy(one->schedule, base) / cp);
+      // Kernel by kernel, the rank's linears are priced at its own tokens: GEMMs 1/cp as
+      // tall with as many launches take more than 1/cp of the time.
+      EXPECT_GT(busy(kernels->schedule, r), busy(one_kernels->schedule, base) / cp);
     }
     // Each stage's gradients all-reduce once, over every replica's every CP rank.
     for (const RankId r : s.rank_ids()) {
