@@ -74,12 +74,24 @@ constexpr double kHopperFp8Flops = 2 * 989.4e12;
 // published: Hopper FA2's backward/forward ratio (322/370) gives 0.48, an assumption.
 constexpr double kBlackwellFlashForward = 1613.0 / 1.3 / 2250.0;
 constexpr double kBlackwellFlashBackward = kBlackwellFlashForward * 322.0 / 370.0;
+// GEMMs on Blackwell (sm_100): OpenXLA's measured GEMM table (xla/backends/gpu/cost_model/
+// matmul_interpolator_data.h, kDefaultMatmulPTable, key "sm_100"; as vendored in
+// tensorflow/tensorflow at a305421c) gives BF16 squares of 2,048 and 4,096 at 985.8 and
+// 1,416.9 TFLOP/s: tile fractions 0.658 and 0.665, what makes the tile model reproduce
+// them; its FP8 4,096 square (2,765 TFLOP/s of 4,500) gives 0.68, so FP8 takes the BF16
+// fraction (its FP8 column is not used beyond that: its sm_90 FP8 figures exceed the
+// H100's dense peak). The same table's sm_90 BF16 squares give 0.79-0.83 where the H200
+// measured 0.70 sustained: XLA's are short-run figures, so Blackwell's sustained speed
+// may be lower still. The table does not say whether its sm_100 was a B200 or a GB200:
+// both presets take it.
+constexpr double kBlackwellGemmFraction = 0.66;
 
 GpuSpec blackwell(GpuSpec spec, double fp8) {
   spec.flash_forward_fraction = kBlackwellFlashForward;
   spec.flash_backward_fraction = kBlackwellFlashBackward;
   spec.flash2_forward_fraction = 0;  // no published FlashAttention-2 figure
   spec.flash2_backward_fraction = 0;
+  spec.gemm_fraction = kBlackwellGemmFraction;
   spec.peak_fp8_flops = fp8;
   return spec;
 }
