@@ -106,4 +106,9 @@ double ring_allreduce_seconds(double bytes, int n, const LinkSpec& link) {
          2.0 * (n - 1) * link.latency;
 }
 
+double ring_step_seconds(double bytes, const LinkSpec& link) {
+  if (bytes <= 0) return 0;
+  return bytes / (link.bandwidth * kNcclBusFraction) + link.latency;
+}
+
 }  // namespace loom

@@ -58,4 +58,8 @@ double memory_bound_seconds(const GpuSpec& gpu, double bytes);
 /// the achieved bus bandwidth, plus 2(n-1) link latencies. 0 when n <= 1.
 double ring_allreduce_seconds(double bytes, int n, const LinkSpec& link);
 
+/// One GPU sending `bytes` to a peer while receiving as many from another (a ring step):
+/// the bytes at the same achieved fraction of the link's bandwidth, plus one latency.
+double ring_step_seconds(double bytes, const LinkSpec& link);
+
 }  // namespace loom

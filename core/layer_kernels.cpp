@@ -63,10 +63,13 @@ constexpr KernelPass kI = KernelPass::kInputGrad;
 constexpr KernelPass kW = KernelPass::kWeightGrad;
 
 /// A linear layer's GEMMs a TP ring exchange runs as `forward` / `dgrad` GEMMs over equal
-/// row chunks of the tokens (1: whole; TpOverlap).
+/// row chunks of the tokens (1: whole; TpOverlap), each step's chunk exchanged with the
+/// ring's neighbours in `*_exchange_s` seconds.
 struct RowSplit {
   int forward = 1;
   int dgrad = 1;
+  double forward_exchange_s = 0;
+  double dgrad_exchange_s = 0;
 };
 
 /// How many chunks a TP ring exchange splits the GEMMs after its all-gather and before its
@@ -75,20 +78,35 @@ struct RowSplit {
 struct RingChunks {
   int all_gather = 1;
   int reduce_scatter = 1;
+  double tokens = 0;       ///< rows of the exchanged tensors
+  double dtype_bytes = 0;  ///< their element size (the layer's dtype)
+  LinkSpec link;           ///< the TP group's (NVLink within the node)
+  /// One step's exchange of a [tokens x width] tensor split `chunks` ways.
+  double exchange_s(int chunks, double width) const {
+    return chunks > 1 ? ring_step_seconds(tokens / chunks * width * dtype_bytes, link) : 0;
+  }
 };
 
-RingChunks ring_chunks(TpOverlap overlap, int tp, bool sequence_parallel) {
+RingChunks ring_chunks(TpOverlap overlap, int tp, bool sequence_parallel, double tokens,
+                       double dtype_bytes, const LinkSpec& link) {
   if (!sequence_parallel || tp <= 1 || overlap == TpOverlap::kIdeal) return {};
-  if (overlap == TpOverlap::kRingExchangeAggregate)
-    return {.all_gather = std::max(1, tp / 2), .reduce_scatter = tp};
-  return {.all_gather = tp, .reduce_scatter = tp};
+  const int all_gather = overlap == TpOverlap::kRingExchangeAggregate ? std::max(1, tp / 2) : tp;
+  return {.all_gather = all_gather,
+          .reduce_scatter = tp,
+          .tokens = tokens,
+          .dtype_bytes = dtype_bytes,
+          .link = link};
 }
 
 /// `chunks` back-to-back GEMMs over 1/chunks of the rows each (each chunk waves over the
-/// SMs alone and launches alone; at 1 the GEMM itself).
-double split_gemm_seconds(const GpuPerformance& gpu, GemmShape s, int chunks) {
+/// SMs alone and launches alone; at 1 the GEMM itself). In a ring exchange each step after
+/// the first waits for its chunk's exchange (`exchange_s`) if the previous GEMM ends first:
+/// G + (chunks - 1) max(G, exchange).
+double split_gemm_seconds(const GpuPerformance& gpu, GemmShape s, int chunks,
+                          double exchange_s = 0) {
   s.m /= chunks;
-  return chunks * gpu.gemm_seconds(s);
+  const double chunk = gpu.gemm_seconds(s);
+  return chunk + (chunks - 1) * std::max(chunk, exchange_s);
 }
 
 /// Builds the list; one GEMM of the forward brings its data-gradient (I) and
@@ -116,12 +134,13 @@ class KernelList {
 
   /// `chunks` > 1: the GEMM split over row chunks (RowSplit), each re-reading the weight.
   void gemm(const std::string& name, KernelPass pass, GemmShape s, bool core = false,
-            int chunks = 1) {
+            int chunks = 1, double exchange_s = 0) {
     const bool fused = pass == kW && wgrad_gpu_;
     const double out = fused ? wgrad_out_ : e_;
     add({name, pass, KernelBound::kCompute, s.flops(),
          s.batch * (e_ * (s.m * s.k + chunks * s.k * s.n) + out * s.m * s.n),
-         split_gemm_seconds(fused ? *wgrad_gpu_ : gpu_, s, chunks), attention_core(core)});
+         split_gemm_seconds(fused ? *wgrad_gpu_ : gpu_, s, chunks, exchange_s),
+         attention_core(core)});
   }
   /// A linear layer y[tokens x n] = x[tokens x k] W[k x n]: forward, dX, dW; with a bias,
   /// its gradient is a reduction over the tokens of dY (the forward add is fused into the
@@ -133,8 +152,8 @@ class KernelList {
     if (fp8_) {
       fp8_linear(name, tokens, n, k, batch, split);
     } else {
-      gemm(name, kF, {tokens, n, k, batch}, false, split.forward);
-      gemm(name + " dgrad", kI, {tokens, k, n, batch}, false, split.dgrad);
+      gemm(name, kF, {tokens, n, k, batch}, false, split.forward, split.forward_exchange_s);
+      gemm(name + " dgrad", kI, {tokens, k, n, batch}, false, split.dgrad, split.dgrad_exchange_s);
       gemm(name + " wgrad", kW, {k, n, tokens, batch});
     }
     if (bias_add) memory(name + " bias", kF, 2 * tokens * n * e_);
@@ -187,10 +206,11 @@ class KernelList {
     const double b = batch;
     add({name, kF, KernelBound::kCompute, forward.flops(),
          b * (tokens * k + split.forward * k * n + tokens * n * e_),
-         split_gemm_seconds(*fp8_, forward, split.forward), std::nullopt});
+         split_gemm_seconds(*fp8_, forward, split.forward, split.forward_exchange_s),
+         std::nullopt});
     add({name + " dgrad", kI, KernelBound::kCompute, dgrad.flops(),
          b * (tokens * n + split.dgrad * k * n + tokens * k * e_),
-         split_gemm_seconds(*fp8_, dgrad, split.dgrad), std::nullopt});
+         split_gemm_seconds(*fp8_, dgrad, split.dgrad, split.dgrad_exchange_s), std::nullopt});
     const bool fused = wgrad_fp8_ != nullptr;
     add({name + " wgrad", kW, KernelBound::kCompute, wgrad.flops(),
          b * (tokens * k + tokens * n + k * n * (fused ? wgrad_out_ : e_)),
@@ -259,7 +279,8 @@ void mlp(KernelList& list, const LayerSpec& l, const std::string& name, double t
   const double e = l.dtype_bytes;
   const double elements = batch * tokens * f / tp;
   list.linear(name + " fc1", tokens, f * gate / tp, l.hidden, l.bias, false, batch,
-              {.forward = ring.all_gather});
+              {.forward = ring.all_gather,
+               .forward_exchange_s = ring.exchange_s(ring.all_gather, l.hidden)});
   // The dense MLP's activation keeps its historical name ("swiglu"), as `loom cost` prints it.
   const std::string activation =
       (name == "mlp" ? "" : name + " ") + (l.gated_mlp ? "swiglu" : "bias + gelu");
@@ -268,7 +289,10 @@ void mlp(KernelList& list, const LayerSpec& l, const std::string& name, double t
   list.memory(activation + " backward", kI, elements * (2 * gate + 1) * e);
   if (name == "experts") list.recompute_module(std::nullopt);
   list.linear(name + " fc2", tokens, l.hidden, f / tp, l.bias, false, batch,
-              {.forward = ring.reduce_scatter, .dgrad = ring.all_gather});
+              {.forward = ring.reduce_scatter,
+               .dgrad = ring.all_gather,
+               .forward_exchange_s = ring.exchange_s(ring.reduce_scatter, l.hidden),
+               .dgrad_exchange_s = ring.exchange_s(ring.all_gather, l.hidden)});
   ring_exchange_reduce(list, name + " fc2", tokens, l.hidden, e, ring.reduce_scatter);
 }
 
@@ -388,12 +412,13 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
     // A ring exchange splits the GEMMs beside the layer's TP collectives: the
     // column-parallel projections that read the gathered input (not MLA's latent ones),
     // the output projection, a dense MLP (a MoE layer's experts have their own exchange).
-    const RingChunks ring = ring_chunks(o.tp_overlap, tp, o.sequence_parallel);
+    const RingChunks ring = ring_chunks(o.tp_overlap, tp, o.sequence_parallel, T, e, intra);
     for (size_t i = 0; i + 1 < projections.size(); ++i) {
       const AttentionProjection& p = projections[i];
       const bool columns = p.split == AttentionProjection::kColumns;
+      const int chunks = columns && !l.mla() ? ring.all_gather : 1;
       list.linear(p.name, T, columns ? p.out / t : p.out, p.in, l.bias, l.bias, 1,
-                  {.forward = columns && !l.mla() ? ring.all_gather : 1});
+                  {.forward = chunks, .forward_exchange_s = ring.exchange_s(chunks, p.in)});
     }
     if (!o.flash_attention) {
       unfused_attention(list, l, shape, tp, e);
@@ -419,7 +444,10 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
       list.memory("context transpose backward", kI, 2 * T * q / t * e);
     }
     list.linear("attention output", T, h, projections.back().in / t, l.bias, false, 1,
-                {.forward = ring.reduce_scatter, .dgrad = ring.all_gather});
+                {.forward = ring.reduce_scatter,
+                 .dgrad = ring.all_gather,
+                 .forward_exchange_s = ring.exchange_s(ring.reduce_scatter, h),
+                 .dgrad_exchange_s = ring.exchange_s(ring.all_gather, h)});
     ring_exchange_reduce(list, "attention output", T, h, e, ring.reduce_scatter);
     list.comm(tp_comm + " (attention)", kF, T * h * e, tp, intra);
     list.comm(tp_comm + " (attention)", kI, T * h * e, tp, intra);

@@ -4,6 +4,7 @@
 // one more kernel; "ideal" prices every GEMM whole, as Loom did before.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "core/config.hpp"
@@ -17,11 +18,14 @@ namespace {
 
 constexpr int kTokens = 4096;
 
-std::vector<Kernel> kernels(TpOverlap overlap, int tp, bool sequence_parallel = true) {
+constexpr LinkSpec kNvlink{450e9, 2e-6};
+
+std::vector<Kernel> kernels(TpOverlap overlap, int tp, bool sequence_parallel = true,
+                            LinkSpec link = kNvlink) {
   const LayerSpec l = test::gpt_layer(8192, 64);
   const GpuPerformance gpu(gpu_preset("H100"), 2);
   return layer_kernels(
-      l, MicrobatchShape{{kTokens}}, tp, gpu, {450e9, 2e-6},
+      l, MicrobatchShape{{kTokens}}, tp, gpu, link,
       LayerKernelOptions{.sequence_parallel = sequence_parallel, .tp_overlap = overlap});
 }
 
@@ -31,12 +35,19 @@ double seconds(const std::vector<Kernel>& ks, const std::string& name) {
 
 TEST(TpOverlap, RingExchangeRunsTheGemmsBesideTheCollectivesAsOneGemmPerPeerChunk) {
   // A GPT layer, h = 8192, f = 4h, TP 8 over 4,096 tokens: each split GEMM is 8 GEMMs of
-  // 512 rows (every chunk its own waves over the SMs and its own launch).
+  // 512 rows (every chunk its own waves over the SMs and its own launch), each step after
+  // the first waiting for its chunk's exchange if that takes longer: G + 7 max(G, X), X
+  // one ring step of a [512 x h] bf16 chunk (every exchanged tensor here is h wide).
   const int tp = 8;
   const double h = 8192, f = 4 * h, T = kTokens, rows = T / tp;
   const GpuPerformance gpu(gpu_preset("H100"), 2);
   const auto ring = kernels(TpOverlap::kRingExchange, tp);
   const auto whole = kernels(TpOverlap::kIdeal, tp);
+  const double exchange = ring_step_seconds(rows * h * 2, kNvlink);
+  const auto ring_time = [&](const GemmShape& chunk, double x) {
+    const double g = gpu.gemm_seconds(chunk);
+    return g + (tp - 1) * std::max(g, x);
+  };
   struct Split {
     const char* name;
     GemmShape chunk;  // one of the tp GEMMs
@@ -47,7 +58,7 @@ TEST(TpOverlap, RingExchangeRunsTheGemmsBesideTheCollectivesAsOneGemmPerPeerChun
                          Split{"mlp fc2", {rows, h, f / tp}},
                          Split{"attention output dgrad", {rows, h / tp, h}},  // after the AG
                          Split{"mlp fc2 dgrad", {rows, f / tp, h}}}) {
-    EXPECT_DOUBLE_EQ(seconds(ring, s.name), tp * gpu.gemm_seconds(s.chunk)) << s.name;
+    EXPECT_DOUBLE_EQ(seconds(ring, s.name), ring_time(s.chunk, exchange)) << s.name;
     EXPECT_GE(seconds(ring, s.name), seconds(whole, s.name)) << s.name;
     EXPECT_EQ(test::find_kernel(ring, s.name).flops, test::find_kernel(whole, s.name).flops);
   }
@@ -64,6 +75,13 @@ TEST(TpOverlap, RingExchangeRunsTheGemmsBesideTheCollectivesAsOneGemmPerPeerChun
   }
   // The ideal overlap has no such kernel: its GEMMs are whole, its collectives free.
   for (const Kernel& k : whole) EXPECT_EQ(k.name.find("ring-exchange"), std::string::npos);
+  // On a link 100x slower the exchange outlasts every chunk's GEMM: the steps wait for it.
+  const LinkSpec slow{4.5e9, 2e-6};
+  const double slow_exchange = ring_step_seconds(rows * h * 2, slow);
+  const auto starved = kernels(TpOverlap::kRingExchange, tp, true, slow);
+  const GemmShape qkv_chunk{rows, 3 * h / tp, h};
+  ASSERT_GT(slow_exchange, gpu.gemm_seconds(qkv_chunk));
+  EXPECT_DOUBLE_EQ(seconds(starved, "qkv"), gpu.gemm_seconds(qkv_chunk) + (tp - 1) * slow_exchange);
 }
 
 TEST(TpOverlap, AggregateHalvesTheAllGatherChunksOnly) {
@@ -73,8 +91,9 @@ TEST(TpOverlap, AggregateHalvesTheAllGatherChunksOnly) {
   const double h = 8192, T = kTokens;
   const GpuPerformance gpu(gpu_preset("H100"), 2);
   const auto aggregate = kernels(TpOverlap::kRingExchangeAggregate, tp);
-  EXPECT_DOUBLE_EQ(seconds(aggregate, "qkv"),
-                   tp / 2 * gpu.gemm_seconds({2 * T / tp, 3 * h / tp, h}));
+  const double g = gpu.gemm_seconds({2 * T / tp, 3 * h / tp, h});
+  const double x = ring_step_seconds(2 * T / tp * h * 2, kNvlink);  // two chunks a step
+  EXPECT_DOUBLE_EQ(seconds(aggregate, "qkv"), g + (tp / 2 - 1) * std::max(g, x));
   EXPECT_DOUBLE_EQ(seconds(aggregate, "attention output"),
                    seconds(kernels(TpOverlap::kRingExchange, tp), "attention output"));
 }
