@@ -321,7 +321,8 @@ def part_tp_overlap(results):
     T/tp rows (aggregate=False, 70B) or tp/2 of 2T/tp (aggregate=True, 405B); the pipelined
     reduce-scatter (proj, fc2 forward) runs 4
     splits on the SMs its communication kernel leaves (set_sm_margin=True, num_sm). Each as
-    one GEMM and as the overlap runs it, GPU time from CUDA-graph replay."""
+    one GEMM, as that overlap runs it, and as tp chunks (the later configs' ring exchange
+    everywhere, what Loom's cost.tp_overlap prices), GPU time from CUDA-graph replay."""
     rows = []
     carveout = getattr(torch._C, "_set_sm_carveout_experimental", None)
     # (model, tokens per rank, hidden, ffn, tp, attention width, ring chunks, proj num_sm,
@@ -340,6 +341,10 @@ def part_tp_overlap(results):
             parts = [fp8_mm(m // chunks, n, k) for _ in range(chunks)]
             row = dict(model=model, name=name, m=m, n=n, k=k, overlap=how, chunks=chunks, whole_ms=whole)
             row["chunked_ms"] = timed(lambda: [p() for p in parts], graph=True)
+            # Later configs (and Loom's cost.tp_overlap = "ring-exchange") run every one of
+            # these as a ring exchange of tp chunks: time that split too.
+            tp_parts = parts if chunks == tp else [fp8_mm(m // tp, n, k) for _ in range(tp)]
+            row["tp_chunks_ms"] = timed(lambda: [p() for p in tp_parts], graph=True)
             if how == "pipeline" and carveout is not None:
                 try:
                     carveout(num_sm)
@@ -356,7 +361,8 @@ def part_tp_overlap(results):
             margin = (f", chunks on {132 - num_sm} SMs {row['chunked_carveout_ms']:.3f} ms"
                       if "chunked_carveout_ms" in row else "")
             print(f"  {model} {name:10s} {m}x{n}x{k}: whole {whole:.3f} ms, {chunks} chunks "
-                  f"{row['chunked_ms']:.3f} ms{margin}", flush=True)
+                  f"{row['chunked_ms']:.3f} ms{margin}, {tp} chunks {row['tp_chunks_ms']:.3f} ms",
+                  flush=True)
     results["tp_overlap_gemms"] = rows
 
 
