@@ -68,6 +68,27 @@ TEST(Validate, SimPrintsModelTflopsAndMfuOnAValidationConfig) {
               1e-9);
 }
 
+TEST(Validate, MegatronBridgeDenseRowsHoldTheAccuracyTheModelReachesToday) {
+  // The five dense Megatron-Bridge 25.11 rows (validation/megatron-bridge-2511/README.md).
+  // Issue 48's budget is 5 % mean / 10 % max; the model reaches 6.8 % / 11.9 % (2026-12-04,
+  // every row fast), and this holds it there so a change that loses accuracy fails.
+  test::TempDir dir;
+  std::filesystem::create_directories(dir.path("set"));
+  for (const std::string run : {"llama3-8b-h100", "llama3-70b-h100", "llama3-8b-b200",
+                                "llama31-405b-h100", "llama31-405b-b200"})
+    std::filesystem::copy_file(
+        test::source_path("validation/megatron-bridge-2511/" + run + ".toml"),
+        dir.path("set/" + run + ".toml"));
+  const auto r =
+      test::run_loom("validate " + dir.path("set") + " --backend evaluator --json --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = json_of(r);
+  ASSERT_EQ(j["runs"].size(), 5u);
+  const auto& s = j["summary"]["evaluator"];
+  EXPECT_LE(s["mean_abs_error_pct"].get<double>(), 7.0) << j.dump(1);
+  EXPECT_LE(s["max_abs_error_pct"].get<double>(), 12.5) << j.dump(1);
+}
+
 TEST(Validate, APublishedRunLoomCannotFitIsListedAndLeftOutOfTheMeans) {
   // GPT-OSS 120B as the Megatron-Bridge table states its H100 row (MBS 4 at PP 4, no
   // recompute) needs more than an H100's memory in Loom's model: a row of its own kind.
