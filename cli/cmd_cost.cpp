@@ -275,9 +275,10 @@ void print_cost(const nlohmann::json& j, const std::string& cost_model) {
                 j["tp"].get<int>(), j["cost_model"].dump().c_str());
     if (j.contains("cp"))
       std::printf(
-          "(the replica's microbatch: each of its cp = %d CP ranks runs 1/%d of every "
-          "kernel, docs/context-parallelism.md)\n",
-          j["cp"].get<int>(), j["cp"].get<int>());
+          "(the replica's microbatch: each of its cp = %d CP ranks runs the linears over 1/%d "
+          "of the tokens, priced at that shape, and 1/%d of the attention; "
+          "docs/context-parallelism.md)\n",
+          j["cp"].get<int>(), j["cp"].get<int>(), j["cp"].get<int>());
     std::printf("%-40s %4s %-13s %10s %10s %10s %8s\n", "kernel", "pass", "bound", "ms", "GFLOP",
                 "MB", "TFLOP/s");
     for (const auto& k : j["kernels"]) {
