@@ -73,8 +73,8 @@ struct RowSplit {
 };
 
 /// How many chunks a TP ring exchange splits the GEMMs after its all-gather and before its
-/// reduce-scatter into (1, 1: no ring exchange). TE's `aggregate` halves the first only:
-/// its reduce-scatter ring has no aggregated form.
+/// reduce-scatter into (1, 1: no ring exchange), and what one of its steps exchanges. TE's
+/// `aggregate` halves the first only: its reduce-scatter ring has no aggregated form.
 struct RingChunks {
   int all_gather = 1;
   int reduce_scatter = 1;
