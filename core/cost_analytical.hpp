@@ -32,9 +32,9 @@ struct AnalyticalOptions {
   double efficiency = 0;  ///< > 0: fixed fraction of peak; 0: the kernel-level model
   bool flash_attention = true;
   bool sequence_parallel = false;
-  bool tp_comm_overlap = false;               ///< TP collectives hidden behind the pass's GEMMs
-  TpOverlap tp_overlap = TpOverlap::kIdeal;   ///< how, when they are (cost.tp_overlap)
-  bool gradient_accumulation_fusion = false;  ///< wgrad GEMMs add into the fp32 buffer
+  bool tp_comm_overlap = false;  ///< TP collectives hidden behind the pass's GEMMs
+  TpOverlap tp_overlap = TpOverlap::kRingExchange;  ///< how, when they are (cost.tp_overlap)
+  bool gradient_accumulation_fusion = false;        ///< wgrad GEMMs add into the fp32 buffer
   Recompute recompute = Recompute::kNone;
   RecomputeModules recompute_modules = {};  ///< what selective recompute re-runs
   /// Gradient buffer bytes per parameter (weight-gradient accumulation per microbatch).

@@ -78,23 +78,33 @@ struct RowSplit {
 struct RingChunks {
   int all_gather = 1;
   int reduce_scatter = 1;
-  double tokens = 0;       ///< rows of the exchanged tensors
-  double dtype_bytes = 0;  ///< their element size (the layer's dtype)
-  LinkSpec link;           ///< the TP group's (NVLink within the node)
-  /// One step's exchange of a [tokens x width] tensor split `chunks` ways.
-  double exchange_s(int chunks, double width) const {
-    return chunks > 1 ? ring_step_seconds(tokens / chunks * width * dtype_bytes, link) : 0;
+  double tokens = 0;  ///< rows of the exchanged tensors
+  /// Element sizes: the gathered chunks are FP8 under FP8 (TE's all-gather buffers "use
+  /// fp8 when using fp8 recipe", initialize_ub), the partial sums the layer's dtype.
+  double all_gather_bytes = 0;
+  double reduce_scatter_bytes = 0;
+  LinkSpec link;  ///< the TP group's (NVLink within the node)
+  /// One step of the all-gather / reduce-scatter ring for a [tokens x width] tensor.
+  double all_gather_s(double width) const { return step(all_gather, width, all_gather_bytes); }
+  double reduce_scatter_s(double width) const {
+    return step(reduce_scatter, width, reduce_scatter_bytes);
+  }
+
+ private:
+  double step(int chunks, double width, double bytes) const {
+    return chunks > 1 ? ring_step_seconds(tokens / chunks * width * bytes, link) : 0;
   }
 };
 
 RingChunks ring_chunks(TpOverlap overlap, int tp, bool sequence_parallel, double tokens,
-                       double dtype_bytes, const LinkSpec& link) {
+                       double all_gather_bytes, double reduce_scatter_bytes, const LinkSpec& link) {
   if (!sequence_parallel || tp <= 1 || overlap == TpOverlap::kIdeal) return {};
   const int all_gather = overlap == TpOverlap::kRingExchangeAggregate ? std::max(1, tp / 2) : tp;
   return {.all_gather = all_gather,
           .reduce_scatter = tp,
           .tokens = tokens,
-          .dtype_bytes = dtype_bytes,
+          .all_gather_bytes = all_gather_bytes,
+          .reduce_scatter_bytes = reduce_scatter_bytes,
           .link = link};
 }
 
@@ -279,8 +289,7 @@ void mlp(KernelList& list, const LayerSpec& l, const std::string& name, double t
   const double e = l.dtype_bytes;
   const double elements = batch * tokens * f / tp;
   list.linear(name + " fc1", tokens, f * gate / tp, l.hidden, l.bias, false, batch,
-              {.forward = ring.all_gather,
-               .forward_exchange_s = ring.exchange_s(ring.all_gather, l.hidden)});
+              {.forward = ring.all_gather, .forward_exchange_s = ring.all_gather_s(l.hidden)});
   // The dense MLP's activation keeps its historical name ("swiglu"), as `loom cost` prints it.
   const std::string activation =
       (name == "mlp" ? "" : name + " ") + (l.gated_mlp ? "swiglu" : "bias + gelu");
@@ -291,8 +300,8 @@ void mlp(KernelList& list, const LayerSpec& l, const std::string& name, double t
   list.linear(name + " fc2", tokens, l.hidden, f / tp, l.bias, false, batch,
               {.forward = ring.reduce_scatter,
                .dgrad = ring.all_gather,
-               .forward_exchange_s = ring.exchange_s(ring.reduce_scatter, l.hidden),
-               .dgrad_exchange_s = ring.exchange_s(ring.all_gather, l.hidden)});
+               .forward_exchange_s = ring.reduce_scatter_s(l.hidden),
+               .dgrad_exchange_s = ring.all_gather_s(l.hidden)});
   ring_exchange_reduce(list, name + " fc2", tokens, l.hidden, e, ring.reduce_scatter);
 }
 
@@ -412,13 +421,15 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
     // A ring exchange splits the GEMMs beside the layer's TP collectives: the
     // column-parallel projections that read the gathered input (not MLA's latent ones),
     // the output projection, a dense MLP (a MoE layer's experts have their own exchange).
-    const RingChunks ring = ring_chunks(o.tp_overlap, tp, o.sequence_parallel, T, e, intra);
+    const RingChunks ring =
+        ring_chunks(o.tp_overlap, tp, o.sequence_parallel, T, fp8 ? 1 : e, e, intra);
     for (size_t i = 0; i + 1 < projections.size(); ++i) {
       const AttentionProjection& p = projections[i];
       const bool columns = p.split == AttentionProjection::kColumns;
-      const int chunks = columns && !l.mla() ? ring.all_gather : 1;
+      const bool split = columns && !l.mla();
       list.linear(p.name, T, columns ? p.out / t : p.out, p.in, l.bias, l.bias, 1,
-                  {.forward = chunks, .forward_exchange_s = ring.exchange_s(chunks, p.in)});
+                  {.forward = split ? ring.all_gather : 1,
+                   .forward_exchange_s = split ? ring.all_gather_s(p.in) : 0});
     }
     if (!o.flash_attention) {
       unfused_attention(list, l, shape, tp, e);
@@ -446,8 +457,8 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
     list.linear("attention output", T, h, projections.back().in / t, l.bias, false, 1,
                 {.forward = ring.reduce_scatter,
                  .dgrad = ring.all_gather,
-                 .forward_exchange_s = ring.exchange_s(ring.reduce_scatter, h),
-                 .dgrad_exchange_s = ring.exchange_s(ring.all_gather, h)});
+                 .forward_exchange_s = ring.reduce_scatter_s(h),
+                 .dgrad_exchange_s = ring.all_gather_s(h)});
     ring_exchange_reduce(list, "attention output", T, h, e, ring.reduce_scatter);
     list.comm(tp_comm + " (attention)", kF, T * h * e, tp, intra);
     list.comm(tp_comm + " (attention)", kI, T * h * e, tp, intra);

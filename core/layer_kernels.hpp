@@ -84,9 +84,9 @@ struct LayerKernelOptions {
   /// parallel.ep: a MoE layer's routed experts over this many ranks (docs/moe.md).
   int expert_parallel = 1;
   /// TP communication overlap (cost.tp_overlap, only with cost.tp_comm_overlap): under
-  /// sequence parallelism a ring exchange splits the GEMMs next to a dense layer's TP
-  /// collectives (QKV and fc1 forward after the all-gather; the attention output and fc2
-  /// forward before the reduce-scatter and their data gradients after the backward's
+  /// sequence parallelism a ring exchange splits the GEMMs next to the TP collectives of a
+  /// layer's attention and dense MLP (QKV and fc1 forward after the all-gather; the attention
+  /// output and fc2 forward before the reduce-scatter and their data gradients after the backward's
   /// all-gather).
   TpOverlap tp_overlap = TpOverlap::kIdeal;
 };

@@ -40,17 +40,27 @@ AttentionSplit split_attention(const CostModel& cost, const Model& model, int la
   return {.linear = scale_add(full, 1.0, attention, -1.0), .attention = attention};
 }
 
+MicrobatchShape cp_rank_shape(const MicrobatchShape& shape, int cp) {
+  MicrobatchShape rank;
+  for (int s : shape.sequence_lengths)
+    rank.sequence_lengths.push_back(std::max(1, (s + cp - 1) / cp));
+  return rank;
+}
+
 PassCost rank_linear_cost(const CostModel& cost, const Model& model, int layer,
                           const MicrobatchShape& shape, int tp, int cp,
                           const AttentionSplit& whole) {
   if (!cost.prices_tokens()) return scale_add(whole.linear, 1.0 / cp, PassCost{}, 0.0);
   // Every sequence cut to 1/cp keeps 1/cp^2 of its attention (the s^2 split_attention
-  // separates by): the rest of the layer's cost at that shape is its linear work.
-  MicrobatchShape rank;
-  for (int s : shape.sequence_lengths)
-    rank.sequence_lengths.push_back(std::max(1, (s + cp - 1) / cp));
+  // separates by): the rest of the layer's cost at that shape is its linear work. A fit
+  // (calibrated) may leave less than nothing at a small shape: no pass goes below zero.
   const double cp2 = double(cp) * cp;
-  return scale_add(effective_cost(cost, model, layer, rank, tp), 1.0, whole.attention, -1.0 / cp2);
+  PassCost c = scale_add(effective_cost(cost, model, layer, cp_rank_shape(shape, cp), tp), 1.0,
+                         whole.attention, -1.0 / cp2);
+  c.forward_s = std::max(0.0, c.forward_s);
+  c.input_grad_s = std::max(0.0, c.input_grad_s);
+  c.weight_grad_s = std::max(0.0, c.weight_grad_s);
+  return c;
 }
 
 MicrobatchShape pad_for_context_parallel(const MicrobatchShape& shape, int cp) {

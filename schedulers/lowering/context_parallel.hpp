@@ -46,11 +46,14 @@ struct AttentionSplit {
 AttentionSplit split_attention(const CostModel& cost, const Model& model, int layer,
                                const MicrobatchShape& shape, int tp);
 
+/// A CP rank's share of every sequence of `shape`: 1/cp of it, rounded up.
+MicrobatchShape cp_rank_shape(const MicrobatchShape& shape, int cp);
+
 /// A CP rank's linear work (AttentionSplit::linear) at its own tokens, 1/cp of every
 /// sequence: its GEMMs are priced at the rows the rank runs, which a TP ring exchange then
 /// splits tp ways (cost.tp_overlap), not as the whole sequence's divided by cp. A cost
 /// model fixed per microbatch (CostModel::prices_tokens) gives 1/cp of `whole`, the split
-/// of `shape`.
+/// of `shape`; no pass is negative.
 PassCost rank_linear_cost(const CostModel& cost, const Model& model, int layer,
                           const MicrobatchShape& shape, int tp, int cp,
                           const AttentionSplit& whole);

@@ -33,14 +33,18 @@ void cost_expert_parallel(const Context& ctx, const std::vector<const Sample*>& 
     const LayerSpec& spec = ctx.model.layer(l);
     ExpertParallelLayer layer;
     if (spec.moe()) {
-      // Under CP the rank's share of the tokens is 1/cp of the padded sequence, and every
-      // kernel of the experts' phases is linear in tokens.
+      // Under CP the rank's share of the tokens is 1/cp of the padded sequence: its experts'
+      // phases are priced at that shape, as its other linears are (rank_linear_cost), or
+      // as 1/cp of the microbatch's by a cost model fixed per microbatch.
       MicrobatchShape shape = layer_shape(ctx.model, l, batch);
       if (ctx.cp > 1) shape = pad_for_context_parallel(shape, ctx.cp);
       const int tp = ctx.stage_tp(ctx.stage_of(l));
-      const MoePhases phases = ctx.problem.cost->moe_phases(l, shape, tp);
-      layer.phases = {scale_add(phases.experts, 1.0 / ctx.cp, PassCost{}, 0.0),
-                      scale_add(phases.combined, 1.0 / ctx.cp, PassCost{}, 0.0)};
+      const bool per_rank = ctx.cp > 1 && ctx.problem.cost->prices_tokens();
+      const MoePhases phases =
+          ctx.problem.cost->moe_phases(l, per_rank ? cp_rank_shape(shape, ctx.cp) : shape, tp);
+      const double share = per_rank ? 1.0 : 1.0 / ctx.cp;
+      layer.phases = {scale_add(phases.experts, share, PassCost{}, 0.0),
+                      scale_add(phases.combined, share, PassCost{}, 0.0)};
       // Per GPU: with tp > 1 (sequence parallel) each GPU of the rank dispatches its own
       // 1/tp of the tokens to the same GPU of its peers.
       layer.dispatch_bytes = dispatch_bytes(spec, shape.total_tokens() / ctx.cp / tp);

@@ -98,6 +98,38 @@ TEST(TpOverlap, AggregateHalvesTheAllGatherChunksOnly) {
                    seconds(kernels(TpOverlap::kRingExchange, tp), "attention output"));
 }
 
+TEST(TpOverlap, UnderFp8TheGatheredChunksAreFp8AndTheExpertsStayWhole) {
+  // Transformer Engine's all-gather buffers "use fp8 when using fp8 recipe" (initialize_ub):
+  // a gathered chunk is 1 byte an element, the reduce-scatter's partial sums bf16.
+  const int tp = 8;
+  const double h = 8192, rows = kTokens / tp;
+  LayerSpec l = test::gpt_layer(8192, 64);
+  const GpuPerformance gpu(gpu_preset("H100"), 2), fp8(gpu_preset("H100"), 1, 2);
+  const LinkSpec slow{4.5e9, 2e-6};  // exchanges outlast the GEMMs: the bytes show
+  const auto ks = layer_kernels(l, MicrobatchShape{{kTokens}}, tp, gpu, slow,
+                                LayerKernelOptions{.sequence_parallel = true,
+                                                   .fp8 = Fp8Recipe::kCurrent,
+                                                   .tp_overlap = TpOverlap::kRingExchange});
+  const auto ring_time = [&](const GemmShape& chunk, double bytes) {
+    return fp8.gemm_seconds(chunk) + (tp - 1) * ring_step_seconds(rows * h * bytes, slow);
+  };
+  EXPECT_DOUBLE_EQ(seconds(ks, "qkv"), ring_time({rows, 3 * h / tp, h}, 1));
+  EXPECT_DOUBLE_EQ(seconds(ks, "attention output"), ring_time({rows, h, h / tp}, 2));
+  EXPECT_DOUBLE_EQ(seconds(ks, "attention output dgrad"), ring_time({rows, h / tp, h}, 1));
+  // A MoE layer splits its attention's GEMMs; its experts have their own exchange.
+  l.experts = 8;
+  l.top_k = 2;
+  l.expert_ffn = 4096;
+  const auto moe = [&](TpOverlap overlap) {
+    return layer_kernels(l, MicrobatchShape{{kTokens}}, tp, gpu, kNvlink,
+                         LayerKernelOptions{.sequence_parallel = true, .tp_overlap = overlap});
+  };
+  const auto ring = moe(TpOverlap::kRingExchange), whole = moe(TpOverlap::kIdeal);
+  EXPECT_GT(seconds(ring, "qkv"), seconds(whole, "qkv"));
+  for (const char* name : {"experts fc1", "experts fc2", "experts fc2 dgrad"})
+    EXPECT_DOUBLE_EQ(seconds(ring, name), seconds(whole, name)) << name;
+}
+
 TEST(TpOverlap, NothingSplitsWithoutSequenceParallelismOrTensorParallelism) {
   // TE's userbuffers overlap needs sequence parallelism (its ring exchanges are SP's
   // all-gather and reduce-scatter); at TP 1 there is nothing to exchange.
