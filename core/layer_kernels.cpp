@@ -62,14 +62,17 @@ constexpr KernelPass kF = KernelPass::kForward;
 constexpr KernelPass kI = KernelPass::kInputGrad;
 constexpr KernelPass kW = KernelPass::kWeightGrad;
 
-/// A linear layer's GEMMs a TP ring exchange runs as `forward` / `dgrad` GEMMs over equal
-/// row chunks of the tokens (1: whole; TpOverlap), each step's chunk exchanged with the
-/// ring's neighbours in `*_exchange_s` seconds.
+/// One GEMM as a TP ring exchange runs it (TpOverlap): over `chunks` equal row chunks of the
+/// tokens (1: whole), each step's chunk exchanged with the ring's neighbours in `exchange_s`.
+struct RingSplit {
+  int chunks = 1;
+  double exchange_s = 0;
+};
+
+/// A linear layer's forward and data-gradient GEMMs under a ring exchange.
 struct RowSplit {
-  int forward = 1;
-  int dgrad = 1;
-  double forward_exchange_s = 0;
-  double dgrad_exchange_s = 0;
+  RingSplit forward;
+  RingSplit dgrad;
 };
 
 /// How many chunks a TP ring exchange splits the GEMMs after its all-gather and before its
@@ -84,15 +87,18 @@ struct RingChunks {
   double all_gather_bytes = 0;
   double reduce_scatter_bytes = 0;
   LinkSpec link;  ///< the TP group's (NVLink within the node)
-  /// One step of the all-gather / reduce-scatter ring for a [tokens x width] tensor.
-  double all_gather_s(double width) const { return step(all_gather, width, all_gather_bytes); }
-  double reduce_scatter_s(double width) const {
-    return step(reduce_scatter, width, reduce_scatter_bytes);
+  /// The split of a GEMM after the all-gather / before the reduce-scatter of a
+  /// [tokens x width] tensor.
+  RingSplit after_all_gather(double width) const {
+    return split(all_gather, width, all_gather_bytes);
+  }
+  RingSplit before_reduce_scatter(double width) const {
+    return split(reduce_scatter, width, reduce_scatter_bytes);
   }
 
  private:
-  double step(int chunks, double width, double bytes) const {
-    return chunks > 1 ? ring_step_seconds(tokens / chunks * width * bytes, link) : 0;
+  RingSplit split(int chunks, double width, double bytes) const {
+    return {chunks, chunks > 1 ? ring_step_seconds(tokens / chunks * width * bytes, link) : 0};
   }
 };
 
@@ -108,15 +114,14 @@ RingChunks ring_chunks(TpOverlap overlap, int tp, bool sequence_parallel, double
           .link = link};
 }
 
-/// `chunks` back-to-back GEMMs over 1/chunks of the rows each (each chunk waves over the
-/// SMs alone and launches alone; at 1 the GEMM itself). In a ring exchange each step after
-/// the first waits for its chunk's exchange (`exchange_s`) if the previous GEMM ends first:
+/// `split.chunks` back-to-back GEMMs over 1/chunks of the rows each (each chunk waves over
+/// the SMs alone and launches alone; at 1 the GEMM itself). In a ring exchange each step
+/// after the first waits for its chunk's exchange if the previous GEMM ends first:
 /// G + (chunks - 1) max(G, exchange).
-double split_gemm_seconds(const GpuPerformance& gpu, GemmShape s, int chunks,
-                          double exchange_s = 0) {
-  s.m /= chunks;
+double split_gemm_seconds(const GpuPerformance& gpu, GemmShape s, RingSplit split) {
+  s.m /= split.chunks;
   const double chunk = gpu.gemm_seconds(s);
-  return chunk + (chunks - 1) * std::max(chunk, exchange_s);
+  return chunk + (split.chunks - 1) * std::max(chunk, split.exchange_s);
 }
 
 /// Builds the list; one GEMM of the forward brings its data-gradient (I) and
@@ -142,15 +147,14 @@ class KernelList {
     wgrad_out_ = out_bytes;
   }
 
-  /// `chunks` > 1: the GEMM split over row chunks (RowSplit), each re-reading the weight.
+  /// `split`: the GEMM over row chunks (a ring exchange), each re-reading the weight.
   void gemm(const std::string& name, KernelPass pass, GemmShape s, bool core = false,
-            int chunks = 1, double exchange_s = 0) {
+            RingSplit split = {}) {
     const bool fused = pass == kW && wgrad_gpu_;
     const double out = fused ? wgrad_out_ : e_;
     add({name, pass, KernelBound::kCompute, s.flops(),
-         s.batch * (e_ * (s.m * s.k + chunks * s.k * s.n) + out * s.m * s.n),
-         split_gemm_seconds(fused ? *wgrad_gpu_ : gpu_, s, chunks, exchange_s),
-         attention_core(core)});
+         s.batch * (e_ * (s.m * s.k + split.chunks * s.k * s.n) + out * s.m * s.n),
+         split_gemm_seconds(fused ? *wgrad_gpu_ : gpu_, s, split), attention_core(core)});
   }
   /// A linear layer y[tokens x n] = x[tokens x k] W[k x n]: forward, dX, dW; with a bias,
   /// its gradient is a reduction over the tokens of dY (the forward add is fused into the
@@ -162,8 +166,8 @@ class KernelList {
     if (fp8_) {
       fp8_linear(name, tokens, n, k, batch, split);
     } else {
-      gemm(name, kF, {tokens, n, k, batch}, false, split.forward, split.forward_exchange_s);
-      gemm(name + " dgrad", kI, {tokens, k, n, batch}, false, split.dgrad, split.dgrad_exchange_s);
+      gemm(name, kF, {tokens, n, k, batch}, false, split.forward);
+      gemm(name + " dgrad", kI, {tokens, k, n, batch}, false, split.dgrad);
       gemm(name + " wgrad", kW, {k, n, tokens, batch});
     }
     if (bias_add) memory(name + " bias", kF, 2 * tokens * n * e_);
@@ -215,12 +219,11 @@ class KernelList {
         wgrad{k, n, tokens, batch};
     const double b = batch;
     add({name, kF, KernelBound::kCompute, forward.flops(),
-         b * (tokens * k + split.forward * k * n + tokens * n * e_),
-         split_gemm_seconds(*fp8_, forward, split.forward, split.forward_exchange_s),
-         std::nullopt});
+         b * (tokens * k + split.forward.chunks * k * n + tokens * n * e_),
+         split_gemm_seconds(*fp8_, forward, split.forward), std::nullopt});
     add({name + " dgrad", kI, KernelBound::kCompute, dgrad.flops(),
-         b * (tokens * n + split.dgrad * k * n + tokens * k * e_),
-         split_gemm_seconds(*fp8_, dgrad, split.dgrad, split.dgrad_exchange_s), std::nullopt});
+         b * (tokens * n + split.dgrad.chunks * k * n + tokens * k * e_),
+         split_gemm_seconds(*fp8_, dgrad, split.dgrad), std::nullopt});
     const bool fused = wgrad_fp8_ != nullptr;
     add({name + " wgrad", kW, KernelBound::kCompute, wgrad.flops(),
          b * (tokens * k + tokens * n + k * n * (fused ? wgrad_out_ : e_)),
@@ -289,7 +292,7 @@ void mlp(KernelList& list, const LayerSpec& l, const std::string& name, double t
   const double e = l.dtype_bytes;
   const double elements = batch * tokens * f / tp;
   list.linear(name + " fc1", tokens, f * gate / tp, l.hidden, l.bias, false, batch,
-              {.forward = ring.all_gather, .forward_exchange_s = ring.all_gather_s(l.hidden)});
+              {.forward = ring.after_all_gather(l.hidden), .dgrad = {}});
   // The dense MLP's activation keeps its historical name ("swiglu"), as `loom cost` prints it.
   const std::string activation =
       (name == "mlp" ? "" : name + " ") + (l.gated_mlp ? "swiglu" : "bias + gelu");
@@ -297,11 +300,9 @@ void mlp(KernelList& list, const LayerSpec& l, const std::string& name, double t
   list.memory(activation, kF, elements * (gate + 1) * e);
   list.memory(activation + " backward", kI, elements * (2 * gate + 1) * e);
   if (name == "experts") list.recompute_module(std::nullopt);
-  list.linear(name + " fc2", tokens, l.hidden, f / tp, l.bias, false, batch,
-              {.forward = ring.reduce_scatter,
-               .dgrad = ring.all_gather,
-               .forward_exchange_s = ring.reduce_scatter_s(l.hidden),
-               .dgrad_exchange_s = ring.all_gather_s(l.hidden)});
+  list.linear(
+      name + " fc2", tokens, l.hidden, f / tp, l.bias, false, batch,
+      {.forward = ring.before_reduce_scatter(l.hidden), .dgrad = ring.after_all_gather(l.hidden)});
   ring_exchange_reduce(list, name + " fc2", tokens, l.hidden, e, ring.reduce_scatter);
 }
 
@@ -428,8 +429,7 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
       const bool columns = p.split == AttentionProjection::kColumns;
       const bool split = columns && !l.mla();
       list.linear(p.name, T, columns ? p.out / t : p.out, p.in, l.bias, l.bias, 1,
-                  {.forward = split ? ring.all_gather : 1,
-                   .forward_exchange_s = split ? ring.all_gather_s(p.in) : 0});
+                  {.forward = split ? ring.after_all_gather(p.in) : RingSplit{}, .dgrad = {}});
     }
     if (!o.flash_attention) {
       unfused_attention(list, l, shape, tp, e);
@@ -455,10 +455,7 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
       list.memory("context transpose backward", kI, 2 * T * q / t * e);
     }
     list.linear("attention output", T, h, projections.back().in / t, l.bias, false, 1,
-                {.forward = ring.reduce_scatter,
-                 .dgrad = ring.all_gather,
-                 .forward_exchange_s = ring.reduce_scatter_s(h),
-                 .dgrad_exchange_s = ring.all_gather_s(h)});
+                {.forward = ring.before_reduce_scatter(h), .dgrad = ring.after_all_gather(h)});
     ring_exchange_reduce(list, "attention output", T, h, e, ring.reduce_scatter);
     list.comm(tp_comm + " (attention)", kF, T * h * e, tp, intra);
     list.comm(tp_comm + " (attention)", kI, T * h * e, tp, intra);
