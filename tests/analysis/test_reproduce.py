@@ -183,6 +183,29 @@ class Overrides(unittest.TestCase):
             self.assertIn("not the checked-in page", page.read_text())
 
 
+class CornstarchOverFsdp(unittest.TestCase):
+    """Fig 3.6's FSDP claim against the bound the seed's own numbers put on it."""
+
+    def test_the_gathers_are_every_parameter_once_and_the_llms_twice(self):
+        from reproduction.cornstarch import fsdp_gather_seconds
+        # MLLM-LLL: 11.6 + 12.4 + 2 x 32 billion bf16 parameters, 23/24 of them through a
+        # 25 GB/s NIC.
+        self.assertAlmostEqual(fsdp_gather_seconds("LLL"), 23 / 24 * 176e9 / 25e9)
+
+    def test_the_bound_adds_one_llm_forward_and_the_unhidden_gathers(self):
+        from reproduction.cornstarch import fsdp_gather_seconds, fsdp_over_cornstarch_bound
+        # Table 3.2, SSS frozen-aware: Fwd LLM 149.40 ms, Bwd LLM 518.43 ms, 21.81 s.
+        expected = 1 + 149.40 / (149.40 + 518.43) + fsdp_gather_seconds("SSS") / 21.81
+        self.assertAlmostEqual(fsdp_over_cornstarch_bound("SSS"), expected)
+        self.assertGreater(fsdp_over_cornstarch_bound("SSS", 0.5), expected)
+
+    def test_no_model_reaches_the_claimed_mean_even_at_half_the_line_rate(self):
+        from table_3_2 import PAPER
+        from reproduction.cornstarch import FSDP_FASTER, fsdp_over_cornstarch_bound
+        self.assertLess(max(fsdp_over_cornstarch_bound(xyz, 0.5) for xyz in PAPER), 1.5)
+        self.assertEqual(FSDP_FASTER.kind, "seeds-disagree")
+
+
 class Readme(unittest.TestCase):
     def test_readme_quotes_the_checked_in_summary_verbatim(self):
         import reproduce
