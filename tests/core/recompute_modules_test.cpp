@@ -221,8 +221,9 @@ std::string out_of_memory(const std::string& config, const std::vector<std::stri
 }
 
 TEST(RecomputeModules, OutOfMemoryNamesTheSubmodulesThatSaveMemory) {
-  // GPT-OSS on B200 (MoE, FlashAttention): the experts' activations and norms.
-  const std::string gpt_oss = "validation/megatron-bridge-2511/gpt-oss-120b-b200.toml";
+  // GPT-OSS on H100 as the table states it (MoE, FlashAttention, MBS 4 at PP 4): the
+  // experts' activations and norms.
+  const std::string gpt_oss = "validation/megatron-bridge-2511/gpt-oss-120b-h100.toml";
   EXPECT_NE(out_of_memory(gpt_oss, {"cost.recompute=\"none\""})
                 .find("try cost.recompute = \"selective\" with cost.recompute_modules = "
                       "[\"layernorm\", \"moe_act\"], cost.recompute = \"full\""),
