@@ -128,25 +128,22 @@ RecomputeModules read_recompute_modules(Reader& r, const toml::table& t) {
   const toml::node* node = t.get("recompute_modules");
   if (!node) return {};
   const std::string key = "cost.recompute_modules";
-  constexpr RecomputeModule kModelled[] = {RecomputeModule::kCoreAttention,
-                                           RecomputeModule::kLayerNorm,
-                                           RecomputeModule::kMoeActivation, RecomputeModule::kMlp};
   RecomputeModules modules = RecomputeModules::none();
   for (const std::string& name : r.string_list(t, "cost.", "recompute_modules")) {
-    const auto* m = std::find_if(std::begin(kModelled), std::end(kModelled),
+    const auto* m = std::find_if(std::begin(kRecomputeModules), std::end(kRecomputeModules),
                                  [&](RecomputeModule x) { return name == to_string(x); });
-    if (m != std::end(kModelled)) {
+    if (m != std::end(kRecomputeModules)) {
       if (modules.has(*m)) r.fail(node, key, "'" + name + "' is listed twice");
       modules.add(*m);
-    } else if (name == "moe" || name == "shared_experts" || name == "mla_up_proj") {
+    } else if (name == "moe" || name == "shared_experts") {
       r.fail(node, key,
              "'" + name +
                  "' is Megatron's but not modelled (a re-run MoE layer repeats its "
-                 "all-to-alls; MLA's up-projections are not split out); modelled: core_attn, "
-                 "layernorm, moe_act, mlp");
+                 "all-to-alls); modelled: core_attn, layernorm, moe_act, mlp, mla_up_proj");
     } else {
-      r.fail(node, key,
-             "unknown module '" + name + "' (valid: core_attn, layernorm, moe_act, mlp)");
+      r.fail(
+          node, key,
+          "unknown module '" + name + "' (valid: core_attn, layernorm, moe_act, mlp, mla_up_proj)");
     }
   }
   return modules;

@@ -225,8 +225,7 @@ nlohmann::json AnalyticalCostModel::describe() const {
     j["recompute"] = to_string(options_.recompute);
     if (options_.recompute == Recompute::kSelective || !module_recompute(model_).empty()) {
       nlohmann::json modules = nlohmann::json::array();
-      for (const auto m : {RecomputeModule::kCoreAttention, RecomputeModule::kLayerNorm,
-                           RecomputeModule::kMoeActivation, RecomputeModule::kMlp})
+      for (const RecomputeModule m : kRecomputeModules)
         if (options_.recompute_modules.has(m)) modules.push_back(to_string(m));
       j["recompute_modules"] = modules;
     }

@@ -428,8 +428,11 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
       const AttentionProjection& p = projections[i];
       const bool columns = p.split == AttentionProjection::kColumns;
       const bool split = columns && !l.mla();
+      // MLA's up projections (latent -> per-head Q, K, V) are `mla_up_proj` recompute's.
+      if (p.up) list.recompute_module(RecomputeModule::kMlaUpProjection);
       list.linear(p.name, T, columns ? p.out / t : p.out, p.in, l.bias, l.bias, 1,
                   {.forward = split ? ring.after_all_gather(p.in) : RingSplit{}, .dgrad = {}});
+      list.recompute_module(std::nullopt);
     }
     if (!o.flash_attention) {
       unfused_attention(list, l, shape, tp, e);
@@ -550,7 +553,10 @@ double transformer_activation_bytes(const LayerSpec& l, const MicrobatchShape& s
     mlp = 0;
   }
   if (drops(RecomputeModule::kMoeActivation) && l.moe() && !fp8) mlp -= l.top_k * 2 * l.expert_ffn;
-  const double inside_tp = (2 * q + 4 * kv + 2 * context - fp8_out_proj + mlp) / t + latents;
+  // mla_up_proj: the up projections' outputs after RoPE, the core attention's Q, K and V
+  // (BF16 under FP8 too: the attention stays BF16); the latents they read stay.
+  const double qkv = drops(RecomputeModule::kMlaUpProjection) && l.mla() ? 0 : 2 * q + 4 * kv;
+  const double inside_tp = (qkv + 2 * context - fp8_out_proj + mlp) / t + latents;
   double bytes = T * (replicated - discarded / (sp ? t : 1) + inside_tp);
   // A multi-token-prediction layer also keeps its two normed inputs and their concatenation.
   if (l.mtp) bytes += T * 8 * h / (sp ? t : 1);

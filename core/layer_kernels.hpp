@@ -119,7 +119,8 @@ inline bool recomputed(const Kernel& k, Recompute recompute, RecomputeModules mo
 /// FP8 MLA's down projections keep FP8 copies of theirs and nothing is discarded there);
 /// moe_act the routed experts' activation outputs (2 f_e per routed copy; none under FP8,
 /// where fc2 keeps its FP8 copy instead); mlp a dense MLP's fc1 input, fc1 and activation
-/// outputs.
+/// outputs; mla_up_proj an MLA layer's Q, K and V, the up projections' outputs after RoPE
+/// (2q + 4kv inside the TP region; the latents stay).
 /// Scaled by dtype_bytes / 2. Under FP8 the four linears keep their inputs for the weight
 /// gradient as the FP8 copy (1 byte: Transformer Engine saves the cast input, not the
 /// bf16 one): the QKV and fc1 inputs (2h each, replicated), the attention output

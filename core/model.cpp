@@ -40,6 +40,8 @@ const char* to_string(RecomputeModule module) {
       return "moe_act";
     case RecomputeModule::kMlp:
       return "mlp";
+    case RecomputeModule::kMlaUpProjection:
+      return "mla_up_proj";
   }
   return "?";
 }
@@ -176,21 +178,21 @@ std::vector<AttentionProjection> attention_projections(const LayerSpec& l) {
   using P = AttentionProjection;
   if (!l.mla()) {
     const double kv = static_cast<double>(l.head_size()) * l.kv_heads;
-    return {{"qkv", h, l.query_width() + 2 * kv, P::kColumns},
-            {"attention output", l.query_width(), h, P::kRows}};
+    return {{"qkv", h, l.query_width() + 2 * kv, P::kColumns, false},
+            {"attention output", l.query_width(), h, P::kRows, false}};
   }
   std::vector<P> p;
   const double q = heads * l.score_head_dim();
   if (l.q_lora_rank > 0) {
-    p.push_back({"q down", h, double(l.q_lora_rank), P::kNone});
-    p.push_back({"q up", double(l.q_lora_rank), q, P::kColumns});
+    p.push_back({"q down", h, double(l.q_lora_rank), P::kNone, false});
+    p.push_back({"q up", double(l.q_lora_rank), q, P::kColumns, true});
   } else {
-    p.push_back({"q", h, q, P::kColumns});
+    p.push_back({"q", h, q, P::kColumns, false});
   }
-  p.push_back({"kv down", h, double(l.kv_lora_rank) + l.qk_rope_head_dim, P::kNone});
+  p.push_back({"kv down", h, double(l.kv_lora_rank) + l.qk_rope_head_dim, P::kNone, false});
   p.push_back(
-      {"kv up", double(l.kv_lora_rank), heads * (l.head_size() + l.v_head_dim), P::kColumns});
-  p.push_back({"attention output", heads * l.v_head_dim, h, P::kRows});
+      {"kv up", double(l.kv_lora_rank), heads * (l.head_size() + l.v_head_dim), P::kColumns, true});
+  p.push_back({"attention output", heads * l.v_head_dim, h, P::kRows, false});
   return p;
 }
 

@@ -31,10 +31,21 @@ const char* to_string(Recompute recompute);  ///< "none", "selective", "full"
 
 /// The submodules selective recompute re-runs before a layer's backward: Megatron-Core's
 /// `recompute_modules` (TransformerConfig; its default is core_attn alone). core_attn and
-/// mlp are checkpointed (their inputs kept, their insides re-run); layernorm and moe_act
-/// discard their outputs and recompute them (output-discarding checkpointing).
-enum class RecomputeModule : std::uint8_t { kCoreAttention, kLayerNorm, kMoeActivation, kMlp };
-const char* to_string(RecomputeModule module);  ///< "core_attn", "layernorm", "moe_act", "mlp"
+/// mlp are checkpointed (their inputs kept, their insides re-run); layernorm, moe_act and
+/// mla_up_proj discard their outputs and recompute them (output-discarding checkpointing).
+enum class RecomputeModule : std::uint8_t {
+  kCoreAttention,
+  kLayerNorm,
+  kMoeActivation,
+  kMlp,
+  kMlaUpProjection
+};
+/// "core_attn", "layernorm", "moe_act", "mlp", "mla_up_proj"
+const char* to_string(RecomputeModule module);
+/// Every module Loom models, in the order lists print them.
+inline constexpr RecomputeModule kRecomputeModules[] = {
+    RecomputeModule::kCoreAttention, RecomputeModule::kLayerNorm, RecomputeModule::kMoeActivation,
+    RecomputeModule::kMlp, RecomputeModule::kMlaUpProjection};
 
 struct RecomputeModules {
   std::uint8_t bits = 1;  ///< core_attn: Megatron-Core's default
@@ -234,6 +245,7 @@ struct AttentionProjection {
   const char* name;
   double in = 0, out = 0;
   enum Split : std::uint8_t { kColumns, kRows, kNone } split = kColumns;
+  bool up = false;  ///< MLA's up projections, latent -> per-head Q, K, V (`mla_up_proj`)
 };
 /// Standard attention: "qkv" (h -> Q, K, V), "attention output" (heads x head_dim -> h).
 /// MLA: "q down", "q up" (or "q"), "kv down", "kv up", "attention output".

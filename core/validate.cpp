@@ -403,8 +403,7 @@ std::string recompute_fix(const MemoryLevers& l) {
   if (want == RecomputeModules{} && l.recompute != Recompute::kSelective)
     return "cost.recompute = \"selective\"";
   std::string names;
-  for (const auto m : {RecomputeModule::kCoreAttention, RecomputeModule::kLayerNorm,
-                       RecomputeModule::kMoeActivation, RecomputeModule::kMlp}) {
+  for (const RecomputeModule m : kRecomputeModules) {
     if (want.has(m)) names += (names.empty() ? "\"" : ", \"") + std::string(to_string(m)) + "\"";
   }
   if (l.recompute == Recompute::kSelective) return "cost.recompute_modules = [" + names + "]";

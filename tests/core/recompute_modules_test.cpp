@@ -104,21 +104,47 @@ TEST(RecomputeModules, DenseLayersFuseTheirNormsAndDropTheWholeMlp) {
   EXPECT_EQ(RecomputeModules{}, core);
 }
 
-TEST(RecomputeModules, MlaInputNormIsDiscardedUnlessFp8DownProjectionsKeepTheirCopies) {
-  // DeepSeek-V3's attention widths (its config.json), on a dense layer: layernorm is the
-  // input norm's output only, the down projections' input.
+/// DeepSeek-V3's attention widths (its config.json), on a dense layer.
+LayerSpec mla_layer() {
   LayerSpec mla = test::gpt_layer(7168, 128);
   mla.head_dim = 128;
   mla.q_lora_rank = 1536;
   mla.kv_lora_rank = 512;
   mla.qk_rope_head_dim = 64;
   mla.v_head_dim = 128;
+  return mla;
+}
+
+TEST(RecomputeModules, MlaInputNormIsDiscardedUnlessFp8DownProjectionsKeepTheirCopies) {
+  // layernorm is the input norm's output only, the down projections' input.
+  const LayerSpec mla = mla_layer();
   const double T = 4096, h = 7168;
   const RecomputeModules core = modules({RecomputeModule::kCoreAttention});
   const RecomputeModules norms =
       modules({RecomputeModule::kCoreAttention, RecomputeModule::kLayerNorm});
   EXPECT_DOUBLE_EQ(saved(mla, core) - saved(mla, norms), T * 2 * h);
   EXPECT_DOUBLE_EQ(saved(mla, core, 1, false, true), saved(mla, norms, 1, false, true));
+}
+
+TEST(RecomputeModules, MlaUpProjDropsTheCoreAttentionsQueryKeyAndValue) {
+  // The up projections' outputs after RoPE: Q at the score head width (nope + rope), K at
+  // it and V at the value width, per head, inside the TP region; BF16 under FP8 too (the
+  // attention stays BF16). The latents the up projections read stay.
+  const LayerSpec mla = mla_layer();
+  const double T = 4096, heads = 128, t = 2;
+  const double q = heads * mla.score_head_dim();
+  const double k_and_v = heads * (mla.score_head_dim() + mla.value_head_dim());
+  const RecomputeModules core = modules({RecomputeModule::kCoreAttention});
+  const RecomputeModules up =
+      modules({RecomputeModule::kCoreAttention, RecomputeModule::kMlaUpProjection});
+  for (const bool fp8 : {false, true}) {
+    EXPECT_DOUBLE_EQ(saved(mla, core, 2, true, fp8) - saved(mla, up, 2, true, fp8),
+                     T * (2 * q + 2 * k_and_v) / t)
+        << "fp8 " << fp8;
+  }
+  // Nothing to drop in a layer without MLA.
+  const LayerSpec gqa = test::gpt_layer(4096, 32);
+  EXPECT_DOUBLE_EQ(saved(gqa, core, 2), saved(gqa, up, 2));
 }
 
 double input_grad(const Model& model, Recompute recompute, RecomputeModules m) {
@@ -152,6 +178,23 @@ TEST(RecomputeModules, TheBackwardRerunsExactlyTheListedKernels) {
   EXPECT_DOUBLE_EQ(act.moe_phases(0, MicrobatchShape{{4096}}, 1).experts.input_grad_s,
                    plain.moe_phases(0, MicrobatchShape{{4096}}, 1).experts.input_grad_s +
                        test::find_kernel(ks, "experts swiglu").seconds);
+}
+
+TEST(RecomputeModules, MlaUpProjRerunsTheTwoUpProjections) {
+  Module m;
+  m.name = "llm";
+  m.layers = {mla_layer()};
+  const Model model({m});
+  const AnalyticalCostModel plain(model, test::a100_node(), AnalyticalOptions{});
+  const std::vector<Kernel> ks = plain.kernels(0, MicrobatchShape{{4096}}, 1);
+  EXPECT_DOUBLE_EQ(
+      input_grad(model, Recompute::kSelective, modules({RecomputeModule::kMlaUpProjection})),
+      input_grad(model, Recompute::kSelective, RecomputeModules::none()) +
+          test::find_kernel(ks, "q up").seconds + test::find_kernel(ks, "kv up").seconds);
+  int rerun = 0;
+  for (const Kernel& k : ks)
+    rerun += recomputed(k, Recompute::kSelective, modules({RecomputeModule::kMlaUpProjection}));
+  EXPECT_EQ(rerun, 2);  // the down projections and the output projection are not its
 }
 
 TEST(RecomputeModules, ADenseMlpRerunsWithItsTpCollectivesHiddenAsInTheForward) {
@@ -204,7 +247,7 @@ TEST(RecomputeModules, TheConfigKeyNamesItsRules) {
     }
   };
   fails({"cost.recompute=\"selective\"", "cost.recompute_modules=[\"attn\"]"},
-        "unknown module 'attn' (valid: core_attn, layernorm, moe_act, mlp)");
+        "unknown module 'attn' (valid: core_attn, layernorm, moe_act, mlp, mla_up_proj)");
   fails({"cost.recompute=\"selective\"", "cost.recompute_modules=[\"moe\"]"}, "not modelled");
   fails({"cost.recompute=\"selective\"", "cost.recompute_modules=[\"mlp\", \"mlp\"]"},
         "listed twice");
