@@ -128,6 +128,9 @@ RecomputeModules read_recompute_modules(Reader& r, const toml::table& t) {
   const toml::node* node = t.get("recompute_modules");
   if (!node) return {};
   const std::string key = "cost.recompute_modules";
+  std::string modelled;
+  for (const RecomputeModule m : kRecomputeModules)
+    modelled += (modelled.empty() ? "" : ", ") + std::string(to_string(m));
   RecomputeModules modules = RecomputeModules::none();
   for (const std::string& name : r.string_list(t, "cost.", "recompute_modules")) {
     const auto* m = std::find_if(std::begin(kRecomputeModules), std::end(kRecomputeModules),
@@ -139,11 +142,10 @@ RecomputeModules read_recompute_modules(Reader& r, const toml::table& t) {
       r.fail(node, key,
              "'" + name +
                  "' is Megatron's but not modelled (a re-run MoE layer repeats its "
-                 "all-to-alls); modelled: core_attn, layernorm, moe_act, mlp, mla_up_proj");
+                 "all-to-alls); modelled: " +
+                 modelled);
     } else {
-      r.fail(
-          node, key,
-          "unknown module '" + name + "' (valid: core_attn, layernorm, moe_act, mlp, mla_up_proj)");
+      r.fail(node, key, "unknown module '" + name + "' (valid: " + modelled + ")");
     }
   }
   return modules;
