@@ -441,11 +441,13 @@ ARXIV_TABLE_4 = Table(
         "EP / naive ring over LPT": PREPENDED_PARAMETERS,
         "EE / naive ring over LPT": EMBEDDED_PARAMETERS,
         "MP / naive ring over LPT": Cause(
-            "unexplained",
-            "not explained yet: over encoder shares 0.2-0.8 and 1-16 segments (the sweep in "
-            "docs/context-parallelism.md) Loom's naive ring loses 1.23-1.71x to LPT on the "
-            "packed masks at 64k, the paper 1.17x: just outside the range the unstated "
-            "mask parameters give"),
+            "seed-silent",
+            "Loom's reconstruction of the packed mask sets this cell, and the paper does not "
+            "state how many sequences it packs nor how many encoders each has: over 2-16 "
+            "sequences, one or two encoders, shares 0.2-0.8 and 1-16 segments (the sweep in "
+            "docs/context-parallelism.md) Loom's naive ring takes 1.05-1.94x LPT's time at "
+            "64k and its zigzag 1.00-1.31x, ranges that hold the paper's 1.17x and 1.08x; the "
+            "page's masks (4 sequences, two encoders, share 0.5, 4 segments) give 1.45x"),
         "EE / zigzag over LPT": EMBEDDED_PARAMETERS,
         "/": Cause("measured-kernel",
                    "the ranks' tensor parallelism is not stated and the kernel is PyTorch "
