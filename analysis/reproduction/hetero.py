@@ -144,11 +144,12 @@ GAIN_AT_128K = Cause(
     "whole on every one of 16 CP ranks, takes 1.18-1.27x the paper's, so Loom's H - C is "
     "2.6-2.8x the paper's")
 GAIN_AT_64K = Cause(
-    "unexplained",
-    "not explained yet: at 64K Loom's H - C is 1.15-1.24x the paper's at cuDNN's speed "
-    "and 1.18-1.28x at FlashAttention-2's, where both time cells are within 4-5 % (H 3-4 % "
-    "slow, C 4 % fast): a small error in each that the gain compounds. Loom's H runs its "
-    "encoder whole on every CP rank, as Megatron-LM's LLaVA model does")
+    "model",
+    "Loom's two small time errors, compounded: at FlashAttention-2's speed (the time cells' "
+    "cause) both 64K time cells are within 4-5 % (H 3-4 % slow, C 4 % fast), and a gain of "
+    "H / C - 1 near 0.4 turns them into 1.18-1.28x the paper's H - C (1.15-1.24x at cuDNN's "
+    "speed). Loom's H runs its encoder whole on every CP rank, as Megatron-LM's LLaVA model "
+    "does; which of its costs is 3-4 % high is not isolated")
 
 
 TABLE_A3 = Table(
