@@ -429,11 +429,11 @@ std::vector<Kernel> layer_kernels(const LayerSpec& l, const MicrobatchShape& sha
       const bool columns = p.split == AttentionProjection::kColumns;
       const bool split = columns && !l.mla();
       // MLA's up projections (latent -> per-head Q, K, V) are `mla_up_proj` recompute's.
-      if (p.up) list.recompute_module(RecomputeModule::kMlaUpProjection);
+      list.recompute_module(p.up ? std::optional(RecomputeModule::kMlaUpProjection) : std::nullopt);
       list.linear(p.name, T, columns ? p.out / t : p.out, p.in, l.bias, l.bias, 1,
                   {.forward = split ? ring.after_all_gather(p.in) : RingSplit{}, .dgrad = {}});
-      list.recompute_module(std::nullopt);
     }
+    list.recompute_module(std::nullopt);
     if (!o.flash_attention) {
       unfused_attention(list, l, shape, tp, e);
     } else {

@@ -290,15 +290,20 @@ def fsdp_gather_seconds(xyz: str) -> float:
     return (GPUS - 1) / GPUS * gathered / NIC_BYTES_PER_S
 
 
+def fsdp_compute_bound(xyz: str) -> float:
+    """The most FSDP's compute can be over Cornstarch's iteration: FSDP runs the same kernels
+    on the same samples spread over all 24 GPUs without a pipeline, so at most Cornstarch's
+    iteration (Table 3.2, frozen-aware row) plus, should Cornstarch not recompute, the
+    LLM's forward once more (its share of the LLM stage's F + B, Table 3.2)."""
+    fwd_llm, bwd_llm = PAPER[xyz][0][1], PAPER[xyz][0][3]
+    return 1 + fwd_llm / (fwd_llm + bwd_llm)
+
+
 def fsdp_over_cornstarch_bound(xyz: str, line_rate_fraction: float = 1.0) -> float:
-    """The most FSDP's iteration can be over Cornstarch's by the seed's own numbers. FSDP
-    runs the same kernels on the same samples spread over all 24 GPUs without a pipeline,
-    so its compute is at most Cornstarch's iteration (Table 3.2, frozen-aware row) plus,
-    should Cornstarch not recompute, the LLM's forward once more (its share of the LLM
-    stage's F + B, Table 3.2); its all-gathers add at most their whole time, unhidden."""
-    fwd_llm, bwd_llm, iteration = PAPER[xyz][0][1], PAPER[xyz][0][3], PAPER[xyz][0][4]
-    recompute = fwd_llm / (fwd_llm + bwd_llm)
-    return 1 + recompute + fsdp_gather_seconds(xyz) / line_rate_fraction / iteration
+    """The most FSDP's iteration can be over Cornstarch's by the seed's own numbers: its
+    compute bound plus its all-gathers' whole time, unhidden."""
+    iteration = PAPER[xyz][0][4]
+    return fsdp_compute_bound(xyz) + fsdp_gather_seconds(xyz) / line_rate_fraction / iteration
 
 
 def fsdp_claim_disagrees() -> Cause:
@@ -307,8 +312,8 @@ def fsdp_claim_disagrees() -> Cause:
     gathers = [fsdp_gather_seconds(xyz) for xyz in PAPER]
     # How much faster than Table 3.2's Cornstarch would have to run for the unhidden
     # gathers to fill the rest of 3.36x: iteration / (gathers / (3.36 - compute bound)).
-    compute = [b - g / PAPER[xyz][0][4] for b, g, xyz in zip(bounds, gathers, PAPER)]
-    faster = [PAPER[xyz][0][4] * (3.36 - c) / g for xyz, c, g in zip(PAPER, compute, gathers)]
+    faster = [PAPER[xyz][0][4] * (3.36 - fsdp_compute_bound(xyz)) / fsdp_gather_seconds(xyz)
+              for xyz in PAPER]
     return Cause(
         "seeds-disagree",
         "the seed's own numbers bound FSDP's iteration well below 3.36x Cornstarch's: FSDP2 "

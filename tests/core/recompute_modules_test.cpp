@@ -147,6 +147,14 @@ TEST(RecomputeModules, MlaUpProjDropsTheCoreAttentionsQueryKeyAndValue) {
   EXPECT_DOUBLE_EQ(saved(gqa, core, 2), saved(gqa, up, 2));
 }
 
+/// A model of one module, "llm", of the one layer.
+Model one_layer(const LayerSpec& layer) {
+  Module m;
+  m.name = "llm";
+  m.layers = {layer};
+  return Model({m});
+}
+
 double input_grad(const Model& model, Recompute recompute, RecomputeModules m) {
   const AnalyticalCostModel cost(model, test::a100_node(),
                                  AnalyticalOptions{.recompute = recompute, .recompute_modules = m});
@@ -154,10 +162,7 @@ double input_grad(const Model& model, Recompute recompute, RecomputeModules m) {
 }
 
 TEST(RecomputeModules, TheBackwardRerunsExactlyTheListedKernels) {
-  Module m;
-  m.name = "llm";
-  m.layers = {moe_layer()};
-  const Model model({m});
+  const Model model = one_layer(moe_layer());
   const AnalyticalCostModel plain(model, test::a100_node(), AnalyticalOptions{});
   const std::vector<Kernel> ks = plain.kernels(0, MicrobatchShape{{4096}}, 1);
   const double none = input_grad(model, Recompute::kSelective, RecomputeModules::none());
@@ -181,10 +186,7 @@ TEST(RecomputeModules, TheBackwardRerunsExactlyTheListedKernels) {
 }
 
 TEST(RecomputeModules, MlaUpProjRerunsTheTwoUpProjections) {
-  Module m;
-  m.name = "llm";
-  m.layers = {mla_layer()};
-  const Model model({m});
+  const Model model = one_layer(mla_layer());
   const AnalyticalCostModel plain(model, test::a100_node(), AnalyticalOptions{});
   const std::vector<Kernel> ks = plain.kernels(0, MicrobatchShape{{4096}}, 1);
   EXPECT_DOUBLE_EQ(
@@ -198,10 +200,7 @@ TEST(RecomputeModules, MlaUpProjRerunsTheTwoUpProjections) {
 }
 
 TEST(RecomputeModules, ADenseMlpRerunsWithItsTpCollectivesHiddenAsInTheForward) {
-  Module m;
-  m.name = "llm";
-  m.layers = {test::gpt_layer(4096, 32)};
-  const Model model({m});
+  const Model model = one_layer(test::gpt_layer(4096, 32));
   const MicrobatchShape shape{{4096}};
   const RecomputeModules mlp = modules({RecomputeModule::kMlp});
   for (const bool overlap : {false, true}) {
