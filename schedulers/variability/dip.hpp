@@ -96,7 +96,7 @@ Schedule dip_schedule(const SchedulingProblem& problem, DipSearchStats* stats);
 /// dip's options (`[schedule.dip]`; docs/baselines-disttrain-dip-omnibal.md).
 struct DipOptions {
   int seed = 0;                ///< MCTS rollouts' seed
-  int search_iterations = 50;  ///< MCTS iterations (deterministic for a seed)
+  int search_iterations = 50;  ///< MCTS iterations (deterministic for a seed); 0: the root order
   /// Wall-clock cap on the search, s; generous so that the iteration budget binds and
   /// outputs stay byte-identical (a binding time cap is machine-dependent).
   double search_budget_s = 30;

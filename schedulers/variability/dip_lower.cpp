@@ -118,8 +118,10 @@ const OptionSet<DipOptions>& dip_options() {
   static const OptionSet<DipOptions> kOptions{
       {"seed", &DipOptions::seed, "seed of the MCTS rollouts", at_least(0).formerly("dip_seed")},
       {"search_iterations", &DipOptions::search_iterations,
-       "MCTS iterations over the segment order (deterministic for a seed)",
-       at_least(1).formerly("dip_search_iterations")},
+       "MCTS iterations over the segment order (deterministic for a seed); 0 runs the root "
+       "order unsearched, every encoder unit before any LLM unit (Fig 4.2c), as the "
+       "dissertation's DIP ran (§4.7.2)",
+       at_least(0).formerly("dip_search_iterations")},
       {"search_budget_s", &DipOptions::search_budget_s,
        "wall-clock cap on the search, s (generous: the iteration budget binds, so outputs "
        "are byte-identical)",

@@ -111,4 +111,23 @@ TEST(Dip, SearchIsDeterministicAndStaysWithinItsBudget) {
   EXPECT_DOUBLE_EQ(c.best_makespan_s, c.initial_makespan_s);
 }
 
+// search_iterations = 0 is the dissertation's DIP (§4.7.2): the root order, every encoder
+// unit before any LLM unit, unsearched; the search can only match or beat it.
+TEST(Dip, ZeroSearchIterationsRunsTheRootOrder) {
+  auto study = test::fixture("two-encoders.toml", {"schedule.name=dip"});
+  SchedulingProblem problem = study->problem;
+  set_option(problem.schedule, "dip", "search_iterations", std::int64_t{0});
+  DipSearchStats root;
+  const Schedule unsearched = dip_schedule(problem, &root);
+  validate(unsearched, *problem.model);
+  EXPECT_EQ(root.iterations, 0);
+  EXPECT_EQ(root.rollouts, 0);
+  EXPECT_DOUBLE_EQ(root.best_makespan_s, root.initial_makespan_s);
+  set_option(problem.schedule, "dip", "search_iterations", std::int64_t{30});
+  DipSearchStats searched;
+  dip_schedule(problem, &searched);
+  EXPECT_DOUBLE_EQ(searched.initial_makespan_s, root.initial_makespan_s);
+  EXPECT_LE(searched.best_makespan_s, root.best_makespan_s);
+}
+
 }  // namespace loom
