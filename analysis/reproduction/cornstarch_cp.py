@@ -209,7 +209,9 @@ ONE_WAVE = Cause(
     "blocks than the A40's 84 CUs, so it lasts as long as its heaviest row and zigzag and "
     "LPT tie on it, while in the backward LPT's ranks, balanced in total, finish 11-13 % "
     "sooner than zigzag's, which the encoder tokens (16 % of the sequence at 16k) leave "
-    "unequal: LPT takes 0.94x causal CP's time")
+    "unequal: LPT takes 0.94x causal CP's time. Not the unstated CP degree: CP 4 gives LLM-S a "
+    "loss here (0.99x) but misses the paper's 16k causal time by 21 %, CP 8 meets it "
+    "within 1 % (docs/context-parallelism.md)")
 INTER_ONLY_64K = Cause(
     "unexplained",
     "not explained yet: Loom's forward alone gives the paper's loss (LPT's rows leave a "
@@ -217,7 +219,9 @@ INTER_ONLY_64K = Cause(
     "forward`), but its backward, two thirds of the step, runs one thread block per key "
     "block over the rank's rows, and there LPT's ranks, balanced in total, finish 2.5 % "
     "sooner than zigzag's, so the step ties (1.00x); the paper's backward would have to "
-    "gain less from LPT")
+    "gain less from LPT. Not the unstated CP degree: CP 16 gives LLM-S a loss here (0.92x) but "
+    "a gain at 16k and 1.5x the paper's 16k causal time, which CP 8 meets within 1 % "
+    "(docs/context-parallelism.md)")
 SPLIT_AT_PEAK = Cause(
     "measured-kernel",
     "at the A40's peak a key block is quick, and Loom's split writes each row's partial "
