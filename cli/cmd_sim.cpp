@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -269,13 +270,19 @@ int run_sim(const SimOptions& o) {
     std::cout << bench.dump() << "\n";
     return 0;
   }
-  const SimReport report = sim_report(*study, run.timeline, backend, !o.schedule.empty());
+  if (!o.quiet && study->schedule.num_ops() >= 1000000)  // seconds of writing at this size
+    std::cerr << "loom: writing " << out->destination().string() << " ...\n";
+  // The partition views plan the study again (seconds at scale) and need nothing from the
+  // run: on a second core while the timeline files are written. (Not during the run: at
+  // scale a second plan beside SimGrid's would add a gigabyte to the peak.)
+  auto partition_views_run =
+      std::async(std::launch::async, [&] { return partition_views(*study, !o.schedule.empty()); });
+  write_timeline_files(*out, *study, run.timeline);
+  const SimReport report = sim_report(*study, run.timeline, backend, partition_views_run.get());
   const Metrics& metrics = report.metrics;
   const nlohmann::json& views = report.views;
   const nlohmann::json& metrics_file = report.file;
-  if (!o.quiet && study->schedule.num_ops() >= 1000000)  // seconds of writing at this size
-    std::cerr << "loom: writing " << out->destination().string() << " ...\n";
-  write_run_files(*out, *study, run.timeline, metrics_file, !o.no_plot);
+  write_metrics_and_plots(*out, metrics_file, !o.no_plot);
   out->commit();
 
   std::ostream& os = std::cout;

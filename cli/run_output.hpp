@@ -44,11 +44,20 @@ struct SimReport {
   nlohmann::json views;  ///< {"true": s, "naive": s} or null
   nlohmann::json file;   ///< metrics.json
 };
+/// metrics.json's partition_views_evaluator_s: the iteration time (evaluator) of the plan the
+/// scheduler makes under each partition view, {"true": s, "naive": s}; null for a fixed
+/// layout (schedule.stage_layers) or a schedule file. It plans the study again under the other
+/// view and needs nothing from the run, so `loom sim` computes it while the backend runs.
+nlohmann::json partition_views(const Study& study, bool schedule_from_file);
 SimReport sim_report(const Study& study, const Timeline& timeline, const std::string& backend,
-                     bool schedule_from_file);
+                     nlohmann::json views);
 
-/// Writes metrics.json, timeline.json, timeline.csv, memory.csv, schedule.txt into the
-/// staging directory of `out`, and the PNGs unless `plot` is false.
+/// Writes timeline.json, timeline.csv, memory.csv and schedule.txt into the staging
+/// directory of `out`...
+void write_timeline_files(const OutputDir& out, const Study& study, const Timeline& timeline);
+/// ... then metrics.json, and the PNGs (which read all of them) unless `plot` is false.
+void write_metrics_and_plots(const OutputDir& out, const nlohmann::json& metrics, bool plot);
+/// Both, in that order.
 void write_run_files(const OutputDir& out, const Study& study, const Timeline& timeline,
                      const nlohmann::json& metrics, bool plot);
 

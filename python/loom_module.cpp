@@ -71,7 +71,8 @@ std::string resolved_config(const std::string& path, const std::optional<std::st
 std::string simulate_run(const ConfigSource& source, const std::vector<std::string>& overrides) {
   const auto study = prepare_study(source, overrides, Folding::kAllowed);
   const BackendRun run = simulate(*study);
-  const SimReport report = sim_report(*study, run.timeline, study->config.sim.backend, false);
+  const SimReport report =
+      sim_report(*study, run.timeline, study->config.sim.backend, partition_views(*study, false));
   std::ostringstream timeline, memory;
   write_timeline_csv(timeline, study->schedule, run.timeline);
   write_memory_csv(memory, memory_over_time(study->schedule, run.timeline));
