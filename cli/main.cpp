@@ -13,7 +13,7 @@
 // symbol (glibc's malloc ignores it). One arena: the threads that write the output files and
 // plan the partition views while the trace is written (cli/cmd_sim.cpp) then reuse the
 // memory the SimGrid run freed instead of growing arenas of their own (an unfolded
-// 16,384-GPU `loom sim`: peak 4.1 -> 3.6 GiB, the same 83 s).
+// 16,384-GPU `loom sim` with every file written: peak 4.1 -> 3.6 GiB, in the same 81-84 s).
 extern "C" const char* malloc_conf;
 const char* malloc_conf = "narenas:1";
 

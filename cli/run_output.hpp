@@ -47,7 +47,7 @@ struct SimReport {
 /// metrics.json's partition_views_evaluator_s: the iteration time (evaluator) of the plan the
 /// scheduler makes under each partition view, {"true": s, "naive": s}; null for a fixed
 /// layout (schedule.stage_layers) or a schedule file. It plans the study again under the other
-/// view and needs nothing from the run, so `loom sim` computes it while the backend runs.
+/// view and needs nothing from the run, so `loom sim` computes it while the files are written.
 nlohmann::json partition_views(const Study& study, bool schedule_from_file);
 SimReport sim_report(const Study& study, const Timeline& timeline, const std::string& backend,
                      nlohmann::json views);

@@ -382,7 +382,9 @@ ONE_WAVE_ARXIV = Cause(
     "not explained yet: at 16k a rank's kernel holds 16 rows x 8 heads = 128 thread "
     "blocks, about 1.5 waves on the A40's 84 CUs, so where its heaviest rows land in the "
     "last wave weighs as much as the rank's total: Loom's LPT ties zigzag or trails it by "
-    "2 %, the paper's is 1-1.5 % faster")
+    "2 %, the paper's is 1-1.5 % faster. Not the tile of the paper's FlexAttention kernel "
+    "(§5.3): with its 128-token key blocks (`loom plan cp --key-block 128`) zigzag takes "
+    "1.000x and 0.973x LPT's time, with the bitfield kernel's 32 1.000x and 0.980x")
 
 EMBEDDED_PARAMETERS = Cause(
     "seed-silent",
