@@ -82,17 +82,17 @@ TEST(Cli, FrozenVlmPrintsThatTheFrozenAwarePartitionIsFaster) {
   EXPECT_NE(r.output.find("input gradients only"), std::string::npos) << r.output;
   // metrics.json's views are the evaluator's: the study's own (frozen-aware) view is the
   // run's iteration here, and SimGrid's run reports the same views, planned beside its files.
-  const auto views = [&](const std::string& out) {
+  const auto metrics_of = [&](const std::string& out) {
     return nlohmann::json::parse(slurp(dir.path(out) + "/metrics.json"));
   };
-  const auto evaluator = views("o");
+  const auto evaluator = metrics_of("o");
   const auto& v = evaluator["partition_views_evaluator_s"];
   EXPECT_DOUBLE_EQ(v["true"].get<double>(), evaluator["iteration_time_s"].get<double>());
   EXPECT_GT(v["naive"].get<double>(), v["true"].get<double>());
   const Result s = run("sim " + example("vlm-frozen.toml") +
                        " --no-plot -q --backend simgrid --out " + dir.path("s"));
   ASSERT_EQ(s.exit_code, 0) << s.output;
-  EXPECT_EQ(views("s")["partition_views_evaluator_s"], v);
+  EXPECT_EQ(metrics_of("s")["partition_views_evaluator_s"], v);
 }
 
 TEST(Cli, UnknownKeyNamesFileAndKey) {
