@@ -6,15 +6,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <deque>
-#include <map>
+#include <memory>
+#include <optional>
 #include <set>
-#include <simgrid/s4u/Actor.hpp>
-#include <simgrid/s4u/Barrier.hpp>
+#include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u/Comm.hpp>
 #include <simgrid/s4u/Engine.hpp>
-#include <simgrid/s4u/Mailbox.hpp>
-#include <simgrid/s4u/Semaphore.hpp>
+#include <simgrid/s4u/Host.hpp>
 #include <stdexcept>
 #include <unordered_map>
 #include <xbt/config.hpp>
@@ -22,7 +20,6 @@
 #include "core/errors.hpp"
 #include "core/index.hpp"
 #include "core/matching.hpp"
-#include "core/overloaded.hpp"
 #include "core/ring.hpp"
 #include "core/validate.hpp"
 #include "sim/platform.hpp"
@@ -50,36 +47,72 @@ uint64_t simulated_bytes(double bytes, double route_latency) {
   return size == 0 && route_latency > 0 ? 1 : size;
 }
 
-/// Where each op of a rank sends to and receives from. Mailboxes are per MessageChannel
-/// (pair of ranks + layer edge) or per pair and collective group, so messages match in
-/// program order per channel as the IR requires: a mailbox with a permanent receiver
-/// queues messages in the order they were posted.
-struct OpMailboxes {
-  sg::Mailbox* out = nullptr;
-  sg::Mailbox* in = nullptr;
-  uint64_t out_bytes = 0;  ///< simulated size of what goes out (checked before the run)
-  double out_rate = 0;     ///< rate cap of what goes out (flow_rate_cap), 0 = none
+/// SimGrid 3.32 drops the rate of a host-to-host comm (Comm::sendto_init): s4u::Comm::set_rate
+/// refuses once the hosts are set and is not passed on before, only mailbox comms hand it
+/// to the kernel. The kernel's own CommImpl::set_rate, which that mailbox path calls, is
+/// exported by libsimgrid but its class is opaque in the public headers: declared here and
+/// called before the comm starts (tests/sim/simgrid_backend_test.cpp checks the caps hold).
+}  // namespace
+}  // namespace loom
+namespace simgrid::kernel::activity {
+class CommImpl {
+ public:
+  CommImpl* set_rate(double rate);
+};
+}  // namespace simgrid::kernel::activity
+namespace loom {
+namespace {
+
+/// One transfer a rank starts: where it goes, its simulated size and its rate cap.
+struct Flow {
+  sg::Host* to = nullptr;
+  uint64_t bytes = 0;  ///< simulated size (checked before the run)
+  double rate = 0;     ///< flow_rate_cap, 0 = none
 };
 
-/// One collective instance: its members meet at `start` (the ring begins when all have
-/// arrived) and at `end` (it finishes for all when every stream has arrived), then wait
-/// out the per-step handshake latencies (see core/schedule.hpp).
+/// What a running comm is, for its completion: a point-to-point Send's or one flow of a
+/// collective instance. Owns the comm's handle until SimGrid is done with it.
+struct Transfer {
+  sg::CommPtr comm;
+  std::optional<OpRef> send;  ///< the Send, or none for a collective's flow
+  InstanceId instance{0};
+};
+
+/// One collective instance: its members arrive one by one; when the last is there every
+/// member's flows start together, and the instance ends for all once every flow has
+/// arrived and the per-step handshake latencies have passed (see core/schedule.hpp).
 struct RingInstance {
-  sg::BarrierPtr start;
-  sg::BarrierPtr end;
+  unsigned arrived = 0;
+  size_t flows_in_flight = 0;
+  double start_s = 0;
   double handshake_s = 0;
 };
 
-/// A rank's communication stream (Collective::async): an actor that runs the rank's async
-/// collectives in program order, each once the rank has issued it.
+/// A rank's communication stream (Collective::async): runs the rank's async collectives in
+/// program order, each once the rank has issued it.
 struct CommStream {
   std::vector<size_t> ops;  ///< indices of the rank's async collectives, in order
-  sg::SemaphorePtr issued = sg::Semaphore::create(0);
-  sg::SemaphorePtr ended = sg::Semaphore::create(0);
-  size_t issued_count = 0;  ///< by the rank so far...
-  size_t waited_count = 0;  ///< ... and waited for
+  size_t issued_count = 0;  ///< by the rank so far
+  size_t ended_count = 0;   ///< run to their end
+  bool busy = false;        ///< one of them is running
 };
 
+/// Where a rank's program stands.
+struct RankState {
+  enum class Wait : uint8_t { kNone, kTimer, kRecv, kCollective, kAsync };
+  Wait wait = Wait::kNone;
+  size_t at = 0;        ///< the op the rank is at (program size once done)
+  double op_start = 0;  ///< when the op it waits in began
+  size_t async_needed = 0;
+  size_t timed_end = 0;  ///< the op after those a timer is running
+};
+
+/// The run, driven by events in SimGrid's maestro: no actor per rank. A rank advances
+/// through its program until an op must wait (a compute's end, a message, a collective,
+/// its comm stream), and resumes from the timer or the comm completion that ends the
+/// wait. SimGrid times every transfer as a real flow sharing the platform's links; the
+/// computes are timers. Context switches between 16,384 actor stacks were most of an
+/// unfolded run's cost (README, Benchmarks).
 class Simulation {
  public:
   Simulation(const Schedule& schedule, const Cluster& cluster,
@@ -91,33 +124,29 @@ class Simulation {
         total_ops_(schedule.num_ops()) {
     timeline_.timings.resize(schedule.num_ranks());
     for (const RankId r : schedule.rank_ids()) timeline_.timings[r].resize(program(r).size());
-    position_.resize(schedule.num_ranks(), 0);
-    sent_.resize(schedule.num_ranks());
-    for (const RankId r : schedule.rank_ids()) delivered_.emplace_back(program(r).size(), 0);
+    ranks_.resize(schedule.num_ranks());
+    for (const RankId r : schedule.rank_ids()) arrived_.emplace_back(program(r).size(), 0);
   }
 
-  /// Creates the platform, the actors and their mailboxes, then runs the simulation.
+  /// Creates the platform and every op's flows, then runs the simulation.
   void run(sg::Engine& engine) {
     check_placement(schedule_, cluster_);
     const sim::PerGpu<sg::Host*> hosts = sim::build_platform(cluster_, used_nodes());
-    PerRank<sg::ActorPtr> actors, comm_actors;
     streams_.resize(schedule_.num_ranks());
     for (const RankId r : schedule_.rank_ids()) {
-      sg::Host* host = hosts[sim::GpuId{schedule_.ranks[r].gpu}];
-      actors.push_back(sg::Actor::create("rank" + to_string(r), host, [this, r] { run_rank(r); }));
-      CommStream& stream = streams_[r];
+      host_.push_back(hosts[sim::GpuId{schedule_.ranks[r].gpu}]);
       for (size_t i = 0; i < program(r).size(); ++i) {
         const auto* c = std::get_if<Collective>(&program(r)[i]);
-        if (c && c->async) stream.ops.push_back(i);
+        if (c && c->async) streams_[r].ops.push_back(i);
       }
-      comm_actors.push_back(stream.ops.empty() ? actors.back()
-                                               : sg::Actor::create("comm" + to_string(r), host,
-                                                                   [this, r] { run_stream(r); }));
     }
-    wire_mailboxes(actors, comm_actors);
+    plan_flows();
     prepare_rings();
+    sg::Activity::on_completion_cb([this](const sg::Activity& a) { on_transfer_done(a); });
     if (on_progress_) on_progress_(0);  // set up: the operations start
+    for (const RankId r : schedule_.rank_ids()) advance(r);
     engine.run();
+    retired_.clear();
   }
 
   /// Nodes that host a rank: only they are built (a what-if on a huge cluster with a
@@ -129,7 +158,9 @@ class Simulation {
   }
 
   Timeline take_timeline() {
-    report_failure();
+    PerRank<std::size_t> position;
+    for (const RankState& s : ranks_) position.push_back(s.at);
+    throw_if_deadlocked(schedule_, position, " in SimGrid");
     return std::move(timeline_);
   }
   size_t activities() const { return activities_; }
@@ -137,242 +168,275 @@ class Simulation {
  private:
   const std::vector<Op>& program(RankId r) const { return schedule_.programs[r]; }
   OpTiming& timing(OpRef ref) { return timeline_.at(ref); }
+  static double now() { return sg::Engine::get_clock(); }
 
+  Flow flow(RankId src, RankId dst, double bytes, double rate) const {
+    return {host_[dst], simulated_bytes(bytes, latency(src, dst)), rate};
+  }
   double latency(RankId src_rank, RankId dst_rank) const {
     return transfer_time(cluster_, schedule_.ranks[src_rank].gpu, schedule_.ranks[dst_rank].gpu, 0);
   }
-
   double rate_cap(RankId src_rank, RankId dst_rank) const {
     const RankInfo& src = schedule_.ranks[src_rank];
     const RankInfo& dst = schedule_.ranks[dst_rank];
     return flow_rate_cap(cluster_, src.gpu, dst.gpu, std::max(src.tp, dst.tp));
   }
 
-  /// Posts an eager message (its receiver is permanent), held to the flow's rate cap.
-  /// Never detached: SimGrid 3.32 keeps every detached comm in one list that each
-  /// completion scans, which made unfolded runs quadratic in GPUs. The sender keeps the
-  /// handle and waits for it: a point-to-point send once its receiver has it
-  /// (release_delivered), a ring stream once the member has taken its predecessor's.
-  static sg::CommPtr put(const OpMailboxes& boxes, void* payload) {
-    sg::CommPtr comm = boxes.out->put_init(payload, boxes.out_bytes);
-    if (boxes.out_rate > 0) comm->set_rate(boxes.out_rate);
-    comm->start();
-    return comm;
+  /// A Send's flow; made when it starts (plan_flows has checked every size).
+  Flow send_flow(RankId r, const Send& send) const {
+    return flow(r, send.peer, send.bytes, rate_cap(r, send.peer));
   }
 
-  /// Every microbatch reuses its channels: look each name up once.
-  sg::Mailbox* p2p_mailbox(const MessageChannel& c) {
-    sg::Mailbox*& box = channel_mailboxes_[c];
-    if (!box) {
-      box = sg::Mailbox::by_name("p" + to_string(c.src) + ">" + to_string(c.dst) + ":" +
-                                 to_string(c.pass) + std::to_string(c.producer) + ">" +
-                                 std::to_string(c.boundary));
-    }
-    return box;
-  }
-  static sg::Mailbox* ring_mailbox(GroupId group, RankId src, RankId dst) {
-    return sg::Mailbox::by_name("g" + to_string(group) + ":" + to_string(src) + ">" +
-                                to_string(dst));
-  }
-
-  /// Resolves every op's mailboxes once, and makes each receiver the permanent receiver
-  /// of its mailboxes so that sends are eager: the transfer starts when the Send is
-  /// reached, whether or not the Recv has been posted.
-  void wire_mailboxes(const PerRank<sg::ActorPtr>& actors,
-                      const PerRank<sg::ActorPtr>& comm_actors) {
-    mailboxes_.resize(schedule_.num_ranks());
-    all_to_all_boxes_.resize(schedule_.num_ranks());
+  /// Every collective member's flows, and every Send's size checked, before the run (a
+  /// message too large to simulate is refused before anything runs).
+  void plan_flows() {
+    collective_flows_.resize(schedule_.num_ranks());
     for (const RankId r : schedule_.rank_ids()) {
-      auto& boxes = mailboxes_[r];
-      boxes.resize(program(r).size());
       for (size_t i = 0; i < program(r).size(); ++i) {
-        std::visit(Overloaded{
-                       [&](const Send& s) {
-                         boxes[i].out = p2p_mailbox(channel_of(r, s.peer, s.tag));
-                         boxes[i].out_bytes = simulated_bytes(s.bytes, latency(r, s.peer));
-                         boxes[i].out_rate = rate_cap(r, s.peer);
-                       },
-                       [&](const Recv& rv) {
-                         boxes[i].in = p2p_mailbox(channel_of(rv.peer, r, rv.tag));
-                         boxes[i].in->set_receiver(actors[r]);
-                       },
-                       [&](const Collective& c) {
-                         const auto& members = schedule_.group_members(c.group);
-                         const auto n = members.size();
-                         if (c.kind == CollectiveKind::kAllToAll) {
-                           wire_all_to_all(r, i, c, (c.async ? comm_actors : actors)[r]);
-                           return;
-                         }
-                         size_t k = 0;
-                         while (members[k] != r) ++k;
-                         boxes[i].out = ring_mailbox(c.group, r, members[(k + 1) % n]);
-                         boxes[i].out_bytes = simulated_bytes(
-                             ring_stream_bytes(c.kind, schedule_.ring_size(c.group), c.bytes),
-                             latency(r, members[(k + 1) % n]));
-                         boxes[i].out_rate = rate_cap(r, members[(k + 1) % n]);
-                         boxes[i].in = ring_mailbox(c.group, members[(k + n - 1) % n], r);
-                         boxes[i].in->set_receiver((c.async ? comm_actors : actors)[r]);
-                       },
-                       [](const Compute&) {},
-                       [](const OptimizerStep&) {},
-                   },
-                   program(r)[i]);
+        if (const auto* send = std::get_if<Send>(&program(r)[i])) {
+          send_flow(r, *send);
+        } else if (const auto* c = std::get_if<Collective>(&program(r)[i])) {
+          collective_flows_[r][i] = collective_flows(r, *c);
+        }
       }
     }
   }
 
-  /// An all-to-all's flows (core/schedule.hpp): one mailbox per ordered pair of members,
-  /// each flow bytes/n, held to its share of the sender's rail (all_to_all_flow_cap).
-  void wire_all_to_all(RankId r, size_t i, const Collective& c, const sg::ActorPtr& receiver) {
+  /// A ring member streams to its successor (core/schedule.hpp); an all-to-all member sends
+  /// bytes/n to every other member, each flow held to its share of the sender's rail
+  /// (all_to_all_flow_cap).
+  std::vector<Flow> collective_flows(RankId r, const Collective& c) const {
     const auto& members = schedule_.group_members(c.group);
     const int n = isize(members);
+    const auto at =
+        static_cast<size_t>(std::find(members.begin(), members.end(), r) - members.begin());
+    if (c.kind != CollectiveKind::kAllToAll) {
+      const RankId next = members[(at + 1) % members.size()];
+      return {flow(r, next, ring_stream_bytes(c.kind, schedule_.ring_size(c.group), c.bytes),
+                   rate_cap(r, next))};
+    }
     const RankInfo& me = schedule_.ranks[r];
-    const auto at = std::find(members.begin(), members.end(), r) - members.begin();
-    const int peers = inter_node_peers(schedule_, cluster_, members)[static_cast<size_t>(at)];
-    std::vector<OpMailboxes>& flows = all_to_all_boxes_[r][i];
+    const int peers = inter_node_peers(schedule_, cluster_, members)[at];
+    std::vector<Flow> flows;
     for (const RankId peer : members) {
       if (peer == r) continue;
       const RankInfo& other = schedule_.ranks[peer];
-      OpMailboxes flow;
-      flow.out = ring_mailbox(c.group, r, peer);
-      flow.out_bytes = simulated_bytes(ring_chunk_bytes(c.kind, n, c.bytes), latency(r, peer));
-      flow.out_rate =
-          all_to_all_flow_cap(cluster_, me.gpu, other.gpu, std::max(me.tp, other.tp), peers);
-      flow.in = ring_mailbox(c.group, peer, r);
-      flow.in->set_receiver(receiver);
-      flows.push_back(flow);
+      flows.push_back(
+          flow(r, peer, ring_chunk_bytes(c.kind, n, c.bytes),
+               all_to_all_flow_cap(cluster_, me.gpu, other.gpu, std::max(me.tp, other.tp), peers)));
     }
+    return flows;
   }
 
   void prepare_rings() {
     rings_.resize(matching_.instances.ssize());
     for (const InstanceId i : rings_.ids()) {
       const auto& members = matching_.members(i);
-      const auto n = static_cast<unsigned>(isize(members));
       const auto& c = std::get<Collective>(schedule_.op(members[0]));
       if (ring_steps(c.kind, schedule_.ring_size(c.group)) == 0) continue;
-      rings_[i] = {sg::Barrier::create(n), sg::Barrier::create(n),
-                   ring_timing(schedule_, cluster_, members, c).handshake_s};
+      rings_[i].handshake_s = ring_timing(schedule_, cluster_, members, c).handshake_s;
     }
   }
 
-  /// The actor of rank r: its program, in order, with the IR's semantics.
-  void run_rank(RankId r) {
+  /// Starts one flow from rank `from`; SimGrid calls on_transfer_done when it arrives.
+  void start(RankId from, const Flow& f, Transfer* transfer) {
+    transfer->comm = sg::Comm::sendto_init();
+    if (f.rate > 0) {
+      // ActivityImpl is CommImpl's only base: same address.
+      reinterpret_cast<simgrid::kernel::activity::CommImpl*>(transfer->comm->get_impl())
+          ->set_rate(f.rate);
+    }
+    transfer->comm->set_payload_size(f.bytes);
+    transfer->comm->set_data(transfer);
+    transfer->comm->set_source(host_[from]);
+    transfer->comm->set_destination(f.to);  // both ends and a size: the comm starts...
+    // ... except an empty one, which SimGrid holds back as unassigned.
+    if (transfer->comm->get_state() != sg::Activity::State::STARTED) transfer->comm->start();
+  }
+
+  /// Runs rank r's program from where it stands until an op has to wait or it ends.
+  void advance(RankId r) {
+    RankState& s = ranks_[r];
     const auto& ops = program(r);
-    const auto& boxes = mailboxes_[r];
-    for (size_t i = 0; i < ops.size(); ++i) {
+    CommStream& stream = streams_[r];
+    s.wait = RankState::Wait::kNone;
+    while (s.at < ops.size()) {
+      const size_t i = s.at;
       const OpRef here{r, i};
-      position_[r] = i;
-      release_delivered(r);
-      if (size_t end = compute_run_end(ops, i); end > i + 1) {
-        // Back-to-back computes touch nothing another rank sees: one SimGrid activity
-        // for the whole run, each op's times by arithmetic (one sleep, not end - i).
-        wait_for_async(r, async_needed_before(ops[i], streams_[r].issued_count));
-        double t = sg::Engine::get_clock();
-        for (size_t k = i; k < end; ++k) {
-          const double from = t;
-          if (const double s = std::get<Compute>(ops[k]).seconds; s > 0) t += s;
-          timeline_.timings[r][k] = {from, t};
-        }
-        if (t > sg::Engine::get_clock()) sg::this_actor::sleep_until(t);
-        ++activities_;
-        for (size_t k = i; k < end; ++k) count_done_op();
-        i = end - 1;
-        continue;
-      }
       // A compute that waits for its prefetched parameters starts once they are here; an
       // optimizer step once the rank's async collectives have ended.
-      wait_for_async(r, async_needed_before(ops[i], streams_[r].issued_count));
-      const double start = sg::Engine::get_clock();
-      std::visit(Overloaded{
-                     [&](const Compute& c) {
-                       if (c.seconds > 0) sg::this_actor::sleep_for(c.seconds);
-                       ++activities_;
-                     },
-                     [&](const Send&) {
-                       // The payload names the Send so the receiver can check the match
-                       // and record when the data arrived.
-                       sent_[r].push_back({i, put(boxes[i], const_cast<Op*>(&ops[i]))});
-                       ++activities_;
-                     },
-                     [&](const Recv&) { receive(here, boxes[i].in); },
-                     [&](const Collective& c) {
-                       if (c.async)
-                         issue_async(r);  // its comm stream runs and times it
-                       else
-                         ring(here, c, boxes[i]);
-                     },
-                     [&](const OptimizerStep& o) {
-                       if (o.seconds > 0) sg::this_actor::sleep_for(o.seconds);
-                       ++activities_;
-                     },
-                 },
-                 ops[i]);
-      // A send's timing ends when its data arrives (the receiver records that), an async
-      // collective's is its comm stream's.
-      // An optimizer step starts once the rank's async collectives have ended.
-      const double now = sg::Engine::get_clock();
-      const auto* c = std::get_if<Collective>(&ops[i]);
-      if (const auto* o = std::get_if<OptimizerStep>(&ops[i]))
-        timing(here) = {now - std::max(0.0, o->seconds), now};
-      else if (std::holds_alternative<Send>(ops[i]))
-        timing(here).start_s = start;
-      else if (!(c && c->async))
-        timing(here) = {start, now};
+      if (const size_t needed = async_needed_before(ops[i], stream.issued_count);
+          stream.ended_count < needed) {
+        s.wait = RankState::Wait::kAsync;
+        s.async_needed = needed;
+        return;
+      }
+      const double t0 = now();
+      if (std::holds_alternative<Compute>(ops[i])) {
+        // Back-to-back computes touch nothing another rank sees: one timer for the whole
+        // run, each op's times by arithmetic.
+        const size_t end = compute_run_end(ops, i);
+        double t = t0;
+        for (size_t k = i; k < end; ++k) {
+          const double from = t;
+          if (const double seconds = std::get<Compute>(ops[k]).seconds; seconds > 0) t += seconds;
+          timeline_.timings[r][k] = {from, t};
+        }
+        ++activities_;
+        if (sleep_until(r, t, end)) return;
+        continue;
+      }
+      if (const auto* o = std::get_if<OptimizerStep>(&ops[i])) {
+        ++activities_;
+        const double end_s = t0 + std::max(0.0, o->seconds);
+        timing(here) = {end_s - std::max(0.0, o->seconds), end_s};
+        if (sleep_until(r, end_s, i + 1)) return;
+        continue;
+      }
+      if (std::holds_alternative<Send>(ops[i])) {
+        // Eager: the transfer starts now; its timing ends when the data arrives.
+        timing(here).start_s = t0;
+        start(r, send_flow(r, std::get<Send>(ops[i])), new Transfer{nullptr, here, InstanceId{0}});
+        ++activities_;
+      } else if (std::holds_alternative<Recv>(ops[i])) {
+        if (!arrived_[r][i]) {
+          s.wait = RankState::Wait::kRecv;
+          s.op_start = t0;
+          return;
+        }
+        timing(here) = {t0, t0};
+      } else {
+        const auto& collective = std::get<Collective>(ops[i]);
+        if (collective.async) {
+          ++stream.issued_count;  // its comm stream runs and times it
+          run_stream(r);
+        } else if (ring_steps(collective.kind, schedule_.ring_size(collective.group)) > 0) {
+          s.wait = RankState::Wait::kCollective;
+          s.op_start = t0;
+          arrive(here);
+          return;
+        } else {
+          timing(here) = {t0, t0};
+        }
+      }
       count_done_op();
-      // On a failure, stop but still wait for this rank's sends below: an actor that ends
-      // with sends in flight would have SimGrid cancel them under their receivers. What
-      // never arrives leaves the actors blocked, which ends the run (reported as failure_).
-      if (!failure_.empty()) break;
+      ++s.at;
     }
-    wait_for_async(r, streams_[r].issued_count);  // the program's end waits for all of them
-    for (const auto& [index, comm] : sent_[r]) comm->wait();  // eager: they are on their way
-    sent_[r].clear();
-    position_[r] = ops.size();
-    // Every message to this rank has been consumed: release the mailboxes' hold on it.
-    for (const OpMailboxes& b : boxes) {
-      if (b.in) b.in->set_receiver(nullptr);
-    }
-    for (const auto& [index, flows] : all_to_all_boxes_[r]) {
-      for (const OpMailboxes& flow : flows) flow.in->set_receiver(nullptr);
+    // The program's end waits for all of its async collectives.
+    if (stream.ended_count < stream.issued_count) {
+      s.wait = RankState::Wait::kAsync;
+      s.async_needed = stream.issued_count;
     }
   }
 
-  /// A non-detached send stays on its sender's activity list in SimGrid, which every wait
-  /// of the sender scans, until the sender waits for it: wait for the ones already
-  /// received (done: one immediate simcall each), oldest first.
-  void release_delivered(RankId r) {
-    auto& sent = sent_[r];
-    while (!sent.empty() && delivered_[r][sent.front().first]) {
-      sent.front().second->wait();
-      sent.pop_front();
+  /// Ops [at, end) of rank r are timed and end at `t`: counts them done, at once if `t` is
+  /// now (returns false), else when a timer fires at `t` (returns true: the rank waits).
+  bool sleep_until(RankId r, double t, size_t end) {
+    RankState& s = ranks_[r];
+    if (!(t > now())) {
+      for (size_t k = s.at; k < end; ++k) count_done_op();
+      s.at = end;
+      return false;
     }
+    s.wait = RankState::Wait::kTimer;
+    s.timed_end = end;
+    // [this, r] fits xbt::Task's inline storage: no allocation per timer.
+    simgrid::kernel::timer::Timer::set(t, [this, r] {
+      RankState& woken = ranks_[r];
+      for (size_t k = woken.at; k < woken.timed_end; ++k) count_done_op();
+      woken.at = woken.timed_end;
+      advance(r);
+    });
+    return true;
   }
 
-  void issue_async(RankId r) {
-    CommStream& stream = streams_[r];
-    ++stream.issued_count;
-    stream.issued->release();
+  void done_and_advance(RankId r) {
+    count_done_op();
+    ++ranks_[r].at;
+    advance(r);
   }
 
-  /// Until the first `needed` of the rank's async collectives have ended (the stream runs
-  /// them in order, so they end in order).
-  void wait_for_async(RankId r, std::size_t needed) {
-    CommStream& stream = streams_[r];
-    for (; stream.waited_count < needed; ++stream.waited_count) stream.ended->acquire();
-  }
-
-  /// The actor of rank r's communication stream: each async collective once issued.
+  /// The rank's stream takes its next issued async collective when it is free.
   void run_stream(RankId r) {
     CommStream& stream = streams_[r];
-    const auto& boxes = mailboxes_[r];
-    for (size_t i : stream.ops) {
-      stream.issued->acquire();
-      const OpRef here{r, i};
-      const double start = ring(here, std::get<Collective>(program(r)[i]), boxes[i]);
-      timing(here) = {start, sg::Engine::get_clock()};
-      stream.ended->release();
-      if (!failure_.empty()) return;
+    if (stream.busy || stream.ended_count >= stream.issued_count) return;
+    const size_t i = stream.ops[stream.ended_count];
+    const auto& c = std::get<Collective>(program(r)[i]);
+    if (ring_steps(c.kind, schedule_.ring_size(c.group)) == 0) {
+      timing({r, i}) = {now(), now()};
+      end_async(r);
+      return;
+    }
+    stream.busy = true;
+    arrive({r, i});
+  }
+
+  /// One async collective of rank r has ended: the stream takes the next, and the rank
+  /// goes on if it was waiting for it.
+  void end_async(RankId r) {
+    CommStream& stream = streams_[r];
+    stream.busy = false;
+    ++stream.ended_count;
+    run_stream(r);
+    RankState& s = ranks_[r];
+    if (s.wait == RankState::Wait::kAsync && stream.ended_count >= s.async_needed) advance(r);
+  }
+
+  /// A member reaches its collective; the last to arrive starts every member's flows.
+  void arrive(OpRef member) {
+    const InstanceId id = matching_.instance_of(member);
+    RingInstance& instance = rings_[id];
+    const auto& members = matching_.members(id);
+    if (++instance.arrived < members.size()) return;
+    instance.start_s = now();
+    for (const OpRef m : members) {
+      const std::vector<Flow>& flows = collective_flows_[m.rank].at(m.index);
+      for (const Flow& f : flows) start(m.rank, f, new Transfer{nullptr, std::nullopt, id});
+      instance.flows_in_flight += flows.size();
+      activities_ += flows.size();
+    }
+  }
+
+  /// Every flow of the instance has arrived: after the handshakes, every member goes on.
+  void end_instance(InstanceId id) {
+    const RingInstance& instance = rings_[id];
+    for (const OpRef m : matching_.members(id)) {
+      if (std::get<Collective>(schedule_.op(m)).async) {
+        timing(m) = {instance.start_s, now()};
+        end_async(m.rank);
+      } else {
+        timing(m) = {ranks_[m.rank].op_start, now()};
+        done_and_advance(m.rank);
+      }
+    }
+  }
+
+  void on_transfer_done(const sg::Activity& activity) {
+    retired_.clear();  // handles of earlier completions: SimGrid is done with them
+    auto* transfer = activity.get_data<Transfer>();
+    if (transfer == nullptr) return;
+    std::unique_ptr<Transfer> owned(transfer);
+    retired_.push_back(std::move(transfer->comm));
+    if (transfer->send) {
+      const OpRef send = *transfer->send;
+      timing(send).end_s = activity.get_finish_time();
+      const OpRef recv = matching_.peer_of(send);
+      arrived_[recv.rank][recv.index] = 1;
+      RankState& receiver = ranks_[recv.rank];
+      if (receiver.wait == RankState::Wait::kRecv && receiver.at == recv.index) {
+        timing(recv) = {receiver.op_start, now()};
+        done_and_advance(recv.rank);
+      }
+      return;
+    }
+    const InstanceId id = transfer->instance;
+    RingInstance& instance = rings_[id];
+    if (--instance.flows_in_flight > 0) return;
+    if (instance.handshake_s > 0) {
+      simgrid::kernel::timer::Timer::set(now() + instance.handshake_s,
+                                         [this, id] { end_instance(id); });
+    } else {
+      end_instance(id);
     }
   }
 
@@ -389,74 +453,26 @@ class Simulation {
     return end;
   }
 
-  void receive(OpRef here, sg::Mailbox* in) {
-    Op* payload = nullptr;
-    sg::CommPtr comm = in->get_async<Op>(&payload);
-    comm->wait();
-    const Op* expected = &schedule_.op(matching_.peer_of(here));
-    if (payload != expected) {
-      failure_ = "rank " + to_string(here.rank) + " op #" + std::to_string(here.index) +
-                 " received a message it was not matched with";
-      return;
-    }
-    timing(matching_.peer_of(here)).end_s = comm->get_finish_time();
-    delivered_[matching_.peer_of(here).rank][matching_.peer_of(here).index] = true;
-  }
-
   void count_done_op() {
     if (on_progress_ && ++done_ops_ % std::max<size_t>(1, total_ops_ / 1000) == 0) {
       on_progress_(static_cast<double>(done_ops_) / static_cast<double>(total_ops_));
     }
   }
 
-  /// Ring collective (core/schedule.hpp): once all members are here, stream this
-  /// member's steps to its successor and take the predecessor's stream; finish together.
-  /// Returns when it started (all members were there).
-  /// An all-to-all sends to every other member at once and takes from each of them.
-  double ring(OpRef here, const Collective& c, const OpMailboxes& boxes) {
-    if (ring_steps(c.kind, schedule_.ring_size(c.group)) == 0) return sg::Engine::get_clock();
-    const RingInstance& instance = rings_[matching_.instance_of(here)];
-    instance.start->wait();
-    const double start = sg::Engine::get_clock();
-    if (c.kind == CollectiveKind::kAllToAll) {
-      const std::vector<OpMailboxes>& flows = all_to_all_boxes_[here.rank].at(here.index);
-      std::vector<sg::CommPtr> sent;
-      for (const OpMailboxes& flow : flows) sent.push_back(put(flow, const_cast<Collective*>(&c)));
-      for (const OpMailboxes& flow : flows) flow.in->get<void>();
-      sg::Comm::wait_all(sent);
-      activities_ += 2 * flows.size();
-    } else {
-      const sg::CommPtr sent = put(boxes, const_cast<Collective*>(&c));
-      boxes.in->get<void>();
-      sent->wait();
-    }
-    instance.end->wait();
-    if (instance.handshake_s > 0) sg::this_actor::sleep_for(instance.handshake_s);
-    activities_ += 2;
-    return start;
-  }
-
-  /// Turns an actor's failure or a deadlock (actors left blocked) into an InfeasibleError.
-  void report_failure() const {
-    if (!failure_.empty()) throw InfeasibleError("SimGrid backend: " + failure_);
-    throw_if_deadlocked(schedule_, position_, " in SimGrid");
-  }
-
   const Schedule& schedule_;
   const Cluster& cluster_;
   Matching matching_;
-  PerRank<std::vector<OpMailboxes>> mailboxes_;
-  /// An all-to-all op's flows, one per other member: [rank][op index].
-  PerRank<std::unordered_map<size_t, std::vector<OpMailboxes>>> all_to_all_boxes_;
-  std::map<MessageChannel, sg::Mailbox*> channel_mailboxes_;
-  /// A rank's sends not yet released, oldest first, and which of its sends were received.
-  PerRank<std::deque<std::pair<size_t, sg::CommPtr>>> sent_;
-  PerRank<std::vector<char>> delivered_;
+  PerRank<sg::Host*> host_;
+  /// A collective op's flows, [rank][op index]: a ring member's one to its successor, an
+  /// all-to-all member's one to every other member.
+  PerRank<std::unordered_map<size_t, std::vector<Flow>>> collective_flows_;
+  PerRank<std::vector<char>> arrived_;  ///< which Recvs have their message
   PerInstance<RingInstance> rings_;
   PerRank<CommStream> streams_;
+  PerRank<RankState> ranks_;
+  /// Handles of completed comms, released at the next completion (not inside their own).
+  std::vector<sg::CommPtr> retired_;
   Timeline timeline_;
-  PerRank<std::size_t> position_;  ///< the op each rank is at (program size once done)
-  std::string failure_;
   size_t activities_ = 0;
   std::function<void(double)> on_progress_;
   size_t total_ops_ = 0;

@@ -8,9 +8,11 @@
 /// (two GPUs of a node sending through one NIC, forward and backward messages leaving one
 /// GPU) share its bandwidth max-min fairly, which the contention-free evaluator ignores.
 ///
-/// One actor per rank executes its program in order with the Schedule IR's semantics
-/// (core/schedule.hpp): compute sleeps for its cost, sends are eager and detached, receives
-/// block until the data has arrived, collectives run their ring steps as messages.
+/// Every rank executes its program in order with the Schedule IR's semantics
+/// (core/schedule.hpp), driven by events rather than by an actor each: a compute is a timer
+/// for its cost, a send starts its transfer at once (eager), a receive waits until the data
+/// has arrived, a collective's members start their ring (or all-to-all) flows together once
+/// the last has arrived and go on when every flow has.
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -29,7 +31,7 @@ struct SimGridOptions {
   std::string network_model = "CM02";
   /// Further SimGrid settings, "key:value" as for --cfg= (e.g. "network/TCP-gamma:4194304").
   std::vector<std::string> extra_cfg;
-  /// Called with 0 once the platform and actors are built, then with the fraction of
+  /// Called with 0 once the platform and flows are built, then with the fraction of
   /// operations done at every thousandth (the caller decides how often to print:
   /// app/run_progress.hpp); may be empty.
   std::function<void(double done_fraction)> on_progress;
