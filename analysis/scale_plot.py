@@ -1,10 +1,13 @@
 """Runs and plots the scale benchmark (bench/run_scale.sh): end-to-end time and peak RSS
-of `loom sim --bench` against the GPU count, per backend, folded and unfolded, with the
-exponent of a least-squares fit of log(time) on log(GPUs) for each series."""
+of `loom sim --bench` against the GPU count, per backend, folded and unfolded, and of
+unfolded SimGrid runs that write every output file (`loom sim --no-plot`, the files
+deleted after each run), with the exponent of a least-squares fit of log(time) on
+log(GPUs) for each series."""
 import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -20,12 +23,38 @@ FABRICS = {
 }
 
 
-def run(loom, config, gpus, backend, fold, fabric="star"):
-    dp = gpus // PP
-    cmd = [loom, "sim", config, "--bench", "-q", "--backend", backend,
-           "--set", f"parallel.dp={dp}", "--set", f"cluster.nodes={gpus // GPUS_PER_NODE}"]
+def sim_command(loom, config, gpus, backend, fabric):
+    cmd = [loom, "sim", config, "-q", "--backend", backend, "--set", f"parallel.dp={gpus // PP}",
+           "--set", f"cluster.nodes={gpus // GPUS_PER_NODE}"]
     for override in FABRICS[fabric]:
         cmd += ["--set", override]
+    return cmd
+
+
+def run_writing(loom, config, gpus, fabric, out):
+    """One unfolded SimGrid run as a user runs it: every file written (no plots). Peak RSS is
+    the child's own (wait4), the time the whole process's."""
+    files = os.path.join(out, "run-files")
+    cmd = sim_command(loom, config, gpus, "simgrid", fabric) + [
+        "--no-fold", "--no-plot", "--force", "--out", files]
+    start = time.perf_counter()
+    with open(os.path.join(out, "run-files.log"), "w") as log:
+        child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
+        _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"scale_plot: {' '.join(cmd)} failed: see {out}/run-files.log")
+    with open(os.path.join(files, "metrics.json")) as f:
+        iteration_s = json.load(f)["iteration_time_s"]
+    written = sum(os.path.getsize(os.path.join(files, n)) for n in os.listdir(files))
+    shutil.rmtree(files)
+    return {"gpus": gpus, "backend": "simgrid", "folded": False, "outputs_written": True,
+            "end_to_end_s": wall, "peak_rss_bytes": usage.ru_maxrss * 1024,
+            "iteration_time_s": iteration_s, "bytes_written": written}
+
+
+def run(loom, config, gpus, backend, fold, fabric="star"):
+    cmd = sim_command(loom, config, gpus, backend, fabric) + ["--bench"]
     if not fold:
         cmd.append("--no-fold")
     start = time.perf_counter()
@@ -56,6 +85,8 @@ def main():
     ap.add_argument("--sizes", default="1024,4096,16384,65536")
     ap.add_argument("--fabric", default="star", choices=sorted(FABRICS),
                     help="the cluster's fabric (fat-tree: 3 tiers, pods of 1,024 GPUs, core 1:7)")
+    ap.add_argument("--no-outputs", action="store_true",
+                    help="skip the unfolded SimGrid runs that write every file")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     series = {}
@@ -67,26 +98,31 @@ def main():
                 if not fold and gpus > args.unfolded_max:
                     continue
                 r = run(args.loom, args.config, gpus, backend, fold, args.fabric)
-                series.setdefault((backend, fold), []).append(r)
+                series.setdefault(f"{backend} {'folded' if fold else 'unfolded'}", []).append(r)
                 print(f"| {gpus:,} | {backend} | {r['simulated_replicas']} of {r['replicas']} | "
                       f"{r['end_to_end_s']:.2f} | {r['planning_s']:.2f} | {r['wall_s']:.3f} | "
                       f"{r['peak_rss_bytes'] / 2**20:.0f} | {r['iteration_time_s']:.4f} |", flush=True)
-    fits = {f"{b} {'folded' if f else 'unfolded'}": exponent(rows) for (b, f), rows in series.items()}
+    os.makedirs(args.out, exist_ok=True)
+    for gpus in ([] if args.no_outputs else [g for g in sizes if g <= args.unfolded_max]):
+        r = run_writing(args.loom, args.config, gpus, args.fabric, args.out)
+        series.setdefault("simgrid unfolded, every file written", []).append(r)
+        print(f"| {gpus:,} | simgrid, every file ({r['bytes_written'] / 1e9:.2f} GB) | all | "
+              f"{r['end_to_end_s']:.2f} | - | - | {r['peak_rss_bytes'] / 2**20:.0f} | "
+              f"{r['iteration_time_s']:.4f} |", flush=True)
+    fits = {name: exponent(rows) for name, rows in series.items()}
     for name, k in fits.items():
         if k is not None:
             print(f"fitted exponent of end-to-end time vs GPUs, {name}: {k:.2f}")
-    os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "scale.json"), "w") as f:
         json.dump({"rows": [r for rows in series.values() for r in rows], "exponents": fits}, f, indent=2)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4))
-    for (backend, fold), rows in series.items():
-        name = f"{backend} {'folded' if fold else 'unfolded'}"
+    for name, rows in series.items():
         k = fits[name]
         label = name + (f" (exponent {k:.2f})" if k is not None else "")
-        style = "-o" if fold else "--s"
+        style = ":^" if "every file" in name else "--s" if "unfolded" in name else "-o"
         g = [r["gpus"] for r in rows]
         ax_t.plot(g, [r["end_to_end_s"] for r in rows], style, label=label)
         ax_m.plot(g, [r["peak_rss_bytes"] / 2**20 for r in rows], style, label=name)
@@ -97,7 +133,7 @@ def main():
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"loom sim --bench, configs/bench/pp16-dp64.toml scaled by DP, {args.fabric} fabric")
+    fig.suptitle(f"loom sim, configs/bench/pp16-dp64.toml scaled by DP, {args.fabric} fabric")
     fig.tight_layout()
     fig.savefig(os.path.join(args.out, "scale.png"), dpi=120)
     print(f"wrote {args.out}/scale.json and scale.png")

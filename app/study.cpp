@@ -315,48 +315,58 @@ std::unique_ptr<Study> load_study(const ConfigSource& config,
 std::unique_ptr<Study> prepare_study(const ConfigSource& config,
                                      const std::vector<std::string>& overrides, Folding folding) {
   auto study = load_study(config, overrides, folding);
-  study->schedule = generate_checked(*study);
-  ReplicaFold& fold = study->fold;
+  plan_study(*study);
+  return study;
+}
+
+void plan_study(Study& study) {
+  study.schedule = generate_checked(study);
+  ReplicaFold& fold = study.fold;
   if (fold.folded()) {
-    std::string asymmetry = replica_asymmetry(study->schedule);
-    const ParallelConfig& p = study->config.parallel;
+    std::string asymmetry = replica_asymmetry(study.schedule);
+    const ParallelConfig& p = study.config.parallel;
     const int replica_gpus = p.pp * p.cp * p.tp;
-    const auto& ranks = study->schedule.ranks;
+    const auto& ranks = study.schedule.ranks;
     if (asymmetry.empty() && ranks.back().gpu + ranks.back().tp != fold.simulated * replica_gpus)
       asymmetry = "replicas do not span parallel.pp x parallel.cp x parallel.tp GPUs each";
     if (asymmetry.empty()) {
-      study->schedule.replica_fold = fold.factor();
+      study.schedule.replica_fold = fold.factor();
     } else {
       // The plan says what the config could not: plan every replica.
       fold.simulated = fold.total;
       fold.reason = "the plan's replicas differ (" + asymmetry + ")";
-      plan_replicas(*study, fold.total);
-      study->schedule = generate_checked(*study);
+      plan_replicas(study, fold.total);
+      study.schedule = generate_checked(study);
     }
   }
-  const Config& c = study->config;
-  apply_kernel_jitter(study->schedule, {.sigma = c.cost.jitter,
-                                        .seed = static_cast<std::uint64_t>(c.cost.jitter_seed),
-                                        .offset = static_cast<std::uint64_t>(c.workload.offset)});
-  return study;
+  const Config& c = study.config;
+  apply_kernel_jitter(study.schedule, {.sigma = c.cost.jitter,
+                                       .seed = static_cast<std::uint64_t>(c.cost.jitter_seed),
+                                       .offset = static_cast<std::uint64_t>(c.workload.offset)});
 }
 
-double evaluate_with_view(const Study& study, PartitionView view) {
-  const Config& c = study.config;
+bool view_needs_replanning(const Config& c, PartitionView view) {
   // Under the study's own view, with no layout or kernel noise to leave out, the question
   // is what the study's own plan is worth: evaluate it rather than plan again (8 s at 16,384
   // GPUs unfolded). A planner bounded by wall time (the cp ILP's time_limit_s, dip_search's
   // budget) could plan otherwise a second time; the study's plan is the one it ran.
-  if (view == c.schedule.partition_view && c.schedule.layout.empty() &&
-      c.schedule.stage_layers.empty() && c.cost.jitter == 0)
-    return evaluate(study.schedule, *study.problem.cluster).iteration_time_s();
-  SchedulingProblem p = study.problem;
+  return !(view == c.schedule.partition_view && c.schedule.layout.empty() &&
+           c.schedule.stage_layers.empty() && c.cost.jitter == 0);
+}
+
+double evaluate_replanned(SchedulingProblem p, PartitionView view, int replica_fold) {
   p.schedule.partition_view = view;
   p.schedule.stage_layers.clear();
   p.schedule.layout.clear();
   Schedule schedule = find_scheduler(p.schedule.name).generate(p);
-  schedule.replica_fold = study.schedule.replica_fold;
+  schedule.replica_fold = replica_fold;
   return evaluate(schedule, *p.cluster).iteration_time_s();
+}
+
+double evaluate_with_view(const Study& study, PartitionView view) {
+  if (!view_needs_replanning(study.config, view))
+    return evaluate(study.schedule, *study.problem.cluster).iteration_time_s();
+  return evaluate_replanned(study.problem, view, study.schedule.replica_fold);
 }
 
 std::string unapplied_options(const Study& study) {

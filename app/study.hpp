@@ -46,10 +46,19 @@ std::unique_ptr<Study> load_study(const ConfigSource& config,
 std::unique_ptr<Study> prepare_study(const ConfigSource& config,
                                      const std::vector<std::string>& overrides,
                                      Folding folding = Folding::kOff);
+/// prepare_study's second half, on a study load_study made: schedule, validate, fold.
+void plan_study(Study& study);
 
 /// Re-plans `study` with another partition view and returns the evaluator's iteration
 /// time (what the partition choice alone is worth).
 double evaluate_with_view(const Study& study, PartitionView view);
+/// The same for a view the study's own plan cannot answer: plans `problem` (a copy of a
+/// study's) again under `view`, with `replica_fold` replicas per simulated one. Needs nothing
+/// of the study's plan, so it may run while the study is being planned.
+double evaluate_replanned(SchedulingProblem problem, PartitionView view, int replica_fold);
+/// Whether evaluate_with_view(study, view) must plan again (else it evaluates the study's
+/// own plan).
+bool view_needs_replanning(const Config& config, PartitionView view);
 
 /// compute_metrics() of the study's schedule, its throughput in the workload's samples:
 /// under workload.packing a schedule's sample is a pack, which holds several.

@@ -10,8 +10,10 @@
 # analysis/scale_plot.py).
 #
 # Prints a Markdown table (end-to-end wall of the whole `loom sim --bench` process, the
-# planning and backend parts, peak RSS) and writes OUT_DIR/scale.json and OUT_DIR/scale.png
-# (time and resident memory against GPUs, log-log, with the fitted exponent per series).
+# planning and backend parts, peak RSS; then, up to UNFOLDED_MAX, unfolded SimGrid runs that
+# write every output file as a user's run does, `--no-plot`) and writes OUT_DIR/scale.json
+# and OUT_DIR/scale.png (time and resident memory against GPUs, log-log, with the fitted
+# exponent per series).
 set -euo pipefail
 build=${1:-build}
 out=${2:-out/bench-scale}

@@ -2,6 +2,8 @@
 /// The files every run writes, whoever ran it (`loom sim` predicts, `loom exec`
 /// measures): metrics.json, timeline.json, timeline.csv, memory.csv, schedule.txt and the
 /// plots — one set of writers, so a prediction and a measurement compare file by file.
+#include <future>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -46,8 +48,23 @@ struct SimReport {
 };
 /// metrics.json's partition_views_evaluator_s: the iteration time (evaluator) of the plan the
 /// scheduler makes under each partition view, {"true": s, "naive": s}; null for a fixed
-/// layout (schedule.stage_layers) or a schedule file. It plans the study again under the other
-/// view and needs nothing from the run, so `loom sim` computes it while the files are written.
+/// layout (schedule.stage_layers) or a schedule file. The view other than the study's own is
+/// planned again from the study's problem alone (seconds at scale), so `loom sim` starts it
+/// on a second core while it plans the study, before the run.
+class PartitionViews {
+ public:
+  /// Starts planning the views that need a plan of their own, from `study` as load_study
+  /// left it (its problem is copied: the study may be planned meanwhile).
+  PartitionViews(const Study& study, bool schedule_from_file);
+  /// {"true": s, "naive": s} or null, once `study` is planned.
+  nlohmann::json get(const Study& study);
+
+ private:
+  bool skipped_ = false;
+  int assumed_fold_ = 1;  ///< the replica fold the replanned views were evaluated with
+  std::map<PartitionView, std::future<double>> replanned_;
+};
+/// PartitionViews of a planned study, computed at once.
 nlohmann::json partition_views(const Study& study, bool schedule_from_file);
 SimReport sim_report(const Study& study, const Timeline& timeline, const std::string& backend,
                      nlohmann::json views);
