@@ -210,9 +210,7 @@ std::vector<Sample> load_workload(const Config& config, int needed) {
 namespace {
 
 /// Sets the problem's replicas to `replicas` and loads the samples they train on.
-void plan_replicas(Study& study, int replicas) {
-  const Config& c = study.config;
-  SchedulingProblem& p = study.problem;
+void plan_replicas(const Config& c, SchedulingProblem& p, int replicas) {
   p.parallel.dp = replicas;
   p.replica_fold = c.parallel.dp / replicas;
   Config sized = c;
@@ -272,6 +270,16 @@ std::vector<std::string> config_notes(const Config& c) {
   return notes;
 }
 
+/// Why a plan of `fold.simulated` replicas cannot stand for the job's (empty: it can).
+std::string fold_asymmetry(const Schedule& schedule, const Config& c, const ReplicaFold& fold) {
+  std::string asymmetry = replica_asymmetry(schedule);
+  const int replica_gpus = c.parallel.pp * c.parallel.cp * c.parallel.tp;
+  const auto& ranks = schedule.ranks;
+  if (asymmetry.empty() && ranks.back().gpu + ranks.back().tp != fold.simulated * replica_gpus)
+    asymmetry = "replicas do not span parallel.pp x parallel.cp x parallel.tp GPUs each";
+  return asymmetry;
+}
+
 }  // namespace
 
 Config load_study_config(const ConfigSource& source, const std::vector<std::string>& overrides) {
@@ -308,7 +316,7 @@ std::unique_ptr<Study> load_study(const ConfigSource& config,
   check_tp_divides_heads(c);
   study->fold.total = study->fold.simulated = c.parallel.dp;
   if (folding == Folding::kAllowed) study->fold = plan_replica_fold(c);
-  plan_replicas(*study, study->fold.simulated);
+  plan_replicas(study->config, study->problem, study->fold.simulated);
   return study;
 }
 
@@ -323,19 +331,14 @@ void plan_study(Study& study) {
   study.schedule = generate_checked(study);
   ReplicaFold& fold = study.fold;
   if (fold.folded()) {
-    std::string asymmetry = replica_asymmetry(study.schedule);
-    const ParallelConfig& p = study.config.parallel;
-    const int replica_gpus = p.pp * p.cp * p.tp;
-    const auto& ranks = study.schedule.ranks;
-    if (asymmetry.empty() && ranks.back().gpu + ranks.back().tp != fold.simulated * replica_gpus)
-      asymmetry = "replicas do not span parallel.pp x parallel.cp x parallel.tp GPUs each";
+    const std::string asymmetry = fold_asymmetry(study.schedule, study.config, fold);
     if (asymmetry.empty()) {
       study.schedule.replica_fold = fold.factor();
     } else {
       // The plan says what the config could not: plan every replica.
       fold.simulated = fold.total;
       fold.reason = "the plan's replicas differ (" + asymmetry + ")";
-      plan_replicas(study, fold.total);
+      plan_replicas(study.config, study.problem, fold.total);
       study.schedule = generate_checked(study);
     }
   }
@@ -354,11 +357,28 @@ bool view_needs_replanning(const Config& c, PartitionView view) {
            c.schedule.stage_layers.empty() && c.cost.jitter == 0);
 }
 
-double evaluate_replanned(SchedulingProblem p, PartitionView view, int replica_fold) {
+double evaluate_replanned(const Config& config, SchedulingProblem p, PartitionView view,
+                          int replica_fold) {
   p.schedule.partition_view = view;
   p.schedule.stage_layers.clear();
   p.schedule.layout.clear();
-  Schedule schedule = find_scheduler(p.schedule.name).generate(p);
+  const SchedulerInfo& scheduler = find_scheduler(p.schedule.name);
+  // Folded wherever the job allows, whatever sim.fold says: a folded plan's evaluator time is
+  // the whole job's to the last digit (tests/sim/replica_fold_test.cpp), and a --no-fold run
+  // of 16,384 GPUs need not plan the whole job a second time for this one figure.
+  Config foldable = config;
+  foldable.sim.fold = true;
+  if (const ReplicaFold fold = plan_replica_fold(foldable);
+      fold.folded() && fold.simulated < p.parallel.dp) {
+    SchedulingProblem folded = p;
+    plan_replicas(config, folded, fold.simulated);
+    Schedule schedule = scheduler.generate(folded);
+    if (fold_asymmetry(schedule, config, fold).empty()) {
+      schedule.replica_fold = fold.factor();
+      return evaluate(schedule, *p.cluster).iteration_time_s();
+    }
+  }
+  Schedule schedule = scheduler.generate(p);
   schedule.replica_fold = replica_fold;
   return evaluate(schedule, *p.cluster).iteration_time_s();
 }
@@ -366,7 +386,7 @@ double evaluate_replanned(SchedulingProblem p, PartitionView view, int replica_f
 double evaluate_with_view(const Study& study, PartitionView view) {
   if (!view_needs_replanning(study.config, view))
     return evaluate(study.schedule, *study.problem.cluster).iteration_time_s();
-  return evaluate_replanned(study.problem, view, study.schedule.replica_fold);
+  return evaluate_replanned(study.config, study.problem, view, study.schedule.replica_fold);
 }
 
 std::string unapplied_options(const Study& study) {

@@ -52,10 +52,12 @@ void plan_study(Study& study);
 /// Re-plans `study` with another partition view and returns the evaluator's iteration
 /// time (what the partition choice alone is worth).
 double evaluate_with_view(const Study& study, PartitionView view);
-/// The same for a view the study's own plan cannot answer: plans `problem` (a copy of a
-/// study's) again under `view`, with `replica_fold` replicas per simulated one. Needs nothing
-/// of the study's plan, so it may run while the study is being planned.
-double evaluate_replanned(SchedulingProblem problem, PartitionView view, int replica_fold);
+/// The same for a view the study's own plan cannot answer: plans `problem` (a copy of the
+/// study's, `replica_fold` replicas per simulated one) again under `view`, folding the job's
+/// identical replicas wherever it can. Reads only `config` of the study and nothing of its
+/// plan, so it may run while the study is being planned.
+double evaluate_replanned(const Config& config, SchedulingProblem problem, PartitionView view,
+                          int replica_fold);
 /// Whether evaluate_with_view(study, view) must plan again (else it evaluates the study's
 /// own plan).
 bool view_needs_replanning(const Config& config, PartitionView view);

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -219,8 +220,9 @@ PartitionViews::PartitionViews(const Study& study, bool schedule_from_file)
   if (skipped_) return;
   for (const PartitionView view : {PartitionView::kTrue, PartitionView::kNaive}) {
     if (!view_needs_replanning(study.config, view)) continue;
-    replanned_[view] =
-        std::async(std::launch::async, evaluate_replanned, study.problem, view, assumed_fold_);
+    // The config is read only, by both threads; the problem is copied.
+    replanned_[view] = std::async(std::launch::async, evaluate_replanned, std::cref(study.config),
+                                  study.problem, view, assumed_fold_);
   }
 }
 

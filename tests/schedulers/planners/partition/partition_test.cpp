@@ -110,6 +110,26 @@ TEST(Partition, TheStudysOwnViewIsItsPlanAndTheOtherViewIsPlannedAgain) {
   EXPECT_EQ(evaluate_with_view(*noisy, PartitionView::kTrue), quiet_run);
 }
 
+// The other view is planned with the job's identical replicas folded, whatever sim.fold
+// says (app/study.cpp, evaluate_replanned): the answer is the whole job's plan's.
+TEST(Partition, TheOtherViewPlannedFoldedIsTheUnfoldedPlansTime) {
+  const std::vector<std::string> four_replicas = {"parallel.dp=4", "cluster.nodes=4",
+                                                  "sim.fold=false"};
+  for (const char* view : {"true", "naive"}) {
+    auto overrides = four_replicas;
+    overrides.push_back(std::string("schedule.partition_view=") + view);
+    const auto study = test::example("vlm-frozen.toml", overrides);
+    ASSERT_EQ(study->fold.simulated, 4);
+    const bool own_true = study->config.schedule.partition_view == PartitionView::kTrue;
+    auto other_overrides = four_replicas;
+    other_overrides.push_back(std::string("schedule.partition_view=") +
+                              (own_true ? "naive" : "true"));
+    const auto other = test::example("vlm-frozen.toml", other_overrides);
+    EXPECT_EQ(evaluate_with_view(*study, own_true ? PartitionView::kNaive : PartitionView::kTrue),
+              evaluate(other->schedule, other->config.cluster).iteration_time_s());
+  }
+}
+
 TEST(Partition, FrozenVlmTimelineHasNoEncoderBackwardAndInputGradOnlyLlm) {
   const auto study = test::example("vlm-frozen.toml");
   const Schedule& s = study->schedule;
