@@ -245,16 +245,19 @@ void write_timeline_csv(const std::string& path, const Schedule& schedule,
 }
 
 void write_timeline_csv(std::ostream& out, const Schedule& schedule, const Timeline& timeline) {
-  out << "rank,kind,module,stage,microbatch,start_s,end_s\n";
+  BlockWriter text(out);
+  text << "rank,kind,module,stage,microbatch,start_s,end_s\n";
   for (const RankId r : schedule.rank_ids()) {
     const auto& program = schedule.programs[r];
     for (size_t i = 0; i < program.size(); ++i) {
       const Op& op = program[i];
       const OpTiming& t = timeline.timings[r][i];
-      const auto mb = op_microbatch(op);
-      out << r << ',' << op_kind_name(op) << ',' << module_name(schedule, op) << ',' << op_stage(op)
-          << ',' << (mb ? to_string(*mb) : "") << ',' << Fixed{t.start_s, 9} << ','
-          << Fixed{t.end_s, 9} << '\n';
+      text << r << ',' << op_kind_name(op) << ',' << module_name(schedule, op) << ','
+           << op_stage(op) << ',';
+      if (const auto mb = op_microbatch(op)) text << *mb;
+      (text << ',').fixed(t.start_s, 9) << ',';
+      text.fixed(t.end_s, 9) << '\n';
+      text.end_entry();
     }
   }
 }

@@ -10,6 +10,7 @@
 // place.
 #include <algorithm>
 #include <deque>
+#include <future>
 #include <map>
 #include <set>
 #include <span>
@@ -183,7 +184,16 @@ void lower_lane(const Context& ctx, Schedule& schedule, int lane) {
 }  // namespace
 
 void add_point_to_point(const Context& ctx, Schedule& schedule) {
-  for (int lane = 0; lane < ctx.lanes(); ++lane) lower_lane(ctx, schedule, lane);
+  // A lane writes only its own ranks' programs and reads the context: the second half of
+  // the lanes on a second core (this pass is a fifth of planning 16,384 GPUs unfolded). An
+  // error is the first lane's in order, as it was one after the other.
+  const int lanes = ctx.lanes();
+  const int half = lanes >= 64 ? lanes / 2 : lanes;
+  auto second_half = std::async(half < lanes ? std::launch::async : std::launch::deferred, [&] {
+    for (int lane = half; lane < lanes; ++lane) lower_lane(ctx, schedule, lane);
+  });
+  for (int lane = 0; lane < half; ++lane) lower_lane(ctx, schedule, lane);
+  second_half.get();
 }
 
 }  // namespace loom::lowering
