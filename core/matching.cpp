@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <limits>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -63,8 +64,7 @@ MessageChannel channel_of(RankId src, RankId dst, const MessageTag& tag) {
 
 Matching match_operations(const Schedule& schedule) {
   Matching m;
-  m.peer.resize(schedule.num_ranks());
-  m.collective_instance.resize(schedule.num_ranks());
+  m.links.resize(schedule.num_ranks());
 
   // FIFO queues per channel: sends in src's program order, receives in dst's program
   // order; the k-th of each match.
@@ -77,8 +77,9 @@ Matching match_operations(const Schedule& schedule) {
 
   for (const RankId r : schedule.rank_ids()) {
     const auto& program = schedule.programs[r];
-    m.peer[r].assign(program.size(), std::nullopt);
-    m.collective_instance[r].assign(program.size(), std::nullopt);
+    if (program.size() > std::numeric_limits<std::uint32_t>::max())
+      throw InfeasibleError("rank " + to_string(r) + " has over 4 G operations");
+    m.links[r].assign(program.size(), {});
     for (std::size_t i = 0; i < program.size(); ++i) {
       const OpRef ref{r, i};
       std::visit(Overloaded{
@@ -138,8 +139,8 @@ Matching match_operations(const Schedule& schedule) {
                               " bytes but its message, " + describe(schedule, s) + ", has " +
                               std::to_string(send.bytes));
       }
-      m.peer[s.rank][s.index] = r;
-      m.peer[r.rank][r.index] = s;
+      m.links[s.rank][s.index] = {r.rank.value(), static_cast<std::uint32_t>(r.index)};
+      m.links[r.rank][r.index] = {s.rank.value(), static_cast<std::uint32_t>(s.index)};
     }
   }
   for (size_t c : order) {
@@ -182,7 +183,8 @@ Matching match_operations(const Schedule& schedule) {
       for (const RankId member : members) {
         const OpRef ref = group_ops[g][member][k];
         member_ops.push_back(ref);
-        m.collective_instance[ref.rank][ref.index] = instance;
+        m.links[ref.rank][ref.index] = {Matching::kInstance,
+                                        static_cast<std::uint32_t>(instance.value())};
       }
       // The k-th collective of every member is one ring: an all-gather cannot meet a
       // reduce-scatter, nor a blocking member an async one.

@@ -3,6 +3,7 @@
 /// Sends and receives match in program order per channel (pair of ranks + layer edge); collectives
 /// match per group in program order. The validator, the evaluator and the backends all rely on this
 /// rule (SimGrid and NCCL implement the same FIFO matching natively).
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -27,20 +28,33 @@ MessageChannel channel_of(RankId src, RankId dst, const MessageTag& tag);
 LOOM_DECLARE_ID(InstanceId, PerInstance);
 
 struct Matching {
-  /// For each Recv: the Send it receives. For each Send: the Recv that receives it. None
-  /// for other ops (kept parallel to the programs for O(1) access).
-  PerRank<std::vector<std::optional<OpRef>>> peer;
-  /// For each Collective op: the instance it belongs to; instances[i] lists the member ops.
-  PerRank<std::vector<std::optional<InstanceId>>> collective_instance;
-  PerInstance<std::vector<OpRef>> instances;
-
   /// The matched partner of a Send or Recv (throws std::bad_optional_access on any other op).
-  OpRef peer_of(OpRef ref) const { return peer[ref.rank][ref.index].value(); }
+  OpRef peer_of(OpRef ref) const {
+    const Link& link = links[ref.rank][ref.index];
+    if (link.rank < 0) throw std::bad_optional_access();
+    return {RankId{link.rank}, link.index};
+  }
   /// The instance of a Collective (throws std::bad_optional_access on any other op).
   InstanceId instance_of(OpRef ref) const {
-    return collective_instance[ref.rank][ref.index].value();
+    const Link& link = links[ref.rank][ref.index];
+    if (link.rank != kInstance) throw std::bad_optional_access();
+    return InstanceId{static_cast<int>(link.index)};
   }
   const std::vector<OpRef>& members(InstanceId instance) const { return instances[instance]; }
+
+  /// instances[i] lists the member ops of collective instance i.
+  PerInstance<std::vector<OpRef>> instances;
+
+  /// What op [rank][index] is linked to, 8 bytes an op (a 16,384-GPU schedule has 12 M ops:
+  /// optionals of both kinds were 32 bytes and most of the matching's time to fill): a
+  /// Send's Recv or a Recv's Send, a Collective's instance (rank kInstance), or nothing.
+  struct Link {
+    std::int32_t rank = kNone;
+    std::uint32_t index = 0;
+  };
+  static constexpr std::int32_t kNone = -1;
+  static constexpr std::int32_t kInstance = -2;
+  PerRank<std::vector<Link>> links;
 };
 
 /// Matches every Send to its Recv and every Collective to its instance. Throws
