@@ -43,21 +43,37 @@ std::map<ActivationKey, bool> released_keys(const std::vector<Op>& program) {
 struct Fixed {
   double value;
   int digits;
-  friend std::ostream& operator<<(std::ostream& out, const Fixed& f) {
+  /// The text, in a buffer of its own.
+  struct Text {
     char buf[400];  // %.9f of the largest double is 309 + 10 characters
-    const auto end =
-        std::to_chars(buf, buf + sizeof buf, f.value, std::chars_format::fixed, f.digits).ptr;
-    return out.write(buf, end - buf);
+    std::size_t size;
+    std::string_view view() const { return {buf, size}; }
+  };
+  Text text() const {
+    Text t;
+    t.size = static_cast<std::size_t>(
+        std::to_chars(t.buf, t.buf + sizeof t.buf, value, std::chars_format::fixed, digits).ptr -
+        t.buf);
+    return t;
+  }
+  friend std::ostream& operator<<(std::ostream& out, const Fixed& f) {
+    const Text t = f.text();
+    return out.write(t.buf, static_cast<std::streamsize>(t.size));
   }
 };
 
+/// Appends a JSON string's contents: quotes and backslashes escaped, control characters
+/// dropped.
+void append_json_escaped(std::string& out, std::string_view text) {
+  for (const char ch : text) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) >= 0x20) out += ch;
+  }
+}
+
 std::string json_escape(const std::string& text) {
   std::string out;
-  for (char ch : text) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if (static_cast<unsigned char>(ch) < 0x20) continue;
-    out += ch;
-  }
+  append_json_escaped(out, text);
   return out;
 }
 
@@ -89,19 +105,14 @@ class BlockWriter {
   BlockWriter& operator<<(Id<Tag> id) {
     return *this << id.value();
   }
-  /// `digits` decimals, exactly as printf's "%.<digits>f".
+  /// `digits` decimals, as Fixed writes them.
   BlockWriter& fixed(double value, int digits) {
-    char buf[400];  // %.9f of the largest double is 309 + 10 characters
-    const auto end = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::fixed, digits);
-    text_.append(buf, static_cast<size_t>(end.ptr - buf));
+    text_.append(Fixed{value, digits}.text().view());
     return *this;
   }
-  /// A JSON string's contents: quotes and backslashes escaped, control characters dropped.
+  /// A JSON string's contents, as json_escape writes them.
   BlockWriter& escaped(std::string_view text) {
-    for (const char ch : text) {
-      if (ch == '"' || ch == '\\') text_.push_back('\\');
-      if (static_cast<unsigned char>(ch) >= 0x20) text_.push_back(ch);
-    }
+    append_json_escaped(text_, text);
     return *this;
   }
   /// Ends an entry: writes the block out once it is large.
