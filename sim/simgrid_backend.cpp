@@ -23,6 +23,7 @@
 #include "core/ring.hpp"
 #include "core/validate.hpp"
 #include "sim/platform.hpp"
+#include "sim/simgrid_kernel.hpp"
 
 namespace loom {
 namespace {
@@ -47,22 +48,6 @@ uint64_t simulated_bytes(double bytes, double route_latency) {
   return size == 0 && route_latency > 0 ? 1 : size;
 }
 
-/// SimGrid 3.32 drops the rate of a host-to-host comm (Comm::sendto_init): s4u::Comm::set_rate
-/// refuses once the hosts are set and is not passed on before, only mailbox comms hand it
-/// to the kernel. The kernel's own CommImpl::set_rate, which that mailbox path calls, is
-/// exported by libsimgrid but its class is opaque in the public headers: declared here and
-/// called before the comm starts (tests/sim/simgrid_backend_test.cpp checks the caps hold).
-}  // namespace
-}  // namespace loom
-namespace simgrid::kernel::activity {
-class CommImpl {
- public:
-  CommImpl* set_rate(double rate);
-};
-}  // namespace simgrid::kernel::activity
-namespace loom {
-namespace {
-
 /// One transfer a rank starts: where it goes, its simulated size and its rate cap.
 struct Flow {
   sg::Host* to = nullptr;
@@ -75,6 +60,7 @@ struct Flow {
 struct Transfer {
   sg::CommPtr comm;
   std::optional<OpRef> send;  ///< the Send, or none for a collective's flow
+  OpRef recv{};               ///< the Send's Recv, looked up while the sender's ops are at hand
   InstanceId instance{0};
 };
 
@@ -164,6 +150,7 @@ class Simulation {
     return std::move(timeline_);
   }
   size_t activities() const { return activities_; }
+  size_t comms_left_detached() const { return comms_left_detached_; }
 
  private:
   const std::vector<Op>& program(RankId r) const { return schedule_.programs[r]; }
@@ -241,11 +228,8 @@ class Simulation {
   /// Starts one flow from rank `from`; SimGrid calls on_transfer_done when it arrives.
   void start(RankId from, const Flow& f, Transfer* transfer) {
     transfer->comm = sg::Comm::sendto_init();
-    if (f.rate > 0) {
-      // ActivityImpl is CommImpl's only base: same address.
-      reinterpret_cast<simgrid::kernel::activity::CommImpl*>(transfer->comm->get_impl())
-          ->set_rate(f.rate);
-    }
+    if (!sim::untrack_detached(*transfer->comm)) ++comms_left_detached_;
+    if (f.rate > 0) sim::set_comm_rate(*transfer->comm, f.rate);
     transfer->comm->set_payload_size(f.bytes);
     transfer->comm->set_data(transfer);
     transfer->comm->set_source(host_[from]);
@@ -296,7 +280,8 @@ class Simulation {
       if (std::holds_alternative<Send>(ops[i])) {
         // Eager: the transfer starts now; its timing ends when the data arrives.
         timing(here).start_s = t0;
-        start(r, send_flow(r, std::get<Send>(ops[i])), new Transfer{nullptr, here, InstanceId{0}});
+        start(r, send_flow(r, std::get<Send>(ops[i])),
+              new Transfer{nullptr, here, matching_.peer_of(here), InstanceId{0}});
         ++activities_;
       } else if (std::holds_alternative<Recv>(ops[i])) {
         if (!arrived_[r][i]) {
@@ -391,7 +376,7 @@ class Simulation {
     instance.start_s = now();
     for (const OpRef m : members) {
       const std::vector<Flow>& flows = collective_flows_[m.rank].at(m.index);
-      for (const Flow& f : flows) start(m.rank, f, new Transfer{nullptr, std::nullopt, id});
+      for (const Flow& f : flows) start(m.rank, f, new Transfer{nullptr, std::nullopt, {}, id});
       instance.flows_in_flight += flows.size();
       activities_ += flows.size();
     }
@@ -420,7 +405,7 @@ class Simulation {
     if (transfer->send) {
       const OpRef send = *transfer->send;
       timing(send).end_s = activity.get_finish_time();
-      const OpRef recv = matching_.peer_of(send);
+      const OpRef recv = transfer->recv;
       arrived_[recv.rank][recv.index] = 1;
       RankState& receiver = ranks_[recv.rank];
       if (receiver.wait == RankState::Wait::kRecv && receiver.at == recv.index) {
@@ -474,6 +459,7 @@ class Simulation {
   std::vector<sg::CommPtr> retired_;
   Timeline timeline_;
   size_t activities_ = 0;
+  size_t comms_left_detached_ = 0;  ///< comms sim::untrack_detached could not take out
   std::function<void(double)> on_progress_;
   size_t total_ops_ = 0;
   size_t done_ops_ = 0;
@@ -545,6 +531,7 @@ Timeline run_simgrid(const Schedule& schedule, const Cluster& cluster,
   Timeline timeline = simulation.take_timeline();
   if (stats) {
     stats->activities = simulation.activities();
+    stats->comms_left_detached = simulation.comms_left_detached();
     stats->wall_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   }

@@ -40,6 +40,9 @@ struct SimGridOptions {
 struct SimGridStats {
   double wall_s = 0;      ///< host seconds spent in the simulation (platform + run)
   size_t activities = 0;  ///< compute intervals and messages simulated
+  /// Comms left in SimGrid's detached list, finished by a scan of it (sim/simgrid_kernel.hpp);
+  /// 0 with the SimGrid these were written against.
+  size_t comms_left_detached = 0;
 };
 
 /// Runs `schedule` on `cluster` and returns every op's timing. Throws InputError on an
