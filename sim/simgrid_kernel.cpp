@@ -1,9 +1,10 @@
 #include "sim/simgrid_kernel.hpp"
 
-#include <cstddef>
-#include <list>
 #include <simgrid/forward.h>
 #include <simgrid/version.h>
+
+#include <cstddef>
+#include <list>
 
 // Kernel classes that libsimgrid exports but its public headers leave opaque: only the
 // members used here, declared as the library defines them.
