@@ -1,5 +1,7 @@
 #include "core/schedule.hpp"
 
+#include <charconv>
+
 #include "core/errors.hpp"
 #include "core/index.hpp"
 #include "core/overloaded.hpp"
@@ -42,46 +44,83 @@ size_t Schedule::num_ops() const {
 
 namespace {
 
-std::string module_suffix(ModuleId module, const Schedule& schedule) {
-  if (schedule.module_names.size() <= 1) return "";
-  return "@" + schedule.module_names.at(module);
+// Op names are built for every op of every output file (12 M at 16,384 GPUs): appended
+// into one string, not concatenated from temporaries.
+void append_number(std::string& text, long long value) {
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
+  text.append(digits, end);
+}
+template <typename Tag>
+void append_number(std::string& text, Id<Tag> id) {
+  append_number(text, static_cast<long long>(id.value()));
+}
+
+void append_module_suffix(std::string& text, ModuleId module, const Schedule& schedule) {
+  if (schedule.module_names.size() <= 1) return;
+  text += '@';
+  text += schedule.module_names.at(module);
 }
 
 // "(copy)" on a redundant compute, "(F+B)" on a half of an overlapped pair.
-std::string compute_flags(const Compute& c) {
-  return std::string(c.redundant ? "(copy)" : "") + (c.overlapped ? "(F+B)" : "");
+void append_compute_flags(std::string& text, const Compute& c) {
+  if (c.redundant) text += "(copy)";
+  if (c.overlapped) text += "(F+B)";
 }
 
 // "F3:L5" within a module; "F3:L19>50" across an edge from layer 19 into layer 50.
-std::string tag_string(const MessageTag& tag) {
-  std::string text = std::string(to_string(tag.pass)) + to_string(tag.microbatch) + ":L";
-  if (tag.producer() != tag.boundary_layer - 1) text += std::to_string(tag.producer()) + ">";
-  return text + std::to_string(tag.boundary_layer);
+void append_tag(std::string& text, const MessageTag& tag) {
+  text += to_string(tag.pass);
+  append_number(text, tag.microbatch);
+  text += ":L";
+  if (tag.producer() != tag.boundary_layer - 1) {
+    append_number(text, tag.producer());
+    text += '>';
+  }
+  append_number(text, tag.boundary_layer);
+}
+
+void append_message(std::string& text, StageId stage, const char* kind, const MessageTag& tag,
+                    const char* arrow, RankId peer) {
+  append_number(text, stage);
+  text += kind;
+  append_tag(text, tag);
+  text += arrow;
+  append_number(text, peer);
 }
 
 }  // namespace
 
 std::string to_string(const Op& op, const Schedule& schedule) {
-  return std::visit(
+  std::string text;
+  text.reserve(32);
+  std::visit(
       Overloaded{
           [&](const Compute& c) {
-            return to_string(c.stage) + to_string(c.pass) + to_string(c.microbatch) +
-                   module_suffix(c.module, schedule) + compute_flags(c);
+            append_number(text, c.stage);
+            text += to_string(c.pass);
+            append_number(text, c.microbatch);
+            append_module_suffix(text, c.module, schedule);
+            append_compute_flags(text, c);
           },
-          [&](const Send& s) {
-            return to_string(s.stage) + "SEND_" + tag_string(s.tag) + "->" + to_string(s.peer);
-          },
-          [&](const Recv& r) {
-            return to_string(r.stage) + "RECV_" + tag_string(r.tag) + "<-" + to_string(r.peer);
-          },
+          [&](const Send& s) { append_message(text, s.stage, "SEND_", s.tag, "->", s.peer); },
+          [&](const Recv& r) { append_message(text, r.stage, "RECV_", r.tag, "<-", r.peer); },
           [&](const Collective& c) {
-            std::string name = to_string(c.kind);
-            for (char& ch : name) ch = static_cast<char>(ch - 'a' + 'A');
-            return name + "_s" + to_string(c.stage) + "[g" + to_string(c.group) + "]";
+            for (const char* ch = to_string(c.kind); *ch; ++ch)
+              text += static_cast<char>(*ch - 'a' + 'A');
+            text += "_s";
+            append_number(text, c.stage);
+            text += "[g";
+            append_number(text, c.group);
+            text += ']';
           },
-          [&](const OptimizerStep& o) { return "OPTIMIZER_s" + to_string(o.stage); },
+          [&](const OptimizerStep& o) {
+            text += "OPTIMIZER_s";
+            append_number(text, o.stage);
+          },
       },
       op);
+  return text;
 }
 
 bool Schedule::group_in_one_replica(GroupId group) const {
