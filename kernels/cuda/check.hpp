@@ -26,9 +26,12 @@ inline void check_cuda(cudaError_t status, const char* what, const char* file, i
                      file, line);
 }
 
+/// cuBLAS's name for a status (kernels/cuda/cublas_api.cpp: the library is loaded lazily).
+const char* cublas_status_string(cublasStatus_t status);
+
 inline void check_cublas(cublasStatus_t status, const char* what, const char* file, int line) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    throw_cuda_error(what, cublasGetStatusString(status), file, line);
+    throw_cuda_error(what, cublas_status_string(status), file, line);
 }
 
 }  // namespace loom::kernels

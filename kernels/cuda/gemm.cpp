@@ -1,18 +1,20 @@
 #include "kernels/cuda/gemm.hpp"
 
 #include "kernels/cuda/check.hpp"
+#include "kernels/cuda/cublas_api.hpp"
 
 namespace loom::kernels {
 
 Blas::Blas(cudaStream_t stream, bool allow_tf32) {
-  LOOM_CUBLAS_CHECK(cublasCreate(&handle_));
-  LOOM_CUBLAS_CHECK(cublasSetStream(handle_, stream));
+  const CublasApi& api = cublas();
+  LOOM_CUBLAS_CHECK(api.create(&handle_));
+  LOOM_CUBLAS_CHECK(api.set_stream(handle_, stream));
   LOOM_CUBLAS_CHECK(
-      cublasSetMathMode(handle_, allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+      api.set_math_mode(handle_, allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 }
 
 Blas::~Blas() {
-  if (handle_ != nullptr) cublasDestroy(handle_);  // destructor: nothing to report to
+  if (handle_ != nullptr) cublas().destroy(handle_);  // destructor: nothing to report to
 }
 
 void Blas::gemm(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda,
@@ -21,7 +23,7 @@ void Blas::gemm(Trans ta, Trans tb, int m, int n, int k, float alpha, const floa
   // C^T = op(B)^T op(A)^T, i.e. swap the operands and keep each one's transpose flag.
   const auto op = [](Trans t) { return t == Trans::kYes ? CUBLAS_OP_T : CUBLAS_OP_N; };
   LOOM_CUBLAS_CHECK(
-      cublasSgemm(handle_, op(tb), op(ta), n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
+      cublas().sgemm(handle_, op(tb), op(ta), n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
 }
 
 void Blas::linear_forward(int rows, int in, int out, const float* x, const float* w, float* y) {

@@ -32,8 +32,6 @@ class Blas {
   void linear_backward_weight(int rows, int in, int out, const float* dy, const float* x,
                               float* dw);
 
-  cublasHandle_t handle() const { return handle_; }
-
  private:
   cublasHandle_t handle_ = nullptr;
 };

@@ -2,8 +2,10 @@
 // |err| <= 1e-4 + 1e-4 |ref| for sums of 96 products of values in [-1, 1).
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
+#include "kernels/cuda/cublas_api.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "tests/kernels/cuda_test_support.hpp"
 #include "tests/kernels/kernel_test_support.hpp"
@@ -17,6 +19,21 @@ using F = DeviceBuffer<float>;
 using Vec = std::vector<float>;
 
 constexpr int kRows = 70, kIn = 96, kOut = 50;
+
+TEST(GemmCuda, CublasLoadsOnFirstUseWithEveryEntryPoint) {
+  // No GPU needed: opening the library and naming a status are host-only. `loom` itself
+  // does not link cuBLAS (kernels/cuda/cublas_api.hpp).
+  const CublasApi& api = cublas();
+  for (const void* entry :
+       {reinterpret_cast<const void*>(api.create), reinterpret_cast<const void*>(api.destroy),
+        reinterpret_cast<const void*>(api.set_stream),
+        reinterpret_cast<const void*>(api.set_math_mode), reinterpret_cast<const void*>(api.sgemm),
+        reinterpret_cast<const void*>(api.status_string)})
+    EXPECT_NE(entry, nullptr);
+  EXPECT_NE(std::string(api.status_string(CUBLAS_STATUS_NOT_INITIALIZED)).find("not initialized"),
+            std::string::npos);
+  EXPECT_EQ(&cublas(), &api);
+}
 
 TEST(GemmCuda, LinearForwardAndBothBackwardsMatchLoops) {
   LOOM_REQUIRE_GPU();
