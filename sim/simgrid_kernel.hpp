@@ -1,9 +1,9 @@
 #pragma once
 /// The two places where the SimGrid backend reaches below s4u, into SimGrid 3.32's kernel,
 /// to get what the public API promises: a host-to-host comm (Comm::sendto_init) that keeps
-/// its rate cap and that costs O(1) to finish. Each is checked where it is used and falls
-/// back to plain s4u (slower, or uncapped and caught by the tests) when the library is not
-/// the one these were written against.
+/// its rate cap and that costs O(1) to finish. The first links against a symbol libsimgrid
+/// exports (a SimGrid without it fails to link; tests check the caps hold); the second
+/// checks itself on every comm and leaves SimGrid's list alone where its layout differs.
 #include <simgrid/s4u/Comm.hpp>
 
 namespace loom::sim {
