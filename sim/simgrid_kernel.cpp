@@ -1,7 +1,6 @@
 #include "sim/simgrid_kernel.hpp"
 
 #include <simgrid/forward.h>
-#include <simgrid/version.h>
 
 #include <cstddef>
 #include <list>
@@ -31,14 +30,11 @@ using ActivityList = std::list<simgrid::kernel::activity::ActivityImplPtr>;
 /// appends to, and CommImpl::finish removes from, `0xc0(maestro)`); other versions keep the
 /// s4u path.
 ActivityList* maestro_activities() {
-#if SIMGRID_VERSION == 33200
+  if constexpr (!kKnowsDetachedList) return nullptr;
   constexpr std::size_t kActivitiesOffset = 0xc0;
   auto* maestro = simgrid::kernel::actor::ActorImpl::self();
   if (maestro == nullptr) return nullptr;
   return reinterpret_cast<ActivityList*>(reinterpret_cast<char*>(maestro) + kActivitiesOffset);
-#else
-  return nullptr;
-#endif
 }
 
 }  // namespace

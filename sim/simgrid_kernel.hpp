@@ -4,9 +4,15 @@
 /// its rate cap and that costs O(1) to finish. The first links against a symbol libsimgrid
 /// exports (a SimGrid without it fails to link; tests check the caps hold); the second
 /// checks itself on every comm and leaves SimGrid's list alone where its layout differs.
+#include <simgrid/forward.h>  // xbt's declaration macros, which version.h needs first
+#include <simgrid/version.h>
+
 #include <simgrid/s4u/Comm.hpp>
 
 namespace loom::sim {
+
+/// Whether untrack_detached knows where this SimGrid keeps its detached list (3.32.0).
+inline constexpr bool kKnowsDetachedList = SIMGRID_VERSION == 33200;
 
 /// Caps a host-to-host comm's rate before it starts. SimGrid 3.32's s4u::Comm::set_rate
 /// refuses once the hosts are set and is not passed on before (only mailbox comms hand it

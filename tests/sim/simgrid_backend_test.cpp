@@ -6,6 +6,7 @@
 
 #include "core/errors.hpp"
 #include "core/evaluator.hpp"
+#include "sim/simgrid_kernel.hpp"
 #include "test_support.hpp"
 
 namespace loom {
@@ -279,6 +280,7 @@ TEST(SimGridBackend, AllToAllsAcrossNodesAgreeWithTheEvaluatorOpByOp) {
 TEST(SimGridBackend, EveryCommLeavesSimGridsDetachedListAsItStarts) {
   // Pipeline messages, ring and all-to-all flows, started before the run and from timers
   // and completions: none is left for CommImpl::finish to scan for (sim/simgrid_kernel.hpp).
+  if (!sim::kKnowsDetachedList) GTEST_SKIP() << "the workaround is written for SimGrid 3.32";
   const auto study = test::fixture("moe-small.toml");
   SimGridStats stats;
   run_simgrid(study->schedule, study->config.cluster, {}, &stats);
