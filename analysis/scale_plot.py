@@ -67,6 +67,15 @@ def run(loom, config, gpus, backend, fold, fabric="star"):
     return row
 
 
+def median_run(repeat, one_run):
+    """The run of `repeat` whose end-to-end time is the median (the virtual machine's speed
+    drifts by +-20 % between runs); every run's time is kept in end_to_end_runs_s."""
+    rows = sorted((one_run() for _ in range(repeat)), key=lambda r: r["end_to_end_s"])
+    row = rows[len(rows) // 2]
+    row["end_to_end_runs_s"] = [r["end_to_end_s"] for r in rows]
+    return row
+
+
 def exponent(rows):
     pts = [(math.log(r["gpus"]), math.log(r["end_to_end_s"])) for r in rows]
     if len(pts) < 2:
@@ -87,6 +96,8 @@ def main():
                     help="the cluster's fabric (fat-tree: 3 tiers, pods of 1,024 GPUs, core 1:7)")
     ap.add_argument("--no-outputs", action="store_true",
                     help="skip the unfolded SimGrid runs that write every file")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each point this many times and keep the median (default 1)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     series = {}
@@ -97,14 +108,16 @@ def main():
             for gpus in sizes:
                 if not fold and gpus > args.unfolded_max:
                     continue
-                r = run(args.loom, args.config, gpus, backend, fold, args.fabric)
+                r = median_run(args.repeat, lambda: run(args.loom, args.config, gpus, backend,
+                                                        fold, args.fabric))
                 series.setdefault(f"{backend} {'folded' if fold else 'unfolded'}", []).append(r)
                 print(f"| {gpus:,} | {backend} | {r['simulated_replicas']} of {r['replicas']} | "
                       f"{r['end_to_end_s']:.2f} | {r['planning_s']:.2f} | {r['wall_s']:.3f} | "
                       f"{r['peak_rss_bytes'] / 2**20:.0f} | {r['iteration_time_s']:.4f} |", flush=True)
     os.makedirs(args.out, exist_ok=True)
     for gpus in ([] if args.no_outputs else [g for g in sizes if g <= args.unfolded_max]):
-        r = run_writing(args.loom, args.config, gpus, args.fabric, args.out)
+        r = median_run(args.repeat,
+                       lambda: run_writing(args.loom, args.config, gpus, args.fabric, args.out))
         series.setdefault("simgrid unfolded, every file written", []).append(r)
         print(f"| {gpus:,} | simgrid, every file ({r['bytes_written'] / 1e9:.2f} GB) | all | "
               f"{r['end_to_end_s']:.2f} | - | - | {r['peak_rss_bytes'] / 2**20:.0f} | "

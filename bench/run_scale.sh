@@ -4,10 +4,11 @@
 # the data-parallel degree, on the evaluator and on SimGrid, folded (the default: identical
 # replicas simulated once, core/replica_fold.hpp) and, up to UNFOLDED_MAX GPUs, unfolded.
 #
-#   bash bench/run_scale.sh [BUILD_DIR] [OUT_DIR] [UNFOLDED_MAX] [FABRIC]
+#   bash bench/run_scale.sh [BUILD_DIR] [OUT_DIR] [UNFOLDED_MAX] [FABRIC] [REPEAT]
 #
 # FABRIC: star (default) or fat-tree (three tiers, pods of 1,024 GPUs, the core 1:7:
-# analysis/scale_plot.py).
+# analysis/scale_plot.py). REPEAT (default 1): runs per point, the median kept (this
+# virtual machine's speed drifts by +-20 % between runs of minutes).
 #
 # Prints a Markdown table (end-to-end wall of the whole `loom sim --bench` process, the
 # planning and backend parts, peak RSS; then, up to UNFOLDED_MAX, unfolded SimGrid runs that
@@ -19,6 +20,8 @@ build=${1:-build}
 out=${2:-out/bench-scale}
 unfolded_max=${3:-4096}
 fabric=${4:-star}
+repeat=${5:-1}
 root=$(cd "$(dirname "$0")/.." && pwd)
 exec /usr/bin/python3 "$root/analysis/scale_plot.py" --loom "$build/cli/loom" \
-  --config "$root/configs/bench/pp16-dp64.toml" --out "$out" --unfolded-max "$unfolded_max" --fabric "$fabric"
+  --config "$root/configs/bench/pp16-dp64.toml" --out "$out" --unfolded-max "$unfolded_max" --fabric "$fabric" \
+  --repeat "$repeat"
