@@ -15,12 +15,16 @@
 
 namespace loom {
 
+struct Matching;
+
 /// What a caller adds to the config's [sim] table for one run; a backend ignores what
 /// it does not use.
 struct BackendOptions {
   std::vector<std::string> extra_cfg;  ///< SimGrid settings "key:value" (--simgrid-cfg)
   /// Called with the fraction of operations done (long runs); may be empty.
   std::function<void(double done_fraction)> on_progress;
+  /// match_operations(schedule), where the caller holds it (else the backend makes it).
+  const Matching* matching = nullptr;
 };
 
 /// One run's result.

@@ -383,9 +383,9 @@ double evaluate_replanned(const Config& config, SchedulingProblem p, PartitionVi
   return evaluate(schedule, *p.cluster).iteration_time_s();
 }
 
-double evaluate_with_view(const Study& study, PartitionView view) {
+double evaluate_with_view(const Study& study, PartitionView view, const Matching* matching) {
   if (!view_needs_replanning(study.config, view))
-    return evaluate(study.schedule, *study.problem.cluster).iteration_time_s();
+    return evaluate(study.schedule, *study.problem.cluster, matching).iteration_time_s();
   return evaluate_replanned(study.config, study.problem, view, study.schedule.replica_fold);
 }
 

@@ -15,6 +15,8 @@
 
 namespace loom {
 
+struct Matching;
+
 struct Study {
   Config config;
   std::unique_ptr<CostModel> cost;
@@ -50,8 +52,10 @@ std::unique_ptr<Study> prepare_study(const ConfigSource& config,
 void plan_study(Study& study);
 
 /// Re-plans `study` with another partition view and returns the evaluator's iteration
-/// time (what the partition choice alone is worth).
-double evaluate_with_view(const Study& study, PartitionView view);
+/// time (what the partition choice alone is worth). `matching`: match_operations of the
+/// study's schedule, where the caller holds it (used when the study's own plan answers).
+double evaluate_with_view(const Study& study, PartitionView view,
+                          const Matching* matching = nullptr);
 /// The same for a view the study's own plan cannot answer: plans `problem` (a copy of the
 /// study's, `replica_fold` replicas per simulated one) again under `view`, folding the job's
 /// identical replicas wherever it can. Reads only `config` of the study and nothing of its

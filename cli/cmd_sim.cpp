@@ -27,6 +27,7 @@
 #include "cli/run_output.hpp"
 #include "core/errors.hpp"
 #include "core/io.hpp"
+#include "core/matching.hpp"
 #include "core/timeline.hpp"
 
 namespace loom {
@@ -57,6 +58,9 @@ double peak_rss_bytes() {
 struct TimedRun {
   BackendRun run;
   double wall_s = 0;
+  /// The schedule's matching, made inside the timed run (the backend's work) and lent on
+  /// to the partition views and the trace's link tracks, which would each make it again.
+  std::optional<Matching> matching;
 };
 
 TimedRun run_backend(const Study& study, const SimOptions& o, const Backend& backend) {
@@ -72,6 +76,7 @@ TimedRun run_backend(const Study& study, const SimOptions& o, const Backend& bac
     };
   }
   TimedRun timed;
+  options.matching = &timed.matching.emplace(match_operations(study.schedule));
   timed.run = backend.run(study.schedule, study.config.cluster, study.config.sim, options);
   timed.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return timed;
@@ -282,8 +287,10 @@ int run_sim(const SimOptions& o) {
   // The views the study's own plan answers need nothing from the run: on a second core
   // while the timeline files are written. (Not during the run: SimGrid's is bound by memory
   // latency, and a second thread beside it slowed it by half at 16,384 GPUs.)
-  auto views_run = std::async(std::launch::async, [&] { return view_times->get(*study); });
-  write_timeline_files(*out, *study, run.timeline);
+  const Matching* matching = timed.matching ? &*timed.matching : nullptr;
+  auto views_run =
+      std::async(std::launch::async, [&] { return view_times->get(*study, matching); });
+  write_timeline_files(*out, *study, run.timeline, matching);
   const SimReport report = sim_report(*study, run.timeline, backend, views_run.get());
   const Metrics& metrics = report.metrics;
   const nlohmann::json& views = report.views;

@@ -226,11 +226,11 @@ PartitionViews::PartitionViews(const Study& study, bool schedule_from_file)
   }
 }
 
-nlohmann::json PartitionViews::get(const Study& study) {
+nlohmann::json PartitionViews::get(const Study& study, const Matching* matching) {
   if (skipped_) return nullptr;
   auto time_under = [&](PartitionView view) {
     const auto replanned = replanned_.find(view);
-    if (replanned == replanned_.end()) return evaluate_with_view(study, view);
+    if (replanned == replanned_.end()) return evaluate_with_view(study, view, matching);
     const double s = replanned->second.get();
     // A plan whose replicas differ is planned whole (prepare_study): so is the view.
     return study.schedule.replica_fold == assumed_fold_ ? s : evaluate_with_view(study, view);
@@ -253,13 +253,15 @@ SimReport sim_report(const Study& study, const Timeline& timeline, const std::st
   return r;
 }
 
-void write_timeline_files(const OutputDir& out, const Study& study, const Timeline& timeline) {
+void write_timeline_files(const OutputDir& out, const Study& study, const Timeline& timeline,
+                          const Matching* matching) {
   // The trace is most of the bytes (2 GB at 16,384 GPUs unfolded): format it on a second
   // core while this one writes the other files. Both only read the study and the timeline.
   auto trace = std::async(std::launch::async, [&] {
-    write_chrome_trace(out.file("timeline.json"), study.schedule, timeline,
-                       busiest_link_tracks(study.schedule, study.config.cluster, timeline),
-                       "network: busiest link of each tier");
+    write_chrome_trace(
+        out.file("timeline.json"), study.schedule, timeline,
+        busiest_link_tracks(study.schedule, study.config.cluster, timeline, matching),
+        "network: busiest link of each tier");
   });
   write_timeline_csv(out.file("timeline.csv"), study.schedule, timeline);
   write_memory_csv(out.file("memory.csv"), memory_over_time(study.schedule, timeline));

@@ -56,8 +56,9 @@ class PartitionViews {
   /// Starts planning the views that need a plan of their own, from `study` as load_study
   /// left it (its problem is copied: the study may be planned meanwhile).
   PartitionViews(const Study& study, bool schedule_from_file);
-  /// {"true": s, "naive": s} or null, once `study` is planned.
-  nlohmann::json get(const Study& study);
+  /// {"true": s, "naive": s} or null, once `study` is planned. `matching`: the study's
+  /// schedule's, where the caller holds it.
+  nlohmann::json get(const Study& study, const Matching* matching = nullptr);
 
  private:
   bool skipped_ = false;
@@ -71,7 +72,8 @@ SimReport sim_report(const Study& study, const Timeline& timeline, const std::st
 
 /// Writes timeline.json, timeline.csv, memory.csv and schedule.txt into the staging
 /// directory of `out`...
-void write_timeline_files(const OutputDir& out, const Study& study, const Timeline& timeline);
+void write_timeline_files(const OutputDir& out, const Study& study, const Timeline& timeline,
+                          const Matching* matching = nullptr);
 /// ... then metrics.json, and the PNGs (which read all of them) unless `plot` is false.
 void write_metrics_and_plots(const OutputDir& out, const nlohmann::json& metrics, bool plot);
 /// Both, in that order.

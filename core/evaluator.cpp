@@ -18,10 +18,10 @@ namespace {
 /// worklist. Each op is processed once: O(ops + collective ring steps).
 class ListScheduler {
  public:
-  ListScheduler(const Schedule& schedule, const Cluster& cluster)
+  ListScheduler(const Schedule& schedule, const Cluster& cluster, const Matching* matching)
       : schedule_(schedule),
         cluster_(cluster),
-        matching_(match_operations(schedule)),
+        matching_(lent_or_matched(matching, owned_matching_, schedule)),
         pos_(schedule.num_ranks(), 0),
         clock_(schedule.num_ranks(), 0.0),
         arrived_(matching_.instances.ssize(), 0),
@@ -224,7 +224,8 @@ class ListScheduler {
 
   const Schedule& schedule_;
   const Cluster& cluster_;
-  Matching matching_;
+  std::optional<Matching> owned_matching_;  ///< before matching_, which may refer to it
+  const Matching& matching_;
   PerRank<std::size_t> pos_;
   PerRank<double> clock_;
   PerInstance<int> arrived_;
@@ -241,8 +242,8 @@ class ListScheduler {
 
 }  // namespace
 
-Timeline evaluate(const Schedule& schedule, const Cluster& cluster) {
-  return ListScheduler(schedule, cluster).run();
+Timeline evaluate(const Schedule& schedule, const Cluster& cluster, const Matching* matching) {
+  return ListScheduler(schedule, cluster, matching).run();
 }
 
 }  // namespace loom

@@ -10,7 +10,11 @@
 
 namespace loom {
 
+struct Matching;
+
 /// Throws InfeasibleError naming the blocked operations if the schedule deadlocks.
-Timeline evaluate(const Schedule& schedule, const Cluster& cluster);
+/// `matching`: match_operations(schedule), where the caller holds it (else made here).
+Timeline evaluate(const Schedule& schedule, const Cluster& cluster,
+                  const Matching* matching = nullptr);
 
 }  // namespace loom

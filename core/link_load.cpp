@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <optional>
 #include <variant>
 
 #include "core/matching.hpp"
@@ -101,9 +102,10 @@ std::vector<TierLoad> tier_loads(const Schedule& schedule, const Cluster& cluste
 }
 
 std::vector<CounterTrack> busiest_link_tracks(const Schedule& schedule, const Cluster& cluster,
-                                              const Timeline& timeline) {
+                                              const Timeline& timeline, const Matching* lent) {
   const std::vector<TierLoad> tiers = tier_loads(schedule, cluster, timeline.iteration_time_s());
-  const Matching matching = match_operations(schedule);
+  std::optional<Matching> owned;
+  const Matching& matching = lent_or_matched(lent, owned, schedule);
   // When a flow moves: a message over its send's timing (which ends when the data arrives,
   // on both backends); a collective's streams from the last member's arrival to the
   // member's end.

@@ -13,6 +13,8 @@
 
 namespace loom {
 
+struct Matching;
+
 /// Bytes per link direction, indexed as network_links().
 struct LinkBytes {
   std::vector<double> up, down;
@@ -40,8 +42,9 @@ std::vector<TierLoad> tier_loads(const Schedule& schedule, const Cluster& cluste
 /// counter track of GB/s over the iteration, every copy counted: each message drawn at
 /// its mean rate from its send's start to its arrival, each collective's streams
 /// from its last member's arrival to the member's end (the Perfetto trace's "network"
-/// tracks).
+/// tracks). `matching`: match_operations(schedule), where the caller holds it.
 std::vector<CounterTrack> busiest_link_tracks(const Schedule& schedule, const Cluster& cluster,
-                                              const Timeline& timeline);
+                                              const Timeline& timeline,
+                                              const Matching* matching = nullptr);
 
 }  // namespace loom

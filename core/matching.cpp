@@ -62,6 +62,11 @@ MessageChannel channel_of(RankId src, RankId dst, const MessageTag& tag) {
   return {src, dst, tag.pass, tag.producer(), tag.boundary_layer};
 }
 
+const Matching& lent_or_matched(const Matching* lent, std::optional<Matching>& owned,
+                                const Schedule& schedule) {
+  return lent != nullptr ? *lent : owned.emplace(match_operations(schedule));
+}
+
 Matching match_operations(const Schedule& schedule) {
   Matching m;
   m.links.resize(schedule.num_ranks());

@@ -101,11 +101,11 @@ struct RankState {
 /// unfolded run's cost (README, Benchmarks).
 class Simulation {
  public:
-  Simulation(const Schedule& schedule, const Cluster& cluster,
+  Simulation(const Schedule& schedule, const Cluster& cluster, const Matching* matching,
              std::function<void(double)> on_progress)
       : schedule_(schedule),
         cluster_(cluster),
-        matching_(match_operations(schedule)),
+        matching_(lent_or_matched(matching, owned_matching_, schedule)),
         on_progress_(std::move(on_progress)),
         total_ops_(schedule.num_ops()) {
     timeline_.timings.resize(schedule.num_ranks());
@@ -446,7 +446,8 @@ class Simulation {
 
   const Schedule& schedule_;
   const Cluster& cluster_;
-  Matching matching_;
+  std::optional<Matching> owned_matching_;  ///< before matching_, which may refer to it
+  const Matching& matching_;
   PerRank<sg::Host*> host_;
   /// A collective op's flows, [rank][op index]: a ring member's one to its successor, an
   /// all-to-all member's one to every other member.
@@ -526,7 +527,7 @@ Timeline run_simgrid(const Schedule& schedule, const Cluster& cluster,
   sigaction(SIGINT, &caller_int, nullptr);
   configure(engine, options);
 
-  Simulation simulation(schedule, cluster, options.on_progress);
+  Simulation simulation(schedule, cluster, options.matching, options.on_progress);
   simulation.run(engine);
   Timeline timeline = simulation.take_timeline();
   if (stats) {

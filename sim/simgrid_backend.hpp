@@ -24,6 +24,8 @@
 
 namespace loom {
 
+struct Matching;
+
 struct SimGridOptions {
   /// SimGrid network model. "CM02" (default) is latency + size / bandwidth with max-min
   /// sharing, so uncontended results can be checked by hand. "LV08" is SimGrid's
@@ -35,6 +37,8 @@ struct SimGridOptions {
   /// operations done at every thousandth (the caller decides how often to print:
   /// app/run_progress.hpp); may be empty.
   std::function<void(double done_fraction)> on_progress;
+  /// match_operations(schedule), where the caller holds it (else made here).
+  const Matching* matching = nullptr;
 };
 
 struct SimGridStats {

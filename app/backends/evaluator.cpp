@@ -12,8 +12,8 @@ Backend evaluator_backend() {
   b.summary = "contention-free, fast";
   b.label = "the evaluator";
   b.run = [](const Schedule& schedule, const Cluster& cluster, const SimConfig&,
-             const BackendOptions&) {
-    return BackendRun{evaluate(schedule, cluster), schedule.num_ops()};
+             const BackendOptions& options) {
+    return BackendRun{evaluate(schedule, cluster, options.matching), schedule.num_ops()};
   };
   return b;
 }

@@ -18,6 +18,7 @@ Backend simgrid_backend() {
     sg.network_model = sim.network_model;
     sg.extra_cfg = options.extra_cfg;
     sg.on_progress = options.on_progress;
+    sg.matching = options.matching;
     SimGridStats stats{};
     BackendRun run;
     run.timeline = run_simgrid(schedule, cluster, sg, &stats);
