@@ -60,7 +60,7 @@ struct TimedRun {
   double wall_s = 0;
   /// The schedule's matching, made inside the timed run (the backend's work) and lent on
   /// to the partition views and the trace's link tracks, which would each make it again.
-  std::optional<Matching> matching;
+  Matching matching;
 };
 
 TimedRun run_backend(const Study& study, const SimOptions& o, const Backend& backend) {
@@ -76,7 +76,8 @@ TimedRun run_backend(const Study& study, const SimOptions& o, const Backend& bac
     };
   }
   TimedRun timed;
-  options.matching = &timed.matching.emplace(match_operations(study.schedule));
+  timed.matching = match_operations(study.schedule);
+  options.matching = &timed.matching;
   timed.run = backend.run(study.schedule, study.config.cluster, study.config.sim, options);
   timed.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return timed;
@@ -287,7 +288,7 @@ int run_sim(const SimOptions& o) {
   // The views the study's own plan answers need nothing from the run: on a second core
   // while the timeline files are written. (Not during the run: SimGrid's is bound by memory
   // latency, and a second thread beside it slowed it by half at 16,384 GPUs.)
-  const Matching* matching = timed.matching ? &*timed.matching : nullptr;
+  const Matching* matching = &timed.matching;
   auto views_run =
       std::async(std::launch::async, [&] { return view_times->get(*study, matching); });
   write_timeline_files(*out, *study, run.timeline, matching);

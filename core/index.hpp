@@ -4,6 +4,7 @@
 /// not compile. `Id<Tag>` is an int only its own kind of container accepts; `IdVector<Id, T>` is a
 /// std::vector addressed by that Id alone, so the per-rank, per-stage and per-module tables need
 /// no casts and cannot be indexed by a stray int.
+#include <charconv>
 #include <compare>
 #include <cstddef>
 #include <functional>
@@ -12,6 +13,7 @@
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -56,6 +58,18 @@ class Id {
 template <class Tag>
 std::string to_string(Id<Tag> id) {
   return std::to_string(id.value());
+}
+/// Appends an integer's (or an id's) decimal digits with no temporary string: the output
+/// writers format several per op, 12 M ops at 16,384 GPUs.
+template <class Int>
+requires std::is_integral_v<Int>
+void append_decimal(std::string& text, Int value) {
+  char digits[24];
+  text.append(digits, std::to_chars(digits, digits + sizeof digits, value).ptr);
+}
+template <class Tag>
+void append_decimal(std::string& text, Id<Tag> id) {
+  append_decimal(text, id.value());
 }
 /// JSON as the plain number (nlohmann::json finds these by ADL).
 template <class Json, class Tag>

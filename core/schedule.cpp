@@ -1,7 +1,5 @@
 #include "core/schedule.hpp"
 
-#include <charconv>
-
 #include "core/errors.hpp"
 #include "core/index.hpp"
 #include "core/overloaded.hpp"
@@ -46,16 +44,6 @@ namespace {
 
 // Op names are built for every op of every output file (12 M at 16,384 GPUs): appended
 // into one string, not concatenated from temporaries.
-void append_number(std::string& text, long long value) {
-  char digits[24];
-  const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
-  text.append(digits, end);
-}
-template <typename Tag>
-void append_number(std::string& text, Id<Tag> id) {
-  append_number(text, static_cast<long long>(id.value()));
-}
-
 void append_module_suffix(std::string& text, ModuleId module, const Schedule& schedule) {
   if (schedule.module_names.size() <= 1) return;
   text += '@';
@@ -71,22 +59,22 @@ void append_compute_flags(std::string& text, const Compute& c) {
 // "F3:L5" within a module; "F3:L19>50" across an edge from layer 19 into layer 50.
 void append_tag(std::string& text, const MessageTag& tag) {
   text += to_string(tag.pass);
-  append_number(text, tag.microbatch);
+  append_decimal(text, tag.microbatch);
   text += ":L";
   if (tag.producer() != tag.boundary_layer - 1) {
-    append_number(text, tag.producer());
+    append_decimal(text, tag.producer());
     text += '>';
   }
-  append_number(text, tag.boundary_layer);
+  append_decimal(text, tag.boundary_layer);
 }
 
 void append_message(std::string& text, StageId stage, const char* kind, const MessageTag& tag,
                     const char* arrow, RankId peer) {
-  append_number(text, stage);
+  append_decimal(text, stage);
   text += kind;
   append_tag(text, tag);
   text += arrow;
-  append_number(text, peer);
+  append_decimal(text, peer);
 }
 
 }  // namespace
@@ -97,9 +85,9 @@ std::string to_string(const Op& op, const Schedule& schedule) {
   std::visit(
       Overloaded{
           [&](const Compute& c) {
-            append_number(text, c.stage);
+            append_decimal(text, c.stage);
             text += to_string(c.pass);
-            append_number(text, c.microbatch);
+            append_decimal(text, c.microbatch);
             append_module_suffix(text, c.module, schedule);
             append_compute_flags(text, c);
           },
@@ -109,14 +97,14 @@ std::string to_string(const Op& op, const Schedule& schedule) {
             for (const char* ch = to_string(c.kind); *ch; ++ch)
               text += static_cast<char>(*ch - 'a' + 'A');
             text += "_s";
-            append_number(text, c.stage);
+            append_decimal(text, c.stage);
             text += "[g";
-            append_number(text, c.group);
+            append_decimal(text, c.group);
             text += ']';
           },
           [&](const OptimizerStep& o) {
             text += "OPTIMIZER_s";
-            append_number(text, o.stage);
+            append_decimal(text, o.stage);
           },
       },
       op);

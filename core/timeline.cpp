@@ -97,8 +97,7 @@ class BlockWriter {
   }
   template <class Int>
   requires std::is_integral_v<Int> BlockWriter& operator<<(Int value) {
-    char buf[24];
-    text_.append(buf, static_cast<size_t>(std::to_chars(buf, buf + sizeof buf, value).ptr - buf));
+    append_decimal(text_, value);
     return *this;
   }
   template <class Tag>
