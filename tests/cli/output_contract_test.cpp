@@ -78,18 +78,25 @@ std::string config(const std::string& relative) {
 }
 
 /// Interrupts `loom ARGS --out ROOT/b` with SIGINT, then SIGTERM, `delay_s` after its
-/// staging folder appears: each run exits 128 + signal, says "interrupted" and leaves no
-/// staging and no output. Then two full runs (`-q`, into ROOT/a and ROOT/b) must write
-/// byte-identical folders.
+/// staging folder appears and its log has printed `started` (a progress line of the phase
+/// to interrupt; empty: the staging alone): each run exits 128 + signal, says
+/// "interrupted" and leaves no staging and no output. Then two full runs (`-q`, into
+/// ROOT/a and ROOT/b) must write byte-identical folders.
 void expect_clean_interrupts_and_identical_reruns(const std::vector<std::string>& args,
-                                                  const test::TempDir& dir, double delay_s) {
+                                                  const test::TempDir& dir, double delay_s,
+                                                  const std::string& started = "") {
   const fs::path root = dir.path("runs");
   fs::create_directories(root);
   for (const int sig : {SIGINT, SIGTERM}) {
     std::vector<std::string> interrupted = args;
     interrupted.insert(interrupted.end(), {"--out", (root / "b").string()});
     const int code = interrupt_loom(
-        interrupted, dir.path("log"), sig, [&] { return has_staging(root); }, delay_s);
+        interrupted, dir.path("log"), sig,
+        [&] {
+          return has_staging(root) &&
+                 test::slurp(dir.path("log")).find(started) != std::string::npos;
+        },
+        delay_s);
     EXPECT_EQ(code, 128 + sig) << test::slurp(dir.path("log"));
     EXPECT_NE(test::slurp(dir.path("log")).find("interrupted"), std::string::npos);
     EXPECT_TRUE(hidden_entries(root).empty()) << hidden_entries(root).front();
@@ -107,13 +114,14 @@ void expect_clean_interrupts_and_identical_reruns(const std::vector<std::string>
 }  // namespace
 
 TEST(OutputContract, InterruptedSimLeavesNoStagingAndARerunIsByteIdentical) {
-  // 16 x 128 ranks through SimGrid, unfolded: 2-3 s after the staging folder appears (16 x
-  // 64 became too quick for the signal, under a second, on 2026-12-05), so it lands mid-run.
+  // 16 x 128 ranks through SimGrid, unfolded, signalled as SimGrid starts (its progress
+  // line), not after a fixed delay that a faster machine outruns (16 x 64 finished before a
+  // signal 0.5 s after staging on 2026-12-05): SimGrid's part alone lasts about a second.
   const test::TempDir dir;
   expect_clean_interrupts_and_identical_reruns(
       {"sim", config("configs/bench/pp16-dp64.toml"), "--no-plot", "--no-fold", "--set",
        "parallel.dp=128", "--set", "cluster.nodes=256"},
-      dir, 0.5);
+      dir, 0.1, "with SimGrid ...");
 }
 
 TEST(OutputContract, InterruptedReplayLeavesNoStagingAndARerunIsByteIdentical) {
