@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -13,6 +14,7 @@
 #include <simgrid/s4u/Comm.hpp>
 #include <simgrid/s4u/Engine.hpp>
 #include <simgrid/s4u/Host.hpp>
+#include <span>
 #include <stdexcept>
 #include <unordered_map>
 #include <xbt/config.hpp>
@@ -325,14 +327,25 @@ class Simulation {
     }
     s.wait = RankState::Wait::kTimer;
     s.timed_end = end;
-    // [this, r] fits xbt::Task's inline storage: no allocation per timer.
-    simgrid::kernel::timer::Timer::set(t, [this, r] {
+    // One SimGrid timer per date, not per rank: identical replicas end their computes at
+    // the same instants, so SimGrid's timer heap (linked nodes, a cache miss per level)
+    // holds a few dates rather than a timer for every rank.
+    auto [sleepers, first] = sleepers_.try_emplace(t);
+    sleepers->second.push_back(r);
+    // [this, t] fits xbt::Task's inline storage: no allocation per timer.
+    if (first) simgrid::kernel::timer::Timer::set(t, [this, t] { wake_sleepers(t); });
+    return true;
+  }
+
+  /// The date t has come: every rank asleep until then has timed its ops and goes on.
+  void wake_sleepers(double t) {
+    const auto sleepers = sleepers_.extract(t);
+    for (const RankId r : sleepers.mapped()) {
       RankState& woken = ranks_[r];
       for (size_t k = woken.at; k < woken.timed_end; ++k) count_done_op();
       woken.at = woken.timed_end;
       wake(r);
-    });
-    return true;
+    }
   }
 
   void done_and_advance(RankId r) {
@@ -344,9 +357,9 @@ class Simulation {
   /// Rank r goes on at this instant. Its advance runs with those of every rank woken at
   /// the same instant, once SimGrid has delivered the instant's events (a timer at now):
   /// an unfolded run's identical replicas wake in thousands at once, and each advance
-  /// starts with cache misses on its rank's state and next op, which a first sweep of
-  /// prefetches over all of them overlaps (4,096 and 16,384 GPUs: the backend 15-20 %
-  /// faster). Nothing else happens in between at that simulated time: same timeline.
+  /// starts with cache misses on its rank's state and next op, which a sweep of
+  /// prefetches over a chunk of them at a time overlaps (README, Benchmarks). Nothing else
+  /// happens in between at that simulated time: same timeline.
   void wake(RankId r) {
     woken_.push_back(r);
     if (instant_set_) return;
@@ -359,20 +372,29 @@ class Simulation {
     while (!woken_.empty()) {
       going_on_.swap(woken_);
       std::sort(going_on_.begin(), going_on_.end());  // neighbours' data lie together
-      prefetch_going_on();
-      for (const RankId r : going_on_) advance(r);
+      // In chunks: the core keeps only so many misses in flight, and prefetches beyond
+      // that are dropped (a whole instant's thousands of ranks at once gained nothing).
+      for (size_t from = 0; from < going_on_.size(); from += kPrefetchChunk) {
+        const std::span<const RankId> chunk(going_on_.data() + from,
+                                            std::min(kPrefetchChunk, going_on_.size() - from));
+        prefetch(chunk);
+        for (const RankId r : chunk) advance(r);
+      }
       going_on_.clear();
     }
   }
 
-  /// The second pass loads only what the first prefetched.
-  void prefetch_going_on() const {
-    for (const RankId r : going_on_) {
+  static constexpr size_t kPrefetchChunk = 16;
+
+  /// The ranks' states, then their next ops and timings: the second pass loads only what
+  /// the first prefetched.
+  void prefetch(std::span<const RankId> ranks) const {
+    for (const RankId r : ranks) {
       __builtin_prefetch(&ranks_[r]);
       __builtin_prefetch(&timeline_.timings[r]);
       __builtin_prefetch(&arrived_[r]);
     }
-    for (const RankId r : going_on_) {
+    for (const RankId r : ranks) {
       const size_t at = ranks_[r].at;
       const std::vector<Op>& ops = program(r);
       if (at >= ops.size()) continue;
@@ -501,9 +523,10 @@ class Simulation {
   PerRank<RankState> ranks_;
   /// Handles of completed comms, released at the next completion (not inside their own).
   std::vector<sg::CommPtr> retired_;
-  std::vector<RankId> woken_;     ///< ranks that go on at this instant (wake)
-  std::vector<RankId> going_on_;  ///< those advance_woken is advancing
-  bool instant_set_ = false;      ///< advance_woken's timer is set for this instant
+  std::map<double, std::vector<RankId>> sleepers_;  ///< ranks asleep until a date, by date
+  std::vector<RankId> woken_;                       ///< ranks that go on at this instant (wake)
+  std::vector<RankId> going_on_;                    ///< those advance_woken is advancing
+  bool instant_set_ = false;  ///< advance_woken's timer is set for this instant
   Timeline timeline_;
   size_t activities_ = 0;
   size_t comms_left_detached_ = 0;  ///< comms sim::untrack_detached could not take out
