@@ -367,21 +367,20 @@ class Simulation {
     simgrid::kernel::timer::Timer::set(now(), [this] { advance_woken(); });
   }
 
+  /// A rank woken while these advance (none today) queues a timer of its own at now.
   void advance_woken() {
     instant_set_ = false;
-    while (!woken_.empty()) {
-      going_on_.swap(woken_);
-      std::sort(going_on_.begin(), going_on_.end());  // neighbours' data lie together
-      // In chunks: the core keeps only so many misses in flight, and prefetches beyond
-      // that are dropped (a whole instant's thousands of ranks at once gained nothing).
-      for (size_t from = 0; from < going_on_.size(); from += kPrefetchChunk) {
-        const std::span<const RankId> chunk(going_on_.data() + from,
-                                            std::min(kPrefetchChunk, going_on_.size() - from));
-        prefetch(chunk);
-        for (const RankId r : chunk) advance(r);
-      }
-      going_on_.clear();
+    going_on_.swap(woken_);
+    std::sort(going_on_.begin(), going_on_.end());  // neighbours' data lie together
+    // In chunks: the core keeps only so many misses in flight, and prefetches beyond that
+    // are dropped (a whole instant's thousands of ranks at once gained nothing).
+    for (size_t from = 0; from < going_on_.size(); from += kPrefetchChunk) {
+      const std::span<const RankId> chunk(going_on_.data() + from,
+                                          std::min(kPrefetchChunk, going_on_.size() - from));
+      prefetch(chunk);
+      for (const RankId r : chunk) advance(r);
     }
+    going_on_.clear();
   }
 
   static constexpr size_t kPrefetchChunk = 16;
