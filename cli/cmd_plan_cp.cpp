@@ -180,12 +180,12 @@ std::string split_name(const PlanCpOptions& o) {
   return std::to_string(o.sub_blocks) + " sub-blocks per row";
 }
 
-/// Per-rank attention seconds of each plan; empty when --gpu is not given. `rows`: the
+/// Each plan's attention seconds per rank; empty when --gpu is not given. `rows`: the
 /// mask's visible_key_blocks, for --pass training.
-std::vector<std::vector<double>> attention_times(const PlanCpOptions& o,
-                                                 const std::vector<std::vector<KeyBlockRun>>& rows,
-                                                 const std::vector<CpPlan>& plans) {
-  std::vector<std::vector<double>> times;
+std::vector<RankAttentionTimes> attention_times(const PlanCpOptions& o,
+                                                const std::vector<std::vector<KeyBlockRun>>& rows,
+                                                const std::vector<CpPlan>& plans) {
+  std::vector<RankAttentionTimes> times;
   if (o.gpu.empty()) return times;
   if (o.shape.heads % o.shape.kv_heads != 0)
     throw InputError("--kv-heads: must divide --heads (" + std::to_string(o.shape.heads) + ")");
@@ -267,7 +267,7 @@ void print_text(const PlanCpOptions& o, const std::vector<CpPlan>& plans) {
 }
 
 void print_attention(const PlanCpOptions& o, const std::vector<CpPlan>& plans,
-                     const std::vector<std::vector<double>>& times) {
+                     const std::vector<RankAttentionTimes>& times) {
   std::printf(
       "\nattention, one layer on %s (%s; %d heads, %d KV heads, head dim %d, %s, kernel at %.3g "
       "of peak, %.3g us per thread block), ms\n%-6s",
@@ -275,13 +275,18 @@ void print_attention(const PlanCpOptions& o, const std::vector<CpPlan>& plans,
       o.shape.kv_heads, o.shape.head_dim, split_name(o).c_str(), o.kernel_efficiency,
       o.thread_block_us, "rank");
   for (const CpPlan& p : plans) std::printf(" %12s", to_string(p.distribution));
-  for (size_t r = 0; r < times.front().size(); ++r) {  // one per CP rank
+  std::vector<std::vector<double>> totals;
+  for (const RankAttentionTimes& t : times) totals.push_back(t.total_s());
+  for (size_t r = 0; r < totals.front().size(); ++r) {  // one per CP rank
     std::printf("\n%-6zu", r);
-    for (const auto& t : times) std::printf(" %12.3f", 1e3 * t[r]);
+    for (const auto& t : totals) std::printf(" %12.3f", 1e3 * t[r]);
   }
-  std::printf("\n%-6s", "max");
-  for (const auto& t : times) std::printf(" %12.3f", 1e3 * *std::max_element(t.begin(), t.end()));
-  std::printf("\n");
+  std::printf("\n%-6s", "group");
+  for (const RankAttentionTimes& t : times) std::printf(" %12.3f", 1e3 * t.group_s());
+  std::printf("\n%s", o.pass == "training"
+                          ? "(group: the slowest rank's forward plus the slowest rank's backward; "
+                            "the passes' collectives hold the ranks together)\n"
+                          : "");
 }
 
 /// A mask file: one word per token per line (decimal or 0x-hex), '#' comments.
@@ -376,7 +381,7 @@ int run_plan_cp(PlanCpOptions& o) {
     request.distribution = d;
     plans.push_back(plan_cp_from_workloads(workloads, mask.size(), request));
   }
-  const std::vector<std::vector<double>> times = attention_times(o, rows, plans);
+  const std::vector<RankAttentionTimes> times = attention_times(o, rows, plans);
   const double elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   if (o.json) {
     nlohmann::json out = {{"mask", o.mask_file.empty() ? o.mask : o.mask_file},
@@ -395,7 +400,12 @@ int run_plan_cp(PlanCpOptions& o) {
     }
     for (std::size_t i = 0; i < plans.size(); ++i) {
       out["plans"].push_back(plan_json(plans[i]));
-      if (!times.empty()) out["plans"].back()["rank_attention_s"] = times[i];
+      if (times.empty()) continue;
+      nlohmann::json& plan = out["plans"].back();
+      plan["rank_attention_s"] = times[i].total_s();
+      plan["rank_forward_s"] = times[i].forward_s;
+      plan["rank_backward_s"] = times[i].backward_s;
+      plan["attention_s"] = times[i].group_s();
     }
     std::cout << out.dump() << "\n";
   } else {

@@ -6,7 +6,8 @@ The columns are two switches: inter-GPU balance (LPT over query blocks, Alg 1, i
 the causal zigzag) and intra-GPU balance (each query-block row split into sub-blocks that
 the CUs share, §3.3.2.2). Loom times each rank's attention kernels by list-scheduling the
 rows' key blocks on the GPU's CUs (schedulers/planners/cp/cp_intra_gpu.cpp); the layer's
-time is the slowest rank's.
+time is the slowest rank's forward plus the slowest rank's backward (the passes'
+collectives hold the ranks together).
 
 The times are a training step's, forward and backward (`--pass training`): a reading, as
 the paper says only "attention execution time"; docs/context-parallelism.md gives the
@@ -101,10 +102,11 @@ def mask_args(mask: str, seq: int, sample: Sample) -> tuple[str, ...]:
 def layer_time_ms(ctx: Context, shape: dict, seq: int, mask: str, seed: int,
                   distribution: str, sub_blocks: int, kernel: Kernel = PEAK,
                   geometry: tuple[str, ...] = (), training: bool = False) -> float:
-    """One attention layer's time on the slowest rank of the CP group, in ms (mask seed
-    `seed`, which also draws the random distribution), with `kernel`'s speed; `geometry`
-    is the mask's parameters (`loom plan cp`'s defaults where empty); the forward kernels,
-    or with `training` a training step's forward and backward (`--pass training`)."""
+    """One attention layer's time on the CP group, in ms (mask seed `seed`, which also
+    draws the random distribution), with `kernel`'s speed; `geometry` is the mask's
+    parameters (`loom plan cp`'s defaults where empty). The slowest rank's forward kernels,
+    and with `training` (`--pass training`) the slowest rank's backward after them: the
+    passes' collectives hold the ranks together (`attention_s` of `loom plan cp --json`)."""
     plan = ctx.printed_json(
         ["plan", "cp", "--mask", mask, "--seed", str(seed), "--random-seed", str(seed),
          "--seq", str(seq), "--cp", str(CP), "--distribution", distribution,
@@ -113,7 +115,7 @@ def layer_time_ms(ctx: Context, shape: dict, seq: int, mask: str, seed: int,
          "--sub-blocks", str(sub_blocks), "--kernel-efficiency", repr(kernel.efficiency),
          *geometry,
          "--pass", "training" if training else "forward", "--json"])
-    return 1e3 * max(plan["plans"][0]["rank_attention_s"])
+    return 1e3 * plan["plans"][0]["attention_s"]
 
 
 def mean_time_ms(ctx: Context, shape: dict, seq: int, mask: str, distribution: str,

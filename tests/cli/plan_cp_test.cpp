@@ -82,6 +82,18 @@ TEST(PlanCp, TrainingPassAddsTheBackwardKernels) {
   EXPECT_EQ(loom_plan_cp(base + " --pass backward").exit_code, 2);
   EXPECT_NE(stderr_of(base + " --pass backward").find("--pass"), std::string::npos);
   EXPECT_EQ(loom_plan_cp("--mask embedded --seq 1024 --pass training").exit_code, 2);
+  // The group's time waits at the passes' collectives: at least the slowest rank's own
+  // forward and backward, at most the slowest forward plus the slowest backward.
+  const auto plan =
+      nlohmann::json::parse(loom_plan_cp(base + " --pass training --json").output)["plans"][0];
+  const auto largest = [&](const char* key) {
+    double m = 0;
+    for (const auto& t : plan[key]) m = std::max(m, t.get<double>());
+    return m;
+  };
+  const double group = plan["attention_s"].get<double>();
+  EXPECT_GE(group, largest("rank_attention_s"));
+  EXPECT_LE(group, largest("rank_forward_s") + largest("rank_backward_s"));
 }
 
 TEST(PlanCp, SubBlockSizeIsTheOtherReadingOfTheIntraGpuSplit) {

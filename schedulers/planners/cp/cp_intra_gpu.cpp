@@ -186,26 +186,44 @@ IntraGpuOptions intra_gpu_options(const GpuSpec& gpu, const AttentionShape& shap
   return options;
 }
 
-std::vector<double> rank_attention_times_s(const CpPlan& plan, const IntraGpuOptions& options,
-                                           const PerCpRank<std::vector<std::int64_t>>* loads) {
+std::vector<double> RankAttentionTimes::total_s() const {
+  std::vector<double> total = forward_s;
+  for (std::size_t r = 0; r < total.size(); ++r) total[r] += backward_s[r];
+  return total;
+}
+
+double RankAttentionTimes::group_s() const {
+  const double kernels = backward_kernels;
+  double first_s = 0, kernel_s = 0;  // max_r (F_r + b_r), max_r b_r
+  for (std::size_t r = 0; r < forward_s.size(); ++r) {
+    const double b = backward_s[r] / kernels;
+    first_s = std::max(first_s, forward_s[r] + b);
+    kernel_s = std::max(kernel_s, b);
+  }
+  return first_s + (kernels - 1) * kernel_s;
+}
+
+RankAttentionTimes rank_attention_times_s(const CpPlan& plan, const IntraGpuOptions& options,
+                                          const PerCpRank<std::vector<std::int64_t>>* loads) {
   PerCpRank<std::vector<std::int64_t>> rows(plan.cp);
   for (std::size_t b = 0; b < plan.owner.size(); ++b)
     rows[CpRank{plan.owner[b]}].push_back(plan.block_workload[b]);
   if (loads && loads->ssize() != plan.cp)
     throw InputError("backward: key-block loads for " + std::to_string(loads->ssize()) +
                      " ranks, the plan has " + std::to_string(plan.cp));
-  std::vector<double> times;
+  RankAttentionTimes times;
   for (int r = 0; r < plan.cp; ++r) {
     const CpRank rank{r};
-    times.push_back(intra_gpu_time_s(rows[rank], options) +
-                    (loads ? backward_time_s((*loads)[rank], options) : 0.0));
+    times.forward_s.push_back(intra_gpu_time_s(rows[rank], options));
+    times.backward_s.push_back(loads ? backward_time_s((*loads)[rank], options) : 0.0);
   }
+  times.backward_kernels = options.heads / options.heads_per_kernel;  // checked above
   return times;
 }
 
-double cp_attention_time_s(const CpPlan& plan, const IntraGpuOptions& options) {
-  const std::vector<double> times = rank_attention_times_s(plan, options);
-  return *std::max_element(times.begin(), times.end());
+double cp_attention_time_s(const CpPlan& plan, const IntraGpuOptions& options,
+                           const PerCpRank<std::vector<std::int64_t>>* loads) {
+  return rank_attention_times_s(plan, options, loads).group_s();
 }
 
 }  // namespace loom

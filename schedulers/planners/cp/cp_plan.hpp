@@ -232,13 +232,31 @@ PerCpRank<std::vector<std::int64_t>> key_block_loads(
 double backward_time_s(const std::vector<std::int64_t>& key_block_loads,
                        const IntraGpuOptions& options);
 
-/// Each rank's intra_gpu_time_s over the rows it owns, in sequence order, plus its
+/// One layer's attention time on each rank of the CP group, by pass.
+struct RankAttentionTimes {
+  std::vector<double> forward_s;   ///< intra_gpu_time_s over the rank's rows
+  std::vector<double> backward_s;  ///< backward_time_s; zeros when the backward is not timed
+  int backward_kernels = 1;        ///< the backward's kernels per rank, alike (heads / per kernel)
+  /// Per rank, forward plus backward.
+  std::vector<double> total_s() const;
+  /// The CP group's time. Collectives hold the ranks together (the Cornstarch artifact's
+  /// context_parallel_bitfield_attention.py, §3.4.3): each backward kernel ends in a dK/dV
+  /// reduce-scatter that every rank joins before its next kernel, so the group waits for
+  /// the slowest rank's forward and first backward kernel, then for the slowest rank's
+  /// kernel each time: max_r (F_r + b_r) + (kernels - 1) x max_r b_r, b_r = B_r / kernels.
+  /// A rank that is slowest in one pass cannot make up for it in the other. (The next
+  /// layer's K/V all-gather likewise waits for every rank's forward.)
+  double group_s() const;
+};
+
+/// Each rank's intra_gpu_time_s over the rows it owns, in sequence order, and its
 /// backward_time_s when `loads` (key_block_loads) is given and the options time it.
-std::vector<double> rank_attention_times_s(
+RankAttentionTimes rank_attention_times_s(
     const CpPlan& plan, const IntraGpuOptions& options,
     const PerCpRank<std::vector<std::int64_t>>* loads = nullptr);
-/// The CP group's attention time for one layer: the slowest rank's.
-double cp_attention_time_s(const CpPlan& plan, const IntraGpuOptions& options);
+/// The CP group's attention time for one layer: rank_attention_times_s(...).group_s().
+double cp_attention_time_s(const CpPlan& plan, const IntraGpuOptions& options,
+                           const PerCpRank<std::vector<std::int64_t>>* loads = nullptr);
 
 /// The sub-block sizes row workload `w` splits into: ceil(w / sub_block) near-equal
 /// pieces (each <= sub_block, sum == w); a single piece when sub_block is 0 or >= w.

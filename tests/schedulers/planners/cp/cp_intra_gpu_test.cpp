@@ -155,8 +155,8 @@ TEST(CpIntraGpu, BackwardListSchedulesOneThreadBlockPerKeyBlockInLaunchOrder) {
   request.cp = 1;
   const CpPlan plan = plan_cp_from_workloads({1, 3}, 2 * 128, request);
   const PerCpRank<std::vector<std::int64_t>> loads{{2, 1, 3}};
-  EXPECT_DOUBLE_EQ(rank_attention_times_s(plan, o, &loads).front(), 26);
-  EXPECT_DOUBLE_EQ(rank_attention_times_s(plan, o).front(), 6);
+  EXPECT_DOUBLE_EQ(rank_attention_times_s(plan, o, &loads).total_s().front(), 26);
+  EXPECT_DOUBLE_EQ(rank_attention_times_s(plan, o).total_s().front(), 6);
   const PerCpRank<std::vector<std::int64_t>> two_ranks{{2}, {1}};
   EXPECT_THROW(rank_attention_times_s(plan, o, &two_ranks), InputError);
   // From the GPU: a backward key block is 2.5x a forward one's FLOPs (FlashAttention-2).
@@ -166,6 +166,31 @@ TEST(CpIntraGpu, BackwardListSchedulesOneThreadBlockPerKeyBlockInLaunchOrder) {
   EXPECT_DOUBLE_EQ(training.backward_block_time_s, 2.5 * training.block_time_s);
   o.backward_block_time_s = -1;
   EXPECT_THROW(backward_time_s({1}, o), InputError);
+}
+
+TEST(CpIntraGpu, TheGroupWaitsForTheSlowestRankAtEachCollective) {
+  // Two heads, one kernel each. Rank 0 owns the heavy row (forward 2 x 4 s), rank 1 the
+  // heavy key-block loads (backward 2 x 2.5 x 3 s): alone the ranks take 8 + 5 and
+  // 2 + 15 s. Each backward kernel ends in a reduce-scatter of dK/dV that every rank
+  // joins, so the group waits for max(8 + 2.5, 2 + 7.5) s, then 7.5 s more: 18 s.
+  CpPlanRequest request;
+  request.cp = 2;
+  request.distribution = CpDistribution::kContiguous;
+  const CpPlan plan = plan_cp_from_workloads({4, 1}, 2 * 128, request);
+  ASSERT_EQ(plan.owner, (std::vector<int>{0, 1}));
+  IntraGpuOptions o = unit_cus(1);
+  o.heads = 2;
+  o.backward_block_time_s = 2.5;
+  const PerCpRank<std::vector<std::int64_t>> loads{{1}, {3}};
+  const RankAttentionTimes times = rank_attention_times_s(plan, o, &loads);
+  EXPECT_EQ(times.forward_s, (std::vector<double>{8, 2}));
+  EXPECT_EQ(times.backward_s, (std::vector<double>{5, 15}));
+  EXPECT_EQ(times.backward_kernels, 2);
+  EXPECT_EQ(times.total_s(), (std::vector<double>{13, 17}));
+  EXPECT_DOUBLE_EQ(times.group_s(), 18);
+  EXPECT_DOUBLE_EQ(cp_attention_time_s(plan, o, &loads), 18);
+  // The forward alone: the slowest rank's.
+  EXPECT_DOUBLE_EQ(cp_attention_time_s(plan, o), 8);
 }
 
 TEST(CpIntraGpu, InterOnlyBalanceLosesToZigzagOnACausalMaskFromTheCuTail) {
