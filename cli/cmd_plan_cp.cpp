@@ -34,6 +34,7 @@ struct PlanCpOptions {
   std::int64_t sub_block_size = 0;
   double kernel_efficiency = 1.0;  // of an SM's share of the dense peak, per key block
   double thread_block_us = 0;      // a CU's fixed time per thread block
+  int blocks_per_cu = 1;           // thread blocks resident on a CU at once
   std::string pass = "forward";    // or "training": the backward kernel too
 };
 
@@ -154,6 +155,13 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
       ->capture_default_str()
       ->check(finite_range(0.0, 1e6, " us"))
       ->needs(gpu);
+  sub.add_option("--blocks-per-cu", o.blocks_per_cu,
+                 "With --gpu: thread blocks resident on a CU at once, sharing its throughput "
+                 "(the kernel's occupancy); 1 runs them one at a time, the next on the CU "
+                 "that frees first")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 32))
+      ->needs(gpu);
   sub.add_option("--pass", o.pass,
                  "With --gpu: time the forward kernels only, or a training step's forward and "
                  "backward (one backward thread block per key block, looping over the rank's "
@@ -199,6 +207,7 @@ std::vector<RankAttentionTimes> attention_times(const PlanCpOptions& o,
   IntraGpuOptions options =
       intra_gpu_options(gpu, o.shape, o.request.sizes, o.kernel_efficiency, training);
   options.thread_block_time_s = o.thread_block_us * 1e-6;
+  options.blocks_per_cu = o.blocks_per_cu;
   if (o.sub_block_size > 0) {
     try {
       options.sub_block = sub_block_of(o.sub_block_size, o.request.sizes);
@@ -396,6 +405,7 @@ int run_plan_cp(PlanCpOptions& o) {
       out["intra_gpu_split"] = split_name(o);
       out["kernel_efficiency"] = o.kernel_efficiency;
       out["thread_block_us"] = o.thread_block_us;
+      out["blocks_per_cu"] = o.blocks_per_cu;
       out["pass"] = o.pass;
     }
     for (std::size_t i = 0; i < plans.size(); ++i) {

@@ -6,8 +6,8 @@ The columns are two switches: inter-GPU balance (LPT over query blocks, Alg 1, i
 the causal zigzag) and intra-GPU balance (each query-block row split into sub-blocks that
 the CUs share, §3.3.2.2). Loom times each rank's attention kernels by list-scheduling the
 rows' key blocks on the GPU's CUs (schedulers/planners/cp/cp_intra_gpu.cpp); the layer's
-time is the slowest rank's forward plus the slowest rank's backward (the passes'
-collectives hold the ranks together).
+time is the group's, which waits for its slowest rank at each backward kernel's dK/dV
+reduce-scatter (`attention_s`; RankAttentionTimes::group_s).
 
 The times are a training step's, forward and backward (`--pass training`): a reading, as
 the paper says only "attention execution time"; docs/context-parallelism.md gives the
@@ -104,9 +104,9 @@ def layer_time_ms(ctx: Context, shape: dict, seq: int, mask: str, seed: int,
                   geometry: tuple[str, ...] = (), training: bool = False) -> float:
     """One attention layer's time on the CP group, in ms (mask seed `seed`, which also
     draws the random distribution), with `kernel`'s speed; `geometry` is the mask's
-    parameters (`loom plan cp`'s defaults where empty). The slowest rank's forward kernels,
-    and with `training` (`--pass training`) the slowest rank's backward after them: the
-    passes' collectives hold the ranks together (`attention_s` of `loom plan cp --json`)."""
+    parameters (`loom plan cp`'s defaults where empty). The forward kernels, and with
+    `training` (`--pass training`) the backward's after them, the group waiting for its
+    slowest rank at each backward kernel's reduce-scatter (`attention_s`)."""
     plan = ctx.printed_json(
         ["plan", "cp", "--mask", mask, "--seed", str(seed), "--random-seed", str(seed),
          "--seq", str(seq), "--cp", str(CP), "--distribution", distribution,
@@ -212,6 +212,15 @@ HEADS_PER_KERNEL = (
     "artifact's default) leaves LPT 3 % faster at 16k and 1.5 % at 64k, all heads in one "
     "(`--kv-heads 1`) 10-13 % and 2 %, and neither gives the paper's split gains (3.1x and "
     "1.0x at 16k against 1.07-1.34x)")
+# Resident thread blocks per SM on sm86 (the A40): at most 64K registers and 100 KB of
+# shared memory (CUDA C++ Programming Guide, technical specifications per compute
+# capability); `loom plan cp --blocks-per-cu` (docs/context-parallelism.md).
+OCCUPANCY = (
+    "nor the kernel's occupancy: the bitfield kernel's thread blocks of 4 warps (128 threads "
+    "at up to 255 registers, half an sm86 SM's 64K) may sit two to an SM, but two sharing "
+    "each CU (`--blocks-per-cu 2`) leave 16k unchanged (one thread block per CU), make LPT "
+    "1.6 % slower at 64k for LLM-S/M only (1.5 % faster for LLM-L) and 11 % faster at 32k, "
+    "where the paper's is 7-13 % slower")
 ONE_WAVE = Cause(
     "unexplained",
     "not explained yet: at 16k the dissertation measures inter-only 2-5 % slower than causal "
@@ -221,7 +230,7 @@ ONE_WAVE = Cause(
     "sooner than zigzag's, which the encoder tokens (16 % of the sequence at 16k) leave "
     "unequal: LPT takes 0.94x causal CP's time. Not the unstated CP degree: CP 4 gives LLM-S a "
     "loss here (0.99x) but misses the paper's 16k causal time by 21 %, CP 8 meets it "
-    "within 1 % (docs/context-parallelism.md); " + HEADS_PER_KERNEL)
+    "within 1 % (docs/context-parallelism.md); " + HEADS_PER_KERNEL + "; " + OCCUPANCY)
 INTER_ONLY_64K = Cause(
     "unexplained",
     "not explained yet: Loom's forward alone gives the paper's loss (LPT's rows leave a "
@@ -231,7 +240,7 @@ INTER_ONLY_64K = Cause(
     "sooner than zigzag's, so the step ties (1.00x); the paper's backward would have to "
     "gain less from LPT. Not the unstated CP degree: CP 16 gives LLM-S a loss here (0.92x) but "
     "a gain at 16k and 1.5x the paper's 16k causal time, which CP 8 meets within 1 % "
-    "(docs/context-parallelism.md); " + HEADS_PER_KERNEL)
+    "(docs/context-parallelism.md); " + HEADS_PER_KERNEL + "; " + OCCUPANCY)
 SPLIT_AT_PEAK = Cause(
     "measured-kernel",
     "at the A40's peak a key block is quick, and Loom's split writes each row's partial "
@@ -289,7 +298,8 @@ SETUP = (f"`loom plan cp --gpu A40` on Fig 3.5's prefix, embedded and packed mas
          f"over the rank's rows, at 2.5x a forward key block's FLOPs (modelled after the "
          f"Cornstarch artifact's backward); each key block at one SM's share of the dense peak, no "
          f"K/V all-gather, so the milliseconds are a floor and the ratios are what "
-         f"compares. The cells ending in \"(calibrated)\" "
+         f"compares; the group waits for its slowest rank at each backward kernel's dK/dV "
+         f"reduce-scatter, as the artifact's ranks do. The cells ending in \"(calibrated)\" "
          f"take one number from the paper, its attention kernel's speed: the fraction of "
          f"the peak a key block runs at (`--kernel-efficiency`), set so that LLM-S's causal "
          f"CP at 64k is the paper's (that cell is not judged); every other cell tests it, "
@@ -398,7 +408,10 @@ ONE_WAVE_ARXIV = Cause(
     "its forward tile, 128 queries x 64 keys at head_dim 128 in fp16/bf16 on sm80 and later "
     "(PyTorch's flex_attention defaults), 1.000x and 0.974x; nor the heads per kernel: all "
     "64 in one kernel (`--kv-heads 1`) make zigzag 1.19x and 1.24x LPT's time, the "
-    "paper's 1.01x")
+    "paper's 1.01x; nor the kernel's occupancy: that forward tile runs 8 warps with a "
+    "3-stage pipeline of 64-key K and V tiles (16 KB each), 64 KB of shared memory or more, "
+    "so one thread block per SM on the A40's 100 KB, as Loom has it; two sharing each CU "
+    "(`--blocks-per-cu 2`) would make zigzag 1.12x and 1.09x LPT's time")
 
 EMBEDDED_PARAMETERS = Cause(
     "seed-silent",

@@ -10,6 +10,7 @@
 //   CU1 |b5        |                                     CU1 |b2|b5b|b2 | + aggregation
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <queue>
 #include <string>
 
@@ -20,18 +21,51 @@
 namespace loom {
 namespace {
 
+/// Thread blocks of `work_s` seconds each (alone on a CU), in launch order, with up to
+/// `slots` resident per CU: the first cus x slots start at once, breadth first (one per CU,
+/// then a second, ...), each later one where a block ends; a CU's resident blocks share its
+/// throughput equally. Returns when the last block ends.
+double shared_cu_end_s(const std::vector<double>& work_s, int cus, int slots) {
+  std::vector<std::vector<double>> resident(static_cast<std::size_t>(cus));
+  std::size_t next = 0;
+  for (int slot = 0; slot < slots; ++slot)
+    for (auto& cu : resident)
+      if (next < work_s.size()) cu.push_back(work_s[next++]);
+  double now = 0;
+  for (;;) {
+    double step = std::numeric_limits<double>::infinity();
+    for (const auto& cu : resident)
+      for (double left : cu) step = std::min(step, left * static_cast<double>(cu.size()));
+    if (step == std::numeric_limits<double>::infinity()) return now;
+    now += step;
+    for (auto& cu : resident) {
+      const double share = step / static_cast<double>(cu.size());
+      const auto n_before = cu.size();
+      std::erase_if(cu, [&](double& left) { return (left -= share) <= 1e-12 * now; });
+      for (auto freed = n_before - cu.size(); freed > 0 && next < work_s.size(); --freed)
+        cu.push_back(work_s[next++]);
+    }
+  }
+}
+
 /// Thread blocks in launch order on `cus` CUs, each to whichever CU frees first (as the
 /// hardware dispatches them); a CU's time counts key blocks and thread blocks, whole
 /// numbers, so that equal loads tie exactly. Returns when the last CU finishes.
+/// With `slots` > 1 resident blocks per CU, shared_cu_end_s times them instead.
 class CuListSchedule {
  public:
-  CuListSchedule(int cus, double block_time_s, double thread_block_time_s)
+  CuListSchedule(int cus, double block_time_s, double thread_block_time_s, int slots = 1)
       : loads_(static_cast<std::size_t>(cus)),
         block_time_s_(block_time_s),
-        thread_block_time_s_(thread_block_time_s) {
+        thread_block_time_s_(thread_block_time_s),
+        slots_(slots) {
     for (int c = 0; c < cus; ++c) free_.emplace(0.0, c);
   }
   void dispatch(std::int64_t key_blocks) {
+    if (slots_ > 1) {
+      shared_.push_back(static_cast<double>(key_blocks) * block_time_s_ + thread_block_time_s_);
+      return;
+    }
     const int cu = free_.top().second;
     free_.pop();
     Load& load = loads_[static_cast<std::size_t>(cu)];
@@ -42,7 +76,9 @@ class CuListSchedule {
     end_s_ = std::max(end_s_, busy_s);
     free_.emplace(busy_s, cu);
   }
-  double end_s() const { return end_s_; }
+  double end_s() const {
+    return slots_ > 1 ? shared_cu_end_s(shared_, static_cast<int>(loads_.size()), slots_) : end_s_;
+  }
 
  private:
   struct Load {
@@ -52,10 +88,13 @@ class CuListSchedule {
   std::vector<Load> loads_;
   std::priority_queue<Cu, std::vector<Cu>, std::greater<>> free_;
   double block_time_s_, thread_block_time_s_, end_s_ = 0;
+  int slots_;
+  std::vector<double> shared_;  // the blocks' times, when slots_ > 1
 };
 
 void check(const IntraGpuOptions& options) {
   if (options.compute_units < 1) throw InputError("compute units must be >= 1");
+  if (options.blocks_per_cu < 1) throw InputError("resident thread blocks per CU must be >= 1");
   if (options.heads < 1 || options.heads_per_kernel < 1 ||
       options.heads % options.heads_per_kernel != 0)
     throw InputError("heads must be >= 1 and a multiple of heads_per_kernel (>= 1)");
@@ -102,7 +141,8 @@ double intra_gpu_time_s(const std::vector<std::int64_t>& row_workloads,
   if (options.sub_block > 0 && options.sub_blocks_per_row > 0)
     throw InputError("intra-GPU split: give sub_block or sub_blocks_per_row, not both");
   // Launch order: head-major, then rows; not a sorted (LPT) order.
-  CuListSchedule cus(options.compute_units, options.block_time_s, options.thread_block_time_s);
+  CuListSchedule cus(options.compute_units, options.block_time_s, options.thread_block_time_s,
+                     options.blocks_per_cu);
   std::int64_t partials = 0;
   for (int h = 0; h < options.heads_per_kernel; ++h) {
     for (std::int64_t w : row_workloads) {
@@ -125,7 +165,7 @@ double backward_time_s(const std::vector<std::int64_t>& key_block_loads,
   check(options);
   if (options.backward_block_time_s == 0) return 0;
   CuListSchedule cus(options.compute_units, options.backward_block_time_s,
-                     options.thread_block_time_s);
+                     options.thread_block_time_s, options.blocks_per_cu);
   for (int h = 0; h < options.heads_per_kernel; ++h)
     for (std::int64_t load : key_block_loads) cus.dispatch(load);
   return cus.end_s() * (options.heads / options.heads_per_kernel);

@@ -163,6 +163,9 @@ CpPlan plan_cp_from_workloads(const std::vector<std::int64_t>& workloads, std::i
 
 struct IntraGpuOptions {
   int compute_units = 84;  ///< CUs (SMs) per GPU; A40 has 84
+  /// Thread blocks resident on a CU at once, sharing its throughput (1: one at a time,
+  /// the next where one ends).
+  int blocks_per_cu = 1;
   /// How a row is split ([AMBIG] §3.3.2.2 gives both forms; set at most one):
   ///   sub_blocks_per_row  n: each row into min(W_b, n) near-equal sub-blocks (the text's
   ///                       "16-32 subblocks per block": Loom's reading; the bench uses 16)

@@ -168,6 +168,23 @@ TEST(CpIntraGpu, BackwardListSchedulesOneThreadBlockPerKeyBlockInLaunchOrder) {
   EXPECT_THROW(backward_time_s({1}, o), InputError);
 }
 
+TEST(CpIntraGpu, ResidentBlocksShareTheirCuFromLaunch) {
+  // Rows of 3, 1, 1, 1 key blocks on 2 CUs. One at a time, the later rows go to the CU
+  // that frees first: CU0 3, CU1 1 + 1 + 1, 3 s. Two resident per CU, all four start at
+  // once, breadth first (CU0 rows 0 and 2, CU1 rows 1 and 3), and share their CU: CU0
+  // runs both at half speed until the short row ends at 2 s, then the long one's last
+  // 2 key blocks alone: 4 s.
+  IntraGpuOptions o = unit_cus(2);
+  EXPECT_DOUBLE_EQ(intra_gpu_time_s({3, 1, 1, 1}, o), 3);
+  o.blocks_per_cu = 2;
+  EXPECT_DOUBLE_EQ(intra_gpu_time_s({3, 1, 1, 1}, o), 4);
+  // Work is conserved on a CU: one CU takes the total whatever the residency.
+  o.compute_units = 1;
+  EXPECT_DOUBLE_EQ(intra_gpu_time_s({3, 1, 1, 1}, o), 6);
+  o.blocks_per_cu = 0;
+  EXPECT_THROW(intra_gpu_time_s({1}, o), InputError);
+}
+
 TEST(CpIntraGpu, TheGroupWaitsForTheSlowestRankAtEachCollective) {
   // Two heads, one kernel each. Rank 0 owns the heavy row (forward 2 x 4 s), rank 1 the
   // heavy key-block loads (backward 2 x 2.5 x 3 s): alone the ranks take 8 + 5 and
