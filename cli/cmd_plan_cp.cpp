@@ -293,8 +293,8 @@ void print_attention(const PlanCpOptions& o, const std::vector<CpPlan>& plans,
   std::printf("\n%-6s", "group");
   for (const RankAttentionTimes& t : times) std::printf(" %12.3f", 1e3 * t.group_s());
   std::printf("\n%s", o.pass == "training"
-                          ? "(group: the slowest rank's forward plus the slowest rank's backward; "
-                            "the passes' collectives hold the ranks together)\n"
+                          ? "(group: the ranks wait for each other at every backward kernel's "
+                            "dK/dV reduce-scatter)\n"
                           : "");
 }
 

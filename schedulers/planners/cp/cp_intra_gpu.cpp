@@ -39,6 +39,7 @@ double shared_cu_end_s(const std::vector<double>& work_s, int cus, int slots) {
     if (step == std::numeric_limits<double>::infinity()) return now;
     now += step;
     for (auto& cu : resident) {
+      if (cu.empty()) continue;
       const double share = step / static_cast<double>(cu.size());
       const auto n_before = cu.size();
       std::erase_if(cu, [&](double& left) { return (left -= share) <= 1e-12 * now; });
