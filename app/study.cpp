@@ -414,7 +414,7 @@ std::string unapplied_options(const Study& study) {
 }
 
 MemoryLevers memory_levers(const Config& c) {
-  return {.tp = c.parallel.tp,
+  return {.tp = max_tensor_parallel(c.parallel),
           .dp = c.parallel.dp,
           .sequence_parallel = c.parallel.sequence_parallel,
           .distributed_optimizer = c.cost.memory.distributed_optimizer,

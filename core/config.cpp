@@ -1053,9 +1053,6 @@ Config load_config(const ConfigSource& source, const std::vector<std::string>& o
   read_placement_order(r, p, c);
   c.cost.memory.expert_parallel = c.parallel.ep;
   c.parallel.sequence_parallel = r.boolean(p, "parallel.", "sequence_parallel", false);
-  if (c.parallel.sequence_parallel && c.parallel.tp == 1)
-    r.fail(p.get("sequence_parallel"), "parallel.sequence_parallel",
-           "needs tensor parallelism: set parallel.tp > 1 or turn it off");
   // Megatron-Core's TransformerConfig refuses expert parallelism with tensor parallelism
   // and no sequence parallelism: each TP rank dispatches its own share of the tokens.
   if (c.parallel.ep > 1 && c.parallel.tp > 1 && !c.parallel.sequence_parallel)
@@ -1091,6 +1088,14 @@ Config load_config(const ConfigSource& source, const std::vector<std::string>& o
            "FSDP reduce-scatters each layer's gradients behind the backward itself; remove "
            "the key or parallel.fsdp");
   read_module_layouts(r, p, c);
+  // Sequence parallelism shards what tensor parallelism replicates: it applies to every
+  // layer whose module runs TP > 1 (a per-module layout's own tp, else parallel.tp).
+  if (c.parallel.sequence_parallel && max_tensor_parallel(c.parallel) == 1)
+    r.fail(p.get("sequence_parallel"), "parallel.sequence_parallel",
+           c.parallel.module_layouts.empty()
+               ? "needs tensor parallelism: set parallel.tp > 1 or turn it off"
+               : "needs tensor parallelism: set a module's parallel.modules.<name>.tp > 1 or "
+                 "turn it off");
   if (c.parallel.cp > 1 && !c.parallel.module_layouts.empty())
     r.fail(p.get("cp"), "parallel.cp",
            "is the single layout's; per-module layouts (parallel.modules) set each module's "

@@ -5,6 +5,7 @@
 /// keys are errors; every error names the file, the key (and line where the file has one)
 /// and what is wrong. `loom config CONFIG --dump` prints the resolved configuration.
 /// `--set` paths may index arrays of tables by element name: `model.modules.llm.frozen=false`.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -87,6 +88,14 @@ struct ParallelConfig {
   /// Resolved per-module layouts, index = module index; empty = single layout.
   PerModule<ModuleLayout> module_layouts;
 };
+
+/// The largest tensor-parallel degree any module runs: parallel.tp, or the largest of the
+/// per-module layouts' when there are any.
+inline int max_tensor_parallel(const ParallelConfig& p) {
+  int tp = p.tp;
+  for (const ModuleLayout& l : p.module_layouts) tp = std::max(tp, l.tp);
+  return tp;
+}
 
 /// Which per-layer costs the stage partitioner balances (dissertation §3.3.1):
 /// `true` the frozen-aware F + Bd + Bw of Eq 3.2; `naive` F + 2F for every layer, what

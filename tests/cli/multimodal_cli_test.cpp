@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,33 @@ TEST(MultimodalCli, InvalidLayoutsExit2NamingTheModule) {
               {"model.modules.aproj", "feeds nothing"});
   // An encoder without a layout while others have one.
   expect_exit(base + " --set parallel.modules.llm.dp=4", 2, {"parallel.modules.vision: missing"});
+}
+
+TEST(MultimodalCli, SequenceParallelShardsEveryModuleWithTensorParallelism) {
+  // Per-module layouts set tp per module; sequence parallelism applies to each module
+  // that runs TP > 1 (both do here, tp 4) and shards what it replicates: less memory.
+  const std::string config =
+      test::source_path("configs/paper/hetero-1b7b-64k-v75-homogeneous.toml");
+  test::TempDir dir;
+  const auto peak_gib = [&](const std::string& extra, const std::string& out) {
+    const Outcome r =
+        loom("sim " + config + extra + " --backend evaluator --no-plot -q --out " + dir.path(out));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json m = nlohmann::json::parse(test::slurp(dir.path(out) + "/metrics.json"));
+    double peak = 0;
+    for (const auto& rank : m["per_rank"])
+      peak = std::max(peak, rank["peak_memory_bytes"].get<double>());
+    return peak / (1 << 30);
+  };
+  const double replicated = peak_gib("", "off");
+  const double sharded = peak_gib(" --set parallel.sequence_parallel=true", "on");
+  EXPECT_LT(sharded, 0.95 * replicated);
+  // With every module at TP 1 there is nothing to shard: exit 2 naming the key and the fix.
+  expect_exit("sim " + config +
+                  " --set parallel.sequence_parallel=true --set parallel.modules.vision.tp=1"
+                  " --set parallel.modules.llm.tp=1 --set parallel.modules.vision.dp=4"
+                  " --set parallel.modules.llm.dp=4",
+              2, {"parallel.sequence_parallel", "parallel.modules.<name>.tp"});
 }
 
 TEST(MultimodalCli, EveryMultimodalSchedulerRunsOnAPaperConfig) {
