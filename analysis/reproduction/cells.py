@@ -38,8 +38,9 @@ UNEXPLAINED = "not explained yet"
 # bounds what fixing the rest could reach: no change to Loom removes a seeds-disagree
 # miss, and a seed-silent one only by guessing what the seeds leave out.
 CAUSE_KINDS = {
-    "seeds-disagree": "the seed's own numbers disagree with each other or with another "
-                      "seed's, so no one setup matches them all",
+    "seeds-disagree": "the seed's own numbers disagree with each other, with its own "
+                      "account of the system, or with another seed's, so no one setup "
+                      "matches them all",
     "seed-silent": "the cell rests on an input the seeds do not state (a size, a setting, a "
                    "dataset's distribution), which Loom would have to guess",
     "measured-kernel": "the paper measured a kernel speed no first-principles model gives; "
