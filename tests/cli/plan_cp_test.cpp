@@ -129,6 +129,8 @@ TEST(PlanCp, BadOptionsExitTwoNamingTheOption) {
            {"--gpu B300", "--gpu"},
            {"--modality-fraction 1.5", "--modality-fraction"},
            {"--mask packed --packed-sequences 30", "packed_sequences"},
+           {"--gpu A40 --blocks-per-cu 0", "--blocks-per-cu"},
+           {"--blocks-per-cu 2", "--blocks-per-cu"},  // needs --gpu
        }) {
     EXPECT_EQ(loom_plan_cp(args).exit_code, 2) << args;
     EXPECT_NE(stderr_of(args).find(option), std::string::npos) << args << ": " << stderr_of(args);
