@@ -165,7 +165,8 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
   sub.add_option("--pass", o.pass,
                  "With --gpu: time the forward kernels only, or a training step's forward and "
                  "backward (one backward thread block per key block, looping over the rank's "
-                 "query blocks, at 2.5x a forward key block's FLOPs)")
+                 "query blocks, at 2.5x a forward key block's FLOPs; the ranks wait for each "
+                 "other at each backward kernel's dK/dV reduce-scatter)")
       ->capture_default_str()
       ->check(CLI::IsMember({"forward", "training"}))
       ->needs(gpu);
