@@ -43,8 +43,9 @@ CAUSE_KINDS = {
                       "matches them all",
     "seed-silent": "the cell rests on an input the seeds do not state (a size, a setting, a "
                    "dataset's distribution), which Loom would have to guess",
-    "measured-kernel": "the paper measured a kernel speed no first-principles model gives; "
-                       "a calibrated cell could take it from the paper",
+    "measured-kernel": "the paper measured a kernel's or a runtime's speed no "
+                       "first-principles model gives; a calibrated cell could take it from "
+                       "the paper",
     "model": "Loom's model or its reading of the paper: the fix belongs in Loom",
     "unexplained": "not explained yet (the cause says what is seen)",
 }
