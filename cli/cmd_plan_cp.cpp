@@ -98,11 +98,13 @@ void add_plan_options(CLI::App& sub, PlanCpOptions& o) {
       ->check(CLI::Range(1, 4096));
   sub.add_option("--distribution", o.distribution,
                  "zigzag (LLM baseline), lpt (Alg 1), ilp (exact, GLPK), contiguous (naive "
-                 "ring attention), random (cornstarch-arxiv §5.3), or all side by side")
+                 "ring attention), random (cornstarch-arxiv §5.3: query blocks in a random "
+                 "order), random-tokens (§5.3 as written: single tokens, each rank's then cut "
+                 "into query blocks; no sliding window), or all side by side")
       ->capture_default_str()
       ->check(CLI::IsMember(distribution_names()));
   sub.add_option("--random-seed", o.request.random_seed,
-                 "Seed of the random distribution's draw (the mask's is --seed)")
+                 "Seed of the random distributions' draw (the mask's is --seed)")
       ->capture_default_str();
   sub.add_option("--query-block", o.request.sizes.query_block, "Query block N_B, tokens")
       ->capture_default_str()
@@ -189,10 +191,12 @@ std::string split_name(const PlanCpOptions& o) {
   return std::to_string(o.sub_blocks) + " sub-blocks per row";
 }
 
-/// Each plan's attention seconds per rank; empty when --gpu is not given. `rows`: the
-/// mask's visible_key_blocks, for --pass training.
+using Rows = std::vector<std::vector<KeyBlockRun>>;
+
+/// Each plan's attention seconds per rank; empty when --gpu is not given. `rows`: per plan,
+/// its blocks' visible key blocks, for --pass training.
 std::vector<RankAttentionTimes> attention_times(const PlanCpOptions& o,
-                                                const std::vector<std::vector<KeyBlockRun>>& rows,
+                                                const std::vector<const Rows*>& rows,
                                                 const std::vector<CpPlan>& plans) {
   std::vector<RankAttentionTimes> times;
   if (o.gpu.empty()) return times;
@@ -219,29 +223,34 @@ std::vector<RankAttentionTimes> attention_times(const PlanCpOptions& o,
   } else {
     options.sub_blocks_per_row = o.sub_blocks;
   }
-  for (const CpPlan& p : plans) {
+  for (std::size_t i = 0; i < plans.size(); ++i) {
     if (!training) {
-      times.push_back(rank_attention_times_s(p, options));
+      times.push_back(rank_attention_times_s(plans[i], options));
       continue;
     }
-    const PerCpRank<std::vector<std::int64_t>> loads = key_block_loads(p, rows);
-    times.push_back(rank_attention_times_s(p, options, &loads));
+    const PerCpRank<std::vector<std::int64_t>> loads = key_block_loads(plans[i], *rows[i]);
+    times.push_back(rank_attention_times_s(plans[i], options, &loads));
   }
   return times;
 }
 
+/// A plan's JSON; a token-dealt plan's blocks are its ranks' own, so it carries their
+/// workloads (the top-level block_workload is the mask's).
 nlohmann::json plan_json(const CpPlan& plan) {
   nlohmann::json fractions = nlohmann::json::array();
   for (int r = 0; r < plan.cp; ++r) fractions.push_back(plan.time_fraction(r));
-  return {{"distribution", to_string(plan.distribution)},
-          {"makespan", plan.makespan},
-          {"lower_bound", plan.lower_bound},
-          {"optimal", plan.optimal},
-          {"imbalance", plan.imbalance()},
-          {"rank_workload", plan.rank_workload},
-          {"rank_tokens", plan.rank_tokens},
-          {"time_fraction", fractions},
-          {"owner", plan.owner}};
+  nlohmann::json out = {{"distribution", to_string(plan.distribution)},
+                        {"makespan", plan.makespan},
+                        {"lower_bound", plan.lower_bound},
+                        {"optimal", plan.optimal},
+                        {"imbalance", plan.imbalance()},
+                        {"rank_workload", plan.rank_workload},
+                        {"rank_tokens", plan.rank_tokens},
+                        {"time_fraction", fractions},
+                        {"owner", plan.owner}};
+  if (plan.distribution == CpDistribution::kRandomTokens)
+    out["block_workload"] = plan.block_workload;
+  return out;
 }
 
 void print_text(const PlanCpOptions& o, const std::vector<CpPlan>& plans) {
@@ -255,12 +264,12 @@ void print_text(const PlanCpOptions& o, const std::vector<CpPlan>& plans) {
               static_cast<long long>(first.lower_bound));
   std::printf("%-6s", "rank");
   for (const CpPlan& p : plans)
-    std::printf("  %12s %8s %5s", to_string(p.distribution), "tokens", "frac");
+    std::printf("  %13s %8s %5s", to_string(p.distribution), "tokens", "frac");
   std::printf("\n");
   for (size_t r = 0; r < first.rank_workload.size(); ++r) {  // one per CP rank
     std::printf("%-6zu", r);
     for (const CpPlan& p : plans)
-      std::printf("  %12lld %8lld %5.3f", static_cast<long long>(p.rank_workload[r]),
+      std::printf("  %13lld %8lld %5.3f", static_cast<long long>(p.rank_workload[r]),
                   static_cast<long long>(p.rank_tokens[r]), p.time_fraction(static_cast<int>(r)));
     std::printf("\n");
   }
@@ -284,15 +293,15 @@ void print_attention(const PlanCpOptions& o, const std::vector<CpPlan>& plans,
       o.gpu.c_str(), o.pass == "training" ? "forward + backward" : "forward", o.shape.heads,
       o.shape.kv_heads, o.shape.head_dim, split_name(o).c_str(), o.kernel_efficiency,
       o.thread_block_us, "rank");
-  for (const CpPlan& p : plans) std::printf(" %12s", to_string(p.distribution));
+  for (const CpPlan& p : plans) std::printf(" %13s", to_string(p.distribution));
   std::vector<std::vector<double>> totals;
   for (const RankAttentionTimes& t : times) totals.push_back(t.total_s());
   for (size_t r = 0; r < totals.front().size(); ++r) {  // one per CP rank
     std::printf("\n%-6zu", r);
-    for (const auto& t : totals) std::printf(" %12.3f", 1e3 * t[r]);
+    for (const auto& t : totals) std::printf(" %13.3f", 1e3 * t[r]);
   }
   std::printf("\n%-6s", "group");
-  for (const RankAttentionTimes& t : times) std::printf(" %12.3f", 1e3 * t.group_s());
+  for (const RankAttentionTimes& t : times) std::printf(" %13.3f", 1e3 * t.group_s());
   std::printf("\n%s", o.pass == "training"
                           ? "(group: the ranks wait for each other at every backward kernel's "
                             "dK/dV reduce-scatter)\n"
@@ -365,7 +374,7 @@ int run_plan_cp(PlanCpOptions& o) {
   }
   // A training step's backward needs each row's key blocks, whose counts are the workloads.
   const bool training = !o.gpu.empty() && o.pass == "training";
-  std::vector<std::vector<KeyBlockRun>> rows;
+  Rows rows;
   std::vector<std::int64_t> workloads;
   if (training) {
     rows = visible_key_blocks(mask, o.request.sizes);
@@ -383,15 +392,25 @@ int run_plan_cp(PlanCpOptions& o) {
   else
     wanted = {parse_cp_distribution(o.distribution)};
   std::vector<CpPlan> plans;
+  std::vector<Rows> token_rows;  // a token-dealt plan's own; reserved: plan_rows points in
+  token_rows.reserve(wanted.size());
+  std::vector<const Rows*> plan_rows;
   for (CpDistribution d : wanted) {
     if (d == CpDistribution::kIlp)
       std::cerr << "loom: solving the ILP (GLPK, time limit " << o.request.ilp.time_limit_s
                 << " s)\n";
     CpPlanRequest request = o.request;
     request.distribution = d;
+    if (d == CpDistribution::kRandomTokens) {
+      TokenDealtPlan dealt = plan_cp_random_tokens(mask, request);
+      plans.push_back(std::move(dealt.plan));
+      plan_rows.push_back(&token_rows.emplace_back(std::move(dealt.rows)));
+      continue;
+    }
     plans.push_back(plan_cp_from_workloads(workloads, mask.size(), request));
+    plan_rows.push_back(&rows);
   }
-  const std::vector<RankAttentionTimes> times = attention_times(o, rows, plans);
+  const std::vector<RankAttentionTimes> times = attention_times(o, plan_rows, plans);
   const double elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   if (o.json) {
     nlohmann::json out = {{"mask", o.mask_file.empty() ? o.mask : o.mask_file},

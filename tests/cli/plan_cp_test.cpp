@@ -26,7 +26,8 @@ std::string stderr_of(const std::string& args) {
 TEST(PlanCp, PrintsEveryDistributionSideBySide) {
   const Result r = loom_plan_cp("--mask embedded --seq 8192 --cp 4 --distribution all");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* name : {"zigzag", "contiguous", "random", "lpt", "ilp", "makespan"})
+  for (const char* name :
+       {"zigzag", "contiguous", "random", "random-tokens", "lpt", "ilp", "makespan"})
     EXPECT_NE(r.output.find(name), std::string::npos) << name << " in\n" << r.output;
 }
 
@@ -50,6 +51,25 @@ TEST(PlanCp, RandomSeedDrawsTheRandomDistribution) {
   };
   EXPECT_EQ(owners(""), owners(" --random-seed 1"));
   EXPECT_NE(owners(""), owners(" --random-seed 2"));
+}
+
+TEST(PlanCp, RandomTokensCarriesItsOwnBlocksAndTimesATrainingStep) {
+  // Its blocks are the ranks' own tokens, so the plan carries their workloads (the
+  // top-level ones are the mask's), and the backward walks its own rows.
+  const Result r = loom_plan_cp(
+      "--mask embedded --seq 4096 --cp 4 --distribution random-tokens --gpu A40 --pass "
+      "training --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json plan = nlohmann::json::parse(r.output)["plans"][0];
+  EXPECT_EQ(plan["distribution"], "random-tokens");
+  EXPECT_EQ(plan["rank_tokens"], nlohmann::json({1024, 1024, 1024, 1024}));
+  ASSERT_EQ(plan["block_workload"].size(), plan["owner"].size());
+  std::int64_t total = 0;
+  for (const auto& w : plan["block_workload"]) total += w.get<std::int64_t>();
+  std::int64_t ranks = 0;
+  for (const auto& w : plan["rank_workload"]) ranks += w.get<std::int64_t>();
+  EXPECT_EQ(total, ranks);
+  for (const auto& b : plan["rank_backward_s"]) EXPECT_GT(b.get<double>(), 0);
 }
 
 TEST(PlanCp, GpuAddsPerRankAttentionTimes) {

@@ -1,6 +1,6 @@
 // Token distributions over the CP group: zigzag (the LLM baseline), contiguous (naive ring),
 // random (cornstarch-arxiv §5.3) and LPT (dissertation Alg 1), and the plan that gathers
-// their per-rank totals. The ILP is in cp_ilp.cpp.
+// their per-rank totals. The ILP is in cp_ilp.cpp, random tokens in cp_random_tokens.cpp.
 #include <algorithm>
 #include <functional>
 #include <numeric>
@@ -40,6 +40,8 @@ const char* to_string(CpDistribution distribution) {
       return "contiguous";
     case CpDistribution::kRandom:
       return "random";
+    case CpDistribution::kRandomTokens:
+      return "random-tokens";
   }
   return "?";
 }
@@ -134,54 +136,73 @@ double CpPlan::imbalance() const {
   return static_cast<double>(makespan) * cp / static_cast<double>(total_workload);
 }
 
-CpPlan plan_cp_from_workloads(const std::vector<std::int64_t>& workloads, std::int64_t seq,
-                              const CpPlanRequest& request) {
+CpPlan plan_from_owners(CpDistribution distribution, std::vector<std::int64_t> workloads,
+                        std::vector<int> owners, const CpPlanRequest& request) {
   check_cp(request.cp);
+  if (owners.size() != workloads.size())
+    throw InputError("CP plan: " + std::to_string(owners.size()) + " owners for " +
+                     std::to_string(workloads.size()) + " query blocks");
   CpPlan plan;
-  plan.distribution = request.distribution;
+  plan.distribution = distribution;
   plan.cp = request.cp;
   plan.sizes = request.sizes;
-  plan.block_workload = workloads;
-  switch (request.distribution) {
-    case CpDistribution::kZigzag:
-      plan.owner = zigzag_owners(std::ssize(workloads), request.cp);
-      break;
-    case CpDistribution::kLpt:
-      plan.owner = lpt_owners(workloads, request.cp);
-      break;
-    case CpDistribution::kContiguous:
-      plan.owner = contiguous_owners(std::ssize(workloads), request.cp);
-      break;
-    case CpDistribution::kRandom:
-      plan.owner = random_owners(std::ssize(workloads), request.cp, request.random_seed);
-      break;
-    case CpDistribution::kIlp: {
-      IlpResult ilp = ilp_owners(workloads, request.cp, request.ilp);
-      plan.owner = std::move(ilp.owners);
-      plan.lower_bound = ilp.lower_bound;
-      plan.optimal = ilp.optimal;
-      break;
-    }
-  }
   PerCpRank<std::int64_t> rank_workload(request.cp, 0);
-  PerCpRank<std::int64_t> rank_tokens(request.cp, 0);
-  std::int64_t first = 0;  // first token of block b
-  for (std::size_t b = 0; b < workloads.size(); ++b, first += request.sizes.query_block) {
-    const CpRank rank{plan.owner[b]};
-    rank_workload[rank] += workloads[b];
-    rank_tokens[rank] += std::min(request.sizes.query_block, seq - first);
+  for (std::size_t b = 0; b < workloads.size(); ++b) {
+    rank_workload[CpRank{owners[b]}] += workloads[b];
     plan.total_workload += workloads[b];
   }
   plan.rank_workload.assign(rank_workload.begin(), rank_workload.end());
-  plan.rank_tokens.assign(rank_tokens.begin(), rank_tokens.end());
+  plan.rank_tokens.assign(static_cast<std::size_t>(request.cp), 0);
   plan.makespan = *std::max_element(plan.rank_workload.begin(), plan.rank_workload.end());
-  plan.lower_bound = std::max(plan.lower_bound, makespan_lower_bound(workloads, request.cp));
-  plan.optimal = plan.optimal || plan.makespan == plan.lower_bound;
+  plan.lower_bound = makespan_lower_bound(workloads, request.cp);
+  plan.optimal = plan.makespan == plan.lower_bound;
+  plan.block_workload = std::move(workloads);
+  plan.owner = std::move(owners);
+  return plan;
+}
+
+CpPlan plan_cp_from_workloads(const std::vector<std::int64_t>& workloads, std::int64_t seq,
+                              const CpPlanRequest& request) {
+  check_cp(request.cp);
+  std::vector<int> owners;
+  IlpResult ilp;
+  switch (request.distribution) {
+    case CpDistribution::kZigzag:
+      owners = zigzag_owners(std::ssize(workloads), request.cp);
+      break;
+    case CpDistribution::kLpt:
+      owners = lpt_owners(workloads, request.cp);
+      break;
+    case CpDistribution::kContiguous:
+      owners = contiguous_owners(std::ssize(workloads), request.cp);
+      break;
+    case CpDistribution::kRandom:
+      owners = random_owners(std::ssize(workloads), request.cp, request.random_seed);
+      break;
+    case CpDistribution::kRandomTokens:
+      throw InputError(
+          "random-tokens deals single tokens, so its query blocks are not the mask's: plan it "
+          "from the mask (plan_cp)");
+    case CpDistribution::kIlp:
+      ilp = ilp_owners(workloads, request.cp, request.ilp);
+      owners = std::move(ilp.owners);
+      break;
+  }
+  CpPlan plan = plan_from_owners(request.distribution, workloads, std::move(owners), request);
+  plan.lower_bound = std::max(plan.lower_bound, ilp.lower_bound);
+  plan.optimal = ilp.optimal || plan.makespan == plan.lower_bound;
+  for (std::size_t b = 0; b < workloads.size(); ++b) {
+    const std::int64_t first = static_cast<std::int64_t>(b) * request.sizes.query_block;
+    plan.rank_tokens[static_cast<std::size_t>(plan.owner[b])] +=
+        std::min(request.sizes.query_block, seq - first);
+  }
   return plan;
 }
 
 CpPlan plan_cp(const AttentionMask& mask, const CpPlanRequest& request) {
   check_cp(request.cp);
+  if (request.distribution == CpDistribution::kRandomTokens)
+    return plan_cp_random_tokens(mask, request).plan;
   return plan_cp_from_workloads(block_workloads(mask, request.sizes), mask.size(), request);
 }
 

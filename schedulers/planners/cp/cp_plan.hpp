@@ -64,12 +64,12 @@ std::vector<std::vector<KeyBlockRun>> visible_key_blocks(
     const AttentionMask& mask, const BlockSizes& sizes,
     WorkloadMethod method = WorkloadMethod::kAuto);
 
-enum class CpDistribution { kZigzag, kLpt, kIlp, kContiguous, kRandom };
+enum class CpDistribution { kZigzag, kLpt, kIlp, kContiguous, kRandom, kRandomTokens };
 /// Every distribution, baselines first (the order `loom plan cp --distribution all` prints).
 inline constexpr CpDistribution kCpDistributions[] = {
-    CpDistribution::kZigzag, CpDistribution::kContiguous, CpDistribution::kRandom,
-    CpDistribution::kLpt, CpDistribution::kIlp};
-/// "zigzag", "lpt", "ilp", "contiguous", "random"
+    CpDistribution::kZigzag,       CpDistribution::kContiguous, CpDistribution::kRandom,
+    CpDistribution::kRandomTokens, CpDistribution::kLpt,        CpDistribution::kIlp};
+/// "zigzag", "lpt", "ilp", "contiguous", "random", "random-tokens"
 const char* to_string(CpDistribution distribution);
 /// Throws InputError naming the valid names.
 CpDistribution parse_cp_distribution(const std::string& name);
@@ -85,9 +85,10 @@ std::vector<int> contiguous_owners(std::int64_t num_blocks, int cp);
 
 /// Random (cornstarch-arxiv §5.3): the query blocks in a random order drawn from `seed`,
 /// dealt to the ranks in turn, so every rank holds the same number (+-1). [AMBIG] The text
-/// assigns "tokens"; Loom deals whole query blocks, which keeps the block sparsity a
-/// block-sparse kernel needs (a block of scattered tokens would attend almost everywhere).
-/// Deterministic for a seed, on every platform.
+/// assigns "tokens"; this deals whole query blocks, which keeps the block sparsity a
+/// block-sparse kernel needs; plan_cp_random_tokens is the text's reading. Works for any
+/// count of items (random tokens deals `seq` of them). Deterministic for a seed, on every
+/// platform.
 std::vector<int> random_owners(std::int64_t num_blocks, int cp, std::uint64_t seed);
 
 /// LPT (Alg 1 with the descending sort of its text, [AMBIG] in the notes): blocks stably
@@ -155,9 +156,32 @@ struct CpPlanRequest {
 /// Throws InputError on cp < 1.
 CpPlan plan_cp(const AttentionMask& mask, const CpPlanRequest& request);
 /// Same from precomputed workloads (one W_b per query block of `sizes.query_block` tokens;
-/// `seq` tokens in all, for the token counts).
+/// `seq` tokens in all, for the token counts). Every distribution but kRandomTokens, whose
+/// blocks are not the mask's (InputError).
 CpPlan plan_cp_from_workloads(const std::vector<std::int64_t>& workloads, std::int64_t seq,
                               const CpPlanRequest& request);
+/// The plan of given owners: per-rank workloads, makespan, lower bound; rank_tokens left
+/// at 0 for the caller. Throws InputError unless there is one owner per workload.
+CpPlan plan_from_owners(CpDistribution distribution, std::vector<std::int64_t> workloads,
+                        std::vector<int> owners, const CpPlanRequest& request);
+
+/// A plan whose query blocks are the ranks' own tokens, with what each block sees.
+struct TokenDealtPlan {
+  /// Block b holds sizes.query_block of its owner's tokens (its last fewer), rank 0's blocks
+  /// first; block_workload counts the gathered key blocks it sees.
+  CpPlan plan;
+  /// Per block, its visible key blocks in the all-gather's order (rank 0's tokens first):
+  /// what visible_key_blocks gives for a block-dealt plan, for key_block_loads.
+  std::vector<std::vector<KeyBlockRun>> rows;
+};
+
+/// Random tokens (cornstarch-arxiv §5.3 as written: it "randomly assigns tokens to GPUs"):
+/// random_owners over the tokens (equal counts +-1, from request.random_seed); each rank
+/// keeps its tokens in sequence order and cuts them into query blocks, and the K/V
+/// all-gather lays the ranks' tokens out rank after rank, cut into key blocks. A block pair
+/// counts when any of its token pairs attends (exact, sliding window included). The text's
+/// reading of "random"; `kRandom` deals whole query blocks instead.
+TokenDealtPlan plan_cp_random_tokens(const AttentionMask& mask, const CpPlanRequest& request);
 
 // ---- Intra-GPU balancing (§3.3.2.2) ----------------------------------------------------
 
