@@ -137,11 +137,15 @@ double CpPlan::imbalance() const {
 }
 
 CpPlan plan_from_owners(CpDistribution distribution, std::vector<std::int64_t> workloads,
-                        std::vector<int> owners, const CpPlanRequest& request) {
+                        std::vector<int> owners, std::vector<std::int64_t> rank_tokens,
+                        const CpPlanRequest& request) {
   check_cp(request.cp);
   if (owners.size() != workloads.size())
     throw InputError("CP plan: " + std::to_string(owners.size()) + " owners for " +
                      std::to_string(workloads.size()) + " query blocks");
+  if (std::ssize(rank_tokens) != request.cp)
+    throw InputError("CP plan: token counts for " + std::to_string(rank_tokens.size()) +
+                     " ranks, the group has " + std::to_string(request.cp));
   CpPlan plan;
   plan.distribution = distribution;
   plan.cp = request.cp;
@@ -152,7 +156,7 @@ CpPlan plan_from_owners(CpDistribution distribution, std::vector<std::int64_t> w
     plan.total_workload += workloads[b];
   }
   plan.rank_workload.assign(rank_workload.begin(), rank_workload.end());
-  plan.rank_tokens.assign(static_cast<std::size_t>(request.cp), 0);
+  plan.rank_tokens = std::move(rank_tokens);
   plan.makespan = *std::max_element(plan.rank_workload.begin(), plan.rank_workload.end());
   plan.lower_bound = makespan_lower_bound(workloads, request.cp);
   plan.optimal = plan.makespan == plan.lower_bound;
@@ -188,14 +192,16 @@ CpPlan plan_cp_from_workloads(const std::vector<std::int64_t>& workloads, std::i
       owners = std::move(ilp.owners);
       break;
   }
-  CpPlan plan = plan_from_owners(request.distribution, workloads, std::move(owners), request);
-  plan.lower_bound = std::max(plan.lower_bound, ilp.lower_bound);
-  plan.optimal = ilp.optimal || plan.makespan == plan.lower_bound;
-  for (std::size_t b = 0; b < workloads.size(); ++b) {
+  std::vector<std::int64_t> rank_tokens(static_cast<std::size_t>(request.cp), 0);
+  for (std::size_t b = 0; b < owners.size(); ++b) {  // the sequence's last block may be short
     const std::int64_t first = static_cast<std::int64_t>(b) * request.sizes.query_block;
-    plan.rank_tokens[static_cast<std::size_t>(plan.owner[b])] +=
+    rank_tokens[static_cast<std::size_t>(owners[b])] +=
         std::min(request.sizes.query_block, seq - first);
   }
+  CpPlan plan = plan_from_owners(request.distribution, workloads, std::move(owners),
+                                 std::move(rank_tokens), request);
+  plan.lower_bound = std::max(plan.lower_bound, ilp.lower_bound);
+  plan.optimal = ilp.optimal || plan.makespan == plan.lower_bound;
   return plan;
 }
 

@@ -160,10 +160,11 @@ CpPlan plan_cp(const AttentionMask& mask, const CpPlanRequest& request);
 /// blocks are not the mask's (InputError).
 CpPlan plan_cp_from_workloads(const std::vector<std::int64_t>& workloads, std::int64_t seq,
                               const CpPlanRequest& request);
-/// The plan of given owners: per-rank workloads, makespan, lower bound; rank_tokens left
-/// at 0 for the caller. Throws InputError unless there is one owner per workload.
+/// The plan of given owners and per-rank token counts: per-rank workloads, makespan, lower
+/// bound. Throws InputError unless there is one owner per workload and one count per rank.
 CpPlan plan_from_owners(CpDistribution distribution, std::vector<std::int64_t> workloads,
-                        std::vector<int> owners, const CpPlanRequest& request);
+                        std::vector<int> owners, std::vector<std::int64_t> rank_tokens,
+                        const CpPlanRequest& request);
 
 /// A plan whose query blocks are the ranks' own tokens, with what each block sees.
 struct TokenDealtPlan {

@@ -104,11 +104,10 @@ TokenDealtPlan plan_cp_random_tokens(const AttentionMask& mask, const CpPlanRequ
       owners.push_back(r);
     }
   }
+  std::vector<std::int64_t> rank_tokens;
+  for (const auto& own : tokens) rank_tokens.push_back(std::ssize(own));
   out.plan = plan_from_owners(CpDistribution::kRandomTokens, std::move(workloads),
-                              std::move(owners), request);
-  // A rank's last block may be short, so count tokens rather than blocks.
-  for (int r = 0; r < request.cp; ++r)
-    out.plan.rank_tokens[static_cast<std::size_t>(r)] = std::ssize(tokens[CpRank{r}]);
+                              std::move(owners), std::move(rank_tokens), request);
   return out;
 }
 
