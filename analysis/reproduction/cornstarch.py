@@ -37,35 +37,21 @@ def measured_llm_backward_ratio(llm_size: str) -> float:
     return ratios[len(ratios) // 2]
 
 
-def projector_gradient_floor_ms(ctx: Context, config) -> float:
-    """The projectors' weight gradients of one microbatch at the GPU's dense peak, per GPU
-    of the encoder stage's TP group: 2 x tokens x weights FLOPs per projector (each a
-    hidden -> ffn -> out_hidden MLP, tokens after its encoder's token_ratio), as
-    `loom config` resolves the config. No schedule can run them faster."""
-    resolved = ctx.resolved_config(config)
-    modules = {m["name"]: m for m in resolved["model"]["modules"]}
-    flops = 0.0
-    for m in modules.values():
-        if m["kind"] != "projector":
-            continue
-        tokens = (merged_tokens(resolved, m["modality"], m["inputs"][0])
-                  * resolved["schedule"]["microbatch_size"])
-        flops += 2 * tokens * (m["hidden"] * m["ffn"] + m["ffn"] * m["out_hidden"])
-    return 1e3 * flops / resolved["parallel"]["tp"] / resolved["cluster"]["peak_flops"]
-
-
 # The width of Qwen2-VL's merger output: Hugging Face's Qwen2VLVisionConfig default
 # hidden_size, which a vision encoder built from that config keeps unless it is set (the
 # seeds do not state it).
 QWEN2_VL_MERGER_OUT = 3584
 
 
-def linear_projector_floor_ms(ctx: Context, config) -> float:
+def projector_gradient_floor_ms(ctx: Context, config, as_linear: bool = False) -> float:
     """The projectors' weight gradients of one microbatch at the GPU's dense peak, per GPU
-    of the encoder stage's TP group, read as the Cornstarch artifact builds them by
-    default: Qwen2-VL's merger inside the frozen vision encoder (out QWEN2_VL_MERGER_OUT
-    wide) and one trainable linear layer per encoder from its output to the LLM's width
-    (MultimodalModel's init_projector_type = "linear"): 2 x tokens x in x out FLOPs each."""
+    of the encoder stage's TP group: 2 x tokens x weights FLOPs per projector (tokens after
+    its encoder's token_ratio), as `loom config` resolves the config. No schedule can run
+    them faster. The weights are the config's (each a hidden -> ffn -> out_hidden MLP) or,
+    `as_linear`, as the Cornstarch artifact builds projectors by default: Qwen2-VL's merger
+    inside the frozen vision encoder (out QWEN2_VL_MERGER_OUT wide) and one trainable
+    linear layer from each encoder's output to the LLM's width (MultimodalModel's
+    init_projector_type = "linear")."""
     resolved = ctx.resolved_config(config)
     modules = {m["name"]: m for m in resolved["model"]["modules"]}
     flops = 0.0
@@ -73,10 +59,14 @@ def linear_projector_floor_ms(ctx: Context, config) -> float:
         if m["kind"] != "projector":
             continue
         encoder = m["inputs"][0]
-        width = QWEN2_VL_MERGER_OUT if m["modality"] == "vision" else modules[encoder]["hidden"]
+        if as_linear:
+            width = QWEN2_VL_MERGER_OUT if m["modality"] == "vision" else modules[encoder]["hidden"]
+            weights = width * m["out_hidden"]
+        else:
+            weights = m["hidden"] * m["ffn"] + m["ffn"] * m["out_hidden"]
         tokens = (merged_tokens(resolved, m["modality"], encoder)
                   * resolved["schedule"]["microbatch_size"])
-        flops += 2 * tokens * width * m["out_hidden"]
+        flops += 2 * tokens * weights
     return 1e3 * flops / resolved["parallel"]["tp"] / resolved["cluster"]["peak_flops"]
 
 
@@ -97,7 +87,7 @@ def table_3_2_row(ctx: Context, xyz: str, mode: str) -> list[Cell]:
         loom[view] = (per_stage_times(str(ctx.sim_output(config, sets)))
                       + (metrics["iteration_time_s"],))
     floor = projector_gradient_floor_ms(ctx, config)
-    linear_floor = linear_projector_floor_ms(ctx, config)
+    linear_floor = projector_gradient_floor_ms(ctx, config, as_linear=True)
     cells = []
     for view in VIEWS:
         for i, part in enumerate(PARTS):
