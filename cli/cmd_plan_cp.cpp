@@ -372,11 +372,19 @@ int run_plan_cp(PlanCpOptions& o) {
     print_picture(mask);
     return 0;
   }
-  // A training step's backward needs each row's key blocks, whose counts are the workloads.
+  std::vector<CpDistribution> wanted;
+  if (o.distribution == "all")
+    wanted.assign(std::begin(kCpDistributions), std::end(kCpDistributions));
+  else
+    wanted = {parse_cp_distribution(o.distribution)};
+  // A training step's backward needs each row's key blocks, whose counts are the workloads;
+  // only the plans that deal the mask's own query blocks use them (random-tokens has its own).
   const bool training = !o.gpu.empty() && o.pass == "training";
+  const bool block_dealt = std::ranges::any_of(
+      wanted, [](CpDistribution d) { return d != CpDistribution::kRandomTokens; });
   Rows rows;
   std::vector<std::int64_t> workloads;
-  if (training) {
+  if (training && block_dealt) {
     rows = visible_key_blocks(mask, o.request.sizes);
     for (const auto& runs : rows) {
       std::int64_t w = 0;
@@ -386,11 +394,6 @@ int run_plan_cp(PlanCpOptions& o) {
   } else {
     workloads = block_workloads(mask, o.request.sizes);
   }
-  std::vector<CpDistribution> wanted;
-  if (o.distribution == "all")
-    wanted.assign(std::begin(kCpDistributions), std::end(kCpDistributions));
-  else
-    wanted = {parse_cp_distribution(o.distribution)};
   std::vector<CpPlan> plans;
   std::vector<Rows> token_rows;  // a token-dealt plan's own; reserved: plan_rows points in
   token_rows.reserve(wanted.size());
